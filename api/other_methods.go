@@ -1,0 +1,238 @@
+package api
+
+import "encoding/json"
+
+// SkillsListParams are the params of skills/list (protocol.md §4.16).
+type SkillsListParams struct {
+	// Cwds are the directories to list skills for; omitted means the server cwd.
+	Cwds []string `json:"cwds,omitempty"`
+	// ForceReload rescans skill roots.
+	ForceReload *bool `json:"forceReload,omitempty"`
+	// PerCwdExtraUserRoots is accepted and ignored (not in the 0.169.0 stable schema).
+	PerCwdExtraUserRoots json.RawMessage `json:"perCwdExtraUserRoots,omitempty"`
+}
+
+// SkillsListResult is the result of skills/list.
+type SkillsListResult struct {
+	// Data has one entry per requested directory.
+	Data List[SkillsListEntry] `json:"data"`
+}
+
+// SkillsListEntry lists the skills available in one directory.
+type SkillsListEntry struct {
+	// Cwd is the directory.
+	Cwd string `json:"cwd"`
+	// Skills are the available skills.
+	Skills List[SkillMetadata] `json:"skills"`
+	// Errors are skill files that failed to load.
+	Errors List[SkillErrorInfo] `json:"errors"`
+}
+
+// SkillScope is where a skill comes from.
+type SkillScope string
+
+// The skill scopes.
+const (
+	SkillScopeUser   SkillScope = "user"
+	SkillScopeRepo   SkillScope = "repo"
+	SkillScopeSystem SkillScope = "system"
+	SkillScopeAdmin  SkillScope = "admin"
+)
+
+// SkillMetadata describes one skill.
+type SkillMetadata struct {
+	// Name is the skill name.
+	Name string `json:"name"`
+	// Description says when to use the skill.
+	Description string `json:"description"`
+	// ShortDescription is a one-liner, omitted when unset.
+	ShortDescription *string `json:"shortDescription,omitempty"`
+	// Interface holds display metadata, omitted when unset.
+	Interface *SkillInterface `json:"interface,omitempty"`
+	// Dependencies are required tools, omitted when unset.
+	Dependencies *SkillDependencies `json:"dependencies,omitempty"`
+	// Path is the SKILL.md path.
+	Path string `json:"path"`
+	// Scope is where the skill comes from.
+	Scope SkillScope `json:"scope"`
+	// Enabled tells whether the skill is offered.
+	Enabled bool `json:"enabled"`
+	// PluginID is the providing plugin, or null.
+	PluginID *string `json:"pluginId"`
+}
+
+// SkillInterface holds display metadata of a skill; 0.169.0 writes every key (null when unset).
+type SkillInterface struct {
+	// DisplayName is the display name, or null.
+	DisplayName *string `json:"displayName"`
+	// ShortDescription is a one-liner, or null.
+	ShortDescription *string `json:"shortDescription"`
+	// IconSmall is a local icon path, or null.
+	IconSmall *string `json:"iconSmall"`
+	// IconLarge is a local icon path, or null.
+	IconLarge *string `json:"iconLarge"`
+	// IconSmallURL is a remote icon, or null.
+	IconSmallURL *string `json:"iconSmallUrl"`
+	// IconLargeURL is a remote icon, or null.
+	IconLargeURL *string `json:"iconLargeUrl"`
+	// BrandColor is a color, or null.
+	BrandColor *string `json:"brandColor"`
+	// DefaultPrompt is a suggested prompt, or null.
+	DefaultPrompt *string `json:"defaultPrompt"`
+}
+
+// SkillDependencies are the tools a skill needs.
+type SkillDependencies struct {
+	// Tools are the needed tools.
+	Tools List[SkillToolDependency] `json:"tools"`
+}
+
+// SkillToolDependency is one tool a skill needs.
+type SkillToolDependency struct {
+	// Type is the dependency kind.
+	Type string `json:"type"`
+	// Value identifies the tool.
+	Value string `json:"value"`
+	// Description explains the need, omitted when unset.
+	Description *string `json:"description,omitempty"`
+	// Transport is an MCP transport, omitted when unset.
+	Transport *string `json:"transport,omitempty"`
+	// Command is an MCP command, omitted when unset.
+	Command *string `json:"command,omitempty"`
+	// URL is an MCP URL, omitted when unset.
+	URL *string `json:"url,omitempty"`
+}
+
+// SkillErrorInfo is a skill file that failed to load.
+type SkillErrorInfo struct {
+	// Path is the file.
+	Path string `json:"path"`
+	// Message is the error.
+	Message string `json:"message"`
+}
+
+// McpServerStatusListParams are the params of mcpServerStatus/list (protocol.md §4.17).
+type McpServerStatusListParams struct {
+	// Cursor is an opaque paging cursor, or null.
+	Cursor *string `json:"cursor,omitempty"`
+	// Limit is the page size, or null.
+	Limit *uint32 `json:"limit,omitempty"`
+	// Detail is "full" (default) or "toolsAndAuthOnly", or null.
+	Detail *string `json:"detail,omitempty"`
+	// ThreadID resolves servers as seen by a thread, or null.
+	ThreadID *string `json:"threadId,omitempty"`
+	// ServerName restricts the listing to one server, or null.
+	ServerName *string `json:"serverName,omitempty"`
+}
+
+// McpServerStatusListResult is the result of mcpServerStatus/list.
+type McpServerStatusListResult struct {
+	// Data are the servers.
+	Data List[McpServerStatus] `json:"data"`
+	// NextCursor continues the listing, or null.
+	NextCursor *string `json:"nextCursor"`
+}
+
+// McpServerStatus describes one configured MCP server; MCP-defined objects are kept verbatim.
+type McpServerStatus struct {
+	// Name is the server name.
+	Name string `json:"name"`
+	// RuntimeStatus is e.g. "connected", or null.
+	RuntimeStatus *string `json:"runtimeStatus"`
+	// PluginID is the providing plugin, or null.
+	PluginID *string `json:"pluginId"`
+	// HTTPOrigin is the server's origin, or null.
+	HTTPOrigin *string `json:"httpOrigin"`
+	// ServerInfo is the MCP implementation info, or null.
+	ServerInfo json.RawMessage `json:"serverInfo"`
+	// ServerCapabilities are the MCP capabilities, or null.
+	ServerCapabilities json.RawMessage `json:"serverCapabilities"`
+	// ToolListMeta is the tools/list _meta, or null.
+	ToolListMeta json.RawMessage `json:"toolListMeta"`
+	// Tools maps tool name to MCP Tool.
+	Tools Map[json.RawMessage] `json:"tools"`
+	// ToolsError is the tools/list failure, or null.
+	ToolsError *string `json:"toolsError"`
+	// Resources are MCP resources.
+	Resources List[json.RawMessage] `json:"resources"`
+	// ResourceTemplates are MCP resource templates.
+	ResourceTemplates List[json.RawMessage] `json:"resourceTemplates"`
+	// AuthStatus is "unknown", "unsupported", "notLoggedIn", "bearerToken" or "oAuth".
+	AuthStatus string `json:"authStatus"`
+}
+
+// McpServerToolCallParams are the params of mcpServer/tool/call (protocol.md §4.18).
+type McpServerToolCallParams struct {
+	// ThreadID is the thread; required.
+	ThreadID string `json:"threadId"`
+	// Server is the MCP server; required.
+	Server string `json:"server"`
+	// Tool is the tool; required.
+	Tool string `json:"tool"`
+	// Arguments are the tool arguments, omitted when unset.
+	Arguments json.RawMessage `json:"arguments,omitempty"`
+	// Meta is the _meta object, omitted when unset.
+	Meta json.RawMessage `json:"_meta,omitempty"`
+}
+
+// McpServerToolCallResult is an MCP CallToolResult.
+type McpServerToolCallResult struct {
+	// Content are the MCP content blocks.
+	Content List[json.RawMessage] `json:"content"`
+	// StructuredContent is structured output, omitted when unset.
+	StructuredContent json.RawMessage `json:"structuredContent,omitempty"`
+	// IsError marks a tool-level error, omitted when unset.
+	IsError *bool `json:"isError,omitempty"`
+	// Meta is the _meta object, omitted when unset.
+	Meta json.RawMessage `json:"_meta,omitempty"`
+}
+
+// CommandExecParams are the params of command/exec (protocol.md §4.19).
+type CommandExecParams struct {
+	// Command is argv; required and non-empty.
+	Command []string `json:"command"`
+	// ProcessID is a client-chosen, connection-scoped id, or null.
+	ProcessID *string `json:"processId,omitempty"`
+	// Tty runs under a pseudo-terminal (implies both streams).
+	Tty *bool `json:"tty,omitempty"`
+	// StreamStdin accepts command/exec/write.
+	StreamStdin *bool `json:"streamStdin,omitempty"`
+	// StreamStdoutStderr streams output as command/exec/outputDelta.
+	StreamStdoutStderr *bool `json:"streamStdoutStderr,omitempty"`
+	// OutputBytesCap caps each stream (default 1 MiB), or null.
+	OutputBytesCap *uint64 `json:"outputBytesCap,omitempty"`
+	// DisableOutputCap lifts the cap; exclusive with OutputBytesCap.
+	DisableOutputCap *bool `json:"disableOutputCap,omitempty"`
+	// DisableTimeout lifts the timeout; exclusive with TimeoutMs.
+	DisableTimeout *bool `json:"disableTimeout,omitempty"`
+	// TimeoutMs bounds the run time, or null for the default.
+	TimeoutMs *int64 `json:"timeoutMs,omitempty"`
+	// Cwd is the working directory, or null.
+	Cwd *string `json:"cwd,omitempty"`
+	// Env adds (string) or unsets (null) variables, or null.
+	Env map[string]*string `json:"env,omitempty"`
+	// Size is the terminal size for tty, or null.
+	Size *CommandExecTerminalSize `json:"size,omitempty"`
+	// SandboxPolicy sandboxes the process, or null.
+	SandboxPolicy *SandboxPolicy `json:"sandboxPolicy,omitempty"`
+	// PermissionProfile (experimental) is accepted and ignored.
+	PermissionProfile *string `json:"permissionProfile,omitempty"`
+}
+
+// CommandExecTerminalSize is a terminal size.
+type CommandExecTerminalSize struct {
+	// Rows is the height.
+	Rows uint16 `json:"rows"`
+	// Cols is the width.
+	Cols uint16 `json:"cols"`
+}
+
+// CommandExecResult is the result of command/exec, sent after the process exits.
+type CommandExecResult struct {
+	// ExitCode is the exit status.
+	ExitCode int32 `json:"exitCode"`
+	// Stdout is the buffered (non-streamed) stdout.
+	Stdout string `json:"stdout"`
+	// Stderr is the buffered (non-streamed) stderr.
+	Stderr string `json:"stderr"`
+}
