@@ -1,0 +1,401 @@
+package config
+
+import (
+	"net/netip"
+	"os"
+	"path/filepath"
+	"runtime"
+	"time"
+)
+
+// Layer names the configuration layer that set a value; see Config.Origins.
+type Layer string
+
+// The configuration layers, lowest precedence first.
+const (
+	// LayerDefault is a built-in default value.
+	LayerDefault Layer = "default"
+	// LayerFile is the TOML file given by --config or APPSERVER_CONFIG.
+	LayerFile Layer = "file"
+	// LayerEnv is an APPSERVER_* environment variable.
+	LayerEnv Layer = "env"
+	// LayerFlag is a dedicated command-line flag such as --listen.
+	LayerFlag Layer = "flag"
+	// LayerOverride is a repeatable -c key=value override.
+	LayerOverride Layer = "override"
+)
+
+// LogFormat is the log_format setting.
+type LogFormat string
+
+// The accepted log formats.
+const (
+	// LogFormatText is human-readable key=value lines (the default).
+	LogFormatText LogFormat = "text"
+	// LogFormatJSON is one JSON object per line.
+	LogFormatJSON LogFormat = "json"
+)
+
+// LogLevel is the log_level setting.
+type LogLevel string
+
+// The accepted log levels.
+const (
+	// LogLevelDebug logs everything.
+	LogLevelDebug LogLevel = "debug"
+	// LogLevelInfo is the default level.
+	LogLevelInfo LogLevel = "info"
+	// LogLevelWarn logs warnings and errors only.
+	LogLevelWarn LogLevel = "warn"
+	// LogLevelError logs errors only.
+	LogLevelError LogLevel = "error"
+)
+
+// WSAuthMode is the ws_auth setting: how websocket upgrades are authenticated.
+type WSAuthMode string
+
+// The websocket auth modes, spelled as Codex's --ws-auth flag spells them.
+const (
+	// WSAuthNone, the zero value, authenticates nobody.
+	WSAuthNone WSAuthMode = ""
+	// WSAuthCapabilityToken requires a bearer token matching ws_token_file or
+	// ws_token_sha256.
+	WSAuthCapabilityToken WSAuthMode = "capability-token"
+	// WSAuthSignedBearerToken requires an HS256 JWT signed with the secret in
+	// ws_shared_secret_file.
+	WSAuthSignedBearerToken WSAuthMode = "signed-bearer-token"
+)
+
+// ApprovalPolicy is Codex's approval_policy: when the user is asked before a
+// command runs.
+type ApprovalPolicy string
+
+// The approval policies Codex accepts as strings.
+const (
+	// ApprovalUntrusted asks for everything but known-safe read-only commands.
+	ApprovalUntrusted ApprovalPolicy = "untrusted"
+	// ApprovalOnFailure runs sandboxed and asks only when a command fails
+	// (deprecated in Codex, still accepted).
+	ApprovalOnFailure ApprovalPolicy = "on-failure"
+	// ApprovalOnRequest lets the model decide when to ask (the default).
+	ApprovalOnRequest ApprovalPolicy = "on-request"
+	// ApprovalNever never asks; failures go straight back to the model.
+	ApprovalNever ApprovalPolicy = "never"
+)
+
+// SandboxMode is Codex's sandbox_mode: what commands may touch.
+type SandboxMode string
+
+// The sandbox modes.
+const (
+	// SandboxReadOnly allows reading only (the default).
+	SandboxReadOnly SandboxMode = "read-only"
+	// SandboxWorkspaceWrite allows writing inside the workspace.
+	SandboxWorkspaceWrite SandboxMode = "workspace-write"
+	// SandboxDangerFullAccess disables the sandbox.
+	SandboxDangerFullAccess SandboxMode = "danger-full-access"
+)
+
+// WireAPI is the wire protocol a model provider speaks.
+type WireAPI string
+
+// The wire protocols.
+const (
+	// WireAPIResponses is the OpenAI Responses API (/v1/responses).
+	WireAPIResponses WireAPI = "responses"
+	// WireAPIChat is the Chat Completions API (/v1/chat/completions).
+	WireAPIChat WireAPI = "chat"
+)
+
+// ReasoningEffort is a model reasoning effort as Codex spells it.
+type ReasoningEffort string
+
+// The reasoning efforts Codex knows.
+const (
+	// ReasoningNone disables reasoning.
+	ReasoningNone ReasoningEffort = "none"
+	// ReasoningMinimal is the least reasoning.
+	ReasoningMinimal ReasoningEffort = "minimal"
+	// ReasoningLow is low effort.
+	ReasoningLow ReasoningEffort = "low"
+	// ReasoningMedium is medium effort.
+	ReasoningMedium ReasoningEffort = "medium"
+	// ReasoningHigh is high effort.
+	ReasoningHigh ReasoningEffort = "high"
+	// ReasoningXHigh is the most reasoning.
+	ReasoningXHigh ReasoningEffort = "xhigh"
+)
+
+// Defaults that callers may want to refer to.
+const (
+	// DefaultListen is the default listen address.
+	DefaultListen = "ws://127.0.0.1:7878"
+	// DefaultShutdownGracePeriod is how long shutdown waits for running turns.
+	DefaultShutdownGracePeriod = 10 * time.Second
+	// DefaultWSMaxClockSkewSeconds is the default JWT clock skew tolerance.
+	DefaultWSMaxClockSkewSeconds = 30
+	// DefaultModelProvider is the id of the built-in OpenAI provider.
+	DefaultModelProvider = "openai"
+	// DefaultRequestMaxRetries is Codex's default request_max_retries.
+	DefaultRequestMaxRetries = 4
+	// DefaultStreamMaxRetries is Codex's default stream_max_retries.
+	DefaultStreamMaxRetries = 5
+	// DefaultStreamIdleTimeoutMS is Codex's default stream_idle_timeout_ms.
+	DefaultStreamIdleTimeoutMS = 300_000
+	// DefaultMCPStartupTimeoutSec is Codex's default MCP startup_timeout_sec.
+	DefaultMCPStartupTimeoutSec = 10.0
+	// DefaultMCPToolTimeoutSec is Codex's default MCP tool_timeout_sec.
+	DefaultMCPToolTimeoutSec = 60.0
+)
+
+// Config is appserver's effective configuration. The toml tags are the keys
+// of config.toml (a Codex config.toml is accepted as is); Load fills it from
+// all layers and validates it.
+type Config struct {
+	// Listen is the websocket listen address, ws://IP:PORT (port 0 picks one).
+	Listen string `toml:"listen"`
+	// DatabaseURL is a postgres:// URL; empty selects the embedded store in
+	// DataDir.
+	DatabaseURL string `toml:"database_url"`
+	// DataDir holds the embedded store and other local state.
+	DataDir string `toml:"data_dir"`
+	// Migrate runs migrations at start-up when true; nil means the default
+	// (see MigrateOnStart).
+	Migrate *bool `toml:"migrate"`
+	// LogFormat is "text" or "json".
+	LogFormat LogFormat `toml:"log_format"`
+	// LogLevel is "debug", "info", "warn" or "error".
+	LogLevel LogLevel `toml:"log_level"`
+	// AllowedOrigins lists the browser origins (scheme://host[:port]) allowed
+	// to connect; requests with any other Origin header are refused.
+	AllowedOrigins []string `toml:"allowed_origins"`
+	// ShutdownGracePeriod is how long shutdown lets running turns finish
+	// before interrupting them; written as a duration string such as "10s".
+	ShutdownGracePeriod time.Duration `toml:"shutdown_grace_period"`
+
+	// WSAuth selects websocket authentication (Codex's --ws-auth).
+	WSAuth WSAuthMode `toml:"ws_auth"`
+	// WSTokenFile is the absolute path of the capability-token file.
+	WSTokenFile string `toml:"ws_token_file"`
+	// WSTokenSHA256 is the hex SHA-256 of the capability token.
+	WSTokenSHA256 string `toml:"ws_token_sha256"`
+	// WSSharedSecretFile is the absolute path of the HS256 shared-secret file.
+	WSSharedSecretFile string `toml:"ws_shared_secret_file"`
+	// WSIssuer, when set, must equal the JWT iss claim.
+	WSIssuer string `toml:"ws_issuer"`
+	// WSAudience, when set, must be in the JWT aud claim.
+	WSAudience string `toml:"ws_audience"`
+	// WSMaxClockSkewSeconds widens the JWT exp/nbf checks.
+	WSMaxClockSkewSeconds int `toml:"ws_max_clock_skew_seconds"`
+
+	// Model is the default model for new threads; always listed by Models.
+	Model string `toml:"model"`
+	// ModelProvider is the id in ModelProviders used by default.
+	ModelProvider string `toml:"model_provider"`
+	// ApprovalPolicy is the default approval policy for new threads.
+	ApprovalPolicy ApprovalPolicy `toml:"approval_policy"`
+	// SandboxMode is the default sandbox mode for new threads.
+	SandboxMode SandboxMode `toml:"sandbox_mode"`
+	// ModelProviders maps provider ids to their settings; it always holds an
+	// "openai" entry: the built-in provider, with any fields the
+	// configuration sets for it.
+	ModelProviders map[string]ModelProvider `toml:"model_providers"`
+	// MCPServers maps MCP server ids to how to reach them.
+	MCPServers map[string]MCPServer `toml:"mcp_servers"`
+	// ModelCatalog is the [models.<id>] table: the models model/list
+	// reports besides Model (see Models).
+	ModelCatalog map[string]ModelEntry `toml:"models"`
+
+	// origins records, by dotted key, the layer and source that last set a
+	// key or created a table entry; filled by Load.
+	origins map[string]origin
+}
+
+// ModelProvider is one [model_providers.<id>] table, with Codex's fields and
+// meaning.
+type ModelProvider struct {
+	// Name is a friendly display name.
+	Name string `toml:"name"`
+	// BaseURL is the provider's OpenAI-compatible API base URL.
+	BaseURL string `toml:"base_url"`
+	// EnvKey is the environment variable holding the API key.
+	EnvKey string `toml:"env_key"`
+	// EnvKeyInstructions tells the user how to obtain a key.
+	EnvKeyInstructions string `toml:"env_key_instructions"`
+	// WireAPI is "responses" or "chat".
+	WireAPI WireAPI `toml:"wire_api"`
+	// QueryParams are appended to every request URL.
+	QueryParams map[string]string `toml:"query_params"`
+	// HTTPHeaders are sent with every request (header → value).
+	HTTPHeaders map[string]string `toml:"http_headers"`
+	// EnvHTTPHeaders are sent with every request (header → name of the
+	// environment variable holding the value; unset or empty means omitted).
+	EnvHTTPHeaders map[string]string `toml:"env_http_headers"`
+	// RequestMaxRetries is how often a failed request is retried.
+	RequestMaxRetries int `toml:"request_max_retries"`
+	// StreamMaxRetries is how often a dropped stream is reconnected.
+	StreamMaxRetries int `toml:"stream_max_retries"`
+	// StreamIdleTimeoutMS is how long a stream may be silent before it is
+	// treated as lost, in milliseconds.
+	StreamIdleTimeoutMS int `toml:"stream_idle_timeout_ms"`
+	// RequiresOpenAIAuth marks providers that need an OpenAI login or key.
+	RequiresOpenAIAuth bool `toml:"requires_openai_auth"`
+}
+
+// MCPServer is one [mcp_servers.<id>] table, with Codex's fields: either a
+// stdio server (Command, Args, Env, Cwd) or a streamable HTTP server (URL,
+// BearerTokenEnvVar, HTTPHeaders).
+type MCPServer struct {
+	// Command starts a stdio server.
+	Command string `toml:"command"`
+	// Args are the stdio server's arguments.
+	Args []string `toml:"args"`
+	// Env is extra environment for the stdio server.
+	Env map[string]string `toml:"env"`
+	// Cwd is the stdio server's working directory.
+	Cwd string `toml:"cwd"`
+	// URL is the streamable HTTP server's endpoint.
+	URL string `toml:"url"`
+	// BearerTokenEnvVar names the environment variable holding the HTTP
+	// server's bearer token.
+	BearerTokenEnvVar string `toml:"bearer_token_env_var"`
+	// HTTPHeaders are sent to the HTTP server.
+	HTTPHeaders map[string]string `toml:"http_headers"`
+	// StartupTimeoutSec bounds initialisation and tool listing, in seconds.
+	StartupTimeoutSec float64 `toml:"startup_timeout_sec"`
+	// ToolTimeoutSec bounds one tool call, in seconds.
+	ToolTimeoutSec float64 `toml:"tool_timeout_sec"`
+	// Enabled is false to keep the server configured but unused.
+	Enabled bool `toml:"enabled"`
+	// EnabledTools, when non-nil, is the allow-list of tools to expose.
+	EnabledTools []string `toml:"enabled_tools"`
+	// DisabledTools are removed after EnabledTools is applied.
+	DisabledTools []string `toml:"disabled_tools"`
+}
+
+// ModelEntry is one [models.<id>] table describing a model for model/list.
+type ModelEntry struct {
+	// DisplayName is shown to users; empty means the id.
+	DisplayName string `toml:"display_name"`
+	// Description is a one-line description.
+	Description string `toml:"description"`
+	// Provider is the model provider id; empty means Config.ModelProvider.
+	Provider string `toml:"provider"`
+	// DefaultReasoningEffort is the effort used when a turn names none.
+	DefaultReasoningEffort ReasoningEffort `toml:"default_reasoning_effort"`
+	// Hidden keeps the model out of model/list unless hidden ones are asked
+	// for.
+	Hidden bool `toml:"hidden"`
+}
+
+// Default returns the built-in configuration, resolving data_dir from the
+// process environment.
+func Default() Config {
+	return defaults(os.Getenv, runtime.GOOS)
+}
+
+// defaults builds the default configuration; getenv and goos are parameters
+// so Load can resolve data_dir from Sources.Env and tests can vary the OS.
+func defaults(getenv func(string) string, goos string) Config {
+	return Config{
+		Listen:                DefaultListen,
+		DataDir:               defaultDataDir(getenv, goos),
+		LogFormat:             LogFormatText,
+		LogLevel:              LogLevelInfo,
+		AllowedOrigins:        []string{},
+		ShutdownGracePeriod:   DefaultShutdownGracePeriod,
+		WSMaxClockSkewSeconds: DefaultWSMaxClockSkewSeconds,
+		ModelProvider:         DefaultModelProvider,
+		ApprovalPolicy:        ApprovalOnRequest,
+		SandboxMode:           SandboxReadOnly,
+		ModelProviders:        map[string]ModelProvider{DefaultModelProvider: builtinOpenAI()},
+		MCPServers:            map[string]MCPServer{},
+		ModelCatalog:          map[string]ModelEntry{},
+	}
+}
+
+// defaultDataDir is $XDG_DATA_HOME/appserver when XDG_DATA_HOME is an
+// absolute path, else the platform's per-user data directory.
+func defaultDataDir(getenv func(string) string, goos string) string {
+	if xdg := getenv("XDG_DATA_HOME"); filepath.IsAbs(xdg) {
+		return filepath.Join(xdg, "appserver")
+	}
+	home := getenv("HOME")
+	if home == "" {
+		home, _ = os.UserHomeDir()
+	}
+	if home == "" {
+		return ""
+	}
+	if goos == "darwin" {
+		return filepath.Join(home, "Library", "Application Support", "appserver")
+	}
+	return filepath.Join(home, ".local", "share", "appserver")
+}
+
+// builtinOpenAI returns a fresh copy of the built-in "openai" provider.
+func builtinOpenAI() ModelProvider {
+	p := newProvider()
+	p.Name = "OpenAI"
+	p.BaseURL = "https://api.openai.com/v1"
+	p.EnvKey = "OPENAI_API_KEY"
+	p.WireAPI = WireAPIResponses
+	p.RequiresOpenAIAuth = true
+	return p
+}
+
+// newProvider returns the starting point of a provider table that the
+// configuration creates: Codex's defaults for the fields it leaves out.
+func newProvider() ModelProvider {
+	return ModelProvider{
+		// Codex once defaulted custom providers to "chat"; current Codex
+		// only speaks (and defaults to) "responses", so that is our default.
+		WireAPI:             WireAPIResponses,
+		RequestMaxRetries:   DefaultRequestMaxRetries,
+		StreamMaxRetries:    DefaultStreamMaxRetries,
+		StreamIdleTimeoutMS: DefaultStreamIdleTimeoutMS,
+	}
+}
+
+// newMCPServer returns the starting point of an MCP server table.
+func newMCPServer() MCPServer {
+	return MCPServer{
+		Enabled:           true,
+		StartupTimeoutSec: DefaultMCPStartupTimeoutSec,
+		ToolTimeoutSec:    DefaultMCPToolTimeoutSec,
+	}
+}
+
+// MigrateOnStart reports whether migrations run at start-up: the migrate
+// setting when given, else on for the embedded store and off for Postgres.
+func (c *Config) MigrateOnStart() bool {
+	if c.Migrate != nil {
+		return *c.Migrate
+	}
+	return c.DatabaseURL == ""
+}
+
+// ListenAddr returns the parsed listen address (IP and port, ready for
+// net.Listen("tcp", addr.String())), or the zero AddrPort if Listen is
+// invalid; Load has already rejected invalid addresses.
+func (c *Config) ListenAddr() netip.AddrPort {
+	ap, err := ParseListen(c.Listen)
+	if err != nil {
+		return netip.AddrPort{}
+	}
+	return ap
+}
+
+// ListenHost returns the IP of the listen address, without brackets.
+func (c *Config) ListenHost() string {
+	ap := c.ListenAddr()
+	if !ap.IsValid() {
+		return ""
+	}
+	return ap.Addr().String()
+}
+
+// ListenPort returns the port of the listen address (0 asks the OS for one).
+func (c *Config) ListenPort() int {
+	return int(c.ListenAddr().Port())
+}

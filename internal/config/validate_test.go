@@ -1,0 +1,231 @@
+package config
+
+import (
+	"net/netip"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+const sha = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+
+func TestWSAuth(t *testing.T) {
+	tests := []struct {
+		name      string
+		overrides []string
+		want      string // empty: valid
+	}{
+		{"no auth", nil, ""},
+		{"capability token file", []string{"ws_auth=capability-token", "ws_token_file=/etc/appserver/token"}, ""},
+		{"capability token digest", []string{"ws_auth=capability-token", "ws_token_sha256=" + sha}, ""},
+		{"capability token digest upper case", []string{"ws_auth=capability-token", "ws_token_sha256=" + strings.ToUpper(sha)}, ""},
+		{"signed bearer token", []string{"ws_auth=signed-bearer-token", "ws_shared_secret_file=/etc/appserver/secret",
+			"ws_issuer=me", "ws_audience=you", "ws_max_clock_skew_seconds=0"}, ""},
+		{"empty strings are unset", []string{`ws_token_file=""`, `ws_issuer=""`}, ""},
+
+		{"unknown mode", []string{"ws_auth=basic"},
+			`-c ws_auth=basic: expected "capability-token" or "signed-bearer-token" (or empty for none), got "basic"`},
+		{"token file without mode", []string{"ws_token_file=/t"},
+			`-c ws_token_file=/t: requires ws_auth = "capability-token"`},
+		{"token digest without mode", []string{"ws_token_sha256=" + sha},
+			`-c ws_token_sha256=` + sha + `: requires ws_auth = "capability-token"`},
+		{"secret file without mode", []string{"ws_shared_secret_file=/s"},
+			`-c ws_shared_secret_file=/s: requires ws_auth = "signed-bearer-token"`},
+		{"issuer without mode", []string{"ws_issuer=me"},
+			`-c ws_issuer=me: requires ws_auth = "signed-bearer-token"`},
+		{"audience without mode", []string{"ws_audience=you"},
+			`-c ws_audience=you: requires ws_auth = "signed-bearer-token"`},
+		{"clock skew without mode, even at its default", []string{"ws_max_clock_skew_seconds=30"},
+			`-c ws_max_clock_skew_seconds=30: requires ws_auth = "signed-bearer-token"`},
+		{"token file with jwt mode", []string{"ws_auth=signed-bearer-token", "ws_shared_secret_file=/s", "ws_token_file=/t"},
+			`-c ws_token_file=/t: cannot be used with ws_auth = "signed-bearer-token" (it belongs to ws_auth = "capability-token")`},
+		{"token digest with jwt mode", []string{"ws_auth=signed-bearer-token", "ws_shared_secret_file=/s", "ws_token_sha256=" + sha},
+			`-c ws_token_sha256=` + sha + `: cannot be used with ws_auth = "signed-bearer-token" (it belongs to ws_auth = "capability-token")`},
+		{"jwt setting with token mode", []string{"ws_auth=capability-token", "ws_token_file=/t", "ws_issuer=me"},
+			`-c ws_issuer=me: cannot be used with ws_auth = "capability-token" (it belongs to ws_auth = "signed-bearer-token")`},
+		{"capability token without token", []string{"ws_auth=capability-token"},
+			`-c ws_auth=capability-token: capability-token requires ws_token_file or ws_token_sha256`},
+		{"capability token with both", []string{"ws_auth=capability-token", "ws_token_file=/t", "ws_token_sha256=" + sha},
+			`-c ws_token_sha256=` + sha + `: ws_token_file and ws_token_sha256 are mutually exclusive; set only one`},
+		{"digest too short", []string{"ws_auth=capability-token", "ws_token_sha256=" + sha[1:]},
+			`-c ws_token_sha256=` + sha[1:] + `: expected 64 hexadecimal characters (a SHA-256 digest)`},
+		{"digest not hex", []string{"ws_auth=capability-token", "ws_token_sha256=" + strings.Repeat("zz", 32)},
+			`-c ws_token_sha256=` + strings.Repeat("zz", 32) + `: expected 64 hexadecimal characters (a SHA-256 digest)`},
+		{"relative token file", []string{"ws_auth=capability-token", "ws_token_file=token.txt"},
+			`-c ws_token_file=token.txt: expected an absolute path, got "token.txt"`},
+		{"relative secret file", []string{"ws_auth=signed-bearer-token", "ws_shared_secret_file=./secret"},
+			`-c ws_shared_secret_file=./secret: expected an absolute path, got "./secret"`},
+		{"jwt without secret file", []string{"ws_auth=signed-bearer-token", "ws_issuer=me"},
+			`-c ws_auth=signed-bearer-token: signed-bearer-token requires ws_shared_secret_file`},
+		{"negative clock skew", []string{"ws_auth=signed-bearer-token", "ws_shared_secret_file=/s", "ws_max_clock_skew_seconds=-1"},
+			`-c ws_max_clock_skew_seconds=-1: must not be negative`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			src := Sources{Overrides: tt.overrides}
+			if tt.want == "" {
+				mustLoad(t, src)
+				return
+			}
+			require.Equal(t, tt.want, loadError(t, src))
+		})
+	}
+}
+
+func TestWSAuthErrorsNameTheirSource(t *testing.T) {
+	file := writeConfig(t, `ws_token_file = "/t"`)
+	require.Equal(t, "config file "+file+`: ws_token_file: requires ws_auth = "capability-token"`,
+		loadError(t, Sources{File: file}))
+	require.Equal(t, `env APPSERVER_WS_AUTH: capability-token requires ws_token_file or ws_token_sha256`,
+		loadError(t, Sources{Env: testEnv("APPSERVER_WS_AUTH=capability-token")}))
+	require.Equal(t, `flag --ws-issuer: requires ws_auth = "signed-bearer-token"`,
+		loadError(t, Sources{Flags: map[string]string{"ws_issuer": "me"}}))
+}
+
+func TestParseListen(t *testing.T) {
+	valid := []struct {
+		in   string
+		host string
+		port int
+	}{
+		{"ws://127.0.0.1:7878", "127.0.0.1", 7878},
+		{"ws://0.0.0.0:0", "0.0.0.0", 0},
+		{"ws://[::1]:80", "::1", 80},
+		{"ws://[::]:65535", "::", 65535},
+	}
+	for _, tt := range valid {
+		t.Run(tt.in, func(t *testing.T) {
+			ap, err := ParseListen(tt.in)
+			require.NoError(t, err)
+			require.Equal(t, netip.MustParseAddr(tt.host), ap.Addr())
+			cfg, _ := mustLoad(t, Sources{Overrides: []string{"listen=" + tt.in}})
+			require.Equal(t, tt.host, cfg.ListenHost())
+			require.Equal(t, tt.port, cfg.ListenPort())
+			require.Equal(t, ap, cfg.ListenAddr())
+		})
+	}
+
+	invalid := []string{
+		"ws://localhost:7878",
+		"ws://127.0.0.1",
+		"ws://127.0.0.1:65536",
+		"ws://127.0.0.1:-1",
+		"ws://127.0.0.1:80/rpc",
+		"ws://::1:80",
+		"ws://[::1]",
+		"ws://256.0.0.1:80",
+		"wss://127.0.0.1:80",
+		"http://127.0.0.1:80",
+		"127.0.0.1:80",
+		"stdio://",
+		"",
+	}
+	for _, in := range invalid {
+		t.Run("invalid "+in, func(t *testing.T) {
+			_, err := ParseListen(in)
+			require.Error(t, err)
+			msg := loadError(t, Sources{Flags: map[string]string{"listen": in}})
+			require.Contains(t, msg, "flag --listen: expected ws://IP:PORT")
+			require.Contains(t, msg, `got "`+in+`"`)
+		})
+	}
+
+	require.Equal(t, `-c listen=ws://localhost:1: expected ws://IP:PORT with an IP address literal and a port, got "ws://localhost:1"`,
+		loadError(t, Sources{Overrides: []string{"listen=ws://localhost:1"}}))
+
+	var zero Config
+	require.False(t, zero.ListenAddr().IsValid())
+	require.Empty(t, zero.ListenHost())
+	require.Zero(t, zero.ListenPort())
+}
+
+func TestValidation(t *testing.T) {
+	tests := []struct {
+		name      string
+		overrides []string
+		want      string // empty: valid
+	}{
+		{"postgres url", []string{"database_url=postgresql://u:p@db:5432/app?sslmode=disable"}, ""},
+		{"other database scheme, password not echoed", []string{"database_url=mysql://u:hunter2@db/app"},
+			"-c database_url=mysql://u:hunter2@db/app: expected a postgres:// or postgresql:// URL"},
+		{"no data dir for the embedded store", []string{`data_dir=""`},
+			`-c data_dir="": must not be empty when database_url is empty: the embedded store lives there`},
+		{"no data dir with postgres", []string{`data_dir=""`, "database_url=postgres://db/app"}, ""},
+		{"log format", []string{"log_format=xml"}, `-c log_format=xml: expected "text" or "json", got "xml"`},
+		{"log level", []string{"log_level=trace"}, `-c log_level=trace: expected "debug", "info", "warn" or "error", got "trace"`},
+		{"origins", []string{`allowed_origins=["https://a.example", "http://localhost:3000"]`}, ""},
+		{"origin with path", []string{`allowed_origins=["https://a.example/app"]`},
+			`-c allowed_origins=["https://a.example/app"]: "https://a.example/app" is not an origin (expected scheme://host[:port], no path)`},
+		{"origin without scheme", []string{`allowed_origins=["a.example"]`},
+			`-c allowed_origins=["a.example"]: "a.example" is not an origin (expected scheme://host[:port], no path)`},
+		{"negative grace period", []string{"shutdown_grace_period=-1s"}, "-c shutdown_grace_period=-1s: must not be negative"},
+		{"approval policy", []string{"approval_policy=always"},
+			`-c approval_policy=always: expected "untrusted", "on-failure", "on-request" or "never", got "always"`},
+		{"sandbox mode", []string{"sandbox_mode=none"},
+			`-c sandbox_mode=none: expected "read-only", "workspace-write" or "danger-full-access", got "none"`},
+		{"every approval policy and sandbox mode", []string{"approval_policy=never", "approval_policy=on-failure", "sandbox_mode=danger-full-access"}, ""},
+		{"undefined provider", []string{"model_provider=ollama"},
+			`-c model_provider=ollama: provider "ollama" is not defined; add a [model_providers.ollama] table (only "openai" is built in)`},
+		{"wire api", []string{"model_providers.x.wire_api=grpc"}, `-c model_providers.x.wire_api=grpc: expected "responses" or "chat", got "grpc"`},
+		{"provider base url", []string{"model_providers.x.base_url=localhost:1234"},
+			`-c model_providers.x.base_url=localhost:1234: expected an http:// or https:// URL, got "localhost:1234"`},
+		{"negative retries", []string{"model_providers.x.stream_max_retries=-1"}, "-c model_providers.x.stream_max_retries=-1: must not be negative"},
+		{"error inside an entry names the key", []string{`model_providers.x={wire_api="grpc"}`},
+			`-c model_providers.x={wire_api="grpc"}: model_providers.x.wire_api: expected "responses" or "chat", got "grpc"`},
+		{"mcp stdio", []string{`mcp_servers.m={command="npx", args=["-y"], env={A="1"}, cwd="/tmp"}`}, ""},
+		{"mcp http", []string{`mcp_servers.m={url="https://x.example/mcp", bearer_token_env_var="T", http_headers={A="1"}}`}, ""},
+		{"mcp neither", []string{"mcp_servers.m.enabled=false"},
+			"-c mcp_servers.m.enabled=false: mcp_servers.m: set either command (stdio server) or url (streamable HTTP server)"},
+		{"mcp both", []string{`mcp_servers.m={command="x", url="https://x.example"}`},
+			`-c mcp_servers.m={command="x", url="https://x.example"}: command and url are mutually exclusive`},
+		{"mcp url", []string{`mcp_servers.m={url="ftp://x"}`}, `-c mcp_servers.m={url="ftp://x"}: mcp_servers.m.url: expected an http:// or https:// URL, got "ftp://x"`},
+		{"mcp url with args", []string{`mcp_servers.m={url="https://x.example", args=["a"]}`},
+			`-c mcp_servers.m={url="https://x.example", args=["a"]}: mcp_servers.m.args: only applies to stdio servers (set with command), not url`},
+		{"mcp command with bearer token", []string{`mcp_servers.m={command="x", bearer_token_env_var="T"}`},
+			`-c mcp_servers.m={command="x", bearer_token_env_var="T"}: mcp_servers.m.bearer_token_env_var: only applies to streamable HTTP servers (set with url), not command`},
+		{"mcp negative timeout", []string{`mcp_servers.m={command="x", tool_timeout_sec=-1}`},
+			`-c mcp_servers.m={command="x", tool_timeout_sec=-1}: mcp_servers.m.tool_timeout_sec: must not be negative`},
+		{"model provider", []string{"models.m.provider=nope"}, `-c models.m.provider=nope: provider "nope" is not defined in model_providers`},
+		{"model effort", []string{"models.m.default_reasoning_effort=max"},
+			`-c models.m.default_reasoning_effort=max: expected "none", "minimal", "low", "medium", "high" or "xhigh", got "max"`},
+		{"empty model id", []string{`models.""={}`}, `-c models.""={}: model id must not be empty`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			src := Sources{Overrides: tt.overrides}
+			if tt.want == "" {
+				mustLoad(t, src)
+				return
+			}
+			require.Equal(t, tt.want, loadError(t, src))
+		})
+	}
+}
+
+func TestValidationErrorForDefaultValue(t *testing.T) {
+	// A value nobody set is reported by key alone.
+	cfg := defaults(func(string) string { return "" }, "linux")
+	cfg.DataDir = ""
+	require.EqualError(t, cfg.validate(), "data_dir: must not be empty when database_url is empty: the embedded store lives there")
+}
+
+func TestMigrateOnStart(t *testing.T) {
+	tests := []struct {
+		name    string
+		migrate *bool
+		dbURL   string
+		want    bool
+	}{
+		{"embedded default", nil, "", true},
+		{"postgres default", nil, "postgres://db/app", false},
+		{"embedded off", ptr(false), "", false},
+		{"postgres on", ptr(true), "postgres://db/app", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := Config{Migrate: tt.migrate, DatabaseURL: tt.dbURL}
+			require.Equal(t, tt.want, cfg.MigrateOnStart())
+		})
+	}
+}
