@@ -1,0 +1,245 @@
+package backend
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/appserver/appserver/internal/apperr"
+	"github.com/appserver/appserver/internal/store"
+)
+
+// Plan is a validated Batch with every value normalised the way the store
+// keeps it. Backends write the plan's copies, assign Seqs into them, and call
+// FillBack only after their transaction committed, so that a failed write
+// leaves the caller's records untouched.
+type Plan struct {
+	CreateThreads []store.Thread
+	UpdateThreads []store.ThreadPatch
+	CreateTurns   []store.Turn
+	UpdateTurns   []store.TurnPatch
+	AppendItems   []store.Item
+
+	// TurnGroups and ItemGroups index CreateTurns and AppendItems by thread,
+	// in order of first appearance, so each thread's counter is bumped once.
+	TurnGroups []Group
+	ItemGroups []Group
+
+	// LockIDs are the sorted ids of the existing threads the plan touches;
+	// locking them in this order first keeps concurrent writers from
+	// deadlocking.
+	LockIDs []string
+
+	src *store.Batch
+}
+
+// Group is the positions of one thread's records within a plan slice.
+type Group struct {
+	ThreadID string
+	Idx      []int
+}
+
+// NewPlan validates b and normalises a copy of it; now supplies defaults
+// for zero timestamps.
+func NewPlan(b *store.Batch, now time.Time) (*Plan, error) {
+	if err := b.Validate(); err != nil {
+		return nil, err
+	}
+	now = Time(now)
+	p := &Plan{src: b}
+	lock := map[string]bool{}
+	for _, t := range b.CreateThreads {
+		c := *t
+		c.ID = CanonicalID(c.ID)
+		if c.ForkedFromID != nil {
+			id := CanonicalID(*c.ForkedFromID)
+			c.ForkedFromID = &id
+		}
+		if c.CreatedAt.IsZero() {
+			c.CreatedAt = now
+		}
+		c.CreatedAt = Time(c.CreatedAt)
+		if c.UpdatedAt.IsZero() {
+			c.UpdatedAt = c.CreatedAt
+		}
+		c.UpdatedAt = Time(c.UpdatedAt)
+		if c.RecencyAt.IsZero() {
+			c.RecencyAt = c.UpdatedAt
+		}
+		c.RecencyAt = Time(c.RecencyAt)
+		c.Meta = NullableJSON(c.Meta)
+		p.CreateThreads = append(p.CreateThreads, c)
+	}
+	for _, u := range b.UpdateThreads {
+		u.ID = CanonicalID(u.ID)
+		u.UpdatedAt = TimePtr(u.UpdatedAt)
+		u.RecencyAt = TimePtr(u.RecencyAt)
+		p.UpdateThreads = append(p.UpdateThreads, u)
+		lock[u.ID] = true
+	}
+	turnGroups := map[string]int{}
+	for _, t := range b.CreateTurns {
+		c := *t
+		c.ThreadID = CanonicalID(c.ThreadID)
+		c.Seq = 0
+		c.StartedAt = TimePtr(c.StartedAt)
+		c.CompletedAt = TimePtr(c.CompletedAt)
+		c.Error = NullableJSON(c.Error)
+		c.Meta = NullableJSON(c.Meta)
+		p.CreateTurns = append(p.CreateTurns, c)
+		p.TurnGroups = addToGroup(p.TurnGroups, turnGroups, c.ThreadID, len(p.CreateTurns)-1)
+		lock[c.ThreadID] = true
+	}
+	for _, u := range b.UpdateTurns {
+		u.ThreadID = CanonicalID(u.ThreadID)
+		u.StartedAt = TimePtr(u.StartedAt)
+		u.CompletedAt = TimePtr(u.CompletedAt)
+		p.UpdateTurns = append(p.UpdateTurns, u)
+		lock[u.ThreadID] = true
+	}
+	itemGroups := map[string]int{}
+	for _, it := range b.AppendItems {
+		c := *it
+		c.ThreadID = CanonicalID(c.ThreadID)
+		c.Seq = 0
+		if c.CreatedAt.IsZero() {
+			c.CreatedAt = now
+		}
+		c.CreatedAt = Time(c.CreatedAt)
+		p.AppendItems = append(p.AppendItems, c)
+		p.ItemGroups = addToGroup(p.ItemGroups, itemGroups, c.ThreadID, len(p.AppendItems)-1)
+		lock[c.ThreadID] = true
+	}
+	for _, t := range p.CreateThreads {
+		// A thread created by this batch is new: nobody else can hold it.
+		delete(lock, t.ID)
+	}
+	for id := range lock {
+		p.LockIDs = append(p.LockIDs, id)
+	}
+	slices.Sort(p.LockIDs)
+	return p, nil
+}
+
+func addToGroup(groups []Group, index map[string]int, threadID string, i int) []Group {
+	g, ok := index[threadID]
+	if !ok {
+		g = len(groups)
+		index[threadID] = g
+		groups = append(groups, Group{ThreadID: threadID})
+	}
+	groups[g].Idx = append(groups[g].Idx, i)
+	return groups
+}
+
+// FillBack copies the normalised records, with their Seqs, into the batch
+// the plan was made from.
+func (p *Plan) FillBack() {
+	for i, t := range p.CreateThreads {
+		*p.src.CreateThreads[i] = t
+	}
+	for i, t := range p.CreateTurns {
+		*p.src.CreateTurns[i] = t
+	}
+	for i, it := range p.AppendItems {
+		*p.src.AppendItems[i] = it
+	}
+}
+
+// CanonicalID returns the canonical lower-case form of a thread id, or id
+// itself when it is no UUID.
+func CanonicalID(id string) string {
+	u, err := uuid.Parse(id)
+	if err != nil {
+		return id
+	}
+	return u.String()
+}
+
+// Time returns t as the store keeps it: UTC, truncated to microseconds.
+func Time(t time.Time) time.Time {
+	return t.UTC().Truncate(time.Microsecond)
+}
+
+// TimePtr is Time for optional times.
+func TimePtr(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	v := Time(*t)
+	return &v
+}
+
+// NullableJSON maps both an absent value and JSON null to nil, which the
+// backends store as SQL NULL.
+func NullableJSON(raw json.RawMessage) json.RawMessage {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil
+	}
+	return raw
+}
+
+// Fold is the case folding shared by search terms and the *_fold columns.
+func Fold(s string) string { return strings.ToLower(s) }
+
+// Limit applies the default and the cap to a query's page size.
+func Limit(n int) int {
+	if n <= 0 {
+		return store.DefaultLimit
+	}
+	return min(n, store.MaxLimit)
+}
+
+// SortColumn returns the column of a thread sort key and the cursor scope of
+// listings in that order.
+func SortColumn(k store.SortKey) (column, scope string, err error) {
+	switch k {
+	case "", store.SortCreatedAt:
+		return "created_at", "threads/created_at", nil
+	case store.SortUpdatedAt:
+		return "updated_at", "threads/updated_at", nil
+	case store.SortRecencyAt:
+		return "recency_at", "threads/recency_at", nil
+	}
+	return "", "", apperr.New(apperr.Invalid, "invalid sort key: %s", k)
+}
+
+// TurnsScope is the cursor scope of a thread's turn listing.
+func TurnsScope(threadID string) string { return "turns/" + threadID }
+
+// ItemsScope is the cursor scope of a thread's item listing.
+func ItemsScope(threadID string) string { return "items/" + threadID }
+
+// ThreadNotFound is the error for an unknown thread id.
+func ThreadNotFound(id string) error {
+	return apperr.New(apperr.NotFound, "thread %s not found", id)
+}
+
+// TurnNotFound is the error for an unknown turn.
+func TurnNotFound(threadID, turnID string) error {
+	return apperr.New(apperr.NotFound, "turn %s not found in thread %s", turnID, threadID)
+}
+
+// Observe reports one operation to fn, if set.
+func Observe(fn store.ObserveFunc, op string, start time.Time, err error) {
+	if fn != nil {
+		fn(op, time.Since(start), err)
+	}
+}
+
+// Page trims rows, fetched with LIMIT limit+1, to one page and returns the
+// cursors of its ends: next when more rows follow, back when the page is not
+// empty.
+func Page[T any](rows []T, limit int, cursorOf func(T) Cursor) (page []T, next, back string) {
+	if len(rows) > limit {
+		rows = rows[:limit]
+		next = cursorOf(rows[limit-1]).Encode()
+	}
+	if len(rows) > 0 {
+		back = cursorOf(rows[0]).Encode()
+	}
+	return rows, next, back
+}

@@ -1,0 +1,221 @@
+// Package sqlite is the embedded default store.Store: one SQLite file in WAL
+// mode through modernc.org/sqlite (no cgo), so appserver runs with zero setup
+// on one machine. It keeps the semantics of the postgres package.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"github.com/appserver/appserver/internal/apperr"
+	"github.com/appserver/appserver/internal/store"
+	"github.com/appserver/appserver/internal/store/internal/backend"
+)
+
+// Config configures Open.
+type Config struct {
+	// Path is the database file, created if missing.
+	Path string
+	// Migrate applies pending migrations during Open.
+	Migrate bool
+	// ReadConns caps the read pool; zero means max(4, GOMAXPROCS).
+	ReadConns int
+	// BusyTimeout is how long a connection waits for a lock held by another
+	// process; zero means 5s.
+	BusyTimeout time.Duration
+	// Observe, when set, receives the duration and outcome of every operation.
+	Observe store.ObserveFunc
+	// Now is the clock for defaulted timestamps; nil means time.Now.
+	Now func() time.Time
+}
+
+// Store is a store.Store backed by one SQLite file. Writes go through a
+// single connection, so they queue in Go instead of failing with SQLITE_BUSY;
+// reads use a separate pool and, thanks to WAL, never wait for writes.
+type Store struct {
+	w, r   *sql.DB
+	cfg    Config
+	closed atomic.Bool
+	once   sync.Once
+	err    error
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Open opens (creating if needed) the database at cfg.Path and, if
+// cfg.Migrate is set, migrates it.
+func Open(ctx context.Context, cfg Config) (*Store, error) {
+	if cfg.Path == "" || strings.Contains(cfg.Path, ":memory:") || strings.Contains(cfg.Path, "mode=memory") {
+		// The writer and the readers are separate connections, which would
+		// each see a different in-memory database.
+		return nil, apperr.New(apperr.Invalid, "sqlite: a database file path is required")
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.ReadConns <= 0 {
+		cfg.ReadConns = max(4, runtime.GOMAXPROCS(0))
+	}
+	if cfg.BusyTimeout <= 0 {
+		cfg.BusyTimeout = 5 * time.Second
+	}
+	sep := "?"
+	if strings.Contains(cfg.Path, "?") {
+		sep = "&"
+	}
+	common := fmt.Sprintf("_pragma=busy_timeout(%d)&_pragma=foreign_keys(1)", cfg.BusyTimeout.Milliseconds())
+	// synchronous(FULL): an item acknowledged to a client must survive a
+	// power loss, and group commit keeps the fsyncs few. BEGIN IMMEDIATE
+	// takes the write lock up front, where busy_timeout can wait for it.
+	wdsn := cfg.Path + sep + common + "&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_txlock=immediate"
+	rdsn := cfg.Path + sep + common + "&_pragma=query_only(1)"
+
+	w, err := sql.Open("sqlite", wdsn)
+	if err != nil {
+		return nil, apperr.Wrap(apperr.Invalid, err, "sqlite: cannot open database")
+	}
+	w.SetMaxOpenConns(1)
+	w.SetMaxIdleConns(1)
+	w.SetConnMaxLifetime(0)
+	w.SetConnMaxIdleTime(0)
+	// Opening the writer first switches the file to WAL before any reader.
+	if err := w.PingContext(ctx); err != nil {
+		_ = w.Close()
+		return nil, apperr.Wrap(apperr.Unavailable, err, "sqlite: cannot open database")
+	}
+	r, err := sql.Open("sqlite", rdsn)
+	if err != nil {
+		_ = w.Close()
+		return nil, apperr.Wrap(apperr.Invalid, err, "sqlite: cannot open database")
+	}
+	r.SetMaxOpenConns(cfg.ReadConns)
+	r.SetMaxIdleConns(cfg.ReadConns)
+	s := &Store{w: w, r: r, cfg: cfg}
+	if err := r.PingContext(ctx); err != nil {
+		_ = s.Close()
+		return nil, apperr.Wrap(apperr.Unavailable, err, "sqlite: cannot open database")
+	}
+	if cfg.Migrate {
+		if err := s.Migrate(ctx); err != nil {
+			_ = s.Close()
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// Migrate applies pending migrations; `appserver migrate` calls it.
+func (s *Store) Migrate(ctx context.Context) error {
+	if err := s.usable(); err != nil {
+		return err
+	}
+	return store.Migrate(ctx, s.w, store.DialectSQLite)
+}
+
+// Ping checks that both the writer and the readers answer.
+func (s *Store) Ping(ctx context.Context) (err error) {
+	defer func(start time.Time) { backend.Observe(s.cfg.Observe, store.OpPing, start, err) }(time.Now())
+	if err := s.usable(); err != nil {
+		return err
+	}
+	for _, db := range []*sql.DB{s.w, s.r} {
+		var one int
+		if err := db.QueryRowContext(ctx, `SELECT 1`).Scan(&one); err != nil {
+			return storageErr(err)
+		}
+	}
+	return nil
+}
+
+// Close closes both connection pools; later calls return the first result.
+func (s *Store) Close() error {
+	s.once.Do(func() {
+		s.closed.Store(true)
+		s.err = errors.Join(s.r.Close(), s.w.Close())
+	})
+	return s.err
+}
+
+func (s *Store) usable() error {
+	if s.closed.Load() {
+		return apperr.New(apperr.Unavailable, "store is closed")
+	}
+	return nil
+}
+
+// sqliteCode returns the extended result code of err, or 0.
+func sqliteCode(err error) int {
+	var se *sqlite.Error
+	if errors.As(err, &se) {
+		return se.Code()
+	}
+	return 0
+}
+
+func isUniqueViolation(err error) bool {
+	c := sqliteCode(err)
+	return c == sqlite3.SQLITE_CONSTRAINT_UNIQUE || c == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY
+}
+
+func isForeignKeyViolation(err error) bool {
+	return sqliteCode(err) == sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY
+}
+
+// storageErr classifies an error of SQLite or database/sql. Callers handle
+// the codes that mean NotFound or Conflict in their context first.
+func storageErr(err error) error {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return apperr.Wrap(apperr.Unavailable, err, "storage request canceled")
+	}
+	if errors.Is(err, sql.ErrConnDone) || errors.Is(err, sql.ErrTxDone) {
+		return apperr.Wrap(apperr.Unavailable, err, "storage unavailable")
+	}
+	if c := sqliteCode(err); c != 0 {
+		switch c & 0xff {
+		case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED, sqlite3.SQLITE_INTERRUPT, sqlite3.SQLITE_IOERR,
+			sqlite3.SQLITE_FULL, sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_READONLY, sqlite3.SQLITE_NOMEM:
+			return apperr.Wrap(apperr.Unavailable, err, "storage unavailable")
+		case sqlite3.SQLITE_CONSTRAINT, sqlite3.SQLITE_TOOBIG, sqlite3.SQLITE_MISMATCH:
+			return apperr.Wrap(apperr.Invalid, err, "value rejected by storage")
+		}
+	}
+	return apperr.Wrap(apperr.Internal, err, "storage error")
+}
+
+// jsonArg stores absent JSON as SQL NULL and the rest as text.
+func jsonArg(raw []byte) any {
+	if len(raw) == 0 {
+		return nil
+	}
+	return string(raw)
+}
+
+// micros converts a time to the INTEGER the schema stores.
+func micros(t time.Time) int64 { return t.UnixMicro() }
+
+func microsPtr(t *time.Time) any {
+	if t == nil {
+		return nil
+	}
+	return t.UnixMicro()
+}
+
+func fromMicros(us int64) time.Time { return time.UnixMicro(us).UTC() }
+
+func fromNullMicros(v sql.NullInt64) *time.Time {
+	if !v.Valid {
+		return nil
+	}
+	t := fromMicros(v.Int64)
+	return &t
+}

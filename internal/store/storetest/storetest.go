@@ -1,0 +1,1162 @@
+// Package storetest is the store contract suite: every store.Store backend
+// runs it, so that all of them behave alike.
+package storetest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/appserver/appserver/internal/apperr"
+	"github.com/appserver/appserver/internal/store"
+)
+
+// Migrator is what a backend's Store offers `appserver migrate`.
+type Migrator interface {
+	Migrate(ctx context.Context) error
+}
+
+// Run runs the contract suite. open must return a new, empty, migrated store
+// that is closed when t ends (Close must tolerate being called again).
+func Run(t *testing.T, open func(t *testing.T) store.Store) {
+	tests := []struct {
+		name string
+		fn   func(t *testing.T, s store.Store)
+	}{
+		{"Migrate", testMigrate},
+		{"ThreadCreateGet", testThreadCreateGet},
+		{"ThreadNotFoundConflict", testThreadNotFoundConflict},
+		{"ThreadUpdatePatch", testThreadUpdatePatch},
+		{"ListArchivedFilter", testListArchivedFilter},
+		{"ListFilters", testListFilters},
+		{"ListPagination", testListPagination},
+		{"ListLimits", testListLimits},
+		{"BadCursor", testBadCursor},
+		{"Turns", testTurns},
+		{"Items", testItems},
+		{"ConcurrentAppends", testConcurrentAppends},
+		{"BatchAtomic", testBatchAtomic},
+		{"GroupCommitter", testGroupCommitter},
+		{"GroupCommitterBadBatch", testGroupCommitterBadBatch},
+		{"GroupCommitterClose", testGroupCommitterClose},
+		{"GroupCommitterCancel", testGroupCommitterCancel},
+		{"ListInProgressTurns", testListInProgressTurns},
+		{"PingClose", testPingClose},
+		{"JSONRoundTrip", testJSONRoundTrip},
+		{"Validation", testValidation},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.fn(t, open(t))
+		})
+	}
+}
+
+// base is a fixed instant with sub-microsecond digits the store must drop.
+var base = time.Date(2025, 3, 4, 5, 6, 7, 891_234_567, time.UTC)
+
+func newID() string { return uuid.Must(uuid.NewV7()).String() }
+
+func newThread() *store.Thread {
+	return &store.Thread{
+		ID:            newID(),
+		Preview:       "",
+		Cwd:           "/work",
+		ModelProvider: "openai",
+		Source:        "vscode",
+		CreatedAt:     base,
+	}
+}
+
+func newTurn(threadID string) *store.Turn {
+	return &store.Turn{ThreadID: threadID, ID: newID(), Status: store.TurnInProgress}
+}
+
+func newItem(threadID, turnID string) *store.Item {
+	id := "msg_" + newID()
+	return &store.Item{
+		ThreadID: threadID,
+		TurnID:   turnID,
+		ItemID:   id,
+		Type:     "agentMessage",
+		Payload:  json.RawMessage(fmt.Sprintf(`{"type":"agentMessage","id":%q,"text":"hi"}`, id)),
+	}
+}
+
+func write(t *testing.T, s store.Store, b *store.Batch) {
+	t.Helper()
+	require.NoError(t, s.Write(t.Context(), b))
+}
+
+// createThread stores a thread with one in-progress turn.
+func createThread(t *testing.T, s store.Store) (*store.Thread, *store.Turn) {
+	t.Helper()
+	th := newThread()
+	tu := newTurn(th.ID)
+	write(t, s, &store.Batch{CreateThreads: []*store.Thread{th}, CreateTurns: []*store.Turn{tu}})
+	return th, tu
+}
+
+func requireCode(t *testing.T, err error, code apperr.Code) {
+	t.Helper()
+	require.Error(t, err)
+	require.Equal(t, code, apperr.CodeOf(err), "error: %v", err)
+}
+
+func requireJSONEq(t *testing.T, want, got json.RawMessage) {
+	t.Helper()
+	if want == nil {
+		require.Nil(t, got)
+		return
+	}
+	require.JSONEq(t, string(want), string(got))
+}
+
+func requireThread(t *testing.T, want, got store.Thread) {
+	t.Helper()
+	requireJSONEq(t, want.Meta, got.Meta)
+	want.Meta, got.Meta = nil, nil
+	require.Equal(t, want, got)
+}
+
+func requireTurn(t *testing.T, want, got store.Turn) {
+	t.Helper()
+	requireJSONEq(t, want.Error, got.Error)
+	requireJSONEq(t, want.Meta, got.Meta)
+	want.Error, want.Meta, got.Error, got.Meta = nil, nil, nil, nil
+	require.Equal(t, want, got)
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func testMigrate(t *testing.T, s store.Store) {
+	m, ok := s.(Migrator)
+	require.True(t, ok, "%T must offer Migrate", s)
+	// open already migrated the empty database; running again changes nothing.
+	require.NoError(t, m.Migrate(t.Context()))
+	require.NoError(t, m.Migrate(t.Context()))
+	th, _ := createThread(t, s)
+	_, err := s.GetThread(t.Context(), th.ID)
+	require.NoError(t, err)
+}
+
+func testThreadCreateGet(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	id := newID()
+	fork := newID()
+	created := time.Date(2025, 1, 2, 3, 4, 5, 123_456_789, time.FixedZone("CET", 3600))
+	th := &store.Thread{
+		ID:            strings.ToUpper(id),
+		Name:          ptr("My thread"),
+		Preview:       "hello there",
+		Cwd:           "/home/me/project",
+		ModelProvider: "openai",
+		Model:         ptr("gpt-5"),
+		Source:        "vscode",
+		ForkedFromID:  ptr(strings.ToUpper(fork)),
+		CreatedAt:     created,
+		UpdatedAt:     created.Add(time.Second),
+		RecencyAt:     created.Add(2 * time.Second),
+		Meta:          json.RawMessage(`{"settings": {"sandbox": "read-only"}, "dynamicTools": []}`),
+	}
+	write(t, s, &store.Batch{CreateThreads: []*store.Thread{th}})
+
+	// Write filled back what the store keeps.
+	require.Equal(t, id, th.ID)
+	require.Equal(t, fork, *th.ForkedFromID)
+	require.Equal(t, time.Date(2025, 1, 2, 2, 4, 5, 123_456_000, time.UTC), th.CreatedAt)
+
+	got, err := s.GetThread(ctx, id)
+	require.NoError(t, err)
+	requireThread(t, *th, got)
+	got, err = s.GetThread(ctx, strings.ToUpper(id))
+	require.NoError(t, err)
+	require.Equal(t, id, got.ID)
+
+	// Zero timestamps default to now, then to each other.
+	bare := &store.Thread{ID: newID(), Cwd: "/", ModelProvider: "openai", Source: "cli"}
+	before := time.Now().Add(-time.Second)
+	write(t, s, &store.Batch{CreateThreads: []*store.Thread{bare}})
+	require.True(t, bare.CreatedAt.After(before), "CreatedAt %v defaulted to now", bare.CreatedAt)
+	require.Equal(t, bare.CreatedAt, bare.UpdatedAt)
+	require.Equal(t, bare.CreatedAt, bare.RecencyAt)
+	got, err = s.GetThread(ctx, bare.ID)
+	require.NoError(t, err)
+	requireThread(t, *bare, got)
+	require.Nil(t, got.Name)
+	require.Nil(t, got.Model)
+	require.Nil(t, got.ForkedFromID)
+	require.Nil(t, got.Meta)
+}
+
+func testThreadNotFoundConflict(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	_, err := s.GetThread(ctx, newID())
+	requireCode(t, err, apperr.NotFound)
+	_, err = s.GetThread(ctx, "not-a-uuid")
+	requireCode(t, err, apperr.NotFound)
+
+	th := newThread()
+	write(t, s, &store.Batch{CreateThreads: []*store.Thread{th}})
+	dup := newThread()
+	dup.ID = th.ID
+	dup.Preview = "second"
+	err = s.Write(ctx, &store.Batch{CreateThreads: []*store.Thread{dup}})
+	requireCode(t, err, apperr.Conflict)
+	got, err := s.GetThread(ctx, th.ID)
+	require.NoError(t, err)
+	require.Empty(t, got.Preview, "the conflicting create changed nothing")
+
+	bad := newThread()
+	bad.ID = "thread-1"
+	requireCode(t, s.Write(ctx, &store.Batch{CreateThreads: []*store.Thread{bad}}), apperr.Invalid)
+
+	err = s.Write(ctx, &store.Batch{UpdateThreads: []store.ThreadPatch{{ID: newID(), Name: ptr("x")}}})
+	requireCode(t, err, apperr.NotFound)
+	err = s.Write(ctx, &store.Batch{UpdateThreads: []store.ThreadPatch{{ID: "nope", Name: ptr("x")}}})
+	requireCode(t, err, apperr.NotFound)
+}
+
+func testThreadUpdatePatch(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	th := newThread()
+	th.Model = ptr("gpt-5")
+	th.Meta = json.RawMessage(`{"a":1}`)
+	write(t, s, &store.Batch{CreateThreads: []*store.Thread{th}})
+	want := *th
+
+	patch := func(p store.ThreadPatch) {
+		t.Helper()
+		p.ID = th.ID
+		write(t, s, &store.Batch{UpdateThreads: []store.ThreadPatch{p}})
+		got, err := s.GetThread(ctx, th.ID)
+		require.NoError(t, err)
+		requireThread(t, want, got)
+	}
+
+	want.Name = ptr("renamed")
+	patch(store.ThreadPatch{Name: ptr("renamed")})
+
+	want.Preview = "first message"
+	want.Archived = true
+	want.Model = ptr("o3")
+	want.UpdatedAt = base.Add(time.Hour).Truncate(time.Microsecond)
+	want.RecencyAt = base.Add(2 * time.Hour).Truncate(time.Microsecond)
+	want.Meta = json.RawMessage(`{"b":[2]}`)
+	patch(store.ThreadPatch{
+		Preview:   ptr("first message"),
+		Archived:  ptr(true),
+		Model:     ptr("o3"),
+		UpdatedAt: ptr(base.Add(time.Hour)),
+		RecencyAt: ptr(base.Add(2 * time.Hour)),
+		Meta:      json.RawMessage(`{"b":[2]}`),
+	})
+
+	want.Archived = false
+	patch(store.ThreadPatch{Archived: ptr(false)})
+
+	want.Meta = nil
+	patch(store.ThreadPatch{Meta: json.RawMessage(`null`)})
+
+	// An empty patch of an existing thread is fine and changes nothing.
+	patch(store.ThreadPatch{})
+}
+
+func listAll(t *testing.T, s store.Store, q store.ListThreadsQuery) []store.Thread {
+	t.Helper()
+	var all []store.Thread
+	for {
+		page, err := s.ListThreads(t.Context(), q)
+		require.NoError(t, err)
+		all = append(all, page.Threads...)
+		if page.NextCursor == "" {
+			return all
+		}
+		q.Cursor = page.NextCursor
+	}
+}
+
+func threadIDs(threads []store.Thread) []string {
+	ids := make([]string, len(threads))
+	for i, th := range threads {
+		ids[i] = th.ID
+	}
+	return ids
+}
+
+func testListArchivedFilter(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	a, b, c := newThread(), newThread(), newThread()
+	c.Archived = true
+	write(t, s, &store.Batch{CreateThreads: []*store.Thread{a, b, c}})
+
+	live := listAll(t, s, store.ListThreadsQuery{})
+	require.ElementsMatch(t, []string{a.ID, b.ID}, threadIDs(live))
+	archived := listAll(t, s, store.ListThreadsQuery{Archived: true})
+	require.Equal(t, []string{c.ID}, threadIDs(archived))
+
+	write(t, s, &store.Batch{UpdateThreads: []store.ThreadPatch{
+		{ID: a.ID, Archived: ptr(true)},
+		{ID: c.ID, Archived: ptr(false)},
+	}})
+	live = listAll(t, s, store.ListThreadsQuery{})
+	require.ElementsMatch(t, []string{b.ID, c.ID}, threadIDs(live))
+	archived = listAll(t, s, store.ListThreadsQuery{Archived: true})
+	require.Equal(t, []string{a.ID}, threadIDs(archived))
+	got, err := s.GetThread(ctx, a.ID)
+	require.NoError(t, err)
+	require.True(t, got.Archived)
+}
+
+func testListFilters(t *testing.T, s store.Store) {
+	mk := func(cwd, provider string, name *string, preview string) *store.Thread {
+		th := newThread()
+		th.Cwd, th.ModelProvider, th.Name, th.Preview = cwd, provider, name, preview
+		return th
+	}
+	bug := mk("/a", "openai", ptr("Fix the BUG"), "please look")
+	uber := mk("/b", "openai", nil, "Über cool ÄNDERUNG")
+	pct := mk("/a", "ollama", ptr("percent"), "100% done_ok")
+	plain := mk("/c", "ollama", nil, "plain")
+	write(t, s, &store.Batch{CreateThreads: []*store.Thread{bug, uber, pct, plain}})
+
+	ids := func(q store.ListThreadsQuery) []string { return threadIDs(listAll(t, s, q)) }
+	require.ElementsMatch(t, []string{bug.ID, uber.ID, pct.ID, plain.ID}, ids(store.ListThreadsQuery{}))
+	require.ElementsMatch(t, []string{bug.ID, pct.ID}, ids(store.ListThreadsQuery{Cwds: []string{"/a"}}))
+	require.ElementsMatch(t, []string{bug.ID, uber.ID, pct.ID}, ids(store.ListThreadsQuery{Cwds: []string{"/a", "/b"}}))
+	require.Empty(t, ids(store.ListThreadsQuery{Cwds: []string{"/a/"}}), "cwd matches exactly")
+	require.ElementsMatch(t, []string{pct.ID, plain.ID}, ids(store.ListThreadsQuery{ModelProviders: []string{"ollama"}}))
+	require.ElementsMatch(t, []string{pct.ID}, ids(store.ListThreadsQuery{ModelProviders: []string{"ollama"}, Cwds: []string{"/a"}}))
+
+	search := func(term string) []string { return ids(store.ListThreadsQuery{SearchTerm: term}) }
+	require.Equal(t, []string{bug.ID}, search("bug"), "name, ignoring case")
+	require.Equal(t, []string{bug.ID}, search("LOOK"), "preview, ignoring case")
+	require.Equal(t, []string{uber.ID}, search("über"), "case folding beyond ASCII")
+	require.Equal(t, []string{uber.ID}, search("änderung"))
+	require.Equal(t, []string{pct.ID}, search("%"), "% is literal")
+	require.Equal(t, []string{pct.ID}, search("e_o"), "_ is literal")
+	require.Equal(t, []string{pct.ID}, search("percent"))
+	require.Empty(t, search("nothing like it"))
+	require.ElementsMatch(t, []string{bug.ID, pct.ID}, ids(store.ListThreadsQuery{SearchTerm: "e", Cwds: []string{"/a"}}))
+}
+
+func testListPagination(t *testing.T, s store.Store) {
+	const n, limit = 23, 5
+	for _, key := range []store.SortKey{store.SortCreatedAt, store.SortUpdatedAt, store.SortRecencyAt} {
+		for _, desc := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/desc=%v", key, desc), func(t *testing.T) {
+				// A cwd of its own isolates this listing from the others.
+				cwd := "/pagination/" + newID()
+				sec := func(k int) time.Time { return base.Add(time.Duration(k) * time.Second) }
+				var originals []*store.Thread
+				for i := range n {
+					th := newThread()
+					th.Cwd = cwd
+					// Ties on every key exercise the id tie-break.
+					th.CreatedAt, th.UpdatedAt, th.RecencyAt = sec(i/2), sec((n-i)/3), sec((i*7)%n/2)
+					originals = append(originals, th)
+				}
+				write(t, s, &store.Batch{CreateThreads: originals})
+
+				// Rows inserted between pages: those before the current
+				// position must not show up, those after it must, once.
+				behind, ahead := map[string]bool{}, map[string]bool{}
+				insert := func(k int) {
+					early, late := newThread(), newThread()
+					for _, th := range []*store.Thread{early, late} {
+						th.Cwd = cwd
+					}
+					e, l := sec(-3600-k), sec(3600+k)
+					early.CreatedAt, early.UpdatedAt, early.RecencyAt = e, e, e
+					late.CreatedAt, late.UpdatedAt, late.RecencyAt = l, l, l
+					write(t, s, &store.Batch{CreateThreads: []*store.Thread{early, late}})
+					if desc {
+						behind[late.ID], ahead[early.ID] = true, true
+					} else {
+						behind[early.ID], ahead[late.ID] = true, true
+					}
+				}
+
+				q := store.ListThreadsQuery{SortKey: key, Desc: desc, Limit: limit, Cwds: []string{cwd}}
+				var seen []store.Thread
+				for pages := 0; ; pages++ {
+					require.Less(t, pages, 20, "pagination does not end")
+					page, err := s.ListThreads(t.Context(), q)
+					require.NoError(t, err)
+					require.LessOrEqual(t, len(page.Threads), limit)
+					seen = append(seen, page.Threads...)
+					if page.NextCursor == "" {
+						break
+					}
+					require.Len(t, page.Threads, limit, "only the last page is short")
+					insert(pages)
+					q.Cursor = page.NextCursor
+				}
+
+				counts := map[string]int{}
+				for _, th := range seen {
+					counts[th.ID]++
+					require.False(t, behind[th.ID], "row inserted behind the cursor was listed")
+				}
+				for id, c := range counts {
+					require.Equal(t, 1, c, "thread %s listed %d times", id, c)
+				}
+				for _, th := range originals {
+					require.Contains(t, counts, th.ID, "original row skipped")
+				}
+				for id := range ahead {
+					require.Contains(t, counts, id, "row inserted ahead of the cursor skipped")
+				}
+				require.Len(t, seen, n+len(ahead))
+				require.True(t, slices.IsSortedFunc(seen, func(a, b store.Thread) int {
+					c := sortValue(a, key).Compare(sortValue(b, key))
+					if c == 0 {
+						c = strings.Compare(a.ID, b.ID)
+					}
+					if desc {
+						c = -c
+					}
+					return c
+				}), "rows are in (%s, id) order", key)
+			})
+		}
+	}
+}
+
+func sortValue(th store.Thread, key store.SortKey) time.Time {
+	switch key {
+	case store.SortUpdatedAt:
+		return th.UpdatedAt
+	case store.SortRecencyAt:
+		return th.RecencyAt
+	}
+	return th.CreatedAt
+}
+
+func testListLimits(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	var threads []*store.Thread
+	for i := range store.MaxLimit + 1 {
+		th := newThread()
+		th.CreatedAt = base.Add(time.Duration(i) * time.Millisecond)
+		threads = append(threads, th)
+	}
+	write(t, s, &store.Batch{CreateThreads: threads})
+
+	page, err := s.ListThreads(ctx, store.ListThreadsQuery{})
+	require.NoError(t, err)
+	require.Len(t, page.Threads, store.DefaultLimit)
+	require.NotEmpty(t, page.NextCursor)
+	require.Equal(t, threads[0].ID, page.Threads[0].ID, "ascending by created_at")
+
+	page, err = s.ListThreads(ctx, store.ListThreadsQuery{Limit: 1000, Desc: true})
+	require.NoError(t, err)
+	require.Len(t, page.Threads, store.MaxLimit)
+	require.Equal(t, threads[store.MaxLimit].ID, page.Threads[0].ID)
+	require.NotEmpty(t, page.NextCursor)
+
+	page, err = s.ListThreads(ctx, store.ListThreadsQuery{Limit: 1000, Desc: true, Cursor: page.NextCursor})
+	require.NoError(t, err)
+	require.Equal(t, []string{threads[0].ID}, threadIDs(page.Threads))
+	require.Empty(t, page.NextCursor)
+
+	// The backwards cursor of a page lists, in the other direction, what
+	// precedes it.
+	page, err = s.ListThreads(ctx, store.ListThreadsQuery{Limit: 3, Cursor: mustNext(t, s, store.ListThreadsQuery{Limit: 3})})
+	require.NoError(t, err)
+	require.Equal(t, threadIDs(derefThreads(threads[3:6])), threadIDs(page.Threads))
+	back, err := s.ListThreads(ctx, store.ListThreadsQuery{Limit: 10, Desc: true, Cursor: page.BackwardsCursor})
+	require.NoError(t, err)
+	require.Equal(t, []string{threads[2].ID, threads[1].ID, threads[0].ID}, threadIDs(back.Threads))
+
+	_, err = s.ListThreads(ctx, store.ListThreadsQuery{SortKey: "name"})
+	requireCode(t, err, apperr.Invalid)
+}
+
+func mustNext(t *testing.T, s store.Store, q store.ListThreadsQuery) string {
+	t.Helper()
+	page, err := s.ListThreads(t.Context(), q)
+	require.NoError(t, err)
+	require.NotEmpty(t, page.NextCursor)
+	return page.NextCursor
+}
+
+func derefThreads(ts []*store.Thread) []store.Thread {
+	out := make([]store.Thread, len(ts))
+	for i, th := range ts {
+		out[i] = *th
+	}
+	return out
+}
+
+func testBadCursor(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	th, tu := createThread(t, s)
+	other, _ := createThread(t, s)
+	write(t, s, &store.Batch{
+		CreateTurns: []*store.Turn{newTurn(th.ID)},
+		AppendItems: []*store.Item{newItem(th.ID, tu.ID), newItem(th.ID, tu.ID)},
+	})
+	threadCursor := mustNext(t, s, store.ListThreadsQuery{Limit: 1})
+	turnPage, err := s.ListTurns(ctx, store.TurnsQuery{ThreadID: th.ID, Limit: 1})
+	require.NoError(t, err)
+	require.NotEmpty(t, turnPage.NextCursor)
+	itemPage, err := s.ListItems(ctx, store.ItemsQuery{ThreadID: th.ID, Limit: 1})
+	require.NoError(t, err)
+	require.NotEmpty(t, itemPage.NextCursor)
+
+	tampered := func(c string) string {
+		b := []byte(c)
+		if b[0] == 'A' {
+			b[0] = 'B'
+		} else {
+			b[0] = 'A'
+		}
+		return string(b)
+	}
+	requireInvalid := func(cursor string, err error) {
+		t.Helper()
+		requireCode(t, err, apperr.Invalid)
+		require.Equal(t, "invalid cursor: "+cursor, apperr.MessageOf(err))
+	}
+	for _, c := range []string{"garbage", "!!!", "eyJzIjoidGhyZWFkcy9jcmVhdGVkX2F0IiwidiI6MX0", tampered(threadCursor),
+		turnPage.NextCursor, itemPage.NextCursor} {
+		_, err := s.ListThreads(ctx, store.ListThreadsQuery{Cursor: c})
+		requireInvalid(c, err)
+	}
+	// A cursor is bound to its sort key.
+	_, err = s.ListThreads(ctx, store.ListThreadsQuery{Cursor: threadCursor, SortKey: store.SortUpdatedAt})
+	requireInvalid(threadCursor, err)
+
+	for _, c := range []string{"garbage", tampered(turnPage.NextCursor), threadCursor, itemPage.NextCursor} {
+		_, err := s.ListTurns(ctx, store.TurnsQuery{ThreadID: th.ID, Cursor: c})
+		requireInvalid(c, err)
+	}
+	// ... and to its thread.
+	_, err = s.ListTurns(ctx, store.TurnsQuery{ThreadID: other.ID, Cursor: turnPage.NextCursor})
+	requireInvalid(turnPage.NextCursor, err)
+
+	for _, c := range []string{"garbage", tampered(itemPage.NextCursor), turnPage.NextCursor} {
+		_, err := s.ListItems(ctx, store.ItemsQuery{ThreadID: th.ID, Cursor: c})
+		requireInvalid(c, err)
+	}
+	_, err = s.ListItems(ctx, store.ItemsQuery{ThreadID: other.ID, Cursor: itemPage.NextCursor})
+	requireInvalid(itemPage.NextCursor, err)
+}
+
+func testTurns(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	th := newThread()
+	t1, t2, t3 := newTurn(th.ID), newTurn(th.ID), newTurn(th.ID)
+	t1.StartedAt = ptr(base)
+	t2.Meta = json.RawMessage(`{"model":"gpt-5","effort":"high"}`)
+	write(t, s, &store.Batch{CreateThreads: []*store.Thread{th}, CreateTurns: []*store.Turn{t1, t2, t3}})
+	require.Equal(t, []int64{1, 2, 3}, []int64{t1.Seq, t2.Seq, t3.Seq})
+	require.Equal(t, base.Truncate(time.Microsecond), *t1.StartedAt)
+
+	// Nothing follows the last turn.
+	last, err := s.ListTurns(ctx, store.TurnsQuery{ThreadID: th.ID, Desc: true, Limit: 1})
+	require.NoError(t, err)
+	require.Equal(t, t3.ID, last.Turns[0].ID)
+	empty, err := s.ListTurns(ctx, store.TurnsQuery{ThreadID: th.ID, Cursor: last.BackwardsCursor})
+	require.NoError(t, err)
+	require.Empty(t, empty.Turns)
+	require.Empty(t, empty.NextCursor)
+
+	t4 := newTurn(th.ID)
+	t4.Seq = 99 // ignored: the store assigns Seq
+	write(t, s, &store.Batch{CreateTurns: []*store.Turn{t4}})
+	require.Equal(t, int64(4), t4.Seq)
+
+	got, err := s.GetTurn(ctx, th.ID, t2.ID)
+	require.NoError(t, err)
+	requireTurn(t, *t2, got)
+
+	done := base.Add(time.Minute)
+	write(t, s, &store.Batch{UpdateTurns: []store.TurnPatch{{
+		ThreadID:    th.ID,
+		ID:          t1.ID,
+		Status:      store.TurnFailed,
+		Error:       json.RawMessage(`{"message":"boom","codexErrorInfo":"other","additionalDetails":null}`),
+		CompletedAt: &done,
+		Meta:        json.RawMessage(`{"usage":{"input":10}}`),
+	}}})
+	want := *t1
+	want.Status = store.TurnFailed
+	want.Error = json.RawMessage(`{"message":"boom","codexErrorInfo":"other","additionalDetails":null}`)
+	want.CompletedAt = ptr(done.Truncate(time.Microsecond))
+	want.Meta = json.RawMessage(`{"usage":{"input":10}}`)
+	got, err = s.GetTurn(ctx, th.ID, t1.ID)
+	require.NoError(t, err)
+	requireTurn(t, want, got)
+
+	write(t, s, &store.Batch{UpdateTurns: []store.TurnPatch{{ThreadID: th.ID, ID: t1.ID, Status: store.TurnCompleted, Error: json.RawMessage(`null`)}}})
+	want.Status, want.Error = store.TurnCompleted, nil
+	got, err = s.GetTurn(ctx, th.ID, t1.ID)
+	require.NoError(t, err)
+	requireTurn(t, want, got)
+
+	seqs := func(turns []store.Turn) []int64 {
+		out := make([]int64, len(turns))
+		for i, tu := range turns {
+			out[i] = tu.Seq
+		}
+		return out
+	}
+	page, err := s.ListTurns(ctx, store.TurnsQuery{ThreadID: th.ID, Limit: 3})
+	require.NoError(t, err)
+	require.Equal(t, []int64{1, 2, 3}, seqs(page.Turns))
+	require.Equal(t, t1.ID, page.Turns[0].ID)
+	page, err = s.ListTurns(ctx, store.TurnsQuery{ThreadID: th.ID, Limit: 3, Cursor: page.NextCursor})
+	require.NoError(t, err)
+	require.Equal(t, []int64{4}, seqs(page.Turns))
+	require.Empty(t, page.NextCursor)
+
+	page, err = s.ListTurns(ctx, store.TurnsQuery{ThreadID: th.ID, Desc: true, Limit: 2})
+	require.NoError(t, err)
+	require.Equal(t, []int64{4, 3}, seqs(page.Turns))
+	back := page.BackwardsCursor
+	page, err = s.ListTurns(ctx, store.TurnsQuery{ThreadID: th.ID, Desc: true, Limit: 2, Cursor: page.NextCursor})
+	require.NoError(t, err)
+	require.Equal(t, []int64{2, 1}, seqs(page.Turns))
+	require.Empty(t, page.NextCursor)
+	page, err = s.ListTurns(ctx, store.TurnsQuery{ThreadID: th.ID, Cursor: back})
+	require.NoError(t, err)
+	require.Empty(t, page.Turns, "nothing follows the newest turn")
+
+	// Errors.
+	requireCode(t, s.Write(ctx, &store.Batch{CreateTurns: []*store.Turn{newTurn(newID())}}), apperr.NotFound)
+	dup := newTurn(th.ID)
+	dup.ID = t2.ID
+	requireCode(t, s.Write(ctx, &store.Batch{CreateTurns: []*store.Turn{dup}}), apperr.Conflict)
+	requireCode(t, s.Write(ctx, &store.Batch{UpdateTurns: []store.TurnPatch{{ThreadID: th.ID, ID: "nope", Status: store.TurnCompleted}}}), apperr.NotFound)
+	requireCode(t, s.Write(ctx, &store.Batch{UpdateTurns: []store.TurnPatch{{ThreadID: th.ID, ID: t1.ID, Status: "done"}}}), apperr.Invalid)
+	bad := newTurn(th.ID)
+	bad.Status = ""
+	requireCode(t, s.Write(ctx, &store.Batch{CreateTurns: []*store.Turn{bad}}), apperr.Invalid)
+	_, err = s.GetTurn(ctx, th.ID, "nope")
+	requireCode(t, err, apperr.NotFound)
+	_, err = s.GetTurn(ctx, newID(), t1.ID)
+	requireCode(t, err, apperr.NotFound)
+	_, err = s.ListTurns(ctx, store.TurnsQuery{ThreadID: newID()})
+	requireCode(t, err, apperr.NotFound)
+
+	// A failed turn create used no Seq.
+	t5 := newTurn(th.ID)
+	write(t, s, &store.Batch{CreateTurns: []*store.Turn{t5}})
+	require.Equal(t, int64(5), t5.Seq)
+
+	// A thread without turns lists none.
+	lone := newThread()
+	write(t, s, &store.Batch{CreateThreads: []*store.Thread{lone}})
+	page, err = s.ListTurns(ctx, store.TurnsQuery{ThreadID: lone.ID})
+	require.NoError(t, err)
+	require.Empty(t, page.Turns)
+	require.Empty(t, page.NextCursor)
+	require.Empty(t, page.BackwardsCursor)
+}
+
+func itemSeqs(items []store.Item) []int64 {
+	out := make([]int64, len(items))
+	for i, it := range items {
+		out[i] = it.Seq
+	}
+	return out
+}
+
+func listItems(t *testing.T, s store.Store, q store.ItemsQuery) []store.Item {
+	t.Helper()
+	var all []store.Item
+	for {
+		page, err := s.ListItems(t.Context(), q)
+		require.NoError(t, err)
+		all = append(all, page.Items...)
+		if page.NextCursor == "" {
+			return all
+		}
+		q.Cursor = page.NextCursor
+	}
+}
+
+func testItems(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	th, a := createThread(t, s)
+	b := newTurn(th.ID)
+	write(t, s, &store.Batch{CreateTurns: []*store.Turn{b}})
+
+	a1, a2, a3 := newItem(th.ID, a.ID), newItem(th.ID, a.ID), newItem(th.ID, a.ID)
+	a1.CreatedAt = base
+	write(t, s, &store.Batch{AppendItems: []*store.Item{a1, a2, a3}})
+	b1, b2 := newItem(th.ID, b.ID), newItem(th.ID, b.ID)
+	write(t, s, &store.Batch{AppendItems: []*store.Item{b1, b2}})
+	a4, a5 := newItem(th.ID, a.ID), newItem(th.ID, a.ID)
+	write(t, s, &store.Batch{AppendItems: []*store.Item{a4, a5}})
+	all := []*store.Item{a1, a2, a3, b1, b2, a4, a5}
+	for i, it := range all {
+		require.Equal(t, int64(i+1), it.Seq, "item %d", i)
+	}
+	require.Equal(t, base.Truncate(time.Microsecond), a1.CreatedAt)
+	require.False(t, a2.CreatedAt.IsZero(), "CreatedAt defaults to now")
+
+	got := listItems(t, s, store.ItemsQuery{ThreadID: th.ID})
+	require.Len(t, got, len(all))
+	for i, it := range got {
+		requireJSONEq(t, all[i].Payload, it.Payload)
+		it.Payload = all[i].Payload
+		require.Equal(t, *all[i], it)
+	}
+
+	page, err := s.ListItems(ctx, store.ItemsQuery{ThreadID: th.ID, Limit: 3})
+	require.NoError(t, err)
+	require.Equal(t, []int64{1, 2, 3}, itemSeqs(page.Items))
+	page, err = s.ListItems(ctx, store.ItemsQuery{ThreadID: th.ID, Limit: 3, Cursor: page.NextCursor})
+	require.NoError(t, err)
+	require.Equal(t, []int64{4, 5, 6}, itemSeqs(page.Items))
+	page, err = s.ListItems(ctx, store.ItemsQuery{ThreadID: th.ID, Limit: 3, Cursor: page.NextCursor})
+	require.NoError(t, err)
+	require.Equal(t, []int64{7}, itemSeqs(page.Items))
+	require.Empty(t, page.NextCursor)
+
+	require.Equal(t, []int64{7, 6, 5, 4, 3, 2, 1}, itemSeqs(listItems(t, s, store.ItemsQuery{ThreadID: th.ID, Desc: true, Limit: 2})))
+	require.Equal(t, []int64{1, 2, 3, 6, 7}, itemSeqs(listItems(t, s, store.ItemsQuery{ThreadID: th.ID, TurnID: a.ID, Limit: 2})))
+	require.Equal(t, []int64{5, 6, 7}, itemSeqs(listItems(t, s, store.ItemsQuery{ThreadID: th.ID, AfterSeq: 4})))
+	require.Equal(t, []int64{7, 6}, itemSeqs(listItems(t, s, store.ItemsQuery{ThreadID: th.ID, TurnID: a.ID, AfterSeq: 4, Desc: true})))
+	require.Empty(t, listItems(t, s, store.ItemsQuery{ThreadID: th.ID, AfterSeq: 7}))
+
+	it, err := s.GetItem(ctx, th.ID, b2.ItemID)
+	require.NoError(t, err)
+	require.Equal(t, int64(5), it.Seq)
+	require.Equal(t, b.ID, it.TurnID)
+	_, err = s.GetItem(ctx, th.ID, "msg_nope")
+	requireCode(t, err, apperr.NotFound)
+
+	// Errors write nothing and use no Seq.
+	dup := newItem(th.ID, b.ID)
+	dup.ItemID = a2.ItemID
+	requireCode(t, s.Write(ctx, &store.Batch{AppendItems: []*store.Item{newItem(th.ID, b.ID), dup}}), apperr.Conflict)
+	requireCode(t, s.Write(ctx, &store.Batch{AppendItems: []*store.Item{newItem(th.ID, "no-such-turn")}}), apperr.NotFound)
+	requireCode(t, s.Write(ctx, &store.Batch{AppendItems: []*store.Item{newItem(newID(), a.ID)}}), apperr.NotFound)
+	next := newItem(th.ID, b.ID)
+	write(t, s, &store.Batch{AppendItems: []*store.Item{next}})
+	require.Equal(t, int64(8), next.Seq)
+
+	_, err = s.ListItems(ctx, store.ItemsQuery{ThreadID: newID()})
+	requireCode(t, err, apperr.NotFound)
+	_, err = s.ListItems(ctx, store.ItemsQuery{ThreadID: th.ID, TurnID: "no-such-turn"})
+	requireCode(t, err, apperr.NotFound)
+	empty := newTurn(th.ID)
+	write(t, s, &store.Batch{CreateTurns: []*store.Turn{empty}})
+	require.Empty(t, listItems(t, s, store.ItemsQuery{ThreadID: th.ID, TurnID: empty.ID}))
+}
+
+func testConcurrentAppends(t *testing.T, s store.Store) {
+	const writers, writes = 16, 12
+	th := newThread()
+	turns := make([]*store.Turn, writers)
+	for i := range turns {
+		turns[i] = newTurn(th.ID)
+	}
+	write(t, s, &store.Batch{CreateThreads: []*store.Thread{th}, CreateTurns: turns})
+
+	var wg sync.WaitGroup
+	errs := make(chan error, writers*writes)
+	perWriter := make([][]*store.Item, writers)
+	for w := range writers {
+		wg.Go(func() {
+			for i := range writes {
+				// Batches of one and of two items.
+				b := &store.Batch{AppendItems: []*store.Item{newItem(th.ID, turns[w].ID)}}
+				if i%2 == 1 {
+					b.AppendItems = append(b.AppendItems, newItem(th.ID, turns[w].ID))
+				}
+				if err := s.Write(t.Context(), b); err != nil {
+					errs <- err
+					return
+				}
+				perWriter[w] = append(perWriter[w], b.AppendItems...)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+
+	stored := listItems(t, s, store.ItemsQuery{ThreadID: th.ID, Limit: store.MaxLimit})
+	total := writers * (writes + writes/2)
+	require.Len(t, stored, total)
+	for i, it := range stored {
+		require.Equal(t, int64(i+1), it.Seq, "sequence has a gap or a duplicate")
+	}
+	bySeq := map[int64]string{}
+	for _, it := range stored {
+		bySeq[it.Seq] = it.ItemID
+	}
+	for w, items := range perWriter {
+		for i, it := range items {
+			require.Equal(t, it.ItemID, bySeq[it.Seq], "filled-back Seq matches the stored one")
+			if i > 0 {
+				require.Greater(t, it.Seq, items[i-1].Seq, "writer %d's items keep their order", w)
+			}
+		}
+	}
+}
+
+func testBatchAtomic(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	th, tu := createThread(t, s)
+	fresh := newThread()
+	freshTurn := newTurn(fresh.ID)
+	good := newItem(th.ID, tu.ID)
+	freshItem := newItem(fresh.ID, freshTurn.ID)
+	b := &store.Batch{
+		CreateThreads: []*store.Thread{fresh},
+		UpdateThreads: []store.ThreadPatch{{ID: th.ID, Name: ptr("renamed")}},
+		CreateTurns:   []*store.Turn{freshTurn},
+		UpdateTurns:   []store.TurnPatch{{ThreadID: th.ID, ID: tu.ID, Status: store.TurnCompleted}},
+		AppendItems:   []*store.Item{good, freshItem, newItem(newID(), tu.ID)},
+	}
+	requireCode(t, s.Write(ctx, b), apperr.NotFound)
+
+	_, err := s.GetThread(ctx, fresh.ID)
+	requireCode(t, err, apperr.NotFound)
+	got, err := s.GetThread(ctx, th.ID)
+	require.NoError(t, err)
+	require.Nil(t, got.Name, "the thread update was rolled back")
+	turn, err := s.GetTurn(ctx, th.ID, tu.ID)
+	require.NoError(t, err)
+	require.Equal(t, store.TurnInProgress, turn.Status, "the turn update was rolled back")
+	require.Empty(t, listItems(t, s, store.ItemsQuery{ThreadID: th.ID}))
+	require.Zero(t, good.Seq, "records of a failed batch are left untouched")
+	require.Zero(t, freshTurn.Seq)
+
+	// The rolled-back batch used no Seq; writing its good part now works.
+	b.AppendItems = b.AppendItems[:2]
+	write(t, s, b)
+	require.Equal(t, int64(1), good.Seq)
+	require.Equal(t, int64(1), freshItem.Seq)
+	require.Equal(t, int64(1), freshTurn.Seq)
+}
+
+// nopCloser keeps the suite's store open when a GroupCommitter closes it.
+type nopCloser struct{ store.Store }
+
+// Close leaves the wrapped store open.
+func (nopCloser) Close() error { return nil }
+
+// gatedStore holds the first Write until release is closed, so that the
+// test can queue batches behind it.
+type gatedStore struct {
+	store.Store
+	entered chan struct{}
+	release chan struct{}
+	once    sync.Once
+	mu      sync.Mutex
+	writes  int
+	closed  int
+}
+
+func newGatedStore(s store.Store) *gatedStore {
+	return &gatedStore{Store: s, entered: make(chan struct{}), release: make(chan struct{})}
+}
+
+// Write holds the first call until release is closed.
+func (g *gatedStore) Write(ctx context.Context, b *store.Batch) error {
+	g.mu.Lock()
+	g.writes++
+	g.mu.Unlock()
+	g.once.Do(func() {
+		close(g.entered)
+		<-g.release
+	})
+	return g.Store.Write(ctx, b)
+}
+
+// Close counts the calls and leaves the wrapped store open.
+func (g *gatedStore) Close() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.closed++
+	return nil
+}
+
+func testGroupCommitter(t *testing.T, s store.Store) {
+	const threads, writes = 8, 15
+	var mu sync.Mutex
+	var committed int
+	g := store.NewGroupCommitter(nopCloser{s}, store.GroupCommitConfig{OnCommit: func(n int, d time.Duration) {
+		mu.Lock()
+		committed += n
+		mu.Unlock()
+	}})
+	defer g.Close()
+
+	var wg sync.WaitGroup
+	errs := make(chan error, threads)
+	ids := make([]string, threads)
+	for i := range threads {
+		wg.Go(func() {
+			// Like a thread's owner goroutine: create, then append in order.
+			th := newThread()
+			tu := newTurn(th.ID)
+			ids[i] = th.ID
+			if err := g.Write(t.Context(), &store.Batch{CreateThreads: []*store.Thread{th}, CreateTurns: []*store.Turn{tu}}); err != nil {
+				errs <- err
+				return
+			}
+			for range writes {
+				if err := g.Write(t.Context(), &store.Batch{AppendItems: []*store.Item{newItem(th.ID, tu.ID)}}); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	for _, id := range ids {
+		require.Len(t, listItems(t, s, store.ItemsQuery{ThreadID: id, Limit: store.MaxLimit}), writes)
+		// Reads pass through.
+		_, err := g.GetThread(t.Context(), id)
+		require.NoError(t, err)
+	}
+	mu.Lock()
+	require.Equal(t, threads*(writes+1), committed, "OnCommit counted every batch once")
+	mu.Unlock()
+	require.NoError(t, g.Ping(t.Context()))
+}
+
+func testGroupCommitterBadBatch(t *testing.T, s store.Store) {
+	gate := newGatedStore(s)
+	rounds := make(chan int, 16)
+	g := store.NewGroupCommitter(gate, store.GroupCommitConfig{OnCommit: func(n int, _ time.Duration) { rounds <- n }})
+	defer g.Close()
+
+	th, tu := createThread(t, s)
+	first := make(chan error, 1)
+	go func() { first <- g.Write(t.Context(), &store.Batch{AppendItems: []*store.Item{newItem(th.ID, tu.ID)}}) }()
+	<-gate.entered
+
+	// Queue good batches around a bad one while the committer is held, so
+	// that they share the next transaction.
+	const good = 5
+	results := make([]chan error, good+1)
+	items := make([]*store.Item, good+1)
+	for i := range results {
+		results[i] = make(chan error, 1)
+		items[i] = newItem(th.ID, tu.ID)
+		if i == 2 {
+			items[i] = newItem(newID(), tu.ID) // unknown thread
+		}
+		go func() { results[i] <- g.Write(t.Context(), &store.Batch{AppendItems: []*store.Item{items[i]}}) }()
+	}
+	require.Eventually(t, func() bool { return g.Queued() == good+1 }, 10*time.Second, time.Millisecond)
+	close(gate.release)
+
+	require.NoError(t, <-first)
+	for i, ch := range results {
+		err := <-ch
+		if i == 2 {
+			requireCode(t, err, apperr.NotFound)
+			continue
+		}
+		require.NoError(t, err, "batch %d", i)
+	}
+	require.Equal(t, 1, <-rounds)
+	require.Equal(t, good+1, <-rounds, "the queued batches were merged")
+	stored := listItems(t, s, store.ItemsQuery{ThreadID: th.ID})
+	require.Len(t, stored, 1+good)
+	for i, it := range stored {
+		require.Equal(t, int64(i+1), it.Seq)
+	}
+}
+
+func testGroupCommitterClose(t *testing.T, s store.Store) {
+	const queued = 10
+	gate := newGatedStore(s)
+	g := store.NewGroupCommitter(gate, store.GroupCommitConfig{QueueSize: queued})
+	th, tu := createThread(t, s)
+
+	results := make(chan error, queued+1)
+	go func() {
+		results <- g.Write(t.Context(), &store.Batch{AppendItems: []*store.Item{newItem(th.ID, tu.ID)}})
+	}()
+	<-gate.entered
+	for range queued {
+		go func() {
+			results <- g.Write(t.Context(), &store.Batch{AppendItems: []*store.Item{newItem(th.ID, tu.ID)}})
+		}()
+	}
+	require.Eventually(t, func() bool { return g.Queued() == queued }, 10*time.Second, time.Millisecond)
+
+	closed := make(chan error, 1)
+	go func() { closed <- g.Close() }()
+	// The queue is full, so a probe with an ended context is refused
+	// without being queued: for being canceled until Close has begun, for
+	// the store being closed after.
+	canceled, cancel := context.WithCancel(t.Context())
+	cancel()
+	probe := &store.Batch{AppendItems: []*store.Item{newItem(th.ID, tu.ID)}}
+	require.Eventually(t, func() bool {
+		err := g.Write(canceled, probe)
+		return apperr.Is(err, apperr.Unavailable) && !errors.Is(err, context.Canceled)
+	}, 10*time.Second, time.Millisecond)
+	select {
+	case err := <-closed:
+		t.Fatalf("Close returned %v before the queued batches were committed", err)
+	default:
+	}
+	close(gate.release)
+
+	require.NoError(t, <-closed)
+	for range queued + 1 {
+		require.NoError(t, <-results)
+	}
+	require.Len(t, listItems(t, s, store.ItemsQuery{ThreadID: th.ID}), queued+1, "Close drained the queue")
+	require.NoError(t, g.Close(), "Close tolerates a second call")
+	require.Equal(t, 1, gate.closed, "the wrapped store was closed once")
+	requireCode(t, g.Write(t.Context(), probe), apperr.Unavailable)
+}
+
+func testGroupCommitterCancel(t *testing.T, s store.Store) {
+	gate := newGatedStore(s)
+	g := store.NewGroupCommitter(gate, store.GroupCommitConfig{})
+	defer g.Close()
+	th, tu := createThread(t, s)
+
+	first := make(chan error, 1)
+	go func() { first <- g.Write(t.Context(), &store.Batch{AppendItems: []*store.Item{newItem(th.ID, tu.ID)}}) }()
+	<-gate.entered
+
+	ctx, cancel := context.WithCancel(t.Context())
+	withdrawn := newThread()
+	done := make(chan error, 1)
+	go func() { done <- g.Write(ctx, &store.Batch{CreateThreads: []*store.Thread{withdrawn}}) }()
+	require.Eventually(t, func() bool { return g.Queued() == 1 }, 10*time.Second, time.Millisecond)
+	cancel()
+	err := <-done
+	requireCode(t, err, apperr.Unavailable)
+	require.True(t, errors.Is(err, context.Canceled))
+	close(gate.release)
+	require.NoError(t, <-first)
+
+	// An invalid batch fails on its own, before reaching the queue.
+	requireCode(t, g.Write(t.Context(), &store.Batch{AppendItems: []*store.Item{{ThreadID: th.ID}}}), apperr.Invalid)
+	// A write after the withdrawn one has been through the committer.
+	write(t, g, &store.Batch{AppendItems: []*store.Item{newItem(th.ID, tu.ID)}})
+	_, err = s.GetThread(t.Context(), withdrawn.ID)
+	requireCode(t, err, apperr.NotFound)
+}
+
+func testListInProgressTurns(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	none, err := s.ListInProgressTurns(ctx)
+	require.NoError(t, err)
+	require.Empty(t, none)
+
+	a, aRunning := createThread(t, s)
+	b, bRunning := createThread(t, s)
+	aDone, bFailed := newTurn(a.ID), newTurn(b.ID)
+	write(t, s, &store.Batch{
+		CreateTurns: []*store.Turn{aDone, bFailed},
+		UpdateTurns: []store.TurnPatch{
+			{ThreadID: a.ID, ID: aDone.ID, Status: store.TurnCompleted},
+			{ThreadID: b.ID, ID: bFailed.ID, Status: store.TurnFailed},
+		},
+	})
+	got, err := s.ListInProgressTurns(ctx)
+	require.NoError(t, err)
+	var ids []string
+	for _, tu := range got {
+		require.Equal(t, store.TurnInProgress, tu.Status)
+		ids = append(ids, tu.ThreadID+"/"+tu.ID)
+	}
+	require.ElementsMatch(t, []string{a.ID + "/" + aRunning.ID, b.ID + "/" + bRunning.ID}, ids)
+
+	write(t, s, &store.Batch{UpdateTurns: []store.TurnPatch{{ThreadID: a.ID, ID: aRunning.ID, Status: store.TurnInterrupted}}})
+	got, err = s.ListInProgressTurns(ctx)
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	require.Equal(t, bRunning.ID, got[0].ID)
+}
+
+func testPingClose(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	require.NoError(t, s.Ping(ctx))
+	require.NoError(t, s.Close())
+	require.NoError(t, s.Close(), "Close tolerates a second call")
+	requireCode(t, s.Ping(ctx), apperr.Unavailable)
+	_, err := s.GetThread(ctx, newID())
+	requireCode(t, err, apperr.Unavailable)
+	requireCode(t, s.Write(ctx, &store.Batch{CreateThreads: []*store.Thread{newThread()}}), apperr.Unavailable)
+}
+
+func testJSONRoundTrip(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	th, tu := createThread(t, s)
+	payloads := []string{
+		`{"type":"agentMessage","id":"msg_1","text":"héllo \"quoted\" \\ back\\slash \n newline \t tab 😀 \u00e9 \u2028 <&>",
+		  "n":12345678901234567890,"f":1.5e300,"neg":-0.0001,"zero":0,
+		  "nested":{"a":[1,2,{"b":null}],"empty":{},"arr":[]},"bool":true,"null":null}`,
+		`{"type":"commandExecution","aggregatedOutput":"literal \\u0000 is text, not NUL"}`,
+		`[1,"two",{"three":3}]`,
+		`"just a string"`,
+		`{"z":1,"a":2,"m":{"y":[],"b":{}}}`,
+	}
+	var items []*store.Item
+	for _, p := range payloads {
+		it := newItem(th.ID, tu.ID)
+		it.Payload = json.RawMessage(p)
+		items = append(items, it)
+	}
+	write(t, s, &store.Batch{AppendItems: items})
+	got := listItems(t, s, store.ItemsQuery{ThreadID: th.ID})
+	require.Len(t, got, len(payloads))
+	for i, it := range got {
+		requireJSONEq(t, json.RawMessage(payloads[i]), it.Payload)
+	}
+	require.Contains(t, string(got[0].Payload), "12345678901234567890", "big integers keep their digits")
+
+	meta := json.RawMessage(`{"dynamicTools":[{"name":"x","inputSchema":{"type":"object","properties":{}}}],"n":1e-7}`)
+	write(t, s, &store.Batch{UpdateThreads: []store.ThreadPatch{{ID: th.ID, Meta: meta}}})
+	gotThread, err := s.GetThread(ctx, th.ID)
+	require.NoError(t, err)
+	requireJSONEq(t, meta, gotThread.Meta)
+}
+
+func testValidation(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	th, tu := createThread(t, s)
+	withPayload := func(p string) *store.Batch {
+		it := newItem(th.ID, tu.ID)
+		it.Payload = json.RawMessage(p)
+		return &store.Batch{AppendItems: []*store.Item{it}}
+	}
+	for _, p := range []string{`{"a":`, `{"a":"\u0000"}`, `{"a":"x\\\u0000"}`, ``, `{} {}`} {
+		requireCode(t, s.Write(ctx, withPayload(p)), apperr.Invalid)
+	}
+	nul := newThread()
+	nul.Preview = "a\x00b"
+	requireCode(t, s.Write(ctx, &store.Batch{CreateThreads: []*store.Thread{nul}}), apperr.Invalid)
+	badMeta := newThread()
+	badMeta.Meta = json.RawMessage(`{nope}`)
+	requireCode(t, s.Write(ctx, &store.Batch{CreateThreads: []*store.Thread{badMeta}}), apperr.Invalid)
+	require.Empty(t, listItems(t, s, store.ItemsQuery{ThreadID: th.ID}))
+	// An empty batch is a no-op.
+	require.NoError(t, s.Write(ctx, &store.Batch{}))
+	require.NoError(t, s.Write(ctx, nil))
+}

@@ -1,0 +1,62 @@
+package store_test
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/appserver/appserver/internal/apperr"
+	"github.com/appserver/appserver/internal/store"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+func TestValidatePayload(t *testing.T) {
+	const thread = "0190a5b2-0000-7000-8000-000000000001"
+	tests := []struct {
+		payload string
+		code    apperr.Code
+	}{
+		{`{"text":"hi"}`, ""},
+		{`{"text":"\u0001 is fine"}`, ""},
+		{`{"text":"\\u0000 is a literal backslash-u"}`, ""},
+		{`{"text":"\\\\u0000 too"}`, ""},
+		{`{"text":"\u0000"}`, apperr.Invalid},
+		{`{"text":"\\\u0000"}`, apperr.Invalid},
+		{`{"text":"ok","more":"\u0000"}`, apperr.Invalid},
+		{`{"text":`, apperr.Invalid},
+		{``, apperr.Invalid},
+		{`null`, ""},
+	}
+	for _, tc := range tests {
+		b := &store.Batch{AppendItems: []*store.Item{{
+			ThreadID: thread, TurnID: "t", ItemID: "i", Type: "agentMessage", Payload: json.RawMessage(tc.payload),
+		}}}
+		require.Equal(t, tc.code, apperr.CodeOf(b.Validate()), "payload %s", tc.payload)
+	}
+}
+
+func TestValidateReferences(t *testing.T) {
+	tests := []struct {
+		name string
+		b    store.Batch
+		code apperr.Code
+	}{
+		{"thread id not a UUID", store.Batch{CreateThreads: []*store.Thread{{ID: "t1"}}}, apperr.Invalid},
+		{"nil thread", store.Batch{CreateThreads: []*store.Thread{nil}}, apperr.Invalid},
+		{"patch of a non-UUID is not found", store.Batch{UpdateThreads: []store.ThreadPatch{{ID: "t1"}}}, apperr.NotFound},
+		{"turn status", store.Batch{CreateTurns: []*store.Turn{{ThreadID: "0190a5b2-0000-7000-8000-000000000001", ID: "x", Status: "running"}}}, apperr.Invalid},
+		{"item without turn", store.Batch{AppendItems: []*store.Item{{ThreadID: "0190a5b2-0000-7000-8000-000000000001", ItemID: "i", Type: "x", Payload: json.RawMessage(`{}`)}}}, apperr.Invalid},
+		{"NUL in cwd", store.Batch{CreateThreads: []*store.Thread{{ID: "0190a5b2-0000-7000-8000-000000000001", Cwd: "/a\x00"}}}, apperr.Invalid},
+		{"valid", store.Batch{CreateThreads: []*store.Thread{{ID: "0190A5B2-0000-7000-8000-000000000001"}}}, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.code, apperr.CodeOf(tc.b.Validate()))
+		})
+	}
+}
