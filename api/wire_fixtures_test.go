@@ -4,7 +4,6 @@ package api
 // fake model on loopback; paths are rewritten and large config objects
 // trimmed to a subset of their keys.
 
-
 // wireFixtures are params/results the real server sent (or the client answered),
 // which must survive an unmarshal/marshal round trip unchanged.
 var wireFixtures = []wireFixture{
