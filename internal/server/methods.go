@@ -1,0 +1,321 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"runtime"
+	"sort"
+	"strings"
+
+	"github.com/appserver/appserver/api"
+)
+
+// Info is what the server reports about itself and its configuration in
+// initialize and the informational startup methods the Codex TUI calls.
+type Info struct {
+	// Version is the daemon version, reported in userAgent.
+	Version string
+	// Home is the absolute data directory, reported as codexHome.
+	Home string
+	// Models answers model/list; exactly one should be the default.
+	Models []api.Model
+	// Config answers config/read; nil reports an empty config.
+	Config func() api.ConfigReadResult
+	// Warnings are sent as configWarning notifications after initialize.
+	Warnings []api.ConfigWarningNotification
+}
+
+func (i *Info) setDefaults() {
+	if i.Version == "" {
+		i.Version = "dev"
+	}
+}
+
+// registerCoreMethods installs the connection-level and informational
+// methods; threads and turns are registered by their own layer.
+func (s *Server) registerCoreMethods() {
+	s.Handle("initialize", s.initialize)
+	s.Handle("account/read", func(context.Context, *Call) (any, error) {
+		// What the reference answers for a custom (non-OpenAI-auth) provider.
+		return api.AccountReadResult{RequiresOpenaiAuth: false}, nil
+	})
+	s.Handle("configRequirements/read", func(context.Context, *Call) (any, error) {
+		t := true
+		return api.ConfigRequirementsReadResult{SupportsIndependentSpeedModes: &t}, nil
+	})
+	s.Handle("config/read", s.configRead)
+	s.Handle("model/list", s.modelList)
+	s.Handle("hooks/list", s.hooksList)
+	s.Handle("thread/loaded/list", s.loadedList)
+	s.Handle("collaborationMode/list", func(context.Context, *Call) (any, error) {
+		// The two built-in modes the reference offers; the TUI's plan mode
+		// toggles between them.
+		plan, def := api.ModePlan, api.ModeDefault
+		medium := "medium"
+		return api.CollaborationModeListResult{Data: api.List[api.CollaborationModeMask]{
+			{Name: "Plan", Mode: &plan, ReasoningEffort: &medium},
+			{Name: "Default", Mode: &def},
+		}}, nil
+	})
+}
+
+// invoke runs the handler of c.Method after the protocol-level checks: the
+// method must exist, experimental methods need the capability, and object
+// params must be present.
+func (s *Server) invoke(ctx context.Context, c *Call) (any, error) {
+	info, inProtocol := api.ClientMethods[c.Method]
+	if inProtocol && info.Experimental && !c.Session.experimental {
+		return nil, InvalidRequest("%s requires experimentalApi capability", c.Method)
+	}
+	h, ok := s.methods[c.Method]
+	if !ok {
+		return nil, &RPCError{Code: CodeMethodNotFound, Message: "method not found: " + c.Method}
+	}
+	if c.Params == nil && !(inProtocol && info.NullParams) {
+		return nil, InvalidRequest("Invalid request: missing field `params`")
+	}
+	return h(ctx, c)
+}
+
+// methodLabel bounds metric label cardinality: names outside the protocol
+// and our table are counted as "unknown".
+func (s *Server) methodLabel(method string) string {
+	if _, ok := s.methods[method]; ok {
+		return method
+	}
+	if _, ok := api.ClientMethods[method]; ok {
+		return method
+	}
+	return "unknown"
+}
+
+// DecodeParams decodes c.Params into v, first checking that every dotted
+// path in required is present, so that missing fields get the reference's
+// `Invalid request: missing field` message.
+func DecodeParams(c *Call, v any, required ...string) error {
+	raw := c.Params
+	if raw == nil || string(raw) == "null" {
+		raw = json.RawMessage("{}")
+	}
+	for _, path := range required {
+		if err := requirePath(raw, strings.Split(path, ".")); err != nil {
+			return err
+		}
+	}
+	if err := json.Unmarshal(raw, v); err != nil {
+		return InvalidRequest("Invalid request: %s", describeDecodeError(err))
+	}
+	return nil
+}
+
+func requirePath(raw json.RawMessage, path []string) error {
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &obj); err != nil {
+		return InvalidRequest("Invalid request: invalid type: expected an object")
+	}
+	v, ok := obj[path[0]]
+	if !ok {
+		return InvalidRequest("Invalid request: missing field `%s`", path[0])
+	}
+	if len(path) == 1 {
+		return nil
+	}
+	return requirePath(v, path[1:])
+}
+
+func describeDecodeError(err error) string {
+	var te *json.UnmarshalTypeError
+	if ok := asTypeError(err, &te); ok {
+		return fmt.Sprintf("invalid type for field `%s`: expected %s", te.Field, te.Type)
+	}
+	return err.Error()
+}
+
+func asTypeError(err error, target **json.UnmarshalTypeError) bool {
+	te, ok := err.(*json.UnmarshalTypeError)
+	if ok {
+		*target = te
+	}
+	return ok
+}
+
+// validHeaderValue mirrors the HTTP header value rule the reference applies
+// to clientInfo.name: visible ASCII, space and tab, no control characters.
+func validHeaderValue(v string) bool {
+	for i := 0; i < len(v); i++ {
+		b := v[i]
+		if b == '\t' || (b >= 0x20 && b < 0x7f) {
+			continue
+		}
+		return false
+	}
+	return true
+}
+
+func (s *Server) initialize(_ context.Context, c *Call) (any, error) {
+	sess := c.Session
+	if sess.initialized.Load() {
+		return nil, InvalidRequest("Already initialized")
+	}
+	var p api.InitializeParams
+	if err := DecodeParams(c, &p, "clientInfo", "clientInfo.name", "clientInfo.version"); err != nil {
+		return nil, err
+	}
+	if !validHeaderValue(p.ClientInfo.Name) {
+		return nil, InvalidRequest("Invalid clientInfo.name: '%s'. Must be a valid HTTP header value.", p.ClientInfo.Name)
+	}
+	sess.clientName = p.ClientInfo.Name
+	sess.clientVer = p.ClientInfo.Version
+	if caps := p.Capabilities; caps != nil {
+		sess.experimental = caps.ExperimentalAPI
+		if len(caps.OptOutNotificationMethods) > 0 {
+			sess.optOut = make(map[string]struct{}, len(caps.OptOutNotificationMethods))
+			for _, m := range caps.OptOutNotificationMethods {
+				sess.optOut[m] = struct{}{}
+			}
+		}
+	}
+	sess.initialized.Store(true)
+	c.After(func() {
+		for _, w := range s.cfg.Info.Warnings {
+			if n, err := s.NewNotification("configWarning", w); err == nil {
+				sess.Notify(n)
+			}
+		}
+	})
+	platform := "unix"
+	if runtime.GOOS == "windows" {
+		platform = "windows"
+	}
+	osName := runtime.GOOS
+	if osName == "darwin" {
+		osName = "macos"
+	}
+	return api.InitializeResult{
+		UserAgent: fmt.Sprintf("appserver/%s (%s; %s) (%s; %s)",
+			s.cfg.Info.Version, osName, runtime.GOARCH, p.ClientInfo.Name, p.ClientInfo.Version),
+		CodexHome:      s.cfg.Info.Home,
+		PlatformFamily: platform,
+		PlatformOs:     osName,
+	}, nil
+}
+
+func (s *Server) configRead(_ context.Context, c *Call) (any, error) {
+	var p api.ConfigReadParams
+	if err := DecodeParams(c, &p); err != nil {
+		return nil, err
+	}
+	res := api.ConfigReadResult{Config: map[string]any{}, Origins: map[string]api.ConfigLayerMetadata{}}
+	if s.cfg.Info.Config != nil {
+		res = s.cfg.Info.Config()
+	}
+	if !p.IncludeLayers {
+		res.Layers = nil
+	}
+	return res, nil
+}
+
+func (s *Server) modelList(_ context.Context, c *Call) (any, error) {
+	var p api.ModelListParams
+	if err := DecodeParams(c, &p); err != nil {
+		return nil, err
+	}
+	models := make([]api.Model, 0, len(s.cfg.Info.Models))
+	for _, m := range s.cfg.Info.Models {
+		if m.Hidden && (p.IncludeHidden == nil || !*p.IncludeHidden) {
+			continue
+		}
+		models = append(models, m)
+	}
+	page, next, err := pageByOffset(models, p.Cursor, p.Limit)
+	if err != nil {
+		return nil, err
+	}
+	return api.ModelListResult{Data: page, NextCursor: next}, nil
+}
+
+func (s *Server) loadedList(_ context.Context, c *Call) (any, error) {
+	var p api.ThreadLoadedListParams
+	if err := DecodeParams(c, &p); err != nil {
+		return nil, err
+	}
+	ids := []string{}
+	if s.cfg.LoadedThreads != nil {
+		ids = s.cfg.LoadedThreads()
+	}
+	page, next, err := pageByOffset(ids, p.Cursor, p.Limit)
+	if err != nil {
+		return nil, err
+	}
+	return api.ThreadLoadedListResult{Data: page, NextCursor: next}, nil
+}
+
+func (s *Server) hooksList(_ context.Context, c *Call) (any, error) {
+	var p api.HooksListParams
+	if err := DecodeParams(c, &p); err != nil {
+		return nil, err
+	}
+	cwds := p.Cwds
+	if len(cwds) == 0 {
+		// Like the reference: no cwds means the server's own.
+		wd, err := os.Getwd()
+		if err != nil {
+			wd = s.cfg.Info.Home
+		}
+		cwds = []string{wd}
+	}
+	data := make(api.List[api.HooksListEntry], 0, len(cwds))
+	for _, cwd := range cwds {
+		data = append(data, api.HooksListEntry{Cwd: cwd})
+	}
+	return api.HooksListResult{Data: data}, nil
+}
+
+// pageByOffset pages a small in-memory list with the reference's cursor
+// form for model/list: the next offset as a decimal string.
+func pageByOffset[T any](all []T, cursor *string, limit *uint32) ([]T, *string, error) {
+	start := 0
+	if cursor != nil && *cursor != "" {
+		n, err := parseOffset(*cursor)
+		if err != nil || n > len(all) {
+			return nil, nil, InvalidRequest("invalid cursor: %s", *cursor)
+		}
+		start = n
+	}
+	end := len(all)
+	if limit != nil && *limit > 0 && start+int(*limit) < end {
+		end = start + int(*limit)
+	}
+	var next *string
+	if end < len(all) {
+		v := fmt.Sprint(end)
+		next = &v
+	}
+	return all[start:end], next, nil
+}
+
+func parseOffset(s string) (int, error) {
+	n := 0
+	if s == "" {
+		return 0, fmt.Errorf("empty")
+	}
+	for _, r := range s {
+		if r < '0' || r > '9' || n > 1<<20 {
+			return 0, fmt.Errorf("not an offset")
+		}
+		n = n*10 + int(r-'0')
+	}
+	return n, nil
+}
+
+// sortedMethods lists the implemented methods, for docs and tests.
+func (s *Server) sortedMethods() []string {
+	out := make([]string, 0, len(s.methods))
+	for m := range s.methods {
+		out = append(out, m)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,106 @@
+package server
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Metrics holds the daemon's Prometheus collectors on a private registry, so
+// that tests and several servers in one process never collide.
+type Metrics struct {
+	Registry *prometheus.Registry
+
+	OpenConnections  prometheus.Gauge
+	Requests         *prometheus.CounterVec
+	RequestDuration  *prometheus.HistogramVec
+	Frames           *prometheus.CounterVec
+	DroppedFrames    *prometheus.CounterVec
+	Overloaded       prometheus.Counter
+	SlowConsumers    prometheus.Counter
+	Notifications    *prometheus.CounterVec
+	StoreOpDuration  *prometheus.HistogramVec
+	AuthFailures     *prometheus.CounterVec
+	OriginRejections prometheus.Counter
+}
+
+// NewMetrics creates and registers every collector, plus the Go runtime and
+// process collectors.
+func NewMetrics() *Metrics {
+	reg := prometheus.NewRegistry()
+	m := &Metrics{
+		Registry: reg,
+		OpenConnections: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "appserver_open_connections",
+			Help: "Websocket connections currently open.",
+		}),
+		Requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "appserver_requests_total",
+			Help: "JSON-RPC requests handled, by method and result code (0 = success).",
+		}, []string{"method", "code"}),
+		RequestDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "appserver_request_duration_seconds",
+			Help:    "Time from a JSON-RPC request being accepted to its response being queued.",
+			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+		}, []string{"method"}),
+		Frames: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "appserver_frames_total",
+			Help: "Websocket frames, by direction (in, out).",
+		}, []string{"direction"}),
+		DroppedFrames: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "appserver_dropped_frames_total",
+			Help: "Inbound frames dropped without a reply, by reason (malformed, binary).",
+		}, []string{"reason"}),
+		Overloaded: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "appserver_overload_rejections_total",
+			Help: "Requests answered -32001 because the inbound queue was full.",
+		}),
+		SlowConsumers: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "appserver_slow_consumer_disconnects_total",
+			Help: "Connections closed because their outbound queue filled.",
+		}),
+		Notifications: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "appserver_notifications_total",
+			Help: "Server notifications queued to connections, by method.",
+		}, []string{"method"}),
+		StoreOpDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "appserver_store_operation_duration_seconds",
+			Help:    "Duration of transcript store operations, by operation and outcome.",
+			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
+		}, []string{"op", "outcome"}),
+		AuthFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "appserver_auth_failures_total",
+			Help: "Websocket upgrades refused by authentication, by reason.",
+		}, []string{"reason"}),
+		OriginRejections: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "appserver_origin_rejections_total",
+			Help: "Requests refused with 403 because of a disallowed Origin header.",
+		}),
+	}
+	reg.MustRegister(
+		m.OpenConnections, m.Requests, m.RequestDuration, m.Frames, m.DroppedFrames,
+		m.Overloaded, m.SlowConsumers, m.Notifications, m.StoreOpDuration,
+		m.AuthFailures, m.OriginRejections,
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	)
+	return m
+}
+
+// ObserveStoreOp records one store operation; it matches the store
+// backends' observer hook.
+func (m *Metrics) ObserveStoreOp(op string, d time.Duration, err error) {
+	outcome := "ok"
+	if err != nil {
+		outcome = "error"
+	}
+	m.StoreOpDuration.WithLabelValues(op, outcome).Observe(d.Seconds())
+}
+
+// Handler serves the registry in the Prometheus text format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{Registry: m.Registry})
+}

@@ -1,0 +1,439 @@
+// Package rpcws adapts sourcegraph/jsonrpc2 to a websocket with Codex framing:
+// one message per text frame, no "jsonrpc" member on output and none required
+// on input, request ids that are strings or signed 64-bit integers echoed back
+// exactly, frames that are not one of the four message shapes dropped without
+// closing the connection, and a bounded outbound queue whose overflow
+// disconnects the slow client instead of stalling the server.
+package rpcws
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"math"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+)
+
+// DefaultOutboundQueue is the number of frames a connection may have waiting
+// to be written before it is disconnected as a slow consumer (8 × 128, as the
+// reference server sizes it).
+const DefaultOutboundQueue = 1024
+
+// SlowConsumerReason is the close reason sent to a client whose outbound
+// queue overflowed.
+const SlowConsumerReason = "disconnecting slow connection after outbound queue filled"
+
+// ErrSlowConsumer is returned by writes once the outbound queue overflowed.
+var ErrSlowConsumer = errors.New("rpcws: outbound queue full, connection closed")
+
+// ErrClosed is returned by writes after the stream was closed.
+var ErrClosed = errors.New("rpcws: stream closed")
+
+// DropReason says why an inbound frame was dropped.
+type DropReason string
+
+// The reasons an inbound frame is dropped.
+const (
+	DropBinary    DropReason = "binary"
+	DropMalformed DropReason = "malformed"
+)
+
+// Hooks receive events for metrics. Every field may be nil.
+type Hooks struct {
+	FrameIn      func()
+	FrameOut     func()
+	Dropped      func(DropReason)
+	SlowConsumer func()
+}
+
+// Options configure a Stream.
+type Options struct {
+	// OutboundQueue bounds the frames waiting to be written; 0 means
+	// DefaultOutboundQueue.
+	OutboundQueue int
+	// ReadLimit is the largest inbound message in bytes; 0 means 16 MiB.
+	ReadLimit int64
+	// WriteTimeout bounds one frame write; 0 means 10 s.
+	WriteTimeout time.Duration
+	// FlushTimeout bounds how long Close waits for queued frames; 0 means 1 s.
+	FlushTimeout time.Duration
+	Logger       *slog.Logger
+	Hooks        Hooks
+}
+
+// Stream is a jsonrpc2.ObjectStream over one websocket connection.
+type Stream struct {
+	ws     *websocket.Conn
+	opts   Options
+	log    *slog.Logger
+	out    chan []byte
+	ctx    context.Context // aborts writes
+	cancel context.CancelFunc
+	// readCtx is cancelled only to tear the socket down hard: the websocket
+	// library drops the connection when a read's context ends.
+	readCtx    context.Context
+	readCancel context.CancelFunc
+
+	mu         sync.Mutex // guards closing, discard, closeCode, closeText
+	closing    bool
+	discard    bool
+	closeCode  websocket.StatusCode
+	closeText  string
+	writerDone chan struct{}
+	closeOnce  sync.Once
+}
+
+// NewStream wraps ws and starts its writer goroutine; Close stops it.
+func NewStream(ws *websocket.Conn, opts Options) *Stream {
+	if opts.OutboundQueue <= 0 {
+		opts.OutboundQueue = DefaultOutboundQueue
+	}
+	if opts.ReadLimit <= 0 {
+		opts.ReadLimit = 16 << 20
+	}
+	if opts.WriteTimeout <= 0 {
+		opts.WriteTimeout = 10 * time.Second
+	}
+	if opts.FlushTimeout <= 0 {
+		opts.FlushTimeout = time.Second
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	ws.SetReadLimit(opts.ReadLimit)
+	ctx, cancel := context.WithCancel(context.Background())
+	readCtx, readCancel := context.WithCancel(context.Background())
+	s := &Stream{
+		readCtx:    readCtx,
+		readCancel: readCancel,
+		ws:         ws,
+		opts:       opts,
+		log:        opts.Logger,
+		out:        make(chan []byte, opts.OutboundQueue),
+		ctx:        ctx,
+		cancel:     cancel,
+		closeCode:  websocket.StatusNormalClosure,
+		writerDone: make(chan struct{}),
+	}
+	go s.writeLoop()
+	return s
+}
+
+// ReadObject reads frames until one is a valid message and decodes it into v.
+// Malformed and binary frames are dropped (and counted), never fatal.
+func (s *Stream) ReadObject(v any) error {
+	for {
+		// Reads are not bound to s.ctx: closing goes through the writer so
+		// that the close frame carries our reason.
+		typ, data, err := s.ws.Read(s.readCtx)
+		if err != nil {
+			if websocket.CloseStatus(err) != -1 {
+				return io.EOF
+			}
+			return err
+		}
+		if h := s.opts.Hooks.FrameIn; h != nil {
+			h()
+		}
+		if typ != websocket.MessageText {
+			s.drop(DropBinary, "binary frame")
+			continue
+		}
+		msg, err := normalizeInbound(data)
+		if err != nil {
+			s.drop(DropMalformed, err.Error())
+			continue
+		}
+		if err := json.Unmarshal(msg, v); err != nil {
+			s.drop(DropMalformed, err.Error())
+			continue
+		}
+		return nil
+	}
+}
+
+func (s *Stream) drop(reason DropReason, detail string) {
+	s.log.Warn("dropping inbound websocket frame", "reason", string(reason), "detail", detail)
+	if h := s.opts.Hooks.Dropped; h != nil {
+		h(reason)
+	}
+}
+
+// WriteObject encodes a jsonrpc2 message in Codex framing and queues it.
+func (s *Stream) WriteObject(obj any) error {
+	raw, err := json.Marshal(obj)
+	if err != nil {
+		return err
+	}
+	frame, err := normalizeOutbound(raw)
+	if err != nil {
+		return err
+	}
+	return s.Send(frame)
+}
+
+// Send queues one pre-encoded frame. It never blocks: when the queue is full
+// the connection is closed as a slow consumer and ErrSlowConsumer returned.
+func (s *Stream) Send(frame []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing {
+		return ErrClosed
+	}
+	select {
+	case s.out <- frame:
+		return nil
+	default:
+	}
+	s.log.Warn(SlowConsumerReason, "queued", len(s.out))
+	if h := s.opts.Hooks.SlowConsumer; h != nil {
+		h()
+	}
+	s.closeLocked(websocket.StatusPolicyViolation, SlowConsumerReason, false)
+	return ErrSlowConsumer
+}
+
+// CloseWith closes the connection with the given status and reason after
+// flushing what is queued (bounded by FlushTimeout).
+func (s *Stream) CloseWith(code websocket.StatusCode, reason string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closeLocked(code, reason, true)
+}
+
+// closeLocked starts closing; s.mu must be held. With flush false, queued
+// frames are discarded.
+func (s *Stream) closeLocked(code websocket.StatusCode, reason string, flush bool) {
+	if s.closing {
+		return
+	}
+	s.closing = true
+	s.discard = !flush
+	s.closeCode, s.closeText = code, reason
+	close(s.out)
+	// Bound the flush (or the write in progress when discarding) so a peer
+	// that stopped reading cannot hold the connection open.
+	time.AfterFunc(s.opts.FlushTimeout, s.cancel)
+}
+
+// Close implements jsonrpc2.ObjectStream: it flushes, sends a close frame and
+// waits for the writer to finish.
+func (s *Stream) Close() error {
+	s.CloseWith(websocket.StatusNormalClosure, "")
+	<-s.writerDone
+	return nil
+}
+
+// Done is closed once the stream has fully shut down.
+func (s *Stream) Done() <-chan struct{} { return s.writerDone }
+
+func (s *Stream) writeLoop() {
+	defer close(s.writerDone)
+	defer s.cancel()
+	for frame := range s.out {
+		s.mu.Lock()
+		discard := s.discard
+		s.mu.Unlock()
+		if discard || s.ctx.Err() != nil || !s.writeFrame(frame) {
+			break
+		}
+	}
+	s.mu.Lock()
+	if !s.closing {
+		// The writer failed on its own: stop accepting frames.
+		s.closing = true
+		close(s.out)
+	}
+	code, text := s.closeCode, s.closeText
+	s.mu.Unlock()
+	s.closeSocket(code, text)
+}
+
+func (s *Stream) writeFrame(frame []byte) bool {
+	ctx, cancel := context.WithTimeout(s.ctx, s.opts.WriteTimeout)
+	defer cancel()
+	if err := s.ws.Write(ctx, websocket.MessageText, frame); err != nil {
+		s.log.Debug("websocket write failed", "err", err)
+		s.cancel()
+		return false
+	}
+	if h := s.opts.Hooks.FrameOut; h != nil {
+		h()
+	}
+	return true
+}
+
+func (s *Stream) closeSocket(code websocket.StatusCode, text string) {
+	s.closeOnce.Do(func() {
+		// ws.Close waits for the peer's close frame; bound it so a dead peer
+		// cannot hold shutdown.
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			_ = s.ws.Close(code, text)
+		}()
+		t := time.NewTimer(s.opts.FlushTimeout)
+		defer t.Stop()
+		select {
+		case <-done:
+		case <-t.C:
+			// The peer did not answer our close frame: drop the socket,
+			// which also releases the close handshake waiting on it.
+			s.readCancel()
+			<-done
+		}
+		s.readCancel()
+	})
+}
+
+// inbound is the envelope of any inbound message; RawMessage fields are nil
+// when the key is absent and "null" when it is JSON null.
+type inbound struct {
+	ID     json.RawMessage `json:"id"`
+	Method json.RawMessage `json:"method"`
+	Params json.RawMessage `json:"params"`
+	Result json.RawMessage `json:"result"`
+	Error  json.RawMessage `json:"error"`
+}
+
+// Request ids travel through jsonrpc2 as tagged strings so that negative and
+// string ids survive its unsigned ID type; normalizeOutbound restores them.
+const (
+	tagString = "s:"
+	tagNumber = "n:"
+)
+
+var errShape = errors.New("not a request, notification or response")
+
+// normalizeInbound validates one text frame and rewrites it into the form
+// jsonrpc2 decodes: requests get a tagged string id.
+func normalizeInbound(data []byte) ([]byte, error) {
+	data = bytes.TrimSpace(data)
+	if len(data) == 0 || data[0] != '{' {
+		return nil, errShape
+	}
+	var m inbound
+	if err := json.Unmarshal(data, &m); err != nil {
+		return nil, err
+	}
+	hasID := m.ID != nil && !isNull(m.ID)
+	if m.ID != nil && !hasID {
+		return nil, errors.New("null id")
+	}
+	if m.Method != nil {
+		var method string
+		if err := json.Unmarshal(m.Method, &method); err != nil || isNull(m.Method) {
+			return nil, errors.New("method is not a string")
+		}
+		if m.Result != nil || m.Error != nil {
+			return nil, errShape
+		}
+		out := struct {
+			ID     string          `json:"id,omitempty"`
+			Method string          `json:"method"`
+			Params json.RawMessage `json:"params,omitempty"`
+		}{Method: method, Params: m.Params}
+		if !hasID {
+			return json.Marshal(out)
+		}
+		tagged, err := tagID(m.ID)
+		if err != nil {
+			return nil, err
+		}
+		out.ID = tagged
+		return json.Marshal(out)
+	}
+	if !hasID {
+		return nil, errShape
+	}
+	if (m.Result != nil) == (m.Error != nil) {
+		return nil, errShape
+	}
+	if m.Error != nil {
+		var e struct {
+			Code    *int64 `json:"code"`
+			Message string `json:"message"`
+		}
+		if err := json.Unmarshal(m.Error, &e); err != nil || e.Code == nil {
+			return nil, errors.New("malformed error object")
+		}
+	}
+	if _, err := tagID(m.ID); err != nil {
+		return nil, err
+	}
+	return data, nil
+}
+
+func isNull(raw json.RawMessage) bool { return string(bytes.TrimSpace(raw)) == "null" }
+
+// tagID accepts a JSON string or an integer that fits in int64.
+func tagID(raw json.RawMessage) (string, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) > 0 && raw[0] == '"' {
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return "", err
+		}
+		return tagString + s, nil
+	}
+	n, err := strconv.ParseInt(string(raw), 10, 64)
+	if err != nil {
+		return "", errors.New("id is neither a string nor a 64-bit integer")
+	}
+	return tagNumber + strconv.FormatInt(n, 10), nil
+}
+
+// outbound is the Codex framing of an outgoing message: no "jsonrpc" member.
+type outbound struct {
+	ID          json.RawMessage `json:"id,omitempty"`
+	Method      string          `json:"method,omitempty"`
+	Params      json.RawMessage `json:"params,omitempty"`
+	Result      json.RawMessage `json:"result,omitempty"`
+	Error       json.RawMessage `json:"error,omitempty"`
+	EmittedAtMs json.RawMessage `json:"emittedAtMs,omitempty"`
+}
+
+// normalizeOutbound drops the "jsonrpc" member and restores tagged ids.
+func normalizeOutbound(raw []byte) ([]byte, error) {
+	var m outbound
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, err
+	}
+	if m.ID != nil {
+		id, err := untagID(m.ID)
+		if err != nil {
+			return nil, err
+		}
+		m.ID = id
+	}
+	return json.Marshal(m)
+}
+
+func untagID(raw json.RawMessage) (json.RawMessage, error) {
+	if len(raw) == 0 || raw[0] != '"' {
+		// A number: our own server→client ids, never above MaxInt64.
+		n, err := strconv.ParseUint(string(raw), 10, 64)
+		if err == nil && n > math.MaxInt64 {
+			return json.RawMessage(strconv.FormatInt(int64(n), 10)), nil
+		}
+		return raw, nil
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return nil, err
+	}
+	switch {
+	case len(s) >= 2 && s[:2] == tagString:
+		return json.Marshal(s[2:])
+	case len(s) >= 2 && s[:2] == tagNumber:
+		return json.RawMessage(s[2:]), nil
+	}
+	return raw, nil
+}

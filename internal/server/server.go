@@ -1,0 +1,377 @@
+// Package server is appserver's network edge: one chi router serving health
+// probes, Prometheus metrics and websocket upgrades, and JSON-RPC sessions
+// speaking the Codex app-server protocol over those websockets.
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/go-chi/chi/v5"
+	"github.com/sourcegraph/jsonrpc2"
+
+	"github.com/appserver/appserver/internal/server/auth"
+	"github.com/appserver/appserver/internal/server/rpcws"
+)
+
+// DefaultIngressCapacity is the number of requests that may be queued or in
+// flight across all connections before new ones are answered -32001.
+const DefaultIngressCapacity = 128
+
+// Pinger reports whether the transcript store is reachable; /readyz uses it.
+type Pinger interface {
+	Ping(ctx context.Context) error
+}
+
+// Config configures a Server. Zero values get the defaults noted per field.
+type Config struct {
+	// AllowedOrigins lists the exact Origin header values that may connect;
+	// any other request carrying an Origin header is refused with 403.
+	AllowedOrigins []string
+	// Auth checks websocket upgrades; nil means no authentication.
+	Auth *auth.Authenticator
+	// Store is pinged by /readyz; nil means always ready.
+	Store Pinger
+	// Info is what initialize and the informational methods report.
+	Info Info
+	// LoadedThreads lists the ids of threads loaded in memory, for
+	// thread/loaded/list; nil reports none.
+	LoadedThreads func() []string
+	// IngressCapacity bounds queued plus running requests; 0 means 128.
+	IngressCapacity int
+	// OutboundQueue bounds each connection's unsent frames; 0 means 1024.
+	OutboundQueue int
+	// MaxMessageBytes bounds one inbound websocket message; 0 means 16 MiB.
+	MaxMessageBytes int64
+	Logger          *slog.Logger
+	Metrics         *Metrics
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// Server owns the listener's handler, the live sessions and the method table.
+type Server struct {
+	cfg     Config
+	log     *slog.Logger
+	metrics *Metrics
+	now     func() time.Time
+	router  chi.Router
+	methods map[string]Method
+	origins map[string]struct{}
+
+	ingress   chan struct{}
+	nextReqID atomic.Int64 // process-wide server→client request ids
+	nextSess  atomic.Uint64
+	draining  atomic.Bool
+
+	mu       sync.Mutex // guards sessions
+	sessions map[*Session]struct{}
+	conns    sync.WaitGroup // one per websocket connection handler
+}
+
+// New builds a Server; Handler returns what to serve.
+func New(cfg Config) (*Server, error) {
+	if cfg.IngressCapacity <= 0 {
+		cfg.IngressCapacity = DefaultIngressCapacity
+	}
+	if cfg.OutboundQueue <= 0 {
+		cfg.OutboundQueue = rpcws.DefaultOutboundQueue
+	}
+	if cfg.MaxMessageBytes <= 0 {
+		cfg.MaxMessageBytes = 16 << 20
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = NewMetrics()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	cfg.Info.setDefaults()
+	s := &Server{
+		cfg:      cfg,
+		log:      cfg.Logger,
+		metrics:  cfg.Metrics,
+		now:      cfg.Now,
+		methods:  map[string]Method{},
+		origins:  map[string]struct{}{},
+		ingress:  make(chan struct{}, cfg.IngressCapacity),
+		sessions: map[*Session]struct{}{},
+	}
+	for _, o := range cfg.AllowedOrigins {
+		s.origins[o] = struct{}{}
+	}
+	s.registerCoreMethods()
+	s.router = s.routes()
+	return s, nil
+}
+
+// Handler returns the HTTP handler for the listener.
+func (s *Server) Handler() http.Handler { return s.router }
+
+// Metrics returns the server's metrics.
+func (s *Server) Metrics() *Metrics { return s.metrics }
+
+// Handle registers (or replaces) the handler of a JSON-RPC method. It must be
+// called before the server starts serving.
+func (s *Server) Handle(method string, m Method) { s.methods[method] = m }
+
+func (s *Server) routes() chi.Router {
+	r := chi.NewRouter()
+	r.Use(s.originGuard)
+	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
+	r.Get("/readyz", s.readyz)
+	r.Method(http.MethodGet, "/metrics", s.metrics.Handler())
+	r.NotFound(s.upgrade)
+	r.MethodNotAllowed(s.upgrade)
+	return r
+}
+
+// originGuard refuses any request whose Origin header is not allowed, which
+// blocks cross-site websocket hijacking, and answers CORS for allowed ones.
+func (s *Server) originGuard(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		origin, present := r.Header["Origin"]
+		if !present {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if len(origin) != 1 {
+			s.metrics.OriginRejections.Inc()
+			w.WriteHeader(http.StatusForbidden)
+			return
+		}
+		if _, ok := s.origins[origin[0]]; !ok {
+			s.metrics.OriginRejections.Inc()
+			w.WriteHeader(http.StatusForbidden)
+			return
+		}
+		h := w.Header()
+		h.Set("Access-Control-Allow-Origin", origin[0])
+		h.Add("Vary", "Origin")
+		if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
+			h.Set("Access-Control-Allow-Methods", "GET, POST, OPTIONS")
+			h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, Idempotency-Key, Last-Event-ID, Prefer")
+			h.Set("Access-Control-Max-Age", "600")
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	if s.draining.Load() {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		return
+	}
+	if s.cfg.Store != nil {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		if err := s.cfg.Store.Ping(ctx); err != nil {
+			s.log.Warn("readiness check: store unreachable", "err", err)
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+func headerHasToken(h http.Header, key, token string) bool {
+	for _, v := range h.Values(key) {
+		for _, t := range strings.Split(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(t), token) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func (s *Server) upgrade(w http.ResponseWriter, r *http.Request) {
+	if !headerHasToken(r.Header, "Connection", "upgrade") {
+		http.Error(w, "Connection header did not include 'upgrade'", http.StatusBadRequest)
+		return
+	}
+	if s.cfg.Auth != nil {
+		if f := s.cfg.Auth.Check(r); f != nil {
+			s.metrics.AuthFailures.WithLabelValues(f.Message).Inc()
+			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+			w.WriteHeader(f.Status)
+			_, _ = w.Write([]byte(f.Message))
+			return
+		}
+	}
+	if s.draining.Load() {
+		http.Error(w, "server is shutting down", http.StatusServiceUnavailable)
+		return
+	}
+	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{
+		// The origin guard has already enforced the exact allow-list.
+		InsecureSkipVerify: true,
+		CompressionMode:    websocket.CompressionDisabled,
+	})
+	if err != nil {
+		s.log.Debug("websocket upgrade failed", "err", err)
+		return
+	}
+	s.conns.Add(1)
+	defer s.conns.Done()
+	s.serveConn(ws, r.RemoteAddr)
+}
+
+func (s *Server) serveConn(ws *websocket.Conn, remote string) {
+	sess := &Session{srv: s, id: s.nextSess.Add(1)}
+	sess.log = s.log.With("conn", sess.id, "remote", remote)
+	m := s.metrics
+	sess.stream = rpcws.NewStream(ws, rpcws.Options{
+		OutboundQueue: s.cfg.OutboundQueue,
+		ReadLimit:     s.cfg.MaxMessageBytes,
+		Logger:        sess.log,
+		Hooks: rpcws.Hooks{
+			FrameIn:      m.Frames.WithLabelValues("in").Inc,
+			FrameOut:     m.Frames.WithLabelValues("out").Inc,
+			Dropped:      func(r rpcws.DropReason) { m.DroppedFrames.WithLabelValues(string(r)).Inc() },
+			SlowConsumer: m.SlowConsumers.Inc,
+		},
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sess.ctx = ctx
+	conn := jsonrpc2.NewConn(ctx, sess.stream, sess, jsonrpc2.SetLogger(slogPrintf{sess.log}))
+	sess.conn.CompareAndSwap(nil, conn)
+
+	s.mu.Lock()
+	s.sessions[sess] = struct{}{}
+	s.mu.Unlock()
+	m.OpenConnections.Inc()
+	sess.log.Debug("websocket connected")
+
+	<-conn.DisconnectNotify()
+	cancel()
+	sess.handlers.Wait()
+	<-sess.stream.Done()
+
+	s.mu.Lock()
+	delete(s.sessions, sess)
+	s.mu.Unlock()
+	m.OpenConnections.Dec()
+	sess.runCloseHooks()
+	sess.log.Debug("websocket disconnected")
+}
+
+// slogPrintf routes jsonrpc2's printf logging into slog at debug level.
+type slogPrintf struct{ l *slog.Logger }
+
+func (p slogPrintf) Printf(format string, v ...any) {
+	p.l.Debug(strings.TrimSpace(sprintf(format, v...)))
+}
+
+// Sessions returns a snapshot of the initialized sessions.
+func (s *Server) Sessions() []*Session {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]*Session, 0, len(s.sessions))
+	for sess := range s.sessions {
+		if sess.Initialized() {
+			out = append(out, sess)
+		}
+	}
+	return out
+}
+
+// Broadcast sends a notification to every initialized connection.
+func (s *Server) Broadcast(n *Notification) {
+	for _, sess := range s.Sessions() {
+		sess.Notify(n)
+	}
+}
+
+// Notification is a server notification encoded once and shared by every
+// connection it is sent to.
+type Notification struct {
+	Method string
+	frame  []byte
+}
+
+// NewNotification encodes a notification with its emittedAtMs stamp.
+func (s *Server) NewNotification(method string, params any) (*Notification, error) {
+	p, err := json.Marshal(params)
+	if err != nil {
+		return nil, err
+	}
+	frame, err := json.Marshal(struct {
+		Method      string          `json:"method"`
+		Params      json.RawMessage `json:"params"`
+		EmittedAtMs int64           `json:"emittedAtMs"`
+	}{method, p, s.now().UnixMilli()})
+	if err != nil {
+		return nil, err
+	}
+	return &Notification{Method: method, frame: frame}, nil
+}
+
+// Drain stops accepting new work: /readyz turns 503, new upgrades are
+// refused and requests are answered with the draining error.
+func (s *Server) Drain() { s.draining.Store(true) }
+
+// CloseConnections closes every websocket after flushing what is queued and
+// waits for their handlers to finish or ctx to end.
+func (s *Server) CloseConnections(ctx context.Context) error {
+	s.Drain()
+	s.mu.Lock()
+	for sess := range s.sessions {
+		sess.stream.CloseWith(websocket.StatusGoingAway, "server shutting down")
+	}
+	s.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		s.conns.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return errors.New("timed out waiting for connections to close")
+	}
+}
+
+// Serve serves on ln until ctx is cancelled, then drains: it stops
+// accepting, closes websockets (flushing their queues) and returns once
+// everything has stopped or grace has passed.
+func (s *Server) Serve(ctx context.Context, ln net.Listener, grace time.Duration) error {
+	hs := &http.Server{
+		Handler:           s.router,
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	s.log.Info("shutting down", "grace", grace)
+	s.Drain()
+	sctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	err := hs.Shutdown(sctx)
+	if cerr := s.CloseConnections(sctx); err == nil {
+		err = cerr
+	}
+	<-errc
+	return err
+}

@@ -1,0 +1,220 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sourcegraph/jsonrpc2"
+
+	"github.com/appserver/appserver/internal/server/rpcws"
+)
+
+var sprintf = fmt.Sprintf
+
+// Method handles one JSON-RPC method. It returns the result to send, or an
+// error (an *RPCError, an apperr error, or anything else as internal).
+type Method func(ctx context.Context, c *Call) (any, error)
+
+// Call is one inbound request as a Method sees it.
+type Call struct {
+	Session *Session
+	Method  string
+	// Params is nil when the key was absent and "null" when it was null.
+	Params json.RawMessage
+	after  []func()
+}
+
+// After queues f to run once the response has been queued, so that
+// notifications a method causes follow its response on the wire.
+func (c *Call) After(f func()) { c.after = append(c.after, f) }
+
+// Session is one websocket connection's JSON-RPC state.
+type Session struct {
+	srv    *Server
+	id     uint64
+	log    *slog.Logger
+	ctx    context.Context
+	stream *rpcws.Stream
+	// conn is set by the first Handle call or after NewConn returns,
+	// whichever is first: jsonrpc2 starts reading before NewConn returns.
+	conn atomic.Pointer[jsonrpc2.Conn]
+
+	// Written once by initialize (on the reader goroutine) before
+	// initialized is set; read-only afterwards.
+	initialized  atomic.Bool
+	clientName   string
+	clientVer    string
+	experimental bool
+	optOut       map[string]struct{}
+
+	handlers sync.WaitGroup
+
+	mu         sync.Mutex // guards closeHooks, closed
+	closeHooks []func()
+	closed     bool
+}
+
+// ID returns the session's process-unique id.
+func (s *Session) ID() uint64 { return s.id }
+
+// Initialized reports whether initialize has succeeded on this connection.
+func (s *Session) Initialized() bool { return s.initialized.Load() }
+
+// Experimental reports whether the client opted into experimentalApi.
+func (s *Session) Experimental() bool { return s.experimental }
+
+// ClientName returns clientInfo.name from initialize.
+func (s *Session) ClientName() string { return s.clientName }
+
+// Context is cancelled when the connection closes.
+func (s *Session) Context() context.Context { return s.ctx }
+
+// Logger returns the session's logger.
+func (s *Session) Logger() *slog.Logger { return s.log }
+
+// OnClose registers f to run after the connection has closed; if it is
+// already closed, f runs at once.
+func (s *Session) OnClose(f func()) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		f()
+		return
+	}
+	s.closeHooks = append(s.closeHooks, f)
+	s.mu.Unlock()
+}
+
+func (s *Session) runCloseHooks() {
+	s.mu.Lock()
+	s.closed = true
+	hooks := s.closeHooks
+	s.closeHooks = nil
+	s.mu.Unlock()
+	for _, f := range hooks {
+		f()
+	}
+}
+
+// Notify queues a notification unless the client opted out of its method.
+// A full queue disconnects the client (see rpcws); it never blocks.
+func (s *Session) Notify(n *Notification) {
+	if _, out := s.optOut[n.Method]; out {
+		return
+	}
+	if err := s.stream.Send(n.frame); err == nil {
+		s.srv.metrics.Notifications.WithLabelValues(n.Method).Inc()
+	}
+}
+
+// Request sends a server→client request with a process-wide integer id and
+// waits for the client's result, ctx, or the connection to close. It returns
+// the id as soon as it is known through onID (for serverRequest/resolved).
+func (s *Session) Request(ctx context.Context, method string, params any, onID func(id int64)) (json.RawMessage, error) {
+	id := s.srv.nextReqID.Add(1) - 1
+	if onID != nil {
+		onID(id)
+	}
+	conn := s.conn.Load()
+	if conn == nil {
+		return nil, jsonrpc2.ErrClosed
+	}
+	w, err := conn.DispatchCall(ctx, method, params, jsonrpc2.PickID(jsonrpc2.ID{Num: uint64(id)}))
+	if err != nil {
+		return nil, err
+	}
+	var result json.RawMessage
+	if err := w.Wait(ctx, &result); err != nil {
+		return nil, err
+	}
+	return result, nil
+}
+
+// Handle implements jsonrpc2.Handler. It runs on the connection's reader
+// goroutine, so it must not block: initialize is answered inline (so that
+// later requests on the connection see its outcome) and everything else is
+// admitted to the bounded ingress and handled on its own goroutine.
+func (s *Session) Handle(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.Request) {
+	if s.conn.Load() == nil {
+		s.conn.CompareAndSwap(nil, conn)
+	}
+	if req.Notif {
+		// Client notifications (initialized, …) carry nothing we act on.
+		return
+	}
+	if req.Method == "initialize" {
+		s.handlers.Add(1)
+		s.serve(ctx, req)
+		return
+	}
+	if !s.initialized.Load() {
+		s.replyError(ctx, req, InvalidRequest("Not initialized"), time.Now())
+		return
+	}
+	if s.srv.draining.Load() {
+		s.replyError(ctx, req, &RPCError{
+			Code:    CodeInvalidRequest,
+			Message: "Server is draining; retry after reconnecting",
+			Data:    map[string]string{"reason": "serverShuttingDown"},
+		}, time.Now())
+		return
+	}
+	select {
+	case s.srv.ingress <- struct{}{}:
+	default:
+		s.srv.metrics.Overloaded.Inc()
+		s.replyError(ctx, req, &RPCError{Code: CodeOverloaded, Message: OverloadedMessage}, time.Now())
+		return
+	}
+	s.handlers.Add(1)
+	go func() {
+		defer func() { <-s.srv.ingress }()
+		s.serve(ctx, req)
+	}()
+}
+
+func (s *Session) serve(ctx context.Context, req *jsonrpc2.Request) {
+	defer s.handlers.Done()
+	start := time.Now()
+	call := &Call{Session: s, Method: req.Method}
+	if req.Params != nil {
+		call.Params = *req.Params
+	}
+	result, err := s.srv.invoke(ctx, call)
+	if err != nil {
+		s.replyError(ctx, req, toRPCError(err), start)
+		return
+	}
+	if result == nil {
+		result = struct{}{}
+	}
+	if err := s.conn.Load().Reply(ctx, req.ID, result); err != nil {
+		s.log.Debug("reply not sent", "method", req.Method, "err", err)
+	}
+	s.observe(req.Method, 0, start)
+	for _, f := range call.after {
+		f()
+	}
+}
+
+func (s *Session) replyError(ctx context.Context, req *jsonrpc2.Request, e *RPCError, start time.Time) {
+	if e.Code == CodeInternal {
+		s.log.Error("request failed", "method", req.Method, "err", e.Message)
+	}
+	if err := s.conn.Load().ReplyWithError(ctx, req.ID, e.wire()); err != nil {
+		s.log.Debug("error reply not sent", "method", req.Method, "err", err)
+	}
+	s.observe(req.Method, e.Code, start)
+}
+
+func (s *Session) observe(method string, code int64, start time.Time) {
+	s.log.Debug("request", "method", method, "code", code, "duration", time.Since(start))
+	label := s.srv.methodLabel(method)
+	s.srv.metrics.Requests.WithLabelValues(label, fmt.Sprint(code)).Inc()
+	s.srv.metrics.RequestDuration.WithLabelValues(label).Observe(time.Since(start).Seconds())
+}
