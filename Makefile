@@ -1,0 +1,26 @@
+# The whole test suite is `make test`; CI runs exactly that (.ci/run).
+GO ?= go
+GOTESTFLAGS ?=
+
+.PHONY: test deps vet build bench fmt
+
+test: deps vet
+	$(GO) test -race -count=1 -timeout 15m $(GOTESTFLAGS) ./...
+
+# Installs (as root) or checks the system tools the tests use.
+deps:
+	@scripts/test-deps.sh
+
+vet:
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
+	$(GO) vet ./...
+
+build:
+	$(GO) build -o bin/appserver ./cmd/appserver
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./bench/...
+
+fmt:
+	gofmt -w $$(git ls-files '*.go')

@@ -1,0 +1,350 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"github.com/appserver/appserver/api"
+	"github.com/appserver/appserver/internal/config"
+	"github.com/appserver/appserver/internal/server"
+	"github.com/appserver/appserver/internal/server/auth"
+	"github.com/appserver/appserver/internal/store"
+	"github.com/appserver/appserver/internal/store/postgres"
+	"github.com/appserver/appserver/internal/store/sqlite"
+)
+
+// version is set at build time with -ldflags "-X main.version=…"; otherwise
+// the module version from the build info is used.
+var version = ""
+
+func appVersion() string {
+	if version != "" {
+		return version
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return "dev"
+}
+
+// usageError marks errors in the command line, which exit with status 2.
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+func exitCode(err error) int {
+	var u usageError
+	if errors.As(err, &u) || errors.Is(err, flag.ErrHelp) {
+		return 2
+	}
+	return 1
+}
+
+const usage = `usage: appserver [command] [flags]
+
+commands:
+  serve     run the daemon (default)
+  migrate   apply database migrations and exit
+  version   print the version and exit
+
+Run "appserver <command> -h" for the flags of a command.
+`
+
+// run is the whole program, callable in-process by tests: it parses args,
+// runs the chosen command until ctx is cancelled and returns its error.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	cmd := "serve"
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		cmd, args = args[0], args[1:]
+	}
+	switch cmd {
+	case "serve":
+		return runServe(ctx, args, stdout, stderr)
+	case "migrate":
+		return runMigrate(ctx, args, stdout, stderr)
+	case "version":
+		fmt.Fprintf(stdout, "appserver %s\n", appVersion())
+		return nil
+	case "help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	default:
+		fmt.Fprint(stderr, usage)
+		return usageError{fmt.Sprintf("unknown command %q", cmd)}
+	}
+}
+
+// repeated collects a repeatable flag.
+type repeated []string
+
+func (r *repeated) String() string     { return strings.Join(*r, ",") }
+func (r *repeated) Set(v string) error { *r = append(*r, v); return nil }
+
+// configFlags declares the flags shared by serve and migrate; each one maps
+// to the config key of the same name (dashes for underscores).
+type configFlags struct {
+	fs        *flag.FlagSet
+	file      string
+	overrides repeated
+	origins   repeated
+}
+
+// flagKeys are the config keys exposed as dedicated flags.
+var flagKeys = []struct{ key, help string }{
+	{"listen", "listen address, ws://IP:PORT"},
+	{"database_url", "Postgres URL (postgres://…); empty uses the embedded store in --data-dir"},
+	{"data_dir", "directory for local state and the embedded store"},
+	{"log_format", "log format: text or json"},
+	{"log_level", "log level: debug, info, warn, error"},
+	{"shutdown_grace_period", "how long shutdown waits for connections and turns, e.g. 10s"},
+	{"ws_auth", "websocket auth: capability-token or signed-bearer-token"},
+	{"ws_token_file", "absolute path of the capability token file"},
+	{"ws_token_sha256", "SHA-256 hex digest of the capability token"},
+	{"ws_shared_secret_file", "absolute path of the HS256 shared secret file (≥ 32 bytes)"},
+	{"ws_issuer", "expected JWT issuer"},
+	{"ws_audience", "expected JWT audience"},
+	{"ws_max_clock_skew_seconds", "JWT clock skew tolerance in seconds (default 30)"},
+	{"model", "default model"},
+	{"model_provider", "default model provider id"},
+	{"approval_policy", "untrusted, on-failure, on-request or never"},
+	{"sandbox_mode", "read-only, workspace-write or danger-full-access"},
+}
+
+func newConfigFlags(name string, stderr io.Writer) *configFlags {
+	cf := &configFlags{fs: flag.NewFlagSet(name, flag.ContinueOnError)}
+	cf.fs.SetOutput(stderr)
+	cf.fs.StringVar(&cf.file, "config", "", "TOML config file (default $APPSERVER_CONFIG)")
+	cf.fs.Var(&cf.overrides, "c", "override a config value: -c key=value (TOML value, dotted key; repeatable)")
+	cf.fs.Var(&cf.origins, "allowed-origin", "allow this exact Origin (repeatable)")
+	cf.fs.Bool("migrate", false, "apply migrations at start-up (default: on for the embedded store)")
+	for _, f := range flagKeys {
+		cf.fs.String(strings.ReplaceAll(f.key, "_", "-"), "", f.help)
+	}
+	return cf
+}
+
+// path is the absolute path of the config file in use, or "".
+func (cf *configFlags) path() string {
+	p := cf.file
+	if p == "" {
+		p = os.Getenv(config.EnvConfigFile)
+	}
+	if p == "" {
+		return ""
+	}
+	if abs, err := filepath.Abs(p); err == nil {
+		return abs
+	}
+	return p
+}
+
+func (cf *configFlags) load(args []string) (*config.Config, []config.Warning, error) {
+	if err := cf.fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, nil, err
+		}
+		return nil, nil, usageError{err.Error()}
+	}
+	if cf.fs.NArg() > 0 {
+		return nil, nil, usageError{fmt.Sprintf("unexpected argument %q", cf.fs.Arg(0))}
+	}
+	set := map[string]string{}
+	cf.fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "config", "c", "allowed-origin":
+			return
+		}
+		set[strings.ReplaceAll(f.Name, "-", "_")] = f.Value.String()
+	})
+	if len(cf.origins) > 0 {
+		set["allowed_origins"] = strings.Join(cf.origins, ",")
+	}
+	return config.Load(config.Sources{
+		File:      cf.file,
+		Env:       os.Environ(),
+		Flags:     set,
+		Overrides: cf.overrides,
+	})
+}
+
+func newLogger(cfg *config.Config, w io.Writer) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(cfg.LogLevel))
+	opts := &slog.HandlerOptions{Level: level}
+	if cfg.LogFormat == config.LogFormatJSON {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// openStore opens the configured backend: Postgres when database_url is
+// set, otherwise the embedded store inside data_dir (created on first run).
+func openStore(ctx context.Context, cfg *config.Config, migrate bool, observe store.ObserveFunc) (store.Store, string, error) {
+	if cfg.DatabaseURL != "" {
+		st, err := postgres.Open(ctx, postgres.Config{URL: cfg.DatabaseURL, Migrate: migrate, Observe: observe})
+		return st, "postgres", err
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, "", fmt.Errorf("create data dir: %w", err)
+	}
+	path := filepath.Join(cfg.DataDir, "appserver.db")
+	st, err := sqlite.Open(ctx, sqlite.Config{Path: path, Migrate: migrate, Observe: observe})
+	return st, "embedded:" + path, err
+}
+
+func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	cf := newConfigFlags("migrate", stderr)
+	cfg, warnings, err := cf.load(args)
+	if err != nil {
+		return err
+	}
+	log := newLogger(cfg, stderr)
+	for _, w := range warnings {
+		log.Warn("config", "warning", w.String())
+	}
+	st, where, err := openStore(ctx, cfg, true, nil)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "migrations applied (%s)\n", where)
+	return st.Close()
+}
+
+func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	cf := newConfigFlags("serve", stderr)
+	cfg, warnings, err := cf.load(args)
+	if err != nil {
+		return err
+	}
+	log := newLogger(cfg, stderr)
+	for _, w := range warnings {
+		log.Warn("config", "warning", w.String())
+	}
+
+	host := cfg.ListenHost()
+	if err := auth.RequireForAddress(auth.Mode(cfg.WSAuth), host); err != nil {
+		return err
+	}
+	var authn *auth.Authenticator
+	if cfg.WSAuth != config.WSAuthNone {
+		ac := auth.Config{
+			Mode:             auth.Mode(cfg.WSAuth),
+			TokenFile:        cfg.WSTokenFile,
+			TokenSHA256:      cfg.WSTokenSHA256,
+			SharedSecretFile: cfg.WSSharedSecretFile,
+			Issuer:           cfg.WSIssuer,
+			Audience:         cfg.WSAudience,
+		}
+		if cfg.WSAuth == config.WSAuthSignedBearerToken {
+			ac.MaxClockSkew = time.Duration(cfg.WSMaxClockSkewSeconds) * time.Second
+		}
+		authn, err = auth.New(ac)
+		if err != nil {
+			return err
+		}
+	}
+
+	metrics := server.NewMetrics()
+	st, where, err := openStore(ctx, cfg, cfg.MigrateOnStart(), metrics.ObserveStoreOp)
+	if err != nil {
+		return err
+	}
+	// The store closes last, after every connection has drained.
+	defer func() {
+		if err := st.Close(); err != nil {
+			log.Error("closing store", "err", err)
+		}
+	}()
+
+	srv, err := server.New(server.Config{
+		AllowedOrigins: cfg.AllowedOrigins,
+		Auth:           authn,
+		Store:          st,
+		Logger:         log,
+		Metrics:        metrics,
+		Info: server.Info{
+			Version:  appVersion(),
+			Home:     cfg.DataDir,
+			Models:   apiModels(cfg),
+			Config:   func() api.ConfigReadResult { return configView(cfg, cf.path()) },
+			Warnings: configWarnings(warnings),
+		},
+	})
+	if err != nil {
+		return err
+	}
+
+	ln, err := net.Listen("tcp", cfg.ListenAddr().String())
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+	}
+	addr := "ws://" + ln.Addr().String()
+	log.Info("appserver listening", "addr", addr, "store", where, "version", appVersion(), "auth", string(cfg.WSAuth))
+	fmt.Fprintf(stdout, "appserver listening on %s\n", addr)
+	return srv.Serve(ctx, ln, cfg.ShutdownGracePeriod)
+}
+
+func configWarnings(ws []config.Warning) []api.ConfigWarningNotification {
+	out := make([]api.ConfigWarningNotification, 0, len(ws))
+	for _, w := range ws {
+		out = append(out, api.ConfigWarningNotification{Summary: w.String()})
+	}
+	return out
+}
+
+// apiModels turns the configured model list into model/list entries.
+func apiModels(cfg *config.Config) []api.Model {
+	infos := cfg.Models()
+	out := make([]api.Model, 0, len(infos))
+	for _, m := range infos {
+		effort := string(m.DefaultReasoningEffort)
+		if effort == "" {
+			effort = "medium"
+		}
+		out = append(out, api.Model{
+			ID:                     m.ID,
+			Model:                  m.ID,
+			DisplayName:            m.DisplayName,
+			Description:            m.Description,
+			Hidden:                 m.Hidden,
+			DefaultReasoningEffort: effort,
+			SupportedReasoningEfforts: api.List[api.ReasoningEffortOption]{
+				{ReasoningEffort: "low", Description: "Fast responses with lighter reasoning"},
+				{ReasoningEffort: "medium", Description: "Balances speed and reasoning depth"},
+				{ReasoningEffort: "high", Description: "Greater reasoning depth for complex problems"},
+			},
+			InputModalities: api.List[api.InputModality]{api.InputText, api.InputImage},
+			IsDefault:       m.IsDefault,
+		})
+	}
+	return out
+}
+
+// configView answers config/read: the effective config (secrets masked)
+// and, per key, the layer that set it.
+func configView(cfg *config.Config, file string) api.ConfigReadResult {
+	origins := map[string]api.ConfigLayerMetadata{}
+	for key, layer := range cfg.Origins() {
+		var src api.ConfigLayerSource
+		switch layer {
+		case config.LayerFile:
+			src = api.ConfigLayerSource{Type: api.LayerUser, File: file}
+		case config.LayerDefault:
+			continue
+		default:
+			src = api.ConfigLayerSource{Type: api.LayerSessionFlags}
+		}
+		origins[key] = api.ConfigLayerMetadata{Name: src, Version: string(layer)}
+	}
+	return api.ConfigReadResult{Config: cfg.Redacted(), Origins: origins}
+}

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Makes sure the system tools the test suite needs are present: installs them
+# with apt-get when running as root, otherwise says what is missing. Under
+# CI=true a missing tool fails the run instead of letting tests skip.
+set -euo pipefail
+
+missing=()
+
+have_postgres() {
+  command -v initdb >/dev/null 2>&1 && command -v pg_ctl >/dev/null 2>&1 && return 0
+  compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null 2>&1
+}
+
+have_postgres || missing+=(postgresql)
+
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+
+if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
+  echo "test-deps: installing ${missing[*]}" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+  have_postgres || { echo "test-deps: postgresql binaries still missing after install" >&2; exit 1; }
+  exit 0
+fi
+
+echo "test-deps: missing system packages: ${missing[*]}" >&2
+if [ "${CI:-}" = "true" ]; then
+  echo "test-deps: CI=true and cannot install them (not root or no apt-get)" >&2
+  exit 1
+fi
+echo "test-deps: tests that need them will be skipped; install them to run everything" >&2
