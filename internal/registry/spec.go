@@ -1,0 +1,263 @@
+package registry
+
+import (
+	"encoding/json"
+)
+
+// ToolSpec is one entry of the request's tools array (tools.md §1.3). It is
+// one of FunctionSpec, FreeformSpec, LocalShellSpec, WebSearchSpec or
+// NamespaceSpec; each encodes to its exact wire JSON, tagged by "type".
+type ToolSpec interface {
+	json.Marshaler
+	// ToolName is the name the spec is registered under.
+	ToolName() string
+	isToolSpec()
+}
+
+// FunctionSpec is a JSON function tool.
+type FunctionSpec struct {
+	// Name is the tool name.
+	Name string
+	// Description tells the model what the tool does.
+	Description string
+	// Strict asks for Structured Outputs; the builder refuses it unless
+	// Parameters passes ValidateStrict.
+	Strict bool
+	// DeferLoading hides the tool until tool search finds it (current Codex).
+	DeferLoading bool
+	// Parameters is the arguments schema; nil is sent as an empty object
+	// schema.
+	Parameters *Schema
+}
+
+// ToolName returns Name.
+func (f FunctionSpec) ToolName() string { return f.Name }
+func (FunctionSpec) isToolSpec()        {}
+
+// MarshalJSON encodes {"type":"function","name","description","strict",
+// ["defer_loading":true,] "parameters"}.
+func (f FunctionSpec) MarshalJSON() ([]byte, error) {
+	return json.Marshal(f.wire(true))
+}
+
+type functionWire struct {
+	Type         string  `json:"type,omitempty"`
+	Name         string  `json:"name"`
+	Description  string  `json:"description"`
+	Strict       bool    `json:"strict"`
+	DeferLoading bool    `json:"defer_loading,omitzero"`
+	Parameters   *Schema `json:"parameters"`
+}
+
+func (f FunctionSpec) wire(tagged bool) functionWire {
+	w := functionWire{Name: f.Name, Description: f.Description, Strict: f.Strict, DeferLoading: f.DeferLoading, Parameters: f.Parameters}
+	if tagged {
+		w.Type = "function"
+	}
+	if w.Parameters == nil {
+		w.Parameters = Object(nil, nil, nil)
+	}
+	return w
+}
+
+// FreeformFormat is the grammar a freeform tool's input must match.
+type FreeformFormat struct {
+	// Type is "grammar" (the default when empty).
+	Type string `json:"type"`
+	// Syntax is "lark" (the default when empty).
+	Syntax string `json:"syntax"`
+	// Definition is the grammar text.
+	Definition string `json:"definition"`
+}
+
+// FreeformSpec is a custom (freeform) tool: the model emits raw text
+// matching a Lark grammar, with no JSON wrapping. Used by apply_patch.
+type FreeformSpec struct {
+	// Name is the tool name.
+	Name string
+	// Description tells the model what the tool does.
+	Description string
+	// Format is the grammar of the input.
+	Format FreeformFormat
+}
+
+// ToolName returns Name.
+func (f FreeformSpec) ToolName() string { return f.Name }
+func (FreeformSpec) isToolSpec()        {}
+
+// MarshalJSON encodes {"type":"custom","name","description","format":{
+// "type":"grammar","syntax":"lark","definition"}}.
+func (f FreeformSpec) MarshalJSON() ([]byte, error) {
+	format := f.Format
+	if format.Type == "" {
+		format.Type = "grammar"
+	}
+	if format.Syntax == "" {
+		format.Syntax = "lark"
+	}
+	return json.Marshal(struct {
+		Type        string         `json:"type"`
+		Name        string         `json:"name"`
+		Description string         `json:"description"`
+		Format      FreeformFormat `json:"format"`
+	}{"custom", f.Name, f.Description, format})
+}
+
+// LocalShellName is the name the local_shell spec and payloads use.
+const LocalShellName = "local_shell"
+
+// LocalShellSpec is the Responses-native shell tool; the model emits
+// local_shell_call items for it.
+type LocalShellSpec struct{}
+
+// ToolName returns "local_shell".
+func (LocalShellSpec) ToolName() string { return LocalShellName }
+func (LocalShellSpec) isToolSpec()      {}
+
+// MarshalJSON encodes {"type":"local_shell"}.
+func (LocalShellSpec) MarshalJSON() ([]byte, error) { return []byte(`{"type":"local_shell"}`), nil }
+
+// WebSearchName is the name the hosted web_search spec is registered under.
+const WebSearchName = "web_search"
+
+// WebSearchFilters restricts hosted web search.
+type WebSearchFilters struct {
+	// AllowedDomains limits results to these domains.
+	AllowedDomains []string `json:"allowed_domains,omitzero"`
+}
+
+// WebSearchUserLocation is the approximate user location for web search.
+type WebSearchUserLocation struct {
+	// Type is the location kind, e.g. "approximate".
+	Type string `json:"type,omitzero"`
+	// Country is an ISO country code.
+	Country string `json:"country,omitzero"`
+	// Region is a region name.
+	Region string `json:"region,omitzero"`
+	// City is a city name.
+	City string `json:"city,omitzero"`
+	// Timezone is an IANA time zone.
+	Timezone string `json:"timezone,omitzero"`
+}
+
+// WebSearchSpec is the hosted web search tool. The provider runs it; no
+// handler is registered and no function output is produced.
+type WebSearchSpec struct {
+	// ExternalWebAccess is false for the cached index, true for live
+	// access; nil omits it.
+	ExternalWebAccess *bool `json:"external_web_access,omitzero"`
+	// Filters restricts results (current Codex).
+	Filters *WebSearchFilters `json:"filters,omitzero"`
+	// UserLocation localizes results (current Codex).
+	UserLocation *WebSearchUserLocation `json:"user_location,omitzero"`
+	// SearchContextSize is low, medium or high (current Codex).
+	SearchContextSize string `json:"search_context_size,omitzero"`
+	// SearchContentTypes lists content types to search (current Codex).
+	SearchContentTypes []string `json:"search_content_types,omitzero"`
+}
+
+// ToolName returns "web_search".
+func (WebSearchSpec) ToolName() string { return WebSearchName }
+func (WebSearchSpec) isToolSpec()      {}
+
+// MarshalJSON encodes {"type":"web_search", ...optional fields}.
+func (w WebSearchSpec) MarshalJSON() ([]byte, error) {
+	type plain WebSearchSpec
+	return json.Marshal(struct {
+		Type string `json:"type"`
+		plain
+	}{"web_search", plain(w)})
+}
+
+// NamespaceSpec groups function tools (current Codex); the model addresses
+// them by namespace and name.
+type NamespaceSpec struct {
+	// Name is the namespace.
+	Name string
+	// Description defaults to "Tools in the <ns> namespace." when empty.
+	Description string
+	// Tools are the functions in the namespace.
+	Tools []FunctionSpec
+}
+
+// ToolName returns the namespace name.
+func (n NamespaceSpec) ToolName() string { return n.Name }
+func (NamespaceSpec) isToolSpec()        {}
+
+// MarshalJSON encodes {"type":"namespace","name","description","tools":[...]}.
+func (n NamespaceSpec) MarshalJSON() ([]byte, error) {
+	desc := n.Description
+	if desc == "" {
+		desc = "Tools in the " + n.Name + " namespace."
+	}
+	tools := n.Tools
+	if tools == nil {
+		tools = []FunctionSpec{}
+	}
+	return json.Marshal(struct {
+		Type        string         `json:"type"`
+		Name        string         `json:"name"`
+		Description string         `json:"description"`
+		Tools       []FunctionSpec `json:"tools"`
+	}{"namespace", n.Name, desc, tools})
+}
+
+// ConfiguredToolSpec is a spec plus whether calls to it may run in parallel
+// with other parallel-capable calls.
+type ConfiguredToolSpec struct {
+	// Spec is what is sent to the model.
+	Spec ToolSpec
+	// SupportsParallelToolCalls lets calls take the shared side of the
+	// turn's parallel lock.
+	SupportsParallelToolCalls bool
+}
+
+// ChatCompletionsTool encodes spec for Chat Completions providers:
+// {"type":"function","function":{name, description, strict, parameters}}.
+// ok is false for variants Chat Completions does not offer (freeform, hosted
+// and namespace tools).
+func ChatCompletionsTool(spec ToolSpec) (raw json.RawMessage, ok bool, err error) {
+	f, isFunc := spec.(FunctionSpec)
+	if !isFunc {
+		if p, isPtr := spec.(*FunctionSpec); isPtr && p != nil {
+			f, isFunc = *p, true
+		}
+	}
+	if !isFunc {
+		return nil, false, nil
+	}
+	w := f.wire(false)
+	w.DeferLoading = false
+	b, err := json.Marshal(struct {
+		Type     string       `json:"type"`
+		Function functionWire `json:"function"`
+	}{"function", w})
+	if err != nil {
+		return nil, false, err
+	}
+	return b, true, nil
+}
+
+// ClassicSpec returns spec with its schemas converted by Schema.Classic, for
+// models that do not accept the current schema model.
+func ClassicSpec(spec ToolSpec) ToolSpec {
+	switch s := spec.(type) {
+	case FunctionSpec:
+		s.Parameters = s.Parameters.Classic()
+		return s
+	case *FunctionSpec:
+		c := *s
+		c.Parameters = c.Parameters.Classic()
+		return c
+	case NamespaceSpec:
+		tools := make([]FunctionSpec, len(s.Tools))
+		for i, t := range s.Tools {
+			t.Parameters = t.Parameters.Classic()
+			tools[i] = t
+		}
+		s.Tools = tools
+		return s
+	default:
+		return spec
+	}
+}
