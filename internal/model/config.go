@@ -1,0 +1,185 @@
+package model
+
+import (
+	"context"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/openai/openai-go/v3/option"
+
+	"github.com/appserver/appserver/internal/apperr"
+)
+
+// The wire APIs a provider can speak (ProviderConfig.WireAPI).
+const (
+	WireAPIResponses = "responses"
+	WireAPIChat      = "chat"
+)
+
+// Defaults applied by New to zero-valued ProviderConfig fields.
+const (
+	DefaultMaxRetries        = 4
+	DefaultRequestTimeout    = 2 * time.Minute
+	DefaultStreamIdleTimeout = 5 * time.Minute
+)
+
+// ProviderConfig describes one model provider, as configured in
+// [model_providers.<id>]. The caller resolves secrets: the client never
+// reads OPENAI_* environment variables (only the standard HTTP_PROXY,
+// HTTPS_PROXY and NO_PROXY are honoured).
+type ProviderConfig struct {
+	// ID is the provider's configuration key, e.g. "openai".
+	ID string
+	// Name is a display name.
+	Name string
+	// BaseURL is the API root including its version segment, e.g.
+	// "https://api.openai.com/v1"; "/responses" or "/chat/completions" is
+	// appended. Required.
+	BaseURL string
+	// APIKey is sent as "Authorization: Bearer <key>" when not empty.
+	APIKey string
+	// WireAPI is "responses" (default) or "chat".
+	WireAPI string
+	// Headers are extra HTTP headers sent with every request.
+	Headers map[string]string
+	// QueryParams are extra URL query parameters (e.g. Azure's
+	// api-version) sent with every request.
+	QueryParams map[string]string
+	// RequestTimeout bounds the wait for the response headers of one
+	// attempt once the request is sent; the stream itself is bounded by
+	// StreamIdleTimeout. 0 means DefaultRequestTimeout.
+	RequestTimeout time.Duration
+	// MaxRetries is how many times a request that failed with 429, 5xx or
+	// a connection error is retried before streaming starts, with
+	// exponential backoff and jitter, honouring Retry-After. 0 means
+	// DefaultMaxRetries; a negative value disables retries.
+	MaxRetries int
+	// StreamIdleTimeout is how long a stream may go without an event before
+	// it is abandoned as disconnected. 0 means DefaultStreamIdleTimeout.
+	StreamIdleTimeout time.Duration
+}
+
+// Option adjusts a client built by New; the defaults suit production.
+type Option func(*deps)
+
+// WithSleep replaces the function that waits between retries; it must return
+// ctx.Err() if ctx ends first. Tests use it to record delays without
+// sleeping.
+func WithSleep(sleep func(ctx context.Context, d time.Duration) error) Option {
+	return func(d *deps) { d.sleep = sleep }
+}
+
+// WithClock replaces the clock used to interpret HTTP-date Retry-After
+// headers.
+func WithClock(now func() time.Time) Option {
+	return func(d *deps) { d.now = now }
+}
+
+// WithJitter replaces the source of backoff jitter: it returns a factor in
+// [0.9, 1.1) by default.
+func WithJitter(jitter func() float64) Option {
+	return func(d *deps) { d.jitter = jitter }
+}
+
+type deps struct {
+	sleep  func(ctx context.Context, d time.Duration) error
+	now    func() time.Time
+	jitter func() float64
+}
+
+// New returns a Client for the provider: a Responses API client or a Chat
+// Completions client, depending on cfg.WireAPI. A nil logger discards logs.
+func New(cfg ProviderConfig, logger *slog.Logger, opts ...Option) (Client, error) {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	d := deps{sleep: sleepCtx, now: time.Now, jitter: func() float64 { return 0.9 + 0.2*rand.Float64() }}
+	for _, o := range opts {
+		o(&d)
+	}
+	if cfg.BaseURL == "" {
+		return nil, apperr.New(apperr.Invalid, "model provider %q: base_url is required", cfg.ID)
+	}
+	u, err := url.Parse(cfg.BaseURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, apperr.New(apperr.Invalid, "model provider %q: invalid base_url %q (want http:// or https://)", cfg.ID, cfg.BaseURL)
+	}
+	if cfg.RequestTimeout == 0 {
+		cfg.RequestTimeout = DefaultRequestTimeout
+	}
+	if cfg.StreamIdleTimeout == 0 {
+		cfg.StreamIdleTimeout = DefaultStreamIdleTimeout
+	}
+	switch {
+	case cfg.MaxRetries == 0:
+		cfg.MaxRetries = DefaultMaxRetries
+	case cfg.MaxRetries < 0:
+		cfg.MaxRetries = 0
+	}
+	if cfg.WireAPI == "" {
+		cfg.WireAPI = WireAPIResponses
+	}
+	if cfg.WireAPI != WireAPIResponses && cfg.WireAPI != WireAPIChat {
+		return nil, apperr.New(apperr.Invalid, "model provider %q: unknown wire_api %q (want %q or %q)", cfg.ID, cfg.WireAPI, WireAPIResponses, WireAPIChat)
+	}
+	hc := &http.Client{Transport: newHTTPTransport(cfg.RequestTimeout)}
+	t := &transport{cfg: cfg, log: logger.With("provider", cfg.ID), deps: d, sdkOpts: sdkOptions(cfg, hc)}
+	if cfg.WireAPI == WireAPIChat {
+		return newChatClient(t), nil
+	}
+	return newResponsesClient(t), nil
+}
+
+// newHTTPTransport returns a transport of its own for one provider, with the
+// standard proxy and dial settings and a bound on waiting for headers.
+func newHTTPTransport(headerTimeout time.Duration) *http.Transport {
+	var tr *http.Transport
+	if def, ok := http.DefaultTransport.(*http.Transport); ok {
+		tr = def.Clone()
+	} else {
+		tr = &http.Transport{Proxy: http.ProxyFromEnvironment, ForceAttemptHTTP2: true, IdleConnTimeout: 90 * time.Second}
+	}
+	tr.ResponseHeaderTimeout = headerTimeout
+	return tr
+}
+
+// sdkOptions configures the openai-go services explicitly. They are built
+// with the service constructors, never openai.NewClient, because NewClient
+// starts from openai.DefaultClientOptions, which reads OPENAI_API_KEY,
+// OPENAI_BASE_URL, OPENAI_ORG_ID, OPENAI_PROJECT_ID, OPENAI_WEBHOOK_SECRET
+// and OPENAI_CUSTOM_HEADERS from the environment, and the SDK offers no
+// public way to turn that off. Retries are ours (injectable sleep), so the
+// SDK's are disabled.
+func sdkOptions(cfg ProviderConfig, hc *http.Client) []option.RequestOption {
+	opts := []option.RequestOption{
+		option.WithHTTPClient(hc),
+		option.WithBaseURL(strings.TrimSuffix(cfg.BaseURL, "/") + "/"),
+		option.WithMaxRetries(0),
+		option.WithHeader("Accept", "text/event-stream"),
+	}
+	if cfg.APIKey != "" {
+		opts = append(opts, option.WithAPIKey(cfg.APIKey))
+	}
+	for k, v := range cfg.Headers {
+		opts = append(opts, option.WithHeader(k, v))
+	}
+	for k, v := range cfg.QueryParams {
+		opts = append(opts, option.WithQuery(k, v))
+	}
+	return opts
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}

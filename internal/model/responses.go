@@ -1,0 +1,263 @@
+package model
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/packages/ssestream"
+	"github.com/openai/openai-go/v3/responses"
+)
+
+// responsesClient speaks the OpenAI Responses API (POST {base}/responses,
+// stream=true).
+type responsesClient struct {
+	t   *transport
+	svc responses.ResponseService
+}
+
+func newResponsesClient(t *transport) *responsesClient {
+	return &responsesClient{t: t, svc: responses.NewResponseService(t.sdkOpts...)}
+}
+
+// responsesRequest is the request body. It is encoded by us rather than via
+// responses.ResponseNewParams so that history items and tool specs go out
+// byte-for-byte in the shape the caller stored; the SDK still sends it.
+type responsesRequest struct {
+	Model             string            `json:"model"`
+	Instructions      string            `json:"instructions,omitempty"`
+	Input             []json.RawMessage `json:"input"`
+	Tools             []json.RawMessage `json:"tools"`
+	ToolChoice        string            `json:"tool_choice"`
+	ParallelToolCalls bool              `json:"parallel_tool_calls"`
+	Reasoning         *reasoningParam   `json:"reasoning,omitempty"`
+	Store             bool              `json:"store"`
+	Stream            bool              `json:"stream"`
+	Include           []string          `json:"include"`
+	Text              *textParam        `json:"text,omitempty"`
+}
+
+type reasoningParam struct {
+	Effort  string `json:"effort,omitempty"`
+	Summary string `json:"summary,omitempty"`
+}
+
+type textParam struct {
+	Format textFormat `json:"format"`
+}
+
+type textFormat struct {
+	Type   string          `json:"type"`
+	Name   string          `json:"name"`
+	Schema json.RawMessage `json:"schema"`
+	Strict bool            `json:"strict"`
+}
+
+// outputSchemaName names the structured-output format, as Codex names it.
+const outputSchemaName = "codex_output_schema"
+
+func buildResponsesBody(req Request) ([]byte, error) {
+	body := responsesRequest{
+		Model:             req.Model,
+		Instructions:      req.Instructions,
+		Input:             make([]json.RawMessage, 0, len(req.Input)),
+		Tools:             nonNil(req.Tools),
+		ToolChoice:        "auto",
+		ParallelToolCalls: req.ParallelToolCalls,
+		Stream:            true,
+		Include:           []string{},
+	}
+	for i, it := range req.Input {
+		raw, err := wireItem(it)
+		if err != nil {
+			return nil, fmt.Errorf("input item %d: %w", i, err)
+		}
+		body.Input = append(body.Input, raw)
+	}
+	summary := req.ReasoningSummary
+	if summary == "none" {
+		summary = ""
+	}
+	if req.ReasoningEffort != "" || summary != "" {
+		body.Reasoning = &reasoningParam{Effort: req.ReasoningEffort, Summary: summary}
+		// With store=false, reasoning can only be carried to the next
+		// request in its encrypted form.
+		body.Include = append(body.Include, "reasoning.encrypted_content")
+	}
+	if len(req.OutputSchema) > 0 {
+		body.Text = &textParam{Format: textFormat{Type: "json_schema", Name: outputSchemaName, Schema: req.OutputSchema, Strict: true}}
+	}
+	return marshal(body)
+}
+
+// marshal encodes v without HTML escaping, so prompts and tool output keep
+// their <, > and & as written.
+func marshal(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+// Stream implements Client.
+func (c *responsesClient) Stream(ctx context.Context, req Request, fn func(Event) error) (Result, error) {
+	body, err := buildResponsesBody(req)
+	if err != nil {
+		return Result{}, &Error{Kind: KindBadRequest, Message: "cannot encode request: " + err.Error(), Err: err}
+	}
+	c.t.log.Debug("responses request", "model", req.Model, "items", len(req.Input), "tools", len(req.Tools))
+	h := &responsesHandler{emit: emitter(fn)}
+	err = c.t.run(ctx, body, func(ctx context.Context, opts ...option.RequestOption) error {
+		return c.svc.NewStreaming(ctx, responses.ResponseNewParams{}, opts...).Err()
+	}, h)
+	return h.res, err
+}
+
+// responsesHandler turns Responses API stream events into Events.
+type responsesHandler struct {
+	emit func(Event) error
+	res  Result
+}
+
+// responsesEvent holds the fields of the stream events we use.
+type responsesEvent struct {
+	Type         string          `json:"type"`
+	ItemID       string          `json:"item_id"`
+	Delta        string          `json:"delta"`
+	SummaryIndex int             `json:"summary_index"`
+	ContentIndex int             `json:"content_index"`
+	Item         json.RawMessage `json:"item"`
+	Response     *struct {
+		ID                string          `json:"id"`
+		Usage             *responsesUsage `json:"usage"`
+		Error             *streamError    `json:"error"`
+		IncompleteDetails *struct {
+			Reason string `json:"reason"`
+		} `json:"incomplete_details"`
+	} `json:"response"`
+	// Code and Message are set on "error" events; Error on providers that
+	// nest them.
+	Code    any          `json:"code"`
+	Message string       `json:"message"`
+	Error   *streamError `json:"error"`
+}
+
+type responsesUsage struct {
+	InputTokens        int64 `json:"input_tokens"`
+	InputTokensDetails struct {
+		CachedTokens int64 `json:"cached_tokens"`
+	} `json:"input_tokens_details"`
+	OutputTokens        int64 `json:"output_tokens"`
+	OutputTokensDetails struct {
+		ReasoningTokens int64 `json:"reasoning_tokens"`
+	} `json:"output_tokens_details"`
+	TotalTokens int64 `json:"total_tokens"`
+}
+
+// streamError is an error object reported inside a stream.
+type streamError struct {
+	Code    any    `json:"code"`
+	Type    string `json:"type"`
+	Message string `json:"message"`
+}
+
+func (se *streamError) toError(fallback string) *Error {
+	code := anyString(se.Code)
+	msg := se.Message
+	if msg == "" {
+		msg = fallback
+	}
+	return &Error{Kind: classifyStreamFailure(code, se.Type), Code: code, Message: msg}
+}
+
+func (h *responsesHandler) handle(ev ssestream.Event) (bool, error) {
+	var e responsesEvent
+	if err := json.Unmarshal(ev.Data, &e); err != nil {
+		return false, malformed(ev.Data, err)
+	}
+	switch e.Type {
+	case "response.created":
+		if e.Response != nil {
+			h.res.ResponseID = e.Response.ID
+		}
+	case "response.output_item.added", "response.output_item.done":
+		var it InputItem
+		if err := json.Unmarshal(e.Item, &it); err != nil || it.Type == "" {
+			if err == nil {
+				err = fmt.Errorf("output item without a type")
+			}
+			return false, malformed(ev.Data, err)
+		}
+		if e.Type == "response.output_item.added" {
+			return false, h.emit(OutputItemAdded{Item: it})
+		}
+		h.res.Items = append(h.res.Items, it)
+		return false, h.emit(OutputItemDone{Item: it})
+	case "response.output_text.delta":
+		return false, h.emit(TextDelta{ItemID: e.ItemID, Delta: e.Delta})
+	case "response.reasoning_summary_part.added":
+		return false, h.emit(ReasoningSummaryPartAdded{ItemID: e.ItemID, Index: e.SummaryIndex})
+	case "response.reasoning_summary_text.delta":
+		return false, h.emit(ReasoningSummaryDelta{ItemID: e.ItemID, Index: e.SummaryIndex, Delta: e.Delta})
+	case "response.reasoning_text.delta":
+		return false, h.emit(ReasoningTextDelta{ItemID: e.ItemID, Index: e.ContentIndex, Delta: e.Delta})
+	case "response.completed":
+		if e.Response != nil {
+			if e.Response.ID != "" {
+				h.res.ResponseID = e.Response.ID
+			}
+			if u := e.Response.Usage; u != nil {
+				h.res.Usage = Usage{
+					InputTokens:           u.InputTokens,
+					CachedInputTokens:     u.InputTokensDetails.CachedTokens,
+					OutputTokens:          u.OutputTokens,
+					ReasoningOutputTokens: u.OutputTokensDetails.ReasoningTokens,
+					TotalTokens:           u.TotalTokens,
+				}
+			}
+		}
+		return true, h.emit(Completed{ResponseID: h.res.ResponseID, Usage: h.res.Usage})
+	case "response.failed":
+		if e.Response != nil && e.Response.Error != nil {
+			return false, e.Response.Error.toError("response.failed event received")
+		}
+		return false, &Error{Kind: KindStreamDisconnected, Message: "response.failed event received"}
+	case "response.incomplete":
+		reason := "unknown"
+		if e.Response != nil && e.Response.IncompleteDetails != nil && e.Response.IncompleteDetails.Reason != "" {
+			reason = e.Response.IncompleteDetails.Reason
+		}
+		return false, &Error{Kind: KindStreamDisconnected, Message: "Incomplete response returned, reason: " + reason}
+	case "error":
+		se := e.Error
+		if se == nil {
+			se = &streamError{Code: e.Code, Message: e.Message}
+		}
+		return false, se.toError("error event received")
+	case "":
+		if e.Error != nil {
+			return false, e.Error.toError("error event received")
+		}
+		return false, malformed(ev.Data, fmt.Errorf("event without a type"))
+	}
+	return false, nil
+}
+
+func (h *responsesHandler) end() error {
+	return &Error{Kind: KindStreamDisconnected, Message: "stream closed before response.completed"}
+}
+
+// malformed reports an undecodable stream event, quoting a bounded prefix.
+func malformed(data []byte, err error) *Error {
+	const quote = 200
+	d := string(bytes.TrimSpace(data))
+	if len(d) > quote {
+		d = d[:quote] + "..."
+	}
+	return &Error{Kind: KindMalformed, Message: fmt.Sprintf("cannot decode stream event %q: %v", d, err), Err: err}
+}
