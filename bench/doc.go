@@ -1,0 +1,12 @@
+// Package bench holds end-to-end benchmarks of the appserver daemon. They
+// build the real binary (./cmd/appserver), run it as a subprocess and drive
+// it over websockets, so they measure what a deployment sees: handshake
+// latency and the memory an idle connection costs.
+//
+// Run them with
+//
+//	go test -run '^$' -bench Handshake -benchmem ./bench/
+//	go test -run '^$' -bench IdleConnections -benchtime=1x ./bench/
+//
+// See README.md for what each metric means and the targets.
+package bench
