@@ -21,6 +21,7 @@ import (
 	"github.com/appserver/appserver/internal/store"
 	"github.com/appserver/appserver/internal/store/postgres"
 	"github.com/appserver/appserver/internal/store/sqlite"
+	"github.com/appserver/appserver/internal/turns"
 )
 
 // version is set at build time with -ldflags "-X main.version=…"; otherwise
@@ -255,11 +256,14 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 
 	metrics := server.NewMetrics()
-	st, where, err := openStore(ctx, cfg, cfg.MigrateOnStart(), metrics.ObserveStoreOp)
+	backend, where, err := openStore(ctx, cfg, cfg.MigrateOnStart(), metrics.ObserveStoreOp)
 	if err != nil {
 		return err
 	}
-	// The store closes last, after every connection has drained.
+	// Items of many threads are committed together (group commit); the
+	// committer owns the backend and closes it last, after every connection
+	// and turn has stopped.
+	st := store.NewGroupCommitter(backend, store.GroupCommitConfig{})
 	defer func() {
 		if err := st.Close(); err != nil {
 			log.Error("closing store", "err", err)
@@ -283,6 +287,36 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	cwd, err := os.Getwd()
+	if err != nil {
+		return fmt.Errorf("working directory: %w", err)
+	}
+	mgr, err := turns.New(turns.Config{
+		Store:    st,
+		Notifier: srv.Notifier(),
+		Models:   newProviders(cfg, log),
+		Tools:    builtinTools(log),
+		Defaults: turns.Defaults{
+			Model:          cfg.Model,
+			ModelProvider:  cfg.ModelProvider,
+			ApprovalPolicy: string(cfg.ApprovalPolicy),
+			SandboxMode:    string(cfg.SandboxMode),
+			Cwd:            cwd,
+			CLIVersion:     appVersion(),
+		},
+		ShutdownGrace: cfg.ShutdownGracePeriod,
+		Logger:        log,
+	})
+	if err != nil {
+		return err
+	}
+	if err := mgr.Recover(ctx); err != nil {
+		return fmt.Errorf("recover turns of a previous run: %w", err)
+	}
+	srv.RegisterThreads(mgr)
+	// Running turns get the grace period, then are interrupted, while the
+	// connections are still open to hear turn/completed.
+	srv.OnDrain(mgr.Stop)
 
 	ln, err := net.Listen("tcp", cfg.ListenAddr().String())
 	if err != nil {

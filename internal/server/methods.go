@@ -178,6 +178,11 @@ func (s *Server) initialize(_ context.Context, c *Call) (any, error) {
 		}
 	}
 	sess.initialized.Store(true)
+	s.byID.put(sess)
+	sess.OnClose(func() { s.byID.del(sess.id) })
+	if s.onInitialized != nil {
+		s.onInitialized(sess)
+	}
 	c.After(func() {
 		for _, w := range s.cfg.Info.Warnings {
 			if n, err := s.NewNotification("configWarning", w); err == nil {

@@ -73,6 +73,10 @@ type Server struct {
 	nextSess  atomic.Uint64
 	draining  atomic.Bool
 
+	byID          sessionIndex
+	onInitialized func(*Session)
+	onDrain       []func()
+
 	mu       sync.Mutex // guards sessions
 	sessions map[*Session]struct{}
 	conns    sync.WaitGroup // one per websocket connection handler
@@ -322,6 +326,10 @@ func (s *Server) NewNotification(method string, params any) (*Notification, erro
 	return &Notification{Method: method, frame: frame}, nil
 }
 
+// OnDrain registers f to run during shutdown after the server stopped
+// taking new work and before connections are closed.
+func (s *Server) OnDrain(f func()) { s.onDrain = append(s.onDrain, f) }
+
 // Drain stops accepting new work: /readyz turns 503, new upgrades are
 // refused and requests are answered with the draining error.
 func (s *Server) Drain() { s.draining.Store(true) }
@@ -366,6 +374,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, grace time.Duration
 	}
 	s.log.Info("shutting down", "grace", grace)
 	s.Drain()
+	for _, f := range s.onDrain {
+		f()
+	}
 	sctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
 	err := hs.Shutdown(sctx)

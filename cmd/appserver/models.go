@@ -1,0 +1,94 @@
+package main
+
+import (
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/appserver/appserver/internal/apperr"
+	"github.com/appserver/appserver/internal/config"
+	"github.com/appserver/appserver/internal/model"
+	"github.com/appserver/appserver/internal/registry"
+	"github.com/appserver/appserver/internal/registry/planning"
+	"github.com/appserver/appserver/internal/turns"
+)
+
+// providers builds one model client per configured provider on first use.
+// Secrets are read from the environment variables the config names, and
+// from nowhere else.
+type providers struct {
+	cfg    map[string]config.ModelProvider
+	getenv func(string) string
+	log    *slog.Logger
+
+	mu      sync.Mutex
+	clients map[string]model.Client
+}
+
+func newProviders(cfg *config.Config, log *slog.Logger) *providers {
+	return &providers{cfg: cfg.ModelProviders, getenv: os.Getenv, log: log, clients: map[string]model.Client{}}
+}
+
+// Client implements turns.ModelRouter.
+func (p *providers) Client(id string) (model.Client, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if c, ok := p.clients[id]; ok {
+		return c, nil
+	}
+	pc, ok := p.cfg[id]
+	if !ok {
+		return nil, apperr.New(apperr.Invalid, "unknown model provider %q: add [model_providers.%s] to the config", id, id)
+	}
+	headers := map[string]string{}
+	for k, v := range pc.HTTPHeaders {
+		headers[k] = v
+	}
+	for header, env := range pc.EnvHTTPHeaders {
+		if v := p.getenv(env); v != "" {
+			headers[header] = v
+		}
+	}
+	apiKey := ""
+	if pc.EnvKey != "" {
+		apiKey = p.getenv(pc.EnvKey)
+	}
+	c, err := model.New(model.ProviderConfig{
+		ID:                id,
+		Name:              pc.Name,
+		BaseURL:           pc.BaseURL,
+		APIKey:            apiKey,
+		WireAPI:           string(pc.WireAPI),
+		Headers:           headers,
+		QueryParams:       pc.QueryParams,
+		MaxRetries:        retries(pc.RequestMaxRetries),
+		StreamIdleTimeout: time.Duration(pc.StreamIdleTimeoutMS) * time.Millisecond,
+	}, p.log.With("provider", id))
+	if err != nil {
+		return nil, err
+	}
+	p.clients[id] = c
+	return c, nil
+}
+
+// retries maps the config's count (0 = none) to the client's (0 = default,
+// negative = none).
+func retries(n int) int {
+	if n <= 0 {
+		return -1
+	}
+	return n
+}
+
+// builtinTools is the tool set of every turn.
+func builtinTools(log *slog.Logger) turns.ToolsFactory {
+	return func(turns.ToolContext) ([]registry.ConfiguredToolSpec, *registry.Registry, error) {
+		b := registry.NewBuilder(registry.Config{Logger: log})
+		if err := planning.Register(b, &planning.Handler{}); err != nil {
+			return nil, nil, err
+		}
+		specs, reg := b.Build()
+		return specs, reg, nil
+	}
+}

@@ -1,0 +1,186 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+
+	"github.com/appserver/appserver/api"
+	"github.com/appserver/appserver/internal/turns"
+)
+
+// experimentalFields lists, per method, the params that need the
+// experimentalApi capability (present and not null).
+var experimentalFields = map[string][]string{
+	"thread/start": {"dynamicTools", "historyMode", "environments", "permissions", "runtimeWorkspaceRoots",
+		"multiAgentMode", "projectId", "selectedCapabilityRoots", "daybreakEnabled", "experimentalRawEvents",
+		"allowProviderModelFallback", "mockExperimentalField"},
+	"thread/resume": {"history", "path", "initialTurnsPage", "permissions", "runtimeWorkspaceRoots"},
+	"thread/fork":   {"path", "permissions", "runtimeWorkspaceRoots"},
+	"turn/start": {"collaborationMode", "additionalContext", "environments", "permissions", "runtimeWorkspaceRoots",
+		"multiAgentMode", "cyberAccessProgram", "responsesapiClientMetadata", "responsesapiClientMetadataPatch"},
+	"turn/steer": {"additionalContext", "responsesapiClientMetadata", "responsesapiClientMetadataPatch"},
+}
+
+// gateFields rejects experimental params from a client that did not opt in,
+// with the reference's `<method>.<field> requires experimentalApi
+// capability`.
+func gateFields(c *Call) error {
+	fields := experimentalFields[c.Method]
+	if len(fields) == 0 || c.Session.experimental || len(c.Params) == 0 {
+		return nil
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(c.Params, &obj); err != nil {
+		return nil // the decode that follows reports it
+	}
+	for _, f := range fields {
+		if v, ok := obj[f]; ok && string(v) != "null" {
+			return InvalidRequest("%s.%s requires experimentalApi capability", c.Method, f)
+		}
+	}
+	return nil
+}
+
+// threadMethod adapts a typed manager call to a Method: required fields and
+// experimental fields are checked, params decoded, and the manager's After
+// runs once the response is queued.
+func threadMethod[P any, R any](required []string, f func(ctx context.Context, c *Call, p P) (R, turns.After, error)) Method {
+	return func(ctx context.Context, c *Call) (any, error) {
+		if err := gateFields(c); err != nil {
+			return nil, err
+		}
+		var p P
+		if err := DecodeParams(c, &p, required...); err != nil {
+			return nil, err
+		}
+		res, after, err := f(ctx, c, p)
+		if err != nil {
+			return nil, err
+		}
+		if after != nil {
+			c.After(after)
+		}
+		return res, nil
+	}
+}
+
+func caller(c *Call) turns.Caller {
+	return turns.Caller{Conn: turns.ConnID(c.Session.id), ClientName: c.Session.clientName}
+}
+
+// RegisterThreads serves the thread and turn methods with m, and routes its
+// notifications to this server's connections.
+func (s *Server) RegisterThreads(m *turns.Manager) {
+	s.onInitialized = func(sess *Session) {
+		sess.OnClose(func() { m.Disconnect(turns.ConnID(sess.id)) })
+	}
+	s.cfg.LoadedThreads = m.Loaded
+	id := []string{"threadId"}
+	s.Handle("thread/start", threadMethod(nil, func(ctx context.Context, c *Call, p api.ThreadStartParams) (api.ThreadStartResult, turns.After, error) {
+		return m.StartThread(ctx, caller(c), p)
+	}))
+	s.Handle("thread/resume", threadMethod(id, func(ctx context.Context, c *Call, p api.ThreadResumeParams) (api.ThreadResumeResult, turns.After, error) {
+		return m.ResumeThread(ctx, caller(c), p)
+	}))
+	s.Handle("thread/fork", threadMethod(id, func(ctx context.Context, c *Call, p api.ThreadForkParams) (api.ThreadStartResult, turns.After, error) {
+		return m.ForkThread(ctx, caller(c), p)
+	}))
+	s.Handle("thread/archive", threadMethod(id, func(ctx context.Context, _ *Call, p api.ThreadArchiveParams) (api.ThreadArchiveResult, turns.After, error) {
+		after, err := m.ArchiveThread(ctx, p)
+		return api.ThreadArchiveResult{}, after, err
+	}))
+	s.Handle("thread/unarchive", threadMethod(id, func(ctx context.Context, _ *Call, p api.ThreadUnarchiveParams) (api.ThreadUnarchiveResult, turns.After, error) {
+		return m.UnarchiveThread(ctx, p)
+	}))
+	s.Handle("thread/list", threadMethod(nil, func(ctx context.Context, _ *Call, p api.ThreadListParams) (api.ThreadListResult, turns.After, error) {
+		res, err := m.ListThreads(ctx, p)
+		return res, nil, err
+	}))
+	s.Handle("thread/read", threadMethod(id, func(ctx context.Context, _ *Call, p api.ThreadReadParams) (api.ThreadReadResult, turns.After, error) {
+		res, err := m.ReadThread(ctx, p)
+		return res, nil, err
+	}))
+	s.Handle("thread/turns/list", threadMethod(id, func(ctx context.Context, _ *Call, p api.ThreadTurnsListParams) (api.TurnsPage, turns.After, error) {
+		res, err := m.ListTurns(ctx, p)
+		return res, nil, err
+	}))
+	s.Handle("thread/items/list", threadMethod(id, func(ctx context.Context, _ *Call, p api.ThreadItemsListParams) (api.ThreadItemsListResult, turns.After, error) {
+		res, err := m.ListItems(ctx, p)
+		return res, nil, err
+	}))
+	s.Handle("thread/name/set", threadMethod([]string{"threadId", "name"}, func(ctx context.Context, _ *Call, p api.ThreadNameSetParams) (api.ThreadNameSetResult, turns.After, error) {
+		after, err := m.SetName(ctx, p)
+		return api.ThreadNameSetResult{}, after, err
+	}))
+	s.Handle("thread/unsubscribe", threadMethod(id, func(_ context.Context, c *Call, p api.ThreadUnsubscribeParams) (api.ThreadUnsubscribeResult, turns.After, error) {
+		res, err := m.Unsubscribe(caller(c), p)
+		return res, nil, err
+	}))
+	s.Handle("turn/start", threadMethod([]string{"threadId", "input"}, func(ctx context.Context, c *Call, p api.TurnStartParams) (api.TurnStartResult, turns.After, error) {
+		return m.StartTurn(ctx, caller(c), p)
+	}))
+	s.Handle("turn/steer", threadMethod([]string{"threadId", "input", "expectedTurnId"}, func(ctx context.Context, c *Call, p api.TurnSteerParams) (api.TurnSteerResult, turns.After, error) {
+		res, err := m.SteerTurn(ctx, caller(c), p)
+		return res, nil, err
+	}))
+	s.Handle("turn/interrupt", threadMethod([]string{"threadId", "turnId"}, func(ctx context.Context, _ *Call, p api.TurnInterruptParams) (api.TurnInterruptResult, turns.After, error) {
+		after, err := m.InterruptTurn(ctx, p)
+		return api.TurnInterruptResult{}, after, err
+	}))
+}
+
+// Notifier returns the turns.Notifier that delivers to this server's
+// connections.
+func (s *Server) Notifier() turns.Notifier { return notifier{s} }
+
+type notifier struct{ s *Server }
+
+func (n notifier) Broadcast(method string, params any) {
+	notif, err := n.s.NewNotification(method, params)
+	if err != nil {
+		n.s.log.Error("encode notification", "method", method, "err", err)
+		return
+	}
+	n.s.Broadcast(notif)
+}
+
+func (n notifier) Send(to []turns.ConnID, method string, params any) {
+	notif, err := n.s.NewNotification(method, params)
+	if err != nil {
+		n.s.log.Error("encode notification", "method", method, "err", err)
+		return
+	}
+	for _, id := range to {
+		if sess := n.s.byID.get(uint64(id)); sess != nil {
+			sess.Notify(notif)
+		}
+	}
+}
+
+// sessionIndex finds initialized sessions by id.
+type sessionIndex struct {
+	mu sync.RWMutex
+	m  map[uint64]*Session
+}
+
+func (x *sessionIndex) put(s *Session) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.m == nil {
+		x.m = map[uint64]*Session{}
+	}
+	x.m[s.id] = s
+}
+
+func (x *sessionIndex) del(id uint64) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	delete(x.m, id)
+}
+
+func (x *sessionIndex) get(id uint64) *Session {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return x.m[id]
+}

@@ -1,0 +1,323 @@
+// Package turns owns threads and turns: the loaded-thread table, one active
+// turn per thread, the agent loop that streams a model response, dispatches
+// tool calls and repeats, the fan-out of thread/turn/item notifications to
+// subscribed connections, and durability (every item is committed before its
+// item/completed is sent). It knows nothing about websockets or HTTP: the
+// server adapts transports to a Notifier and calls the Manager's methods.
+package turns
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/appserver/appserver/api"
+	"github.com/appserver/appserver/internal/apperr"
+	"github.com/appserver/appserver/internal/model"
+	"github.com/appserver/appserver/internal/registry"
+	"github.com/appserver/appserver/internal/store"
+)
+
+// ConnID identifies a client connection to the Notifier.
+type ConnID uint64
+
+// Notifier delivers notifications to connections. Implementations must not
+// block: a connection that cannot keep up is the transport's problem.
+type Notifier interface {
+	// Broadcast sends a notification to every initialized connection.
+	Broadcast(method string, params any)
+	// Send sends one notification to the given connections, in the order
+	// calls are made.
+	Send(to []ConnID, method string, params any)
+}
+
+// ModelRouter resolves a provider id to its model client.
+type ModelRouter interface {
+	Client(provider string) (model.Client, error)
+}
+
+// ToolsFactory builds the tools offered in one turn: the specs for the model
+// and the registry that dispatches the calls.
+type ToolsFactory func(t ToolContext) ([]registry.ConfiguredToolSpec, *registry.Registry, error)
+
+// ToolContext is what a ToolsFactory may know about the turn.
+type ToolContext struct {
+	ThreadID string
+	Cwd      string
+}
+
+// Defaults are the settings a thread gets when its client does not choose.
+type Defaults struct {
+	Model          string
+	ModelProvider  string
+	ApprovalPolicy string
+	SandboxMode    string
+	Cwd            string
+	// Instructions is the system prompt when a thread gives no
+	// baseInstructions.
+	Instructions string
+	// CLIVersion is reported as Thread.cliVersion.
+	CLIVersion string
+}
+
+// Config configures a Manager. Store, Notifier and Models are required.
+type Config struct {
+	Store    store.Store
+	Notifier Notifier
+	Models   ModelRouter
+	Tools    ToolsFactory
+	Defaults Defaults
+	// UnloadAfter is how long a thread with no subscribers and no running
+	// turn stays loaded; 0 means one minute.
+	UnloadAfter time.Duration
+	// ShutdownGrace bounds how long Stop waits for running turns before
+	// interrupting them; 0 means interrupt at once.
+	ShutdownGrace time.Duration
+	Logger        *slog.Logger
+	Now           func() time.Time
+}
+
+// Manager is the thread table. It is safe for concurrent use.
+type Manager struct {
+	cfg Config
+	log *slog.Logger
+	now func() time.Time
+
+	mu      sync.Mutex // guards threads, stopped; never held while calling into a thread
+	threads map[string]*thread
+	stopped bool
+
+	turns sync.WaitGroup // running turn goroutines
+}
+
+// New returns a Manager; call Recover once before serving.
+func New(cfg Config) (*Manager, error) {
+	if cfg.Store == nil || cfg.Notifier == nil || cfg.Models == nil {
+		return nil, errors.New("turns: Store, Notifier and Models are required")
+	}
+	if cfg.UnloadAfter <= 0 {
+		cfg.UnloadAfter = time.Minute
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Tools == nil {
+		cfg.Tools = func(ToolContext) ([]registry.ConfiguredToolSpec, *registry.Registry, error) {
+			specs, reg := registry.NewBuilder(registry.Config{Logger: cfg.Logger}).Build()
+			return specs, reg, nil
+		}
+	}
+	d := &cfg.Defaults
+	if d.ModelProvider == "" {
+		d.ModelProvider = "openai"
+	}
+	if d.ApprovalPolicy == "" {
+		d.ApprovalPolicy = "on-request"
+	}
+	if d.SandboxMode == "" {
+		d.SandboxMode = "read-only"
+	}
+	if d.Instructions == "" {
+		d.Instructions = defaultInstructions
+	}
+	return &Manager{cfg: cfg, log: cfg.Logger, now: cfg.Now, threads: map[string]*thread{}}, nil
+}
+
+const defaultInstructions = "You are a coding agent running in appserver. Work in the user's workspace, " +
+	"use the tools you are given, keep the user informed with concise messages, and finish with a clear answer."
+
+// Recover settles turns left inProgress by a daemon that died: they are
+// marked interrupted, so their threads load idle with every completed item.
+func (m *Manager) Recover(ctx context.Context) error {
+	turns, err := m.cfg.Store.ListInProgressTurns(ctx)
+	if err != nil {
+		return err
+	}
+	if len(turns) == 0 {
+		return nil
+	}
+	now := m.now()
+	b := &store.Batch{}
+	for _, t := range turns {
+		b.UpdateTurns = append(b.UpdateTurns, store.TurnPatch{
+			ThreadID: t.ThreadID, ID: t.ID, Status: store.TurnInterrupted, CompletedAt: &now,
+		})
+	}
+	m.log.Info("settled turns of a previous run", "turns", len(turns))
+	return m.cfg.Store.Write(ctx, b)
+}
+
+// Stop interrupts running turns (after ShutdownGrace) and waits for them.
+// It tolerates being called twice and before any use.
+func (m *Manager) Stop() {
+	m.mu.Lock()
+	m.stopped = true
+	threads := make([]*thread, 0, len(m.threads))
+	for _, t := range m.threads {
+		threads = append(threads, t)
+	}
+	m.mu.Unlock()
+	done := make(chan struct{})
+	go func() { m.turns.Wait(); close(done) }()
+	if m.cfg.ShutdownGrace > 0 {
+		select {
+		case <-done:
+		case <-time.After(m.cfg.ShutdownGrace):
+		}
+	}
+	for _, t := range threads {
+		t.interruptActive(errShutdown)
+		t.stopUnloadTimer()
+	}
+	<-done
+}
+
+var errShutdown = errors.New("server shutting down")
+
+// Loaded returns the ids of the loaded threads, sorted.
+func (m *Manager) Loaded() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	ids := make([]string, 0, len(m.threads))
+	for id := range m.threads {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+// Disconnect removes a closed connection from every subscription.
+func (m *Manager) Disconnect(conn ConnID) {
+	m.mu.Lock()
+	threads := make([]*thread, 0, len(m.threads))
+	for _, t := range m.threads {
+		threads = append(threads, t)
+	}
+	m.mu.Unlock()
+	for _, t := range threads {
+		t.unsubscribe(conn)
+	}
+}
+
+// loaded returns the loaded thread with id, or nil.
+func (m *Manager) loaded(id string) *thread {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.threads[id]
+}
+
+// load returns the thread, loading it from the store if needed.
+func (m *Manager) load(ctx context.Context, id string) (*thread, error) {
+	if t := m.loaded(id); t != nil {
+		return t, nil
+	}
+	rec, err := m.cfg.Store.GetThread(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	t, err := m.hydrate(ctx, rec)
+	if err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if existing := m.threads[id]; existing != nil {
+		return existing, nil // another caller loaded it first
+	}
+	if m.stopped {
+		return nil, apperr.New(apperr.Unavailable, "server is shutting down")
+	}
+	m.threads[id] = t
+	return t, nil
+}
+
+// hydrate rebuilds a thread's in-memory state from the store: settings,
+// token totals and the exact model history of every turn.
+func (m *Manager) hydrate(ctx context.Context, rec store.Thread) (*thread, error) {
+	var meta threadMeta
+	if len(rec.Meta) > 0 {
+		if err := json.Unmarshal(rec.Meta, &meta); err != nil {
+			return nil, apperr.Wrap(apperr.Internal, err, "corrupt thread metadata")
+		}
+	}
+	if meta.Cwd != "" {
+		rec.Cwd = meta.Cwd
+	}
+	if meta.ModelProvider != "" {
+		rec.ModelProvider = meta.ModelProvider
+	}
+	t := newThread(m, rec, meta, false)
+	cursor := ""
+	for {
+		page, err := m.cfg.Store.ListTurns(ctx, store.TurnsQuery{ThreadID: rec.ID, Limit: store.MaxLimit, Cursor: cursor})
+		if err != nil {
+			return nil, err
+		}
+		for _, tr := range page.Turns {
+			var tm turnMeta
+			if len(tr.Meta) > 0 {
+				if err := json.Unmarshal(tr.Meta, &tm); err != nil {
+					return nil, apperr.Wrap(apperr.Internal, err, "corrupt turn metadata")
+				}
+			}
+			t.history = append(t.history, closeDanglingCalls(tm.History)...)
+			t.lastTurnFailed = tr.Status == store.TurnFailed
+		}
+		if page.NextCursor == "" {
+			break
+		}
+		cursor = page.NextCursor
+	}
+	return t, nil
+}
+
+// register adds a newly created thread to the table.
+func (m *Manager) register(t *thread) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.stopped {
+		return apperr.New(apperr.Unavailable, "server is shutting down")
+	}
+	m.threads[t.id] = t
+	return nil
+}
+
+// unload drops an idle thread without subscribers from memory and tells
+// every connection.
+func (m *Manager) unload(t *thread) {
+	m.mu.Lock()
+	if m.threads[t.id] != t {
+		m.mu.Unlock()
+		return
+	}
+	if !t.unloadable() {
+		m.mu.Unlock()
+		return
+	}
+	delete(m.threads, t.id)
+	m.mu.Unlock()
+	m.cfg.Notifier.Broadcast("thread/status/changed", api.ThreadStatusChangedNotification{ThreadID: t.id, Status: api.ThreadStatus{Type: api.ThreadNotLoaded}})
+	m.cfg.Notifier.Broadcast("thread/closed", api.ThreadClosedNotification{ThreadID: t.id})
+}
+
+// newID returns a UUIDv7 string.
+func newID() string { return uuid.Must(uuid.NewV7()).String() }
+
+// parseThreadID validates a client-supplied thread id with the reference's
+// message.
+func parseThreadID(id string) (string, error) {
+	u, err := uuid.Parse(id)
+	if err != nil {
+		return "", apperr.New(apperr.Invalid, "invalid thread id: %v", err)
+	}
+	return u.String(), nil
+}

@@ -1,0 +1,266 @@
+package turns
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"time"
+
+	"github.com/appserver/appserver/api"
+	"github.com/appserver/appserver/internal/model"
+	"github.com/appserver/appserver/internal/store"
+)
+
+// threadMeta is the part of a thread's settings kept in store.Thread.Meta.
+type threadMeta struct {
+	// Cwd and ModelProvider repeat the record's columns so that changes
+	// made by resume and turn/start survive a reload.
+	Cwd                   string                   `json:"cwd,omitempty"`
+	ModelProvider         string                   `json:"modelProvider,omitempty"`
+	ApprovalPolicy        api.AskForApproval       `json:"approvalPolicy"`
+	ApprovalsReviewer     string                   `json:"approvalsReviewer,omitempty"`
+	Sandbox               api.SandboxPolicy        `json:"sandbox"`
+	ReasoningEffort       *string                  `json:"reasoningEffort,omitempty"`
+	ReasoningSummary      string                   `json:"reasoningSummary,omitempty"`
+	BaseInstructions      *string                  `json:"baseInstructions,omitempty"`
+	DeveloperInstructions *string                  `json:"developerInstructions,omitempty"`
+	Originator            *string                  `json:"originator,omitempty"`
+	ThreadSource          *string                  `json:"threadSource,omitempty"`
+	CLIVersion            string                   `json:"cliVersion"`
+	ServiceTier           *string                  `json:"serviceTier,omitempty"`
+	TokenTotal            *api.TokenUsageBreakdown `json:"tokenTotal,omitempty"`
+	LastTurnID            string                   `json:"lastTurnId,omitempty"`
+	LastUsage             *api.TokenUsageBreakdown `json:"lastUsage,omitempty"`
+}
+
+// turnMeta is kept in store.Turn.Meta: the exact model history the turn
+// added (its user input, every output item and every tool output, in
+// order), so that the next request replays it byte for byte.
+type turnMeta struct {
+	History []model.InputItem `json:"history"`
+}
+
+// thread is one loaded thread. Its lock guards every field below it; the
+// active turn's goroutine is the only emitter of turn and item
+// notifications while the turn runs, so subscribers see one causal order.
+type thread struct {
+	m  *Manager
+	id string
+
+	mu             sync.Mutex
+	rec            store.Thread
+	meta           threadMeta
+	ephemeral      bool
+	subs           map[ConnID]struct{}
+	active         *activeTurn
+	lastTurnFailed bool
+	history        []model.InputItem // model history of finished turns
+	itemIDs        map[string]struct{}
+	unloadTimer    *time.Timer
+	// Ephemeral threads keep their transcript here instead of the store.
+	memTurns []store.Turn
+	memItems []store.Item
+}
+
+func newThread(m *Manager, rec store.Thread, meta threadMeta, ephemeral bool) *thread {
+	return &thread{
+		m:         m,
+		id:        rec.ID,
+		rec:       rec,
+		meta:      meta,
+		ephemeral: ephemeral,
+		subs:      map[ConnID]struct{}{},
+		itemIDs:   map[string]struct{}{},
+	}
+}
+
+// statusLocked derives the protocol status; t.mu must be held.
+func (t *thread) statusLocked() api.ThreadStatus {
+	switch {
+	case t.active != nil:
+		return api.ThreadStatus{Type: api.ThreadActive, ActiveFlags: t.active.flags()}
+	case t.lastTurnFailed:
+		return api.ThreadStatus{Type: api.ThreadSystemError}
+	default:
+		return api.ThreadStatus{Type: api.ThreadIdle}
+	}
+}
+
+// apiThread renders the thread; t.mu must not be held.
+func (t *thread) apiThread() api.Thread {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return threadToAPI(t.rec, t.meta, t.statusLocked(), t.ephemeral)
+}
+
+// subscribe adds conn; it reports whether it was new.
+func (t *thread) subscribe(conn ConnID) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	_, had := t.subs[conn]
+	t.subs[conn] = struct{}{}
+	if t.unloadTimer != nil {
+		t.unloadTimer.Stop()
+		t.unloadTimer = nil
+	}
+	return !had
+}
+
+// unsubscribe removes conn and arms the unload timer when nobody is left.
+func (t *thread) unsubscribe(conn ConnID) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, ok := t.subs[conn]; !ok {
+		return false
+	}
+	delete(t.subs, conn)
+	t.armUnloadLocked()
+	return true
+}
+
+// armUnloadLocked schedules unloading if the thread is idle and unwatched.
+func (t *thread) armUnloadLocked() {
+	if len(t.subs) > 0 || t.active != nil || t.unloadTimer != nil {
+		return
+	}
+	t.unloadTimer = time.AfterFunc(t.m.cfg.UnloadAfter, func() {
+		t.mu.Lock()
+		t.unloadTimer = nil
+		t.mu.Unlock()
+		t.m.unload(t)
+	})
+}
+
+func (t *thread) stopUnloadTimer() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.unloadTimer != nil {
+		t.unloadTimer.Stop()
+		t.unloadTimer = nil
+	}
+}
+
+// unloadable reports whether the thread may leave memory now.
+func (t *thread) unloadable() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.subs) == 0 && t.active == nil
+}
+
+// subscribers returns a snapshot of the subscribed connections.
+func (t *thread) subscribers() []ConnID {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]ConnID, 0, len(t.subs))
+	for c := range t.subs {
+		out = append(out, c)
+	}
+	return out
+}
+
+// emit sends a thread-scoped notification to the subscribers.
+func (t *thread) emit(method string, params any) {
+	subs := t.subscribers()
+	if len(subs) == 0 {
+		return
+	}
+	t.m.cfg.Notifier.Send(subs, method, params)
+}
+
+// broadcastStatus tells every connection the thread's status.
+func (t *thread) broadcastStatus() {
+	t.mu.Lock()
+	st := t.statusLocked()
+	t.mu.Unlock()
+	t.m.cfg.Notifier.Broadcast("thread/status/changed", api.ThreadStatusChangedNotification{ThreadID: t.id, Status: st})
+}
+
+// interruptActive cancels the running turn, if any, with cause.
+func (t *thread) interruptActive(cause error) {
+	t.mu.Lock()
+	at := t.active
+	t.mu.Unlock()
+	if at != nil {
+		at.cancel(cause)
+	}
+}
+
+// write persists a batch unless the thread is ephemeral, in which case the
+// batch is applied to the in-memory transcript.
+func (t *thread) write(ctx context.Context, b *store.Batch) error {
+	if !t.ephemeral {
+		return t.m.cfg.Store.Write(ctx, b)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, tr := range b.CreateTurns {
+		tr.Seq = int64(len(t.memTurns) + 1)
+		t.memTurns = append(t.memTurns, *tr)
+	}
+	for _, p := range b.UpdateTurns {
+		for i := range t.memTurns {
+			if t.memTurns[i].ID == p.ID {
+				applyTurnPatch(&t.memTurns[i], p)
+			}
+		}
+	}
+	for _, it := range b.AppendItems {
+		it.Seq = int64(len(t.memItems) + 1)
+		t.memItems = append(t.memItems, *it)
+	}
+	for _, p := range b.UpdateThreads {
+		applyThreadPatch(&t.rec, p)
+	}
+	return nil
+}
+
+func applyTurnPatch(tr *store.Turn, p store.TurnPatch) {
+	if p.Status != "" {
+		tr.Status = p.Status
+	}
+	if p.Error != nil {
+		tr.Error = p.Error
+	}
+	if p.StartedAt != nil {
+		tr.StartedAt = p.StartedAt
+	}
+	if p.CompletedAt != nil {
+		tr.CompletedAt = p.CompletedAt
+	}
+	if p.Meta != nil {
+		tr.Meta = p.Meta
+	}
+}
+
+func applyThreadPatch(rec *store.Thread, p store.ThreadPatch) {
+	if p.Name != nil {
+		rec.Name = p.Name
+	}
+	if p.Preview != nil {
+		rec.Preview = *p.Preview
+	}
+	if p.Archived != nil {
+		rec.Archived = *p.Archived
+	}
+	if p.Model != nil {
+		rec.Model = p.Model
+	}
+	if p.UpdatedAt != nil {
+		rec.UpdatedAt = *p.UpdatedAt
+	}
+	if p.RecencyAt != nil {
+		rec.RecencyAt = *p.RecencyAt
+	}
+	if p.Meta != nil {
+		rec.Meta = p.Meta
+	}
+}
+
+// metaJSON encodes the thread metadata; t.mu must be held.
+func (t *thread) metaJSONLocked() json.RawMessage {
+	b, err := json.Marshal(t.meta)
+	if err != nil {
+		panic(err) // plain data: cannot fail
+	}
+	return b
+}

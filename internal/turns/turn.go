@@ -1,0 +1,589 @@
+package turns
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/appserver/appserver/api"
+	"github.com/appserver/appserver/internal/model"
+	"github.com/appserver/appserver/internal/registry"
+	"github.com/appserver/appserver/internal/store"
+)
+
+// turnSettings are the per-turn choices (thread settings with the turn's
+// overrides applied).
+type turnSettings struct {
+	model        string
+	provider     string
+	instructions string
+	developer    string
+	effort       string
+	summary      string
+	outputSchema json.RawMessage
+	cwd          string
+}
+
+// steer is input added to a running turn by turn/steer or turn/start.
+type steer struct {
+	input    []api.UserInput
+	clientID *string
+}
+
+// activeTurn is the running turn of a thread.
+type activeTurn struct {
+	id        string
+	startedAt time.Time
+	settings  turnSettings
+	ctx       context.Context
+	cancel    context.CancelCauseFunc
+	done      chan struct{}
+
+	mu      sync.Mutex // guards pending, preempt
+	pending []steer
+	preempt context.CancelCauseFunc // cancels the model stream in flight
+}
+
+func (at *activeTurn) flags() []api.ThreadActiveFlag { return []api.ThreadActiveFlag{} }
+
+// addSteer queues input and abandons the model stream in flight, so that a
+// fresh request carries the new input (protocol.md §8.3).
+func (at *activeTurn) addSteer(s steer) {
+	at.mu.Lock()
+	at.pending = append(at.pending, s)
+	preempt := at.preempt
+	at.mu.Unlock()
+	if preempt != nil {
+		preempt(errPreempted)
+	}
+}
+
+func (at *activeTurn) takeSteers() []steer {
+	at.mu.Lock()
+	defer at.mu.Unlock()
+	s := at.pending
+	at.pending = nil
+	return s
+}
+
+var (
+	errPreempted   = errors.New("preempted by new input")
+	errInterrupted = errors.New("interrupted by client")
+)
+
+// turnRun is the agent loop's working state for one turn.
+type turnRun struct {
+	t        *thread
+	at       *activeTurn
+	history  []model.InputItem // this turn's additions, persisted in turn meta
+	prior    []model.InputItem // finished turns' history
+	final    *api.ThreadItem   // the last completed agent message
+	total    api.TokenUsageBreakdown
+	specs    []registry.ConfiguredToolSpec
+	registry *registry.Registry
+}
+
+// run is the turn's goroutine: it emits turn/started, runs model rounds
+// until the model stops calling tools, and finishes the turn.
+func (r *turnRun) run(input []api.UserInput, clientID *string) {
+	defer close(r.at.done)
+	t, at := r.t, r.at
+	t.broadcastStatus()
+	t.emit("turn/started", api.TurnStartedNotification{ThreadID: t.id, Turn: r.apiTurn(api.TurnInProgress, nil, nil)})
+
+	err := r.addUserMessage(input, clientID, true)
+	if err == nil {
+		err = r.loop()
+	}
+	r.finish(err)
+	_ = at
+}
+
+// loop runs model rounds.
+func (r *turnRun) loop() error {
+	for {
+		if err := r.drainSteers(); err != nil {
+			return err
+		}
+		calls, err := r.modelRound()
+		if errors.Is(err, errPreempted) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if len(calls) == 0 {
+			if r.hasSteers() {
+				continue
+			}
+			return nil
+		}
+		if err := r.runTools(calls); err != nil {
+			return err
+		}
+	}
+}
+
+func (r *turnRun) hasSteers() bool {
+	r.at.mu.Lock()
+	defer r.at.mu.Unlock()
+	return len(r.at.pending) > 0
+}
+
+func (r *turnRun) drainSteers() error {
+	for _, s := range r.at.takeSteers() {
+		if err := r.addUserMessage(s.input, s.clientID, false); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// addUserMessage emits and persists a userMessage item and adds it to the
+// model history. The first one of a turn also creates the turn record.
+func (r *turnRun) addUserMessage(input []api.UserInput, clientID *string, first bool) error {
+	t := r.t
+	now := t.m.now()
+	ms := now.UnixMilli()
+	item := api.ThreadItem{
+		Body:        &api.UserMessageItem{ID: newID(), ClientID: clientID, Content: input},
+		StartedAtMs: &ms,
+	}
+	t.emit("item/started", api.ItemStartedNotification{Item: item, ThreadID: t.id, TurnID: r.at.id, StartedAtMs: ms})
+	item.CompletedAtMs = &ms
+	r.history = append(r.history, userInputToModel(input))
+
+	b := &store.Batch{}
+	if first {
+		started := r.at.startedAt
+		b.CreateTurns = append(b.CreateTurns, &store.Turn{
+			ThreadID: t.id, ID: r.at.id, Status: store.TurnInProgress, StartedAt: &started, Meta: r.metaJSON(),
+		})
+		t.mu.Lock()
+		if t.rec.Preview == "" {
+			if p := previewOf(input); p != "" {
+				t.rec.Preview = p
+				b.UpdateThreads = append(b.UpdateThreads, store.ThreadPatch{ID: t.id, Preview: &p, UpdatedAt: &now, RecencyAt: &now})
+			}
+		}
+		t.mu.Unlock()
+	} else {
+		b.UpdateTurns = append(b.UpdateTurns, store.TurnPatch{ThreadID: t.id, ID: r.at.id, Meta: r.metaJSON()})
+	}
+	sit, err := storeItem(t.id, r.at.id, item, now)
+	if err != nil {
+		return err
+	}
+	b.AppendItems = append(b.AppendItems, sit)
+	if err := t.write(r.persistCtx(), b); err != nil {
+		return fmt.Errorf("persist user message: %w", err)
+	}
+	t.emit("item/completed", api.ItemCompletedNotification{Item: item, ThreadID: t.id, TurnID: r.at.id, CompletedAtMs: ms})
+	return nil
+}
+
+// persistCtx bounds store writes; they are not cancelled by an interrupt,
+// so that what a client has seen is always durable.
+func (r *turnRun) persistCtx() context.Context { return context.WithoutCancel(r.at.ctx) }
+
+func (r *turnRun) metaJSON() json.RawMessage {
+	b, err := json.Marshal(turnMeta{History: r.history})
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// streamItem tracks a ThreadItem being streamed from the model.
+type streamItem struct {
+	item    api.ThreadItem
+	text    strings.Builder
+	summary []string
+	content []string
+}
+
+// modelRound sends one request and handles the streamed response. It
+// returns the tool calls the model made.
+func (r *turnRun) modelRound() ([]model.InputItem, error) {
+	t, at := r.t, r.at
+	client, err := t.m.cfg.Models.Client(at.settings.provider)
+	if err != nil {
+		return nil, err
+	}
+	req := model.Request{
+		Model:             at.settings.model,
+		Instructions:      at.settings.instructions,
+		Input:             r.requestInput(),
+		ParallelToolCalls: true,
+		ReasoningEffort:   at.settings.effort,
+		ReasoningSummary:  at.settings.summary,
+		OutputSchema:      at.settings.outputSchema,
+	}
+	for _, s := range r.specs {
+		raw, err := json.Marshal(s.Spec)
+		if err != nil {
+			return nil, fmt.Errorf("encode tool spec %s: %w", s.Spec.ToolName(), err)
+		}
+		req.Tools = append(req.Tools, raw)
+	}
+
+	streamCtx, cancelStream := context.WithCancelCause(at.ctx)
+	defer cancelStream(nil)
+	at.mu.Lock()
+	at.preempt = cancelStream
+	steered := len(at.pending) > 0
+	at.mu.Unlock()
+	defer func() {
+		at.mu.Lock()
+		at.preempt = nil
+		at.mu.Unlock()
+	}()
+	if steered {
+		return nil, errPreempted
+	}
+
+	open := map[string]*streamItem{}
+	var calls []model.InputItem
+	res, err := client.Stream(streamCtx, req, func(ev model.Event) error {
+		switch e := ev.(type) {
+		case model.OutputItemAdded:
+			r.itemAdded(open, e.Item)
+		case model.TextDelta:
+			if si := open[e.ItemID]; si != nil {
+				si.text.WriteString(e.Delta)
+				t.emit("item/agentMessage/delta", api.ItemDeltaNotification{ThreadID: t.id, TurnID: at.id, ItemID: si.item.Body.ItemID(), Delta: e.Delta})
+			}
+		case model.ReasoningSummaryPartAdded:
+			if si := open[e.ItemID]; si != nil {
+				t.emit("item/reasoning/summaryPartAdded", api.ReasoningSummaryPartAddedNotification{ThreadID: t.id, TurnID: at.id, ItemID: si.item.Body.ItemID(), SummaryIndex: int64(e.Index)})
+			}
+		case model.ReasoningSummaryDelta:
+			if si := open[e.ItemID]; si != nil {
+				t.emit("item/reasoning/summaryTextDelta", api.ReasoningSummaryTextDeltaNotification{ThreadID: t.id, TurnID: at.id, ItemID: si.item.Body.ItemID(), Delta: e.Delta, SummaryIndex: int64(e.Index)})
+			}
+		case model.ReasoningTextDelta:
+			if si := open[e.ItemID]; si != nil {
+				t.emit("item/reasoning/textDelta", api.ReasoningTextDeltaNotification{ThreadID: t.id, TurnID: at.id, ItemID: si.item.Body.ItemID(), Delta: e.Delta, ContentIndex: int64(e.Index)})
+			}
+		case model.OutputItemDone:
+			call, err := r.itemDone(open, e.Item)
+			if err != nil {
+				return err
+			}
+			if call != nil {
+				calls = append(calls, *call)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		if cause := context.Cause(streamCtx); errors.Is(cause, errPreempted) && at.ctx.Err() == nil {
+			// Abandoned for new input: calls of this response never ran, so
+			// they leave the history; completed messages stay.
+			r.dropCalls(calls)
+			return nil, errPreempted
+		}
+		if at.ctx.Err() != nil {
+			return nil, context.Cause(at.ctx)
+		}
+		return nil, err
+	}
+	r.recordUsage(res.Usage)
+	return calls, nil
+}
+
+// requestInput is the full history: finished turns, then this turn, with
+// developer instructions first when set.
+func (r *turnRun) requestInput() []model.InputItem {
+	out := make([]model.InputItem, 0, len(r.prior)+len(r.history)+1)
+	if d := r.at.settings.developer; d != "" {
+		out = append(out, model.InputItem{Type: model.ItemMessage, Role: model.RoleDeveloper, Content: []model.ContentPart{{Type: model.PartInputText, Text: d}}})
+	}
+	out = append(out, r.prior...)
+	return append(out, r.history...)
+}
+
+// itemAdded starts the ThreadItem of a streamed message or reasoning item.
+func (r *turnRun) itemAdded(open map[string]*streamItem, it model.InputItem) {
+	var body api.ThreadItemBody
+	switch it.Type {
+	case model.ItemMessage:
+		body = &api.AgentMessageItem{ID: r.t.uniqueItemID(it.ID, "msg")}
+	case model.ItemReasoning:
+		body = &api.ReasoningItem{ID: r.t.uniqueItemID(it.ID, "rs")}
+	default:
+		return
+	}
+	ms := r.t.m.now().UnixMilli()
+	si := &streamItem{item: api.ThreadItem{Body: body, StartedAtMs: &ms}}
+	open[it.ID] = si
+	r.t.emit("item/started", api.ItemStartedNotification{Item: si.item, ThreadID: r.t.id, TurnID: r.at.id, StartedAtMs: ms})
+}
+
+// itemDone completes a streamed item: it is added to the history and
+// committed together with the history before item/completed goes out.
+// Tool calls are returned for dispatch.
+func (r *turnRun) itemDone(open map[string]*streamItem, it model.InputItem) (*model.InputItem, error) {
+	t := r.t
+	r.history = append(r.history, it)
+	switch it.Type {
+	case model.ItemFunctionCall, model.ItemCustomToolCall:
+		return &it, r.persistHistory(nil)
+	case model.ItemMessage, model.ItemReasoning:
+	default:
+		return nil, r.persistHistory(nil)
+	}
+	si := open[it.ID]
+	if si == nil {
+		r.itemAdded(open, it)
+		si = open[it.ID]
+	}
+	delete(open, it.ID)
+	now := t.m.now()
+	ms := now.UnixMilli()
+	si.item.CompletedAtMs = &ms
+	switch b := si.item.Body.(type) {
+	case *api.AgentMessageItem:
+		b.Text = it.Text()
+		if b.Text == "" {
+			b.Text = si.text.String()
+		}
+	case *api.ReasoningItem:
+		b.Summary = partsText(it.Summary)
+		b.Content = partsText(it.Content)
+	}
+	if err := r.persistHistory(&si.item); err != nil {
+		return nil, err
+	}
+	if _, ok := si.item.Body.(*api.AgentMessageItem); ok {
+		final := si.item
+		r.final = &final
+	}
+	t.emit("item/completed", api.ItemCompletedNotification{Item: si.item, ThreadID: t.id, TurnID: r.at.id, CompletedAtMs: ms})
+	return nil, nil
+}
+
+func partsText(parts []model.ContentPart) []string {
+	out := make([]string, 0, len(parts))
+	for _, p := range parts {
+		out = append(out, p.Text)
+	}
+	return out
+}
+
+// persistHistory commits the turn's history, with a completed item if one
+// is given, in one atomic batch.
+func (r *turnRun) persistHistory(item *api.ThreadItem) error {
+	b := &store.Batch{UpdateTurns: []store.TurnPatch{{ThreadID: r.t.id, ID: r.at.id, Meta: r.metaJSON()}}}
+	if item != nil {
+		sit, err := storeItem(r.t.id, r.at.id, *item, r.t.m.now())
+		if err != nil {
+			return err
+		}
+		b.AppendItems = append(b.AppendItems, sit)
+	}
+	if err := r.t.write(r.persistCtx(), b); err != nil {
+		return fmt.Errorf("persist turn history: %w", err)
+	}
+	return nil
+}
+
+func (r *turnRun) dropCalls(calls []model.InputItem) {
+	if len(calls) == 0 {
+		return
+	}
+	drop := map[string]bool{}
+	for _, c := range calls {
+		drop[c.CallID] = true
+	}
+	kept := r.history[:0]
+	for _, it := range r.history {
+		if (it.Type == model.ItemFunctionCall || it.Type == model.ItemCustomToolCall) && drop[it.CallID] {
+			continue
+		}
+		kept = append(kept, it)
+	}
+	r.history = kept
+}
+
+// recordUsage accumulates token usage and emits thread/tokenUsage/updated.
+func (r *turnRun) recordUsage(u model.Usage) {
+	last := api.TokenUsageBreakdown{
+		TotalTokens:           u.TotalTokens,
+		InputTokens:           u.InputTokens,
+		CachedInputTokens:     u.CachedInputTokens,
+		OutputTokens:          u.OutputTokens,
+		ReasoningOutputTokens: u.ReasoningOutputTokens,
+	}
+	t := r.t
+	t.mu.Lock()
+	total := api.TokenUsageBreakdown{}
+	if t.meta.TokenTotal != nil {
+		total = *t.meta.TokenTotal
+	}
+	total.TotalTokens += last.TotalTokens
+	total.InputTokens += last.InputTokens
+	total.CachedInputTokens += last.CachedInputTokens
+	total.OutputTokens += last.OutputTokens
+	total.ReasoningOutputTokens += last.ReasoningOutputTokens
+	t.meta.TokenTotal = &total
+	t.meta.LastUsage = &last
+	t.meta.LastTurnID = r.at.id
+	t.mu.Unlock()
+	t.emit("thread/tokenUsage/updated", api.ThreadTokenUsageUpdatedNotification{
+		ThreadID: t.id, TurnID: r.at.id, TokenUsage: api.TokenUsage{Total: total, Last: last},
+	})
+}
+
+// runTools dispatches the model's tool calls and adds their outputs to the
+// history.
+func (r *turnRun) runTools(calls []model.InputItem) error {
+	regCalls := make([]registry.Call, 0, len(calls))
+	for _, c := range calls {
+		call := registry.Call{CallID: c.CallID, Name: c.Name}
+		if c.Type == model.ItemCustomToolCall {
+			call.Payload = registry.CustomPayload{Input: c.Input}
+		} else {
+			call.Payload = registry.FunctionPayload{Arguments: c.Arguments}
+		}
+		regCalls = append(regCalls, call)
+	}
+	d := r.registry.NewDispatcher(registry.DispatcherConfig{Turn: registry.TurnContext{
+		TurnID:  r.at.id,
+		Cwd:     r.at.settings.cwd,
+		Emitter: registry.EmitterFunc(r.emitToolEvent),
+	}})
+	outs, err := d.DispatchAll(r.at.ctx, regCalls)
+	for _, o := range outs {
+		r.history = append(r.history, responseItemToModel(o))
+	}
+	if perr := r.persistHistory(nil); perr != nil {
+		return perr
+	}
+	if err != nil {
+		return err
+	}
+	if r.at.ctx.Err() != nil {
+		return context.Cause(r.at.ctx)
+	}
+	return nil
+}
+
+// emitToolEvent forwards a tool's event as a notification, adding the
+// thread and turn ids to its params.
+func (r *turnRun) emitToolEvent(_ context.Context, ev registry.Event) {
+	raw, err := json.Marshal(ev)
+	if err != nil {
+		r.t.m.log.Error("encode tool event", "method", ev.Method(), "err", err)
+		return
+	}
+	var params map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &params); err != nil || params == nil {
+		params = map[string]json.RawMessage{}
+	}
+	params["threadId"], _ = json.Marshal(r.t.id)
+	params["turnId"], _ = json.Marshal(r.at.id)
+	r.t.emit(ev.Method(), params)
+}
+
+// finish settles the turn: status persisted, then the status change and
+// turn/completed (protocol.md §8.1–§8.2).
+func (r *turnRun) finish(runErr error) {
+	t, at := r.t, r.at
+	now := t.m.now()
+	status := api.TurnCompleted
+	var turnErr *api.TurnError
+	switch {
+	case runErr == nil:
+	case errors.Is(runErr, errInterrupted) || errors.Is(runErr, errShutdown):
+		status = api.TurnInterrupted
+	default:
+		status = api.TurnFailed
+		msg, info := model.TurnError(runErr)
+		if !isModelError(runErr) {
+			t.m.log.Error("turn failed", "thread", t.id, "turn", at.id, "err", runErr)
+		}
+		turnErr = &api.TurnError{Message: msg}
+		var cei api.CodexErrorInfo
+		if json.Unmarshal(info, &cei) == nil {
+			turnErr.CodexErrorInfo = &cei
+		}
+	}
+	patch := store.TurnPatch{ThreadID: t.id, ID: at.id, Status: string(status), CompletedAt: &now, Meta: r.metaJSON()}
+	if turnErr != nil {
+		patch.Error, _ = json.Marshal(turnErr)
+	}
+	t.mu.Lock()
+	t.meta.LastTurnID = at.id
+	threadPatch := store.ThreadPatch{ID: t.id, UpdatedAt: &now, RecencyAt: &now, Meta: t.metaJSONLocked()}
+	t.mu.Unlock()
+	if err := t.write(r.persistCtx(), &store.Batch{UpdateTurns: []store.TurnPatch{patch}, UpdateThreads: []store.ThreadPatch{threadPatch}}); err != nil {
+		t.m.log.Error("persist turn end", "thread", t.id, "turn", at.id, "err", err)
+	}
+
+	t.mu.Lock()
+	t.active = nil
+	t.history = append(t.history, closeDanglingCalls(r.history)...)
+	t.lastTurnFailed = status == api.TurnFailed
+	t.rec.UpdatedAt, t.rec.RecencyAt = now, now
+	t.armUnloadLocked()
+	t.mu.Unlock()
+
+	t.broadcastStatus()
+	if turnErr != nil {
+		t.emit("error", api.ErrorNotification{Error: *turnErr, WillRetry: false, ThreadID: t.id, TurnID: at.id})
+	}
+	t.emit("turn/completed", api.TurnCompletedNotification{ThreadID: t.id, Turn: r.apiTurn(status, turnErr, &now)})
+}
+
+func isModelError(err error) bool {
+	var me *model.Error
+	return errors.As(err, &me)
+}
+
+// apiTurn renders the running or finished turn for turn/started and
+// turn/completed.
+func (r *turnRun) apiTurn(status api.TurnStatus, turnErr *api.TurnError, completed *time.Time) api.Turn {
+	started := r.at.startedAt.Unix()
+	id := r.at.id
+	turn := api.Turn{ID: id, RootTurnID: &id, Items: api.List[api.ThreadItem]{}, ItemsView: api.ItemsNotLoaded, Status: status, Error: turnErr, StartedAt: &started}
+	if completed != nil {
+		c := completed.Unix()
+		d := completed.Sub(r.at.startedAt).Milliseconds()
+		turn.CompletedAt, turn.DurationMs = &c, &d
+		if status == api.TurnCompleted && r.final != nil {
+			turn.Items = api.List[api.ThreadItem]{*r.final}
+			turn.ItemsView = api.ItemsSummary
+		}
+	}
+	return turn
+}
+
+// closeDanglingCalls answers tool calls that never got an output (a turn
+// interrupted mid-call, or a daemon that died), so that replayed history
+// is always well-formed for the model API.
+func closeDanglingCalls(items []model.InputItem) []model.InputItem {
+	answered := map[string]bool{}
+	for _, it := range items {
+		if it.Type == model.ItemFunctionCallOutput || it.Type == model.ItemCustomToolCallOutput {
+			answered[it.CallID] = true
+		}
+	}
+	out := items
+	for _, it := range items {
+		if answered[it.CallID] {
+			continue
+		}
+		switch it.Type {
+		case model.ItemFunctionCall:
+			out = append(out, model.FunctionCallOutput(it.CallID, "aborted"))
+		case model.ItemCustomToolCall:
+			out = append(out, model.CustomToolCallOutput(it.CallID, "aborted"))
+		}
+	}
+	return out
+}
