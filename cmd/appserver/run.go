@@ -16,6 +16,7 @@ import (
 
 	"github.com/appserver/appserver/api"
 	"github.com/appserver/appserver/internal/config"
+	"github.com/appserver/appserver/internal/model/fakemodel"
 	"github.com/appserver/appserver/internal/server"
 	"github.com/appserver/appserver/internal/server/auth"
 	"github.com/appserver/appserver/internal/store"
@@ -56,6 +57,7 @@ const usage = `usage: appserver [command] [flags]
 commands:
   serve     run the daemon (default)
   migrate   apply database migrations and exit
+  mockmodel run the scripted fake model server (offline integration work)
   version   print the version and exit
 
 Run "appserver <command> -h" for the flags of a command.
@@ -73,6 +75,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runServe(ctx, args, stdout, stderr)
 	case "migrate":
 		return runMigrate(ctx, args, stdout, stderr)
+	case "mockmodel":
+		return fakemodel.Run(ctx, args, stdout, stderr)
 	case "version":
 		fmt.Fprintf(stdout, "appserver %s\n", appVersion())
 		return nil

@@ -205,6 +205,8 @@ func (s *Session) serve(ctx context.Context, req *jsonrpc2.Request) {
 func (s *Session) replyError(ctx context.Context, req *jsonrpc2.Request, e *RPCError, start time.Time) {
 	if e.Code == CodeInternal {
 		s.log.Error("request failed", "method", req.Method, "err", e.Message)
+	} else {
+		s.log.Debug("request refused", "method", req.Method, "code", e.Code, "message", e.Message)
 	}
 	if err := s.conn.Load().ReplyWithError(ctx, req.ID, e.wire()); err != nil {
 		s.log.Debug("error reply not sent", "method", req.Method, "err", err)

@@ -535,7 +535,9 @@ func (m *Manager) ListThreads(ctx context.Context, p api.ThreadListParams) (api.
 		case api.ThreadSortCreatedAt:
 		case api.ThreadSortUpdatedAt:
 			q.SortKey = store.SortUpdatedAt
-		case api.ThreadSortRecencyAt:
+		case api.ThreadSortRecencyAt, api.ThreadSortSectionPosition:
+			// appserver has no thread sections, so every thread is in the
+			// one unsectioned group, whose order is recency.
 			q.SortKey = store.SortRecencyAt
 		default:
 			return api.ThreadListResult{}, apperr.New(apperr.Invalid, "unsupported sortKey `%s`", *p.SortKey)
