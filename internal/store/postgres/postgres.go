@@ -70,6 +70,16 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 			pool.Close()
 			return nil, err
 		}
+		return s, nil
+	}
+	var present bool
+	if err := pool.QueryRow(ctx, `SELECT to_regclass('items') IS NOT NULL`).Scan(&present); err != nil {
+		pool.Close()
+		return nil, apperr.Wrap(apperr.Unavailable, err, "postgres is unavailable")
+	}
+	if !present {
+		pool.Close()
+		return nil, apperr.New(apperr.Unavailable, "the database has no appserver schema: run `appserver migrate` or start with --migrate")
 	}
 	return s, nil
 }

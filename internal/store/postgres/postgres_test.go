@@ -36,10 +36,12 @@ func TestContract(t *testing.T) {
 }
 
 func TestMigrateFromEmpty(t *testing.T) {
-	s := open(t, pgtest.URL(t), false)
-	_, err := s.ListInProgressTurns(t.Context())
-	require.Error(t, err, "an empty database has no tables")
-	require.NoError(t, s.Migrate(t.Context()))
+	url := pgtest.URL(t)
+	_, err := postgres.Open(t.Context(), postgres.Config{URL: url})
+	require.ErrorContains(t, err, "the database has no appserver schema: run `appserver migrate` or start with --migrate")
+	s := open(t, url, true)
+	require.NoError(t, s.Migrate(t.Context()), "migrating twice is a no-op")
+	s = open(t, url, false)
 	turns, err := s.ListInProgressTurns(t.Context())
 	require.NoError(t, err)
 	require.Empty(t, turns)
