@@ -510,3 +510,39 @@ func TestServerToClientRequestsCorrelate(t *testing.T) {
 	c.send(map[string]any{"id": id, "result": map[string]any{"success": true}})
 	require.JSONEq(t, `{"success":true}`, string(<-got))
 }
+
+func TestRequestsOnOneThreadKeepArrivalOrder(t *testing.T) {
+	ts := newTestServer(t, server.Config{})
+	var mu sync.Mutex
+	var order []string
+	firstStarted := make(chan struct{})
+	release := make(chan struct{})
+	ts.srv.Handle("test/slow", func(ctx context.Context, c *server.Call) (any, error) {
+		close(firstStarted)
+		<-release
+		mu.Lock()
+		order = append(order, "slow")
+		mu.Unlock()
+		return map[string]any{}, nil
+	})
+	ts.srv.Handle("test/fast", func(ctx context.Context, c *server.Call) (any, error) {
+		mu.Lock()
+		order = append(order, "fast")
+		mu.Unlock()
+		return map[string]any{}, nil
+	})
+	c := dial(t, ts.url, nil)
+	c.initialize(nil)
+	c.send(map[string]any{"id": 1, "method": "test/slow", "params": map[string]any{"threadId": "t1"}})
+	<-firstStarted
+	c.send(map[string]any{"id": 2, "method": "test/fast", "params": map[string]any{"threadId": "t1"}})
+	// A request on another thread is not held back.
+	c.send(map[string]any{"id": 3, "method": "test/fast", "params": map[string]any{"threadId": "t2"}})
+	require.JSONEq(t, `3`, string(c.recvResponse()["id"]))
+	close(release)
+	require.JSONEq(t, `1`, string(c.recvResponse()["id"]))
+	require.JSONEq(t, `2`, string(c.recvResponse()["id"]))
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, []string{"fast", "slow", "fast"}, order)
+}

@@ -54,9 +54,13 @@ type Session struct {
 
 	handlers sync.WaitGroup
 
-	mu         sync.Mutex // guards closeHooks, closed
+	mu         sync.Mutex // guards closeHooks, closed, tails
 	closeHooks []func()
 	closed     bool
+	// tails holds, per resource key, the done channel of the last request
+	// admitted for it, so that requests naming the same thread are served
+	// in arrival order while unrelated ones run concurrently.
+	tails map[string]chan struct{}
 }
 
 // ID returns the session's process-unique id.
@@ -172,10 +176,62 @@ func (s *Session) Handle(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2
 		return
 	}
 	s.handlers.Add(1)
+	key := resourceKey(req)
+	prev, mine := s.enqueue(key)
 	go func() {
 		defer func() { <-s.srv.ingress }()
+		if prev != nil {
+			select {
+			case <-prev:
+			case <-ctx.Done():
+			}
+		}
 		s.serve(ctx, req)
+		s.dequeue(key, mine)
 	}()
+}
+
+// resourceKey names what a request touches for ordering: its thread.
+func resourceKey(req *jsonrpc2.Request) string {
+	if req.Params == nil {
+		return ""
+	}
+	var p struct {
+		ThreadID string `json:"threadId"`
+	}
+	if json.Unmarshal(*req.Params, &p) != nil || p.ThreadID == "" {
+		return ""
+	}
+	return "thread:" + p.ThreadID
+}
+
+// enqueue records a request for key and returns the previous request's
+// done channel (nil if none) and this request's own.
+func (s *Session) enqueue(key string) (prev, mine chan struct{}) {
+	if key == "" {
+		return nil, nil
+	}
+	mine = make(chan struct{})
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.tails == nil {
+		s.tails = map[string]chan struct{}{}
+	}
+	prev = s.tails[key]
+	s.tails[key] = mine
+	return prev, mine
+}
+
+func (s *Session) dequeue(key string, mine chan struct{}) {
+	if mine == nil {
+		return
+	}
+	close(mine)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.tails[key] == mine {
+		delete(s.tails, key)
+	}
 }
 
 func (s *Session) serve(ctx context.Context, req *jsonrpc2.Request) {

@@ -834,10 +834,20 @@ func (m *Manager) StartTurn(ctx context.Context, c Caller, p api.TurnStartParams
 	input := []api.UserInput(p.Input)
 
 	t.mu.Lock()
-	if at := t.active; at != nil {
+	for t.active != nil {
+		at := t.active
 		t.mu.Unlock()
-		at.addSteer(steer{input: input, clientID: p.ClientUserMessageID})
-		return api.TurnStartResult{Turn: pendingTurn(at.id)}, nil, nil
+		if at.addSteer(steer{input: input, clientID: p.ClientUserMessageID}) {
+			return api.TurnStartResult{Turn: pendingTurn(at.id)}, nil, nil
+		}
+		// The running turn is settling and takes no more input: the
+		// input starts a new turn once it has ended.
+		select {
+		case <-at.done:
+		case <-ctx.Done():
+			return api.TurnStartResult{}, nil, ctx.Err()
+		}
+		t.mu.Lock()
 	}
 	settings, err := t.settingsLocked(p)
 	if err != nil {
@@ -949,7 +959,10 @@ func (m *Manager) SteerTurn(ctx context.Context, c Caller, p api.TurnSteerParams
 	if err != nil {
 		return api.TurnSteerResult{}, err
 	}
-	at.addSteer(steer{input: p.Input, clientID: p.ClientUserMessageID})
+	if !at.addSteer(steer{input: p.Input, clientID: p.ClientUserMessageID}) {
+		// The turn is settling; it will not look at new input again.
+		return api.TurnSteerResult{}, apperr.New(apperr.Invalid, "no active turn to steer")
+	}
 	return api.TurnSteerResult{TurnID: at.id}, nil
 }
 

@@ -43,23 +43,42 @@ type activeTurn struct {
 	cancel    context.CancelCauseFunc
 	done      chan struct{}
 
-	mu      sync.Mutex // guards pending, preempt
+	mu      sync.Mutex // guards pending, preempt, closed
 	pending []steer
 	preempt context.CancelCauseFunc // cancels the model stream in flight
+	closed  bool                    // the turn is ending and takes no more input
 }
 
 func (at *activeTurn) flags() []api.ThreadActiveFlag { return []api.ThreadActiveFlag{} }
 
 // addSteer queues input and abandons the model stream in flight, so that a
-// fresh request carries the new input (protocol.md §8.3).
-func (at *activeTurn) addSteer(s steer) {
+// fresh request carries the new input (protocol.md §8.3). It reports false,
+// queueing nothing, once the turn has stopped taking input.
+func (at *activeTurn) addSteer(s steer) bool {
 	at.mu.Lock()
+	if at.closed {
+		at.mu.Unlock()
+		return false
+	}
 	at.pending = append(at.pending, s)
 	preempt := at.preempt
 	at.mu.Unlock()
 	if preempt != nil {
 		preempt(errPreempted)
 	}
+	return true
+}
+
+// closeInput stops the turn taking input. With ifIdle it does so only when
+// no input is pending, and reports whether it did.
+func (at *activeTurn) closeInput(ifIdle bool) bool {
+	at.mu.Lock()
+	defer at.mu.Unlock()
+	if ifIdle && len(at.pending) > 0 {
+		return false
+	}
+	at.closed = true
+	return true
 }
 
 func (at *activeTurn) takeSteers() []steer {
@@ -117,7 +136,9 @@ func (r *turnRun) loop() error {
 			return err
 		}
 		if len(calls) == 0 {
-			if r.hasSteers() {
+			// Input that arrives from here on would be lost: the turn
+			// ends unless some is already pending.
+			if !r.at.closeInput(true) {
 				continue
 			}
 			return nil
@@ -126,12 +147,6 @@ func (r *turnRun) loop() error {
 			return err
 		}
 	}
-}
-
-func (r *turnRun) hasSteers() bool {
-	r.at.mu.Lock()
-	defer r.at.mu.Unlock()
-	return len(r.at.pending) > 0
 }
 
 func (r *turnRun) drainSteers() error {
@@ -494,6 +509,7 @@ func (r *turnRun) emitToolEvent(_ context.Context, ev registry.Event) {
 // turn/completed (protocol.md §8.1–§8.2).
 func (r *turnRun) finish(runErr error) {
 	t, at := r.t, r.at
+	at.closeInput(false)
 	now := t.m.now()
 	status := api.TurnCompleted
 	var turnErr *api.TurnError
