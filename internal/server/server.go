@@ -230,11 +230,15 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request) {
 		s.log.Debug("websocket upgrade failed", "err", err)
 		return
 	}
-	s.conns.Add(1)
-	defer s.conns.Done()
+	// The handler returns now: the connection is hijacked and runs on its
+	// own goroutines, and its teardown (endConn) runs when it ends.
 	s.serveConn(ws, r.RemoteAddr)
 }
 
+// serveConn starts a session on ws and returns without waiting for it to
+// end. The connection's goroutines are jsonrpc2's reader and watcher, and a
+// stream writer only while frames are queued; when jsonrpc2 closes the
+// stream, connStream.Close starts endConn.
 func (s *Server) serveConn(ws *websocket.Conn, remote string) {
 	sess := &Session{srv: s, id: s.nextSess.Add(1)}
 	sess.log = s.log.With("conn", sess.id, "remote", remote)
@@ -251,26 +255,68 @@ func (s *Server) serveConn(ws *websocket.Conn, remote string) {
 		},
 	})
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	sess.ctx = ctx
-	conn := jsonrpc2.NewConn(ctx, sess.stream, sess, jsonrpc2.SetLogger(slogPrintf{sess.log}))
-	sess.conn.CompareAndSwap(nil, conn)
 
+	// Register before jsonrpc2 starts reading, since endConn may run as
+	// soon as it does, and count the connection in the same critical
+	// section as CloseConnections' snapshot: a connection is either closed
+	// by CloseConnections and waited for, or refused here.
 	s.mu.Lock()
+	if s.draining.Load() {
+		// Drain raced with this upgrade.
+		s.mu.Unlock()
+		cancel()
+		sess.log.Debug("websocket refused: server is shutting down")
+		sess.stream.CloseWith(websocket.StatusGoingAway, "server shutting down")
+		<-sess.stream.Done()
+		return
+	}
+	s.conns.Add(1)
 	s.sessions[sess] = struct{}{}
 	s.mu.Unlock()
 	m.OpenConnections.Inc()
-	sess.log.Debug("websocket connected")
 
-	<-conn.DisconnectNotify()
-	cancel()
+	// jsonrpc2's context is not derived from sess.ctx: the connection is
+	// closed by its reader or by Close, never by that context, and an
+	// unrelated parent saves registering a child context per connection.
+	conn := jsonrpc2.NewConn(context.Background(), &connStream{Stream: sess.stream, sess: sess, cancel: cancel},
+		sess, jsonrpc2.SetLogger(slogPrintf{sess.log}))
+	sess.conn.CompareAndSwap(nil, conn)
+	sess.log.Debug("websocket connected")
+}
+
+// connStream is the stream as jsonrpc2 sees it. jsonrpc2 calls Close exactly
+// once, when the connection ends, after closing DisconnectNotify, failing
+// pending calls and cancelling the handlers' context.
+type connStream struct {
+	*rpcws.Stream
+	sess   *Session
+	cancel context.CancelFunc // sess.ctx
+}
+
+// Close cancels the session's context, flushes and closes the websocket
+// (rpcws.Stream.Close returns once the stream has shut down) and hands the
+// rest of the teardown to endConn on a goroutine of its own, so that it can
+// wait for the session's handlers whichever goroutine closed the connection.
+func (c *connStream) Close() error {
+	c.cancel()
+	err := c.Stream.Close()
+	go c.sess.srv.endConn(c.sess)
+	return err
+}
+
+// endConn finishes a connection's teardown once jsonrpc2 closed it: it waits
+// for the session's handlers, forgets the session, runs its close hooks and
+// only then lets CloseConnections return.
+func (s *Server) endConn(sess *Session) {
+	defer s.conns.Done()
 	sess.handlers.Wait()
 	<-sess.stream.Done()
 
 	s.mu.Lock()
 	delete(s.sessions, sess)
 	s.mu.Unlock()
-	m.OpenConnections.Dec()
+	s.metrics.OpenConnections.Dec()
 	sess.runCloseHooks()
 	sess.log.Debug("websocket disconnected")
 }

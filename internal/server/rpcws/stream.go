@@ -69,28 +69,49 @@ type Options struct {
 }
 
 // Stream is a jsonrpc2.ObjectStream over one websocket connection.
+//
+// Outbound frames wait in a slice that grows on demand and is released once
+// it drains, so an idle connection holds no queue memory. A writer goroutine
+// exists only while there is something to do: Send starts one when it queues
+// a frame and none is running, and it exits once the queue is empty. Closing
+// starts one too (if none is running), to flush the queue and run the close
+// handshake; that last writer closes Done.
 type Stream struct {
-	ws     *websocket.Conn
-	opts   Options
-	log    *slog.Logger
-	out    chan []byte
-	ctx    context.Context // aborts writes
-	cancel context.CancelFunc
+	ws   *websocket.Conn
+	opts Options
+	log  *slog.Logger
 	// readCtx is cancelled only to tear the socket down hard: the websocket
 	// library drops the connection when a read's context ends.
 	readCtx    context.Context
 	readCancel context.CancelFunc
 
-	mu         sync.Mutex // guards closing, discard, closeCode, closeText
-	closing    bool
-	discard    bool
+	mu sync.Mutex // guards the fields up to closeText
+	// queue holds the frames not yet taken by the writer, oldest first. It
+	// is nil whenever it is empty, so a burst does not pin its backing array.
+	queue [][]byte
+	// writing is set while a writer goroutine runs. The writer clears it
+	// when it finds the queue empty, unless the stream is closing: the
+	// writer that closes the socket is the last one.
+	writing bool
+	closing bool
+	// aborted is set once the flush deadline passed or a write failed:
+	// nothing more is written.
+	aborted bool
+	// abortWrite cancels the write in progress, if any. Each write has its
+	// own context rather than one derived from a per-stream context: the
+	// websocket library keeps the last write's context, and a long-lived
+	// parent would keep a map of (departed) children besides.
+	abortWrite context.CancelFunc
 	closeCode  websocket.StatusCode
 	closeText  string
+
 	writerDone chan struct{}
 	closeOnce  sync.Once
 }
 
-// NewStream wraps ws and starts its writer goroutine; Close stops it.
+// NewStream wraps ws. It starts no goroutine: writers are started on demand
+// by Send and by closing. Close (or CloseWith) must be called to release the
+// socket.
 func NewStream(ws *websocket.Conn, opts Options) *Stream {
 	if opts.OutboundQueue <= 0 {
 		opts.OutboundQueue = DefaultOutboundQueue
@@ -108,7 +129,6 @@ func NewStream(ws *websocket.Conn, opts Options) *Stream {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	ws.SetReadLimit(opts.ReadLimit)
-	ctx, cancel := context.WithCancel(context.Background())
 	readCtx, readCancel := context.WithCancel(context.Background())
 	s := &Stream{
 		readCtx:    readCtx,
@@ -116,13 +136,9 @@ func NewStream(ws *websocket.Conn, opts Options) *Stream {
 		ws:         ws,
 		opts:       opts,
 		log:        opts.Logger,
-		out:        make(chan []byte, opts.OutboundQueue),
-		ctx:        ctx,
-		cancel:     cancel,
 		closeCode:  websocket.StatusNormalClosure,
 		writerDone: make(chan struct{}),
 	}
-	go s.writeLoop()
 	return s
 }
 
@@ -130,8 +146,8 @@ func NewStream(ws *websocket.Conn, opts Options) *Stream {
 // Malformed and binary frames are dropped (and counted), never fatal.
 func (s *Stream) ReadObject(v any) error {
 	for {
-		// Reads are not bound to s.ctx: closing goes through the writer so
-		// that the close frame carries our reason.
+		// Reads are not bound to the write deadlines: closing goes
+		// through the writer so that the close frame carries our reason.
 		typ, data, err := s.ws.Read(s.readCtx)
 		if err != nil {
 			if websocket.CloseStatus(err) != -1 {
@@ -179,20 +195,21 @@ func (s *Stream) WriteObject(obj any) error {
 	return s.Send(frame)
 }
 
-// Send queues one pre-encoded frame. It never blocks: when the queue is full
-// the connection is closed as a slow consumer and ErrSlowConsumer returned.
+// Send queues one pre-encoded frame. It never blocks: when OutboundQueue
+// frames are already waiting the connection is closed as a slow consumer,
+// its queue discarded, and ErrSlowConsumer returned.
 func (s *Stream) Send(frame []byte) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closing {
 		return ErrClosed
 	}
-	select {
-	case s.out <- frame:
+	if len(s.queue) < s.opts.OutboundQueue {
+		s.queue = append(s.queue, frame)
+		s.startWriterLocked()
 		return nil
-	default:
 	}
-	s.log.Warn(SlowConsumerReason, "queued", len(s.out))
+	s.log.Warn(SlowConsumerReason, "queued", len(s.queue))
 	if h := s.opts.Hooks.SlowConsumer; h != nil {
 		h()
 	}
@@ -200,8 +217,17 @@ func (s *Stream) Send(frame []byte) error {
 	return ErrSlowConsumer
 }
 
+// startWriterLocked starts a writer goroutine unless one is running; s.mu
+// must be held.
+func (s *Stream) startWriterLocked() {
+	if !s.writing {
+		s.writing = true
+		go s.writeLoop()
+	}
+}
+
 // CloseWith closes the connection with the given status and reason after
-// flushing what is queued (bounded by FlushTimeout).
+// flushing what is queued (bounded by FlushTimeout). It does not block.
 func (s *Stream) CloseWith(code websocket.StatusCode, reason string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -215,12 +241,16 @@ func (s *Stream) closeLocked(code websocket.StatusCode, reason string, flush boo
 		return
 	}
 	s.closing = true
-	s.discard = !flush
+	if !flush {
+		s.queue = nil
+	}
 	s.closeCode, s.closeText = code, reason
-	close(s.out)
 	// Bound the flush (or the write in progress when discarding) so a peer
 	// that stopped reading cannot hold the connection open.
-	time.AfterFunc(s.opts.FlushTimeout, s.cancel)
+	time.AfterFunc(s.opts.FlushTimeout, s.abort)
+	// A running writer sees closing once the queue is empty; otherwise
+	// start one to run the close handshake.
+	s.startWriterLocked()
 }
 
 // Close implements jsonrpc2.ObjectStream: it flushes, sends a close frame and
@@ -234,34 +264,64 @@ func (s *Stream) Close() error {
 // Done is closed once the stream has fully shut down.
 func (s *Stream) Done() <-chan struct{} { return s.writerDone }
 
+// writeLoop writes queued frames in order until the queue is empty. It runs
+// with s.writing set, and only one runs at a time. It then either exits,
+// clearing s.writing (the next Send starts a new writer), or, when the
+// stream is closing or a write failed, closes the socket and Done.
 func (s *Stream) writeLoop() {
-	defer close(s.writerDone)
-	defer s.cancel()
-	for frame := range s.out {
-		s.mu.Lock()
-		discard := s.discard
+	s.mu.Lock()
+	for len(s.queue) > 0 && !s.aborted {
+		frame := s.queue[0]
+		s.queue[0] = nil
+		s.queue = s.queue[1:]
+		if len(s.queue) == 0 {
+			s.queue = nil // release the backing array
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), s.opts.WriteTimeout)
+		s.abortWrite = cancel
 		s.mu.Unlock()
-		if discard || s.ctx.Err() != nil || !s.writeFrame(frame) {
+		ok := s.writeFrame(ctx, frame)
+		cancel()
+		s.mu.Lock()
+		s.abortWrite = nil
+		if !ok {
+			// The writer failed: stop accepting frames (a no-op if the
+			// stream was already closing) and drop what is queued.
+			s.aborted = true
+			s.closing = true
+			s.queue = nil
 			break
 		}
 	}
-	s.mu.Lock()
 	if !s.closing {
-		// The writer failed on its own: stop accepting frames.
-		s.closing = true
-		close(s.out)
+		s.writing = false
+		s.mu.Unlock()
+		return
 	}
+	// The stream is closing and the queue is flushed, discarded or past its
+	// flush deadline: this is the last writer.
+	s.queue = nil
 	code, text := s.closeCode, s.closeText
 	s.mu.Unlock()
 	s.closeSocket(code, text)
+	s.abort()
+	close(s.writerDone)
 }
 
-func (s *Stream) writeFrame(frame []byte) bool {
-	ctx, cancel := context.WithTimeout(s.ctx, s.opts.WriteTimeout)
-	defer cancel()
+// abort stops all writing: it fails the write in progress and keeps the
+// writer from starting another.
+func (s *Stream) abort() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.aborted = true
+	if s.abortWrite != nil {
+		s.abortWrite()
+	}
+}
+
+func (s *Stream) writeFrame(ctx context.Context, frame []byte) bool {
 	if err := s.ws.Write(ctx, websocket.MessageText, frame); err != nil {
 		s.log.Debug("websocket write failed", "err", err)
-		s.cancel()
 		return false
 	}
 	if h := s.opts.Hooks.FrameOut; h != nil {

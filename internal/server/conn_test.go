@@ -1,0 +1,86 @@
+package server_test
+
+import (
+	"context"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/require"
+
+	"github.com/appserver/appserver/internal/server"
+)
+
+// TestIdleConnectionsHoldTwoGoroutines checks that an idle connection keeps
+// only jsonrpc2's reader and watcher: the upgrade handler returns and the
+// stream's writer exits once its queue is empty.
+func TestIdleConnectionsHoldTwoGoroutines(t *testing.T) {
+	metrics := server.NewMetrics()
+	ts := newTestServer(t, server.Config{Metrics: metrics})
+	warm := dial(t, ts.url, nil)
+	warm.initialize(nil)
+	time.Sleep(50 * time.Millisecond)
+	before := runtime.NumGoroutine()
+
+	const n = 20
+	for i := 0; i < n; i++ {
+		dial(t, ts.url, nil).initialize(nil)
+	}
+	require.Equal(t, float64(n+1), testutil.ToFloat64(metrics.OpenConnections))
+	var last int
+	require.Eventually(t, func() bool {
+		last = runtime.NumGoroutine() - before
+		// A little slack for goroutines of the test's own HTTP client;
+		// with the handler goroutine and a parked writer it was 4n.
+		return last <= 2*n+5
+	}, 5*time.Second, 10*time.Millisecond, "idle connections hold more than 2 goroutines each")
+	t.Logf("%d goroutines for %d idle connections", last, n)
+}
+
+// TestPeerCloseTearsDownSession checks the teardown that runs when jsonrpc2
+// closes the stream: the session is forgotten and the gauge drops without
+// CloseConnections.
+func TestPeerCloseTearsDownSession(t *testing.T) {
+	metrics := server.NewMetrics()
+	ts := newTestServer(t, server.Config{Metrics: metrics})
+	c := dial(t, ts.url, nil)
+	c.initialize(nil)
+	require.Len(t, ts.srv.Sessions(), 1)
+	require.Equal(t, float64(1), testutil.ToFloat64(metrics.OpenConnections))
+
+	require.NoError(t, c.ws.Close(websocket.StatusNormalClosure, ""))
+	require.Eventually(t, func() bool {
+		return testutil.ToFloat64(metrics.OpenConnections) == 0 && len(ts.srv.Sessions()) == 0
+	}, 5*time.Second, 5*time.Millisecond)
+
+	// The server keeps serving new connections.
+	d := dial(t, ts.url, nil)
+	d.initialize(nil)
+	require.Contains(t, d.call(1, "account/read", map[string]any{}), "result")
+}
+
+// TestCloseConnectionsWaitsForTeardown checks that CloseConnections returns
+// only once every connection's teardown has run.
+func TestCloseConnectionsWaitsForTeardown(t *testing.T) {
+	metrics := server.NewMetrics()
+	ts := newTestServer(t, server.Config{Metrics: metrics})
+	for i := 0; i < 5; i++ {
+		c := dial(t, ts.url, nil)
+		c.initialize(nil)
+		go func() {
+			// Answer the close handshake.
+			for {
+				if _, _, err := c.ws.Read(context.Background()); err != nil {
+					return
+				}
+			}
+		}()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	require.NoError(t, ts.srv.CloseConnections(ctx))
+	require.Equal(t, float64(0), testutil.ToFloat64(metrics.OpenConnections))
+	require.Empty(t, ts.srv.Sessions())
+}

@@ -1,0 +1,293 @@
+package rpcws
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/stretchr/testify/require"
+)
+
+// pair returns a server-side Stream and the client end of its websocket.
+// The client must keep reading for closes to complete promptly.
+func pair(t *testing.T, opts Options) (*Stream, *websocket.Conn) {
+	t.Helper()
+	accepted := make(chan *websocket.Conn, 1)
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ws, err := websocket.Accept(w, r, nil)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		accepted <- ws
+	}))
+	t.Cleanup(hs.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	client, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(hs.URL, "http"), nil)
+	require.NoError(t, err)
+	client.SetReadLimit(-1)
+	t.Cleanup(func() { _ = client.CloseNow() })
+	s := NewStream(<-accepted, opts)
+	t.Cleanup(func() {
+		s.CloseWith(websocket.StatusNormalClosure, "")
+		<-s.Done()
+	})
+	return s, client
+}
+
+// holdWriter makes Send behave as if a writer were busy: frames queue up
+// and nothing is written until releaseWriter.
+func holdWriter(t *testing.T, s *Stream) {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	require.False(t, s.writing, "a writer is already running")
+	s.writing = true
+}
+
+func releaseWriter(s *Stream) { go s.writeLoop() }
+
+func (s *Stream) state() (queued, capacity int, writing, closing bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.queue), cap(s.queue), s.writing, s.closing
+}
+
+// readAll reads text frames until the connection closes and returns them
+// with the close error.
+func readAll(ctx context.Context, ws *websocket.Conn) ([]string, error) {
+	var got []string
+	for {
+		_, data, err := ws.Read(ctx)
+		if err != nil {
+			return got, err
+		}
+		got = append(got, string(data))
+	}
+}
+
+func frame(i int) []byte { return []byte(`{"method":"n","params":{"i":` + strconv.Itoa(i) + `}}`) }
+
+func TestSlowConsumerAtExactlyOutboundQueue(t *testing.T) {
+	const limit = 8
+	var slow, out atomic.Int32
+	s, client := pair(t, Options{OutboundQueue: limit, Hooks: Hooks{
+		SlowConsumer: func() { slow.Add(1) },
+		FrameOut:     func() { out.Add(1) },
+	}})
+	holdWriter(t, s)
+	for i := 0; i < limit; i++ {
+		require.NoError(t, s.Send(frame(i)), "frame %d of %d", i, limit)
+	}
+	queued, _, _, closing := s.state()
+	require.Equal(t, limit, queued)
+	require.False(t, closing)
+	require.Zero(t, slow.Load())
+
+	require.ErrorIs(t, s.Send(frame(limit)), ErrSlowConsumer)
+	require.Equal(t, int32(1), slow.Load())
+	queued, capacity, _, closing := s.state()
+	require.True(t, closing)
+	require.Zero(t, queued, "a slow consumer's queue is discarded")
+	require.Zero(t, capacity)
+	require.ErrorIs(t, s.Send(frame(0)), ErrClosed)
+	require.Equal(t, int32(1), slow.Load(), "the hook fires once")
+
+	releaseWriter(s)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	got, err := readAll(ctx, client)
+	require.Empty(t, got, "discarded frames must not be written")
+	require.Equal(t, websocket.StatusPolicyViolation, websocket.CloseStatus(err))
+	var ce websocket.CloseError
+	require.ErrorAs(t, err, &ce)
+	require.Equal(t, SlowConsumerReason, ce.Reason)
+	<-s.Done()
+	require.Zero(t, out.Load())
+}
+
+func TestCloseFlushesQueueInOrder(t *testing.T) {
+	const n = 500
+	var out atomic.Int32
+	s, client := pair(t, Options{OutboundQueue: n, Hooks: Hooks{FrameOut: func() { out.Add(1) }}})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	type result struct {
+		got []string
+		err error
+	}
+	res := make(chan result, 1)
+	go func() {
+		got, err := readAll(ctx, client)
+		res <- result{got, err}
+	}()
+	// Some frames go out while others are still being queued; the rest
+	// must be flushed by Close, all in order.
+	for i := 0; i < n; i++ {
+		require.NoError(t, s.Send(frame(i)))
+	}
+	s.CloseWith(websocket.StatusGoingAway, "bye")
+	require.ErrorIs(t, s.Send(frame(n)), ErrClosed)
+	require.NoError(t, s.Close())
+	r := <-res
+	require.Len(t, r.got, n)
+	for i, f := range r.got {
+		require.Equal(t, string(frame(i)), f)
+	}
+	require.Equal(t, websocket.StatusGoingAway, websocket.CloseStatus(r.err))
+	require.Equal(t, int32(n), out.Load())
+}
+
+func TestCloseFlushesHeldQueue(t *testing.T) {
+	const n = 100
+	s, client := pair(t, Options{OutboundQueue: n})
+	holdWriter(t, s)
+	for i := 0; i < n; i++ {
+		require.NoError(t, s.Send(frame(i)))
+	}
+	s.CloseWith(websocket.StatusNormalClosure, "")
+	releaseWriter(s)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	got, err := readAll(ctx, client)
+	require.Len(t, got, n, "every frame queued before the close is delivered")
+	for i, f := range got {
+		require.Equal(t, string(frame(i)), f)
+	}
+	require.Equal(t, websocket.StatusNormalClosure, websocket.CloseStatus(err))
+	<-s.Done()
+}
+
+func TestQueueMemoryReleasedAfterBurst(t *testing.T) {
+	const n = 1000
+	s, client := pair(t, Options{})
+	_, capacity, writing, _ := s.state()
+	require.Zero(t, capacity, "an idle stream holds no queue")
+	require.False(t, writing, "an idle stream runs no writer")
+
+	holdWriter(t, s)
+	for i := 0; i < n; i++ {
+		require.NoError(t, s.Send(frame(i)))
+	}
+	queued, capacity, _, _ := s.state()
+	require.Equal(t, n, queued)
+	require.GreaterOrEqual(t, capacity, n)
+	releaseWriter(s)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for i := 0; i < n; i++ {
+		_, data, err := client.Read(ctx)
+		require.NoError(t, err)
+		require.Equal(t, string(frame(i)), string(data))
+	}
+	require.Eventually(t, func() bool {
+		_, _, writing, _ := s.state()
+		return !writing
+	}, 5*time.Second, time.Millisecond, "the writer exits once the queue drains")
+	queued, capacity, _, closing := s.state()
+	require.Zero(t, queued)
+	require.Zero(t, capacity, "the burst's backing array must be released")
+	require.False(t, closing)
+
+	// The stream keeps working: the next Send starts a new writer.
+	require.NoError(t, s.Send(frame(n)))
+	_, data, err := client.Read(ctx)
+	require.NoError(t, err)
+	require.Equal(t, string(frame(n)), string(data))
+
+	// Close needs the peer to answer the close handshake.
+	done := make(chan error, 1)
+	go func() {
+		_, err := readAll(ctx, client)
+		done <- err
+	}()
+	require.NoError(t, s.Close())
+	require.Equal(t, websocket.StatusNormalClosure, websocket.CloseStatus(<-done))
+}
+
+func TestWriteFailureClosesStream(t *testing.T) {
+	s, client := pair(t, Options{FlushTimeout: 100 * time.Millisecond})
+	require.NoError(t, client.CloseNow())
+	// Writes eventually fail once the peer is gone; the stream then stops
+	// accepting frames and shuts down on its own.
+	require.Eventually(t, func() bool {
+		return s.Send(frame(0)) == ErrClosed
+	}, 5*time.Second, time.Millisecond)
+	select {
+	case <-s.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("stream did not shut down after a write failure")
+	}
+}
+
+func TestConcurrentSendersKeepTheirOrder(t *testing.T) {
+	const senders, each = 4, 250
+	s, client := pair(t, Options{OutboundQueue: senders * each})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	errs := make(chan error, senders)
+	for g := 0; g < senders; g++ {
+		go func() {
+			for i := 0; i < each; i++ {
+				if err := s.Send([]byte(strconv.Itoa(g*each + i))); err != nil {
+					errs <- err
+					return
+				}
+				if i%50 == 0 {
+					time.Sleep(time.Millisecond) // let the writer drain and exit
+				}
+			}
+			errs <- nil
+		}()
+	}
+	next := make([]int, senders)
+	for n := 0; n < senders*each; n++ {
+		_, data, err := client.Read(ctx)
+		require.NoError(t, err)
+		v, err := strconv.Atoi(string(data))
+		require.NoError(t, err)
+		g := v / each
+		require.Equal(t, next[g], v%each, "sender %d out of order", g)
+		next[g]++
+	}
+	for g := 0; g < senders; g++ {
+		require.NoError(t, <-errs)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := readAll(ctx, client)
+		done <- err
+	}()
+	require.NoError(t, s.Close())
+	require.Equal(t, websocket.StatusNormalClosure, websocket.CloseStatus(<-done))
+}
+
+func TestFlushBoundedByFlushTimeout(t *testing.T) {
+	const n = 64
+	s, _ := pair(t, Options{OutboundQueue: n, FlushTimeout: 200 * time.Millisecond})
+	// The client never reads: the writer blocks once the socket buffers
+	// are full, and closing must not wait for it beyond FlushTimeout.
+	big := []byte(`{"method":"n","params":"` + strings.Repeat("x", 1<<20) + `"}`)
+	for i := 0; i < n; i++ {
+		require.NoError(t, s.Send(big))
+	}
+	start := time.Now()
+	s.CloseWith(websocket.StatusGoingAway, "bye")
+	select {
+	case <-s.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("close was not bounded by FlushTimeout")
+	}
+	require.Less(t, time.Since(start), 3*time.Second)
+	_, capacity, _, closing := s.state()
+	require.True(t, closing)
+	require.Zero(t, capacity)
+}
