@@ -1,0 +1,83 @@
+package dynamic
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/appserver/appserver/api"
+	"github.com/appserver/appserver/internal/registry"
+)
+
+func TestDecodeResult(t *testing.T) {
+	ok := []string{
+		`{"contentItems":[],"success":true}`,
+		`{"contentItems":[{"type":"inputText","text":""}],"success":false,"extra":1}`,
+		`{"contentItems":[{"type":"inputImage","imageUrl":"data:image/png;base64,AA"},{"type":"inputAudio","audioUrl":"u"}],"success":true}`,
+	}
+	for _, s := range ok {
+		_, err := DecodeResult(json.RawMessage(s))
+		assert.NoError(t, err, s)
+	}
+	bad := []string{
+		``, `null`, `[]`, `"x"`,
+		`{"success":true}`,
+		`{"contentItems":[]}`,
+		`{"contentItems":null,"success":true}`,
+		`{"contentItems":[],"success":"yes"}`,
+		`{"contentItems":[{"type":"text","text":"x"}],"success":true}`,
+		`{"contentItems":[{"text":"x"}],"success":true}`,
+		`{"contentItems":[{"type":"inputText"}],"success":true}`,
+		`{"contentItems":[{"type":"inputImage","image_url":"x"}],"success":true}`,
+		`{"contentItems":["x"],"success":true}`,
+		`{"output":"legacy","success":true}`,
+	}
+	for _, s := range bad {
+		_, err := DecodeResult(json.RawMessage(s))
+		assert.Error(t, err, s)
+	}
+}
+
+func TestResultFromResponse(t *testing.T) {
+	res, o := ResultFromResponse(nil, errors.New("rpc error"))
+	assert.Equal(t, OutcomeClientError, o)
+	assert.JSONEq(t, `{"contentItems":[{"type":"inputText","text":"dynamic tool request failed"}],"success":false}`, mustJSON(t, res))
+
+	res, o = ResultFromResponse(json.RawMessage(`{"nope":1}`), nil)
+	assert.Equal(t, OutcomeInvalidResponse, o)
+	assert.JSONEq(t, `{"contentItems":[{"type":"inputText","text":"dynamic tool response was invalid"}],"success":false}`, mustJSON(t, res))
+
+	_, o = ResultFromResponse(json.RawMessage(`{"contentItems":[],"success":false}`), nil)
+	assert.Equal(t, OutcomeFailure, o)
+	assert.True(t, OutcomeFailure.Answered())
+	assert.False(t, OutcomeTimeout.Answered())
+}
+
+func TestOutputOf(t *testing.T) {
+	text := func(s string) api.DynamicToolCallOutputContentItem {
+		return api.DynamicToolCallOutputContentItem{Type: api.ContentInputText, Text: s}
+	}
+	img := api.DynamicToolCallOutputContentItem{Type: api.ContentInputImage, ImageURL: "data:image/png;base64,AA"}
+	audio := api.DynamicToolCallOutputContentItem{Type: api.ContentInputAudio, AudioURL: "data:audio/wav;base64,AA"}
+
+	out := OutputOf(api.DynamicToolCallResult{ContentItems: api.List[api.DynamicToolCallOutputContentItem]{text("a"), text("b")}, Success: true})
+	assert.Equal(t, registry.TextOutput("a\nb", true), out)
+
+	out = OutputOf(api.DynamicToolCallResult{Success: false})
+	assert.Equal(t, registry.TextOutput("", false), out)
+
+	out = OutputOf(api.DynamicToolCallResult{ContentItems: api.List[api.DynamicToolCallOutputContentItem]{text("see"), img, audio}, Success: true})
+	assert.Equal(t, registry.ContentOutput([]registry.ContentItem{
+		registry.InputText("see"), registry.InputImage("data:image/png;base64,AA"), registry.InputText(AudioPlaceholder),
+	}, true), out)
+	item := registry.ResponseItem{Type: registry.FunctionCallOutput, CallID: "c", Output: out}
+	assert.JSONEq(t, `{"type":"function_call_output","call_id":"c","output":[
+		{"type":"input_text","text":"see"},{"type":"input_image","image_url":"data:image/png;base64,AA"},{"type":"input_text","text":"<audio content>"}]}`,
+		mustJSON(t, item))
+
+	out = OutputOf(api.DynamicToolCallResult{ContentItems: api.List[api.DynamicToolCallOutputContentItem]{audio}, Success: true})
+	require.Equal(t, AudioPlaceholder, out.Text)
+}

@@ -1,0 +1,118 @@
+package dynamic
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestArgumentValidation(t *testing.T) {
+	cases := []struct {
+		name   string
+		schema string
+		args   string
+		want   string // "" = valid, otherwise a substring of the error
+	}{
+		{"object ok", `{"type":"object","properties":{"a":{"type":"string"}},"required":["a"]}`, `{"a":"x"}`, ""},
+		{"wrong root type", `{"type":"object"}`, `[1]`, "invalid arguments for t: expected object, got array"},
+		{"missing required", `{"type":"object","properties":{"a":{"type":"string"}},"required":["a"]}`, `{}`, `missing required property "a"`},
+		{"wrong property type", `{"type":"object","properties":{"a":{"type":"string"}}}`, `{"a":1}`, "invalid arguments for t: /a: expected string, got integer"},
+		{"additional false", `{"type":"object","properties":{"a":{}},"additionalProperties":false}`, `{"a":1,"b":2}`, `unexpected property "b"`},
+		{"additional true", `{"type":"object","properties":{},"additionalProperties":true}`, `{"b":2}`, ""},
+		{"additional absent", `{"type":"object","properties":{}}`, `{"b":2}`, ""},
+		{"additional schema", `{"type":"object","additionalProperties":{"type":"number"}}`, `{"b":"x"}`, "/b: expected number, got string"},
+		{"pattern properties not judged", `{"type":"object","patternProperties":{"^x":{}},"additionalProperties":false}`, `{"b":1}`, ""},
+		{"integer ok", `{"type":"integer"}`, `3`, ""},
+		{"integer as 3.0", `{"type":"integer"}`, `3.0`, ""},
+		{"integer as 1e2", `{"type":"integer"}`, `1e2`, ""},
+		{"integer fraction", `{"type":"integer"}`, `3.5`, "expected integer, got number"},
+		{"number accepts integer", `{"type":"number"}`, `3`, ""},
+		{"big integer", `{"type":"integer"}`, `123456789012345678901234567890`, ""},
+		{"nullable", `{"type":["string","null"]}`, `null`, ""},
+		{"nullable wrong", `{"type":["string","null"]}`, `true`, "expected string or null, got boolean"},
+		{"unknown type ignored", `{"type":"whatever"}`, `true`, ""},
+		{"no type anything", `{"description":"any"}`, `{"x":[1]}`, ""},
+		{"boolean schema true", `{"type":"object","properties":{"a":true}}`, `{"a":5}`, ""},
+		{"boolean schema false", `{"type":"object","properties":{"a":false}}`, `{"a":5}`, "/a: no value is allowed here"},
+		{"enum ok", `{"enum":["a","b"]}`, `"b"`, ""},
+		{"enum bad", `{"enum":["a","b"]}`, `"c"`, `must be one of ["a", "b"]`},
+		{"enum numbers without type", `{"enum":[1,2]}`, `2.0`, ""},
+		{"enum objects", `{"enum":[{"k":[1,"x"]}]}`, `{"k":[1,"x"]}`, ""},
+		{"const", `{"const":"x"}`, `"y"`, `must be "x"`},
+		{"items", `{"type":"array","items":{"type":"string"}}`, `["a",1]`, "/1: expected string, got integer"},
+		{"tuple items", `{"type":"array","items":[{"type":"string"},{"type":"number"}]}`, `["a",1,true]`, ""},
+		{"tuple items wrong", `{"type":"array","items":[{"type":"string"},{"type":"number"}]}`, `[1]`, "/0: expected string"},
+		{"prefixItems", `{"type":"array","prefixItems":[{"type":"string"}],"items":{"type":"number"}}`, `["a",1,"b"]`, "/2: expected number"},
+		{"anyOf ok", `{"anyOf":[{"type":"string"},{"type":"number"}]}`, `1`, ""},
+		{"anyOf bad", `{"anyOf":[{"type":"string"},{"type":"number"}]}`, `true`, "does not match any of the 2 allowed schemas (first: expected string, got boolean)"},
+		{"oneOf like anyOf", `{"oneOf":[{"type":"string"},{"type":"string","enum":["a"]}]}`, `"a"`, ""},
+		{"allOf", `{"allOf":[{"type":"object","required":["a"]},{"required":["b"]}]}`, `{"a":1}`, `missing required property "b"`},
+		{"ref", `{"type":"object","properties":{"p":{"$ref":"#/$defs/P"}},"$defs":{"P":{"type":"integer"}}}`, `{"p":"x"}`, "/p: expected integer, got string"},
+		{"ref escaped", `{"properties":{"p":{"$ref":"#/$defs/a~1b"}},"$defs":{"a/b":{"type":"boolean"}}}`, `{"p":1}`, "/p: expected boolean"},
+		{"unresolvable ref ignored", `{"$ref":"#/$defs/missing"}`, `1`, ""},
+		{"recursive ref", `{"$ref":"#/$defs/N","$defs":{"N":{"type":"object","properties":{"next":{"$ref":"#/$defs/N"},"v":{"type":"integer"}}}}}`,
+			`{"next":{"next":{"v":"x"}}}`, "/next/next/v: expected integer"},
+		{"self loop accepted", `{"$ref":"#"}`, `1`, ""},
+		{"escaped property path", `{"properties":{"a/b":{"type":"string"}}}`, `{"a/b":1}`, "/a~1b: expected string"},
+		{"other keywords ignored", `{"type":"string","minLength":10,"pattern":"^z"}`, `"a"`, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			v, err := newArgValidator([]byte(tc.schema))
+			require.NoError(t, err)
+			args, err := decodeJSONValue([]byte(tc.args))
+			require.NoError(t, err)
+			tool := &Tool{Name: "t", validator: v}
+			err = tool.ValidateArguments(args)
+			if tc.want == "" {
+				assert.NoError(t, err)
+				return
+			}
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.want)
+			var ae *ArgumentsError
+			assert.ErrorAs(t, err, &ae)
+		})
+	}
+}
+
+func TestValidationIsBounded(t *testing.T) {
+	// Each definition is an anyOf of two references to the next one, both
+	// failing: 2^40 visits without the step budget.
+	var defs []string
+	for i := range 40 {
+		defs = append(defs, fmt.Sprintf(`"d%d":{"anyOf":[{"$ref":"#/$defs/d%d"},{"$ref":"#/$defs/d%d"}]}`, i, i+1, i+1))
+	}
+	defs = append(defs, `"d40":{"type":"string"}`)
+	schema := `{"$ref":"#/$defs/d0","$defs":{` + strings.Join(defs, ",") + `}}`
+	v, err := newArgValidator([]byte(schema))
+	require.NoError(t, err)
+	assert.NoError(t, v.validate(true), "gives up and accepts")
+
+	deep := strings.Repeat(`{"items":`, 400) + `{"type":"string"}` + strings.Repeat(`}`, 400)
+	v, err = newArgValidator([]byte(deep))
+	require.NoError(t, err)
+	arg := strings.Repeat("[", 400) + "1" + strings.Repeat("]", 400)
+	val, err := decodeJSONValue([]byte(arg))
+	require.NoError(t, err)
+	assert.NoError(t, v.validate(val), "past the depth limit values are accepted")
+}
+
+func TestParseArguments(t *testing.T) {
+	raw, v, err := parseArguments("  ")
+	require.NoError(t, err)
+	assert.Equal(t, "{}", string(raw))
+	assert.Equal(t, map[string]any{}, v)
+
+	raw, _, err = parseArguments(`{ "a" : [1, 2] }`)
+	require.NoError(t, err)
+	assert.Equal(t, `{"a":[1,2]}`, string(raw))
+
+	_, _, err = parseArguments(`{"a":`)
+	assert.Error(t, err)
+	_, _, err = parseArguments(`{} {}`)
+	assert.Error(t, err)
+}
