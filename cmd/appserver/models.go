@@ -1,13 +1,16 @@
 package main
 
 import (
+	"encoding/json"
 	"log/slog"
 	"os"
 	"sync"
 	"time"
 
+	"github.com/appserver/appserver/api"
 	"github.com/appserver/appserver/internal/apperr"
 	"github.com/appserver/appserver/internal/config"
+	"github.com/appserver/appserver/internal/dynamic"
 	"github.com/appserver/appserver/internal/model"
 	"github.com/appserver/appserver/internal/registry"
 	"github.com/appserver/appserver/internal/registry/planning"
@@ -81,14 +84,41 @@ func retries(n int) int {
 	return n
 }
 
-// builtinTools is the tool set of every turn.
-func builtinTools(log *slog.Logger) turns.ToolsFactory {
-	return func(turns.ToolContext) ([]registry.ConfiguredToolSpec, *registry.Registry, error) {
+// builtinNames are the tool names the daemon itself offers; a client's
+// dynamic tools may not take them.
+var builtinNames = []string{planning.Name}
+
+// turnTools builds the tool set of a turn: the built-in tools, then the
+// thread's dynamic tools (served by the broker) if it registered any.
+func turnTools(log *slog.Logger, broker *dynamic.Broker) turns.ToolsFactory {
+	return func(tc turns.ToolContext) ([]registry.ConfiguredToolSpec, *registry.Registry, error) {
 		b := registry.NewBuilder(registry.Config{Logger: log})
 		if err := planning.Register(b, &planning.Handler{}); err != nil {
 			return nil, nil, err
 		}
+		if len(tc.DynamicTools) == 0 {
+			specs, reg := b.Build()
+			return specs, reg, nil
+		}
+		tools, err := dynamic.Restore(tc.DynamicTools, dynamic.Options{Builtins: builtinNames})
+		if err != nil {
+			return nil, nil, err
+		}
+		h := dynamic.NewHandler(dynamic.HandlerConfig{ThreadID: tc.ThreadID, Tools: tools, Broker: broker, Items: tc.Items, Logger: log})
+		if err := tools.AddTo(b, h); err != nil {
+			return nil, nil, err
+		}
 		specs, reg := b.Build()
-		return specs, reg, nil
+		return tools.OfferedSpecs(specs), reg, nil
 	}
+}
+
+// validateDynamicTools checks a thread/start registration and returns the
+// form persisted with the thread.
+func validateDynamicTools(specs []api.DynamicToolSpec) (json.RawMessage, error) {
+	tools, err := dynamic.Validate(specs, dynamic.Options{Builtins: builtinNames})
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(tools)
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/appserver/appserver/api"
 	"github.com/appserver/appserver/internal/config"
+	"github.com/appserver/appserver/internal/dynamic"
 	"github.com/appserver/appserver/internal/model/fakemodel"
 	"github.com/appserver/appserver/internal/server"
 	"github.com/appserver/appserver/internal/server/auth"
@@ -295,11 +296,20 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return fmt.Errorf("working directory: %w", err)
 	}
+	// Client-registered (dynamic) tool calls go through one broker: each
+	// call waits on its own oneshot for the answer of a subscribed client.
+	broker := dynamic.NewBroker(dynamic.BrokerConfig{
+		ReconnectTimeout: cfg.DynamicToolReconnectTimeout,
+		Metrics:          metrics.DynamicMetrics(),
+		Logger:           log,
+	})
 	mgr, err := turns.New(turns.Config{
-		Store:    st,
-		Notifier: srv.Notifier(),
-		Models:   newProviders(cfg, log),
-		Tools:    builtinTools(log),
+		Store:                st,
+		Notifier:             srv.Notifier(),
+		Models:               newProviders(cfg, log),
+		Tools:                turnTools(log, broker),
+		ValidateDynamicTools: validateDynamicTools,
+		SubscribersChanged:   func(threadID string) { broker.Reoffer(threadID) },
 		Defaults: turns.Defaults{
 			Model:          cfg.Model,
 			ModelProvider:  cfg.ModelProvider,
@@ -318,9 +328,13 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return fmt.Errorf("recover turns of a previous run: %w", err)
 	}
 	srv.RegisterThreads(mgr)
+	broker.SetRouter(srv.NewToolRouter(mgr.Subscribers))
 	// Running turns get the grace period, then are interrupted, while the
 	// connections are still open to hear turn/completed.
-	srv.OnDrain(mgr.Stop)
+	srv.OnDrain(func() {
+		mgr.Stop()
+		broker.Close()
+	})
 
 	ln, err := net.Listen("tcp", cfg.ListenAddr().String())
 	if err != nil {

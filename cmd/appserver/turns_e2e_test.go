@@ -75,7 +75,8 @@ func (r *rpc) callRaw(method string, params any) frame {
 	for {
 		f, err := r.read(10 * time.Second)
 		require.NoError(r.t, err)
-		if f.Method != "" && f.ID == nil {
+		if f.Method != "" {
+			// A notification, or a server→client request (item/tool/call…).
 			r.seen = append(r.seen, f)
 			continue
 		}

@@ -132,6 +132,9 @@ const (
 	DefaultListen = "ws://127.0.0.1:7878"
 	// DefaultShutdownGracePeriod is how long shutdown waits for running turns.
 	DefaultShutdownGracePeriod = 10 * time.Second
+	// DefaultDynamicToolReconnectTimeout is how long a client-registered
+	// tool call waits for a connection that can answer it.
+	DefaultDynamicToolReconnectTimeout = 5 * time.Minute
 	// DefaultWSMaxClockSkewSeconds is the default JWT clock skew tolerance.
 	DefaultWSMaxClockSkewSeconds = 30
 	// DefaultModelProvider is the id of the built-in OpenAI provider.
@@ -172,6 +175,9 @@ type Config struct {
 	// ShutdownGracePeriod is how long shutdown lets running turns finish
 	// before interrupting them; written as a duration string such as "10s".
 	ShutdownGracePeriod time.Duration `toml:"shutdown_grace_period"`
+	// DynamicToolReconnectTimeout is how long a dynamic tool call waits
+	// while no subscribed connection can take it before failing.
+	DynamicToolReconnectTimeout time.Duration `toml:"dynamic_tool_reconnect_timeout"`
 
 	// WSAuth selects websocket authentication (Codex's --ws-auth).
 	WSAuth WSAuthMode `toml:"ws_auth"`
@@ -298,19 +304,20 @@ func Default() Config {
 // so Load can resolve data_dir from Sources.Env and tests can vary the OS.
 func defaults(getenv func(string) string, goos string) Config {
 	return Config{
-		Listen:                DefaultListen,
-		DataDir:               defaultDataDir(getenv, goos),
-		LogFormat:             LogFormatText,
-		LogLevel:              LogLevelInfo,
-		AllowedOrigins:        []string{},
-		ShutdownGracePeriod:   DefaultShutdownGracePeriod,
-		WSMaxClockSkewSeconds: DefaultWSMaxClockSkewSeconds,
-		ModelProvider:         DefaultModelProvider,
-		ApprovalPolicy:        ApprovalOnRequest,
-		SandboxMode:           SandboxReadOnly,
-		ModelProviders:        map[string]ModelProvider{DefaultModelProvider: builtinOpenAI()},
-		MCPServers:            map[string]MCPServer{},
-		ModelCatalog:          map[string]ModelEntry{},
+		Listen:                      DefaultListen,
+		DataDir:                     defaultDataDir(getenv, goos),
+		LogFormat:                   LogFormatText,
+		LogLevel:                    LogLevelInfo,
+		AllowedOrigins:              []string{},
+		ShutdownGracePeriod:         DefaultShutdownGracePeriod,
+		DynamicToolReconnectTimeout: DefaultDynamicToolReconnectTimeout,
+		WSMaxClockSkewSeconds:       DefaultWSMaxClockSkewSeconds,
+		ModelProvider:               DefaultModelProvider,
+		ApprovalPolicy:              ApprovalOnRequest,
+		SandboxMode:                 SandboxReadOnly,
+		ModelProviders:              map[string]ModelProvider{DefaultModelProvider: builtinOpenAI()},
+		MCPServers:                  map[string]MCPServer{},
+		ModelCatalog:                map[string]ModelEntry{},
 	}
 }
 

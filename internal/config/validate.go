@@ -106,6 +106,9 @@ func (c *Config) validateServer() error {
 			return c.invalid(key("allowed_origins"), "%q is not an origin (expected scheme://host[:port], no path)", o)
 		}
 	}
+	if c.DynamicToolReconnectTimeout <= 0 {
+		return c.invalid(key("dynamic_tool_reconnect_timeout"), "must be positive")
+	}
 	if c.ShutdownGracePeriod < 0 {
 		return c.invalid(key("shutdown_grace_period"), "must not be negative")
 	}

@@ -25,6 +25,11 @@ type Metrics struct {
 	StoreOpDuration  *prometheus.HistogramVec
 	AuthFailures     *prometheus.CounterVec
 	OriginRejections prometheus.Counter
+
+	DynamicCalls          *prometheus.CounterVec
+	DynamicPending        prometheus.Gauge
+	DynamicLatency        prometheus.Histogram
+	DynamicIgnoredAnswers *prometheus.CounterVec
 }
 
 // NewMetrics creates and registers every collector, plus the Go runtime and
@@ -79,11 +84,29 @@ func NewMetrics() *Metrics {
 			Name: "appserver_origin_rejections_total",
 			Help: "Requests refused with 403 because of a disallowed Origin header.",
 		}),
+		DynamicCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "appserver_dynamic_tool_calls_total",
+			Help: "Client-registered (dynamic) tool calls, by outcome.",
+		}, []string{"outcome"}),
+		DynamicPending: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "appserver_dynamic_tool_calls_pending",
+			Help: "Dynamic tool calls waiting for a client's answer.",
+		}),
+		DynamicLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "appserver_dynamic_tool_call_duration_seconds",
+			Help:    "Round trip of a dynamic tool call, from the model's call to the client's answer.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300},
+		}),
+		DynamicIgnoredAnswers: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "appserver_dynamic_tool_ignored_answers_total",
+			Help: "Client answers to dynamic tool calls that were not used, by reason (duplicate, unknown_call).",
+		}, []string{"reason"}),
 	}
 	reg.MustRegister(
 		m.OpenConnections, m.Requests, m.RequestDuration, m.Frames, m.DroppedFrames,
 		m.Overloaded, m.SlowConsumers, m.Notifications, m.StoreOpDuration,
 		m.AuthFailures, m.OriginRejections,
+		m.DynamicCalls, m.DynamicPending, m.DynamicLatency, m.DynamicIgnoredAnswers,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -120,23 +121,46 @@ func (s *Session) Notify(n *Notification) {
 // waits for the client's result, ctx, or the connection to close. It returns
 // the id as soon as it is known through onID (for serverRequest/resolved).
 func (s *Session) Request(ctx context.Context, method string, params any, onID func(id int64)) (json.RawMessage, error) {
-	id := s.srv.nextReqID.Add(1) - 1
+	id, wait, err := s.StartRequest(ctx, method, params)
 	if onID != nil {
 		onID(id)
 	}
-	conn := s.conn.Load()
-	if conn == nil {
-		return nil, jsonrpc2.ErrClosed
-	}
-	w, err := conn.DispatchCall(ctx, method, params, jsonrpc2.PickID(jsonrpc2.ID{Num: uint64(id)}))
 	if err != nil {
 		return nil, err
 	}
-	var result json.RawMessage
-	if err := w.Wait(ctx, &result); err != nil {
-		return nil, err
+	return wait(ctx)
+}
+
+// ErrConnectionClosed is returned by a request's wait when the connection
+// closed before the client answered.
+var ErrConnectionClosed = jsonrpc2.ErrClosed
+
+// StartRequest queues a server→client request without waiting: it returns
+// the request id and a function that waits for the answer. A client's error
+// reply is returned as an *RPCError; a closed connection as
+// ErrConnectionClosed.
+func (s *Session) StartRequest(ctx context.Context, method string, params any) (int64, func(context.Context) (json.RawMessage, error), error) {
+	id := s.srv.nextReqID.Add(1) - 1
+	conn := s.conn.Load()
+	if conn == nil {
+		return id, nil, ErrConnectionClosed
 	}
-	return result, nil
+	w, err := conn.DispatchCall(ctx, method, params, jsonrpc2.PickID(jsonrpc2.ID{Num: uint64(id)}))
+	if err != nil {
+		return id, nil, err
+	}
+	return id, func(ctx context.Context) (json.RawMessage, error) {
+		var result json.RawMessage
+		err := w.Wait(ctx, &result)
+		var jerr *jsonrpc2.Error
+		if errors.As(err, &jerr) {
+			return nil, &RPCError{Code: jerr.Code, Message: jerr.Message}
+		}
+		if err != nil {
+			return nil, err
+		}
+		return result, nil
+	}, nil
 }
 
 // Handle implements jsonrpc2.Handler. It runs on the connection's reader

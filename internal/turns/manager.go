@@ -49,7 +49,21 @@ type ToolsFactory func(t ToolContext) ([]registry.ConfiguredToolSpec, *registry.
 // ToolContext is what a ToolsFactory may know about the turn.
 type ToolContext struct {
 	ThreadID string
+	TurnID   string
 	Cwd      string
+	// DynamicTools is the thread's registration as ValidateDynamicTools
+	// returned it (nil when the thread has none).
+	DynamicTools json.RawMessage
+	// Items lets a tool publish items of its own (dynamicToolCall, …):
+	// started items are announced, completed ones committed then announced.
+	Items ItemSink
+}
+
+// ItemSink publishes items produced by tools during a turn. It is safe for
+// concurrent use and keeps working after the turn is interrupted.
+type ItemSink interface {
+	ItemStarted(ctx context.Context, turnID string, item api.ThreadItem)
+	ItemCompleted(ctx context.Context, turnID string, item api.ThreadItem)
 }
 
 // Defaults are the settings a thread gets when its client does not choose.
@@ -72,7 +86,14 @@ type Config struct {
 	Notifier Notifier
 	Models   ModelRouter
 	Tools    ToolsFactory
-	Defaults Defaults
+	// ValidateDynamicTools checks the dynamicTools of thread/start and
+	// returns what to persist with the thread; nil refuses registrations.
+	ValidateDynamicTools func([]api.DynamicToolSpec) (json.RawMessage, error)
+	// SubscribersChanged is called (without locks held) after a connection
+	// subscribed to or left a thread, so that pending client calls can be
+	// offered again.
+	SubscribersChanged func(threadID string)
+	Defaults           Defaults
 	// UnloadAfter is how long a thread with no subscribers and no running
 	// turn stays loaded; 0 means one minute.
 	UnloadAfter time.Duration
@@ -204,7 +225,23 @@ func (m *Manager) Disconnect(conn ConnID) {
 	}
 	m.mu.Unlock()
 	for _, t := range threads {
-		t.unsubscribe(conn)
+		if t.unsubscribe(conn) {
+			m.subscribersChanged(t.id)
+		}
+	}
+}
+
+// Subscribers returns the connections subscribed to a loaded thread.
+func (m *Manager) Subscribers(threadID string) []ConnID {
+	if t := m.loaded(threadID); t != nil {
+		return t.subscribers()
+	}
+	return nil
+}
+
+func (m *Manager) subscribersChanged(threadID string) {
+	if f := m.cfg.SubscribersChanged; f != nil {
+		f(threadID)
 	}
 }
 

@@ -161,6 +161,16 @@ func (m *Manager) StartThread(ctx context.Context, c Caller, p api.ThreadStartPa
 	if rec.Cwd == "" {
 		return api.ThreadStartResult{}, nil, apperr.New(apperr.Invalid, "cwd is required: the server has no default working directory")
 	}
+	if len(p.DynamicTools) > 0 {
+		if m.cfg.ValidateDynamicTools == nil {
+			return api.ThreadStartResult{}, nil, apperr.New(apperr.Invalid, "dynamic tools are not supported by this server")
+		}
+		reg, err := m.cfg.ValidateDynamicTools(p.DynamicTools)
+		if err != nil {
+			return api.ThreadStartResult{}, nil, err
+		}
+		meta.DynamicTools = reg
+	}
 	ephemeral := p.Ephemeral != nil && *p.Ephemeral
 	t := newThread(m, rec, meta, ephemeral)
 	if !ephemeral {
@@ -177,6 +187,7 @@ func (m *Manager) StartThread(ctx context.Context, c Caller, p api.ThreadStartPa
 	t.subscribe(c.Conn)
 	res := t.settingsResult()
 	return res, func() {
+		m.subscribersChanged(t.id)
 		m.cfg.Notifier.Broadcast("thread/started", api.ThreadStartedNotification{Thread: t.apiThread()})
 	}, nil
 }
@@ -222,7 +233,11 @@ func (m *Manager) ResumeThread(ctx context.Context, c Caller, p api.ThreadResume
 		ApprovalPolicy: base.ApprovalPolicy, ApprovalsReviewer: base.ApprovalsReviewer,
 		Sandbox: base.Sandbox, ReasoningEffort: base.ReasoningEffort,
 	}
-	return res, func() { t.replayUsage(c.Conn) }, nil
+	return res, func() {
+		t.replayUsage(c.Conn)
+		// A client that resumes may answer calls still pending for it.
+		m.subscribersChanged(t.id)
+	}, nil
 }
 
 // replayUsage sends the latest token usage to one connection, as the
@@ -815,6 +830,7 @@ func (m *Manager) Unsubscribe(c Caller, p api.ThreadUnsubscribeParams) (api.Thre
 		return api.ThreadUnsubscribeResult{Status: api.NotLoaded}, nil
 	}
 	if t.unsubscribe(c.Conn) {
+		m.subscribersChanged(t.id)
 		return api.ThreadUnsubscribeResult{Status: api.Unsubscribed}, nil
 	}
 	return api.ThreadUnsubscribeResult{Status: api.NotSubscribed}, nil
@@ -830,7 +846,9 @@ func (m *Manager) StartTurn(ctx context.Context, c Caller, p api.TurnStartParams
 	if err := t.update(ctx, overrides{model: p.Model, cwd: p.Cwd, approval: p.ApprovalPolicy, sandboxPolicy: p.SandboxPolicy}); err != nil {
 		return api.TurnStartResult{}, nil, err
 	}
-	t.subscribe(c.Conn)
+	if t.subscribe(c.Conn) {
+		m.subscribersChanged(t.id)
+	}
 	input := []api.UserInput(p.Input)
 
 	t.mu.Lock()
@@ -854,13 +872,24 @@ func (m *Manager) StartTurn(ctx context.Context, c Caller, p api.TurnStartParams
 		t.mu.Unlock()
 		return api.TurnStartResult{}, nil, err
 	}
-	specs, reg, err := m.cfg.Tools(ToolContext{ThreadID: t.id, Cwd: settings.cwd})
-	if err != nil {
-		t.mu.Unlock()
-		return api.TurnStartResult{}, nil, err
-	}
 	turnCtx, cancel := context.WithCancelCause(context.Background())
 	at := &activeTurn{id: newID(), startedAt: m.now(), settings: settings, ctx: turnCtx, cancel: cancel, done: make(chan struct{})}
+	run := &turnRun{
+		t: t, at: at,
+		// Copy the prior history: the turn appends to its own slice and
+		// the thread's grows only when the turn ends.
+		prior: append([]model.InputItem(nil), t.history...),
+	}
+	specs, reg, err := m.cfg.Tools(ToolContext{
+		ThreadID: t.id, TurnID: at.id, Cwd: settings.cwd,
+		DynamicTools: t.meta.DynamicTools, Items: run,
+	})
+	if err != nil {
+		t.mu.Unlock()
+		cancel(nil)
+		return api.TurnStartResult{}, nil, err
+	}
+	run.specs, run.registry = specs, reg
 	m.mu.Lock()
 	stopped := m.stopped
 	if !stopped {
@@ -876,14 +905,6 @@ func (m *Manager) StartTurn(ctx context.Context, c Caller, p api.TurnStartParams
 	if t.unloadTimer != nil {
 		t.unloadTimer.Stop()
 		t.unloadTimer = nil
-	}
-	run := &turnRun{
-		t: t, at: at,
-		// Copy the prior history: the turn appends to its own slice and
-		// the thread's grows only when the turn ends.
-		prior:    append([]model.InputItem(nil), t.history...),
-		specs:    specs,
-		registry: reg,
 	}
 	t.mu.Unlock()
 	return api.TurnStartResult{Turn: pendingTurn(at.id)}, func() {

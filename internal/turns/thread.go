@@ -31,6 +31,8 @@ type threadMeta struct {
 	TokenTotal            *api.TokenUsageBreakdown `json:"tokenTotal,omitempty"`
 	LastTurnID            string                   `json:"lastTurnId,omitempty"`
 	LastUsage             *api.TokenUsageBreakdown `json:"lastUsage,omitempty"`
+	// DynamicTools is the client's tool registration, validated.
+	DynamicTools json.RawMessage `json:"dynamicTools,omitempty"`
 }
 
 // turnMeta is kept in store.Turn.Meta: the exact model history the turn

@@ -603,3 +603,32 @@ func closeDanglingCalls(items []model.InputItem) []model.InputItem {
 	}
 	return out
 }
+
+// ItemStarted announces an item a tool started (turns.ItemSink).
+func (r *turnRun) ItemStarted(_ context.Context, turnID string, item api.ThreadItem) {
+	ms := r.t.m.now().UnixMilli()
+	if item.StartedAtMs != nil {
+		ms = *item.StartedAtMs
+	}
+	r.t.emit("item/started", api.ItemStartedNotification{Item: item, ThreadID: r.t.id, TurnID: turnID, StartedAtMs: ms})
+}
+
+// ItemCompleted commits a tool's finished item, then announces it
+// (turns.ItemSink). The commit is not cancelled by an interrupt.
+func (r *turnRun) ItemCompleted(_ context.Context, turnID string, item api.ThreadItem) {
+	now := r.t.m.now()
+	ms := now.UnixMilli()
+	if item.CompletedAtMs != nil {
+		ms = *item.CompletedAtMs
+	}
+	sit, err := storeItem(r.t.id, turnID, item, now)
+	if err == nil {
+		err = r.t.write(r.persistCtx(), &store.Batch{AppendItems: []*store.Item{sit}})
+	}
+	if err != nil {
+		// The item is still announced: the client already saw it start,
+		// and the model gets the tool's output either way.
+		r.t.m.log.Error("persist tool item", "thread", r.t.id, "item", item.Body.ItemID(), "err", err)
+	}
+	r.t.emit("item/completed", api.ItemCompletedNotification{Item: item, ThreadID: r.t.id, TurnID: turnID, CompletedAtMs: ms})
+}

@@ -1,0 +1,76 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/stretchr/testify/require"
+)
+
+// weatherTool is a client-registered tool as the reference captures show.
+var weatherTool = map[string]any{
+	"type": "function", "name": "lookup_weather", "description": "Look up the weather",
+	"inputSchema": map[string]any{"type": "object", "properties": map[string]any{"city": map[string]any{"type": "string"}}, "required": []string{"city"}},
+}
+
+func (r *rpc) reply(id json.RawMessage, result any) {
+	r.t.Helper()
+	b, err := json.Marshal(map[string]any{"id": id, "result": result})
+	require.NoError(r.t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	require.NoError(r.t, r.ws.Write(ctx, websocket.MessageText, b))
+}
+
+func TestDynamicToolCallRoundTrip(t *testing.T) {
+	for name, storeArgs := range storeBackends(t) {
+		t.Run(name, func(t *testing.T) {
+			fake := startFake(t, `{"steps":[
+				{"tool_calls":[{"call_id":"call_w1","name":"lookup_weather","arguments":{"city":"Paris"}}]},
+				{"match":{"call_output":"call_w1"},"text":"It is sunny in Paris."}]}`)
+			d := startDaemon(t, append(storeArgs, fakeArgs(fake, "responses")...)...)
+			r := newRPC(t, d)
+			threadID := startThread(t, r, map[string]any{"dynamicTools": []any{weatherTool}})
+			r.methods()
+
+			r.call("turn/start", map[string]any{"threadId": threadID, "input": []any{map[string]any{"type": "text", "text": "weather?"}}})
+			req := r.until("item/tool/call")
+			require.NotNil(t, req.ID)
+			var p struct {
+				ThreadID  string          `json:"threadId"`
+				TurnID    string          `json:"turnId"`
+				CallID    string          `json:"callId"`
+				Namespace *string         `json:"namespace"`
+				Tool      string          `json:"tool"`
+				Arguments json.RawMessage `json:"arguments"`
+			}
+			require.NoError(t, json.Unmarshal(req.Params, &p))
+			require.Equal(t, threadID, p.ThreadID)
+			require.Equal(t, "call_w1", p.CallID)
+			require.Equal(t, "lookup_weather", p.Tool)
+			require.Nil(t, p.Namespace)
+			require.JSONEq(t, `{"city":"Paris"}`, string(p.Arguments))
+			r.reply(req.ID, map[string]any{"contentItems": []any{map[string]any{"type": "inputText", "text": "Sunny, 21C"}}, "success": true})
+
+			done := r.until("turn/completed")
+			var tr turnResult
+			require.NoError(t, json.Unmarshal(done.Params, &tr))
+			require.Equal(t, "completed", tr.Turn.Status)
+			require.Equal(t, "It is sunny in Paris.", tr.Turn.Items[0].Text)
+
+			// The model received the client's answer as the function output.
+			reqs := fake.Requests()
+			require.Len(t, reqs, 2)
+			require.Contains(t, string(reqs[1].Body), "Sunny, 21C")
+			require.Contains(t, string(reqs[1].Body), "call_w1")
+
+			// The dynamicToolCall item is persisted with its result.
+			items := r.call("thread/items/list", map[string]any{"threadId": threadID})
+			require.Contains(t, string(items), `"type":"dynamicToolCall"`)
+			require.Contains(t, string(items), `"success":true`)
+		})
+	}
+}
