@@ -314,6 +314,16 @@ func (m *Manager) hydrate(ctx context.Context, rec store.Thread) (*thread, error
 		}
 		cursor = page.NextCursor
 	}
+	// Upstream item ids are reused as ThreadItem ids; knowing the stored
+	// ones lets a provider that repeats ids (a restarted local server)
+	// get fresh ones instead of a store conflict.
+	items, err := m.itemRecords(ctx, t, "")
+	if err != nil {
+		return nil, err
+	}
+	for _, it := range items {
+		t.itemIDs[it.ItemID] = struct{}{}
+	}
 	return t, nil
 }
 

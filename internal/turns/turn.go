@@ -128,7 +128,7 @@ func (r *turnRun) loop() error {
 		if err := r.drainSteers(); err != nil {
 			return err
 		}
-		calls, err := r.modelRound()
+		calls, usage, err := r.modelRound()
 		if errors.Is(err, errPreempted) {
 			continue
 		}
@@ -136,6 +136,7 @@ func (r *turnRun) loop() error {
 			return err
 		}
 		if len(calls) == 0 {
+			r.recordUsage(usage)
 			// Input that arrives from here on would be lost: the turn
 			// ends unless some is already pending.
 			if !r.at.closeInput(true) {
@@ -143,7 +144,11 @@ func (r *turnRun) loop() error {
 			}
 			return nil
 		}
-		if err := r.runTools(calls); err != nil {
+		// As the reference does, a response's token usage is reported once
+		// its tool calls have completed.
+		err = r.runTools(calls)
+		r.recordUsage(usage)
+		if err != nil {
 			return err
 		}
 	}
@@ -223,11 +228,11 @@ type streamItem struct {
 
 // modelRound sends one request and handles the streamed response. It
 // returns the tool calls the model made.
-func (r *turnRun) modelRound() ([]model.InputItem, error) {
+func (r *turnRun) modelRound() ([]model.InputItem, model.Usage, error) {
 	t, at := r.t, r.at
 	client, err := t.m.cfg.Models.Client(at.settings.provider)
 	if err != nil {
-		return nil, err
+		return nil, model.Usage{}, err
 	}
 	req := model.Request{
 		Model:             at.settings.model,
@@ -241,7 +246,7 @@ func (r *turnRun) modelRound() ([]model.InputItem, error) {
 	for _, s := range r.specs {
 		raw, err := json.Marshal(s.Spec)
 		if err != nil {
-			return nil, fmt.Errorf("encode tool spec %s: %w", s.Spec.ToolName(), err)
+			return nil, model.Usage{}, fmt.Errorf("encode tool spec %s: %w", s.Spec.ToolName(), err)
 		}
 		req.Tools = append(req.Tools, raw)
 	}
@@ -258,7 +263,7 @@ func (r *turnRun) modelRound() ([]model.InputItem, error) {
 		at.mu.Unlock()
 	}()
 	if steered {
-		return nil, errPreempted
+		return nil, model.Usage{}, errPreempted
 	}
 
 	open := map[string]*streamItem{}
@@ -300,15 +305,14 @@ func (r *turnRun) modelRound() ([]model.InputItem, error) {
 			// Abandoned for new input: calls of this response never ran, so
 			// they leave the history; completed messages stay.
 			r.dropCalls(calls)
-			return nil, errPreempted
+			return nil, model.Usage{}, errPreempted
 		}
 		if at.ctx.Err() != nil {
-			return nil, context.Cause(at.ctx)
+			return nil, model.Usage{}, context.Cause(at.ctx)
 		}
-		return nil, err
+		return nil, model.Usage{}, err
 	}
-	r.recordUsage(res.Usage)
-	return calls, nil
+	return calls, res.Usage, nil
 }
 
 // requestInput is the full history: finished turns, then this turn, with
@@ -448,7 +452,13 @@ func (r *turnRun) recordUsage(u model.Usage) {
 	t.meta.TokenTotal = &total
 	t.meta.LastUsage = &last
 	t.meta.LastTurnID = r.at.id
+	patch := store.ThreadPatch{ID: t.id, Meta: t.metaJSONLocked()}
 	t.mu.Unlock()
+	// Persisted now, not at turn end, so that resume after a crash replays
+	// the usage the client last saw.
+	if err := t.write(r.persistCtx(), &store.Batch{UpdateThreads: []store.ThreadPatch{patch}}); err != nil {
+		t.m.log.Error("persist token usage", "thread", t.id, "err", err)
+	}
 	t.emit("thread/tokenUsage/updated", api.ThreadTokenUsageUpdatedNotification{
 		ThreadID: t.id, TurnID: r.at.id, TokenUsage: api.TokenUsage{Total: total, Last: last},
 	})

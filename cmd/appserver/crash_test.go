@@ -1,0 +1,470 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os/exec"
+	"path/filepath"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/appserver/appserver/internal/model/fakemodel"
+	"github.com/appserver/appserver/internal/store/pgtest"
+)
+
+// crashScript drives TestKillNineMidTurnAndResume. Every step matches its
+// request explicitly, so a request that reaches the wrong step fails loudly.
+//
+//   - turn 1 calls update_plan (call id call_plan_1), then answers;
+//   - turn 2 streams slowly (event_delay_ms): it completes a reasoning item,
+//     starts a message, sends two of its four deltas and then stalls until
+//     the daemon goes away (after_events 11 = response.created, the six
+//     reasoning events, output_item.added and content_part.added of the
+//     message, two deltas). The test kills the daemon after the first
+//     delta, so the kill always lands mid-message, with no timing involved;
+//   - turn 3 runs on the restarted daemon.
+const crashScript = `{"steps":[
+	{"name":"t1-plan","match":{"user_text":"Make a plan"},
+	 "reasoning":{"id":"rs_turn1","summary":["Planning first."]},
+	 "tool_calls":[{"call_id":"call_plan_1","name":"update_plan",
+		"arguments":{"explanation":"Survive a crash.","plan":[{"step":"Plan","status":"completed"},{"step":"Crash","status":"in_progress"}]}}],
+	 "usage":{"input_tokens":100,"output_tokens":10,"total_tokens":110}},
+	{"name":"t1-answer","match":{"call_output":"call_plan_1"},"text":"Plan recorded.","chunks":2,
+	 "usage":{"input_tokens":120,"output_tokens":5,"total_tokens":125}},
+	{"name":"t2-slow","match":{"user_text":"Now stream slowly"},"event_delay_ms":5,
+	 "reasoning":{"id":"rs_turn2","summary":["Thinking about the slow part."],"chunks":1},
+	 "text":"This answer never finishes.","chunks":4,
+	 "fail":{"kind":"stall","after_events":11}},
+	{"name":"t3","match":{"user_text":"After the crash"},"text":"Back again."}
+]}`
+
+// Step indexes of crashScript, as recorded in RecordedRequest.Step.
+const (
+	stepT1Plan = iota
+	stepT1Answer
+	stepT2Slow
+	stepT3
+)
+
+func TestKillNineMidTurnAndResume(t *testing.T) {
+	// The build runs while the subtests set up (the Postgres cluster takes
+	// a while to start); they wait for it before starting a daemon.
+	binDir := t.TempDir()
+	build := sync.OnceValues(func() (string, error) { return buildAppserver(binDir) })
+	go func() { _, _ = build() }()
+	t.Cleanup(func() { _, _ = build() }) // before binDir is removed
+	backends := []struct {
+		name string
+		args func(t *testing.T) []string
+	}{
+		{"embedded", func(t *testing.T) []string { return []string{"--data-dir", t.TempDir()} }},
+		{"postgres", func(t *testing.T) []string {
+			return []string{"--database-url", pgtest.URL(t), "--migrate", "--data-dir", t.TempDir()}
+		}},
+	}
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			fake := startFake(t, crashScript)
+			// The database (dropped at cleanup) is created before the
+			// daemons, so their cleanups run first.
+			args := append(b.args(t), fakeArgs(fake, "responses")...)
+			bin, err := build()
+			require.NoError(t, err)
+			testKillNineMidTurnAndResume(t, bin, fake, args)
+		})
+	}
+}
+
+// crashSeenItem is an item/completed as the client received it.
+type crashSeenItem struct {
+	TurnID string          `json:"turnId"`
+	Item   json.RawMessage `json:"item"`
+}
+
+func (s crashSeenItem) id(t *testing.T) string {
+	var v struct{ ID string }
+	require.NoError(t, json.Unmarshal(s.Item, &v))
+	return v.ID
+}
+
+func (s crashSeenItem) typ(t *testing.T) string {
+	var v struct{ Type string }
+	require.NoError(t, json.Unmarshal(s.Item, &v))
+	return v.Type
+}
+
+// crashTakeCompleted returns the item/completed notifications recorded so far
+// and forgets every recorded notification.
+func crashTakeCompleted(t *testing.T, r *rpc) []crashSeenItem {
+	t.Helper()
+	var out []crashSeenItem
+	for _, f := range r.seen {
+		if f.Method == "item/completed" {
+			var s crashSeenItem
+			require.NoError(t, json.Unmarshal(f.Params, &s))
+			out = append(out, s)
+		}
+	}
+	r.seen = nil
+	return out
+}
+
+func testKillNineMidTurnAndResume(t *testing.T, bin string, fake *fakemodel.Server, args []string) {
+	d1 := startAppserverProc(t, bin, args...)
+	r := newRPC(t, &daemon{addr: d1.addr})
+	threadID := startThread(t, r, nil)
+	r.seen = nil
+
+	// Turn 1 completes normally with a tool round.
+	tr1 := runTurn(t, r, threadID, "Make a plan")
+	require.Equal(t, "completed", tr1.Turn.Status)
+	turn1ID := tr1.Turn.ID
+	usageBefore := crashLastUsage(t, r)
+	seen1 := crashTakeCompleted(t, r)
+	require.Equal(t, []string{"userMessage", "reasoning", "agentMessage"}, crashItemTypes(t, seen1),
+		"update_plan emits turn/plan/updated, not an item")
+
+	// Turn 2 is killed mid-message: after the first delta of its agent
+	// message, once its user message and reasoning have completed.
+	var started turnResult
+	require.NoError(t, json.Unmarshal(r.call("turn/start", map[string]any{
+		"threadId": threadID,
+		"input":    []any{map[string]any{"type": "text", "text": "Now stream slowly"}},
+	}), &started))
+	turn2ID := started.Turn.ID
+	r.until("item/agentMessage/delta")
+	for _, f := range r.seen {
+		require.NotEqual(t, "turn/completed", f.Method, "turn 2 must still be running when the daemon is killed")
+	}
+	seen2 := crashTakeCompleted(t, r)
+	require.Equal(t, []string{"userMessage", "reasoning"}, crashItemTypes(t, seen2))
+	d1.kill9(t)
+
+	// Restart on the same store. Before anyone loads it the thread is
+	// notLoaded and turn 2 is already settled as interrupted.
+	d2 := startAppserverProc(t, bin, args...)
+	r2 := newRPC(t, &daemon{addr: d2.addr})
+	var read struct {
+		Thread crashThread `json:"thread"`
+	}
+	require.NoError(t, json.Unmarshal(r2.call("thread/read", map[string]any{"threadId": threadID, "includeTurns": true}), &read))
+	require.Equal(t, "notLoaded", read.Thread.Status.Type)
+	crashRequireTurns(t, read.Thread.Turns, turn1ID, seen1, turn2ID, seen2)
+
+	var resumed struct {
+		Thread crashThread `json:"thread"`
+	}
+	require.NoError(t, json.Unmarshal(r2.call("thread/resume", map[string]any{"threadId": threadID}), &resumed))
+	require.Equal(t, "idle", resumed.Thread.Status.Type, "a thread whose turn died with the daemon resumes idle")
+	crashRequireTurns(t, resumed.Thread.Turns, turn1ID, seen1, turn2ID, seen2)
+	// Resume replays the last token usage the client saw before the kill
+	// (turn 2 never finished a model response).
+	usageAfter := r2.until("thread/tokenUsage/updated")
+	require.JSONEq(t, usageBefore, string(usageAfter.Params))
+	for _, f := range r2.seen {
+		if f.Method == "thread/status/changed" {
+			require.NotContains(t, string(f.Params), `"active"`, "no turn runs after the restart until turn 3")
+		}
+	}
+	r2.seen = nil
+
+	// Turn 3 runs on the restarted daemon with the full prior history.
+	tr3 := runTurn(t, r2, threadID, "After the crash")
+	require.Equal(t, "completed", tr3.Turn.Status)
+	require.Equal(t, "Back again.", tr3.Turn.Items[0].Text)
+	reqs := fake.Requests()
+	require.Len(t, reqs, 4, "one request per model round: two in turn 1, one each in turns 2 and 3")
+	for i, want := range []int{stepT1Plan, stepT1Answer, stepT2Slow, stepT3} {
+		require.Equal(t, want, reqs[i].Step, "request %d answered by the wrong script step", i)
+	}
+	inputs := make([][]json.RawMessage, len(reqs))
+	for i, rq := range reqs {
+		var body struct {
+			Input []json.RawMessage `json:"input"`
+		}
+		require.NoError(t, rq.Decode(&body))
+		inputs[i] = body.Input
+	}
+	// Before the crash: turn 1's second request carries the call and its
+	// output; turn 2's request carries all of turn 1 plus turn 2's input.
+	crashRequireInputPrefix(t, "turn 1 round 2 repeats round 1", inputs[stepT1Plan], inputs[stepT1Answer])
+	call := crashFindInput(t, inputs[stepT1Answer], "function_call", "call_plan_1")
+	require.NotNil(t, call, "turn 1's function_call is in the history")
+	require.Contains(t, call["arguments"], "Survive a crash.")
+	out := crashFindInput(t, inputs[stepT1Answer], "function_call_output", "call_plan_1")
+	require.NotNil(t, out, "turn 1's function_call_output is in the history")
+	require.Equal(t, "Plan updated", out["output"])
+	crashRequireInputPrefix(t, "turn 2 repeats turn 1", inputs[stepT1Answer], inputs[stepT2Slow])
+	crashRequireLastUserText(t, inputs[stepT2Slow], "Now stream slowly")
+	require.Len(t, inputs[stepT2Slow], len(inputs[stepT1Answer])+2, "turn 2 = turn 1 + its answer + the new user message")
+
+	// After the crash: turn 3 replays exactly what was sent before it
+	// (same call ids, same outputs, same items in the same order), then
+	// what turn 2 completed before the kill, then its own input.
+	crashRequireInputPrefix(t, "turn 3 repeats everything sent before the crash", inputs[stepT2Slow], inputs[stepT3])
+	crashRequireLastUserText(t, inputs[stepT3], "After the crash")
+	between := inputs[stepT3][len(inputs[stepT2Slow]) : len(inputs[stepT3])-1]
+	var replayed []string
+	for _, it := range between {
+		require.NotContains(t, string(it), "This answer", "the message cut by the kill never completed; it must not be replayed as if it had")
+		var v struct {
+			Type    string `json:"type"`
+			Summary []struct {
+				Text string `json:"text"`
+			} `json:"summary"`
+		}
+		require.NoError(t, json.Unmarshal(it, &v))
+		if v.Type == "reasoning" && len(v.Summary) == 1 {
+			replayed = append(replayed, v.Summary[0].Text)
+		}
+	}
+	require.Equal(t, []string{"Thinking about the slow part."}, replayed,
+		"turn 2's reasoning completed (and was shown) before the kill, so the model gets it back")
+
+	// The client leaves first, so shutdown does not wait out its close
+	// handshake.
+	_ = r2.ws.CloseNow()
+	d2.terminate(t)
+}
+
+// crashLastUsage returns the params of the last thread/tokenUsage/updated
+// recorded.
+func crashLastUsage(t *testing.T, r *rpc) string {
+	t.Helper()
+	for i := len(r.seen) - 1; i >= 0; i-- {
+		if r.seen[i].Method == "thread/tokenUsage/updated" {
+			return string(r.seen[i].Params)
+		}
+	}
+	t.Fatal("no thread/tokenUsage/updated received")
+	return ""
+}
+
+func crashItemTypes(t *testing.T, items []crashSeenItem) []string {
+	out := make([]string, 0, len(items))
+	for _, it := range items {
+		out = append(out, it.typ(t))
+	}
+	return out
+}
+
+// crashThread is the part of a Thread the crash test checks.
+type crashThread struct {
+	Status struct {
+		Type string `json:"type"`
+	} `json:"status"`
+	Turns []crashTurn `json:"turns"`
+}
+
+// crashTurn is the part of a Turn the crash test checks.
+type crashTurn struct {
+	ID          string            `json:"id"`
+	Status      string            `json:"status"`
+	ItemsView   string            `json:"itemsView"`
+	Items       []json.RawMessage `json:"items"`
+	CompletedAt *int64            `json:"completedAt"`
+	Error       json.RawMessage   `json:"error"`
+}
+
+// crashRequireTurns checks the stored transcript against what the client saw
+// before the kill: every item/completed is stored, byte for byte (as
+// JSON), in order, and nothing else; turn 2 is settled.
+func crashRequireTurns(t *testing.T, turns []crashTurn, turn1ID string, seen1 []crashSeenItem, turn2ID string, seen2 []crashSeenItem) {
+	t.Helper()
+	require.Len(t, turns, 2)
+	for i, want := range []struct {
+		id     string
+		status string
+		seen   []crashSeenItem
+	}{
+		{turn1ID, "completed", seen1},
+		{turn2ID, "interrupted", seen2},
+	} {
+		got := turns[i]
+		require.Equal(t, want.id, got.ID)
+		require.Equal(t, want.status, got.Status, "turn %d", i+1)
+		require.NotNil(t, got.CompletedAt, "turn %d is settled", i+1)
+		require.Equal(t, "full", got.ItemsView)
+		var wantIDs, gotIDs []string
+		for _, s := range want.seen {
+			wantIDs = append(wantIDs, s.typ(t)+" "+s.id(t))
+		}
+		for _, raw := range got.Items {
+			s := crashSeenItem{Item: raw}
+			gotIDs = append(gotIDs, s.typ(t)+" "+s.id(t))
+		}
+		require.Equal(t, wantIDs, gotIDs, "turn %d: stored items vs item/completed seen by the client", i+1)
+		for j, s := range want.seen {
+			require.Equal(t, want.id, s.TurnID)
+			require.JSONEq(t, string(s.Item), string(got.Items[j]), "turn %d item %d (%s)", i+1, j, s.id(t))
+		}
+	}
+	require.JSONEq(t, "null", string(turns[1].Error), "an interrupted turn has no error")
+}
+
+// crashRequireInputPrefix asserts that full starts with prefix, item by item.
+func crashRequireInputPrefix(t *testing.T, what string, prefix, full []json.RawMessage) {
+	t.Helper()
+	require.GreaterOrEqual(t, len(full), len(prefix), "%s: the later request has fewer input items", what)
+	for i := range prefix {
+		require.JSONEq(t, string(prefix[i]), string(full[i]), "%s: input[%d] differs", what, i)
+	}
+}
+
+// crashFindInput returns the input item of the given type and call id.
+func crashFindInput(t *testing.T, input []json.RawMessage, typ, callID string) map[string]any {
+	t.Helper()
+	for _, raw := range input {
+		var v map[string]any
+		require.NoError(t, json.Unmarshal(raw, &v))
+		if v["type"] == typ && v["call_id"] == callID {
+			return v
+		}
+	}
+	return nil
+}
+
+func crashRequireLastUserText(t *testing.T, input []json.RawMessage, text string) {
+	t.Helper()
+	require.NotEmpty(t, input)
+	last := input[len(input)-1]
+	var v struct {
+		Role    string `json:"role"`
+		Content []struct {
+			Text string `json:"text"`
+		} `json:"content"`
+	}
+	require.NoError(t, json.Unmarshal(last, &v))
+	require.Equal(t, "user", v.Role, "%s", last)
+	require.Len(t, v.Content, 1, "%s", last)
+	require.Equal(t, text, v.Content[0].Text)
+}
+
+// buildAppserver builds this package into dir, with the race detector
+// when the test binary has it, so that the subprocess is checked too.
+func buildAppserver(dir string) (string, error) {
+	bin := filepath.Join(dir, "appserver")
+	args := []string{"build", "-o", bin}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			if s.Key == "-race" && s.Value == "true" {
+				args = append(args, "-race")
+			}
+		}
+	}
+	// go test puts GOROOT/bin first on PATH.
+	if out, err := exec.Command("go", append(args, ".")...).CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build: %w\n%s", err, out)
+	}
+	return bin, nil
+}
+
+// appserverProc is the daemon running as a subprocess.
+type appserverProc struct {
+	cmd    *exec.Cmd
+	addr   string // ws://127.0.0.1:PORT
+	stderr *crashSyncBuffer
+	exited chan struct{} // closed when Wait returns
+	err    error         // Wait's result, once exited is closed
+}
+
+// startAppserverProc runs `appserver serve` on a free loopback port and
+// waits for it to listen. Cleanup kills its process group if it is still
+// running, so no daemon outlives the test.
+func startAppserverProc(t *testing.T, bin string, args ...string) *appserverProc {
+	t.Helper()
+	cmd := exec.Command(bin, append([]string{"serve", "--listen", "ws://127.0.0.1:0", "--log-level", "warn"}, args...)...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.WaitDelay = 5 * time.Second
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	p := &appserverProc{cmd: cmd, stderr: &crashSyncBuffer{}, exited: make(chan struct{})}
+	cmd.Stderr = p.stderr
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() {
+		select {
+		case <-p.exited:
+		default:
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-p.exited
+		}
+	})
+
+	// The address line comes first; the rest of stdout is drained so the
+	// daemon never blocks on a full pipe. Wait runs after the pipe is read
+	// to its end, as exec requires.
+	addr := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if rest, ok := strings.CutPrefix(sc.Text(), "appserver listening on "); ok {
+				addr <- rest
+				break
+			}
+		}
+		_, _ = io.Copy(io.Discard, stdout)
+		p.err = cmd.Wait()
+		close(p.exited)
+	}()
+	select {
+	case p.addr = <-addr:
+	case <-p.exited:
+		t.Fatalf("appserver exited before listening: %v\nstderr:\n%s", p.err, p.stderr)
+	case <-time.After(30 * time.Second):
+		t.Fatalf("appserver did not listen within 30 s\nstderr:\n%s", p.stderr)
+	}
+	return p
+}
+
+// kill9 sends SIGKILL and waits until the process is gone.
+func (p *appserverProc) kill9(t *testing.T) {
+	t.Helper()
+	require.NoError(t, syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL))
+	<-p.exited
+	var exitErr *exec.ExitError
+	require.True(t, errors.As(p.err, &exitErr), "wait: %v", p.err)
+	ws, ok := exitErr.Sys().(syscall.WaitStatus)
+	require.True(t, ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL, "daemon did not die of SIGKILL: %v\nstderr:\n%s", p.err, p.stderr)
+}
+
+// terminate stops the daemon with SIGTERM and requires a clean exit (a
+// race report from a -race build would make it exit 66).
+func (p *appserverProc) terminate(t *testing.T) {
+	t.Helper()
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
+	select {
+	case <-p.exited:
+	case <-time.After(15 * time.Second):
+		t.Fatalf("appserver did not exit within 15 s of SIGTERM\nstderr:\n%s", p.stderr)
+	}
+	require.NoError(t, p.err, "appserver exit\nstderr:\n%s", p.stderr)
+}
+
+// crashSyncBuffer is a bytes.Buffer safe for the exec copier and the test.
+type crashSyncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *crashSyncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *crashSyncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
