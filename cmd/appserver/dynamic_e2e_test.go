@@ -74,3 +74,31 @@ func TestDynamicToolCallRoundTrip(t *testing.T) {
 		})
 	}
 }
+
+func TestNamespacedDynamicToolIsCalledAsNsDotTool(t *testing.T) {
+	fake := startFake(t, `{"steps":[
+		{"tool_calls":[{"call_id":"call_n1","name":"weather.lookup","arguments":{"city":"Oslo"}}]},
+		{"match":{"call_output":"call_n1"},"text":"Cold."}]}`)
+	d := startDaemon(t, append([]string{"--data-dir", t.TempDir()}, fakeArgs(fake, "responses")...)...)
+	r := newRPC(t, d)
+	ns := map[string]any{"type": "namespace", "name": "weather", "description": "Weather tools", "tools": []any{
+		map[string]any{"type": "function", "name": "lookup", "description": "Look up", "inputSchema": weatherTool["inputSchema"]},
+	}}
+	threadID := startThread(t, r, map[string]any{"dynamicTools": []any{ns}})
+	r.call("turn/start", map[string]any{"threadId": threadID, "input": []any{map[string]any{"type": "text", "text": "weather?"}}})
+	req := r.until("item/tool/call")
+	var p struct {
+		Namespace *string `json:"namespace"`
+		Tool      string  `json:"tool"`
+	}
+	require.NoError(t, json.Unmarshal(req.Params, &p))
+	require.NotNil(t, p.Namespace)
+	require.Equal(t, "weather", *p.Namespace)
+	require.Equal(t, "lookup", p.Tool)
+	r.reply(req.ID, map[string]any{"contentItems": []any{map[string]any{"type": "inputText", "text": "-5C"}}, "success": true})
+	var tr turnResult
+	require.NoError(t, json.Unmarshal(r.until("turn/completed").Params, &tr))
+	require.Equal(t, "completed", tr.Turn.Status)
+	// The namespace spec went to the model.
+	require.Contains(t, string(fake.Requests()[0].Body), `"type":"namespace"`)
+}

@@ -470,6 +470,14 @@ func (r *turnRun) runTools(calls []model.InputItem) error {
 	regCalls := make([]registry.Call, 0, len(calls))
 	for _, c := range calls {
 		call := registry.Call{CallID: c.CallID, Name: c.Name}
+		// Tools inside a namespace spec are called as "ns.tool".
+		if _, ok := r.registry.Handler("", c.Name); !ok {
+			if ns, name, found := strings.Cut(c.Name, "."); found {
+				if _, ok := r.registry.Handler(ns, name); ok {
+					call.Namespace, call.Name = ns, name
+				}
+			}
+		}
 		if c.Type == model.ItemCustomToolCall {
 			call.Payload = registry.CustomPayload{Input: c.Input}
 		} else {
