@@ -1,0 +1,14 @@
+// Package policy holds the pure decision logic behind tool approvals and
+// sandboxing (tools.md §4): approval policies and sandbox policies with their
+// wire forms, the known-safe and dangerous command classifiers, exec-policy
+// prefix rules with amendments, the per-call orchestrator decision (skip,
+// ask, forbid, run unsandboxed) including the retry-after-sandbox-denial
+// rule, patch safety, and the per-thread store of session approvals.
+//
+// Nothing here runs a process. The only file-system access is the lookup of
+// protected subpaths (.git, .codex, .agents) when writable roots are resolved,
+// and appending an allow rule to a rules file on request.
+//
+// Texts returned for the model (rejections, reasons) use the reference
+// implementation's words so models trained against Codex read them as usual.
+package policy

@@ -1,0 +1,283 @@
+package applypatch
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/appserver/appserver/internal/registry"
+)
+
+// Name is the tool name.
+const Name = "apply_patch"
+
+// FreeformDescription is the description of the freeform spec, as
+// codex-cli 0.169 sends it.
+const FreeformDescription = "The `apply_patch` tool can be used to edit files. This is a FREEFORM tool, so do not wrap the patch in JSON."
+
+// LarkGrammar is the grammar of the freeform spec, byte for byte as
+// codex-cli 0.169 sends it.
+const LarkGrammar = `start: begin_patch hunk+ end_patch
+begin_patch: "*** Begin Patch" LF
+end_patch: "*** End Patch" LF?
+
+hunk: add_hunk | delete_hunk | update_hunk
+add_hunk: "*** Add File: " filename LF add_line+
+delete_hunk: "*** Delete File: " filename LF
+update_hunk: "*** Update File: " filename LF change_move? change?
+
+filename: /(.+)/
+add_line: "+" /(.*)/ LF -> line
+
+change_move: "*** Move to: " filename LF
+change: (change_context | change_line)+ eof_line?
+change_context: ("@@" | "@@ " /(.+)/) LF
+change_line: ("+" | "-" | " ") /(.*)/ LF
+eof_line: "*** End of File" LF
+
+%import common.LF
+`
+
+// FunctionDescription is the description of the JSON function spec, for
+// models without custom tools. 0.169 no longer offers this form; the text
+// is the one Codex sent while it did.
+const FunctionDescription = `Use the ` + "`apply_patch`" + ` tool to edit files.
+Your patch language is a stripped‑down, file‑oriented diff format designed to be easy to parse and safe to apply. You can think of it as a high‑level envelope:
+
+*** Begin Patch
+[ one or more file sections ]
+*** End Patch
+
+Within that envelope, you get a sequence of file operations.
+You MUST include a header to specify the action you are taking.
+Each operation starts with one of three headers:
+
+*** Add File: <path> - create a new file. Every following line is a + line (the initial contents).
+*** Delete File: <path> - remove an existing file. Nothing follows.
+*** Update File: <path> - patch an existing file in place (optionally with a rename).
+
+May be immediately followed by *** Move to: <new path> if you want to rename the file.
+Then one or more “hunks”, each introduced by @@ (optionally followed by a hunk header).
+Within a hunk each line starts with:
+
+For instructions on [context_before] and [context_after]:
+- By default, show 3 lines of code immediately above and 3 lines immediately below each change. If a change is within 3 lines of a previous change, do NOT duplicate the first change’s [context_after] lines in the second change’s [context_before] lines.
+- If 3 lines of context is insufficient to uniquely identify the snippet of code within the file, use the @@ operator to indicate the class or function to which the snippet belongs. For instance, we might have:
+@@ class BaseClass
+[3 lines of pre-context]
+- [old_code]
++ [new_code]
+[3 lines of post-context]
+
+- If a code block is repeated so many times in a class or function such that even a single ` + "`@@`" + ` statement and 3 lines of context cannot uniquely identify the snippet of code, you can use multiple ` + "`@@`" + ` statements to jump to the right context. For instance:
+
+@@ class BaseClass
+@@ 	 def method():
+[3 lines of pre-context]
+- [old_code]
++ [new_code]
+[3 lines of post-context]
+
+The full grammar definition is below:
+Patch := Begin { FileOp } End
+Begin := "*** Begin Patch" NEWLINE
+End := "*** End Patch" NEWLINE
+FileOp := AddFile | DeleteFile | UpdateFile
+AddFile := "*** Add File: " path NEWLINE { "+" line NEWLINE }
+DeleteFile := "*** Delete File: " path NEWLINE
+UpdateFile := "*** Update File: " path NEWLINE [ MoveTo ] { Hunk }
+MoveTo := "*** Move to: " newPath NEWLINE
+Hunk := "@@" [ header ] NEWLINE { HunkLine } [ "*** End of File" NEWLINE ]
+HunkLine := (" " | "-" | "+") text NEWLINE
+
+A full patch can combine several operations:
+
+*** Begin Patch
+*** Add File: hello.txt
++Hello world
+*** Update File: src/app.py
+*** Move to: src/main.py
+@@ def greet():
+-print("Hi")
++print("Hello, world!")
+*** Delete File: obsolete.txt
+*** End Patch
+
+It is important to remember:
+
+- You must include a header with your intended action (Add/Delete/Update)
+- You must prefix new lines with ` + "`+`" + ` even when creating a new file
+- File references can only be relative, NEVER ABSOLUTE.
+`
+
+// FreeformSpec returns the custom (freeform) tool spec with the Lark
+// grammar, the form offered to GPT-5-class models.
+func FreeformSpec() registry.FreeformSpec {
+	return registry.FreeformSpec{
+		Name:        Name,
+		Description: FreeformDescription,
+		Format:      registry.FreeformFormat{Type: "grammar", Syntax: "lark", Definition: LarkGrammar},
+	}
+}
+
+// FunctionSpec returns the JSON function spec: one required string
+// parameter, input, holding the whole patch.
+func FunctionSpec() registry.FunctionSpec {
+	params := registry.Object(map[string]*registry.Schema{
+		"input": registry.String("The entire contents of the apply_patch command"),
+	}, []string{"input"}, registry.AllowAdditional(false))
+	return registry.FunctionSpec{Name: Name, Description: FunctionDescription, Parameters: params}
+}
+
+// Register adds apply_patch to b in the freeform form, or the JSON form
+// when freeform is false. It is registered non-parallel, as in Codex.
+func Register(b *registry.Builder, h *Handler, freeform bool) error {
+	if h == nil {
+		h = &Handler{}
+	}
+	var spec registry.ToolSpec = FunctionSpec()
+	if freeform {
+		spec = FreeformSpec()
+	}
+	return b.Register(spec, h, false)
+}
+
+// OutputFormat selects how a run is reported to the model.
+type OutputFormat uint8
+
+const (
+	// OutputFreeform is the text form of current Codex (0.169):
+	// "Exit code: 0\nWall time: 0 seconds\nOutput:\n<summary>".
+	OutputFreeform OutputFormat = iota
+	// OutputStructured is the classic JSON form:
+	// {"output":"<summary>","metadata":{"exit_code":0,"duration_seconds":0.0}}.
+	OutputStructured
+)
+
+// Handler runs apply_patch calls (function and custom payloads). The zero
+// value verifies and applies patches confined to the turn's cwd. Approvals
+// and sandboxing are not its business: a policy layer takes part through
+// Planned, or calls NewPlan and Plan.Apply itself.
+type Handler struct {
+	// Roots returns the workspace roots for a call; nil, or an empty
+	// result, confines the patch to the turn's cwd.
+	Roots func(inv registry.Invocation) []string
+	// Planned, when set, runs after the patch was verified and before
+	// anything is written (for example to emit the fileChange item and ask
+	// for approval). A non-nil error stops the call and is answered to the
+	// model as is, e.g. "patch rejected by user".
+	Planned func(ctx context.Context, inv registry.Invocation, plan *Plan) error
+	// Finished, when set, runs after Apply with its result or error (for
+	// example to complete the item and feed a DiffTracker).
+	Finished func(ctx context.Context, inv registry.Invocation, plan *Plan, res Result, err error)
+	// Format selects the output form; the default is OutputFreeform.
+	Format OutputFormat
+	// Now is the clock for the reported wall time; nil uses time.Now.
+	Now func() time.Time
+}
+
+// Kind returns registry.PayloadFunction.
+func (*Handler) Kind() registry.PayloadKind { return registry.PayloadFunction }
+
+// MatchesKind accepts function (JSON form) and custom (freeform) payloads.
+func (*Handler) MatchesKind(p registry.Payload) bool {
+	if p == nil {
+		return false
+	}
+	k := p.Kind()
+	return k == registry.PayloadFunction || k == registry.PayloadCustom
+}
+
+// IsMutating returns true: a patch changes files.
+func (*Handler) IsMutating(context.Context, registry.Invocation) bool { return true }
+
+// PatchText extracts the patch from a call: the raw input of a custom
+// payload, or the "input" argument of a function payload.
+func PatchText(p registry.Payload) (string, error) {
+	switch p := p.(type) {
+	case registry.CustomPayload:
+		return p.Input, nil
+	case registry.FunctionPayload:
+		var args struct {
+			Input *string `json:"input"`
+		}
+		if err := registry.DecodeArguments(p.Arguments, &args); err != nil {
+			return "", err
+		}
+		if args.Input == nil {
+			return "", registry.ArgumentsError(errors.New("missing field `input`"))
+		}
+		return *args.Input, nil
+	}
+	return "", errors.New("apply_patch handler received unsupported payload")
+}
+
+// Handle verifies the patch, lets Planned veto it, applies it, and reports
+// the run as an exec result. Verification failures are answered to the
+// model as errors ("apply_patch verification failed: ..."); a write failure
+// is a failed run (exit code 1) whose output is the error.
+func (h *Handler) Handle(ctx context.Context, inv registry.Invocation) (registry.Output, error) {
+	text, err := PatchText(inv.Payload)
+	if err != nil {
+		return registry.Output{}, err
+	}
+	var roots []string
+	if h.Roots != nil {
+		roots = h.Roots(inv)
+	}
+	plan, err := NewPlan(inv.Turn.Cwd, roots, text)
+	if err != nil {
+		return registry.Output{}, err
+	}
+	if h.Planned != nil {
+		if err := h.Planned(ctx, inv, plan); err != nil {
+			return registry.Output{}, err
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return registry.Output{}, err
+	}
+	now := h.Now
+	if now == nil {
+		now = time.Now
+	}
+	started := now()
+	res, err := plan.Apply()
+	elapsed := now().Sub(started)
+	if h.Finished != nil {
+		h.Finished(ctx, inv, plan, res, err)
+	}
+	if err != nil {
+		if KindOf(err) != ErrIO {
+			return registry.Output{}, err
+		}
+		return registry.TextOutput(h.format(1, elapsed, err.Error()+"\n"), false), nil
+	}
+	return registry.TextOutput(h.format(0, elapsed, res.Summary()), true), nil
+}
+
+func (h *Handler) format(exitCode int, elapsed time.Duration, output string) string {
+	secs := math.Round(elapsed.Seconds()*10) / 10
+	if h.Format == OutputStructured {
+		b, _ := json.Marshal(output)
+		dur := strconv.FormatFloat(secs, 'f', -1, 64)
+		if !strings.Contains(dur, ".") {
+			dur += ".0"
+		}
+		return fmt.Sprintf(`{"output":%s,"metadata":{"exit_code":%d,"duration_seconds":%s}}`, b, exitCode, dur)
+	}
+	return FormatExecOutput(exitCode, elapsed, output)
+}
+
+// FormatExecOutput renders a run in the freeform exec form the reference
+// uses for apply_patch: the wall time is rounded to a tenth of a second and
+// printed like Rust prints a float ("0", "1.2", "3").
+func FormatExecOutput(exitCode int, elapsed time.Duration, output string) string {
+	secs := math.Round(elapsed.Seconds()*10) / 10
+	return fmt.Sprintf("Exit code: %d\nWall time: %s seconds\nOutput:\n%s", exitCode, strconv.FormatFloat(secs, 'f', -1, 64), output)
+}
