@@ -14,6 +14,7 @@ import (
 	"github.com/appserver/appserver/internal/model"
 	"github.com/appserver/appserver/internal/registry"
 	"github.com/appserver/appserver/internal/registry/planning"
+	"github.com/appserver/appserver/internal/skills"
 	"github.com/appserver/appserver/internal/turns"
 )
 
@@ -86,15 +87,35 @@ func retries(n int) int {
 
 // builtinNames are the tool names the daemon itself offers; a client's
 // dynamic tools may not take them.
-var builtinNames = []string{planning.Name}
+var builtinNames = []string{planning.Name, "skills"}
+
+// skillsConfig maps the [skills] config section.
+func skillsConfig(cfg *config.Config) skills.Config {
+	sc := skills.Config{Roots: cfg.Skills.Roots, Remote: map[string]skills.RemoteConfig{}}
+	for id, r := range cfg.Skills.Remote {
+		sc.Remote[id] = skills.RemoteConfig{URL: r.URL, BearerTokenEnv: r.BearerTokenEnv}
+	}
+	return sc
+}
+
+// newSkillsCatalog builds the skill catalog: the workspace's own skill
+// folders always (for skills/list), plus configured roots and remotes.
+func newSkillsCatalog(cfg *config.Config, log *slog.Logger) (*skills.Catalog, error) {
+	return skills.New(skillsConfig(cfg), skills.Options{Logger: log})
+}
 
 // turnTools builds the tool set of a turn: the built-in tools, then the
 // thread's dynamic tools (served by the broker) if it registered any.
-func turnTools(log *slog.Logger, broker *dynamic.Broker) turns.ToolsFactory {
+func turnTools(log *slog.Logger, broker *dynamic.Broker, cat *skills.Catalog) turns.ToolsFactory {
 	return func(tc turns.ToolContext) ([]registry.ConfiguredToolSpec, *registry.Registry, error) {
 		b := registry.NewBuilder(registry.Config{Logger: log})
 		if err := planning.Register(b, &planning.Handler{}); err != nil {
 			return nil, nil, err
+		}
+		if cat != nil {
+			if err := skills.Register(b, cat); err != nil {
+				return nil, nil, err
+			}
 		}
 		if len(tc.DynamicTools) == 0 {
 			specs, reg := b.Build()

@@ -20,6 +20,7 @@ import (
 	"github.com/appserver/appserver/internal/model/fakemodel"
 	"github.com/appserver/appserver/internal/server"
 	"github.com/appserver/appserver/internal/server/auth"
+	"github.com/appserver/appserver/internal/skills"
 	"github.com/appserver/appserver/internal/store"
 	"github.com/appserver/appserver/internal/store/postgres"
 	"github.com/appserver/appserver/internal/store/sqlite"
@@ -303,11 +304,20 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		Metrics:          metrics.DynamicMetrics(),
 		Logger:           log,
 	})
+	cat, err := newSkillsCatalog(cfg, log)
+	if err != nil {
+		return err
+	}
+	defer cat.Close()
+	var toolSkills *skills.Catalog
+	if skillsConfig(cfg).Configured() {
+		toolSkills = cat
+	}
 	mgr, err := turns.New(turns.Config{
 		Store:                st,
 		Notifier:             srv.Notifier(),
 		Models:               newProviders(cfg, log),
-		Tools:                turnTools(log, broker),
+		Tools:                turnTools(log, broker, toolSkills),
 		ValidateDynamicTools: validateDynamicTools,
 		SubscribersChanged:   func(threadID string) { broker.Reoffer(threadID) },
 		Defaults: turns.Defaults{
@@ -329,6 +339,21 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	srv.RegisterThreads(mgr)
 	broker.SetRouter(srv.NewToolRouter(mgr.Subscribers))
+	srv.Handle("skills/list", func(ctx context.Context, c *server.Call) (any, error) {
+		var p api.SkillsListParams
+		if err := server.DecodeParams(c, &p); err != nil {
+			return nil, err
+		}
+		return cat.SkillsList(ctx, p, cwd)
+	})
+	watcher := cat.NewWatcher(skills.WatcherConfig{
+		Logger:   log,
+		OnChange: func() { srv.Notifier().Broadcast("skills/changed", struct{}{}) },
+	})
+	if err := watcher.Start(ctx); err != nil {
+		return err
+	}
+	defer watcher.Stop()
 	// Running turns get the grace period, then are interrupted, while the
 	// connections are still open to hear turn/completed.
 	srv.OnDrain(func() {

@@ -208,6 +208,8 @@ type Config struct {
 	ModelProviders map[string]ModelProvider `toml:"model_providers"`
 	// MCPServers maps MCP server ids to how to reach them.
 	MCPServers map[string]MCPServer `toml:"mcp_servers"`
+	// Skills configures the skill catalogs ([skills]).
+	Skills Skills `toml:"skills"`
 	// ModelCatalog is the [models.<id>] table: the models model/list
 	// reports besides Model (see Models).
 	ModelCatalog map[string]ModelEntry `toml:"models"`
@@ -246,6 +248,25 @@ type ModelProvider struct {
 	StreamIdleTimeoutMS int `toml:"stream_idle_timeout_ms"`
 	// RequiresOpenAIAuth marks providers that need an OpenAI login or key.
 	RequiresOpenAIAuth bool `toml:"requires_openai_auth"`
+}
+
+// Skills configures skill catalogs: local roots searched after the
+// workspace's own .agents/skills and .codex/skills folders, and remote
+// providers reached over MCP-style HTTP.
+type Skills struct {
+	// Roots are extra local skill directories (absolute, ~/…, or relative
+	// to the turn's cwd).
+	Roots []string `toml:"roots"`
+	// Remote maps provider ids to remote skill catalogs.
+	Remote map[string]SkillsRemote `toml:"remote"`
+}
+
+// SkillsRemote is one remote skill provider ([skills.remote.<id>]).
+type SkillsRemote struct {
+	// URL is the provider's MCP endpoint.
+	URL string `toml:"url"`
+	// BearerTokenEnv names the environment variable holding its token.
+	BearerTokenEnv string `toml:"bearer_token_env"`
 }
 
 // MCPServer is one [mcp_servers.<id>] table, with Codex's fields: either a

@@ -167,7 +167,7 @@ var codexTopLevelKeys = setOf(
 	"project_doc_max_bytes", "project_root_markers", "projects", "realtime",
 	"responses_originator_header_internal_override", "review_model",
 	"sandbox_workspace_write", "service_tier", "shell_environment_policy",
-	"show_raw_agent_reasoning", "skills", "sqlite_home", "suppress_unstable_features_warning",
+	"show_raw_agent_reasoning", "sqlite_home", "suppress_unstable_features_warning",
 	"tool_output_token_limit", "tool_suggest", "tools", "tui",
 	"use_experimental_streamable_shell_tool", "use_experimental_unified_exec_tool",
 	"use_experimental_use_rmcp_client", "web_search", "windows",

@@ -106,6 +106,11 @@ func (c *Config) validateServer() error {
 			return c.invalid(key("allowed_origins"), "%q is not an origin (expected scheme://host[:port], no path)", o)
 		}
 	}
+	for id, r := range c.Skills.Remote {
+		if u, err := url.Parse(r.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return c.invalid(key("skills", "remote", id, "url"), "must be an http(s) URL")
+		}
+	}
 	if c.DynamicToolReconnectTimeout <= 0 {
 		return c.invalid(key("dynamic_tool_reconnect_timeout"), "must be positive")
 	}

@@ -57,13 +57,11 @@ type Catalog struct {
 	codec     cursorCodec
 }
 
-// New builds the providers of cfg: a LocalProvider when Roots is not empty
-// and one RemoteProvider per Remote entry.
+// New builds the providers of cfg: a LocalProvider (which always searches
+// the workspace's own skill folders, then Roots) and one RemoteProvider per
+// Remote entry.
 func New(cfg Config, opts Options) (*Catalog, error) {
-	var providers []Provider
-	if len(cfg.Roots) > 0 {
-		providers = append(providers, NewLocalProvider(cfg.Roots, opts.Local))
-	}
+	providers := []Provider{NewLocalProvider(cfg.Roots, opts.Local)}
 	ids := make([]string, 0, len(cfg.Remote))
 	for id := range cfg.Remote {
 		ids = append(ids, id)
@@ -78,6 +76,10 @@ func New(cfg Config, opts Options) (*Catalog, error) {
 	}
 	return NewCatalog(opts.Logger, providers...)
 }
+
+// Configured reports whether cfg names any skill source beyond the
+// workspace defaults; only then are the skills tools offered to the model.
+func (cfg Config) Configured() bool { return len(cfg.Roots) > 0 || len(cfg.Remote) > 0 }
 
 // NewCatalog returns a catalog over the given providers (e.g. custom ones).
 // Authorities must be valid and distinct.

@@ -112,15 +112,17 @@ func (e *toolEnv) listAll() ([]ListedSkill, int) {
 }
 
 func TestRegisterOnlyWithProviders(t *testing.T) {
-	cat, err := New(Config{}, Options{})
+	empty, err := NewCatalog(nil)
 	require.NoError(t, err)
 	b := registry.NewBuilder(registry.Config{})
-	require.NoError(t, Register(b, cat))
+	require.NoError(t, Register(b, empty))
 	require.NoError(t, Register(b, nil))
 	specs, _ := b.Build()
 	assert.Empty(t, specs, "no provider, no skills namespace")
+	assert.False(t, Config{}.Configured(), "the workspace defaults alone do not offer the tools")
+	assert.True(t, Config{Roots: []string{"/x"}}.Configured())
 
-	cat, err = New(Config{Roots: []string{t.TempDir()}}, Options{})
+	cat, err := New(Config{Roots: []string{t.TempDir()}}, Options{})
 	require.NoError(t, err)
 	b = registry.NewBuilder(registry.Config{})
 	require.NoError(t, Register(b, cat))
