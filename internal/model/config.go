@@ -144,6 +144,11 @@ func newHTTPTransport(headerTimeout time.Duration) *http.Transport {
 		tr = &http.Transport{Proxy: http.ProxyFromEnvironment, ForceAttemptHTTP2: true, IdleConnTimeout: 90 * time.Second}
 	}
 	tr.ResponseHeaderTimeout = headerTimeout
+	// Every thread with a running turn streams from the same host; Go's
+	// default of two idle connections per host would make most turns of a
+	// busy daemon open (and, over TLS, handshake) a new connection.
+	tr.MaxIdleConnsPerHost = 256
+	tr.MaxIdleConns = 512
 	return tr
 }
 

@@ -8,7 +8,6 @@ import (
 
 	"github.com/appserver/appserver/api"
 	"github.com/appserver/appserver/internal/apperr"
-	"github.com/appserver/appserver/internal/model"
 	"github.com/appserver/appserver/internal/store"
 )
 
@@ -876,9 +875,10 @@ func (m *Manager) StartTurn(ctx context.Context, c Caller, p api.TurnStartParams
 	at := &activeTurn{id: newID(), startedAt: m.now(), settings: settings, ctx: turnCtx, cancel: cancel, done: make(chan struct{})}
 	run := &turnRun{
 		t: t, at: at,
-		// Copy the prior history: the turn appends to its own slice and
-		// the thread's grows only when the turn ends.
-		prior: append([]model.InputItem(nil), t.history...),
+		// Share the prior history, capped at its length: the turn appends
+		// only to its own slice, and the thread's grows (by append, which
+		// never writes below this length) only when the turn ends.
+		prior: t.history[:len(t.history):len(t.history)],
 	}
 	specs, reg, err := m.cfg.Tools(ToolContext{
 		ThreadID: t.id, TurnID: at.id, Cwd: settings.cwd,

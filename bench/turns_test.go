@@ -1,0 +1,524 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/appserver/appserver/internal/model/fakemodel"
+	"github.com/appserver/appserver/internal/store/pgtest"
+)
+
+// turnsCase is one BenchmarkTurns sub-benchmark: threads concurrent
+// connections, one thread each, sharing total measured turns.
+type turnsCase struct {
+	threads int
+	total   int
+}
+
+var turnsCases = []turnsCase{
+	{threads: 1, total: 300},
+	{threads: 4, total: 800},
+	{threads: 32, total: 2000},
+}
+
+const (
+	// setupTimeout bounds opening the connections, starting the threads
+	// and the warm-up turns.
+	setupTimeout = time.Minute
+	// turnsTimeout bounds one b.N iteration of the measured phase.
+	turnsTimeout = 3 * time.Minute
+	// turnTimeout bounds one turn, from turn/start to turn/completed.
+	turnTimeout = 30 * time.Second
+)
+
+// BenchmarkTurns is a load generator for plain turns: the daemon runs with
+// an in-process fake model (script exhausted from the start, so every
+// request gets the fixed exhausted text at once, with no delay) and N
+// workers, each on its own websocket and thread, run turn/start →
+// turn/completed in a loop until the sub-benchmark's fixed number of turns
+// is done.
+//
+// Sub-benchmarks: store=embedded|postgres × threads=1|4|32. Each b.N
+// iteration is the whole fixed workload on the same daemon (after one
+// warm-up turn per thread, not counted), so -benchtime=1x is a full
+// measurement; a time-based -benchtime repeats the workload a few times
+// (the threads keep growing). Every phase has a deadline, so a
+// sub-benchmark always ends by itself. Reported:
+//   - p50-ms, p99-ms: per-turn latency, from writing turn/start to reading
+//     that thread's turn/completed (status must be "completed");
+//   - turns/s: measured turns over the wall time of the measured phase;
+//   - ns/op: that wall time per turn (1e9 / turns/s);
+//   - peak-rss-MB: the daemon's VmHWM at the end (whole life: start-up,
+//     migrations, warm-up and load);
+//   - daemon-cpu-ms/turn: the daemon's user+system CPU time over the
+//     measured phase (from /proc/PID/stat), per turn. Unlike the latency
+//     figures it hardly moves when other processes compete for the CPU.
+//
+// The log line adds the p50 of the first and the last tenth of the turns
+// (threads grow, and every model request carries the whole history), the
+// frames a client reads per turn (thread/status/changed goes to every
+// connection) and this process's CPU per turn (the clients and the fake
+// model share the machine with the daemon).
+//
+// Postgres runs use pgtest's throwaway cluster; the benchmark fails unless
+// synchronous_commit is on and logs fsync and full_page_writes (pgtest
+// turns both off, so commits do not wait for a disk flush; point
+// APPSERVER_TEST_DATABASE_URL at a server with fsync on to include it).
+func BenchmarkTurns(b *testing.B) {
+	raiseNoFileLimit(b, 4096)
+	for _, st := range []string{"embedded", "postgres"} {
+		for _, tc := range turnsCases {
+			b.Run(fmt.Sprintf("store=%s/threads=%d", st, tc.threads), func(b *testing.B) {
+				benchTurns(b, st, tc)
+			})
+		}
+	}
+}
+
+func benchTurns(b *testing.B, storeKind string, tc turnsCase) {
+	fake, err := fakemodel.StartConfig(fakemodel.Config{Script: fakemodel.Script{}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(fake.Close)
+	// The fake records every request body, and bodies carry the whole
+	// thread history; forget them now and then to keep this process small.
+	stopReset := make(chan struct{})
+	resetDone := make(chan struct{})
+	go func() {
+		defer close(resetDone)
+		t := time.NewTicker(500 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				fake.Reset()
+			case <-stopReset:
+				return
+			}
+		}
+	}()
+	defer func() { close(stopReset); <-resetDone }()
+
+	args := []string{
+		"-c", `model="fake"`,
+		"-c", `model_provider="fake"`,
+		"-c", `model_providers.fake={name="Fake", base_url="` + fake.URL() + `", wire_api="responses", request_max_retries=0}`,
+	}
+	if storeKind == "postgres" {
+		url := pgtest.URL(b)
+		checkSynchronousCommit(b, url)
+		args = append(args, "--database-url", url, "--migrate")
+	}
+	d := startDaemonArgs(b, args...)
+
+	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
+	defer cancel()
+
+	workers := make([]*turnWorker, tc.threads)
+	for i := range workers {
+		w, err := newTurnWorker(ctx, d.ws, b.TempDir())
+		if err != nil {
+			b.Fatalf("worker %d: %v", i, err)
+		}
+		b.Cleanup(func() { _ = w.ws.CloseNow() })
+		workers[i] = w
+	}
+	// Warm-up: one turn per thread, concurrently, not measured.
+	if err := runTurns(ctx, workers, tc.threads, nil); err != nil {
+		b.Fatalf("warm-up: %v\ndaemon stderr:\n%s", err, d.stderr)
+	}
+	for _, w := range workers {
+		w.frames = 0
+	}
+
+	durs := make([]time.Duration, 0, tc.total*b.N)
+	var wall time.Duration
+	cpu0, err := procCPUTime(d.pid())
+	if err != nil {
+		b.Fatal(err)
+	}
+	self0 := selfCPUTime()
+	b.ResetTimer()
+	for range b.N {
+		start := time.Now()
+		var mu sync.Mutex
+		ctx, cancel := context.WithTimeout(context.Background(), turnsTimeout)
+		err := runTurns(ctx, workers, tc.total, func(d time.Duration) {
+			mu.Lock()
+			durs = append(durs, d)
+			mu.Unlock()
+		})
+		cancel()
+		wall += time.Since(start)
+		if err != nil {
+			b.Fatalf("%v\ndaemon stderr:\n%s", err, d.stderr)
+		}
+	}
+	b.StopTimer()
+	self1 := selfCPUTime()
+	cpu1, err := procCPUTime(d.pid())
+	if err != nil {
+		b.Fatal(err)
+	}
+
+	hwm, err := procStatusBytes(d.pid(), "VmHWM:")
+	if err != nil {
+		b.Fatal(err)
+	}
+	rss, _ := procStatusBytes(d.pid(), "VmRSS:")
+	for _, w := range workers {
+		_ = w.ws.Close(websocket.StatusNormalClosure, "")
+	}
+	d.stop(b)
+
+	// Threads get longer as the run goes on and every request carries the
+	// whole history: compare the first and the last tenth of the turns (in
+	// completion order).
+	n := len(durs)
+	tenth := max(n/10, 1)
+	early := slices.Sorted(slices.Values(durs[:tenth]))
+	late := slices.Sorted(slices.Values(durs[n-tenth:]))
+	frames := 0
+	for _, w := range workers {
+		frames += w.frames
+	}
+	slices.Sort(durs)
+	p50, p99 := percentile(durs, 0.50), percentile(durs, 0.99)
+	b.ReportMetric(ms(p50), "p50-ms")
+	b.ReportMetric(ms(p99), "p99-ms")
+	b.ReportMetric(float64(n)/wall.Seconds(), "turns/s")
+	b.ReportMetric(float64(wall.Nanoseconds())/float64(n), "ns/op")
+	b.ReportMetric(float64(hwm)/(1<<20), "peak-rss-MB")
+	b.ReportMetric(ms(cpu1-cpu0)/float64(n), "daemon-cpu-ms/turn")
+	b.Logf("%d turns on %d threads in %v: p50 %v p90 %v p99 %v max %v; p50 of the first/last tenth %v/%v; %.1f frames read per turn; CPU per turn: daemon %.2f ms, this process (clients and fake model) %.2f ms; daemon VmHWM %.1f MB, VmRSS at end %.1f MB",
+		n, tc.threads, wall.Round(time.Millisecond), p50, percentile(durs, 0.90), p99, durs[n-1],
+		percentile(early, 0.5), percentile(late, 0.5), float64(frames)/float64(n),
+		ms(cpu1-cpu0)/float64(n), ms(self1-self0)/float64(n),
+		float64(hwm)/(1<<20), float64(rss)/(1<<20))
+}
+
+// runTurns runs total turns across the workers, each worker taking the next
+// one as soon as its previous turn completed, and passes each turn's
+// latency to record (if set). The first error stops every worker.
+func runTurns(ctx context.Context, workers []*turnWorker, total int, record func(time.Duration)) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var left atomic.Int64
+	left.Store(int64(total))
+	var wg sync.WaitGroup
+	for _, w := range workers {
+		wg.Go(func() {
+			for left.Add(-1) >= 0 {
+				d, err := w.turn(ctx)
+				if err != nil {
+					cancel(err)
+					return
+				}
+				if record != nil {
+					record(d)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}
+
+// turnWorker is one connection with one thread.
+type turnWorker struct {
+	ws       *websocket.Conn
+	threadID string
+	nextID   int
+	frames   int // frames read by turn
+}
+
+// rpcFrame is a decoded response or notification.
+type rpcFrame struct {
+	ID     json.RawMessage `json:"id"`
+	Method string          `json:"method"`
+	Params json.RawMessage `json:"params"`
+	Result json.RawMessage `json:"result"`
+	Error  json.RawMessage `json:"error"`
+}
+
+func newTurnWorker(ctx context.Context, url, cwd string) (*turnWorker, error) {
+	ws, err := handshake(ctx, url)
+	if err != nil {
+		return nil, err
+	}
+	ws.SetReadLimit(16 << 20)
+	w := &turnWorker{ws: ws}
+	res, err := w.call(ctx, "thread/start", map[string]any{"cwd": cwd})
+	if err != nil {
+		_ = ws.CloseNow()
+		return nil, err
+	}
+	var ts struct {
+		Thread struct {
+			ID string `json:"id"`
+		} `json:"thread"`
+	}
+	if err := json.Unmarshal(res, &ts); err != nil || ts.Thread.ID == "" {
+		_ = ws.CloseNow()
+		return nil, fmt.Errorf("thread/start: unexpected result %s", res)
+	}
+	w.threadID = ts.Thread.ID
+	return w, nil
+}
+
+// send writes a request and returns its id.
+func (w *turnWorker) send(ctx context.Context, method string, params any) (string, error) {
+	w.nextID++
+	id := strconv.Itoa(w.nextID)
+	msg, err := json.Marshal(map[string]any{"id": w.nextID, "method": method, "params": params})
+	if err != nil {
+		return "", err
+	}
+	if err := w.ws.Write(ctx, websocket.MessageText, msg); err != nil {
+		return "", fmt.Errorf("%s: write: %w", method, err)
+	}
+	return id, nil
+}
+
+func (w *turnWorker) read(ctx context.Context) (rpcFrame, error) {
+	_, data, err := w.ws.Read(ctx)
+	if err != nil {
+		return rpcFrame{}, err
+	}
+	var f rpcFrame
+	if err := json.Unmarshal(data, &f); err != nil {
+		return rpcFrame{}, fmt.Errorf("bad frame %q: %w", data, err)
+	}
+	return f, nil
+}
+
+// call sends a request and waits for its response, skipping notifications.
+func (w *turnWorker) call(ctx context.Context, method string, params any) (json.RawMessage, error) {
+	ctx, cancel := context.WithTimeout(ctx, turnTimeout)
+	defer cancel()
+	id, err := w.send(ctx, method, params)
+	if err != nil {
+		return nil, err
+	}
+	for {
+		f, err := w.read(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", method, err)
+		}
+		if string(f.ID) != id {
+			continue
+		}
+		if len(f.Error) > 0 && string(f.Error) != "null" {
+			return nil, fmt.Errorf("%s: error %s", method, f.Error)
+		}
+		return f.Result, nil
+	}
+}
+
+var turnCompleted = []byte(`"turn/completed"`)
+
+// turn runs one turn and returns the time from writing turn/start to
+// reading turn/completed for the worker's thread.
+func (w *turnWorker) turn(ctx context.Context) (time.Duration, error) {
+	ctx, cancel := context.WithTimeout(ctx, turnTimeout)
+	defer cancel()
+	start := time.Now()
+	id, err := w.send(ctx, "turn/start", map[string]any{
+		"threadId": w.threadID,
+		"input":    []any{map[string]any{"type": "text", "text": "hi"}},
+	})
+	if err != nil {
+		return 0, err
+	}
+	answered := false
+	for {
+		_, data, err := w.ws.Read(ctx)
+		if err != nil {
+			return 0, fmt.Errorf("turn/start: waiting for turn/completed (answered %v): %w", answered, err)
+		}
+		w.frames++
+		// Most frames are notifications this loop does not look at; decode
+		// only responses and turn/completed.
+		if !answered && !bytes.Contains(data, []byte(`"method"`)) {
+			var f rpcFrame
+			if err := json.Unmarshal(data, &f); err != nil {
+				return 0, fmt.Errorf("bad frame %q: %w", data, err)
+			}
+			if string(f.ID) == id {
+				if len(f.Error) > 0 && string(f.Error) != "null" {
+					return 0, fmt.Errorf("turn/start: error %s", f.Error)
+				}
+				answered = true
+			}
+			continue
+		}
+		if !bytes.Contains(data, turnCompleted) {
+			continue
+		}
+		elapsed := time.Since(start)
+		var f struct {
+			Method string `json:"method"`
+			Params struct {
+				ThreadID string `json:"threadId"`
+				Turn     struct {
+					Status string          `json:"status"`
+					Error  json.RawMessage `json:"error"`
+				} `json:"turn"`
+			} `json:"params"`
+		}
+		if err := json.Unmarshal(data, &f); err != nil {
+			return 0, fmt.Errorf("bad frame %q: %w", data, err)
+		}
+		if f.Method != "turn/completed" || f.Params.ThreadID != w.threadID {
+			continue
+		}
+		if !answered {
+			return 0, errors.New("turn/completed arrived before the turn/start response")
+		}
+		if f.Params.Turn.Status != "completed" {
+			return 0, fmt.Errorf("turn ended with status %q, error %s", f.Params.Turn.Status, f.Params.Turn.Error)
+		}
+		return elapsed, nil
+	}
+}
+
+// startDaemonArgs is startDaemon with extra command-line flags (the fake
+// model provider, the Postgres URL); it still gets a private --data-dir,
+// which the Postgres runs use only as the daemon's home.
+func startDaemonArgs(tb testing.TB, extra ...string) *daemon {
+	tb.Helper()
+	bin := daemonBinary(tb)
+	cmd := exec.Command(bin, append([]string{
+		"--listen", "ws://127.0.0.1:0",
+		"--data-dir", tb.TempDir(),
+		"--log-level", "warn",
+	}, extra...)...)
+	stdout := &lineWatcher{prefix: listenPrefix, found: make(chan string, 1)}
+	d := &daemon{cmd: cmd, stderr: &lockedBuffer{}, exited: make(chan error, 1)}
+	cmd.Stdout = stdout
+	cmd.Stderr = d.stderr
+	if err := cmd.Start(); err != nil {
+		tb.Fatalf("start daemon: %v", err)
+	}
+	exited := d.exited
+	go func() { exited <- cmd.Wait() }()
+	tb.Cleanup(func() { d.stop(tb) })
+	select {
+	case addr := <-stdout.found:
+		d.ws = addr
+		d.http = "http://" + strings.TrimPrefix(addr, "ws://")
+	case err := <-exited:
+		exited <- err // for stop
+		tb.Fatalf("daemon exited before listening: %v\nstderr:\n%s", err, d.stderr)
+	case <-time.After(30 * time.Second):
+		tb.Fatalf("daemon did not print its address within 30 s\nstderr:\n%s", d.stderr)
+	}
+	return d
+}
+
+// checkSynchronousCommit fails the benchmark if the database would
+// acknowledge commits before their WAL is flushed, and logs the settings
+// that decide what a flush costs.
+func checkSynchronousCommit(b *testing.B, url string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		b.Fatalf("connect to %s: %v", url, err)
+	}
+	defer conn.Close(context.Background())
+	show := func(name string) string {
+		var v string
+		if err := conn.QueryRow(ctx, "SHOW "+name).Scan(&v); err != nil {
+			b.Fatalf("SHOW %s: %v", name, err)
+		}
+		return v
+	}
+	sc, fsync, fpw := show("synchronous_commit"), show("fsync"), show("full_page_writes")
+	b.Logf("postgres: synchronous_commit=%s fsync=%s full_page_writes=%s", sc, fsync, fpw)
+	if sc != "on" {
+		b.Fatalf("synchronous_commit is %q, want on", sc)
+	}
+}
+
+// procCPUTime returns the user plus system CPU time a process has used,
+// from /proc/PID/stat (in clock ticks, assumed to be 100 per second).
+func procCPUTime(pid int) (time.Duration, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The command name, field 2, is in parentheses and may hold spaces.
+	i := bytes.LastIndexByte(data, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("unexpected /proc/%d/stat %q", pid, data)
+	}
+	f := strings.Fields(string(data[i+1:]))
+	if len(f) < 13 {
+		return 0, fmt.Errorf("unexpected /proc/%d/stat %q", pid, data)
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64) // field 14
+	stime, err2 := strconv.ParseInt(f[12], 10, 64) // field 15
+	if err := errors.Join(err1, err2); err != nil {
+		return 0, err
+	}
+	return time.Duration(utime+stime) * 10 * time.Millisecond, nil
+}
+
+// selfCPUTime returns the user plus system CPU time this process has used.
+func selfCPUTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// procStatusBytes reads a "kB" field such as VmHWM from /proc/PID/status.
+func procStatusBytes(pid int, field string) (int64, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.SplitSeq(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, field); ok {
+			f := strings.Fields(v)
+			if len(f) != 2 || f[1] != "kB" {
+				return 0, fmt.Errorf("unexpected %s line %q", field, line)
+			}
+			kb, err := strconv.ParseInt(f[0], 10, 64)
+			return kb << 10, err
+		}
+	}
+	return 0, fmt.Errorf("%s not found in /proc/%d/status", field, pid)
+}
+
+func percentile(sorted []time.Duration, p float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(p*float64(len(sorted))+0.5) - 1
+	return sorted[min(max(i, 0), len(sorted)-1)]
+}
+
+func ms(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e6 }
