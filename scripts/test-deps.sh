@@ -12,6 +12,10 @@ have_postgres() {
 }
 
 have_postgres || missing+=(postgresql)
+# grep_files uses ripgrep; the sandbox prefers bubblewrap (Landlock is
+# the fallback, and both backends are tested when bwrap is present).
+command -v rg >/dev/null 2>&1 || missing+=(ripgrep)
+command -v bwrap >/dev/null 2>&1 || missing+=(bubblewrap)
 
 if [ ${#missing[@]} -eq 0 ]; then
   exit 0
@@ -23,6 +27,8 @@ if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
   have_postgres || { echo "test-deps: postgresql binaries still missing after install" >&2; exit 1; }
+  command -v rg >/dev/null 2>&1 || { echo "test-deps: ripgrep still missing after install" >&2; exit 1; }
+  command -v bwrap >/dev/null 2>&1 || { echo "test-deps: bubblewrap still missing after install" >&2; exit 1; }
   exit 0
 fi
 

@@ -1,0 +1,109 @@
+package sandbox
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"github.com/appserver/appserver/internal/policy"
+)
+
+// bwrapArgs builds the bubblewrap arguments (after argv[0]) that run inner
+// under p, following the reference's mount order: read-only root, a minimal
+// /dev, writable roots bound on top, then protected subpaths bound read-only
+// again so they win.
+//
+// A protected subpath that is a symlink inside a writable root is masked by
+// binding /dev/null over the link, so it cannot be re-pointed. A protected
+// path that does not exist yet (a missing .codex) is not masked: bubblewrap
+// would have to create the mount point in the user's workspace and leave it
+// behind, and concurrent commands would race on removing it.
+func bwrapArgs(p policy.SandboxPolicy, pcwd, cwd, tmpdir string, mountProc bool, inner []string) []string {
+	args := []string{"--new-session", "--die-with-parent", "--ro-bind", "/", "/", "--dev", "/dev"}
+	roots := writableRoots(p, pcwd, tmpdir)
+	var bound []string
+	for _, r := range roots {
+		if fi, err := os.Stat(r.Root); err != nil || !fi.IsDir() {
+			continue
+		}
+		args = append(args, "--bind", r.Root, r.Root)
+		bound = append(bound, r.Root)
+	}
+	seen := map[string]bool{}
+	for _, r := range roots {
+		for _, sub := range r.ReadOnlySubpaths {
+			if seen[sub] || !under(sub, bound) {
+				continue
+			}
+			seen[sub] = true
+			if link := symlinkIn(sub, bound); link != "" {
+				args = append(args, "--ro-bind", "/dev/null", link)
+				continue
+			}
+			if _, err := os.Lstat(sub); err != nil {
+				continue
+			}
+			args = append(args, "--ro-bind", sub, sub)
+		}
+	}
+	args = append(args, "--unshare-pid")
+	if p.NetworkDisabled() {
+		args = append(args, "--unshare-net")
+	}
+	if mountProc {
+		args = append(args, "--proc", "/proc")
+	}
+	args = append(args, "--chdir", cwd, "--")
+	return append(args, inner...)
+}
+
+// under reports whether p is one of roots or below one of them.
+func under(p string, roots []string) bool {
+	for _, r := range roots {
+		if p == r || strings.HasPrefix(p, strings.TrimSuffix(r, "/")+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// symlinkIn returns the first component of p that is a symlink lying under
+// a writable root, or "".
+func symlinkIn(p string, roots []string) string {
+	cur := "/"
+	for _, part := range strings.Split(strings.TrimPrefix(filepath.Clean(p), "/"), "/") {
+		cur = filepath.Join(cur, part)
+		fi, err := os.Lstat(cur)
+		if err != nil {
+			return ""
+		}
+		if fi.Mode()&os.ModeSymlink != 0 && under(cur, roots) {
+			return cur
+		}
+	}
+	return ""
+}
+
+// probeBwrap checks that bwrap can build its namespaces here (user
+// namespaces may be disabled; containers may refuse a fresh /proc). It
+// reports whether /proc can be mounted and whether bwrap is usable at all.
+func probeBwrap(bwrap string) (mountProc, ok bool) {
+	try := func(proc bool) bool {
+		args := []string{"--new-session", "--die-with-parent", "--ro-bind", "/", "/", "--dev", "/dev", "--unshare-pid", "--unshare-net"}
+		if proc {
+			args = append(args, "--proc", "/proc")
+		}
+		args = append(args, "--", "/bin/sh", "-c", ":")
+		cmd := exec.Command(bwrap, args...)
+		cmd.Env = []string{"PATH=/usr/bin:/bin"}
+		return cmd.Run() == nil
+	}
+	if try(true) {
+		return true, true
+	}
+	if try(false) {
+		return false, true
+	}
+	return false, false
+}

@@ -1,0 +1,369 @@
+package sandbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/appserver/appserver/internal/policy"
+)
+
+// Backend selects how the file-system rules are enforced.
+type Backend string
+
+// The backends. Network rules (seccomp, Landlock TCP, network namespace)
+// apply with every backend.
+const (
+	// BackendAuto uses bubblewrap when it is installed and works on this
+	// host, and Landlock otherwise. It is the default.
+	BackendAuto Backend = "auto"
+	// BackendLandlock enforces the file-system rules with Landlock in the
+	// re-executed helper. Protected subpaths (.git, .codex, .agents) under a
+	// writable root stay writable: Landlock cannot subtract a subtree from
+	// an allowed one (the reference's "legacy" gap).
+	BackendLandlock Backend = "landlock"
+	// BackendBwrap builds the file-system view with bubblewrap: read-only
+	// root, writable roots bound on top, existing protected subpaths bound
+	// read-only again, a new PID namespace with its own /proc, and a new
+	// network namespace when the network is off.
+	BackendBwrap Backend = "bwrap"
+)
+
+// ParseBackend parses a backend name ("" means auto).
+func ParseBackend(s string) (Backend, error) {
+	switch Backend(s) {
+	case "", BackendAuto:
+		return BackendAuto, nil
+	case BackendLandlock, BackendBwrap:
+		return Backend(s), nil
+	}
+	return "", fmt.Errorf("unknown sandbox backend %q (want auto, landlock or bwrap)", s)
+}
+
+// HelperCommand is the hidden subcommand (os.Args[1]) that makes the daemon
+// binary act as the sandbox helper.
+const HelperCommand = "__appserver-sandbox"
+
+// Options configures a Sandbox. The zero value is the default: auto backend,
+// network namespaces when permitted, the running executable as helper.
+type Options struct {
+	// Backend selects Landlock or bubblewrap; "" is BackendAuto.
+	Backend Backend
+	// BwrapPath is the bubblewrap binary; "" looks "bwrap" up on PATH.
+	BwrapPath string
+	// NoNetNamespace disables the network namespace of the Landlock backend
+	// (seccomp and Landlock TCP rules still cut the network). bubblewrap
+	// always unshares the network when it is off.
+	NoNetNamespace bool
+	// Executable is the helper binary; "" is os.Executable(). It must call
+	// MaybeRunHelper (or HelperMain) first thing in main.
+	Executable string
+}
+
+// Sandbox builds sandboxed commands. It is safe for concurrent use.
+type Sandbox struct {
+	opts Options
+
+	once      sync.Once
+	initErr   error
+	exe       string
+	backend   Backend // resolved: landlock or bwrap
+	bwrap     string
+	bwrapProc bool // bwrap may mount a fresh /proc
+	netns     netnsMode
+	netnsFile *os.File // the shared namespace (netnsShared)
+}
+
+// New returns a sandbox with the given options. Probing the host (bwrap
+// usability, namespace permissions) happens once, on first use.
+func New(opts Options) (*Sandbox, error) {
+	b, err := ParseBackend(string(opts.Backend))
+	if err != nil {
+		return nil, err
+	}
+	opts.Backend = b
+	return &Sandbox{opts: opts}, nil
+}
+
+var (
+	defaultOnce sync.Once
+	defaultSB   *Sandbox
+)
+
+// Default returns the process-wide sandbox with default options.
+func Default() *Sandbox {
+	defaultOnce.Do(func() { defaultSB, _ = New(Options{}) })
+	return defaultSB
+}
+
+// Command builds the command argv (run in cwd with environment env) under
+// the OS rules of p, using the default sandbox. cwd is also the directory
+// writable roots are resolved against; use Sandbox.CommandFor when the
+// command's directory differs from the turn's.
+func Command(ctx context.Context, p policy.SandboxPolicy, cwd string, argv []string, env []string) (*exec.Cmd, error) {
+	return Default().Command(ctx, p, cwd, argv, env)
+}
+
+// Command is the package-level Command on this sandbox.
+func (s *Sandbox) Command(ctx context.Context, p policy.SandboxPolicy, cwd string, argv []string, env []string) (*exec.Cmd, error) {
+	return s.CommandFor(ctx, Request{Policy: p, Cwd: cwd, Argv: argv, Env: env})
+}
+
+// Request is one command to build.
+type Request struct {
+	// Policy is the sandbox policy to enforce.
+	Policy policy.SandboxPolicy
+	// PolicyCwd is the directory the policy's writable roots are resolved
+	// against (the turn's cwd); "" uses Cwd. It must not come from the
+	// model: a workdir of "/" would otherwise make "/" writable.
+	PolicyCwd string
+	// Cwd is the command's working directory (absolute).
+	Cwd string
+	// Argv is the command; Argv[0] is looked up on Env's PATH.
+	Argv []string
+	// Env is the command's complete environment ("K=V"). The network marker
+	// (CODEX_SANDBOX_NETWORK_DISABLED=1) is added when the policy cuts the
+	// network.
+	Env []string
+}
+
+// ErrEmptyCommand is returned for an empty argv.
+var ErrEmptyCommand = errors.New("command is empty")
+
+// Sandboxed reports whether p needs the OS sandbox at all: read-only and
+// workspace-write do; danger-full-access and external-sandbox run directly.
+func Sandboxed(p policy.SandboxPolicy) bool {
+	return p.Kind == policy.ReadOnly || p.Kind == policy.WorkspaceWrite
+}
+
+// CommandFor builds the exec.Cmd for r. The command runs in its own process
+// group (Setpgid) and cancelling ctx kills that whole group; callers that
+// add SysProcAttr fields must keep these. A command that cannot be found on
+// PATH fails here with the same error os/exec gives (wrapping
+// exec.ErrNotFound), sandboxed or not.
+func (s *Sandbox) CommandFor(ctx context.Context, r Request) (*exec.Cmd, error) {
+	if len(r.Argv) == 0 || r.Argv[0] == "" {
+		return nil, ErrEmptyCommand
+	}
+	if !filepath.IsAbs(r.Cwd) {
+		return nil, fmt.Errorf("sandbox: cwd %q is not absolute", r.Cwd)
+	}
+	pcwd := r.PolicyCwd
+	if pcwd == "" {
+		pcwd = r.Cwd
+	}
+	if !filepath.IsAbs(pcwd) {
+		return nil, fmt.Errorf("sandbox: policy cwd %q is not absolute", pcwd)
+	}
+	env := withNetworkMarker(r.Policy, r.Env)
+	path, err := lookPath(r.Argv[0], envValue(env, "PATH"), r.Cwd)
+	if err != nil {
+		return nil, err
+	}
+
+	var cmd *exec.Cmd
+	if !Sandboxed(r.Policy) {
+		cmd = exec.CommandContext(ctx, path)
+		cmd.Args = append([]string(nil), r.Argv...)
+		cmd.Env = env
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	} else {
+		s.once.Do(s.init)
+		if s.initErr != nil {
+			return nil, s.initErr
+		}
+		cmd, err = s.sandboxedCmd(ctx, r.Policy, pcwd, r.Cwd, r.Argv, env)
+		if err != nil {
+			return nil, err
+		}
+	}
+	cmd.Dir = r.Cwd
+	cmd.Cancel = func() error { return killGroup(cmd) }
+	return cmd, nil
+}
+
+// Backend reports the file-system backend restricted commands use, after
+// probing the host.
+func (s *Sandbox) Backend() (Backend, error) {
+	s.once.Do(s.init)
+	return s.backend, s.initErr
+}
+
+// NetNamespace reports whether the Landlock backend puts commands without
+// network into a new network namespace, after probing the host.
+func (s *Sandbox) NetNamespace() bool {
+	s.once.Do(s.init)
+	return s.netns != netnsNone
+}
+
+func (s *Sandbox) init() {
+	exe := s.opts.Executable
+	if exe == "" {
+		var err error
+		if exe, err = os.Executable(); err != nil {
+			s.initErr = fmt.Errorf("sandbox: locate helper executable: %w", err)
+			return
+		}
+	}
+	s.exe = exe
+	s.backend = BackendLandlock
+	if s.opts.Backend != BackendLandlock {
+		bw := s.opts.BwrapPath
+		if bw == "" {
+			bw, _ = exec.LookPath("bwrap")
+		}
+		if bw != "" {
+			if proc, ok := probeBwrap(bw); ok {
+				s.backend, s.bwrap, s.bwrapProc = BackendBwrap, bw, proc
+			}
+		}
+		if s.opts.Backend == BackendBwrap && s.backend != BackendBwrap {
+			s.initErr = errors.New("sandbox: bubblewrap backend requested but bwrap is missing or cannot create its namespaces here")
+			return
+		}
+	}
+	if !s.opts.NoNetNamespace && s.backend == BackendLandlock {
+		s.netns, s.netnsFile = probeNetns(exe)
+	}
+}
+
+// sandboxedCmd builds the helper (or bwrap) invocation for a restricted
+// policy.
+func (s *Sandbox) sandboxedCmd(ctx context.Context, p policy.SandboxPolicy, pcwd, cwd string, argv, env []string) (*exec.Cmd, error) {
+	pj, err := json.Marshal(p)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: encode policy: %w", err)
+	}
+	helperEnv, hidden := hideLoaderEnv(env)
+	fs := fsLandlock
+	if s.backend == BackendBwrap {
+		fs = fsExternal
+	}
+	helperArgs := []string{s.exe, HelperCommand,
+		flagPolicy, string(pj),
+		flagPolicyCwd, pcwd,
+		flagFilesystem, fs}
+	shareNetns := s.backend == BackendLandlock && p.NetworkDisabled() && s.netns == netnsShared
+	if shareNetns {
+		helperArgs = append(helperArgs, flagNetnsFD, strconv.Itoa(netnsChildFD))
+	}
+	helperArgs = append(helperArgs, "--")
+	helperArgs = append(helperArgs, argv...)
+
+	if s.backend == BackendBwrap {
+		inner := helperArgs
+		if !p.NetworkDisabled() && !hidden {
+			// Nothing left for the helper to do inside bwrap: the file
+			// system is bwrap's, the network is on and no loader variable
+			// needs restoring. Skip one process start.
+			inner = argv
+		}
+		args := bwrapArgs(p, pcwd, cwd, envValue(env, "TMPDIR"), s.bwrapProc, inner)
+		cmd := exec.CommandContext(ctx, s.bwrap)
+		cmd.Args = append([]string{s.bwrap}, args...)
+		cmd.Env = helperEnv
+		cmd.SysProcAttr = helperProcAttr()
+		return cmd, nil
+	}
+
+	cmd := exec.CommandContext(ctx, s.exe)
+	cmd.Args = helperArgs
+	cmd.Env = helperEnv
+	cmd.SysProcAttr = helperProcAttr()
+	switch {
+	case shareNetns:
+		cmd.ExtraFiles = []*os.File{s.netnsFile}
+	case p.NetworkDisabled():
+		s.netns.apply(cmd.SysProcAttr)
+	}
+	return cmd, nil
+}
+
+// withNetworkMarker returns env with CODEX_SANDBOX_NETWORK_DISABLED=1 when
+// the policy cuts the network (and without any inherited value otherwise, so
+// a command never sees a stale marker).
+func withNetworkMarker(p policy.SandboxPolicy, env []string) []string {
+	out := make([]string, 0, len(env)+1)
+	prefix := policy.EnvSandboxNetworkDisabled + "="
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, prefix) {
+			out = append(out, kv)
+		}
+	}
+	if p.NetworkDisabled() {
+		out = append(out, prefix+"1")
+	}
+	return out
+}
+
+// envValue returns the last value of key in env (the one exec would use).
+func envValue(env []string, key string) string {
+	prefix := key + "="
+	v := ""
+	for _, kv := range env {
+		if strings.HasPrefix(kv, prefix) {
+			v = kv[len(prefix):]
+		}
+	}
+	return v
+}
+
+// hiddenEnvPrefix renames variables that would make the dynamic loader run
+// code in the helper (or in bwrap) before the sandbox is applied; the helper
+// restores them for the command.
+const hiddenEnvPrefix = "APPSERVER_SANDBOX_HIDDEN_"
+
+// loaderVar reports whether a variable is read by ld.so or glibc at start-up
+// in a way that could run or load attacker-chosen code.
+func loaderVar(name string) bool {
+	return strings.HasPrefix(name, "LD_") || name == "GLIBC_TUNABLES" || name == "GCONV_PATH"
+}
+
+func hideLoaderEnv(env []string) ([]string, bool) {
+	out := make([]string, 0, len(env))
+	hidden := false
+	for _, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(name, hiddenEnvPrefix) {
+			continue // never let a caller smuggle in names we would restore
+		}
+		if loaderVar(name) {
+			out = append(out, hiddenEnvPrefix+kv)
+			hidden = true
+			continue
+		}
+		out = append(out, kv)
+	}
+	return out, hidden
+}
+
+func restoreLoaderEnv(env []string) []string {
+	out := make([]string, 0, len(env))
+	for _, kv := range env {
+		if rest, ok := strings.CutPrefix(kv, hiddenEnvPrefix); ok {
+			out = append(out, rest)
+			continue
+		}
+		out = append(out, kv)
+	}
+	return out
+}
+
+func killGroup(cmd *exec.Cmd) error {
+	if cmd.Process == nil {
+		return nil
+	}
+	err := syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	if err != nil && !errors.Is(err, syscall.ESRCH) {
+		return cmd.Process.Kill()
+	}
+	return nil
+}

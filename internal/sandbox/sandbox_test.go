@@ -1,0 +1,451 @@
+//go:build linux
+
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/appserver/appserver/internal/policy"
+)
+
+// backends returns one sandbox per backend usable on this host; bwrap is
+// skipped where it is not installed or cannot create namespaces.
+func backends(t testing.TB) map[Backend]*Sandbox {
+	t.Helper()
+	out := map[Backend]*Sandbox{}
+	ll, err := New(Options{Backend: BackendLandlock})
+	require.NoError(t, err)
+	out[BackendLandlock] = ll
+	bw, err := New(Options{Backend: BackendBwrap})
+	require.NoError(t, err)
+	if b, err := bw.Backend(); err == nil && b == BackendBwrap {
+		out[BackendBwrap] = bw
+	} else {
+		t.Logf("bubblewrap backend not available here: %v", err)
+	}
+	return out
+}
+
+// forEachBackend runs f once per available backend.
+func forEachBackend(t *testing.T, f func(t *testing.T, sb *Sandbox, b Backend)) {
+	for b, sb := range backends(t) {
+		t.Run(string(b), func(t *testing.T) { f(t, sb, b) })
+	}
+}
+
+type result struct {
+	exit int
+	out  string
+}
+
+// run builds the command with sb and runs it to completion.
+func run(t *testing.T, sb *Sandbox, r Request) result {
+	t.Helper()
+	if r.Env == nil {
+		r.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cmd, err := sb.CommandFor(ctx, r)
+	require.NoError(t, err)
+	var buf bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &buf, &buf
+	err = cmd.Run()
+	code := 0
+	if err != nil {
+		var ee *exec.ExitError
+		require.ErrorAs(t, err, &ee, "output: %s", buf.String())
+		code = ee.ExitCode()
+	}
+	return result{exit: code, out: buf.String()}
+}
+
+func sh(script string) []string { return []string{"/bin/sh", "-c", script} }
+
+// workspacePolicy is workspace-write with only the workspace writable: the
+// test directories live under /tmp, which would otherwise be a root.
+func workspacePolicy(network bool) policy.SandboxPolicy {
+	return policy.SandboxPolicy{Kind: policy.WorkspaceWrite, NetworkAccess: network, ExcludeSlashTmp: true, ExcludeTmpdirEnvVar: true}
+}
+
+func requireDenied(t *testing.T, r result) {
+	t.Helper()
+	require.NotZero(t, r.exit, "output: %s", r.out)
+	require.True(t, policy.LooksLikeSandboxDenial(r.exit, r.out), "not recognised as a denial: exit %d, output %q", r.exit, r.out)
+}
+
+func TestWorkspaceWriteInsideSucceeds(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, sb *Sandbox, _ Backend) {
+		ws := t.TempDir()
+		r := run(t, sb, Request{Policy: workspacePolicy(false), Cwd: ws, Argv: sh("echo hi > inside.txt && mkdir sub && mv inside.txt sub/moved.txt")})
+		require.Zero(t, r.exit, r.out)
+		got, err := os.ReadFile(filepath.Join(ws, "sub", "moved.txt"))
+		require.NoError(t, err)
+		require.Equal(t, "hi\n", string(got))
+	})
+}
+
+func TestWorkspaceWriteOutsideFails(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, sb *Sandbox, _ Backend) {
+		ws, outside := t.TempDir(), t.TempDir()
+		target := filepath.Join(outside, "escape.txt")
+		r := run(t, sb, Request{Policy: workspacePolicy(false), Cwd: ws, Argv: sh("echo hi > " + target)})
+		requireDenied(t, r)
+		require.NoFileExists(t, target)
+	})
+}
+
+func TestWorkspaceWriteRootsFollowPolicyCwdNotCommandCwd(t *testing.T) {
+	// The model picks the command's workdir; the writable root stays the
+	// turn's cwd, so running "in" another directory does not open it.
+	forEachBackend(t, func(t *testing.T, sb *Sandbox, _ Backend) {
+		ws, other := t.TempDir(), t.TempDir()
+		r := run(t, sb, Request{Policy: workspacePolicy(false), PolicyCwd: ws, Cwd: other, Argv: sh("echo hi > here.txt")})
+		requireDenied(t, r)
+		require.NoFileExists(t, filepath.Join(other, "here.txt"))
+	})
+}
+
+func TestWorkspaceWriteExtraRoot(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, sb *Sandbox, _ Backend) {
+		ws, extra := t.TempDir(), t.TempDir()
+		p := workspacePolicy(false)
+		p.WritableRoots = []string{extra}
+		r := run(t, sb, Request{Policy: p, Cwd: ws, Argv: sh("echo hi > " + filepath.Join(extra, "ok.txt"))})
+		require.Zero(t, r.exit, r.out)
+		require.FileExists(t, filepath.Join(extra, "ok.txt"))
+	})
+}
+
+func TestReadOnlyBlocksAllWrites(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, sb *Sandbox, _ Backend) {
+		ws, outside := t.TempDir(), t.TempDir()
+		ro := policy.SandboxPolicy{Kind: policy.ReadOnly}
+		for _, target := range []string{filepath.Join(ws, "a.txt"), filepath.Join(outside, "b.txt"), "/tmp/appserver-sandbox-ro-test"} {
+			r := run(t, sb, Request{Policy: ro, Cwd: ws, Argv: sh("echo hi > " + target)})
+			requireDenied(t, r)
+			require.NoFileExists(t, target)
+		}
+		r := run(t, sb, Request{Policy: ro, Cwd: ws, Argv: sh("mkdir newdir")})
+		requireDenied(t, r)
+		// Reading still works, and so does writing to /dev/null.
+		require.NoError(t, os.WriteFile(filepath.Join(ws, "r.txt"), []byte("readable"), 0o644))
+		r = run(t, sb, Request{Policy: ro, Cwd: ws, Argv: sh("cat r.txt; echo x > /dev/null")})
+		require.Zero(t, r.exit, r.out)
+		require.Equal(t, "readable", r.out)
+	})
+}
+
+func TestProtectedGitDirIsReadOnlyUnderBwrap(t *testing.T) {
+	sbs := backends(t)
+	sb, ok := sbs[BackendBwrap]
+	if !ok {
+		t.Skip("bubblewrap not available")
+	}
+	ws := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(ws, ".git", "hooks"), 0o755))
+	r := run(t, sb, Request{Policy: workspacePolicy(false), Cwd: ws, Argv: sh("echo evil > .git/hooks/pre-commit")})
+	requireDenied(t, r)
+	require.NoFileExists(t, filepath.Join(ws, ".git", "hooks", "pre-commit"))
+	// The rest of the workspace stays writable.
+	r = run(t, sb, Request{Policy: workspacePolicy(false), Cwd: ws, Argv: sh("echo ok > file.txt")})
+	require.Zero(t, r.exit, r.out)
+}
+
+// listen opens a TCP listener on 127.0.0.1 and counts accepted connections.
+func listen(t *testing.T) (addr string, accepted <-chan struct{}) {
+	t.Helper()
+	var lc net.ListenConfig
+	lc.SetMultipathTCP(false)
+	ln, err := lc.Listen(context.Background(), "tcp4", "127.0.0.1:0")
+	require.NoError(t, err)
+	ch := make(chan struct{}, 16)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			ch <- struct{}{}
+			_ = c.Close()
+		}
+	}()
+	t.Cleanup(func() { _ = ln.Close(); <-done })
+	return ln.Addr().String(), ch
+}
+
+// dialEnv is the environment of a test-binary child that dials addr.
+func dialEnv(addr string) []string {
+	return []string{childDialEnv + "=" + addr, "GORACE=atexit_sleep_ms=0"}
+}
+
+func selfExe(t *testing.T) string {
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	return exe
+}
+
+func TestNetworkConnectFailsWhenOff(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, sb *Sandbox, _ Backend) {
+		addr, accepted := listen(t)
+		ws := t.TempDir()
+		for _, p := range []policy.SandboxPolicy{workspacePolicy(false), {Kind: policy.ReadOnly}} {
+			r := run(t, sb, Request{Policy: p, Cwd: ws, Argv: []string{selfExe(t)}, Env: dialEnv(addr)})
+			requireDenied(t, r)
+			require.NotContains(t, r.out, "connected")
+		}
+		select {
+		case <-accepted:
+			t.Fatal("the listener accepted a connection from a sandbox without network")
+		default:
+		}
+	})
+}
+
+func TestNetworkConnectSucceedsWhenOn(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, sb *Sandbox, _ Backend) {
+		addr, accepted := listen(t)
+		r := run(t, sb, Request{Policy: workspacePolicy(true), Cwd: t.TempDir(), Argv: []string{selfExe(t)}, Env: dialEnv(addr)})
+		require.Zero(t, r.exit, r.out)
+		require.Contains(t, r.out, "connected")
+		<-accepted
+	})
+}
+
+func TestNetworkOffUsesLandlockWithoutNamespace(t *testing.T) {
+	// Where namespaces are refused, seccomp and Landlock TCP rules still
+	// cut the network; exercise that path explicitly.
+	sb, err := New(Options{Backend: BackendLandlock, NoNetNamespace: true})
+	require.NoError(t, err)
+	require.False(t, sb.NetNamespace())
+	addr, accepted := listen(t)
+	r := run(t, sb, Request{Policy: workspacePolicy(false), Cwd: t.TempDir(), Argv: []string{selfExe(t)}, Env: dialEnv(addr)})
+	requireDenied(t, r)
+	select {
+	case <-accepted:
+		t.Fatal("connection accepted")
+	default:
+	}
+}
+
+func TestDangerFullAccessIsUnrestricted(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, sb *Sandbox, _ Backend) {
+		ws, outside := t.TempDir(), t.TempDir()
+		full := policy.SandboxPolicy{Kind: policy.DangerFullAccess}
+		target := filepath.Join(outside, "free.txt")
+		r := run(t, sb, Request{Policy: full, Cwd: ws, Argv: sh("echo hi > " + target + " && echo $CODEX_SANDBOX_NETWORK_DISABLED && grep NoNewPrivs /proc/self/status")})
+		require.Zero(t, r.exit, r.out)
+		require.FileExists(t, target)
+		require.Equal(t, "\nNoNewPrivs:\t0\n", r.out)
+
+		addr, accepted := listen(t)
+		r = run(t, sb, Request{Policy: full, Cwd: ws, Argv: []string{selfExe(t)}, Env: dialEnv(addr)})
+		require.Zero(t, r.exit, r.out)
+		<-accepted
+
+		cmd, err := sb.Command(context.Background(), full, ws, []string{"true"}, []string{"PATH=" + os.Getenv("PATH")})
+		require.NoError(t, err)
+		require.Equal(t, []string{"true"}, cmd.Args, "full access must not go through the helper")
+	})
+}
+
+func TestRestrictedCommandEnvironment(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, sb *Sandbox, _ Backend) {
+		ws := t.TempDir()
+		env := []string{"PATH=" + os.Getenv("PATH"), "LD_APPSERVER_TEST=kept", "FOO=bar", policy.EnvSandboxNetworkDisabled + "=stale"}
+		r := run(t, sb, Request{Policy: workspacePolicy(false), Cwd: ws, Env: env,
+			Argv: sh(`echo "$LD_APPSERVER_TEST $FOO $CODEX_SANDBOX_NETWORK_DISABLED"; env | grep -c APPSERVER_SANDBOX_HIDDEN_; grep NoNewPrivs /proc/self/status`)})
+		require.Zero(t, r.exit, r.out)
+		require.Equal(t, "kept bar 1\n0\nNoNewPrivs:\t1\n", r.out)
+
+		r = run(t, sb, Request{Policy: workspacePolicy(true), Cwd: ws, Env: env, Argv: sh(`echo "[$CODEX_SANDBOX_NETWORK_DISABLED]"`)})
+		require.Zero(t, r.exit, r.out)
+		require.Equal(t, "[]\n", r.out)
+	})
+}
+
+func TestCommandNotFound(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, sb *Sandbox, _ Backend) {
+		_, err := sb.Command(context.Background(), workspacePolicy(false), t.TempDir(), []string{"appserver-no-such-command"}, []string{"PATH=/usr/bin:/bin"})
+		require.ErrorIs(t, err, exec.ErrNotFound)
+		require.EqualError(t, err, `exec: "appserver-no-such-command": executable file not found in $PATH`)
+		_, err = sb.Command(context.Background(), workspacePolicy(false), t.TempDir(), nil, nil)
+		require.ErrorIs(t, err, ErrEmptyCommand)
+	})
+}
+
+func TestCommandUsesCommandPath(t *testing.T) {
+	// argv[0] is looked up on the command's PATH, not the daemon's.
+	dir := t.TempDir()
+	script := filepath.Join(dir, "only-here")
+	require.NoError(t, os.WriteFile(script, []byte("#!/bin/sh\necho found\n"), 0o755))
+	forEachBackend(t, func(t *testing.T, sb *Sandbox, _ Backend) {
+		r := run(t, sb, Request{Policy: workspacePolicy(false), Cwd: t.TempDir(), Argv: []string{"only-here"}, Env: []string{"PATH=" + dir + ":/usr/bin:/bin"}})
+		require.Zero(t, r.exit, r.out)
+		require.Equal(t, "found\n", r.out)
+	})
+}
+
+func TestCancelKillsProcessGroup(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, sb *Sandbox, _ Backend) {
+		ctx, cancel := context.WithCancel(context.Background())
+		cmd, err := sb.Command(ctx, workspacePolicy(false), t.TempDir(), sh("sleep 30 & sleep 30; wait"), []string{"PATH=" + os.Getenv("PATH")})
+		require.NoError(t, err)
+		require.NoError(t, cmd.Start())
+		time.Sleep(100 * time.Millisecond)
+		start := time.Now()
+		cancel()
+		err = cmd.Wait()
+		require.Error(t, err)
+		require.Less(t, time.Since(start), 5*time.Second)
+	})
+}
+
+func TestHelperSetupFailureReadsAsDenial(t *testing.T) {
+	var stderr bytes.Buffer
+	cmd := exec.Command(selfExe(t), HelperCommand, "--bogus", "x")
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee)
+	require.Equal(t, 1, ee.ExitCode())
+	require.Equal(t, "appserver sandbox: unknown flag \"--bogus\"\n", stderr.String())
+	require.True(t, policy.LooksLikeSandboxDenial(1, stderr.String()))
+}
+
+func TestParseHelperArgs(t *testing.T) {
+	good := []string{flagPolicy, `{"type":"workspaceWrite","networkAccess":true}`, flagPolicyCwd, "/w", flagFilesystem, fsExternal, "--", "ls", "-l"}
+	cfg, err := parseHelperArgs(good)
+	require.NoError(t, err)
+	require.Equal(t, policy.WorkspaceWrite, cfg.policy.Kind)
+	require.True(t, cfg.policy.NetworkAccess)
+	require.Equal(t, "/w", cfg.policyCwd)
+	require.Equal(t, fsExternal, cfg.fs)
+	require.Equal(t, []string{"ls", "-l"}, cfg.argv)
+
+	for name, args := range map[string][]string{
+		"no policy":    {flagPolicyCwd, "/w", "--", "ls"},
+		"relative cwd": {flagPolicy, `"read-only"`, flagPolicyCwd, "w", "--", "ls"},
+		"no command":   {flagPolicy, `"read-only"`, flagPolicyCwd, "/w", "--"},
+		"bad fs":       {flagPolicy, `"read-only"`, flagPolicyCwd, "/w", flagFilesystem, "zfs", "--", "ls"},
+		"bad json":     {flagPolicy, `{`, flagPolicyCwd, "/w", "--", "ls"},
+		"dangling":     {flagPolicy},
+	} {
+		_, err := parseHelperArgs(args)
+		require.Error(t, err, name)
+	}
+}
+
+func TestBwrapArgs(t *testing.T) {
+	ws := t.TempDir()
+	require.NoError(t, os.Mkdir(filepath.Join(ws, ".git"), 0o755))
+	extra := t.TempDir()
+	require.NoError(t, os.Mkdir(filepath.Join(extra, "elsewhere"), 0o755))
+	require.NoError(t, os.Symlink(filepath.Join(extra, "elsewhere"), filepath.Join(extra, ".codex")))
+	missing := filepath.Join(t.TempDir(), "missing")
+
+	ro := bwrapArgs(policy.SandboxPolicy{Kind: policy.ReadOnly}, ws, ws, "", true, []string{"true"})
+	require.Equal(t, []string{"--new-session", "--die-with-parent", "--ro-bind", "/", "/", "--dev", "/dev",
+		"--unshare-pid", "--unshare-net", "--proc", "/proc", "--chdir", ws, "--", "true"}, ro)
+
+	p := workspacePolicy(true)
+	p.WritableRoots = []string{extra, missing}
+	got := bwrapArgs(p, ws, filepath.Join(ws, "sub"), "", false, []string{"ls", "-l"})
+	require.Equal(t, []string{"--new-session", "--die-with-parent", "--ro-bind", "/", "/", "--dev", "/dev",
+		"--bind", extra, extra,
+		"--bind", ws, ws,
+		"--ro-bind", "/dev/null", filepath.Join(extra, ".codex"),
+		"--ro-bind", filepath.Join(ws, ".git"), filepath.Join(ws, ".git"),
+		"--unshare-pid", "--chdir", filepath.Join(ws, "sub"), "--", "ls", "-l"}, got)
+
+	// $TMPDIR comes from the command's environment.
+	tmp := t.TempDir()
+	p = workspacePolicy(false)
+	p.ExcludeTmpdirEnvVar = false
+	got = bwrapArgs(p, ws, ws, tmp, false, []string{"true"})
+	require.Contains(t, strings.Join(got, " "), "--bind "+tmp+" "+tmp)
+}
+
+func TestNetworkFilterAssembles(t *testing.T) {
+	f, err := networkFilter()
+	require.NoError(t, err)
+	require.Greater(t, len(f), len(deniedNetSyscalls)+8)
+	_, err = assemble([]bpfInsn{{code: 0, jt: "nowhere"}})
+	require.Error(t, err)
+}
+
+func TestParseBackend(t *testing.T) {
+	for in, want := range map[string]Backend{"": BackendAuto, "auto": BackendAuto, "landlock": BackendLandlock, "bwrap": BackendBwrap} {
+		got, err := ParseBackend(in)
+		require.NoError(t, err)
+		require.Equal(t, want, got)
+	}
+	_, err := ParseBackend("docker")
+	require.Error(t, err)
+	_, err = New(Options{Backend: "docker"})
+	require.Error(t, err)
+}
+
+func TestBwrapRequestedButMissing(t *testing.T) {
+	sb, err := New(Options{Backend: BackendBwrap, BwrapPath: "/nonexistent/bwrap"})
+	require.NoError(t, err)
+	_, err = sb.Backend()
+	require.Error(t, err)
+	_, err = sb.Command(context.Background(), workspacePolicy(false), t.TempDir(), []string{"true"}, []string{"PATH=/usr/bin:/bin"})
+	require.Error(t, err)
+	// Full access never needs the sandbox, so it still works.
+	_, err = sb.Command(context.Background(), policy.SandboxPolicy{Kind: policy.DangerFullAccess}, t.TempDir(), []string{"true"}, []string{"PATH=/usr/bin:/bin"})
+	require.NoError(t, err)
+}
+
+func TestLookPath(t *testing.T) {
+	dir := t.TempDir()
+	exe := filepath.Join(dir, "tool")
+	require.NoError(t, os.WriteFile(exe, []byte("#!/bin/sh\n"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "plain"), []byte("x"), 0o644))
+
+	got, err := lookPath("tool", "/nonexistent:"+dir, "/")
+	require.NoError(t, err)
+	require.Equal(t, exe, got)
+	got, err = lookPath("./tool", "", dir)
+	require.NoError(t, err)
+	require.Equal(t, exe, got)
+	_, err = lookPath("plain", dir, "/")
+	require.ErrorIs(t, err, exec.ErrNotFound)
+	_, err = lookPath("./plain", "", dir)
+	require.Error(t, err)
+	require.False(t, errors.Is(err, exec.ErrNotFound))
+}
+
+func TestNetworkNamespace(t *testing.T) {
+	own, err := os.Readlink("/proc/self/ns/net")
+	require.NoError(t, err)
+	forEachBackend(t, func(t *testing.T, sb *Sandbox, b Backend) {
+		if b == BackendLandlock && !sb.NetNamespace() {
+			t.Skip("network namespaces are not permitted here")
+		}
+		ws := t.TempDir()
+		r := run(t, sb, Request{Policy: workspacePolicy(false), Cwd: ws, Argv: []string{"readlink", "/proc/self/ns/net"}})
+		require.Zero(t, r.exit, r.out)
+		require.NotEqual(t, own+"\n", r.out, "network off must mean another namespace")
+		r = run(t, sb, Request{Policy: workspacePolicy(true), Cwd: ws, Argv: []string{"readlink", "/proc/self/ns/net"}})
+		require.Equal(t, own+"\n", r.out)
+		// No descriptor (such as the shared namespace's) leaks into the command.
+		r = run(t, sb, Request{Policy: workspacePolicy(false), Cwd: ws, Argv: []string{"ls", "-l", "/proc/self/fd"}})
+		require.Zero(t, r.exit, r.out)
+		require.NotContains(t, r.out, "net:[")
+	})
+}

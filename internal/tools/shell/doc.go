@@ -1,0 +1,20 @@
+// Package shell provides the `shell` (argv) and `shell_command` (string)
+// tools of tools.md §2.1–§2.3, the process runner behind them (Exec), the
+// output shaping of §3 (head+tail truncation with the reference's markers,
+// the structured and freeform formats, the success flag) and the one-off
+// command/exec helper (CommandExec, protocol.md §4.19).
+//
+// Approval and sandboxing are decided per call by a Runner, so the turns
+// layer can plan each command with policy.PlanExec; PolicyRunner implements
+// that flow (forbid, ask, sandboxed first attempt, retry prompt after a
+// denial) and SandboxRunner is the approval-free default. Commands run
+// through internal/sandbox.
+//
+// Environment rule (EnvPolicy): a command inherits the daemon's environment
+// like Codex's shell_environment_policy (inherit all by default; optional
+// KEY/SECRET/TOKEN excludes, excludes, set, include_only), except that the
+// daemon's own secrets are always removed: every APPSERVER_* variable, the
+// common provider key variables (DefaultSecretVars) and each configured
+// provider's env_key (EnvPolicy.SecretVars). When the sandbox cuts the
+// network the command also sees CODEX_SANDBOX_NETWORK_DISABLED=1.
+package shell
