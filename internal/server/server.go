@@ -75,6 +75,7 @@ type Server struct {
 
 	byID          sessionIndex
 	onInitialized func(*Session)
+	responseHook  atomic.Pointer[responseHook]
 	onDrain       []func()
 
 	mu       sync.Mutex // guards sessions
@@ -280,10 +281,23 @@ func (s *Server) serveConn(ws *websocket.Conn, remote string) {
 	// closed by its reader or by Close, never by that context, and an
 	// unrelated parent saves registering a child context per connection.
 	conn := jsonrpc2.NewConn(context.Background(), &connStream{Stream: sess.stream, sess: sess, cancel: cancel},
-		sess, jsonrpc2.SetLogger(slogPrintf{sess.log}))
+		sess, jsonrpc2.SetLogger(slogPrintf{sess.log}), jsonrpc2.OnRecv(func(req *jsonrpc2.Request, resp *jsonrpc2.Response) {
+			if resp == nil {
+				return
+			}
+			if h := s.responseHook.Load(); h != nil {
+				(*h)(sess, req, resp)
+			}
+		}))
 	sess.conn.CompareAndSwap(nil, conn)
 	sess.log.Debug("websocket connected")
 }
+
+// responseHook sees every response a client sends, on the connection's
+// reader goroutine, before the waiting request gets it: req is the server
+// request it answers, nil when none with its id is outstanding (jsonrpc2
+// then drops the response). It must not block.
+type responseHook func(sess *Session, req *jsonrpc2.Request, resp *jsonrpc2.Response)
 
 // connStream is the stream as jsonrpc2 sees it. jsonrpc2 calls Close exactly
 // once, when the connection ends, after closing DisconnectNotify, failing

@@ -3,8 +3,12 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"sync"
 	"time"
+
+	"github.com/sourcegraph/jsonrpc2"
 
 	"github.com/appserver/appserver/api"
 	"github.com/appserver/appserver/internal/dynamic"
@@ -15,18 +19,28 @@ import (
 // connections subscribed to their thread, and hands the answers back to the
 // broker. It implements dynamic.Router.
 //
-// Rules: a call goes to one live subscriber of its thread (the first one
-// that does not hold it yet). When that connection closes before
-// answering, the call is offered again to another subscriber; with none,
-// the broker waits for a reconnect (thread/resume) up to its timeout. When
-// the call is settled, every other connection that still holds the request
-// gets serverRequest/resolved.
+// Rules: a call goes to one live subscriber of its thread, the oldest
+// connection first (normally the client that registered the tools). When
+// that connection closes or unsubscribes before answering, the call is
+// offered again to another subscriber; with none, the broker waits for a
+// reconnect (thread/resume) up to its timeout. A holder that unsubscribed
+// but is still connected may still answer. When the call is settled, every
+// other connection that still holds the request gets
+// serverRequest/resolved.
+//
+// Answers that are not used are logged and counted
+// (appserver_dynamic_tool_ignored_answers_total): a second answer to a
+// request, an answer to a request that was withdrawn (turn interrupted,
+// answered elsewhere) and an answer whose id matches no outstanding
+// request. item/tool/call is the only server request appserver sends, so
+// a response to an unknown id counts as unknown_call.
 type ToolRouter struct {
 	s    *Server
 	subs func(threadID string) []turns.ConnID
 
-	mu    sync.Mutex // guards holds
+	mu    sync.Mutex // guards the fields below and holding.answered; Withdraw cancels requests under it
 	holds map[*dynamic.Pending][]*holding
+	conns map[uint64]*connCalls // connections that were sent item/tool/call
 }
 
 // holding is one connection's copy of an outstanding request.
@@ -34,29 +48,74 @@ type holding struct {
 	conn      uint64
 	requestID int64
 	cancel    context.CancelFunc
-	answered  bool // guarded by ToolRouter.mu
+	answered  bool // the waiter took this connection's answer
+}
+
+// answerState tracks an item/tool/call request whose waiter and answer
+// have not met: the answer arrived (seen by the reader) before the waiter
+// took it, or the request was withdrawn before any answer arrived. A
+// withdrawn request that is never answered is remembered until its
+// connection closes (jsonrpc2 keeps its pending entry that long too).
+type answerState uint8
+
+const (
+	answerArrived answerState = iota + 1
+	answerWithdrawn
+)
+
+// recentAnswered is how many answered request ids a connection remembers
+// to tell a second answer (duplicate) from an unknown id.
+const recentAnswered = 64
+
+// connCalls is the per-connection bookkeeping of item/tool/call requests;
+// it is dropped when the connection closes.
+type connCalls struct {
+	state  map[int64]answerState
+	recent [recentAnswered]int64
+	n      int // ids written to recent
+}
+
+func (c *connCalls) remember(id int64) {
+	c.recent[c.n%recentAnswered] = id
+	c.n++
+}
+
+func (c *connCalls) answered(id int64) bool {
+	for _, x := range c.recent[:min(c.n, recentAnswered)] {
+		if x == id {
+			return true
+		}
+	}
+	return false
 }
 
 // NewToolRouter returns a router over this server's connections; subs
-// lists a thread's subscribers.
+// lists a thread's subscribers. It also starts counting the client answers
+// that are not used.
 func (s *Server) NewToolRouter(subs func(threadID string) []turns.ConnID) *ToolRouter {
-	return &ToolRouter{s: s, subs: subs, holds: map[*dynamic.Pending][]*holding{}}
+	r := &ToolRouter{s: s, subs: subs, holds: map[*dynamic.Pending][]*holding{}, conns: map[uint64]*connCalls{}}
+	hook := responseHook(r.response)
+	s.responseHook.Store(&hook)
+	return r
 }
 
 // Offer implements dynamic.Router.
 func (r *ToolRouter) Offer(ctx context.Context, p *dynamic.Pending) error {
+	subs := r.subs(p.ThreadID())
+	slices.Sort(subs) // connection ids grow: oldest first
 	r.mu.Lock()
 	held := map[uint64]bool{}
 	for _, h := range r.holds[p] {
-		if r.s.byID.get(h.conn) != nil {
-			r.mu.Unlock()
-			return nil // a live connection already has it
-		}
 		held[h.conn] = true
 	}
 	r.mu.Unlock()
+	for _, c := range subs {
+		if held[uint64(c)] && r.s.byID.get(uint64(c)) != nil {
+			return nil // a live subscriber already has it
+		}
+	}
 
-	for _, c := range r.subs(p.ThreadID()) {
+	for _, c := range subs {
 		id := uint64(c)
 		sess := r.s.byID.get(id)
 		if sess == nil || held[id] {
@@ -70,8 +129,27 @@ func (r *ToolRouter) Offer(ctx context.Context, p *dynamic.Pending) error {
 	return dynamic.ErrNoConnection
 }
 
+// track creates the bookkeeping of sess (and its cleanup when the
+// connection closes) unless it exists.
+func (r *ToolRouter) track(sess *Session) {
+	r.mu.Lock()
+	_, ok := r.conns[sess.id]
+	if !ok {
+		r.conns[sess.id] = &connCalls{state: map[int64]answerState{}}
+	}
+	r.mu.Unlock()
+	if !ok {
+		sess.OnClose(func() {
+			r.mu.Lock()
+			delete(r.conns, sess.id)
+			r.mu.Unlock()
+		})
+	}
+}
+
 // send queues the request on sess and starts waiting for its answer.
 func (r *ToolRouter) send(sess *Session, p *dynamic.Pending) error {
+	r.track(sess) // before the request goes out: its answer may come back at once
 	reqCtx, cancel := context.WithCancel(context.Background())
 	reqID, wait, err := sess.StartRequest(reqCtx, "item/tool/call", p.Params())
 	if err != nil {
@@ -85,25 +163,88 @@ func (r *ToolRouter) send(sess *Session, p *dynamic.Pending) error {
 	go func() {
 		defer cancel()
 		res, err := wait(reqCtx)
-		if reqCtx.Err() != nil {
-			return // withdrawn: the call was settled elsewhere
-		}
-		if errors.Is(err, ErrConnectionClosed) {
+		if errors.Is(err, ErrConnectionClosed) && reqCtx.Err() == nil {
 			r.drop(p, h) // the disconnect re-offers the call
+			return
+		}
+		// Withdraw cancels reqCtx under r.mu, so this check and the
+		// bookkeeping below are atomic with respect to it.
+		r.mu.Lock()
+		withdrawn, lost := reqCtx.Err() != nil, false
+		if c := r.conns[h.conn]; c != nil {
+			if withdrawn {
+				// Settled elsewhere. An answer that arrived meanwhile is not
+				// used; a later one is counted by response.
+				lost = c.state[h.requestID] == answerArrived
+				if lost {
+					delete(c.state, h.requestID)
+				}
+			} else {
+				delete(c.state, h.requestID)
+			}
+		}
+		if !withdrawn {
+			h.answered = true
+		}
+		r.mu.Unlock()
+		if withdrawn {
+			if lost {
+				r.ignored(sess, reqID, dynamic.IgnoredDuplicate)
+			}
 			return
 		}
 		var clientErr error
 		if err != nil {
 			clientErr = err
 		}
-		r.mu.Lock()
-		h.answered = true
-		r.mu.Unlock()
 		if !p.ResolveResponse(res, clientErr) {
 			sess.log.Info("ignored answer to a dynamic tool call that was already settled", "thread", p.ThreadID(), "call", p.CallID())
 		}
 	}()
 	return nil
+}
+
+// response sees every response a client sends, on the connection's reader
+// goroutine, before jsonrpc2 hands it to the waiting request: req is the
+// request it answers, nil when no request with its id is outstanding.
+func (r *ToolRouter) response(sess *Session, req *jsonrpc2.Request, resp *jsonrpc2.Response) {
+	if req != nil {
+		if req.Method != "item/tool/call" || req.ID.IsString {
+			return
+		}
+		id := int64(req.ID.Num)
+		late := false
+		r.mu.Lock()
+		if c := r.conns[sess.id]; c != nil {
+			c.remember(id)
+			if c.state[id] == answerWithdrawn {
+				delete(c.state, id)
+				late = true
+			} else {
+				c.state[id] = answerArrived
+			}
+		}
+		r.mu.Unlock()
+		if late {
+			r.ignored(sess, id, dynamic.IgnoredDuplicate)
+		}
+		return
+	}
+	reason := dynamic.IgnoredUnknownCall
+	if !resp.ID.IsString {
+		r.mu.Lock()
+		if c := r.conns[sess.id]; c != nil && c.answered(int64(resp.ID.Num)) {
+			reason = dynamic.IgnoredDuplicate
+		}
+		r.mu.Unlock()
+	}
+	r.ignored(sess, resp.ID, reason)
+}
+
+// ignored logs and counts an answer that is not used.
+func (r *ToolRouter) ignored(sess *Session, id any, reason dynamic.IgnoredReason) {
+	sess.log.Warn("dynamic tool answer ignored", "request_id", fmt.Sprint(id), "reason", string(reason))
+	r.s.metrics.DynamicIgnoredAnswers.WithLabelValues(string(reason)).Inc()
 }
 
 func (r *ToolRouter) drop(p *dynamic.Pending, h *holding) {
@@ -123,12 +264,22 @@ func (r *ToolRouter) Withdraw(p *dynamic.Pending, _ dynamic.Outcome) {
 	r.mu.Lock()
 	hs := r.holds[p]
 	delete(r.holds, p)
-	r.mu.Unlock()
+	var notify []*holding
 	for _, h := range hs {
 		h.cancel()
 		if h.answered {
 			continue
 		}
+		if c := r.conns[h.conn]; c != nil {
+			if _, ok := c.state[h.requestID]; ok {
+				continue // its answer is on the way to the waiter
+			}
+			c.state[h.requestID] = answerWithdrawn // a late answer is counted
+		}
+		notify = append(notify, h)
+	}
+	r.mu.Unlock()
+	for _, h := range notify {
 		sess := r.s.byID.get(h.conn)
 		if sess == nil {
 			continue
