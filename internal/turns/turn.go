@@ -136,7 +136,9 @@ func (r *turnRun) loop() error {
 			return err
 		}
 		if len(calls) == 0 {
-			r.recordUsage(usage)
+			if err := r.recordUsage(usage, false); err != nil {
+				return err
+			}
 			// Input that arrives from here on would be lost: the turn
 			// ends unless some is already pending.
 			if !r.at.closeInput(true) {
@@ -147,7 +149,9 @@ func (r *turnRun) loop() error {
 		// As the reference does, a response's token usage is reported once
 		// its tool calls have completed.
 		err = r.runTools(calls)
-		r.recordUsage(usage)
+		if perr := r.recordUsage(usage, true); perr != nil {
+			return perr
+		}
 		if err != nil {
 			return err
 		}
@@ -351,7 +355,9 @@ func (r *turnRun) itemDone(open map[string]*streamItem, it model.InputItem) (*mo
 	r.history = append(r.history, it)
 	switch it.Type {
 	case model.ItemFunctionCall, model.ItemCustomToolCall:
-		return &it, r.persistHistory(nil)
+		// Committed with its output once the call has run (recordUsage);
+		// a call cut short by a crash is answered "aborted" on reload.
+		return &it, nil
 	case model.ItemMessage, model.ItemReasoning:
 	default:
 		return nil, r.persistHistory(nil)
@@ -430,7 +436,11 @@ func (r *turnRun) dropCalls(calls []model.InputItem) {
 }
 
 // recordUsage accumulates token usage and emits thread/tokenUsage/updated.
-func (r *turnRun) recordUsage(u model.Usage) {
+//
+// The usage is committed with the thread (and, with withHistory, the turn's
+// history, tool calls and outputs included) in one batch, so that resume
+// after a crash replays what the client last saw.
+func (r *turnRun) recordUsage(u model.Usage, withHistory bool) error {
 	last := api.TokenUsageBreakdown{
 		TotalTokens:           u.TotalTokens,
 		InputTokens:           u.InputTokens,
@@ -452,16 +462,21 @@ func (r *turnRun) recordUsage(u model.Usage) {
 	t.meta.TokenTotal = &total
 	t.meta.LastUsage = &last
 	t.meta.LastTurnID = r.at.id
-	patch := store.ThreadPatch{ID: t.id, Meta: t.metaJSONLocked()}
+	b := &store.Batch{UpdateThreads: []store.ThreadPatch{{ID: t.id, Meta: t.metaJSONLocked()}}}
 	t.mu.Unlock()
-	// Persisted now, not at turn end, so that resume after a crash replays
-	// the usage the client last saw.
-	if err := t.write(r.persistCtx(), &store.Batch{UpdateThreads: []store.ThreadPatch{patch}}); err != nil {
+	if withHistory {
+		b.UpdateTurns = []store.TurnPatch{{ThreadID: t.id, ID: r.at.id, Meta: r.metaJSON()}}
+	}
+	if err := t.write(r.persistCtx(), b); err != nil {
+		if withHistory {
+			return fmt.Errorf("persist turn history: %w", err)
+		}
 		t.m.log.Error("persist token usage", "thread", t.id, "err", err)
 	}
 	t.emit("thread/tokenUsage/updated", api.ThreadTokenUsageUpdatedNotification{
 		ThreadID: t.id, TurnID: r.at.id, TokenUsage: api.TokenUsage{Total: total, Last: last},
 	})
+	return nil
 }
 
 // runTools dispatches the model's tool calls and adds their outputs to the
@@ -493,9 +508,6 @@ func (r *turnRun) runTools(calls []model.InputItem) error {
 	outs, err := d.DispatchAll(r.at.ctx, regCalls)
 	for _, o := range outs {
 		r.history = append(r.history, responseItemToModel(o))
-	}
-	if perr := r.persistHistory(nil); perr != nil {
-		return perr
 	}
 	if err != nil {
 		return err
