@@ -1,0 +1,189 @@
+package files
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"unicode/utf8"
+
+	"github.com/appserver/appserver/api"
+	"github.com/appserver/appserver/internal/registry"
+)
+
+// RootsFunc returns the workspace roots a call may read under; a nil or
+// empty result leaves the call unconfined.
+type RootsFunc func(inv registry.Invocation) []string
+
+// ItemEmitter publishes the items a tool produces (the imageView item of
+// view_image). Its method set matches turns.ItemSink, so the ToolContext's
+// sink can be passed as is: ItemStarted announces the item, ItemCompleted
+// persists and announces its final state. Neither may block on a client.
+type ItemEmitter interface {
+	// ItemStarted announces the item.
+	ItemStarted(ctx context.Context, turnID string, item api.ThreadItem)
+	// ItemCompleted persists and announces the item's final state.
+	ItemCompleted(ctx context.Context, turnID string, item api.ThreadItem)
+}
+
+// functionArgs returns the raw arguments of a function payload.
+func functionArgs(tool string, inv registry.Invocation) (string, error) {
+	p, ok := inv.Payload.(registry.FunctionPayload)
+	if !ok {
+		return "", fmt.Errorf("%s handler received unsupported payload", tool)
+	}
+	return p.Arguments, nil
+}
+
+// checkRoots fails when roots are configured and p (absolute) is outside
+// all of them, lexically or once symlinks are resolved.
+func checkRoots(roots RootsFunc, inv registry.Invocation, p string) error {
+	if roots == nil {
+		return nil
+	}
+	rs := roots(inv)
+	if len(rs) == 0 {
+		return nil
+	}
+	clean := filepath.Clean(p)
+	real, err := filepath.EvalSymlinks(clean)
+	if err != nil {
+		real = clean
+	}
+	for _, r := range rs {
+		r = filepath.Clean(r)
+		rr, err := filepath.EvalSymlinks(r)
+		if err != nil {
+			rr = r
+		}
+		if within(r, clean) && (within(rr, real) || within(r, real)) {
+			return nil
+		}
+	}
+	return fmt.Errorf("access denied: `%s` is outside the workspace roots (%s)", p, strings.Join(rs, ", "))
+}
+
+// within reports whether p is root or below it (both clean and absolute).
+func within(root, p string) bool {
+	rel, err := filepath.Rel(root, p)
+	if err != nil {
+		return false
+	}
+	return rel == "." || (rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)))
+}
+
+// resolvePath makes p absolute against cwd.
+func resolvePath(cwd, p string) string {
+	if filepath.IsAbs(p) {
+		return filepath.Clean(p)
+	}
+	return filepath.Join(cwd, p)
+}
+
+// ioErrorText renders an I/O error the way the reference (Rust) prints
+// std::io::Error, e.g. "No such file or directory (os error 2)".
+func ioErrorText(err error) string {
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		msg := errno.Error()
+		if msg != "" {
+			msg = strings.ToUpper(msg[:1]) + msg[1:]
+		}
+		return fmt.Sprintf("%s (os error %d)", msg, int(errno))
+	}
+	if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
+		return "No such file or directory (os error 2)"
+	}
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err.Error()
+	}
+	return err.Error()
+}
+
+// isNotExist reports a missing file in either of Go's spellings.
+func isNotExist(err error) bool { return errors.Is(err, os.ErrNotExist) }
+
+// lossyString decodes b as UTF-8, replacing each maximal invalid subpart
+// with U+FFFD, as Rust's String::from_utf8_lossy does.
+func lossyString(b []byte) string {
+	if utf8.Valid(b) {
+		return string(b)
+	}
+	var sb strings.Builder
+	sb.Grow(len(b) + 8)
+	for i := 0; i < len(b); {
+		r, size := utf8.DecodeRune(b[i:])
+		if r != utf8.RuneError || size > 1 {
+			sb.Write(b[i : i+size])
+			i += size
+			continue
+		}
+		sb.WriteRune(utf8.RuneError)
+		i += invalidSubpartLen(b[i:])
+	}
+	return sb.String()
+}
+
+// invalidSubpartLen is the length of the maximal subpart of the ill-formed
+// sequence at b[0] (Unicode §3.9), at least 1.
+func invalidSubpartLen(b []byte) int {
+	lo, hi := byte(0x80), byte(0xBF)
+	var need int
+	switch c := b[0]; {
+	case c >= 0xC2 && c <= 0xDF:
+		need = 1
+	case c == 0xE0:
+		need, lo = 2, 0xA0
+	case c >= 0xE1 && c <= 0xEC, c == 0xEE, c == 0xEF:
+		need = 2
+	case c == 0xED:
+		need, hi = 2, 0x9F
+	case c == 0xF0:
+		need, lo = 3, 0x90
+	case c >= 0xF1 && c <= 0xF3:
+		need = 3
+	case c == 0xF4:
+		need, hi = 3, 0x8F
+	default:
+		return 1
+	}
+	n := 1
+	for k := 0; k < need && n < len(b); k++ {
+		c := b[n]
+		if c < lo || c > hi {
+			break
+		}
+		n++
+		lo, hi = 0x80, 0xBF
+	}
+	return n
+}
+
+// cutBytes cuts s to at most n bytes on a UTF-8 boundary.
+func cutBytes(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+// usize checks that an optional number argument is not negative, as the
+// reference's usize fields require, and returns it or def.
+func usize(field string, v *int64, def int) (int, error) {
+	if v == nil {
+		return def, nil
+	}
+	if *v < 0 {
+		return 0, registry.ArgumentsError(fmt.Errorf("invalid value: integer `%d`, expected usize for field `%s`", *v, field))
+	}
+	return int(min(*v, int64(^uint(0)>>1))), nil
+}

@@ -1,0 +1,27 @@
+// Package files implements the workspace-reading tools of tools.md §2.6–§2.8
+// and §2.10–§2.11: read_file (slice and indentation modes), list_dir,
+// grep_files (ripgrep), view_image (a local image attached to the next model
+// request as a data URL) and request_user_input (questions sent to the
+// client as a server request).
+//
+// Each tool is a registry.Handler with a Register method that adds its spec
+// with the reference parallel flag. Parameters, defaults, limits, output
+// formats and error texts follow the reference implementation, so models
+// trained against Codex read them as usual. None of these tools changes the
+// workspace (IsMutating is false).
+//
+// The read tools are not confined by default (the reference reads anywhere
+// the sandbox allows); a Roots hook confines them to workspace roots.
+//
+// # Integration
+//
+// grep_files needs ripgrep (`rg`) on PATH; without it every call answers
+// "failed to launch rg: … Ensure ripgrep is installed and on PATH.".
+// view_image takes the turn's item sink (turns.ItemSink satisfies
+// ItemEmitter) for its imageView item. request_user_input takes an Asker
+// that sends item/tool/requestUserInput to the thread's client, sets the
+// thread status flag waitingOnUserInput while it waits, emits
+// serverRequest/resolved and returns ErrCancelled when no client answers;
+// its Mode hook reports the collaboration mode (Codex offers the tool in
+// Plan mode only).
+package files

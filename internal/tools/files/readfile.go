@@ -1,0 +1,444 @@
+package files
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/appserver/appserver/internal/registry"
+)
+
+// ReadFileName is the tool name.
+const ReadFileName = "read_file"
+
+// read_file limits and defaults (tools.md §2.6).
+const (
+	// ReadFileDefaultLimit is the default number of lines returned.
+	ReadFileDefaultLimit = 2000
+	// MaxLineBytes is where each returned line is cut (on a UTF-8 boundary).
+	MaxLineBytes = 500
+	// tabWidth is the indent of a tab in indentation mode.
+	tabWidth = 4
+	// scanKeep bounds the bytes of one line kept for analysis; the rest of
+	// an overlong line is skipped.
+	scanKeep = 64 << 10
+)
+
+// commentPrefixes mark header comments in indentation mode.
+var commentPrefixes = []string{"#", "//", "--"}
+
+// ReadFileSpec returns read_file's spec (strict:false), as classic Codex
+// sent it.
+func ReadFileSpec() registry.FunctionSpec {
+	indentation := registry.Object(map[string]*registry.Schema{
+		"anchor_line":      registry.Number("Anchor line to center the indentation lookup on (defaults to offset)."),
+		"max_levels":       registry.Number("How many parent indentation levels (smaller indents) to include."),
+		"include_siblings": registry.Boolean("When true, include additional blocks that share the anchor indentation."),
+		"include_header":   registry.Boolean("Include doc comments or attributes directly above the selected block."),
+		"max_lines":        registry.Number("Hard cap on the number of lines returned when using indentation mode."),
+	}, nil, registry.AllowAdditional(false))
+	props := map[string]*registry.Schema{
+		"file_path":   registry.String("Absolute path to the file"),
+		"offset":      registry.Number("The line number to start reading from. Must be 1 or greater."),
+		"limit":       registry.Number("The maximum number of lines to return."),
+		"mode":        registry.String("Optional mode selector: \"slice\" for simple ranges (default) or \"indentation\" to expand around an anchor line."),
+		"indentation": indentation,
+	}
+	return registry.FunctionSpec{
+		Name:        ReadFileName,
+		Description: "Reads a local file with 1-indexed line numbers, supporting slice and indentation-aware block modes.",
+		Parameters:  registry.Object(props, []string{"file_path"}, registry.AllowAdditional(false)),
+	}
+}
+
+// ReadFile is the read_file handler. The zero value is ready to use.
+type ReadFile struct {
+	// Roots, when set, confines reads to the workspace roots.
+	Roots RootsFunc
+}
+
+var _ registry.Handler = (*ReadFile)(nil)
+
+// Register adds read_file to b (parallel-capable).
+func (h *ReadFile) Register(b *registry.Builder) error { return b.Register(ReadFileSpec(), h, true) }
+
+// Kind returns registry.PayloadFunction.
+func (*ReadFile) Kind() registry.PayloadKind { return registry.PayloadFunction }
+
+// IsMutating returns false.
+func (*ReadFile) IsMutating(context.Context, registry.Invocation) bool { return false }
+
+// readFileArgs mirrors the reference ReadFileArgs.
+type readFileArgs struct {
+	FilePath    *string          `json:"file_path"`
+	Offset      *int64           `json:"offset"`
+	Limit       *int64           `json:"limit"`
+	Mode        *string          `json:"mode"`
+	Indentation *indentationArgs `json:"indentation"`
+}
+
+type indentationArgs struct {
+	AnchorLine      *int64 `json:"anchor_line"`
+	MaxLevels       *int64 `json:"max_levels"`
+	IncludeSiblings *bool  `json:"include_siblings"`
+	IncludeHeader   *bool  `json:"include_header"`
+	MaxLines        *int64 `json:"max_lines"`
+}
+
+// indentOptions are the resolved indentation options.
+type indentOptions struct {
+	anchorLine      int // 0 when absent
+	maxLevels       int
+	includeSiblings bool
+	includeHeader   bool
+	maxLines        int // 0 when absent
+	hasMaxLines     bool
+	hasAnchor       bool
+}
+
+// Handle reads the requested lines and answers them as "L<n>: <text>"
+// lines joined by newlines.
+func (h *ReadFile) Handle(ctx context.Context, inv registry.Invocation) (registry.Output, error) {
+	raw, err := functionArgs(ReadFileName, inv)
+	if err != nil {
+		return registry.Output{}, err
+	}
+	var a readFileArgs
+	if err := registry.DecodeArguments(raw, &a); err != nil {
+		return registry.Output{}, err
+	}
+	if a.FilePath == nil {
+		return registry.Output{}, registry.ArgumentsError(errors.New("missing field `file_path`"))
+	}
+	offset, err := usize("offset", a.Offset, 1)
+	if err != nil {
+		return registry.Output{}, err
+	}
+	limit, err := usize("limit", a.Limit, ReadFileDefaultLimit)
+	if err != nil {
+		return registry.Output{}, err
+	}
+	indentMode := false
+	if a.Mode != nil {
+		switch *a.Mode {
+		case "slice":
+		case "indentation":
+			indentMode = true
+		default:
+			return registry.Output{}, registry.ArgumentsError(fmt.Errorf("unknown variant `%s`, expected `slice` or `indentation`", *a.Mode))
+		}
+	}
+	opts := indentOptions{includeHeader: true}
+	if a.Indentation != nil {
+		ia := a.Indentation
+		if ia.AnchorLine != nil {
+			if opts.anchorLine, err = usize("anchor_line", ia.AnchorLine, 0); err != nil {
+				return registry.Output{}, err
+			}
+			opts.hasAnchor = true
+		}
+		if opts.maxLevels, err = usize("max_levels", ia.MaxLevels, 0); err != nil {
+			return registry.Output{}, err
+		}
+		if ia.IncludeSiblings != nil {
+			opts.includeSiblings = *ia.IncludeSiblings
+		}
+		if ia.IncludeHeader != nil {
+			opts.includeHeader = *ia.IncludeHeader
+		}
+		if ia.MaxLines != nil {
+			if opts.maxLines, err = usize("max_lines", ia.MaxLines, 0); err != nil {
+				return registry.Output{}, err
+			}
+			opts.hasMaxLines = true
+		}
+	}
+
+	if offset == 0 {
+		return registry.Output{}, errors.New("offset must be a 1-indexed line number")
+	}
+	if limit == 0 {
+		return registry.Output{}, errors.New("limit must be greater than zero")
+	}
+	path := *a.FilePath
+	if !filepath.IsAbs(path) {
+		return registry.Output{}, errors.New("file_path must be an absolute path")
+	}
+	if err := checkRoots(h.Roots, inv, path); err != nil {
+		return registry.Output{}, err
+	}
+	var lines []string
+	if indentMode {
+		lines, err = readBlock(ctx, path, offset, limit, opts)
+	} else {
+		lines, err = readSlice(ctx, path, offset, limit)
+	}
+	if err != nil {
+		return registry.Output{}, err
+	}
+	return registry.TextOutput(strings.Join(lines, "\n"), true), nil
+}
+
+// scanLines calls fn with each line of r (without "\n", and without the
+// "\r" before it), at most scanKeep bytes of it, and its 1-based number,
+// until fn returns false or ctx ends.
+func scanLines(ctx context.Context, r io.Reader, fn func(line []byte, number int) bool) error {
+	br := bufio.NewReaderSize(r, 64<<10)
+	var line []byte
+	number := 0
+	for {
+		line = line[:0]
+		ended, any := false, false
+		for {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			chunk, err := br.ReadSlice('\n')
+			if len(chunk) > 0 {
+				any = true
+				if room := scanKeep + 1 - len(line); room > 0 {
+					line = append(line, chunk[:min(room, len(chunk))]...)
+				}
+			}
+			if err == nil {
+				ended = true
+				break
+			}
+			if errors.Is(err, bufio.ErrBufferFull) {
+				continue
+			}
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			return err
+		}
+		if !any {
+			return nil
+		}
+		if ended && len(line) > 0 && line[len(line)-1] == '\n' {
+			line = line[:len(line)-1]
+			if len(line) > 0 && line[len(line)-1] == '\r' {
+				line = line[:len(line)-1]
+			}
+		}
+		if len(line) > scanKeep {
+			line = line[:scanKeep]
+		}
+		number++
+		if !fn(line, number) {
+			return nil
+		}
+		if !ended {
+			return nil
+		}
+	}
+}
+
+// formatLine renders a line for the output: invalid UTF-8 replaced, cut to
+// MaxLineBytes.
+func formatLine(b []byte) string { return cutBytes(lossyString(b), MaxLineBytes) }
+
+// openForRead opens a file for reading. Special files (FIFOs, devices,
+// sockets) are refused: opening or reading them could block the call
+// forever.
+func openForRead(path string) (*os.File, error) {
+	if st, err := os.Stat(path); err == nil && !st.Mode().IsRegular() && !st.IsDir() {
+		return nil, fmt.Errorf("failed to read file: `%s` is not a regular file", path)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("failed to read file: %s", ioErrorText(err))
+	}
+	return f, nil
+}
+
+// readSlice returns up to limit lines from offset.
+func readSlice(ctx context.Context, path string, offset, limit int) ([]string, error) {
+	f, err := openForRead(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []string
+	seen := 0
+	err = scanLines(ctx, f, func(line []byte, n int) bool {
+		seen = n
+		if n < offset {
+			return true
+		}
+		out = append(out, fmt.Sprintf("L%d: %s", n, formatLine(line)))
+		return len(out) < limit
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, fmt.Errorf("failed to read file: %s", ioErrorText(err))
+	}
+	if seen < offset {
+		return nil, errors.New("offset exceeds file length")
+	}
+	return out, nil
+}
+
+// lineRecord is one line in indentation mode.
+type lineRecord struct {
+	number  int
+	display string
+	indent  int
+	blank   bool
+	comment bool
+}
+
+func newLineRecord(line []byte, n int) lineRecord {
+	text := lossyString(line)
+	indent := 0
+	for _, c := range text {
+		if c == ' ' {
+			indent++
+		} else if c == '\t' {
+			indent += tabWidth
+		} else {
+			break
+		}
+	}
+	trimmed := strings.TrimSpace(text)
+	comment := false
+	for _, p := range commentPrefixes {
+		if strings.HasPrefix(trimmed, p) {
+			comment = true
+		}
+	}
+	return lineRecord{number: n, display: cutBytes(text, MaxLineBytes), indent: indent, blank: trimmed == "", comment: comment}
+}
+
+// readBlock is the reference indentation mode: starting at the anchor line,
+// it grows the block one line up and one line down at a time while lines
+// are indented at least the minimum (anchor indent − 4·max_levels, 0 when
+// max_levels is 0), taking at most one line at exactly the minimum indent
+// per direction unless include_siblings (going up, header comments at that
+// indent are allowed too when include_header), up to min(limit, max_lines,
+// file length) lines; blank lines inherit the previous line's indent and are
+// trimmed from both ends of the result.
+func readBlock(ctx context.Context, path string, offset, limit int, o indentOptions) ([]string, error) {
+	anchor := offset
+	if o.hasAnchor {
+		anchor = o.anchorLine
+	}
+	if anchor == 0 {
+		return nil, errors.New("anchor_line must be a 1-indexed line number")
+	}
+	guard := limit
+	if o.hasMaxLines {
+		guard = o.maxLines
+	}
+	if guard == 0 {
+		return nil, errors.New("max_lines must be greater than zero")
+	}
+	f, err := openForRead(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var recs []lineRecord
+	if err := scanLines(ctx, f, func(line []byte, n int) bool {
+		recs = append(recs, newLineRecord(line, n))
+		return true
+	}); err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, fmt.Errorf("failed to read file: %s", ioErrorText(err))
+	}
+	if len(recs) == 0 || anchor > len(recs) {
+		return nil, errors.New("anchor_line exceeds file length")
+	}
+	ai := anchor - 1
+	eff := make([]int, len(recs))
+	prev := 0
+	for i, r := range recs {
+		if !r.blank {
+			prev = r.indent
+		}
+		eff[i] = prev
+	}
+	anchorIndent := eff[ai]
+	minIndent := 0
+	if o.maxLevels != 0 {
+		minIndent = max(anchorIndent-o.maxLevels*tabWidth, 0)
+	}
+	final := min(limit, guard, len(recs))
+	if final == 1 {
+		return []string{fmt.Sprintf("L%d: %s", recs[ai].number, recs[ai].display)}, nil
+	}
+
+	// out is a deque held as a window [lo, hi) of recs indexes that only
+	// ever grows by one at either end, or shrinks back by the line just
+	// added.
+	up, down := ai-1, ai+1
+	upAtMin, downAtMin := 0, 0
+	lo, hi := ai, ai+1
+	for hi-lo < final {
+		progressed := 0
+		if up >= 0 {
+			if eff[up] >= minIndent {
+				lo = up
+				progressed++
+				taken := up
+				up--
+				if eff[taken] == minIndent && !o.includeSiblings {
+					headerComment := o.includeHeader && recs[taken].comment
+					if headerComment || upAtMin == 0 {
+						upAtMin++
+					} else {
+						lo++ // this line should not have been taken
+						progressed--
+						up = -1
+					}
+				}
+				if hi-lo >= final {
+					break
+				}
+			} else {
+				up = -1
+			}
+		}
+		if down < len(recs) {
+			if eff[down] >= minIndent {
+				hi = down + 1
+				progressed++
+				taken := down
+				down++
+				if eff[taken] == minIndent && !o.includeSiblings {
+					if downAtMin > 0 {
+						hi--
+						progressed--
+						down = len(recs)
+					}
+					downAtMin++
+				}
+			} else {
+				down = len(recs)
+			}
+		}
+		if progressed == 0 {
+			break
+		}
+	}
+	for lo < hi && recs[lo].blank {
+		lo++
+	}
+	for hi > lo && recs[hi-1].blank {
+		hi--
+	}
+	out := make([]string, 0, hi-lo)
+	for _, r := range recs[lo:hi] {
+		out = append(out, fmt.Sprintf("L%d: %s", r.number, r.display))
+	}
+	return out, nil
+}
