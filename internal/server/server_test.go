@@ -343,13 +343,15 @@ func TestOverloadAnswersMinus32001(t *testing.T) {
 	require.NoError(t, err)
 	release, started := blockingMethod(srv)
 	hs := httptest.NewServer(srv.Handler())
-	defer hs.Close()
-	defer func() {
+	// Registered before dial, so it runs after the client's own cleanup
+	// has closed the connection, as it does for every other test server.
+	t.Cleanup(func() {
 		release()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		require.NoError(t, srv.CloseConnections(ctx))
-	}()
+		hs.Close()
+	})
 	c := dial(t, "ws"+strings.TrimPrefix(hs.URL, "http"), nil)
 	c.initialize(nil)
 	for i := 0; i < 8; i++ {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -265,9 +266,14 @@ func (s *Session) serve(ctx context.Context, req *jsonrpc2.Request) {
 	if req.Params != nil {
 		call.Params = *req.Params
 	}
-	result, err := s.srv.invoke(ctx, call)
+	result, err := s.invokeSafely(ctx, call)
 	if err != nil {
-		s.replyError(ctx, req, toRPCError(err), start)
+		rerr := toRPCError(err)
+		if rerr.Code == CodeInternal {
+			// The client sees a generic message; the cause goes to the log.
+			s.log.Error("request failed", "method", req.Method, "err", err)
+		}
+		s.replyError(ctx, req, rerr, start)
 		return
 	}
 	if result == nil {
@@ -282,10 +288,21 @@ func (s *Session) serve(ctx context.Context, req *jsonrpc2.Request) {
 	}
 }
 
+// invokeSafely runs the method, turning a panic into an internal error so
+// that one faulty handler cannot take the daemon down.
+func (s *Session) invokeSafely(ctx context.Context, c *Call) (result any, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			s.log.Error("request handler panicked", "method", c.Method, "panic", p, "stack", string(debug.Stack()))
+			c.after = nil
+			result, err = nil, fmt.Errorf("panic in %s: %v", c.Method, p)
+		}
+	}()
+	return s.srv.invoke(ctx, c)
+}
+
 func (s *Session) replyError(ctx context.Context, req *jsonrpc2.Request, e *RPCError, start time.Time) {
-	if e.Code == CodeInternal {
-		s.log.Error("request failed", "method", req.Method, "err", e.Message)
-	} else {
+	if e.Code != CodeInternal {
 		s.log.Debug("request refused", "method", req.Method, "code", e.Code, "message", e.Message)
 	}
 	if err := s.conn.Load().ReplyWithError(ctx, req.ID, e.wire()); err != nil {
