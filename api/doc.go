@@ -1,7 +1,8 @@
 // Package api holds the wire types of the Codex app-server protocol v2 as
 // spoken by codex-cli 0.169.0: JSON-RPC params and results, notifications,
-// server→client requests and the ThreadItem union. It has no logic and
-// depends on the standard library only.
+// server→client requests and the ThreadItem union, plus the bodies of the
+// HTTP/JSON API under /v1 (http.go, described by openapi.yaml). It has no
+// logic and depends on the standard library only.
 //
 // Conventions, following the shape of the reference schema:
 //

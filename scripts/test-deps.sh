@@ -16,6 +16,9 @@ have_postgres || missing+=(postgresql)
 # the fallback, and both backends are tested when bwrap is present).
 command -v rg >/dev/null 2>&1 || missing+=(ripgrep)
 command -v bwrap >/dev/null 2>&1 || missing+=(bubblewrap)
+# The HTTP API's README examples and testdata/ci_bot.sh run with curl and jq.
+command -v curl >/dev/null 2>&1 || missing+=(curl)
+command -v jq >/dev/null 2>&1 || missing+=(jq)
 
 if [ ${#missing[@]} -eq 0 ]; then
   exit 0
@@ -29,6 +32,8 @@ if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
   have_postgres || { echo "test-deps: postgresql binaries still missing after install" >&2; exit 1; }
   command -v rg >/dev/null 2>&1 || { echo "test-deps: ripgrep still missing after install" >&2; exit 1; }
   command -v bwrap >/dev/null 2>&1 || { echo "test-deps: bubblewrap still missing after install" >&2; exit 1; }
+  command -v curl >/dev/null 2>&1 || { echo "test-deps: curl still missing after install" >&2; exit 1; }
+  command -v jq >/dev/null 2>&1 || { echo "test-deps: jq still missing after install" >&2; exit 1; }
   exit 0
 fi
 

@@ -495,7 +495,7 @@ func TestDynamicLifecycleSeveralClients(t *testing.T) {
 }
 
 // dtReference is what codex-cli 0.169.0 sent and received for the second
-// turn of /tmp/codexref/captures/threads.jsonl ("Use TOOL please": the
+// turn of a codex-cli 0.169.0 capture ("Use TOOL please": the
 // model calls the client-registered lookup_weather, the client answers, the
 // model says "Tool done."), from the turn/start response through
 // turn/completed, with the capture's timing field dropped. The thread had

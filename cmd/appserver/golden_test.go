@@ -50,7 +50,7 @@ const goldenUsage = `"usage":{"input_tokens":120,"cached_input_tokens":20,"outpu
 
 var goldenCases = []goldenCase{
 	{
-		// The reference's fake model (/tmp/codexref/fake-model.js): one
+		// The reference's fake model (a scripted fake model on loopback): one
 		// reasoning summary part, a message in two deltas, one usage report.
 		name:     "plain_turn",
 		input:    map[string]any{"type": "text", "text": "Say hello", "text_elements": []any{}},
@@ -89,7 +89,7 @@ var goldenCases = []goldenCase{
 // its fake model), and the golden file is also checked against it, modulo
 // the differences listed in known. The known differences are:
 //
-// plain_turn (reference: /tmp/codexref/captures/threads.jsonl, the "Say
+// plain_turn (reference: a capture of codex-cli 0.169.0, the "Say
 // hello" turn):
 //   - the reference sends `warning` ("Model metadata for `fake-model` not
 //     found…") before the turn/start response, `account/rateLimits/updated`

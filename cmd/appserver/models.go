@@ -87,7 +87,7 @@ func retries(n int) int {
 
 // builtinNames are the tool names the daemon itself offers; a client's
 // dynamic tools may not take them.
-var builtinNames = []string{planning.Name, "skills"}
+var builtinNames = append([]string{planning.Name, "skills"}, builtinToolNames...)
 
 // skillsConfig maps the [skills] config section.
 func skillsConfig(cfg *config.Config) skills.Config {
@@ -104,11 +104,17 @@ func newSkillsCatalog(cfg *config.Config, log *slog.Logger) (*skills.Catalog, er
 	return skills.New(skillsConfig(cfg), skills.Options{Logger: log})
 }
 
-// turnTools builds the tool set of a turn: the built-in tools, then the
-// thread's dynamic tools (served by the broker) if it registered any.
-func turnTools(log *slog.Logger, broker *dynamic.Broker, cat *skills.Catalog) turns.ToolsFactory {
+// turnTools builds the tool set of a turn: the built-in tools (shell,
+// apply_patch, exec sessions, file tools; see builtinTools.register), then
+// the thread's dynamic tools (served by the broker) if it registered any.
+func turnTools(log *slog.Logger, broker *dynamic.Broker, cat *skills.Catalog, bt *builtinTools) turns.ToolsFactory {
 	return func(tc turns.ToolContext) ([]registry.ConfiguredToolSpec, *registry.Registry, error) {
 		b := registry.NewBuilder(registry.Config{Logger: log})
+		if bt != nil {
+			if err := bt.register(b, tc); err != nil {
+				return nil, nil, err
+			}
+		}
 		if err := planning.Register(b, &planning.Handler{}); err != nil {
 			return nil, nil, err
 		}

@@ -17,7 +17,9 @@ import (
 	"github.com/appserver/appserver/api"
 	"github.com/appserver/appserver/internal/config"
 	"github.com/appserver/appserver/internal/dynamic"
+	"github.com/appserver/appserver/internal/httpapi"
 	"github.com/appserver/appserver/internal/model/fakemodel"
+	"github.com/appserver/appserver/internal/policy"
 	"github.com/appserver/appserver/internal/server"
 	"github.com/appserver/appserver/internal/server/auth"
 	"github.com/appserver/appserver/internal/skills"
@@ -59,6 +61,7 @@ const usage = `usage: appserver [command] [flags]
 commands:
   serve     run the daemon (default)
   migrate   apply database migrations and exit
+  exec      run one turn on a running daemon over its HTTP API (for CI jobs)
   mockmodel run the scripted fake model server (offline integration work)
   version   print the version and exit
 
@@ -77,6 +80,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runServe(ctx, args, stdout, stderr)
 	case "migrate":
 		return runMigrate(ctx, args, stdout, stderr)
+	case "exec":
+		return runExec(ctx, args, stdout, stderr)
 	case "mockmodel":
 		return fakemodel.Run(ctx, args, stdout, stderr)
 	case "version":
@@ -313,13 +318,27 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if skillsConfig(cfg).Configured() {
 		toolSkills = cat
 	}
-	mgr, err := turns.New(turns.Config{
+	// Built-in tools: commands and patches under the thread's approval and
+	// sandbox policies; approvals and user input reach a subscribed client
+	// through reqs (bounded wait when none is connected).
+	tools := newBuiltinTools(cfg, log)
+	defer tools.close()
+	var mgr *turns.Manager
+	reqs := srv.NewClientRequests(func(threadID string) []turns.ConnID { return mgr.Subscribers(threadID) }, cfg.ApprovalClientTimeout)
+	httpRequests := httpapi.NewRequests(reqs, 0)
+	mgr, err = turns.New(turns.Config{
 		Store:                st,
 		Notifier:             srv.Notifier(),
 		Models:               newProviders(cfg, log),
-		Tools:                turnTools(log, broker, toolSkills),
+		Tools:                turnTools(log, broker, toolSkills, tools),
 		ValidateDynamicTools: validateDynamicTools,
-		SubscribersChanged:   func(threadID string) { broker.Reoffer(threadID) },
+		SubscribersChanged: func(threadID string) {
+			broker.Reoffer(threadID)
+			reqs.SubscribersChanged(threadID)
+		},
+		// HTTP clients see approvals on the event stream too.
+		Requests:       httpRequests,
+		ThreadUnloaded: tools.threadUnloaded,
 		Defaults: turns.Defaults{
 			Model:          cfg.Model,
 			ModelProvider:  cfg.ModelProvider,
@@ -338,7 +357,17 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return fmt.Errorf("recover turns of a previous run: %w", err)
 	}
 	srv.RegisterThreads(mgr)
+	execPolicy, err := policy.ParseSandboxMode(string(cfg.SandboxMode))
+	if err != nil {
+		return err
+	}
+	srv.RegisterCommandExec(server.CommandExecConfig{Cwd: cwd, Policy: execPolicy, Env: tools.env})
 	broker.SetRouter(srv.NewToolRouter(mgr.Subscribers))
+	httpAPI, err := startHTTPAPI(ctx, cfg, log, srv, mgr, broker, httpRequests, st, authn, metrics)
+	if err != nil {
+		return err
+	}
+	defer httpAPI.Stop()
 	srv.Handle("skills/list", func(ctx context.Context, c *server.Call) (any, error) {
 		var p api.SkillsListParams
 		if err := server.DecodeParams(c, &p); err != nil {
@@ -359,7 +388,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	srv.OnDrain(func() {
 		mgr.Stop()
 		broker.Close()
+		// No orphan processes: every exec session is killed and reaped.
+		tools.close()
 	})
+	// Then HTTP event streams end, after the turns' last events.
+	srv.OnDrain(httpAPI.Stop)
 
 	ln, err := net.Listen("tcp", cfg.ListenAddr().String())
 	if err != nil {

@@ -16,11 +16,15 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/appserver/appserver/internal/sandbox"
 	"github.com/appserver/appserver/internal/server/auth"
 	"github.com/appserver/appserver/internal/store/pgtest"
 )
 
 func TestMain(m *testing.M) {
+	// Sandboxed commands re-execute this test binary as the sandbox helper,
+	// as they do the daemon's binary.
+	sandbox.MaybeRunHelper()
 	defer pgtest.Stop()
 	goleak.VerifyTestMain(m, goleak.IgnoreCurrent())
 }

@@ -135,6 +135,10 @@ const (
 	// DefaultDynamicToolReconnectTimeout is how long a client-registered
 	// tool call waits for a connection that can answer it.
 	DefaultDynamicToolReconnectTimeout = 5 * time.Minute
+	// DefaultApprovalClientTimeout is how long an approval (or user
+	// input) request waits for a subscribed client to send it to before
+	// the call is declined.
+	DefaultApprovalClientTimeout = 30 * time.Second
 	// DefaultWSMaxClockSkewSeconds is the default JWT clock skew tolerance.
 	DefaultWSMaxClockSkewSeconds = 30
 	// DefaultModelProvider is the id of the built-in OpenAI provider.
@@ -178,6 +182,10 @@ type Config struct {
 	// DynamicToolReconnectTimeout is how long a dynamic tool call waits
 	// while no subscribed connection can take it before failing.
 	DynamicToolReconnectTimeout time.Duration `toml:"dynamic_tool_reconnect_timeout"`
+	// ApprovalClientTimeout is how long an approval or user-input request
+	// waits while no subscribed connection can take it before the call is
+	// declined (the model is told why).
+	ApprovalClientTimeout time.Duration `toml:"approval_client_timeout"`
 
 	// WSAuth selects websocket authentication (Codex's --ws-auth).
 	WSAuth WSAuthMode `toml:"ws_auth"`
@@ -213,6 +221,8 @@ type Config struct {
 	// ModelCatalog is the [models.<id>] table: the models model/list
 	// reports besides Model (see Models).
 	ModelCatalog map[string]ModelEntry `toml:"models"`
+	// HTTPAPI configures the HTTP/JSON API served under /v1 ([http_api]).
+	HTTPAPI HTTPAPI `toml:"http_api"`
 
 	// origins records, by dotted key, the layer and source that last set a
 	// key or created a table entry; filled by Load.
@@ -300,6 +310,22 @@ type MCPServer struct {
 	DisabledTools []string `toml:"disabled_tools"`
 }
 
+// HTTPAPI is the [http_api] table. The HTTP API takes the websocket's
+// credentials (ws_auth), whose holder sees every thread; principals add
+// tokens of their own that see only the threads they created.
+type HTTPAPI struct {
+	// Principals maps principal names ([A-Za-z0-9_-], at most 64
+	// characters) to their tokens ([http_api.principals.<name>]).
+	Principals map[string]HTTPPrincipal `toml:"principals"`
+}
+
+// HTTPPrincipal is one [http_api.principals.<name>] table.
+type HTTPPrincipal struct {
+	// TokenSHA256 is the hex SHA-256 digest of the principal's bearer
+	// token (as ws_token_sha256 is of the websocket's).
+	TokenSHA256 string `toml:"token_sha256"`
+}
+
 // ModelEntry is one [models.<id>] table describing a model for model/list.
 type ModelEntry struct {
 	// DisplayName is shown to users; empty means the id.
@@ -313,6 +339,14 @@ type ModelEntry struct {
 	// Hidden keeps the model out of model/list unless hidden ones are asked
 	// for.
 	Hidden bool `toml:"hidden"`
+	// ShellType selects the shell tool offered with this model, as Codex's
+	// model catalog does: "shell_command" (the default), "default" (the
+	// argv `shell` tool), "local" (the hosted local_shell), "unified_exec"
+	// (exec_command/write_stdin only) or "disabled".
+	ShellType string `toml:"shell_type"`
+	// ApplyPatchToolType is "freeform" or "function"; empty picks freeform
+	// for the Responses wire API and function for chat.
+	ApplyPatchToolType string `toml:"apply_patch_tool_type"`
 }
 
 // Default returns the built-in configuration, resolving data_dir from the
@@ -332,6 +366,7 @@ func defaults(getenv func(string) string, goos string) Config {
 		AllowedOrigins:              []string{},
 		ShutdownGracePeriod:         DefaultShutdownGracePeriod,
 		DynamicToolReconnectTimeout: DefaultDynamicToolReconnectTimeout,
+		ApprovalClientTimeout:       DefaultApprovalClientTimeout,
 		WSMaxClockSkewSeconds:       DefaultWSMaxClockSkewSeconds,
 		ModelProvider:               DefaultModelProvider,
 		ApprovalPolicy:              ApprovalOnRequest,

@@ -13,7 +13,8 @@ const RedactedValue = "REDACTED"
 // Redacted returns the effective configuration as a tree of snake_case keys
 // mirroring config.toml, for the config/read method: durations are strings
 // such as "10s", migrate is its effective value, unset optional lists are
-// left out, and secrets are replaced by RedactedValue (ws_token_sha256, the
+// left out, and secrets are replaced by RedactedValue (ws_token_sha256 and
+// the principals' token_sha256, the
 // password in database_url, and header, query parameter and env values
 // whose names look like credentials, e.g. Authorization or X-Api-Key).
 func (c *Config) Redacted() map[string]any {
@@ -35,6 +36,14 @@ func (c *Config) Redacted() map[string]any {
 						kv[k] = RedactedValue
 					}
 				}
+			}
+		}
+	}
+	if h, ok := m["http_api"].(map[string]any); ok {
+		ps, _ := h["principals"].(map[string]any)
+		for _, e := range ps {
+			if e, ok := e.(map[string]any); ok {
+				e["token_sha256"] = RedactedValue
 			}
 		}
 	}

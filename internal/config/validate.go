@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"net/url"
 	"path/filepath"
+	"regexp"
 	"strings"
 
 	"github.com/appserver/appserver/internal/apperr"
@@ -68,6 +69,7 @@ func (c *Config) validate() error {
 		c.validateProviders,
 		c.validateMCPServers,
 		c.validateModels,
+		c.validateHTTPAPI,
 	}
 	for _, check := range checks {
 		if err := check(); err != nil {
@@ -113,6 +115,9 @@ func (c *Config) validateServer() error {
 	}
 	if c.DynamicToolReconnectTimeout <= 0 {
 		return c.invalid(key("dynamic_tool_reconnect_timeout"), "must be positive")
+	}
+	if c.ApprovalClientTimeout <= 0 {
+		return c.invalid(key("approval_client_timeout"), "must be positive")
 	}
 	if c.ShutdownGracePeriod < 0 {
 		return c.invalid(key("shutdown_grace_period"), "must not be negative")
@@ -297,6 +302,39 @@ func (c *Config) validateModels() error {
 			return c.invalid(key("models", id, "default_reasoning_effort"),
 				`expected "none", "minimal", "low", "medium", "high" or "xhigh", got %q`, m.DefaultReasoningEffort)
 		}
+		switch m.ShellType {
+		case "", "shell_command", "default", "local", "unified_exec", "disabled":
+		default:
+			return c.invalid(key("models", id, "shell_type"),
+				`expected "shell_command", "default", "local", "unified_exec" or "disabled", got %q`, m.ShellType)
+		}
+		switch m.ApplyPatchToolType {
+		case "", "freeform", "function":
+		default:
+			return c.invalid(key("models", id, "apply_patch_tool_type"), `expected "freeform" or "function", got %q`, m.ApplyPatchToolType)
+		}
+	}
+	return nil
+}
+
+// principalNameRE is what an [http_api.principals.<name>] may be called.
+var principalNameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+func (c *Config) validateHTTPAPI() error {
+	seen := map[string]string{}
+	for _, name := range sortedKeys(c.HTTPAPI.Principals) {
+		p := c.HTTPAPI.Principals[name]
+		if !principalNameRE.MatchString(name) {
+			return c.invalid(key("http_api", "principals", name), "principal names are 1-64 characters from A-Z, a-z, 0-9, '_' and '-'")
+		}
+		digest := strings.ToLower(strings.TrimSpace(p.TokenSHA256))
+		if b, err := hex.DecodeString(digest); err != nil || len(b) != 32 {
+			return c.invalid(key("http_api", "principals", name, "token_sha256"), "expected 64 hexadecimal characters (the SHA-256 digest of the token)")
+		}
+		if other, dup := seen[digest]; dup {
+			return c.invalid(key("http_api", "principals", name, "token_sha256"), "the same token as principal %q; every principal needs its own", other)
+		}
+		seen[digest] = name
 	}
 	return nil
 }

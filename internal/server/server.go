@@ -74,6 +74,7 @@ type Server struct {
 	draining  atomic.Bool
 
 	byID          sessionIndex
+	sinks         sinkIndex // non-websocket subscribers (the HTTP API's event logs)
 	onInitialized func(*Session)
 	responseHook  atomic.Pointer[responseHook]
 	onDrain       []func()

@@ -154,6 +154,8 @@ func (n notifier) Send(to []turns.ConnID, method string, params any) {
 	for _, id := range to {
 		if sess := n.s.byID.get(uint64(id)); sess != nil {
 			sess.Notify(notif)
+		} else if k := n.s.sinks.get(uint64(id)); k != nil {
+			k.Notify(notif)
 		}
 	}
 }

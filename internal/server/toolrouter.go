@@ -34,6 +34,11 @@ import (
 // answered elsewhere) and an answer whose id matches no outstanding
 // request. item/tool/call is the only server request appserver sends, so
 // a response to an unknown id counts as unknown_call.
+//
+// Sinks (the HTTP API's per-thread event logs) subscribed to the thread
+// hold every call besides that one websocket: the sink records it for its
+// HTTP clients, which answer through the broker, and is told when the call
+// is settled. The first answer wins, whichever transport brings it.
 type ToolRouter struct {
 	s    *Server
 	subs func(threadID string) []turns.ConnID
@@ -43,9 +48,11 @@ type ToolRouter struct {
 	conns map[uint64]*connCalls // connections that were sent item/tool/call
 }
 
-// holding is one connection's copy of an outstanding request.
+// holding is one connection's copy of an outstanding request, or a sink's
+// record of the call (sink set; requestID and cancel unused).
 type holding struct {
 	conn      uint64
+	sink      Sink
 	requestID int64
 	cancel    context.CancelFunc
 	answered  bool // the waiter took this connection's answer
@@ -109,6 +116,7 @@ func (r *ToolRouter) Offer(ctx context.Context, p *dynamic.Pending) error {
 		held[h.conn] = true
 	}
 	r.mu.Unlock()
+	sinkHolds := r.offerSinks(p, subs, held)
 	for _, c := range subs {
 		if held[uint64(c)] && r.s.byID.get(uint64(c)) != nil {
 			return nil // a live subscriber already has it
@@ -126,7 +134,35 @@ func (r *ToolRouter) Offer(ctx context.Context, p *dynamic.Pending) error {
 		}
 		return nil
 	}
+	if sinkHolds {
+		return nil
+	}
 	return dynamic.ErrNoConnection
+}
+
+// offerSinks gives the call to every subscribed sink that does not hold it
+// yet and reports whether any subscribed sink holds it now.
+func (r *ToolRouter) offerSinks(p *dynamic.Pending, subs []turns.ConnID, held map[uint64]bool) bool {
+	holds := false
+	for _, c := range subs {
+		id := uint64(c)
+		k := r.s.sinks.get(id)
+		if k == nil {
+			continue
+		}
+		if held[id] {
+			holds = true
+			continue
+		}
+		if !k.HoldToolCall(p) {
+			continue
+		}
+		r.mu.Lock()
+		r.holds[p] = append(r.holds[p], &holding{conn: id, sink: k})
+		r.mu.Unlock()
+		holds = true
+	}
+	return holds
 }
 
 // track creates the bookkeeping of sess (and its cleanup when the
@@ -260,12 +296,16 @@ func (r *ToolRouter) drop(p *dynamic.Pending, h *holding) {
 }
 
 // Withdraw implements dynamic.Router.
-func (r *ToolRouter) Withdraw(p *dynamic.Pending, _ dynamic.Outcome) {
+func (r *ToolRouter) Withdraw(p *dynamic.Pending, outcome dynamic.Outcome) {
 	r.mu.Lock()
 	hs := r.holds[p]
 	delete(r.holds, p)
-	var notify []*holding
+	var notify, sinks []*holding
 	for _, h := range hs {
+		if h.sink != nil {
+			sinks = append(sinks, h)
+			continue
+		}
 		h.cancel()
 		if h.answered {
 			continue
@@ -279,6 +319,9 @@ func (r *ToolRouter) Withdraw(p *dynamic.Pending, _ dynamic.Outcome) {
 		notify = append(notify, h)
 	}
 	r.mu.Unlock()
+	for _, h := range sinks {
+		h.sink.ToolCallSettled(p, outcome)
+	}
 	for _, h := range notify {
 		sess := r.s.byID.get(h.conn)
 		if sess == nil {

@@ -20,6 +20,7 @@ import (
 	"github.com/appserver/appserver/api"
 	"github.com/appserver/appserver/internal/apperr"
 	"github.com/appserver/appserver/internal/model"
+	"github.com/appserver/appserver/internal/policy"
 	"github.com/appserver/appserver/internal/registry"
 	"github.com/appserver/appserver/internal/store"
 )
@@ -57,6 +58,32 @@ type ToolContext struct {
 	// Items lets a tool publish items of its own (dynamicToolCall, …):
 	// started items are announced, completed ones committed then announced.
 	Items ItemSink
+
+	// Model and Provider are the turn's model and model provider id.
+	Model, Provider string
+	// ApprovalPolicy and Sandbox are the thread's policies with the turn's
+	// overrides applied.
+	ApprovalPolicy api.AskForApproval
+	Sandbox        api.SandboxPolicy
+	// CollaborationMode is the turn's collaboration mode ("plan",
+	// "default"), "" when the client chose none.
+	CollaborationMode string
+	// Approvals are the thread's session approvals (acceptForSession,
+	// accepted exec-policy amendments, granted roots). They live in memory
+	// with the loaded thread: an unload or a restart forgets them.
+	Approvals *policy.SessionApprovals
+	// Client sends server requests (approvals, user input) to a client of
+	// the thread, with the status flags and serverRequest/resolved.
+	Client ClientRequests
+	// Notify sends a thread-scoped notification to the subscribers; params
+	// must carry threadId and turnId themselves.
+	Notify func(method string, params any)
+	// Interrupt stops the turn as turn/interrupt does (an approval
+	// answered "cancel").
+	Interrupt func()
+	// TurnDiff records the turn's aggregate diff and announces it with
+	// turn/diff/updated (repeated after each token usage update).
+	TurnDiff func(diff string)
 }
 
 // ItemSink publishes items produced by tools during a turn. It is safe for
@@ -93,7 +120,13 @@ type Config struct {
 	// subscribed to or left a thread, so that pending client calls can be
 	// offered again.
 	SubscribersChanged func(threadID string)
-	Defaults           Defaults
+	// Requests delivers the server requests tools make (approvals, user
+	// input); nil answers every one with ErrNoClient.
+	Requests ServerRequester
+	// ThreadUnloaded is called (without locks held) after a thread left
+	// memory, e.g. to reap its exec sessions.
+	ThreadUnloaded func(threadID string)
+	Defaults       Defaults
 	// UnloadAfter is how long a thread with no subscribers and no running
 	// turn stays loaded; 0 means one minute.
 	UnloadAfter time.Duration
@@ -252,9 +285,11 @@ func (m *Manager) loaded(id string) *thread {
 	return m.threads[id]
 }
 
-// load returns the thread, loading it from the store if needed.
+// load returns the thread, loading it from the store if needed. The thread
+// comes back pinned: it cannot be unloaded until the caller unpins it, so a
+// subscription or a turn started on it always lands on the live object.
 func (m *Manager) load(ctx context.Context, id string) (*thread, error) {
-	if t := m.loaded(id); t != nil {
+	if t := m.loadedPinned(id); t != nil {
 		return t, nil
 	}
 	rec, err := m.cfg.Store.GetThread(ctx, id)
@@ -268,13 +303,26 @@ func (m *Manager) load(ctx context.Context, id string) (*thread, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if existing := m.threads[id]; existing != nil {
+		existing.pin()
 		return existing, nil // another caller loaded it first
 	}
 	if m.stopped {
 		return nil, apperr.New(apperr.Unavailable, "server is shutting down")
 	}
+	t.pin()
 	m.threads[id] = t
 	return t, nil
+}
+
+// loadedPinned returns the loaded thread with id, pinned, or nil.
+func (m *Manager) loadedPinned(id string) *thread {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	t := m.threads[id]
+	if t != nil {
+		t.pin()
+	}
+	return t
 }
 
 // hydrate rebuilds a thread's in-memory state from the store: settings,
@@ -352,6 +400,9 @@ func (m *Manager) unload(t *thread) {
 	}
 	delete(m.threads, t.id)
 	m.mu.Unlock()
+	if f := m.cfg.ThreadUnloaded; f != nil {
+		f(t.id)
+	}
 	m.cfg.Notifier.Broadcast("thread/status/changed", api.ThreadStatusChangedNotification{ThreadID: t.id, Status: api.ThreadStatus{Type: api.ThreadNotLoaded}})
 	m.cfg.Notifier.Broadcast("thread/closed", api.ThreadClosedNotification{ThreadID: t.id})
 }

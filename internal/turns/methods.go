@@ -211,6 +211,7 @@ func (m *Manager) ResumeThread(ctx context.Context, c Caller, p api.ThreadResume
 	if err != nil {
 		return api.ThreadResumeResult{}, nil, err
 	}
+	defer t.unpin()
 	if err := t.update(ctx, overrides{
 		model: p.Model, provider: p.ModelProvider, cwd: p.Cwd, approval: p.ApprovalPolicy,
 		sandboxMode: p.Sandbox, base: p.BaseInstructions, developer: p.DeveloperInstructions,
@@ -258,24 +259,22 @@ func (t *thread) update(ctx context.Context, o overrides) error {
 	if o == (overrides{}) {
 		return nil
 	}
+	// Validate on copies, then apply to the live state under the lock, so
+	// that concurrent changes (token usage of a running turn, another
+	// resume) are not overwritten by a stale copy.
 	t.mu.Lock()
 	rec, meta := t.rec, t.meta
 	t.mu.Unlock()
 	if err := t.m.apply(&rec, &meta, o); err != nil {
 		return err
 	}
-	metaJSON, _ := json.Marshal(meta)
 	now := t.m.now()
-	patch := store.ThreadPatch{ID: t.id, Model: rec.Model, Meta: metaJSON, UpdatedAt: &now}
-	if err := t.write(ctx, &store.Batch{UpdateThreads: []store.ThreadPatch{patch}}); err != nil {
-		return err
-	}
 	t.mu.Lock()
-	t.rec.Model, t.rec.Cwd, t.rec.ModelProvider = rec.Model, rec.Cwd, rec.ModelProvider
+	_ = t.m.apply(&t.rec, &t.meta, o) // validated above; cannot fail
 	t.rec.UpdatedAt = now
-	t.meta = meta
+	patch := store.ThreadPatch{ID: t.id, Model: t.rec.Model, Meta: t.metaJSONLocked(), UpdatedAt: &now}
 	t.mu.Unlock()
-	return nil
+	return t.write(ctx, &store.Batch{UpdateThreads: []store.ThreadPatch{patch}})
 }
 
 // allTurns returns every turn of a thread with all its items.
@@ -359,6 +358,7 @@ func (m *Manager) ForkThread(ctx context.Context, c Caller, p api.ThreadForkPara
 	if err != nil {
 		return api.ThreadStartResult{}, nil, err
 	}
+	defer src.unpin()
 	turns, err := m.turnRecords(ctx, src)
 	if err != nil {
 		return api.ThreadStartResult{}, nil, err
@@ -488,6 +488,9 @@ func (m *Manager) ArchiveThread(ctx context.Context, p api.ThreadArchiveParams) 
 		}
 		m.mu.Unlock()
 		t.stopUnloadTimer()
+		if f := m.cfg.ThreadUnloaded; f != nil {
+			f(id)
+		}
 		m.cfg.Notifier.Broadcast("thread/status/changed", api.ThreadStatusChangedNotification{ThreadID: id, Status: api.ThreadStatus{Type: api.ThreadNotLoaded}})
 	}
 	archived, now := true, m.now()
@@ -842,6 +845,24 @@ func (m *Manager) StartTurn(ctx context.Context, c Caller, p api.TurnStartParams
 	if err != nil {
 		return api.TurnStartResult{}, nil, err
 	}
+	defer t.unpin()
+	// Reserve the turn's goroutine first: Manager.mu is never taken while
+	// a thread's lock is held (lock order: Manager.mu, then thread.mu).
+	m.mu.Lock()
+	stopped := m.stopped
+	if !stopped {
+		m.turns.Add(1)
+	}
+	m.mu.Unlock()
+	if stopped {
+		return api.TurnStartResult{}, nil, apperr.New(apperr.Unavailable, "server is shutting down")
+	}
+	launched := false
+	defer func() {
+		if !launched {
+			m.turns.Done()
+		}
+	}()
 	if err := t.update(ctx, overrides{model: p.Model, cwd: p.Cwd, approval: p.ApprovalPolicy, sandboxPolicy: p.SandboxPolicy}); err != nil {
 		return api.TurnStartResult{}, nil, err
 	}
@@ -880,33 +901,31 @@ func (m *Manager) StartTurn(ctx context.Context, c Caller, p api.TurnStartParams
 		// never writes below this length) only when the turn ends.
 		prior: t.history[:len(t.history):len(t.history)],
 	}
-	specs, reg, err := m.cfg.Tools(ToolContext{
+	tc := ToolContext{
 		ThreadID: t.id, TurnID: at.id, Cwd: settings.cwd,
 		DynamicTools: t.meta.DynamicTools, Items: run,
-	})
+		Model: settings.model, Provider: settings.provider,
+		ApprovalPolicy: t.meta.ApprovalPolicy, Sandbox: t.meta.Sandbox,
+		Approvals: t.approvals, Client: run, Notify: run.notify,
+		Interrupt: func() { at.cancel(errInterrupted) }, TurnDiff: run.setDiff,
+	}
+	if p.CollaborationMode != nil {
+		tc.CollaborationMode = string(p.CollaborationMode.Mode)
+	}
+	specs, reg, err := m.cfg.Tools(tc)
 	if err != nil {
 		t.mu.Unlock()
 		cancel(nil)
 		return api.TurnStartResult{}, nil, err
 	}
 	run.specs, run.registry = specs, reg
-	m.mu.Lock()
-	stopped := m.stopped
-	if !stopped {
-		m.turns.Add(1)
-	}
-	m.mu.Unlock()
-	if stopped {
-		t.mu.Unlock()
-		cancel(nil)
-		return api.TurnStartResult{}, nil, apperr.New(apperr.Unavailable, "server is shutting down")
-	}
 	t.active = at
 	if t.unloadTimer != nil {
 		t.unloadTimer.Stop()
 		t.unloadTimer = nil
 	}
 	t.mu.Unlock()
+	launched = true
 	return api.TurnStartResult{Turn: pendingTurn(at.id)}, func() {
 		go func() {
 			defer m.turns.Done()
@@ -962,6 +981,7 @@ func (m *Manager) activeTurnOf(ctx context.Context, rawID, expected, idleMsg str
 	if err != nil {
 		return nil, nil, err
 	}
+	defer t.unpin()
 	t.mu.Lock()
 	at := t.active
 	t.mu.Unlock()

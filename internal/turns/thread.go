@@ -8,6 +8,7 @@ import (
 
 	"github.com/appserver/appserver/api"
 	"github.com/appserver/appserver/internal/model"
+	"github.com/appserver/appserver/internal/policy"
 	"github.com/appserver/appserver/internal/store"
 )
 
@@ -59,6 +60,12 @@ type thread struct {
 	history        []model.InputItem // model history of finished turns
 	itemIDs        map[string]struct{}
 	unloadTimer    *time.Timer
+	// pins counts callers using the thread between loading it and
+	// subscribing (or giving up); a pinned thread is never unloaded.
+	pins int
+	// approvals are what the thread's approvals taught (acceptForSession,
+	// amendments); memory only.
+	approvals *policy.SessionApprovals
 	// Ephemeral threads keep their transcript here instead of the store.
 	memTurns []store.Turn
 	memItems []store.Item
@@ -73,13 +80,14 @@ func newThread(m *Manager, rec store.Thread, meta threadMeta, ephemeral bool) *t
 		ephemeral: ephemeral,
 		subs:      map[ConnID]struct{}{},
 		itemIDs:   map[string]struct{}{},
+		approvals: policy.NewSessionApprovals(),
 	}
 }
 
 // statusLocked derives the protocol status; t.mu must be held.
 func (t *thread) statusLocked() api.ThreadStatus {
 	switch {
-	case t.active != nil:
+	case t.active != nil && !t.active.ending:
 		return api.ThreadStatus{Type: api.ThreadActive, ActiveFlags: t.active.flags()}
 	case t.lastTurnFailed:
 		return api.ThreadStatus{Type: api.ThreadSystemError}
@@ -120,9 +128,31 @@ func (t *thread) unsubscribe(conn ConnID) bool {
 	return true
 }
 
+// pin keeps the thread loaded until unpin. Lock order: Manager.mu, then
+// thread.mu (pin is called with Manager.mu held).
+func (t *thread) pin() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.pins++
+	if t.unloadTimer != nil {
+		t.unloadTimer.Stop()
+		t.unloadTimer = nil
+	}
+}
+
+// unpin releases a pin; a thread left unwatched and idle is then scheduled
+// for unloading, so that reads, failed resumes and fork sources do not
+// keep threads in memory forever.
+func (t *thread) unpin() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.pins--
+	t.armUnloadLocked()
+}
+
 // armUnloadLocked schedules unloading if the thread is idle and unwatched.
 func (t *thread) armUnloadLocked() {
-	if len(t.subs) > 0 || t.active != nil || t.unloadTimer != nil {
+	if len(t.subs) > 0 || t.active != nil || t.pins > 0 || t.unloadTimer != nil {
 		return
 	}
 	t.unloadTimer = time.AfterFunc(t.m.cfg.UnloadAfter, func() {
@@ -146,7 +176,7 @@ func (t *thread) stopUnloadTimer() {
 func (t *thread) unloadable() bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return len(t.subs) == 0 && t.active == nil
+	return len(t.subs) == 0 && t.active == nil && t.pins == 0
 }
 
 // subscribers returns a snapshot of the subscribed connections.

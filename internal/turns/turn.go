@@ -42,14 +42,23 @@ type activeTurn struct {
 	ctx       context.Context
 	cancel    context.CancelCauseFunc
 	done      chan struct{}
+	// ending is set (under the thread's lock) once the turn has settled
+	// and is announcing its end: the thread then reports its end status.
+	ending bool
 
 	mu      sync.Mutex // guards pending, preempt, closed
 	pending []steer
 	preempt context.CancelCauseFunc // cancels the model stream in flight
 	closed  bool                    // the turn is ending and takes no more input
+
+	// flagSet counts the server requests pending per active flag; it has
+	// its own lock (taken under thread.mu by statusLocked).
+	flagSet flagSet
 }
 
-func (at *activeTurn) flags() []api.ThreadActiveFlag { return []api.ThreadActiveFlag{} }
+// flags are the status flags of the running turn: waitingOnApproval and
+// waitingOnUserInput while such a server request is pending.
+func (at *activeTurn) flags() []api.ThreadActiveFlag { return at.flagSet.list() }
 
 // addSteer queues input and abandons the model stream in flight, so that a
 // fresh request carries the new input (protocol.md §8.3). It reports false,
@@ -104,6 +113,11 @@ type turnRun struct {
 	total    api.TokenUsageBreakdown
 	specs    []registry.ConfiguredToolSpec
 	registry *registry.Registry
+
+	mu           sync.Mutex      // guards the fields below; tools run concurrently
+	diff         string          // the turn's aggregate diff (turn/diff/updated)
+	lateResolved []api.RequestID // serverRequest/resolved held until turn/completed
+	finished     bool            // turn/completed was sent
 }
 
 // run is the turn's goroutine: it emits turn/started, runs model rounds
@@ -476,6 +490,8 @@ func (r *turnRun) recordUsage(u model.Usage, withHistory bool) error {
 	t.emit("thread/tokenUsage/updated", api.ThreadTokenUsageUpdatedNotification{
 		ThreadID: t.id, TurnID: r.at.id, TokenUsage: api.TokenUsage{Total: total, Last: last},
 	})
+	// The reference repeats the turn's diff after each response's usage.
+	r.emitDiff()
 	return nil
 }
 
@@ -572,18 +588,30 @@ func (r *turnRun) finish(runErr error) {
 	}
 
 	t.mu.Lock()
-	t.active = nil
 	t.history = append(t.history, closeDanglingCalls(r.history)...)
 	t.lastTurnFailed = status == api.TurnFailed
 	t.rec.UpdatedAt, t.rec.RecencyAt = now, now
-	t.armUnloadLocked()
+	at.ending = true
 	t.mu.Unlock()
 
-	t.broadcastStatus()
+	// The turn stays active until turn/completed is out, so that a turn
+	// started meanwhile waits (StartTurn waits on done) and its events never
+	// precede this one's end.
+	end := api.ThreadStatus{Type: api.ThreadIdle}
+	if status == api.TurnFailed {
+		end = api.ThreadStatus{Type: api.ThreadSystemError}
+	}
+	t.m.cfg.Notifier.Broadcast("thread/status/changed", api.ThreadStatusChangedNotification{ThreadID: t.id, Status: end})
 	if turnErr != nil {
 		t.emit("error", api.ErrorNotification{Error: *turnErr, WillRetry: false, ThreadID: t.id, TurnID: at.id})
 	}
 	t.emit("turn/completed", api.TurnCompletedNotification{ThreadID: t.id, Turn: r.apiTurn(status, turnErr, &now)})
+	r.flushResolved()
+
+	t.mu.Lock()
+	t.active = nil
+	t.armUnloadLocked()
+	t.mu.Unlock()
 }
 
 func isModelError(err error) bool {

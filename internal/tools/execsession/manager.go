@@ -369,6 +369,7 @@ type session struct {
 	collectMu sync.Mutex // one call collects at a time
 
 	readerDone chan struct{} // closed when the output reached EOF
+	ended      chan struct{} // closed once the Observer heard of the end
 }
 
 func (s *session) appendOutput(chunk []byte) {
@@ -533,6 +534,7 @@ func (m *Manager) Exec(ctx context.Context, req ExecRequest) (Result, error) {
 		signal:     make(chan struct{}),
 		lastUsed:   started,
 		readerDone: make(chan struct{}),
+		ended:      make(chan struct{}),
 	}
 
 	m.mu.Lock()
@@ -657,6 +659,15 @@ func (m *Manager) finish(s *session, out *headTail, wall time.Duration, maxToken
 		code := s.proc.exitCode
 		res.ExitCode = &code
 		m.release(s)
+		// The call reports the exit: let the Observer hear of it first, so
+		// that the session's item completes before the call's output goes
+		// back to the model (the reference's order).
+		t = time.NewTimer(2 * postExitWait)
+		select {
+		case <-s.ended:
+		case <-t.C:
+		}
+		t.Stop()
 	} else {
 		id := s.info.ID
 		res.SessionID = &id
@@ -765,6 +776,7 @@ func (m *Manager) startGoroutinesLocked(s *session) {
 	}()
 	go func() {
 		defer m.wg.Done()
+		defer close(s.ended)
 		s.proc.waitLoop()
 		if obs == nil {
 			return

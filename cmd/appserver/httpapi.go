@@ -1,0 +1,45 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/appserver/appserver/internal/config"
+	"github.com/appserver/appserver/internal/dynamic"
+	"github.com/appserver/appserver/internal/httpapi"
+	"github.com/appserver/appserver/internal/server"
+	"github.com/appserver/appserver/internal/server/auth"
+	"github.com/appserver/appserver/internal/store"
+	"github.com/appserver/appserver/internal/turns"
+)
+
+// startHTTPAPI builds the HTTP/JSON API, mounts it at /v1 on the server's
+// listener (behind the same origin guard, with the websocket's credentials
+// plus the configured principals) and starts its housekeeping.
+func startHTTPAPI(ctx context.Context, cfg *config.Config, log *slog.Logger, srv *server.Server, mgr *turns.Manager,
+	broker *dynamic.Broker, reqs *httpapi.Requests, st store.Store, authn *auth.Authenticator, metrics *server.Metrics) (*httpapi.API, error) {
+	principals := make(map[string]string, len(cfg.HTTPAPI.Principals))
+	for name, p := range cfg.HTTPAPI.Principals {
+		principals[name] = p.TokenSHA256
+	}
+	a, err := httpapi.New(httpapi.Config{
+		Manager:    mgr,
+		Broker:     broker,
+		Requests:   reqs,
+		Store:      st,
+		Sinks:      srv,
+		Auth:       authn,
+		Principals: principals,
+		Draining:   srv.Draining,
+		Registerer: metrics.Registry,
+		Logger:     log.With("component", "httpapi"),
+	})
+	if err != nil {
+		return nil, err
+	}
+	srv.Mount("/v1", a.Handler())
+	if err := a.Start(ctx); err != nil {
+		return nil, err
+	}
+	return a, nil
+}

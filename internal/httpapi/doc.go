@@ -1,0 +1,24 @@
+// Package httpapi serves the HTTP/JSON API for CI bots and scripts
+// (api/openapi.yaml), mounted by the server at /v1 on the websocket's
+// listener: create and list threads, post turns (idempotently, optionally
+// waiting for the result), read turns and items, stream a thread's events
+// as server-sent events, and answer dynamic tool calls.
+//
+// It adapts HTTP to turns.Manager like the websocket sessions do. Each
+// thread the API touches gets an event log: a server.Sink subscribed to
+// the thread under its own connection id, which records the thread's
+// notifications in a bounded ring with per-thread sequence numbers
+// (streams resume from any of them without a gap) and holds the thread's
+// dynamic tool calls for HTTP clients. Answers go through the same broker
+// as websocket answers, so a call is answered exactly once. Requests wraps
+// the websocket's requester so that approvals and user-input requests of
+// the built-in tools appear on the stream too and are answered once,
+// whichever transport answers. A log with nothing to do detaches after
+// Config.IdleDetach so the thread can unload.
+//
+// Auth reuses the websocket's authenticator (the operator's credential,
+// which sees every thread) and adds optional principals, each with its own
+// token, that see only the threads they created: the thread's originator
+// records the creating principal. Errors are application/problem+json with
+// a stable type per class (api.Problem*).
+package httpapi

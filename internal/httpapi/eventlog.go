@@ -1,0 +1,556 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/appserver/appserver/api"
+	"github.com/appserver/appserver/internal/dynamic"
+	"github.com/appserver/appserver/internal/server"
+	"github.com/appserver/appserver/internal/turns"
+)
+
+// event is one recorded notification.
+type event struct {
+	seq    int64
+	method string
+	data   []byte // {"method","params","emittedAtMs"}, shared with websockets
+}
+
+// turnState is what a log knows about a turn of its thread: whether it is
+// still running, how it ended and the token usage of its model responses.
+// A turn the log saw from turn/started to turn/completed is recorded whole
+// (its completed items, its end), so waiting requests are answered without
+// reading the store back.
+type turnState struct {
+	id       string
+	done     chan struct{} // closed when the turn completed
+	status   api.TurnStatus
+	usage    api.TokenUsageBreakdown
+	hasUsage bool
+
+	started bool              // turn/started was seen: items is the whole turn
+	items   []json.RawMessage // completed items, as announced
+	ended   *api.Turn         // the turn of turn/completed
+}
+
+// keptItemTurns is how many ended turns keep their items in the log;
+// older ones are read from the store.
+const keptItemTurns = 4
+
+// callState is what a log knows about a dynamic tool call it showed.
+type callState uint8
+
+const (
+	callPending callState = iota + 1
+	callSettled
+)
+
+// eventLog records the notifications of one thread for HTTP clients. It is
+// a server.Sink subscribed to the thread under its own connection id, so
+// turns.Manager treats it like any subscriber: it gets the turn and item
+// notifications, and the tool router gives it the thread's dynamic tool
+// calls. Events get consecutive sequence numbers starting at floor; the
+// last EventBuffer of them (at most EventBufferBytes) stay in a ring.
+//
+// Lock order: logs.mu before eventLog.mu.
+type eventLog struct {
+	logs   *logs
+	thread string
+	conn   turns.ConnID
+	floor  int64         // the first sequence number of this log
+	ready  chan struct{} // closed once the sink is subscribed (or failed)
+	err    error         // why subscribing failed; written before ready closes
+
+	mu        sync.Mutex
+	ring      []event // circular, len = capacity
+	head      int     // index of the oldest event
+	n         int     // events held
+	bytes     int     // data bytes held
+	next      int64   // sequence number of the next event
+	wake      chan struct{}
+	uses      int // requests using the log: streams, waits, turn starts
+	lastUsed  time.Time
+	detached  bool
+	turns     map[string]*turnState
+	finished  []string // finished turn ids, oldest first
+	calls     map[string]callState
+	callOrder []string
+}
+
+const (
+	// maxFinishedTurns is how many ended turns a log remembers (for their
+	// usage and for waits that come late).
+	maxFinishedTurns = 64
+	// maxCalls is how many tool calls a log remembers (to tell an answer
+	// to a settled call, 409, from an unknown one, 404).
+	maxCalls = 256
+	// readBatch bounds the events a stream copies under the lock at once.
+	readBatch = 256
+)
+
+func newEventLog(ls *logs, thread string, floor int64) *eventLog {
+	return &eventLog{
+		logs:     ls,
+		thread:   thread,
+		floor:    floor,
+		ready:    make(chan struct{}),
+		ring:     make([]event, ls.a.cfg.EventBuffer),
+		next:     floor,
+		wake:     make(chan struct{}),
+		lastUsed: ls.a.now(),
+		turns:    map[string]*turnState{},
+		calls:    map[string]callState{},
+	}
+}
+
+// Notify implements server.Sink.
+func (l *eventLog) Notify(n *server.Notification) {
+	data := n.Frame()
+	switch n.Method {
+	case "turn/started", "turn/completed":
+		var f struct {
+			Params struct {
+				Turn api.Turn `json:"turn"`
+			} `json:"params"`
+		}
+		if json.Unmarshal(data, &f) == nil && f.Params.Turn.ID != "" {
+			l.mu.Lock()
+			l.appendLocked(n.Method, data)
+			st := l.turnLocked(f.Params.Turn.ID)
+			if n.Method == "turn/started" {
+				if st.status == api.TurnInProgress && len(st.items) == 0 {
+					st.started = true
+				}
+			} else {
+				st.ended = &f.Params.Turn
+				l.finishLocked(st, f.Params.Turn.Status)
+			}
+			l.mu.Unlock()
+			return
+		}
+	case "item/completed":
+		var f struct {
+			Params struct {
+				TurnID string          `json:"turnId"`
+				Item   json.RawMessage `json:"item"`
+			} `json:"params"`
+		}
+		if json.Unmarshal(data, &f) == nil {
+			l.mu.Lock()
+			l.appendLocked(n.Method, data)
+			// Items completing after the turn (an exec session's) count
+			// too, as they do in the store.
+			if st := l.turns[f.Params.TurnID]; st != nil && st.started {
+				st.items = append(st.items, f.Params.Item)
+			}
+			l.mu.Unlock()
+			return
+		}
+	case "thread/tokenUsage/updated":
+		var f struct {
+			Params api.ThreadTokenUsageUpdatedNotification `json:"params"`
+		}
+		if json.Unmarshal(data, &f) == nil {
+			l.mu.Lock()
+			l.appendLocked(n.Method, data)
+			// Only running turns count: resume replays the last usage.
+			if st := l.turns[f.Params.TurnID]; st != nil && st.status == api.TurnInProgress {
+				addUsage(&st.usage, f.Params.TokenUsage.Last)
+				st.hasUsage = true
+			}
+			l.mu.Unlock()
+			return
+		}
+	}
+	l.mu.Lock()
+	l.appendLocked(n.Method, data)
+	l.mu.Unlock()
+}
+
+func addUsage(to *api.TokenUsageBreakdown, u api.TokenUsageBreakdown) {
+	to.TotalTokens += u.TotalTokens
+	to.InputTokens += u.InputTokens
+	to.CachedInputTokens += u.CachedInputTokens
+	to.CacheWriteInputTokens += u.CacheWriteInputTokens
+	to.OutputTokens += u.OutputTokens
+	to.ReasoningOutputTokens += u.ReasoningOutputTokens
+}
+
+// HoldToolCall implements server.Sink: the call becomes an event its HTTP
+// clients answer with POST .../tool-calls/{callId}.
+func (l *eventLog) HoldToolCall(p *dynamic.Pending) bool {
+	data, err := encodeEvent(l.logs.a.now(), api.HTTPToolCallEventMethod, p.Params())
+	if err != nil {
+		return false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.appendLocked(api.HTTPToolCallEventMethod, data)
+	l.rememberCallLocked(p.CallID(), callPending)
+	return true
+}
+
+// ToolCallSettled implements server.Sink.
+func (l *eventLog) ToolCallSettled(p *dynamic.Pending, outcome dynamic.Outcome) {
+	data, err := encodeEvent(l.logs.a.now(), api.HTTPToolCallResolvedMethod, api.HTTPToolCallResolved{
+		ThreadID: p.ThreadID(), TurnID: p.Request().TurnID, CallID: p.CallID(), Outcome: string(outcome),
+	})
+	if err != nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.appendLocked(api.HTTPToolCallResolvedMethod, data)
+	l.rememberCallLocked(p.CallID(), callSettled)
+}
+
+func encodeEvent(now time.Time, method string, params any) ([]byte, error) {
+	p, err := json.Marshal(params)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(api.HTTPEvent{Method: method, Params: p, EmittedAtMs: now.UnixMilli()})
+}
+
+func (l *eventLog) rememberCallLocked(id string, s callState) {
+	if _, ok := l.calls[id]; !ok {
+		l.callOrder = append(l.callOrder, id)
+		if len(l.callOrder) > maxCalls {
+			old := l.callOrder[0]
+			l.callOrder = l.callOrder[1:]
+			if l.calls[old] == callSettled {
+				delete(l.calls, old)
+			}
+		}
+	}
+	l.calls[id] = s
+}
+
+// showedCall reports whether the log showed the call. When the broker no
+// longer has such a call, it was settled (its settlement may not have
+// reached the log yet).
+func (l *eventLog) showedCall(id string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	_, ok := l.calls[id]
+	return ok
+}
+
+// appendLocked adds an event, evicting the oldest ones beyond the bounds,
+// and wakes the streams.
+func (l *eventLog) appendLocked(method string, data []byte) {
+	capacity := len(l.ring)
+	maxBytes := l.logs.a.cfg.EventBufferBytes
+	for l.n > 0 && (l.n == capacity || l.bytes+len(data) > maxBytes) {
+		old := &l.ring[l.head]
+		l.bytes -= len(old.data)
+		*old = event{}
+		l.head = (l.head + 1) % capacity
+		l.n--
+	}
+	l.ring[(l.head+l.n)%capacity] = event{seq: l.next, method: method, data: data}
+	l.n++
+	l.bytes += len(data)
+	l.next++
+	close(l.wake)
+	l.wake = make(chan struct{})
+}
+
+// lastSeq is the sequence number of the last event recorded, floor-1 if
+// none: every later event has a greater one.
+func (l *eventLog) lastSeq() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.next - 1
+}
+
+// resumable reports whether every event after `after` is still held, so a
+// stream can resume after it without a gap.
+func (l *eventLog) resumable(after int64) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.resumableLocked(after)
+}
+
+func (l *eventLog) resumableLocked(after int64) bool {
+	oldest := l.next - int64(l.n)
+	return after >= l.floor-1 && after < l.next && after+1 >= oldest
+}
+
+// start is the sequence number just before the oldest event held: a
+// stream that asks for no particular position starts there.
+func (l *eventLog) start() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.next - int64(l.n) - 1
+}
+
+// read returns up to readBatch events after `after`, a channel closed when
+// more arrive, and gone when events after `after` were already evicted.
+func (l *eventLog) read(after int64) (evs []event, wake <-chan struct{}, gone bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.resumableLocked(after) {
+		return nil, nil, true
+	}
+	oldest := l.next - int64(l.n)
+	for seq := after + 1; seq < l.next && len(evs) < readBatch; seq++ {
+		evs = append(evs, l.ring[(l.head+int(seq-oldest))%len(l.ring)])
+	}
+	return evs, l.wake, false
+}
+
+// turnLocked returns the state of a turn, creating it as running.
+func (l *eventLog) turnLocked(id string) *turnState {
+	st := l.turns[id]
+	if st == nil {
+		st = &turnState{id: id, done: make(chan struct{}), status: api.TurnInProgress}
+		l.turns[id] = st
+	}
+	return st
+}
+
+func (l *eventLog) finishLocked(st *turnState, status api.TurnStatus) {
+	if st.status != api.TurnInProgress {
+		return
+	}
+	if status == "" || status == api.TurnInProgress {
+		status = api.TurnCompleted
+	}
+	st.status = status
+	close(st.done)
+	l.finished = append(l.finished, st.id)
+	if n := len(l.finished); n > keptItemTurns {
+		if old := l.turns[l.finished[n-1-keptItemTurns]]; old != nil {
+			old.started, old.items = false, nil
+		}
+	}
+	if len(l.finished) > maxFinishedTurns {
+		delete(l.turns, l.finished[0])
+		l.finished = l.finished[1:]
+	}
+}
+
+// track returns the state of a turn, creating it as running if the log has
+// not seen it end: the caller knows the turn exists and is waiting for it.
+func (l *eventLog) track(turnID string) *turnState {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.turnLocked(turnID)
+}
+
+// finishFromStore settles a tracked turn that the store says has ended
+// (its turn/completed went out before this log subscribed).
+func (l *eventLog) finishFromStore(turnID string, status api.TurnStatus) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if st := l.turns[turnID]; st != nil {
+		l.finishLocked(st, status)
+	}
+}
+
+// busyLocked reports whether the log must stay subscribed: a request uses
+// it, a turn is running or a tool call it showed is pending.
+func (l *eventLog) busyLocked() bool {
+	if l.uses > 0 {
+		return true
+	}
+	for _, st := range l.turns {
+		if st.status == api.TurnInProgress {
+			return true
+		}
+	}
+	for _, c := range l.calls {
+		if c == callPending {
+			return true
+		}
+	}
+	return false
+}
+
+// release ends one use of the log.
+func (l *eventLog) release() {
+	l.mu.Lock()
+	l.uses--
+	l.lastUsed = l.logs.a.now()
+	l.mu.Unlock()
+}
+
+// logs is the table of event logs, one per thread the HTTP API touched.
+type logs struct {
+	a *API
+
+	mu   sync.Mutex
+	m    map[string]*eventLog
+	last map[string]int64 // last sequence number of detached logs
+	gone []string         // keys of last, oldest first
+}
+
+// maxTombstones bounds how many detached logs' last sequence numbers are
+// remembered.
+const maxTombstones = 4096
+
+func newLogs(a *API) *logs {
+	return &logs{a: a, m: map[string]*eventLog{}, last: map[string]int64{}}
+}
+
+// floorLocked picks the first sequence number of a new log for a thread:
+// the clock in microseconds, so numbers keep growing across detaches and
+// daemon restarts and an id from an earlier log is always recognisably
+// old, and above any number this process already used for the thread.
+func (ls *logs) floorLocked(thread string) int64 {
+	f := ls.a.now().UnixMicro()
+	if last, ok := ls.last[thread]; ok && f <= last+1 {
+		// Skip one number: a client that saw `last` must not resume
+		// without noticing the events nobody recorded meanwhile.
+		f = last + 2
+	}
+	return f
+}
+
+// create starts a log for a thread about to be created: it is registered as
+// a sink (so its connection id can subscribe) but not yet in the table;
+// bind adds it once the thread id is known.
+func (ls *logs) create() *eventLog {
+	ls.mu.Lock()
+	l := newEventLog(ls, "", ls.floorLocked(""))
+	l.uses = 1
+	ls.mu.Unlock()
+	l.conn = ls.a.cfg.Sinks.AddSink(l)
+	return l
+}
+
+// bind enters a log made by create under its new thread's id.
+func (ls *logs) bind(l *eventLog, thread string) {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	l.thread = thread
+	close(l.ready)
+	ls.makeRoomLocked()
+	ls.m[thread] = l
+}
+
+// abandon drops a log made by create whose thread was not created.
+func (ls *logs) abandon(l *eventLog) { ls.a.cfg.Sinks.RemoveSink(l.conn) }
+
+// attach returns the thread's log, subscribing a new one if needed, with
+// one use taken; the caller must release it.
+func (ls *logs) attach(ctx context.Context, thread string) (*eventLog, error) {
+	ls.mu.Lock()
+	if l := ls.m[thread]; l != nil {
+		l.mu.Lock()
+		l.uses++
+		l.lastUsed = ls.a.now()
+		l.mu.Unlock()
+		ls.mu.Unlock()
+		select {
+		case <-l.ready:
+		case <-ctx.Done():
+			l.release()
+			return nil, ctx.Err()
+		}
+		if l.err != nil {
+			l.release()
+			return nil, l.err
+		}
+		return l, nil
+	}
+	ls.makeRoomLocked()
+	l := newEventLog(ls, thread, ls.floorLocked(thread))
+	l.uses = 1
+	ls.m[thread] = l
+	ls.mu.Unlock()
+
+	l.conn = ls.a.cfg.Sinks.AddSink(l)
+	excl := true
+	_, after, err := ls.a.cfg.Manager.ResumeThread(ctx, turns.Caller{Conn: l.conn, ClientName: Originator},
+		api.ThreadResumeParams{ThreadID: thread, ExcludeTurns: &excl})
+	if err != nil {
+		l.err = err
+		close(l.ready)
+		ls.mu.Lock()
+		if ls.m[thread] == l {
+			delete(ls.m, thread)
+		}
+		ls.mu.Unlock()
+		ls.a.cfg.Sinks.RemoveSink(l.conn)
+		return nil, err
+	}
+	close(l.ready)
+	if after != nil {
+		// Replays the last usage and re-offers pending tool calls,
+		// which now include this log.
+		after()
+	}
+	return l, nil
+}
+
+// makeRoomLocked detaches idle logs, least recently used first, while the
+// table is full. Busy logs are never detached, so the bound is soft.
+func (ls *logs) makeRoomLocked() {
+	if len(ls.m) < ls.a.cfg.MaxThreadLogs {
+		return
+	}
+	var idle []*eventLog
+	for _, l := range ls.m {
+		l.mu.Lock()
+		if !l.busyLocked() {
+			idle = append(idle, l)
+		}
+		l.mu.Unlock()
+	}
+	sort.Slice(idle, func(i, j int) bool { return idle[i].lastUsed.Before(idle[j].lastUsed) })
+	for _, l := range idle {
+		if len(ls.m) < ls.a.cfg.MaxThreadLogs {
+			break
+		}
+		ls.detachLocked(l)
+	}
+}
+
+// detachIdle detaches every log that has been idle for IdleDetach, so its
+// thread can unload; a later request subscribes a new log.
+func (ls *logs) detachIdle() {
+	now := ls.a.now()
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	for _, l := range ls.m {
+		l.mu.Lock()
+		idle := !l.busyLocked() && now.Sub(l.lastUsed) >= ls.a.cfg.IdleDetach
+		l.mu.Unlock()
+		if idle {
+			ls.detachLocked(l)
+		}
+	}
+}
+
+// detachLocked removes a log from the table and unsubscribes it. The
+// unsubscribe runs on its own goroutine because it calls back into the
+// broker and must not run under ls.mu.
+func (ls *logs) detachLocked(l *eventLog) {
+	l.mu.Lock()
+	l.detached = true
+	last := l.next - 1
+	l.mu.Unlock()
+	delete(ls.m, l.thread)
+	if _, ok := ls.last[l.thread]; !ok {
+		ls.gone = append(ls.gone, l.thread)
+		if len(ls.gone) > maxTombstones {
+			delete(ls.last, ls.gone[0])
+			ls.gone = ls.gone[1:]
+		}
+	}
+	ls.last[l.thread] = last
+	ls.a.unsubscribe(l)
+}
+
+// lookup returns the thread's log if it has one (without taking a use).
+func (ls *logs) lookup(thread string) *eventLog {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	return ls.m[thread]
+}

@@ -1,0 +1,224 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/appserver/appserver/api"
+)
+
+func TestEventsResumeWithoutGap(t *testing.T) {
+	e := newEnv(t, envOpts{script: `{"steps":[{"text":"one two three four five six","chunks":6}]}`})
+	th := e.createThread(nil, nil)
+	_, turn := e.postTurn(th.ID, "?wait=true", textInput("count"), nil, nil)
+
+	// The whole turn, from the position its POST returned.
+	s, _ := e.openStream(th.ID, sprintf("?after=%d&until=turnCompleted", *turn.EventsAfter), nil, nil)
+	all := s.until("turn/completed")
+	_, more := s.next()
+	require.False(t, more, "until=turnCompleted ends the stream")
+	require.Equal(t, []string{"turn/started", "item/started", "item/completed",
+		"item/started", "item/agentMessage/delta", "item/agentMessage/delta", "item/agentMessage/delta",
+		"item/agentMessage/delta", "item/agentMessage/delta", "item/agentMessage/delta", "item/completed",
+		"thread/tokenUsage/updated", "turn/completed"}, methodsOf(all))
+	for i, ev := range all {
+		require.Equal(t, *turn.EventsAfter+int64(i)+1, ev.id, "consecutive sequence numbers")
+	}
+
+	// A dropped connection resumes right after the last event it got,
+	// with Last-Event-ID as EventSource sends it (it wins over ?after).
+	for _, k := range []int{0, 4, len(all) - 2} {
+		s, _ := e.openStream(th.ID, "?after=1&until=turnCompleted", http.Header{"Last-Event-Id": {strconv.FormatInt(all[k].id, 10)}}, nil)
+		rest := s.until("turn/completed")
+		require.Equal(t, all[k+1:], rest)
+	}
+
+	// after=0 is the first event this daemon recorded for the thread.
+	s, _ = e.openStream(th.ID, "?after=0&until=turnCompleted", nil, nil)
+	fromStart := s.until("turn/completed")
+	require.Equal(t, all, fromStart[len(fromStart)-len(all):])
+	require.Equal(t, e.api.logs.lookup(th.ID).floor, fromStart[0].id)
+}
+
+func TestEventsNoLongerBufferedAre410(t *testing.T) {
+	e := newEnv(t, envOpts{
+		script: `{"steps":[{"text":"a b c d e f g h","chunks":8}]}`,
+		config: func(c *Config) { c.EventBuffer = 5 },
+	})
+	th := e.createThread(nil, nil)
+	_, turn := e.postTurn(th.ID, "?wait=true", textInput("x"), nil, nil)
+	last := e.api.logs.lookup(th.ID).lastSeq()
+
+	for _, after := range []int64{0, *turn.EventsAfter, last - 6, last + 1, 12345} {
+		_, r := e.openStream(th.ID, sprintf("?after=%d", after), nil, nil)
+		require.Equal(t, http.StatusGone, r.status, "after=%d", after)
+		p := r.problem(t)
+		require.Equal(t, api.ProblemEventsGone, p.Type)
+		require.Contains(t, p.Detail, "re-read the items")
+	}
+	// What is still buffered can be resumed from.
+	s, r := e.openStream(th.ID, sprintf("?after=%d", last-4), nil, nil)
+	require.Equal(t, http.StatusOK, r.status)
+	evs := s.until("turn/completed")
+	require.Len(t, evs, 4)
+	require.Equal(t, last, evs[3].id)
+	// Without a position the stream starts at the oldest buffered event.
+	s, _ = e.openStream(th.ID, "?until=turnCompleted", nil, nil)
+	require.Len(t, s.until("turn/completed"), 5)
+}
+
+func TestEventsHeartbeatAndLiveDelivery(t *testing.T) {
+	e := newEnv(t, envOpts{script: `{"steps":[{"text":"live","delay_ms":200}]}`})
+	th := e.createThread(nil, nil)
+	// A stream opened before the turn gets it live, keep-alives between.
+	s, _ := e.openStream(th.ID, "?until=turnCompleted", nil, nil)
+	_, turn := e.postTurn(th.ID, "", textInput("x"), nil, nil)
+	evs := s.until("turn/completed")
+	require.Equal(t, "turn/started", evs[0].method)
+	require.Greater(t, evs[0].id, *turn.EventsAfter)
+}
+
+func TestEventLogRing(t *testing.T) {
+	a := &API{cfg: Config{EventBuffer: 4, EventBufferBytes: 100}, now: time.Now}
+	ls := newLogs(a)
+	l := newEventLog(ls, "t", 1000)
+	require.Equal(t, int64(999), l.lastSeq())
+	require.True(t, l.resumable(999), "an empty log resumes from just before its floor")
+	require.False(t, l.resumable(998))
+	require.False(t, l.resumable(1000), "a position it never assigned")
+
+	add := func(size int) {
+		l.mu.Lock()
+		l.appendLocked("m", make([]byte, size))
+		l.mu.Unlock()
+	}
+	for range 6 {
+		add(10)
+	}
+	// Six events, four kept (count bound): 1002..1005.
+	require.Equal(t, int64(1005), l.lastSeq())
+	require.False(t, l.resumable(1000))
+	require.True(t, l.resumable(1001))
+	require.True(t, l.resumable(1005))
+	evs, _, gone := l.read(1001)
+	require.False(t, gone)
+	require.Equal(t, []int64{1002, 1003, 1004, 1005}, seqs(evs))
+	_, _, gone = l.read(1000)
+	require.True(t, gone)
+
+	// The byte bound evicts too: a 75-byte event leaves room for two of 10.
+	add(75)
+	evs, _, _ = l.read(l.start())
+	require.Equal(t, []int64{1004, 1005, 1006}, seqs(evs))
+	// An event larger than the bound is still kept, alone.
+	add(500)
+	evs, _, _ = l.read(l.start())
+	require.Equal(t, []int64{1007}, seqs(evs))
+
+	// A reader is woken by an append.
+	_, wake, _ := l.read(1007)
+	add(1)
+	select {
+	case <-wake:
+	default:
+		t.Fatal("append did not wake the reader")
+	}
+}
+
+func seqs(evs []event) []int64 {
+	out := make([]int64, len(evs))
+	for i, ev := range evs {
+		out[i] = ev.seq
+	}
+	return out
+}
+
+func TestIdleLogDetachesAndResumesSafely(t *testing.T) {
+	e := newEnv(t, envOpts{
+		script: `{"steps":[{"text":"first"},{"text":"second"}]}`,
+		config: func(c *Config) { c.IdleDetach = time.Nanosecond },
+		manual: true,
+	})
+	th := e.createThread(nil, nil)
+	_, first := e.postTurn(th.ID, "?wait=true", textInput("1"), nil, nil)
+	l := e.api.logs.lookup(th.ID)
+	require.NotNil(t, l)
+	require.Contains(t, e.mgr.Subscribers(th.ID), l.conn)
+	seen := l.lastSeq()
+
+	e.api.logs.detachIdle()
+	require.Nil(t, e.api.logs.lookup(th.ID))
+	require.Eventually(t, func() bool {
+		for _, c := range e.mgr.Subscribers(th.ID) {
+			if c == l.conn {
+				return false
+			}
+		}
+		return true
+	}, 5*time.Second, time.Millisecond, "the detached log unsubscribes, so the thread can unload")
+
+	// The thread works as before; a new log records it with numbers that
+	// skip one, so the old position cannot resume across the detach.
+	_, second := e.postTurn(th.ID, "?wait=true", textInput("2"), nil, nil)
+	require.Equal(t, "second", *second.FinalMessage)
+	require.Greater(t, *second.EventsAfter, seen+1)
+	_, r := e.openStream(th.ID, sprintf("?after=%d", seen), nil, nil)
+	require.Equal(t, http.StatusGone, r.status)
+	s, _ := e.openStream(th.ID, sprintf("?after=%d&until=turnCompleted", *second.EventsAfter), nil, nil)
+	s.until("turn/completed")
+
+	// Usage of the first turn was known to the old log only; the turn
+	// itself is still there.
+	var got api.HTTPTurn
+	e.do(req{method: "GET", path: "/v1/threads/" + th.ID + "/turns/" + first.ID}).decode(t, &got)
+	require.Equal(t, "first", *got.FinalMessage)
+}
+
+func TestBusyLogsAreNotDetached(t *testing.T) {
+	e := newEnv(t, envOpts{
+		script: `{"steps":[{"text":"slow","chunks":4,"fail":{"kind":"stall","after_events":3}}]}`,
+		config: func(c *Config) { c.IdleDetach = time.Nanosecond; c.MaxThreadLogs = 1 },
+		manual: true,
+	})
+	th := e.createThread(nil, nil)
+	_, turn := e.postTurn(th.ID, "", textInput("x"), nil, nil)
+	e.api.logs.detachIdle()
+	require.NotNil(t, e.api.logs.lookup(th.ID), "a running turn keeps its log")
+	// A full table makes room only from idle logs: the soft bound lets a
+	// second thread in while the first is busy.
+	other := e.createThread(nil, nil)
+	require.NotNil(t, e.api.logs.lookup(th.ID))
+	require.NotNil(t, e.api.logs.lookup(other.ID))
+	r := e.do(req{method: "POST", path: "/v1/threads/" + th.ID + "/turns/" + turn.ID + "/interrupt?wait=true"})
+	require.Equal(t, http.StatusOK, r.status, string(r.body))
+	e.api.logs.detachIdle()
+	require.Nil(t, e.api.logs.lookup(th.ID))
+}
+
+func TestStreamThatFallsBehindEndsWithStreamError(t *testing.T) {
+	e := newEnv(t, envOpts{config: func(c *Config) { c.EventBuffer = 3 }})
+	th := e.createThread(nil, nil)
+	l := e.api.logs.lookup(th.ID)
+	s, _ := e.openStream(th.ID, sprintf("?after=%d", l.lastSeq()), nil, nil)
+	// More events than the buffer holds arrive at once, before the stream
+	// could send any of them.
+	l.mu.Lock()
+	for range 5 {
+		l.appendLocked("item/agentMessage/delta", []byte(`{"method":"item/agentMessage/delta","params":{},"emittedAtMs":1}`))
+	}
+	l.mu.Unlock()
+	ev, ok := s.next()
+	require.True(t, ok)
+	require.Equal(t, api.HTTPStreamErrorMethod, ev.method)
+	require.Zero(t, ev.id, "the error has no id: Last-Event-ID stays at the last event sent")
+	var p api.Problem
+	require.NoError(t, json.Unmarshal(ev.params, &p))
+	require.Equal(t, api.ProblemEventsGone, p.Type)
+	_, more := s.next()
+	require.False(t, more, "the stream ends")
+}

@@ -1,0 +1,166 @@
+package turns
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+
+	"github.com/appserver/appserver/api"
+)
+
+// ServerRequester delivers server→client requests of a thread
+// (item/commandExecution/requestApproval, item/fileChange/requestApproval,
+// item/tool/requestUserInput) to a client subscribed to it; the server
+// implements it.
+type ServerRequester interface {
+	// Request sends method with params to one client subscribed to
+	// threadID and waits for its answer or ctx. sent reports whether the
+	// request went out, and id is then its JSON-RPC id (for
+	// serverRequest/resolved). A client's JSON-RPC error reply is returned
+	// as an error; ErrNoClient means no subscribed client could take the
+	// request within the implementation's bounded wait.
+	Request(ctx context.Context, threadID, method string, params any) (result json.RawMessage, id api.RequestID, sent bool, err error)
+}
+
+// ErrNoClient is returned by a ServerRequester when no subscribed client
+// could be reached to answer a request.
+var ErrNoClient = errors.New("no client is connected to answer the request")
+
+// ClientRequest is one server→client request a tool makes during a turn.
+type ClientRequest struct {
+	// Method and Params are the request.
+	Method string
+	Params any
+	// Flag is the thread's active flag while the request is pending
+	// (waitingOnApproval or waitingOnUserInput).
+	Flag api.ThreadActiveFlag
+	// BeforeSend, when set, runs after the flag was raised (and its
+	// thread/status/changed sent) and before the request goes out; command
+	// approvals start their item there, as the reference does.
+	BeforeSend func()
+}
+
+// ClientRequests lets a tool ask the thread's client during a turn.
+type ClientRequests interface {
+	// Request raises the request's flag, sends the request through the
+	// ServerRequester and waits for the answer. Once it is settled, and
+	// before Request returns, serverRequest/resolved goes to the
+	// subscribers (for a turn that is being interrupted, right after its
+	// turn/completed instead, as the reference orders it). The flag stays
+	// raised until release is called; release must be called exactly once
+	// (further calls do nothing), so that the caller decides whether the
+	// flag clears before or after the item completes.
+	Request(ctx context.Context, req ClientRequest) (result json.RawMessage, release func(), err error)
+}
+
+// flagSet counts the pending requests per active flag of a turn.
+type flagSet struct {
+	mu     sync.Mutex
+	counts map[api.ThreadActiveFlag]int
+}
+
+// flagOrder is the order flags are reported in.
+var flagOrder = []api.ThreadActiveFlag{api.FlagWaitingOnApproval, api.FlagWaitingOnUserInput}
+
+func (f *flagSet) add(flag api.ThreadActiveFlag, delta int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.counts == nil {
+		f.counts = map[api.ThreadActiveFlag]int{}
+	}
+	f.counts[flag] += delta
+	if f.counts[flag] <= 0 {
+		delete(f.counts, flag)
+	}
+}
+
+func (f *flagSet) list() []api.ThreadActiveFlag {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := []api.ThreadActiveFlag{}
+	for _, fl := range flagOrder {
+		if f.counts[fl] > 0 {
+			out = append(out, fl)
+		}
+	}
+	return out
+}
+
+// Request implements ClientRequests for the turn's tools.
+func (r *turnRun) Request(ctx context.Context, req ClientRequest) (json.RawMessage, func(), error) {
+	t, at := r.t, r.at
+	at.flagSet.add(req.Flag, 1)
+	t.broadcastStatus()
+	var once sync.Once
+	release := func() {
+		once.Do(func() {
+			at.flagSet.add(req.Flag, -1)
+			// A turn that is ending announces its final status itself.
+			if at.ctx.Err() == nil {
+				t.broadcastStatus()
+			}
+		})
+	}
+	if req.BeforeSend != nil {
+		req.BeforeSend()
+	}
+	requester := t.m.cfg.Requests
+	if requester == nil {
+		return nil, release, ErrNoClient
+	}
+	res, id, sent, err := requester.Request(ctx, t.id, req.Method, req.Params)
+	if sent {
+		r.resolved(id)
+	}
+	return res, release, err
+}
+
+// resolved announces a settled server request, or keeps it for after
+// turn/completed when the turn is being interrupted (protocol.md §8.2).
+func (r *turnRun) resolved(id api.RequestID) {
+	r.mu.Lock()
+	if r.at.ctx.Err() != nil && !r.finished {
+		r.lateResolved = append(r.lateResolved, id)
+		r.mu.Unlock()
+		return
+	}
+	r.mu.Unlock()
+	r.t.emit("serverRequest/resolved", api.ServerRequestResolvedNotification{ThreadID: r.t.id, RequestID: id})
+}
+
+// flushResolved sends the serverRequest/resolved notifications held back
+// while the turn ended.
+func (r *turnRun) flushResolved() {
+	r.mu.Lock()
+	ids := r.lateResolved
+	r.lateResolved = nil
+	r.finished = true
+	r.mu.Unlock()
+	for _, id := range ids {
+		r.t.emit("serverRequest/resolved", api.ServerRequestResolvedNotification{ThreadID: r.t.id, RequestID: id})
+	}
+}
+
+// setDiff records the turn's aggregate diff and announces it
+// (turn/diff/updated); it is announced again after every token usage
+// update of the turn, as the reference does.
+func (r *turnRun) setDiff(diff string) {
+	r.mu.Lock()
+	r.diff = diff
+	r.mu.Unlock()
+	r.emitDiff()
+}
+
+func (r *turnRun) emitDiff() {
+	r.mu.Lock()
+	diff := r.diff
+	r.mu.Unlock()
+	if diff == "" {
+		return
+	}
+	r.t.emit("turn/diff/updated", api.TurnDiffUpdatedNotification{ThreadID: r.t.id, TurnID: r.at.id, Diff: diff})
+}
+
+// notify sends a thread-scoped notification to the subscribers as is.
+func (r *turnRun) notify(method string, params any) { r.t.emit(method, params) }
