@@ -321,7 +321,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	// Built-in tools: commands and patches under the thread's approval and
 	// sandbox policies; approvals and user input reach a subscribed client
 	// through reqs (bounded wait when none is connected).
-	tools := newBuiltinTools(cfg, log)
+	tools, err := newBuiltinTools(cfg, log)
+	if err != nil {
+		return err
+	}
 	defer tools.close()
 	var mgr *turns.Manager
 	reqs := srv.NewClientRequests(func(threadID string) []turns.ConnID { return mgr.Subscribers(threadID) }, cfg.ApprovalClientTimeout)

@@ -50,8 +50,17 @@ type builtinTools struct {
 	execItems map[string]*execItem // thread + "\x00" + call id
 }
 
-func newBuiltinTools(cfg *config.Config, log *slog.Logger) *builtinTools {
+func newBuiltinTools(cfg *config.Config, log *slog.Logger) (*builtinTools, error) {
+	backend, err := sandbox.ParseBackend(cfg.SandboxBackend)
+	if err != nil {
+		return nil, err
+	}
+	sb, err := sandbox.New(sandbox.Options{Backend: backend})
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: %w", err)
+	}
 	bt := &builtinTools{
+		sandbox:   sb,
 		log:       log,
 		providers: cfg.ModelProviders,
 		models:    cfg.ModelCatalog,
@@ -67,7 +76,7 @@ func newBuiltinTools(cfg *config.Config, log *slog.Logger) *builtinTools {
 		Env:      bt.commandEnv,
 		Logger:   log,
 	})
-	return bt
+	return bt, nil
 }
 
 // commandEnv is the environment of the commands tools run: the daemon's,

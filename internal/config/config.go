@@ -179,6 +179,9 @@ type Config struct {
 	// ShutdownGracePeriod is how long shutdown lets running turns finish
 	// before interrupting them; written as a duration string such as "10s".
 	ShutdownGracePeriod time.Duration `toml:"shutdown_grace_period"`
+	// SandboxBackend selects the OS sandbox: "auto" (bubblewrap when it
+	// works, else Landlock), "bwrap" or "landlock".
+	SandboxBackend string `toml:"sandbox_backend"`
 	// DynamicToolReconnectTimeout is how long a dynamic tool call waits
 	// while no subscribed connection can take it before failing.
 	DynamicToolReconnectTimeout time.Duration `toml:"dynamic_tool_reconnect_timeout"`
@@ -366,6 +369,7 @@ func defaults(getenv func(string) string, goos string) Config {
 		AllowedOrigins:              []string{},
 		ShutdownGracePeriod:         DefaultShutdownGracePeriod,
 		DynamicToolReconnectTimeout: DefaultDynamicToolReconnectTimeout,
+		SandboxBackend:              "auto",
 		ApprovalClientTimeout:       DefaultApprovalClientTimeout,
 		WSMaxClockSkewSeconds:       DefaultWSMaxClockSkewSeconds,
 		ModelProvider:               DefaultModelProvider,

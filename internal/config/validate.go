@@ -113,6 +113,11 @@ func (c *Config) validateServer() error {
 			return c.invalid(key("skills", "remote", id, "url"), "must be an http(s) URL")
 		}
 	}
+	switch c.SandboxBackend {
+	case "auto", "bwrap", "landlock":
+	default:
+		return c.invalid(key("sandbox_backend"), "must be auto, bwrap or landlock")
+	}
 	if c.DynamicToolReconnectTimeout <= 0 {
 		return c.invalid(key("dynamic_tool_reconnect_timeout"), "must be positive")
 	}
