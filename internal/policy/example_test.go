@@ -13,7 +13,7 @@ func ExamplePlanExec() {
 	session := policy.NewSessionApprovals()
 	req := policy.ExecRequest{
 		Command:  []string{"bash", "-lc", "cargo build && ls"},
-		Cwd:      "/work/project",
+		Cwd:      "/srv/project",
 		Approval: policy.ApprovalPolicy{Mode: policy.Untrusted},
 		Sandbox:  policy.SandboxPolicy{Kind: policy.WorkspaceWrite},
 		Session:  session,
@@ -39,10 +39,10 @@ func ExamplePlanExec() {
 // ExampleAssessPatch shows the patch rules under the never policy.
 func ExampleAssessPatch() {
 	sandbox := policy.SandboxPolicy{Kind: policy.WorkspaceWrite, ExcludeSlashTmp: true, ExcludeTmpdirEnvVar: true}
-	roots := []policy.WritableRoot{{Root: "/work/project"}}
+	roots := []policy.WritableRoot{{Root: "/srv/project"}}
 	never := policy.ApprovalPolicy{Mode: policy.Never}
-	inside := policy.Patch{Cwd: "/work/project", Changes: []policy.FileChange{{Kind: policy.ChangeAdd, Path: "notes.md"}}}
-	outside := policy.Patch{Cwd: "/work/project", Changes: []policy.FileChange{{Kind: policy.ChangeAdd, Path: "../other/notes.md"}}}
+	inside := policy.Patch{Cwd: "/srv/project", Changes: []policy.FileChange{{Kind: policy.ChangeAdd, Path: "notes.md"}}}
+	outside := policy.Patch{Cwd: "/srv/project", Changes: []policy.FileChange{{Kind: policy.ChangeAdd, Path: "../other/notes.md"}}}
 	fmt.Println(policy.AssessPatch(inside, roots, sandbox, never).Verdict == policy.PatchAutoApprove)
 	fmt.Println(policy.AssessPatch(outside, roots, sandbox, never).ModelMessage())
 	// Output:

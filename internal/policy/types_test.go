@@ -224,13 +224,13 @@ func TestWritableRootGitPointerFile(t *testing.T) {
 }
 
 func TestWritableRootComponentPrefix(t *testing.T) {
-	r := policy.WritableRoot{Root: "/work/proj", ReadOnlySubpaths: []string{"/work/proj/.git"}}
-	assert.True(t, r.IsPathWritable("/work/proj"))
-	assert.True(t, r.IsPathWritable("/work/proj/a"))
-	assert.False(t, r.IsPathWritable("/work/project/a"), "component-wise, not string prefix")
+	r := policy.WritableRoot{Root: "/srv/proj", ReadOnlySubpaths: []string{"/srv/proj/.git"}}
+	assert.True(t, r.IsPathWritable("/srv/proj"))
+	assert.True(t, r.IsPathWritable("/srv/proj/a"))
+	assert.False(t, r.IsPathWritable("/srv/project/a"), "component-wise, not string prefix")
 	assert.False(t, r.IsPathWritable("/work"))
-	assert.True(t, r.IsPathWritable("/work/proj/.github/x"))
-	assert.False(t, r.IsPathWritable("/work/proj/.git/HEAD"))
+	assert.True(t, r.IsPathWritable("/srv/proj/.github/x"))
+	assert.False(t, r.IsPathWritable("/srv/proj/.git/HEAD"))
 	root := policy.WritableRoot{Root: "/"}
 	assert.True(t, root.IsPathWritable("/anything"))
 	assert.Equal(t, "/a/c", policy.ResolvePath("/a/b", "../c"))

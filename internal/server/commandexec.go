@@ -69,7 +69,7 @@ func (ce *commandExec) handle(ctx context.Context, c *Call) (any, error) {
 	case (flag(p.Tty) || flag(p.StreamStdin) || flag(p.StreamStdoutStderr)) && (p.ProcessID == nil || *p.ProcessID == ""):
 		return nil, InvalidRequest("command/exec tty or streaming requires a client-supplied processId")
 	case flag(p.Tty) || flag(p.StreamStdin):
-		return nil, InvalidParams("command/exec tty and streamStdin are not supported by this server (command/exec/write, resize and terminate are not implemented)")
+		return nil, InvalidParams("command/exec tty and streamStdin are not supported by this server (this server has no command/exec/write, resize or terminate)")
 	}
 	params := shell.CommandExecParams{
 		Command:            p.Command,
