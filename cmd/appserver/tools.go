@@ -44,6 +44,7 @@ type builtinTools struct {
 	models    map[string]config.ModelEntry
 	env       shell.EnvPolicy
 	sandbox   *sandbox.Sandbox // nil: sandbox.Default()
+	webSearch string           // disabled, cached or live
 	execs     *execsession.Supervisor
 
 	mu        sync.Mutex
@@ -61,6 +62,7 @@ func newBuiltinTools(cfg *config.Config, log *slog.Logger) (*builtinTools, error
 	}
 	bt := &builtinTools{
 		sandbox:   sb,
+		webSearch: cfg.WebSearch,
 		log:       log,
 		providers: cfg.ModelProviders,
 		models:    cfg.ModelCatalog,
@@ -107,6 +109,14 @@ func (bt *builtinTools) close() { _ = bt.execs.Close() }
 //
 // Commands and patches follow the thread's approval and sandbox policies.
 func (bt *builtinTools) register(b *registry.Builder, tc turns.ToolContext) error {
+	if bt.webSearch != "" && bt.webSearch != "disabled" {
+		// Hosted: the provider runs it and its web_search_call items
+		// become webSearch items; Chat Completions models do not get it.
+		live := bt.webSearch == "live"
+		if err := b.AddSpec(registry.WebSearchSpec{ExternalWebAccess: &live}, false); err != nil {
+			return err
+		}
+	}
 	ct := bt.newCallTools(tc)
 	entry := bt.models[tc.Model]
 	shellType := entry.ShellType

@@ -257,3 +257,29 @@ func TestModelFailureFailsTurnThreadStaysUsable(t *testing.T) {
 	require.Equal(t, "completed", tr.Turn.Status)
 	_ = filepath.Join
 }
+
+func TestWebSearchIsHostedAndRecordedAsAnItem(t *testing.T) {
+	fake := startFake(t, `{"steps":[{
+		"output_items":[{"type":"web_search_call","id":"ws_1","status":"completed","action":{"type":"search","query":"go 1.26 release notes"}}],
+		"text":"Found it."}]}`)
+	d := startDaemon(t, append([]string{"--data-dir", t.TempDir(), "-c", `web_search="live"`}, fakeArgs(fake, "responses")...)...)
+	r := newRPC(t, d)
+	threadID := startThread(t, r, nil)
+	tr := runTurn(t, r, threadID, "search the web")
+	require.Equal(t, "completed", tr.Turn.Status)
+	require.Contains(t, string(fake.Requests()[0].Body), `{"type":"web_search","external_web_access":true}`)
+	var sawStarted, sawCompleted bool
+	for _, f := range r.seen {
+		if f.Method == "item/started" && strings.Contains(string(f.Params), `"type":"webSearch"`) {
+			sawStarted = true
+		}
+		if f.Method == "item/completed" && strings.Contains(string(f.Params), `"type":"webSearch"`) {
+			sawCompleted = true
+			require.Contains(t, string(f.Params), `"query":"go 1.26 release notes"`)
+			require.Contains(t, string(f.Params), `"action":{"type":"search"`)
+		}
+	}
+	require.True(t, sawStarted && sawCompleted, "webSearch item started and completed")
+	items := r.call("thread/items/list", map[string]any{"threadId": threadID})
+	require.Contains(t, string(items), `"type":"webSearch"`)
+}

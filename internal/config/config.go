@@ -179,6 +179,10 @@ type Config struct {
 	// ShutdownGracePeriod is how long shutdown lets running turns finish
 	// before interrupting them; written as a duration string such as "10s".
 	ShutdownGracePeriod time.Duration `toml:"shutdown_grace_period"`
+	// WebSearch is Codex's web_search mode: "disabled", "cached" (the
+	// provider's index) or "live"; when enabled the hosted web_search tool
+	// is offered to Responses-API models.
+	WebSearch string `toml:"web_search"`
 	// SandboxBackend selects the OS sandbox: "auto" (bubblewrap when it
 	// works, else Landlock), "bwrap" or "landlock".
 	SandboxBackend string `toml:"sandbox_backend"`
@@ -370,6 +374,7 @@ func defaults(getenv func(string) string, goos string) Config {
 		ShutdownGracePeriod:         DefaultShutdownGracePeriod,
 		DynamicToolReconnectTimeout: DefaultDynamicToolReconnectTimeout,
 		SandboxBackend:              "auto",
+		WebSearch:                   "disabled",
 		ApprovalClientTimeout:       DefaultApprovalClientTimeout,
 		WSMaxClockSkewSeconds:       DefaultWSMaxClockSkewSeconds,
 		ModelProvider:               DefaultModelProvider,

@@ -170,7 +170,7 @@ var codexTopLevelKeys = setOf(
 	"show_raw_agent_reasoning", "sqlite_home", "suppress_unstable_features_warning",
 	"tool_output_token_limit", "tool_suggest", "tools", "tui",
 	"use_experimental_streamable_shell_tool", "use_experimental_unified_exec_tool",
-	"use_experimental_use_rmcp_client", "web_search", "windows",
+	"use_experimental_use_rmcp_client", "windows",
 	"windows_wsl_setup_acknowledged",
 )
 

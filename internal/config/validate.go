@@ -113,6 +113,11 @@ func (c *Config) validateServer() error {
 			return c.invalid(key("skills", "remote", id, "url"), "must be an http(s) URL")
 		}
 	}
+	switch c.WebSearch {
+	case "disabled", "cached", "live":
+	default:
+		return c.invalid(key("web_search"), "must be disabled, cached or live")
+	}
 	switch c.SandboxBackend {
 	case "auto", "bwrap", "landlock":
 	default:

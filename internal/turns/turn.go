@@ -352,6 +352,8 @@ func (r *turnRun) itemAdded(open map[string]*streamItem, it model.InputItem) {
 		body = &api.AgentMessageItem{ID: r.t.uniqueItemID(it.ID, "msg")}
 	case model.ItemReasoning:
 		body = &api.ReasoningItem{ID: r.t.uniqueItemID(it.ID, "rs")}
+	case itemWebSearchCall:
+		body = &api.WebSearchItem{ID: r.t.uniqueItemID(it.ID, "ws")}
 	default:
 		return
 	}
@@ -372,7 +374,7 @@ func (r *turnRun) itemDone(open map[string]*streamItem, it model.InputItem) (*mo
 		// Committed with its output once the call has run (recordUsage);
 		// a call cut short by a crash is answered "aborted" on reload.
 		return &it, nil
-	case model.ItemMessage, model.ItemReasoning:
+	case model.ItemMessage, model.ItemReasoning, itemWebSearchCall:
 	default:
 		return nil, r.persistHistory(nil)
 	}
@@ -394,6 +396,8 @@ func (r *turnRun) itemDone(open map[string]*streamItem, it model.InputItem) (*mo
 	case *api.ReasoningItem:
 		b.Summary = partsText(it.Summary)
 		b.Content = partsText(it.Content)
+	case *api.WebSearchItem:
+		b.Query, b.Action = webSearchOf(it.Raw)
 	}
 	if err := r.persistHistory(&si.item); err != nil {
 		return nil, err
@@ -689,4 +693,40 @@ func (r *turnRun) ItemCompleted(_ context.Context, turnID string, item api.Threa
 		r.t.m.log.Error("persist tool item", "thread", r.t.id, "item", item.Body.ItemID(), "err", err)
 	}
 	r.t.emit("item/completed", api.ItemCompletedNotification{Item: item, ThreadID: r.t.id, TurnID: turnID, CompletedAtMs: ms})
+}
+
+// itemWebSearchCall is the output item of the hosted web_search tool: the
+// provider ran the search; the daemon only records it as a webSearch item.
+const itemWebSearchCall = "web_search_call"
+
+// webSearchOf reads the query and action of a web_search_call item.
+func webSearchOf(raw json.RawMessage) (string, *api.WebSearchAction) {
+	var w struct {
+		Action *struct {
+			Type    string   `json:"type"`
+			Query   string   `json:"query"`
+			Queries []string `json:"queries"`
+			URL     string   `json:"url"`
+			Pattern string   `json:"pattern"`
+		} `json:"action"`
+	}
+	if json.Unmarshal(raw, &w) != nil || w.Action == nil {
+		return "", nil
+	}
+	a := w.Action
+	opt := func(s string) *string {
+		if s == "" {
+			return nil
+		}
+		return &s
+	}
+	switch a.Type {
+	case "search":
+		return a.Query, &api.WebSearchAction{Type: api.WebSearchSearch, Query: opt(a.Query), Queries: a.Queries}
+	case "open_page":
+		return a.URL, &api.WebSearchAction{Type: api.WebSearchOpenPage, URL: opt(a.URL)}
+	case "find_in_page":
+		return a.Pattern, &api.WebSearchAction{Type: api.WebSearchFindInPage, URL: opt(a.URL), Pattern: opt(a.Pattern)}
+	}
+	return a.Query, &api.WebSearchAction{Type: api.WebSearchOther}
 }

@@ -40,6 +40,9 @@ type Step struct {
 	// ResponseID overrides the generated response id (resp_<n> or
 	// chatcmpl-<n>).
 	ResponseID string `json:"response_id,omitempty"`
+	// OutputItems are raw Responses output items (e.g. a hosted tool's
+	// web_search_call) emitted first, as given; Responses wire only.
+	OutputItems []json.RawMessage `json:"output_items,omitempty"`
 	// Reasoning adds a reasoning item before the message.
 	Reasoning *Reasoning `json:"reasoning,omitempty"`
 	// Text is the assistant message; empty means no message item.
@@ -206,6 +209,14 @@ func (s Script) Validate() error {
 			}
 			if f.AfterEvents < 0 {
 				errs = append(errs, fmt.Errorf("%s: after_events must not be negative", where))
+			}
+		}
+		for j, raw := range st.OutputItems {
+			var item struct {
+				Type string `json:"type"`
+			}
+			if json.Unmarshal(raw, &item) != nil || item.Type == "" {
+				errs = append(errs, fmt.Errorf("%s: output item %d must be a JSON object with a type", where, j))
 			}
 		}
 		for j, tc := range st.ToolCalls {

@@ -27,6 +27,16 @@ func writeResponses(sw *streamWriter, step Step, seq int, model string) {
 	ev("response.created", map[string]any{"response": response("in_progress", []any{})})
 
 	var output []any
+	for _, raw := range step.OutputItems {
+		var item map[string]any
+		if json.Unmarshal(raw, &item) != nil {
+			continue // Validate rejects these
+		}
+		idx := len(output)
+		ev("response.output_item.added", map[string]any{"output_index": idx, "item": with(item, "status", "in_progress")})
+		ev("response.output_item.done", map[string]any{"output_index": idx, "item": item})
+		output = append(output, item)
+	}
 	if r := step.Reasoning; r != nil {
 		idx := len(output)
 		id := r.ID
