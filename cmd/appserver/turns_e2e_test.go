@@ -283,3 +283,18 @@ func TestWebSearchIsHostedAndRecordedAsAnItem(t *testing.T) {
 	items := r.call("thread/items/list", map[string]any{"threadId": threadID})
 	require.Contains(t, string(items), `"type":"webSearch"`)
 }
+
+func TestBadApprovalPolicyIsRejectedNotStored(t *testing.T) {
+	fake := startFake(t, `{"steps":[]}`)
+	d := startDaemon(t, append([]string{"--data-dir", t.TempDir()}, fakeArgs(fake, "responses")...)...)
+	r := newRPC(t, d)
+	f := r.callRaw("thread/start", map[string]any{"cwd": t.TempDir(), "approvalPolicy": "bogus"})
+	require.NotNil(t, f.Error)
+	require.Equal(t, -32600, f.Error.Code)
+	require.Contains(t, f.Error.Message, "unknown variant `bogus`")
+	threadID := startThread(t, r, nil)
+	f = r.callRaw("turn/start", map[string]any{"threadId": threadID, "approvalPolicy": "sometimes", "input": []any{}})
+	require.NotNil(t, f.Error)
+	read := r.call("thread/resume", map[string]any{"threadId": threadID})
+	require.Contains(t, string(read), `"approvalPolicy":"on-request"`, "the bad value was not stored")
+}

@@ -428,9 +428,12 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, grace time.Duration
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
+	var serveErr error
 	select {
-	case err := <-errc:
-		return err
+	case serveErr = <-errc:
+		// The listener failed: shut down just the same, so that turns stop
+		// and connections close before the caller closes the store.
+		s.log.Error("listener failed", "err", serveErr)
 	case <-ctx.Done():
 	}
 	s.log.Info("shutting down", "grace", grace)
@@ -444,6 +447,12 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, grace time.Duration
 	if cerr := s.CloseConnections(sctx); err == nil {
 		err = cerr
 	}
+	if serveErr != nil {
+		return serveErr
+	}
 	<-errc
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
 	return err
 }

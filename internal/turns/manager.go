@@ -375,6 +375,12 @@ func (m *Manager) hydrate(ctx context.Context, rec store.Thread) (*thread, error
 	return t, nil
 }
 
+func (m *Manager) isStopped() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.stopped
+}
+
 // register adds a newly created thread to the table.
 func (m *Manager) register(t *thread) error {
 	m.mu.Lock()

@@ -53,6 +53,15 @@ func (m *Manager) apply(rec *store.Thread, meta *threadMeta, o overrides) error 
 		meta.Cwd = cwd
 	}
 	if o.approval != nil {
+		switch o.approval.Policy {
+		case api.ApprovalUntrusted, api.ApprovalOnRequest, api.ApprovalNever, "on-failure":
+		case "":
+			if o.approval.Granular == nil {
+				return apperr.New(apperr.Invalid, "Invalid request: approvalPolicy must be a policy name or {granular: …}")
+			}
+		default:
+			return apperr.New(apperr.Invalid, "Invalid request: unknown variant `%s`, expected one of `untrusted`, `on-failure`, `on-request`, `never`", o.approval.Policy)
+		}
 		meta.ApprovalPolicy = *o.approval
 	}
 	if o.sandboxMode != nil {
@@ -121,6 +130,11 @@ func (t *thread) settingsResult() api.ThreadStartResult {
 
 // StartThread creates a thread, subscribes the caller and announces it.
 func (m *Manager) StartThread(ctx context.Context, c Caller, p api.ThreadStartParams) (api.ThreadStartResult, After, error) {
+	if m.isStopped() {
+		// Refuse before writing: a thread stored but reported as failed
+		// would surprise the client.
+		return api.ThreadStartResult{}, nil, apperr.New(apperr.Unavailable, "server is shutting down")
+	}
 	d := m.cfg.Defaults
 	now := m.now()
 	rec := store.Thread{
