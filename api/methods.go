@@ -252,6 +252,12 @@ const (
 	MethodMcpServerToolCall = "mcpServer/tool/call"
 	// MethodCommandExec runs a one-off process outside any thread.
 	MethodCommandExec = "command/exec"
+	// MethodCommandExecWrite writes to (or closes) a command/exec stdin.
+	MethodCommandExecWrite = "command/exec/write"
+	// MethodCommandExecResize resizes a command/exec terminal.
+	MethodCommandExecResize = "command/exec/resize"
+	// MethodCommandExecTerminate kills a command/exec process.
+	MethodCommandExecTerminate = "command/exec/terminate"
 	// MethodConfigRead returns the effective configuration.
 	MethodConfigRead = "config/read"
 	// MethodConfigRequirementsRead returns managed configuration requirements.

@@ -227,6 +227,40 @@ type CommandExecTerminalSize struct {
 	Cols uint16 `json:"cols"`
 }
 
+// CommandExecWriteParams are the params of command/exec/write: stdin bytes
+// for a running command/exec session, closing stdin, or both.
+type CommandExecWriteParams struct {
+	// ProcessID is the processId of the original command/exec request.
+	ProcessID string `json:"processId"`
+	// DeltaBase64 is the base64-encoded bytes to write, or null.
+	DeltaBase64 *string `json:"deltaBase64,omitempty"`
+	// CloseStdin closes stdin after writing DeltaBase64.
+	CloseStdin *bool `json:"closeStdin,omitempty"`
+}
+
+// CommandExecWriteResult is the (empty) result of command/exec/write.
+type CommandExecWriteResult struct{}
+
+// CommandExecResizeParams are the params of command/exec/resize.
+type CommandExecResizeParams struct {
+	// ProcessID is the processId of the original command/exec request.
+	ProcessID string `json:"processId"`
+	// Size is the new terminal size.
+	Size CommandExecTerminalSize `json:"size"`
+}
+
+// CommandExecResizeResult is the (empty) result of command/exec/resize.
+type CommandExecResizeResult struct{}
+
+// CommandExecTerminateParams are the params of command/exec/terminate.
+type CommandExecTerminateParams struct {
+	// ProcessID is the processId of the original command/exec request.
+	ProcessID string `json:"processId"`
+}
+
+// CommandExecTerminateResult is the (empty) result of command/exec/terminate.
+type CommandExecTerminateResult struct{}
+
 // CommandExecResult is the result of command/exec, sent after the process exits.
 type CommandExecResult struct {
 	// ExitCode is the exit status.

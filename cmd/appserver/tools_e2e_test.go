@@ -653,18 +653,11 @@ func TestToolsCommandExec(t *testing.T) {
 		{map[string]any{"command": []string{}}, -32600, "command must not be empty"},
 		{map[string]any{"command": []string{"true"}, "timeoutMs": 5, "disableTimeout": true}, -32602, "cannot set both timeoutMs and disableTimeout"},
 		{map[string]any{"command": []string{"true"}, "streamStdoutStderr": true}, -32600, "requires a client-supplied processId"},
-		{map[string]any{"command": []string{"true"}, "tty": true, "processId": "t"}, -32602, "not supported"},
-		{map[string]any{"command": []string{"true"}, "streamStdin": true, "processId": "t"}, -32602, "not supported"},
 	} {
 		f := r.callRaw("command/exec", tc.params)
 		require.NotNil(t, f.Error, "%v", tc.params)
 		require.Equal(t, tc.code, f.Error.Code)
 		require.Contains(t, f.Error.Message, tc.msg)
-	}
-	for _, m := range []string{"command/exec/write", "command/exec/resize", "command/exec/terminate"} {
-		f := r.callRaw(m, map[string]any{"processId": "p1"})
-		require.NotNil(t, f.Error)
-		require.Equal(t, -32601, f.Error.Code, m)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"os"
 	"sync"
 	"time"
@@ -33,22 +34,33 @@ type CommandExecConfig struct {
 }
 
 // RegisterCommandExec serves command/exec: a one-off process outside any
-// thread, buffered or with its stdout/stderr streamed as
-// command/exec/outputDelta (base64) to the calling connection, which gets
-// the result once the process exited and every delta was sent. Closing the
-// connection kills the process. tty and streamStdin are rejected with
-// -32602, and command/exec/write, /resize and /terminate stay
-// unregistered (-32601), as protocol.md §4.19 allows for a first cut.
+// thread, buffered, with its stdout/stderr streamed as
+// command/exec/outputDelta (base64) to the calling connection, with a
+// stdin stream (streamStdin) or on a pseudo-terminal (tty, whose output is
+// the stdout stream). The calling connection gets the result once the
+// process exited and every delta was sent. Processes with a client-chosen
+// processId (connection-scoped) are driven by command/exec/write, /resize
+// and /terminate. Closing the connection kills the process group.
 func (s *Server) RegisterCommandExec(cfg CommandExecConfig) {
-	ce := &commandExec{cfg: cfg, active: map[uint64]map[string]bool{}}
-	s.Handle("command/exec", ce.handle)
+	ce := &commandExec{cfg: cfg, active: map[uint64]map[string]*execEntry{}}
+	s.Handle(api.MethodCommandExec, ce.handle)
+	s.Handle(api.MethodCommandExecWrite, ce.write)
+	s.Handle(api.MethodCommandExecResize, ce.resize)
+	s.Handle(api.MethodCommandExecTerminate, ce.terminate)
 }
 
 type commandExec struct {
 	cfg CommandExecConfig
 
 	mu     sync.Mutex
-	active map[uint64]map[string]bool // per connection: processIds running
+	active map[uint64]map[string]*execEntry // per connection: processIds running
+}
+
+// execEntry is one running command/exec with a processId. ready is closed
+// once proc is set (the process started) or the run ended without one.
+type execEntry struct {
+	ready chan struct{}
+	proc  *shell.Process
 }
 
 func (ce *commandExec) handle(ctx context.Context, c *Call) (any, error) {
@@ -68,8 +80,10 @@ func (ce *commandExec) handle(ctx context.Context, c *Call) (any, error) {
 		return nil, InvalidParams("command/exec timeoutMs must not be negative")
 	case (flag(p.Tty) || flag(p.StreamStdin) || flag(p.StreamStdoutStderr)) && (p.ProcessID == nil || *p.ProcessID == ""):
 		return nil, InvalidRequest("command/exec tty or streaming requires a client-supplied processId")
-	case flag(p.Tty) || flag(p.StreamStdin):
-		return nil, InvalidParams("command/exec tty and streamStdin are not supported by this server (this server has no command/exec/write, resize or terminate)")
+	case p.Size != nil && !flag(p.Tty):
+		return nil, InvalidParams("command/exec size is only supported when tty is true")
+	case p.Size != nil && (p.Size.Rows == 0 || p.Size.Cols == 0):
+		return nil, InvalidParams("command/exec size rows and cols must be greater than 0")
 	}
 	params := shell.CommandExecParams{
 		Command:            p.Command,
@@ -78,10 +92,15 @@ func (ce *commandExec) handle(ctx context.Context, c *Call) (any, error) {
 		DisableTimeout:     flag(p.DisableTimeout),
 		DisableOutputCap:   flag(p.DisableOutputCap),
 		StreamStdoutStderr: flag(p.StreamStdoutStderr),
+		TTY:                flag(p.Tty),
+		StreamStdin:        flag(p.StreamStdin),
 		HasProcessID:       p.ProcessID != nil && *p.ProcessID != "",
 	}
 	if p.Cwd != nil {
 		params.Cwd = *p.Cwd
+	}
+	if p.Size != nil {
+		params.Rows, params.Cols = p.Size.Rows, p.Size.Cols
 	}
 	if p.OutputBytesCap != nil {
 		n := int64(min(*p.OutputBytesCap, 1<<40))
@@ -99,12 +118,13 @@ func (ce *commandExec) handle(ctx context.Context, c *Call) (any, error) {
 		params.SandboxPolicy = &sp
 	}
 	processID := ""
+	var entry *execEntry
 	if p.ProcessID != nil {
 		processID = *p.ProcessID
-		if !ce.claim(c.Session, processID) {
+		if entry = ce.claim(c.Session, processID); entry == nil {
 			return nil, InvalidRequest("duplicate active command/exec process id: %s", processID)
 		}
-		defer ce.release(c.Session, processID)
+		defer ce.release(c.Session, processID, entry)
 	}
 	base := ce.cfg.BaseEnv
 	if base == nil {
@@ -127,6 +147,17 @@ func (ce *commandExec) handle(ctx context.Context, c *Call) (any, error) {
 			}
 		},
 	}
+	if entry != nil {
+		opts.OnStart = func(proc *shell.Process) {
+			ce.mu.Lock()
+			entry.proc = proc
+			ce.mu.Unlock()
+			close(entry.ready)
+			// Writes, resizes and terminations for this process id queue
+			// behind this request in arrival order; they may run now.
+			c.ReleaseOrder()
+		}
+	}
 	// The handler's context ends when the connection closes, which kills
 	// the process group.
 	res, err := shell.CommandExec(ctx, params, opts)
@@ -136,30 +167,152 @@ func (ce *commandExec) handle(ctx context.Context, c *Call) (any, error) {
 	return api.CommandExecResult{ExitCode: int32(res.ExitCode), Stdout: res.Stdout, Stderr: res.Stderr}, nil
 }
 
-// claim marks processID as running on the connection; false when it is
-// already in use there.
-func (ce *commandExec) claim(sess *Session, processID string) bool {
+// claim registers processID as running on the connection; nil when it is
+// already in use there. The first claim on a connection makes its closing
+// kill every process still running on it.
+func (ce *commandExec) claim(sess *Session, processID string) *execEntry {
 	ce.mu.Lock()
-	defer ce.mu.Unlock()
 	m := ce.active[sess.id]
-	if m == nil {
-		m = map[string]bool{}
+	first := m == nil
+	if first {
+		m = map[string]*execEntry{}
 		ce.active[sess.id] = m
 	}
-	if m[processID] {
-		return false
+	if m[processID] != nil {
+		ce.mu.Unlock()
+		return nil
 	}
-	m[processID] = true
-	return true
+	e := &execEntry{ready: make(chan struct{})}
+	m[processID] = e
+	ce.mu.Unlock()
+	if first {
+		sess.OnClose(func() { ce.closeSession(sess) })
+	}
+	return e
 }
 
-func (ce *commandExec) release(sess *Session, processID string) {
+// release forgets processID once its run ended.
+func (ce *commandExec) release(sess *Session, processID string, e *execEntry) {
 	ce.mu.Lock()
 	defer ce.mu.Unlock()
-	if m := ce.active[sess.id]; m != nil {
+	select {
+	case <-e.ready:
+	default:
+		close(e.ready) // the process never started
+	}
+	if m := ce.active[sess.id]; m != nil && m[processID] == e {
 		delete(m, processID)
-		if len(m) == 0 {
-			delete(ce.active, sess.id)
+	}
+}
+
+// closeSession kills the processes of a closed connection.
+func (ce *commandExec) closeSession(sess *Session) {
+	ce.mu.Lock()
+	m := ce.active[sess.id]
+	delete(ce.active, sess.id)
+	var procs []*shell.Process
+	for _, e := range m {
+		if e.proc != nil {
+			procs = append(procs, e.proc)
 		}
 	}
+	ce.mu.Unlock()
+	for _, p := range procs {
+		p.Terminate()
+	}
+}
+
+// lookup returns the started process of processID on the connection.
+func (ce *commandExec) lookup(ctx context.Context, sess *Session, processID string) (*shell.Process, error) {
+	ce.mu.Lock()
+	e := ce.active[sess.id][processID]
+	ce.mu.Unlock()
+	if e == nil {
+		return nil, InvalidRequest("no active command/exec for process id %q", processID)
+	}
+	select {
+	case <-e.ready:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	ce.mu.Lock()
+	proc := e.proc
+	ce.mu.Unlock()
+	if proc == nil {
+		return nil, InvalidRequest("no active command/exec for process id %q", processID)
+	}
+	return proc, nil
+}
+
+func (ce *commandExec) write(ctx context.Context, c *Call) (any, error) {
+	var p api.CommandExecWriteParams
+	if err := DecodeParams(c, &p, "processId"); err != nil {
+		return nil, err
+	}
+	var data []byte
+	if p.DeltaBase64 != nil {
+		var err error
+		if data, err = base64.StdEncoding.DecodeString(*p.DeltaBase64); err != nil {
+			return nil, InvalidParams("invalid deltaBase64: %v", err)
+		}
+	}
+	proc, err := ce.lookup(ctx, c.Session, p.ProcessID)
+	if err != nil {
+		return nil, err
+	}
+	if err := proc.Write(data); err != nil {
+		return nil, execControlError(p.ProcessID, err)
+	}
+	if p.CloseStdin != nil && *p.CloseStdin {
+		if err := proc.CloseStdin(); err != nil {
+			return nil, execControlError(p.ProcessID, err)
+		}
+	}
+	return api.CommandExecWriteResult{}, nil
+}
+
+func (ce *commandExec) resize(ctx context.Context, c *Call) (any, error) {
+	var p api.CommandExecResizeParams
+	if err := DecodeParams(c, &p, "processId", "size"); err != nil {
+		return nil, err
+	}
+	if p.Size.Rows == 0 || p.Size.Cols == 0 {
+		return nil, InvalidParams("command/exec size rows and cols must be greater than 0")
+	}
+	proc, err := ce.lookup(ctx, c.Session, p.ProcessID)
+	if err != nil {
+		return nil, err
+	}
+	if err := proc.Resize(p.Size.Rows, p.Size.Cols); err != nil {
+		return nil, execControlError(p.ProcessID, err)
+	}
+	return api.CommandExecResizeResult{}, nil
+}
+
+func (ce *commandExec) terminate(ctx context.Context, c *Call) (any, error) {
+	var p api.CommandExecTerminateParams
+	if err := DecodeParams(c, &p, "processId"); err != nil {
+		return nil, err
+	}
+	proc, err := ce.lookup(ctx, c.Session, p.ProcessID)
+	if err != nil {
+		return nil, err
+	}
+	proc.Terminate()
+	return api.CommandExecTerminateResult{}, nil
+}
+
+// execControlError maps a Process control failure to -32600.
+func execControlError(processID string, err error) error {
+	switch {
+	case errors.Is(err, shell.ErrStdinNotStreamed):
+		return InvalidRequest("command/exec %q was not started with streamStdin or tty", processID)
+	case errors.Is(err, shell.ErrStdinClosed):
+		return InvalidRequest("stdin of command/exec %q is already closed", processID)
+	case errors.Is(err, shell.ErrNotTTY):
+		return InvalidRequest("command/exec %q was not started with tty", processID)
+	case errors.Is(err, shell.ErrProcessExited):
+		return InvalidRequest("command/exec %q has already exited", processID)
+	}
+	return InvalidRequest("command/exec %q: %v", processID, err)
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,8 +28,18 @@ type Call struct {
 	Session *Session
 	Method  string
 	// Params is nil when the key was absent and "null" when it was null.
-	Params json.RawMessage
-	after  []func()
+	Params  json.RawMessage
+	after   []func()
+	release func()
+}
+
+// ReleaseOrder lets later requests that touch the same resource (thread,
+// command/exec process) start before this one returns; a long-running
+// method calls it once the resource is ready for them.
+func (c *Call) ReleaseOrder() {
+	if c.release != nil {
+		c.release()
+	}
 }
 
 // After queues f to run once the response has been queued, so that
@@ -178,7 +189,7 @@ func (s *Session) Handle(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2
 	}
 	if req.Method == "initialize" {
 		s.handlers.Add(1)
-		s.serve(ctx, req)
+		s.serve(ctx, req, nil)
 		return
 	}
 	if !s.initialized.Load() {
@@ -211,23 +222,33 @@ func (s *Session) Handle(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2
 			case <-ctx.Done():
 			}
 		}
-		s.serve(ctx, req)
-		s.dequeue(key, mine)
+		var once sync.Once
+		release := func() { once.Do(func() { s.dequeue(key, mine) }) }
+		s.serve(ctx, req, release)
+		release()
 	}()
 }
 
-// resourceKey names what a request touches for ordering: its thread.
+// resourceKey names what a request touches for ordering: its thread, or
+// the connection-scoped process id of command/exec and its follow-ups.
 func resourceKey(req *jsonrpc2.Request) string {
 	if req.Params == nil {
 		return ""
 	}
 	var p struct {
-		ThreadID string `json:"threadId"`
+		ThreadID  string `json:"threadId"`
+		ProcessID string `json:"processId"`
 	}
-	if json.Unmarshal(*req.Params, &p) != nil || p.ThreadID == "" {
+	if json.Unmarshal(*req.Params, &p) != nil {
 		return ""
 	}
-	return "thread:" + p.ThreadID
+	if p.ThreadID != "" {
+		return "thread:" + p.ThreadID
+	}
+	if p.ProcessID != "" && strings.HasPrefix(req.Method, "command/exec") {
+		return "process:" + p.ProcessID
+	}
+	return ""
 }
 
 // enqueue records a request for key and returns the previous request's
@@ -259,10 +280,10 @@ func (s *Session) dequeue(key string, mine chan struct{}) {
 	}
 }
 
-func (s *Session) serve(ctx context.Context, req *jsonrpc2.Request) {
+func (s *Session) serve(ctx context.Context, req *jsonrpc2.Request, release func()) {
 	defer s.handlers.Done()
 	start := time.Now()
-	call := &Call{Session: s, Method: req.Method}
+	call := &Call{Session: s, Method: req.Method, release: release}
 	if req.Params != nil {
 		call.Params = *req.Params
 	}

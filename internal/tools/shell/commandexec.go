@@ -36,8 +36,14 @@ type CommandExecParams struct {
 	// StreamStdoutStderr streams output through OnOutput; the result then
 	// carries empty stdout/stderr ("streamed bytes are not repeated").
 	StreamStdoutStderr bool
-	// TTY and StreamStdin are not supported by this helper.
-	TTY, StreamStdin bool
+	// TTY runs the command on a pseudo-terminal (implies StreamStdin and
+	// StreamStdoutStderr; the terminal's output is the stdout stream) of
+	// Rows x Cols (0 is 24 x 80).
+	TTY        bool
+	Rows, Cols uint16
+	// StreamStdin feeds stdin through the Process given to
+	// CommandExecOptions.OnStart.
+	StreamStdin bool
 	// HasProcessID says whether the client gave a processId (required for
 	// streaming).
 	HasProcessID bool
@@ -59,6 +65,9 @@ type CommandExecOptions struct {
 	// OnOutput receives the streamed chunks (StreamStdoutStderr), each
 	// stream cut at the cap with CapReached on its last chunk.
 	OnOutput func(OutputDelta)
+	// OnStart receives the controls (stdin, resize, terminate) of the
+	// started process.
+	OnStart func(*Process)
 }
 
 // CommandExecResult is command/exec's result.
@@ -85,10 +94,8 @@ func (p CommandExecParams) Validate() error {
 		return apperr.New(apperr.Invalid, "outputBytesCap and disableOutputCap are mutually exclusive")
 	case p.OutputBytesCap != nil && *p.OutputBytesCap < 0:
 		return apperr.New(apperr.Invalid, "outputBytesCap must not be negative")
-	case p.TTY || p.StreamStdin:
-		return apperr.New(apperr.Invalid, "tty and streamStdin are not supported")
-	case p.StreamStdoutStderr && !p.HasProcessID:
-		return apperr.New(apperr.Invalid, "processId is required to stream output")
+	case (p.TTY || p.StreamStdin || p.StreamStdoutStderr) && !p.HasProcessID:
+		return apperr.New(apperr.Invalid, "processId is required for tty or streaming")
 	}
 	return nil
 }
@@ -137,9 +144,13 @@ func CommandExec(ctx context.Context, p CommandExecParams, o CommandExecOptions)
 		Policy: pol, Sandbox: o.Sandbox, SeparateStreams: true, MaxOutputBytes: &capBytes,
 		MaxDeltas: -1, StopDeltasAtCap: true,
 	}
-	if p.StreamStdoutStderr {
+	stream := p.StreamStdoutStderr || p.TTY
+	if stream {
 		req.OnOutput = o.OnOutput
 	}
+	req.TTY, req.TTYRows, req.TTYCols = p.TTY, p.Rows, p.Cols
+	req.StdinPipe = p.StreamStdin || p.TTY
+	req.OnStart = o.OnStart
 	res, err := Exec(ctx, req)
 	if err != nil {
 		if se := (*SpawnError)(nil); errors.As(err, &se) {
@@ -148,7 +159,7 @@ func CommandExec(ctx context.Context, p CommandExecParams, o CommandExecOptions)
 		return CommandExecResult{}, err
 	}
 	out := CommandExecResult{ExitCode: res.ExitCode}
-	if !p.StreamStdoutStderr {
+	if !stream {
 		out.Stdout, out.Stderr = LossyString(res.Stdout), LossyString(res.Stderr)
 	}
 	return out, nil

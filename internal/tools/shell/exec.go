@@ -5,10 +5,13 @@ import (
 	"errors"
 	"io"
 	"os"
+	"os/exec"
 	"sync"
 	"syscall"
 	"time"
 	"unicode/utf8"
+
+	"github.com/creack/pty"
 
 	"github.com/appserver/appserver/internal/policy"
 	"github.com/appserver/appserver/internal/sandbox"
@@ -99,6 +102,17 @@ type ExecRequest struct {
 	Stdin io.Reader
 	// DrainTimeout overrides DefaultDrainTimeout when positive.
 	DrainTimeout time.Duration
+	// TTY runs the command on a fresh pseudo-terminal (its own session and
+	// process group) of TTYRows x TTYCols (0 is 24 x 80); its output is
+	// the stdout stream, and Stdin is ignored.
+	TTY              bool
+	TTYRows, TTYCols uint16
+	// StdinPipe gives the command a stdin pipe fed by Process.Write
+	// (instead of Stdin); implied by TTY.
+	StdinPipe bool
+	// OnStart, when set, receives the started process's controls before
+	// any output is read.
+	OnStart func(*Process)
 }
 
 // ExecResult is a finished process.
@@ -171,31 +185,61 @@ func Exec(ctx context.Context, req ExecRequest) (ExecResult, error) {
 	cmd.Stdin = req.Stdin
 
 	c := &capture{cap: capBytes, maxDeltas: maxDeltas, onOutput: req.OnOutput, stopAtCap: req.StopDeltasAtCap}
+	proc := &Process{tty: req.TTY, terminate: cancel}
 	var readers []*os.File
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		return ExecResult{}, err
-	}
-	readers = append(readers, outR)
-	writers := []*os.File{outW}
-	cmd.Stdout, cmd.Stderr = outW, outW
-	if req.SeparateStreams {
-		errR, errW, err := os.Pipe()
-		if err != nil {
-			closeAll(readers, writers)
+	var start time.Time
+	if req.TTY {
+		if readers, err = startTTY(cmd, req, proc); err != nil {
 			return ExecResult{}, err
 		}
-		readers = append(readers, errR)
-		writers = append(writers, errW)
-		cmd.Stderr = errW
-	}
+		start = time.Now()
+	} else {
+		var stdinR *os.File
+		if req.StdinPipe {
+			if stdinR, proc.in, err = os.Pipe(); err != nil {
+				return ExecResult{}, err
+			}
+			cmd.Stdin = stdinR
+		}
+		outR, outW, err := os.Pipe()
+		if err != nil {
+			closeAll([]*os.File{stdinR, proc.in}, nil)
+			return ExecResult{}, err
+		}
+		readers = append(readers, outR)
+		writers := []*os.File{outW}
+		cmd.Stdout, cmd.Stderr = outW, outW
+		if req.SeparateStreams {
+			errR, errW, err := os.Pipe()
+			if err != nil {
+				closeAll(readers, writers)
+				closeAll([]*os.File{stdinR, proc.in}, nil)
+				return ExecResult{}, err
+			}
+			readers = append(readers, errR)
+			writers = append(writers, errW)
+			cmd.Stderr = errW
+		}
 
-	start := time.Now()
-	if err := cmd.Start(); err != nil {
-		closeAll(readers, writers)
-		return ExecResult{}, &SpawnError{Err: err}
+		start = time.Now()
+		err = cmd.Start()
+		if stdinR != nil {
+			_ = stdinR.Close() // the child holds its own copy
+		}
+		if err != nil {
+			closeAll(readers, writers)
+			if proc.in != nil {
+				_ = proc.in.Close()
+			}
+			return ExecResult{}, &SpawnError{Err: err}
+		}
+		closeAll(nil, writers)
 	}
-	closeAll(nil, writers)
+	proc.pid = cmd.Process.Pid
+	defer proc.finish()
+	if req.OnStart != nil {
+		req.OnStart(proc)
+	}
 
 	var wg sync.WaitGroup
 	for i, r := range readers {
@@ -222,6 +266,7 @@ func Exec(ctx context.Context, req ExecRequest) (ExecResult, error) {
 		}
 		<-drained
 	}
+	proc.finish()
 	closeAll(readers, nil)
 
 	res := c.result(req.SeparateStreams)
@@ -402,4 +447,48 @@ func utf8Boundary(b []byte) int {
 		break
 	}
 	return len(b)
+}
+
+// startTTY starts cmd on a new pseudo-terminal and returns the master as
+// the only reader; proc gets the master for input and resizing.
+func startTTY(cmd *exec.Cmd, req ExecRequest, proc *Process) ([]*os.File, error) {
+	ptmx, tty, err := pty.Open()
+	if err != nil {
+		return nil, err
+	}
+	size := &pty.Winsize{Rows: req.TTYRows, Cols: req.TTYCols}
+	if size.Rows == 0 {
+		size.Rows = 24
+	}
+	if size.Cols == 0 {
+		size.Cols = 80
+	}
+	if err := pty.Setsize(ptmx, size); err != nil {
+		_ = ptmx.Close()
+		_ = tty.Close()
+		return nil, err
+	}
+	attrs := &syscall.SysProcAttr{}
+	if cmd.SysProcAttr != nil {
+		a := *cmd.SysProcAttr
+		attrs = &a
+	}
+	// A new session makes the command its own process group, so the group
+	// kill still reaches it (setpgid would fail for a session leader).
+	attrs.Setsid, attrs.Setctty, attrs.Setpgid, attrs.Ctty = true, true, false, 0
+	cmd.SysProcAttr = attrs
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
+	err = cmd.Start()
+	_ = tty.Close() // the child holds its own copies
+	if err != nil {
+		_ = ptmx.Close()
+		return nil, &SpawnError{Err: err}
+	}
+	// creack/pty returns a blocking master; a pollable one honours
+	// deadlines and lets Close end the reader.
+	if f, err := pollableFile(ptmx); err == nil {
+		ptmx = f
+	}
+	proc.in = ptmx
+	return []*os.File{ptmx}, nil
 }
