@@ -45,6 +45,11 @@ type builtinTools struct {
 	env       shell.EnvPolicy
 	sandbox   *sandbox.Sandbox // nil: sandbox.Default()
 	webSearch string           // disabled, cached or live
+	// rules are the exec-policy rules loaded from rulesDir (Codex's
+	// *.rules files); accepted amendments are added and appended to
+	// rulesFile.
+	rules     *policy.RuleSet
+	rulesFile string
 	execs     *execsession.Supervisor
 
 	mu        sync.Mutex
@@ -60,7 +65,14 @@ func newBuiltinTools(cfg *config.Config, log *slog.Logger) (*builtinTools, error
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: %w", err)
 	}
+	rulesDir := filepath.Join(cfg.DataDir, "rules")
+	rules, err := policy.LoadRulesDirs(rulesDir)
+	if err != nil {
+		return nil, fmt.Errorf("exec-policy rules: %w", err)
+	}
 	bt := &builtinTools{
+		rules:     rules,
+		rulesFile: policy.DefaultRulesFile(cfg.DataDir),
 		sandbox:   sb,
 		webSearch: cfg.WebSearch,
 		log:       log,
@@ -79,6 +91,19 @@ func newBuiltinTools(cfg *config.Config, log *slog.Logger) (*builtinTools, error
 		Logger:   log,
 	})
 	return bt, nil
+}
+
+// allowPrefix applies an accepted exec-policy amendment: every thread
+// allows the prefix from now on, and it is appended to default.rules so it
+// survives a restart.
+func (bt *builtinTools) allowPrefix(prefix []string) {
+	if err := bt.rules.AddPrefixRule(prefix, policy.Allow); err != nil {
+		bt.log.Warn("exec-policy amendment not applied", "prefix", prefix, "err", err)
+		return
+	}
+	if err := policy.AppendAllowRule(bt.rulesFile, prefix); err != nil {
+		bt.log.Error("exec-policy amendment not persisted", "file", bt.rulesFile, "err", err)
+	}
 }
 
 // commandEnv is the environment of the commands tools run: the daemon's,
@@ -402,7 +427,7 @@ func (ct *callTools) Run(ctx context.Context, req shell.RunRequest) (shell.ExecR
 	}
 	plan := policy.PlanExec(policy.ExecRequest{
 		Command: req.Argv, Cwd: req.Cwd, Approval: ct.approval, Sandbox: ct.sandbox,
-		Escalation: req.Escalation, Session: ct.tc.Approvals,
+		Escalation: req.Escalation, Rules: ct.bt.rules, Session: ct.tc.Approvals,
 	})
 	if plan.Action != policy.ActionNeedsApproval && plan.Action != policy.ActionForbidden {
 		start()
@@ -410,6 +435,7 @@ func (ct *callTools) Run(ctx context.Context, req shell.RunRequest) (shell.ExecR
 	var outcome *askOutcome
 	runner := &shell.PolicyRunner{
 		Approval: ct.approval, SandboxPolicy: ct.sandbox, Session: ct.tc.Approvals, Sandbox: ct.bt.sandbox,
+		Rules: ct.bt.rules, OnAllowPrefix: ct.bt.allowPrefix,
 		Ask: func(ctx context.Context, a shell.ApprovalRequest) (policy.ReviewDecision, error) {
 			outcome.settle() // a retry prompt follows an earlier one
 			outcome = &askOutcome{}
@@ -717,7 +743,7 @@ func (ct *callTools) execPrepare(ctx context.Context, inv registry.Invocation, a
 	}
 	plan := policy.PlanExec(policy.ExecRequest{
 		Command: req.Argv, Cwd: req.Cwd, Approval: ct.approval, Sandbox: ct.sandbox,
-		Escalation: esc, Session: ct.tc.Approvals,
+		Escalation: esc, Rules: ct.bt.rules, Session: ct.tc.Approvals,
 	})
 	if plan.Action == policy.ActionForbidden {
 		return nil, errors.New(plan.Reason)
@@ -745,6 +771,9 @@ func (ct *callTools) execPrepare(ctx context.Context, inv registry.Invocation, a
 			ct.tc.Items.ItemStarted(ctx, ct.tc.TurnID, api.ThreadItem{Body: ei.item, StartedAtMs: &ei.startedMs})
 		}, out)
 		res := policy.Resolve(plan, d, ct.tc.Approvals)
+		if len(res.PersistAllowPrefix) > 0 {
+			ct.bt.allowPrefix(res.PersistAllowPrefix)
+		}
 		if !res.Run {
 			var err error
 			switch {

@@ -772,3 +772,46 @@ func TestToolsExecCommandApproval(t *testing.T) {
 	require.Equal(t, 0, *done.ExitCode)
 	require.FileExists(t, filepath.Join(ws, "approved.txt"))
 }
+
+// Exec-policy rules live in <data_dir>/rules/*.rules: an accepted
+// amendment is appended to default.rules and, after a restart, a matching
+// command runs without asking; a "forbidden" rule refuses a command with
+// the rule's reason.
+func TestToolsExecPolicyRulesFilesPersistAcrossRestart(t *testing.T) {
+	ws := teWorkspace(t)
+	dataDir := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(dataDir, "rules"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(dataDir, "rules", "team.rules"),
+		[]byte(`prefix_rule(pattern=["shred"], decision="forbidden", justification="never shred here")`+"\n"), 0o644))
+	fake := startFake(t, `{"steps":[
+		{"match":{"user_text":"first"},"tool_calls":[`+teShellCall("call_1", "touch one.txt")+`]},
+		{"match":{"call_output":"call_1"},"text":"one"},
+		{"match":{"user_text":"second"},"tool_calls":[`+teShellCall("call_2", "touch two.txt")+`]},
+		{"match":{"call_output":"call_2"},"tool_calls":[`+teShellCall("call_3", "shred notes.txt")+`]},
+		{"match":{"call_output":"call_3"},"text":"two"}]}`)
+	args := append([]string{"--data-dir", dataDir}, fakeArgs(fake, "responses")...)
+	d := startDaemon(t, args...)
+	r := newRPC(t, d)
+	threadID := startThread(t, r, map[string]any{"cwd": ws, "approvalPolicy": "untrusted", "sandbox": "workspace-write"})
+	asked := 0
+	teTurn(t, r, teInput(threadID, "first"), func(f frame) any {
+		asked++
+		return map[string]any{"decision": map[string]any{"acceptWithExecpolicyAmendment": map[string]any{"execpolicy_amendment": []string{"touch"}}}}
+	})
+	require.Equal(t, 1, asked)
+	rules, err := os.ReadFile(filepath.Join(dataDir, "rules", "default.rules"))
+	require.NoError(t, err)
+	require.Contains(t, string(rules), `prefix_rule(pattern=["touch"], decision="allow")`)
+
+	d.stop(t)
+	d2 := startDaemon(t, args...)
+	r2 := newRPC(t, d2)
+	thread2 := startThread(t, r2, map[string]any{"cwd": ws, "approvalPolicy": "untrusted", "sandbox": "workspace-write"})
+	teTurn(t, r2, teInput(thread2, "second"), func(f frame) any {
+		t.Fatalf("asked for approval after restart: %s", f.Params)
+		return nil
+	})
+	require.FileExists(t, filepath.Join(ws, "two.txt"))
+	require.FileExists(t, filepath.Join(ws, "notes.txt"), "shred was forbidden by the team rule")
+	require.Contains(t, teModelOutput(t, fake, 4, "call_3"), "never shred here")
+}
