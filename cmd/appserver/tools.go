@@ -16,6 +16,7 @@ import (
 
 	"github.com/appserver/appserver/api"
 	"github.com/appserver/appserver/internal/config"
+	"github.com/appserver/appserver/internal/lossy"
 	"github.com/appserver/appserver/internal/policy"
 	"github.com/appserver/appserver/internal/registry"
 	"github.com/appserver/appserver/internal/sandbox"
@@ -465,7 +466,7 @@ func (ct *callTools) Run(ctx context.Context, req shell.RunRequest) (shell.ExecR
 	switch {
 	case err == nil:
 		code := int32(res.ExitCode)
-		out := shell.LossyString(res.Aggregated)
+		out := lossy.String(res.Aggregated)
 		dur := res.Duration.Milliseconds()
 		it.ExitCode, it.AggregatedOutput, it.DurationMs = &code, &out, &dur
 		it.Status = api.StatusCompleted
@@ -488,7 +489,7 @@ func (ct *callTools) Run(ctx context.Context, req shell.RunRequest) (shell.ExecR
 		// Interrupted while running, or the command could not start.
 		it.Status = api.StatusFailed
 		if res.Duration > 0 {
-			out := shell.LossyString(res.Aggregated)
+			out := lossy.String(res.Aggregated)
 			dur := res.Duration.Milliseconds()
 			it.AggregatedOutput, it.DurationMs = &out, &dur
 		}

@@ -341,26 +341,17 @@ func (m *Manager) hydrate(ctx context.Context, rec store.Thread) (*thread, error
 		rec.ModelProvider = meta.ModelProvider
 	}
 	t := newThread(m, rec, meta, false)
-	cursor := ""
-	for {
-		page, err := m.cfg.Store.ListTurns(ctx, store.TurnsQuery{ThreadID: rec.ID, Limit: store.MaxLimit, Cursor: cursor})
+	turns, err := m.turnRecords(ctx, t)
+	if err != nil {
+		return nil, err
+	}
+	for _, tr := range turns {
+		h, err := turnHistory(tr)
 		if err != nil {
 			return nil, err
 		}
-		for _, tr := range page.Turns {
-			var tm turnMeta
-			if len(tr.Meta) > 0 {
-				if err := json.Unmarshal(tr.Meta, &tm); err != nil {
-					return nil, apperr.Wrap(apperr.Internal, err, "corrupt turn metadata")
-				}
-			}
-			t.history = append(t.history, closeDanglingCalls(tm.History)...)
-			t.lastTurnFailed = tr.Status == store.TurnFailed
-		}
-		if page.NextCursor == "" {
-			break
-		}
-		cursor = page.NextCursor
+		t.history = append(t.history, h...)
+		t.lastTurnFailed = tr.Status == store.TurnFailed
 	}
 	// Upstream item ids are reused as ThreadItem ids; knowing the stored
 	// ones lets a provider that repeats ids (a restarted local server)
@@ -373,6 +364,18 @@ func (m *Manager) hydrate(ctx context.Context, rec store.Thread) (*thread, error
 		t.itemIDs[it.ItemID] = struct{}{}
 	}
 	return t, nil
+}
+
+// turnHistory is the model history a stored turn added, with tool calls
+// that never got an output answered "aborted".
+func turnHistory(tr store.Turn) ([]model.InputItem, error) {
+	var tm turnMeta
+	if len(tr.Meta) > 0 {
+		if err := json.Unmarshal(tr.Meta, &tm); err != nil {
+			return nil, apperr.Wrap(apperr.Internal, err, "corrupt turn metadata")
+		}
+	}
+	return closeDanglingCalls(tm.History), nil
 }
 
 func (m *Manager) isStopped() bool {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/appserver/appserver/api"
 	"github.com/appserver/appserver/internal/apperr"
+	"github.com/appserver/appserver/internal/model"
 	"github.com/appserver/appserver/internal/store"
 )
 
@@ -423,7 +424,7 @@ func (m *Manager) ForkThread(ctx context.Context, c Caller, p api.ThreadForkPara
 	ephemeral := p.Ephemeral != nil && *p.Ephemeral
 	b := &store.Batch{CreateThreads: []*store.Thread{&rec}}
 	kept := map[string]bool{}
-	var history []turnMeta
+	var history []model.InputItem
 	for _, tr := range turns {
 		cp := tr
 		cp.ThreadID = rec.ID
@@ -434,11 +435,11 @@ func (m *Manager) ForkThread(ctx context.Context, c Caller, p api.ThreadForkPara
 		}
 		kept[tr.ID] = true
 		b.CreateTurns = append(b.CreateTurns, &cp)
-		var tm turnMeta
-		if len(tr.Meta) > 0 {
-			_ = json.Unmarshal(tr.Meta, &tm)
+		h, err := turnHistory(tr)
+		if err != nil {
+			return api.ThreadStartResult{}, nil, err
 		}
-		history = append(history, tm)
+		history = append(history, h...)
 	}
 	for _, it := range items {
 		if !kept[it.TurnID] {
@@ -455,9 +456,7 @@ func (m *Manager) ForkThread(ctx context.Context, c Caller, p api.ThreadForkPara
 	if !ephemeral {
 		t.rec = rec
 	}
-	for _, h := range history {
-		t.history = append(t.history, closeDanglingCalls(h.History)...)
-	}
+	t.history = history
 	for _, it := range items {
 		t.itemIDs[it.ItemID] = struct{}{}
 	}

@@ -17,6 +17,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/appserver/appserver/internal/lossy"
 )
 
 // Limits and defaults of tools.md §2.4.
@@ -672,7 +674,7 @@ func (m *Manager) finish(s *session, out *headTail, wall time.Duration, maxToken
 		id := s.info.ID
 		res.SessionID = &id
 	}
-	res.Output = lossyString(out.bytes())
+	res.Output = lossy.String(out.bytes())
 	res.omitted = out.omitted
 	return res
 }
@@ -788,7 +790,7 @@ func (m *Manager) startGoroutinesLocked(s *session) {
 		}
 		t.Stop()
 		s.mu.Lock()
-		transcript := lossyString(s.script.bytes())
+		transcript := lossy.String(s.script.bytes())
 		s.mu.Unlock()
 		obs.SessionEnded(s.info, SessionEnd{
 			ExitCode:   s.proc.exitCode,

@@ -60,22 +60,6 @@ func TestTruncateEdges(t *testing.T) {
 	}
 }
 
-func TestLossyStringMatchesRust(t *testing.T) {
-	cases := map[string]string{
-		"plain":           "plain",
-		"\xff\xfe":        "\uFFFD\uFFFD",
-		"a\xe2\x82b":      "a\uFFFDb", // truncated 3-byte sequence: one replacement
-		"\xf0\x9f\x98":    "\uFFFD",
-		"\xed\xa0\x80":    "\uFFFD\uFFFD\uFFFD", // surrogate: each byte invalid
-		"ok\xc3\xa9\x80x": "ok\u00e9\uFFFDx",
-	}
-	for in, want := range cases {
-		if got := lossyString([]byte(in)); got != want {
-			t.Errorf("lossyString(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
 func TestHeadTailKeepsBothEnds(t *testing.T) {
 	h := newHeadTail(10)
 	h.write([]byte("0123"))

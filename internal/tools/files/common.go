@@ -109,62 +109,6 @@ func ioErrorText(err error) string {
 // isNotExist reports a missing file in either of Go's spellings.
 func isNotExist(err error) bool { return errors.Is(err, os.ErrNotExist) }
 
-// lossyString decodes b as UTF-8, replacing each maximal invalid subpart
-// with U+FFFD, as Rust's String::from_utf8_lossy does.
-func lossyString(b []byte) string {
-	if utf8.Valid(b) {
-		return string(b)
-	}
-	var sb strings.Builder
-	sb.Grow(len(b) + 8)
-	for i := 0; i < len(b); {
-		r, size := utf8.DecodeRune(b[i:])
-		if r != utf8.RuneError || size > 1 {
-			sb.Write(b[i : i+size])
-			i += size
-			continue
-		}
-		sb.WriteRune(utf8.RuneError)
-		i += invalidSubpartLen(b[i:])
-	}
-	return sb.String()
-}
-
-// invalidSubpartLen is the length of the maximal subpart of the ill-formed
-// sequence at b[0] (Unicode §3.9), at least 1.
-func invalidSubpartLen(b []byte) int {
-	lo, hi := byte(0x80), byte(0xBF)
-	var need int
-	switch c := b[0]; {
-	case c >= 0xC2 && c <= 0xDF:
-		need = 1
-	case c == 0xE0:
-		need, lo = 2, 0xA0
-	case c >= 0xE1 && c <= 0xEC, c == 0xEE, c == 0xEF:
-		need = 2
-	case c == 0xED:
-		need, hi = 2, 0x9F
-	case c == 0xF0:
-		need, lo = 3, 0x90
-	case c >= 0xF1 && c <= 0xF3:
-		need = 3
-	case c == 0xF4:
-		need, hi = 3, 0x8F
-	default:
-		return 1
-	}
-	n := 1
-	for k := 0; k < need && n < len(b); k++ {
-		c := b[n]
-		if c < lo || c > hi {
-			break
-		}
-		n++
-		lo, hi = 0x80, 0xBF
-	}
-	return n
-}
-
 // cutBytes cuts s to at most n bytes on a UTF-8 boundary.
 func cutBytes(s string, n int) string {
 	if len(s) <= n {

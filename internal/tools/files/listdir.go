@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/appserver/appserver/internal/lossy"
 	"github.com/appserver/appserver/internal/registry"
 )
 
@@ -205,8 +206,8 @@ func collectEntries(root string, depth int) ([]dirEntry, error) {
 			}
 			items = append(items, item{
 				e: dirEntry{
-					sortKey: cutBytes(lossyString([]byte(rel)), MaxEntryBytes),
-					display: cutBytes(lossyString([]byte(de.Name())), MaxEntryBytes),
+					sortKey: cutBytes(lossy.String([]byte(rel)), MaxEntryBytes),
+					display: cutBytes(lossy.String([]byte(de.Name())), MaxEntryBytes),
 					depth:   level,
 					kind:    kind,
 				},

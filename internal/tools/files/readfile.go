@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/appserver/appserver/internal/lossy"
 	"github.com/appserver/appserver/internal/registry"
 )
 
@@ -241,7 +242,7 @@ func scanLines(ctx context.Context, r io.Reader, fn func(line []byte, number int
 
 // formatLine renders a line for the output: invalid UTF-8 replaced, cut to
 // MaxLineBytes.
-func formatLine(b []byte) string { return cutBytes(lossyString(b), MaxLineBytes) }
+func formatLine(b []byte) string { return cutBytes(lossy.String(b), MaxLineBytes) }
 
 // openForRead opens a file for reading. Special files (FIFOs, devices,
 // sockets) are refused: opening or reading them could block the call
@@ -296,7 +297,7 @@ type lineRecord struct {
 }
 
 func newLineRecord(line []byte, n int) lineRecord {
-	text := lossyString(line)
+	text := lossy.String(line)
 	indent := 0
 	for _, c := range text {
 		if c == ' ' {

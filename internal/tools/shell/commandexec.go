@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/appserver/appserver/internal/apperr"
+	"github.com/appserver/appserver/internal/lossy"
 	"github.com/appserver/appserver/internal/policy"
 	"github.com/appserver/appserver/internal/sandbox"
 )
@@ -160,7 +161,7 @@ func CommandExec(ctx context.Context, p CommandExecParams, o CommandExecOptions)
 	}
 	out := CommandExecResult{ExitCode: res.ExitCode}
 	if !stream {
-		out.Stdout, out.Stderr = LossyString(res.Stdout), LossyString(res.Stderr)
+		out.Stdout, out.Stderr = lossy.String(res.Stdout), lossy.String(res.Stderr)
 	}
 	return out, nil
 }

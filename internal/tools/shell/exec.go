@@ -13,6 +13,7 @@ import (
 
 	"github.com/creack/pty"
 
+	"github.com/appserver/appserver/internal/lossy"
 	"github.com/appserver/appserver/internal/policy"
 	"github.com/appserver/appserver/internal/sandbox"
 )
@@ -141,9 +142,9 @@ func (r ExecResult) SandboxRun() policy.SandboxRun {
 		Sandboxed:  r.Sandboxed,
 		ExitCode:   r.ExitCode,
 		TimedOut:   r.TimedOut,
-		Stdout:     LossyString(r.Stdout),
-		Stderr:     LossyString(r.Stderr),
-		Aggregated: LossyString(r.Aggregated),
+		Stdout:     lossy.String(r.Stdout),
+		Stderr:     lossy.String(r.Stderr),
+		Aggregated: lossy.String(r.Aggregated),
 	}
 }
 

@@ -6,7 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
+
+	"github.com/appserver/appserver/internal/lossy"
 )
 
 // TimeoutExitCode is the exit code reported for a command stopped by its
@@ -55,7 +56,7 @@ func FormatFreeform(r ExecResult, p TruncationPolicy) string {
 // output, prefixed on timeout by "command timed out after <ms> milliseconds"
 // where ms is the measured duration, as the reference does.
 func contentWithTimeout(r ExecResult) string {
-	text := LossyString(r.Aggregated)
+	text := lossy.String(r.Aggregated)
 	if r.TimedOut {
 		return fmt.Sprintf("command timed out after %d milliseconds\n%s", r.Duration.Milliseconds(), text)
 	}
@@ -83,63 +84,6 @@ func jsonSeconds(d time.Duration) string {
 		s += ".0"
 	}
 	return s
-}
-
-// LossyString converts command output to text the way Rust's
-// String::from_utf8_lossy does: each maximal invalid subsequence becomes one
-// U+FFFD.
-func LossyString(b []byte) string {
-	if utf8.Valid(b) {
-		return string(b)
-	}
-	var sb strings.Builder
-	sb.Grow(len(b) + 8)
-	for len(b) > 0 {
-		r, n := utf8.DecodeRune(b)
-		if r != utf8.RuneError || n > 1 {
-			sb.Write(b[:n])
-			b = b[n:]
-			continue
-		}
-		sb.WriteRune(utf8.RuneError)
-		b = b[maximalSubpart(b):]
-	}
-	return sb.String()
-}
-
-// maximalSubpart is the length of the invalid sequence at the start of b
-// that Unicode's "maximal subpart" rule replaces by one U+FFFD: a valid lead
-// byte followed by as many valid continuation bytes as an incomplete
-// sequence has, or a single byte.
-func maximalSubpart(b []byte) int {
-	lo, hi := byte(0x80), byte(0xBF)
-	need := 0
-	switch c := b[0]; {
-	case c >= 0xC2 && c <= 0xDF:
-		need = 1
-	case c == 0xE0:
-		need, lo = 2, 0xA0
-	case c >= 0xE1 && c <= 0xEC, c == 0xEE, c == 0xEF:
-		need = 2
-	case c == 0xED:
-		need, hi = 2, 0x9F
-	case c == 0xF0:
-		need, lo = 3, 0x90
-	case c >= 0xF1 && c <= 0xF3:
-		need = 3
-	case c == 0xF4:
-		need, hi = 3, 0x8F
-	default:
-		return 1
-	}
-	n := 1
-	for ; n <= need && n < len(b); n++ {
-		if b[n] < lo || b[n] > hi {
-			break
-		}
-		lo, hi = 0x80, 0xBF
-	}
-	return n
 }
 
 // writeJSONString writes s as a JSON string escaped the way serde_json does

@@ -115,20 +115,6 @@ func TestFormatStructured(t *testing.T) {
 	}
 }
 
-func TestLossyString(t *testing.T) {
-	for in, want := range map[string]string{
-		"plain":            "plain",
-		"\xff\xfe":         "\uFFFD\uFFFD",
-		"\xe2\x82":         "\uFFFD",
-		"a\xf0\x9f\x98b":   "a\uFFFDb",
-		"\xed\xa0\x80":     "\uFFFD\uFFFD\uFFFD", // surrogates: ED then A0 is not a valid continuation
-		"\xc3\xa9\xc3":     "é\uFFFD",
-		"\xf4\x90\x80\x80": "\uFFFD\uFFFD\uFFFD\uFFFD",
-	} {
-		require.Equal(t, want, LossyString([]byte(in)), "%q", in)
-	}
-}
-
 func TestDurationFormats(t *testing.T) {
 	for _, tc := range []struct {
 		d           time.Duration
