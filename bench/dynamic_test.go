@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -105,7 +104,7 @@ func benchDynamic(b *testing.B, storeKind string, soak bool) {
 		b.Fatal(err)
 	}
 	b.Cleanup(fake.close)
-	d := startDynDaemon(b, dataDir,
+	d := startDaemon(b, "--data-dir", dataDir,
 		"-c", `model="fake"`,
 		"-c", `model_provider="fake"`,
 		"-c", `model_providers.fake={name="Fake", base_url="`+fake.url()+`", wire_api="responses", request_max_retries=0}`,
@@ -642,37 +641,4 @@ func (f *dynFake) serve(w http.ResponseWriter, r *http.Request) {
 		f.sent[next] = sent
 		f.mu.Unlock()
 	}
-}
-
-// startDynDaemon starts the daemon binary with its data in dataDir and
-// extra flags.
-func startDynDaemon(tb testing.TB, dataDir string, extra ...string) *daemon {
-	tb.Helper()
-	bin := daemonBinary(tb)
-	cmd := exec.Command(bin, append([]string{
-		"--listen", "ws://127.0.0.1:0",
-		"--data-dir", dataDir,
-		"--log-level", "warn",
-	}, extra...)...)
-	stdout := &lineWatcher{prefix: listenPrefix, found: make(chan string, 1)}
-	d := &daemon{cmd: cmd, stderr: &lockedBuffer{}, exited: make(chan error, 1)}
-	cmd.Stdout = stdout
-	cmd.Stderr = d.stderr
-	if err := cmd.Start(); err != nil {
-		tb.Fatalf("start daemon: %v", err)
-	}
-	exited := d.exited
-	go func() { exited <- cmd.Wait() }()
-	tb.Cleanup(func() { d.stop(tb) })
-	select {
-	case addr := <-stdout.found:
-		d.ws = addr
-		d.http = "http://" + strings.TrimPrefix(addr, "ws://")
-	case err := <-exited:
-		exited <- err
-		tb.Fatalf("daemon exited before listening: %v\nstderr:\n%s", err, d.stderr)
-	case <-time.After(30 * time.Second):
-		tb.Fatalf("daemon did not print its address within 30 s\nstderr:\n%s", d.stderr)
-	}
-	return d
 }

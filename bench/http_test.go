@@ -71,7 +71,7 @@ func benchHTTPTurns(b *testing.B, storeKind string, tc turnsCase) {
 		checkSynchronousCommit(b, url)
 		args = append(args, "--database-url", url, "--migrate")
 	}
-	d := startDaemonArgs(b, args...)
+	d := startDaemon(b, args...)
 
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConns: 256, MaxIdleConnsPerHost: 256, IdleConnTimeout: time.Minute}}
 	defer hc.CloseIdleConnections()

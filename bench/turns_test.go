@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -126,7 +125,7 @@ func benchTurns(b *testing.B, storeKind string, tc turnsCase) {
 		checkSynchronousCommit(b, url)
 		args = append(args, "--database-url", url, "--migrate")
 	}
-	d := startDaemonArgs(b, args...)
+	d := startDaemon(b, args...)
 
 	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
 	defer cancel()
@@ -400,40 +399,6 @@ func (w *turnWorker) turn(ctx context.Context) (time.Duration, error) {
 		}
 		return elapsed, nil
 	}
-}
-
-// startDaemonArgs is startDaemon with extra command-line flags (the fake
-// model provider, the Postgres URL); it still gets a private --data-dir,
-// which the Postgres runs use only as the daemon's home.
-func startDaemonArgs(tb testing.TB, extra ...string) *daemon {
-	tb.Helper()
-	bin := daemonBinary(tb)
-	cmd := exec.Command(bin, append([]string{
-		"--listen", "ws://127.0.0.1:0",
-		"--data-dir", tb.TempDir(),
-		"--log-level", "warn",
-	}, extra...)...)
-	stdout := &lineWatcher{prefix: listenPrefix, found: make(chan string, 1)}
-	d := &daemon{cmd: cmd, stderr: &lockedBuffer{}, exited: make(chan error, 1)}
-	cmd.Stdout = stdout
-	cmd.Stderr = d.stderr
-	if err := cmd.Start(); err != nil {
-		tb.Fatalf("start daemon: %v", err)
-	}
-	exited := d.exited
-	go func() { exited <- cmd.Wait() }()
-	tb.Cleanup(func() { d.stop(tb) })
-	select {
-	case addr := <-stdout.found:
-		d.ws = addr
-		d.http = "http://" + strings.TrimPrefix(addr, "ws://")
-	case err := <-exited:
-		exited <- err // for stop
-		tb.Fatalf("daemon exited before listening: %v\nstderr:\n%s", err, d.stderr)
-	case <-time.After(30 * time.Second):
-		tb.Fatalf("daemon did not print its address within 30 s\nstderr:\n%s", d.stderr)
-	}
-	return d
 }
 
 // checkSynchronousCommit fails the benchmark if the database would
