@@ -364,7 +364,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	srv.RegisterCommandExec(server.CommandExecConfig{Cwd: cwd, Policy: execPolicy, Env: tools.env})
+	srv.RegisterCommandExec(server.CommandExecConfig{Cwd: cwd, Policy: execPolicy, Env: tools.env, Sandbox: tools.sandbox})
 	broker.SetRouter(srv.NewToolRouter(mgr.Subscribers))
 	httpAPI, err := startHTTPAPI(ctx, cfg, log, srv, mgr, broker, httpRequests, st, authn, metrics)
 	if err != nil {

@@ -26,7 +26,7 @@ func TestMain(m *testing.M) {
 	// as they do the daemon's binary.
 	sandbox.MaybeRunHelper()
 	defer pgtest.Stop()
-	goleak.VerifyTestMain(m, goleak.IgnoreCurrent())
+	goleak.VerifyTestMain(m, goleak.IgnoreCurrent(), goleak.IgnoreAnyFunction("github.com/appserver/appserver/internal/sandbox.(*launcher).loop"))
 }
 
 // daemon is an in-process appserver started through run, as main does.

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -119,7 +118,10 @@ func (bt *builtinTools) threadUnloaded(threadID string) {
 }
 
 // close reaps every exec session (daemon shutdown).
-func (bt *builtinTools) close() { _ = bt.execs.Close() }
+func (bt *builtinTools) close() {
+	_ = bt.execs.Close()
+	bt.sandbox.Close()
+}
 
 // register adds the built-in tools of one turn to b (tools.md §2):
 //
@@ -806,7 +808,7 @@ func (ct *callTools) execPrepare(ctx context.Context, inv registry.Invocation, a
 	env := ct.bt.commandEnv()
 	turnCwd, cwd := ct.tc.Cwd, req.Cwd
 	req.Env = env
-	req.Command = func(argv []string) (*exec.Cmd, error) {
+	req.Command = func(argv []string) (*sandbox.Cmd, error) {
 		// The session outlives this call: the Manager, not a context,
 		// ends the process.
 		return sb.CommandFor(context.Background(), sandbox.Request{Policy: pol, PolicyCwd: turnCwd, Cwd: cwd, Argv: argv, Env: env})

@@ -4,24 +4,37 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/appserver/appserver/internal/policy"
 )
 
-// bwrapArgs builds the bubblewrap arguments (after argv[0]) that run inner
-// under p, following the reference's mount order: read-only root, a minimal
-// /dev, writable roots bound on top, then protected subpaths bound read-only
-// again so they win.
+// bwrapSpec is one bubblewrap invocation.
+type bwrapSpec struct {
+	policy     policy.SandboxPolicy
+	policyCwd  string // writable roots are resolved against it
+	cwd        string // the command's directory
+	tmpdir     string // the command's $TMPDIR
+	mountProc  bool   // mount a fresh /proc for the new PID namespace
+	unshareNet bool   // new network namespace (else the caller's)
+	seccompFD  int    // descriptor with the seccomp program; 0: none
+	setenv     [][2]string
+	argv       []string
+}
+
+// args builds the bubblewrap arguments (after argv[0]), following the
+// reference's mount order: read-only root, a minimal /dev, writable roots
+// bound on top, then protected subpaths bound read-only again so they win.
 //
 // A protected subpath that is a symlink inside a writable root is masked by
 // binding /dev/null over the link, so it cannot be re-pointed. A protected
 // path that does not exist yet (a missing .codex) is not masked: bubblewrap
 // would have to create the mount point in the user's workspace and leave it
 // behind, and concurrent commands would race on removing it.
-func bwrapArgs(p policy.SandboxPolicy, pcwd, cwd, tmpdir string, mountProc bool, inner []string) []string {
+func (b bwrapSpec) args() []string {
 	args := []string{"--new-session", "--die-with-parent", "--ro-bind", "/", "/", "--dev", "/dev"}
-	roots := writableRoots(p, pcwd, tmpdir)
+	roots := writableRoots(b.policy, b.policyCwd, b.tmpdir)
 	var bound []string
 	for _, r := range roots {
 		if fi, err := os.Stat(r.Root); err != nil || !fi.IsDir() {
@@ -48,14 +61,20 @@ func bwrapArgs(p policy.SandboxPolicy, pcwd, cwd, tmpdir string, mountProc bool,
 		}
 	}
 	args = append(args, "--unshare-pid")
-	if p.NetworkDisabled() {
+	if b.unshareNet {
 		args = append(args, "--unshare-net")
 	}
-	if mountProc {
+	if b.mountProc {
 		args = append(args, "--proc", "/proc")
 	}
-	args = append(args, "--chdir", cwd, "--")
-	return append(args, inner...)
+	for _, kv := range b.setenv {
+		args = append(args, "--setenv", kv[0], kv[1])
+	}
+	if b.seccompFD > 0 {
+		args = append(args, "--seccomp", strconv.Itoa(b.seccompFD))
+	}
+	args = append(args, "--chdir", b.cwd, "--")
+	return append(args, b.argv...)
 }
 
 // under reports whether p is one of roots or below one of them.

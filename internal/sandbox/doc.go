@@ -1,33 +1,49 @@
 // Package sandbox runs a command under the operating-system rules of a
 // sandbox policy (tools.md §4.2, §4.10).
 //
-// The daemon re-executes itself as a small helper: Command builds an
-// exec.Cmd that starts os.Executable() with the hidden subcommand
-// HelperCommand. The helper (HelperMain) restricts itself and then replaces
-// itself with the command (execve), so only the command is confined:
+// Two backends enforce the file-system rules; the network rules are the
+// same for both:
 //
-//   - PR_SET_NO_NEW_PRIVS whenever anything is restricted;
-//   - with the network off: a seccomp filter answering EPERM to every socket
-//     family but AF_UNIX and to connect, bind, listen, accept, sendto, ...,
-//     ptrace and io_uring (the reference's list), Landlock TCP bind/connect
-//     rules (ABI ≥ 4), and, when the kernel lets us, a fresh network
-//     namespace (CLONE_NEWNET, in a user namespace when not privileged);
-//   - the file system, by one of two backends: Landlock (go-landlock, best
-//     effort up to ABI 7: read everywhere, write only under the writable
-//     roots plus a few device files) or bubblewrap (`bwrap` on PATH, as Codex
-//     does: a read-only bind of /, writable roots bound on top, protected
-//     subpaths such as .git re-bound read-only, new PID namespace and /proc).
+//   - Landlock, applied without a helper process. Landlock domains, seccomp
+//     filters, no_new_privs and namespaces are per-thread attributes in
+//     Linux, inherited by a process forked from the thread. A launcher
+//     (launcher_linux.go) is a daemon thread, locked to one goroutine for
+//     good, that applies one rule set to itself once and then forks every
+//     command needing that rule set: read everywhere, write only under the
+//     writable roots plus a few device files. Rule sets are keyed by the
+//     writable roots' identities (path, device, inode), so a recreated
+//     directory gets a fresh launcher. Protected subpaths (.git, .codex,
+//     .agents) under a writable root stay writable: Landlock cannot take a
+//     subtree out of an allowed one (the reference's "legacy" gap).
+//   - bubblewrap (`bwrap` on PATH, as Codex does), which execs the command
+//     itself: a read-only bind of /, writable roots bound on top, protected
+//     subpaths re-bound read-only, a new PID namespace with its own /proc.
+//     bwrap runs outside the sandbox, so loader variables (LD_*,
+//     GLIBC_TUNABLES, GCONV_PATH) are kept out of its environment and set for
+//     the command with --setenv.
+//
+// With the network off, the command also gets a seccomp filter answering
+// EPERM to every socket family but AF_UNIX and to connect, bind, listen,
+// accept, sendto, ..., ptrace and io_uring (the reference's list), Landlock
+// TCP rules (ABI ≥ 4, Landlock backend), and an empty network namespace:
+// one per Sandbox, created by a launcher thread that unshares it, and
+// entered by starting the command (or bwrap) from a thread inside it;
+// without CAP_SYS_ADMIN, a user+network namespace per command where the
+// kernel allows it.
 //
 // danger-full-access and external-sandbox policies run the command directly.
 //
-// The daemon's main must hand control to the helper before doing anything
-// else; MaybeRunHelper is the one-line hook for that.
+// Commands come back as *Cmd and must be started through Cmd.Start (or Run,
+// Output, CombinedOutput), which hands the fork to the right thread; the
+// embedded exec.Cmd refuses to start on its own (ErrStartDirectly).
+//
+// The daemon's main still calls MaybeRunHelper first thing: re-executing
+// the binary is how the user-namespace probe tests the kernel.
 //
 // Denials surface as the command's own failure ("Permission denied" from
 // Landlock, "Read-only file system" from bubblewrap, "Operation not
 // permitted" from seccomp), which policy.LooksLikeSandboxDenial recognises;
 // the model sees the command's output formatted like any other run, as the
-// reference does. Helper setup failures are printed as
-// "appserver sandbox: <reason>" with exit code 1, which the same heuristic
-// classifies as a denial.
+// reference does. A sandbox that cannot be set up fails the command before
+// it starts, with an error naming the sandbox.
 package sandbox

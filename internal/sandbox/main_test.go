@@ -21,7 +21,7 @@ func TestMain(m *testing.M) {
 	if addr := os.Getenv(childDialEnv); addr != "" {
 		os.Exit(dialChild(addr))
 	}
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/appserver/appserver/internal/sandbox.(*launcher).loop"))
 }
 
 func dialChild(addr string) int {

@@ -3,9 +3,11 @@
 package sandbox
 
 import (
+	"context"
 	"errors"
-	"os"
 	"syscall"
+
+	"github.com/appserver/appserver/internal/policy"
 )
 
 // errUnsupported is returned for restricted policies on systems without a
@@ -16,14 +18,15 @@ type netnsMode int
 
 const netnsNone netnsMode = 0
 
-func (netnsMode) apply(*syscall.SysProcAttr) {}
+type launchers struct{}
 
-const netnsShared netnsMode = 1
+func (*launchers) probeNetns(string) netnsMode { return netnsNone }
+func (*launchers) close()                      {}
 
-func probeNetns(string) (netnsMode, *os.File) { return netnsNone, nil }
+func landlockABI() int { return 0 }
 
-func joinNetns(int) error { return errUnsupported }
+func (s *Sandbox) restricted(context.Context, policy.SandboxPolicy, string, string, string, []string, []string) (*Cmd, error) {
+	return nil, errUnsupported
+}
 
 func helperProcAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{Setpgid: true} }
-
-func applyPolicy(helperConfig, []string) error { return errUnsupported }

@@ -2,13 +2,11 @@ package sandbox
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -78,8 +76,9 @@ type Sandbox struct {
 	backend   Backend // resolved: landlock or bwrap
 	bwrap     string
 	bwrapProc bool // bwrap may mount a fresh /proc
+	abi       int  // Landlock ABI version, 0 when unavailable
 	netns     netnsMode
-	netnsFile *os.File // the shared namespace (netnsShared)
+	threads   launchers // launcher threads (launcher_linux.go)
 }
 
 // New returns a sandbox with the given options. Probing the host (bwrap
@@ -108,12 +107,12 @@ func Default() *Sandbox {
 // the OS rules of p, using the default sandbox. cwd is also the directory
 // writable roots are resolved against; use Sandbox.CommandFor when the
 // command's directory differs from the turn's.
-func Command(ctx context.Context, p policy.SandboxPolicy, cwd string, argv []string, env []string) (*exec.Cmd, error) {
+func Command(ctx context.Context, p policy.SandboxPolicy, cwd string, argv []string, env []string) (*Cmd, error) {
 	return Default().Command(ctx, p, cwd, argv, env)
 }
 
 // Command is the package-level Command on this sandbox.
-func (s *Sandbox) Command(ctx context.Context, p policy.SandboxPolicy, cwd string, argv []string, env []string) (*exec.Cmd, error) {
+func (s *Sandbox) Command(ctx context.Context, p policy.SandboxPolicy, cwd string, argv []string, env []string) (*Cmd, error) {
 	return s.CommandFor(ctx, Request{Policy: p, Cwd: cwd, Argv: argv, Env: env})
 }
 
@@ -144,12 +143,12 @@ func Sandboxed(p policy.SandboxPolicy) bool {
 	return p.Kind == policy.ReadOnly || p.Kind == policy.WorkspaceWrite
 }
 
-// CommandFor builds the exec.Cmd for r. The command runs in its own process
-// group (Setpgid) and cancelling ctx kills that whole group; callers that
-// add SysProcAttr fields must keep these. A command that cannot be found on
-// PATH fails here with the same error os/exec gives (wrapping
-// exec.ErrNotFound), sandboxed or not.
-func (s *Sandbox) CommandFor(ctx context.Context, r Request) (*exec.Cmd, error) {
+// CommandFor builds the command for r; start it with Cmd.Start (or Run).
+// The command runs in its own process group (Setpgid) and cancelling ctx
+// kills that whole group; callers that add SysProcAttr fields must keep
+// these. A command that cannot be found on PATH fails here with the same
+// error os/exec gives (wrapping exec.ErrNotFound), sandboxed or not.
+func (s *Sandbox) CommandFor(ctx context.Context, r Request) (*Cmd, error) {
 	if len(r.Argv) == 0 || r.Argv[0] == "" {
 		return nil, ErrEmptyCommand
 	}
@@ -169,24 +168,26 @@ func (s *Sandbox) CommandFor(ctx context.Context, r Request) (*exec.Cmd, error) 
 		return nil, err
 	}
 
-	var cmd *exec.Cmd
+	var cmd *Cmd
 	if !Sandboxed(r.Policy) {
-		cmd = exec.CommandContext(ctx, path)
-		cmd.Args = append([]string(nil), r.Argv...)
-		cmd.Env = env
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		c := exec.CommandContext(ctx, path)
+		c.Args = append([]string(nil), r.Argv...)
+		c.Env = env
+		c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		cmd = Plain(c)
 	} else {
 		s.once.Do(s.init)
 		if s.initErr != nil {
 			return nil, s.initErr
 		}
-		cmd, err = s.sandboxedCmd(ctx, r.Policy, pcwd, r.Cwd, r.Argv, env)
+		cmd, err = s.restricted(ctx, r.Policy, pcwd, r.Cwd, path, r.Argv, env)
 		if err != nil {
 			return nil, err
 		}
 	}
 	cmd.Dir = r.Cwd
-	cmd.Cancel = func() error { return killGroup(cmd) }
+	c := cmd.Cmd
+	c.Cancel = func() error { return killGroup(c) }
 	return cmd, nil
 }
 
@@ -214,6 +215,7 @@ func (s *Sandbox) init() {
 		}
 	}
 	s.exe = exe
+	s.abi = landlockABI()
 	s.backend = BackendLandlock
 	if s.opts.Backend != BackendLandlock {
 		bw := s.opts.BwrapPath
@@ -230,61 +232,16 @@ func (s *Sandbox) init() {
 			return
 		}
 	}
-	if !s.opts.NoNetNamespace && s.backend == BackendLandlock {
-		s.netns, s.netnsFile = probeNetns(exe)
+	if !s.opts.NoNetNamespace {
+		s.netns = s.threads.probeNetns(exe)
 	}
 }
 
-// sandboxedCmd builds the helper (or bwrap) invocation for a restricted
-// policy.
-func (s *Sandbox) sandboxedCmd(ctx context.Context, p policy.SandboxPolicy, pcwd, cwd string, argv, env []string) (*exec.Cmd, error) {
-	pj, err := json.Marshal(p)
-	if err != nil {
-		return nil, fmt.Errorf("sandbox: encode policy: %w", err)
-	}
-	helperEnv, hidden := hideLoaderEnv(env)
-	fs := fsLandlock
-	if s.backend == BackendBwrap {
-		fs = fsExternal
-	}
-	helperArgs := []string{s.exe, HelperCommand,
-		flagPolicy, string(pj),
-		flagPolicyCwd, pcwd,
-		flagFilesystem, fs}
-	shareNetns := s.backend == BackendLandlock && p.NetworkDisabled() && s.netns == netnsShared
-	if shareNetns {
-		helperArgs = append(helperArgs, flagNetnsFD, strconv.Itoa(netnsChildFD))
-	}
-	helperArgs = append(helperArgs, "--")
-	helperArgs = append(helperArgs, argv...)
-
-	if s.backend == BackendBwrap {
-		inner := helperArgs
-		if !p.NetworkDisabled() && !hidden {
-			// Nothing left for the helper to do inside bwrap: the file
-			// system is bwrap's, the network is on and no loader variable
-			// needs restoring. Skip one process start.
-			inner = argv
-		}
-		args := bwrapArgs(p, pcwd, cwd, envValue(env, "TMPDIR"), s.bwrapProc, inner)
-		cmd := exec.CommandContext(ctx, s.bwrap)
-		cmd.Args = append([]string{s.bwrap}, args...)
-		cmd.Env = helperEnv
-		cmd.SysProcAttr = helperProcAttr()
-		return cmd, nil
-	}
-
-	cmd := exec.CommandContext(ctx, s.exe)
-	cmd.Args = helperArgs
-	cmd.Env = helperEnv
-	cmd.SysProcAttr = helperProcAttr()
-	switch {
-	case shareNetns:
-		cmd.ExtraFiles = []*os.File{s.netnsFile}
-	case p.NetworkDisabled():
-		s.netns.apply(cmd.SysProcAttr)
-	}
-	return cmd, nil
+// Close retires the sandbox's launcher threads; each exits once the
+// commands it started have exited. Commands built afterwards still work
+// (on new threads) but should not be: call Close when the owner stops.
+func (s *Sandbox) Close() {
+	s.threads.close()
 }
 
 // withNetworkMarker returns env with CODEX_SANDBOX_NETWORK_DISABLED=1 when
@@ -316,45 +273,25 @@ func envValue(env []string, key string) string {
 	return v
 }
 
-// hiddenEnvPrefix renames variables that would make the dynamic loader run
-// code in the helper (or in bwrap) before the sandbox is applied; the helper
-// restores them for the command.
-const hiddenEnvPrefix = "APPSERVER_SANDBOX_HIDDEN_"
-
 // loaderVar reports whether a variable is read by ld.so or glibc at start-up
-// in a way that could run or load attacker-chosen code.
+// in a way that could run or load attacker-chosen code: bubblewrap must not
+// see these (it runs outside the sandbox); it sets them for the command.
 func loaderVar(name string) bool {
 	return strings.HasPrefix(name, "LD_") || name == "GLIBC_TUNABLES" || name == "GCONV_PATH"
 }
 
-func hideLoaderEnv(env []string) ([]string, bool) {
-	out := make([]string, 0, len(env))
-	hidden := false
+// splitLoaderEnv separates the loader variables from the rest of env.
+func splitLoaderEnv(env []string) (rest []string, loader [][2]string) {
+	rest = make([]string, 0, len(env))
 	for _, kv := range env {
-		name, _, _ := strings.Cut(kv, "=")
-		if strings.HasPrefix(name, hiddenEnvPrefix) {
-			continue // never let a caller smuggle in names we would restore
-		}
+		name, value, _ := strings.Cut(kv, "=")
 		if loaderVar(name) {
-			out = append(out, hiddenEnvPrefix+kv)
-			hidden = true
+			loader = append(loader, [2]string{name, value})
 			continue
 		}
-		out = append(out, kv)
+		rest = append(rest, kv)
 	}
-	return out, hidden
-}
-
-func restoreLoaderEnv(env []string) []string {
-	out := make([]string, 0, len(env))
-	for _, kv := range env {
-		if rest, ok := strings.CutPrefix(kv, hiddenEnvPrefix); ok {
-			out = append(out, rest)
-			continue
-		}
-		out = append(out, kv)
-	}
-	return out
+	return rest, loader
 }
 
 func killGroup(cmd *exec.Cmd) error {

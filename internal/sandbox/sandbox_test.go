@@ -10,7 +10,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -314,39 +316,16 @@ func TestCancelKillsProcessGroup(t *testing.T) {
 	})
 }
 
-func TestHelperSetupFailureReadsAsDenial(t *testing.T) {
+func TestHelperOnlyProbes(t *testing.T) {
+	require.NoError(t, exec.Command(selfExe(t), HelperCommand, flagProbe).Run())
 	var stderr bytes.Buffer
 	cmd := exec.Command(selfExe(t), HelperCommand, "--bogus", "x")
 	cmd.Stderr = &stderr
 	err := cmd.Run()
 	var ee *exec.ExitError
 	require.ErrorAs(t, err, &ee)
-	require.Equal(t, 1, ee.ExitCode())
-	require.Equal(t, "appserver sandbox: unknown flag \"--bogus\"\n", stderr.String())
-	require.True(t, policy.LooksLikeSandboxDenial(1, stderr.String()))
-}
-
-func TestParseHelperArgs(t *testing.T) {
-	good := []string{flagPolicy, `{"type":"workspaceWrite","networkAccess":true}`, flagPolicyCwd, "/w", flagFilesystem, fsExternal, "--", "ls", "-l"}
-	cfg, err := parseHelperArgs(good)
-	require.NoError(t, err)
-	require.Equal(t, policy.WorkspaceWrite, cfg.policy.Kind)
-	require.True(t, cfg.policy.NetworkAccess)
-	require.Equal(t, "/w", cfg.policyCwd)
-	require.Equal(t, fsExternal, cfg.fs)
-	require.Equal(t, []string{"ls", "-l"}, cfg.argv)
-
-	for name, args := range map[string][]string{
-		"no policy":    {flagPolicyCwd, "/w", "--", "ls"},
-		"relative cwd": {flagPolicy, `"read-only"`, flagPolicyCwd, "w", "--", "ls"},
-		"no command":   {flagPolicy, `"read-only"`, flagPolicyCwd, "/w", "--"},
-		"bad fs":       {flagPolicy, `"read-only"`, flagPolicyCwd, "/w", flagFilesystem, "zfs", "--", "ls"},
-		"bad json":     {flagPolicy, `{`, flagPolicyCwd, "/w", "--", "ls"},
-		"dangling":     {flagPolicy},
-	} {
-		_, err := parseHelperArgs(args)
-		require.Error(t, err, name)
-	}
+	require.Equal(t, 2, ee.ExitCode())
+	require.Equal(t, "appserver sandbox: unexpected arguments [\"--bogus\" \"x\"]\n", stderr.String())
 }
 
 func TestBwrapArgs(t *testing.T) {
@@ -357,13 +336,15 @@ func TestBwrapArgs(t *testing.T) {
 	require.NoError(t, os.Symlink(filepath.Join(extra, "elsewhere"), filepath.Join(extra, ".codex")))
 	missing := filepath.Join(t.TempDir(), "missing")
 
-	ro := bwrapArgs(policy.SandboxPolicy{Kind: policy.ReadOnly}, ws, ws, "", true, []string{"true"})
+	ro := bwrapSpec{policy: policy.SandboxPolicy{Kind: policy.ReadOnly}, policyCwd: ws, cwd: ws, mountProc: true, unshareNet: true,
+		seccompFD: 3, setenv: [][2]string{{"LD_PRELOAD", "x.so"}}, argv: []string{"true"}}.args()
 	require.Equal(t, []string{"--new-session", "--die-with-parent", "--ro-bind", "/", "/", "--dev", "/dev",
-		"--unshare-pid", "--unshare-net", "--proc", "/proc", "--chdir", ws, "--", "true"}, ro)
+		"--unshare-pid", "--unshare-net", "--proc", "/proc", "--setenv", "LD_PRELOAD", "x.so", "--seccomp", "3",
+		"--chdir", ws, "--", "true"}, ro)
 
 	p := workspacePolicy(true)
 	p.WritableRoots = []string{extra, missing}
-	got := bwrapArgs(p, ws, filepath.Join(ws, "sub"), "", false, []string{"ls", "-l"})
+	got := bwrapSpec{policy: p, policyCwd: ws, cwd: filepath.Join(ws, "sub"), argv: []string{"ls", "-l"}}.args()
 	require.Equal(t, []string{"--new-session", "--die-with-parent", "--ro-bind", "/", "/", "--dev", "/dev",
 		"--bind", extra, extra,
 		"--bind", ws, ws,
@@ -375,8 +356,130 @@ func TestBwrapArgs(t *testing.T) {
 	tmp := t.TempDir()
 	p = workspacePolicy(false)
 	p.ExcludeTmpdirEnvVar = false
-	got = bwrapArgs(p, ws, ws, tmp, false, []string{"true"})
+	got = bwrapSpec{policy: p, policyCwd: ws, cwd: ws, tmpdir: tmp, argv: []string{"true"}}.args()
 	require.Contains(t, strings.Join(got, " "), "--bind "+tmp+" "+tmp)
+}
+
+func TestBwrapNeverSeesLoaderVariables(t *testing.T) {
+	sb, ok := backends(t)[BackendBwrap]
+	if !ok {
+		t.Skip("bubblewrap not available")
+	}
+	env := []string{"PATH=/usr/bin:/bin", "LD_PRELOAD=/nonexistent/evil.so", "GLIBC_TUNABLES=x", "FOO=bar"}
+	cmd, err := sb.Command(context.Background(), workspacePolicy(false), t.TempDir(), []string{"true"}, env)
+	require.NoError(t, err)
+	for _, kv := range cmd.Env {
+		require.False(t, strings.HasPrefix(kv, "LD_") || strings.HasPrefix(kv, "GLIBC_"), "bwrap's own environment has %s", kv)
+	}
+	args := strings.Join(cmd.Args, " ")
+	require.Contains(t, args, "--setenv LD_PRELOAD /nonexistent/evil.so --setenv GLIBC_TUNABLES x")
+	require.NoError(t, cmd.Run())
+}
+
+func TestRestrictedCommandRefusesDirectStart(t *testing.T) {
+	sb, err := New(Options{Backend: BackendLandlock})
+	require.NoError(t, err)
+	defer sb.Close()
+	cmd, err := sb.Command(context.Background(), workspacePolicy(false), t.TempDir(), []string{"true"}, []string{"PATH=/usr/bin:/bin"})
+	require.NoError(t, err)
+	require.ErrorIs(t, cmd.Cmd.Start(), ErrStartDirectly)
+}
+
+// TestRestrictionsStayOnLauncherThreads checks that running restricted
+// commands leaves the daemon itself unrestricted: new threads are not
+// cloned from launcher threads, and the process can still write anywhere
+// and use the network.
+func TestRestrictionsStayOnLauncherThreads(t *testing.T) {
+	sb, err := New(Options{Backend: BackendLandlock})
+	require.NoError(t, err)
+	defer sb.Close()
+	for i := 0; i < 5; i++ {
+		r := run(t, sb, Request{Policy: workspacePolicy(false), Cwd: t.TempDir(), Argv: sh("grep -E 'NoNewPrivs|Seccomp:' /proc/self/status")})
+		require.Zero(t, r.exit, r.out)
+		require.Equal(t, "NoNewPrivs:\t1\nSeccomp:\t2\n", r.out)
+	}
+	// Force the runtime to start new threads while launchers exist.
+	const n = 16
+	var wg sync.WaitGroup
+	status := make([]string, n)
+	release := make(chan struct{})
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			b, err := os.ReadFile("/proc/thread-self/status")
+			if err == nil {
+				status[i] = string(b)
+			}
+			<-release
+		}()
+	}
+	time.Sleep(50 * time.Millisecond)
+	close(release)
+	wg.Wait()
+	for _, s := range status {
+		require.Contains(t, s, "NoNewPrivs:\t0\n")
+		require.Contains(t, s, "Seccomp:\t0\n")
+	}
+	// The main thread (what /proc/self shows) is never a launcher.
+	main, err := os.ReadFile("/proc/self/status")
+	require.NoError(t, err)
+	require.Contains(t, string(main), "NoNewPrivs:\t0\n")
+	outside := filepath.Join(t.TempDir(), "daemon-can-write")
+	require.NoError(t, os.WriteFile(outside, []byte("x"), 0o644))
+	addr, accepted := listen(t)
+	c, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	_ = c.Close()
+	<-accepted
+}
+
+func TestLandlockRulesFollowReplacedRoot(t *testing.T) {
+	sb, err := New(Options{Backend: BackendLandlock})
+	require.NoError(t, err)
+	defer sb.Close()
+	parent := t.TempDir()
+	ws := filepath.Join(parent, "ws")
+	require.NoError(t, os.Mkdir(ws, 0o755))
+	r := run(t, sb, Request{Policy: workspacePolicy(false), Cwd: ws, Argv: sh("echo one > a.txt")})
+	require.Zero(t, r.exit, r.out)
+	// The same path, another directory: a launcher built for the old one
+	// would deny every write.
+	require.NoError(t, os.RemoveAll(ws))
+	require.NoError(t, os.Mkdir(ws, 0o755))
+	r = run(t, sb, Request{Policy: workspacePolicy(false), Cwd: ws, Argv: sh("echo two > a.txt && cat a.txt")})
+	require.Zero(t, r.exit, r.out)
+	require.Equal(t, "two\n", r.out)
+}
+
+func TestLauncherExitsAfterItsChildren(t *testing.T) {
+	sb, err := New(Options{Backend: BackendLandlock})
+	require.NoError(t, err)
+	ws := t.TempDir()
+	cmd, err := sb.Command(context.Background(), workspacePolicy(true), ws, sh("sleep 1.5"), []string{"PATH=/usr/bin:/bin"})
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	sb.threads.mu.Lock()
+	require.Len(t, sb.threads.pool, 1)
+	var l *launcher
+	for _, l = range sb.threads.pool {
+	}
+	sb.threads.mu.Unlock()
+	sb.Close()
+	// The child is alive: Pdeathsig would kill it if the thread left now.
+	select {
+	case <-l.exited:
+		t.Fatal("launcher exited while its child runs")
+	case <-time.After(300 * time.Millisecond):
+	}
+	require.NoError(t, cmd.Wait(), "the child must finish normally")
+	select {
+	case <-l.exited:
+	case <-time.After(5 * time.Second):
+		t.Fatal("retired launcher did not exit after its child")
+	}
 }
 
 func TestNetworkFilterAssembles(t *testing.T) {

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"encoding/binary"
 	"fmt"
 	"runtime"
 	"unsafe"
@@ -135,17 +136,18 @@ func assemble(prog []bpfInsn) ([]unix.SockFilter, error) {
 	return out, nil
 }
 
-// installNetworkFilter loads the filter on every thread of the process
-// (TSYNC), so the exec'd command inherits it whichever thread execs.
-// no_new_privs must already be set.
-func installNetworkFilter() error {
+// installNetworkFilter loads the filter on the calling thread (and, with
+// SECCOMP_FILTER_FLAG_TSYNC in flags, on every thread of the process);
+// children forked from the thread inherit it. no_new_privs must already be
+// set.
+func installNetworkFilter(flags uintptr) error {
 	filter, err := networkFilter()
 	if err != nil {
 		return err
 	}
 	prog := unix.SockFprog{Len: uint16(len(filter)), Filter: &filter[0]}
 	r, _, errno := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER,
-		unix.SECCOMP_FILTER_FLAG_TSYNC, uintptr(unsafe.Pointer(&prog)))
+		flags, uintptr(unsafe.Pointer(&prog)))
 	runtime.KeepAlive(filter)
 	if errno != 0 {
 		return errno
@@ -154,4 +156,20 @@ func installNetworkFilter() error {
 		return fmt.Errorf("thread %d could not be synchronised", r)
 	}
 	return nil
+}
+
+// networkFilterBytes is the filter as struct sock_filter[] in native byte
+// order: what bubblewrap's --seccomp reads from its descriptor.
+func networkFilterBytes() ([]byte, error) {
+	filter, err := networkFilter()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]byte, 0, 8*len(filter))
+	for _, f := range filter {
+		out = binary.NativeEndian.AppendUint16(out, f.Code)
+		out = append(out, f.Jt, f.Jf)
+		out = binary.NativeEndian.AppendUint32(out, f.K)
+	}
+	return out, nil
 }

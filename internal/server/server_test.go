@@ -20,7 +20,9 @@ import (
 	"github.com/appserver/appserver/internal/server"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/appserver/appserver/internal/sandbox.(*launcher).loop"))
+}
 
 // testServer is a real server behind a real HTTP listener.
 type testServer struct {

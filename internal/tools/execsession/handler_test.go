@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/appserver/appserver/internal/registry"
+	"github.com/appserver/appserver/internal/sandbox"
 )
 
 // toolEnv is a registry with the two tools of one thread and a dispatcher
@@ -304,8 +305,8 @@ func TestPrepareHook(t *testing.T) {
 			return &out, nil
 		}
 		// Wrap the command the way a sandbox helper would.
-		req.Command = func(argv []string) (*exec.Cmd, error) {
-			return exec.Command("/usr/bin/env", append([]string{"SANDBOXED=" + inv.CallID}, argv...)...), nil
+		req.Command = func(argv []string) (*sandbox.Cmd, error) {
+			return sandbox.Plain(exec.Command("/usr/bin/env", append([]string{"SANDBOXED=" + inv.CallID}, argv...)...)), nil
 		}
 		return nil, nil
 	}})

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/appserver/appserver/internal/sandbox"
 )
 
 func newTestManager(t *testing.T, cfg ManagerConfig) *Manager {
@@ -437,13 +439,13 @@ func TestCommandHookAndEnv(t *testing.T) {
 	var mu sync.Mutex
 	var seen [][]string
 	m := newTestManager(t, ManagerConfig{
-		Command: func(argv []string) (*exec.Cmd, error) {
+		Command: func(argv []string) (*sandbox.Cmd, error) {
 			mu.Lock()
 			seen = append(seen, argv)
 			mu.Unlock()
 			// A wrapper in the style of a sandbox helper: it runs argv
 			// through another program.
-			return exec.Command("/usr/bin/env", append([]string{"WRAPPED=yes"}, argv...)...), nil
+			return sandbox.Plain(exec.Command("/usr/bin/env", append([]string{"WRAPPED=yes"}, argv...)...)), nil
 		},
 		Env: func() []string { return []string{"PATH=" + os.Getenv("PATH"), "TERM=xterm", "KEEP=1"} },
 	})
@@ -458,7 +460,9 @@ func TestCommandHookAndEnv(t *testing.T) {
 	}
 	// A per-request command overrides the Manager's.
 	res = execOK(t, m, ExecRequest{Argv: sh("echo $WRAPPED."), YieldTime: 5 * time.Second,
-		Command: func(argv []string) (*exec.Cmd, error) { return exec.Command(argv[0], argv[1:]...), nil }})
+		Command: func(argv []string) (*sandbox.Cmd, error) {
+			return sandbox.Plain(exec.Command(argv[0], argv[1:]...)), nil
+		}})
 	if res.Output != ".\n" {
 		t.Fatalf("override output %q", res.Output)
 	}

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/creack/pty"
+
+	"github.com/appserver/appserver/internal/sandbox"
 )
 
 // CommandFunc builds the process for argv, e.g. wrapped in a sandbox helper
@@ -21,14 +23,14 @@ import (
 // attributes: Dir and Env are kept when the hook set them (the forced
 // unified-exec variables are applied to Env either way), SysProcAttr is
 // extended, stdio is replaced.
-type CommandFunc func(argv []string) (*exec.Cmd, error)
+type CommandFunc func(argv []string) (*sandbox.Cmd, error)
 
 // DefaultCommand runs argv directly.
-func DefaultCommand(argv []string) (*exec.Cmd, error) {
+func DefaultCommand(argv []string) (*sandbox.Cmd, error) {
 	if len(argv) == 0 || argv[0] == "" {
 		return nil, errors.New("missing command line for unified exec request")
 	}
-	return exec.Command(argv[0], argv[1:]...), nil
+	return sandbox.Plain(exec.Command(argv[0], argv[1:]...)), nil
 }
 
 // ForcedEnv are the variables set for every session process (tools.md
@@ -72,7 +74,7 @@ var ptySize = &pty.Winsize{Rows: 24, Cols: 80}
 // group id. Like the reference, a session's background children do not
 // outlive its leader.
 type process struct {
-	cmd  *exec.Cmd
+	cmd  *sandbox.Cmd
 	pid  int
 	pgid int
 	// sid is the terminal session of tty processes (they call setsid), 0 for

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"os"
-	"os/exec"
 	"sync"
 	"syscall"
 	"time"
@@ -452,7 +451,7 @@ func utf8Boundary(b []byte) int {
 
 // startTTY starts cmd on a new pseudo-terminal and returns the master as
 // the only reader; proc gets the master for input and resizing.
-func startTTY(cmd *exec.Cmd, req ExecRequest, proc *Process) ([]*os.File, error) {
+func startTTY(cmd *sandbox.Cmd, req ExecRequest, proc *Process) ([]*os.File, error) {
 	ptmx, tty, err := pty.Open()
 	if err != nil {
 		return nil, err

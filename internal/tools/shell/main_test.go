@@ -11,5 +11,5 @@ import (
 func TestMain(m *testing.M) {
 	// Sandboxed commands re-execute the test binary as the helper.
 	sandbox.MaybeRunHelper()
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/appserver/appserver/internal/sandbox.(*launcher).loop"))
 }

@@ -1,0 +1,185 @@
+package sandbox
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	ll "github.com/landlock-lsm/go-landlock/landlock/syscall"
+	"golang.org/x/sys/unix"
+
+	"github.com/appserver/appserver/internal/policy"
+)
+
+// devWritable are the device files a restricted command may still open for
+// writing: the reference allows /dev/null; the others are what bubblewrap's
+// minimal /dev offers and what terminals and shells expect. Devices opened
+// before the restriction (stdin/stdout pipes, a PTY) are not affected.
+var devWritable = []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/ptmx"}
+
+// fileID names a file by path and by identity, so a rule set built for one
+// directory is never reused for another one created at the same path.
+type fileID struct {
+	path     string
+	dev, ino uint64
+}
+
+// ruleset is what a Landlock launcher thread enforces for one command: the
+// policy resolved against the file system as it is now. Its key names the
+// launcher that carries it.
+type ruleset struct {
+	abi       int
+	dirs      []fileID // writable directories
+	files     []fileID // writable files
+	netOff    bool
+	joinNetns bool // setns into the sandbox's empty network namespace
+}
+
+// landlockABI is the kernel's Landlock ABI version, 0 when unavailable.
+func landlockABI() int {
+	v, err := ll.LandlockGetABIVersion()
+	if err != nil {
+		return 0
+	}
+	return v
+}
+
+// resolveRuleset computes the rule set of p for policy cwd pcwd and the
+// command's $TMPDIR. Writable roots that do not exist are left out: they
+// cannot be written into anyway.
+func resolveRuleset(p policy.SandboxPolicy, pcwd, tmpdir string, abi int) ruleset {
+	rs := ruleset{abi: abi, netOff: p.NetworkDisabled()}
+	for _, r := range writableRoots(p, pcwd, tmpdir) {
+		var st unix.Stat_t
+		if err := unix.Stat(r.Root, &st); err != nil {
+			continue
+		}
+		id := fileID{path: r.Root, dev: st.Dev, ino: st.Ino}
+		if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+			rs.dirs = append(rs.dirs, id)
+		} else {
+			rs.files = append(rs.files, id)
+		}
+	}
+	return rs
+}
+
+func (rs ruleset) key() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "abi=%d net-off=%t netns=%t", rs.abi, rs.netOff, rs.joinNetns)
+	for _, list := range [][]fileID{rs.dirs, rs.files} {
+		b.WriteString(" |")
+		for _, f := range list {
+			b.WriteString(" " + strconv.Quote(f.path) + ":" + strconv.FormatUint(f.dev, 10) + ":" + strconv.FormatUint(f.ino, 10))
+		}
+	}
+	return b.String()
+}
+
+// Access rights, as the kernel's ABI versions introduced them.
+const (
+	fsReadOnly = ll.AccessFSExecute | ll.AccessFSReadFile | ll.AccessFSReadDir
+	fsFileRW   = ll.AccessFSExecute | ll.AccessFSWriteFile | ll.AccessFSReadFile | ll.AccessFSTruncate | ll.AccessFSIoctlDev
+)
+
+// handledFS is every file-system right the kernel's ABI knows, except
+// resolving Unix sockets, which the reference does not restrict.
+func handledFS(abi int) uint64 {
+	h := uint64(ll.AccessFSMakeSym<<1 - 1) // ABI 1: execute ... make_sym
+	if abi >= 2 {
+		h |= ll.AccessFSRefer
+	}
+	if abi >= 3 {
+		h |= ll.AccessFSTruncate
+	}
+	if abi >= 5 {
+		h |= ll.AccessFSIoctlDev
+	}
+	return h
+}
+
+// restrictThread applies rs to the calling thread, which must be locked to
+// its goroutine for good: the network namespace, Landlock (file system,
+// and TCP when the network is off), no_new_privs and the seccomp network
+// filter. On error the thread may be partly restricted and must exit.
+func (rs ruleset) restrictThread(netnsFD int) error {
+	if rs.joinNetns {
+		if err := unix.Setns(netnsFD, unix.CLONE_NEWNET); err != nil {
+			return fmt.Errorf("setns(network): %w", err)
+		}
+	}
+	if rs.abi < 1 {
+		// Fail closed: without Landlock nothing would restrict writes.
+		return fmt.Errorf("landlock is not available on this kernel; cannot restrict the file system")
+	}
+	handled := handledFS(rs.abi)
+	attr := ll.RulesetAttr{HandledAccessFS: handled}
+	if rs.netOff && rs.abi >= 4 {
+		// No port rules: every TCP bind and connect is refused.
+		attr.HandledAccessNet = ll.AccessNetBindTCP | ll.AccessNetConnectTCP
+	}
+	fd, err := ll.LandlockCreateRuleset(&attr, 0)
+	if err != nil {
+		return fmt.Errorf("landlock_create_ruleset: %w", err)
+	}
+	defer unix.Close(fd)
+	add := func(f fileID, access uint64, check bool) error {
+		pfd, err := unix.Open(f.path, unix.O_PATH|unix.O_CLOEXEC, 0)
+		if err != nil {
+			if !check && os.IsNotExist(err) {
+				return nil
+			}
+			return fmt.Errorf("landlock: open %s: %w", f.path, err)
+		}
+		defer unix.Close(pfd)
+		if check {
+			var st unix.Stat_t
+			if err := unix.Fstat(pfd, &st); err != nil {
+				return fmt.Errorf("landlock: stat %s: %w", f.path, err)
+			}
+			if st.Dev != f.dev || st.Ino != f.ino {
+				return fmt.Errorf("landlock: %s was replaced while the sandbox was built; run the command again", f.path)
+			}
+		}
+		pb := ll.PathBeneathAttr{AllowedAccess: access & handled, ParentFd: pfd}
+		if err := ll.LandlockAddPathBeneathRule(fd, &pb, 0); err != nil {
+			return fmt.Errorf("landlock: rule for %s: %w", f.path, err)
+		}
+		return nil
+	}
+	if err := add(fileID{path: "/"}, fsReadOnly, false); err != nil {
+		return err
+	}
+	for _, d := range devWritable {
+		if err := add(fileID{path: d}, fsFileRW, false); err != nil {
+			return err
+		}
+	}
+	if err := add(fileID{path: "/dev/pts"}, handled, false); err != nil {
+		return err
+	}
+	for _, d := range rs.dirs {
+		if err := add(d, handled, true); err != nil {
+			return err
+		}
+	}
+	for _, f := range rs.files {
+		if err := add(f, fsFileRW, true); err != nil {
+			return err
+		}
+	}
+	// Per thread, as everything here; inherited by the children.
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("prctl(PR_SET_NO_NEW_PRIVS): %w", err)
+	}
+	if err := ll.LandlockRestrictSelf(fd, 0); err != nil {
+		return fmt.Errorf("landlock_restrict_self: %w", err)
+	}
+	if rs.netOff {
+		if err := installNetworkFilter(0); err != nil {
+			return fmt.Errorf("seccomp: %w", err)
+		}
+	}
+	return nil
+}
