@@ -315,6 +315,10 @@ func decodeContent(raw json.RawMessage, role string) ([]ContentPart, error) {
 	return parts, nil
 }
 
+// WireJSON returns the item as the Responses client sends it upstream
+// (compact JSON, without the item's id): what Request.InputWire holds.
+func WireJSON(it InputItem) (json.RawMessage, error) { return wireItem(it) }
+
 // wireItem returns the item as sent upstream: without its id, because
 // requests use store=false and upstream cannot resolve ids of items it did
 // not persist.

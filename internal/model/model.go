@@ -35,6 +35,11 @@ type Request struct {
 	Instructions string
 	// Input is the conversation history, oldest first.
 	Input []InputItem
+	// InputWire, when it has exactly one entry per Input item, holds each
+	// item's upstream encoding (WireJSON), which the Responses client then
+	// sends as it is instead of encoding the history again. Callers that
+	// keep a growing history encode each item once. Chat ignores it.
+	InputWire []json.RawMessage
 	// Tools holds tool specs in the Responses API's flat shape:
 	// {"type":"function","name","description","strict","parameters"},
 	// {"type":"custom",...} or hosted tools such as {"type":"web_search"}.

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/packages/ssestream"
@@ -20,23 +22,6 @@ type responsesClient struct {
 
 func newResponsesClient(t *transport) *responsesClient {
 	return &responsesClient{t: t, svc: responses.NewResponseService(t.sdkOpts...)}
-}
-
-// responsesRequest is the request body. It is encoded by us rather than via
-// responses.ResponseNewParams so that history items and tool specs go out
-// byte-for-byte in the shape the caller stored; the SDK still sends it.
-type responsesRequest struct {
-	Model             string            `json:"model"`
-	Instructions      string            `json:"instructions,omitempty"`
-	Input             []json.RawMessage `json:"input"`
-	Tools             []json.RawMessage `json:"tools"`
-	ToolChoice        string            `json:"tool_choice"`
-	ParallelToolCalls bool              `json:"parallel_tool_calls"`
-	Reasoning         *reasoningParam   `json:"reasoning,omitempty"`
-	Store             bool              `json:"store"`
-	Stream            bool              `json:"stream"`
-	Include           []string          `json:"include"`
-	Text              *textParam        `json:"text,omitempty"`
 }
 
 type reasoningParam struct {
@@ -58,38 +43,108 @@ type textFormat struct {
 // outputSchemaName names the structured-output format, as Codex names it.
 const outputSchemaName = "codex_output_schema"
 
+// buildResponsesBody encodes the request body. It is written by hand
+// rather than through responses.ResponseNewParams (or encoding/json of a
+// struct) so that history items and tool specs go out byte-for-byte in the
+// shape the caller stored, and so that pre-encoded items (InputWire) and
+// specs are copied once instead of being re-validated and compacted on
+// every request. Field order: model, instructions, input, tools,
+// tool_choice, parallel_tool_calls, reasoning, store, stream, include, text.
 func buildResponsesBody(req Request) ([]byte, error) {
-	body := responsesRequest{
-		Model:             req.Model,
-		Instructions:      req.Instructions,
-		Input:             make([]json.RawMessage, 0, len(req.Input)),
-		Tools:             nonNil(req.Tools),
-		ToolChoice:        "auto",
-		ParallelToolCalls: req.ParallelToolCalls,
-		Stream:            true,
-		Include:           []string{},
-	}
-	for i, it := range req.Input {
-		raw, err := wireItem(it)
-		if err != nil {
-			return nil, fmt.Errorf("input item %d: %w", i, err)
+	wire := req.InputWire
+	if len(wire) != len(req.Input) {
+		wire = make([]json.RawMessage, len(req.Input))
+		for i, it := range req.Input {
+			raw, err := wireItem(it)
+			if err != nil {
+				return nil, fmt.Errorf("input item %d: %w", i, err)
+			}
+			wire[i] = raw
 		}
-		body.Input = append(body.Input, raw)
 	}
+	size := 512 + len(req.Instructions) + len(req.OutputSchema)
+	for _, w := range wire {
+		size += len(w) + 1
+	}
+	for _, t := range req.Tools {
+		size += len(t) + 1
+	}
+	b := bytes.NewBuffer(make([]byte, 0, size))
+	b.WriteString(`{"model":`)
+	if err := writeJSON(b, req.Model); err != nil {
+		return nil, err
+	}
+	if req.Instructions != "" {
+		b.WriteString(`,"instructions":`)
+		if err := writeJSON(b, req.Instructions); err != nil {
+			return nil, err
+		}
+	}
+	b.WriteString(`,"input":`)
+	if err := writeRawArray(b, wire); err != nil {
+		return nil, fmt.Errorf("input: %w", err)
+	}
+	b.WriteString(`,"tools":`)
+	if err := writeRawArray(b, req.Tools); err != nil {
+		return nil, fmt.Errorf("tools: %w", err)
+	}
+	b.WriteString(`,"tool_choice":"auto","parallel_tool_calls":`)
+	b.WriteString(strconv.FormatBool(req.ParallelToolCalls))
+	include := `[]`
 	summary := req.ReasoningSummary
 	if summary == "none" {
 		summary = ""
 	}
 	if req.ReasoningEffort != "" || summary != "" {
-		body.Reasoning = &reasoningParam{Effort: req.ReasoningEffort, Summary: summary}
+		b.WriteString(`,"reasoning":`)
+		if err := writeJSON(b, reasoningParam{Effort: req.ReasoningEffort, Summary: summary}); err != nil {
+			return nil, err
+		}
 		// With store=false, reasoning can only be carried to the next
 		// request in its encrypted form.
-		body.Include = append(body.Include, "reasoning.encrypted_content")
+		include = `["reasoning.encrypted_content"]`
 	}
+	b.WriteString(`,"store":false,"stream":true,"include":`)
+	b.WriteString(include)
 	if len(req.OutputSchema) > 0 {
-		body.Text = &textParam{Format: textFormat{Type: "json_schema", Name: outputSchemaName, Schema: req.OutputSchema, Strict: true}}
+		if !json.Valid(req.OutputSchema) {
+			return nil, errors.New("output schema is not valid JSON")
+		}
+		b.WriteString(`,"text":`)
+		if err := writeJSON(b, textParam{Format: textFormat{Type: "json_schema", Name: outputSchemaName, Schema: req.OutputSchema, Strict: true}}); err != nil {
+			return nil, err
+		}
 	}
-	return marshal(body)
+	b.WriteByte('}')
+	return b.Bytes(), nil
+}
+
+// writeJSON appends v encoded without HTML escaping.
+func writeJSON(b *bytes.Buffer, v any) error {
+	raw, err := marshal(v)
+	if err != nil {
+		return err
+	}
+	b.Write(raw)
+	return nil
+}
+
+// writeRawArray appends items as a JSON array. Items are written as they
+// are (they come from our own encoder); an empty one is an error, not a
+// malformed body.
+func writeRawArray(b *bytes.Buffer, items []json.RawMessage) error {
+	b.WriteByte('[')
+	for i, it := range items {
+		if len(it) == 0 {
+			return fmt.Errorf("item %d is empty", i)
+		}
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.Write(it)
+	}
+	b.WriteByte(']')
+	return nil
 }
 
 // marshal encodes v without HTML escaping, so prompts and tool output keep

@@ -914,6 +914,13 @@ func (m *Manager) StartTurn(ctx context.Context, c Caller, p api.TurnStartParams
 		// never writes below this length) only when the turn ends.
 		prior: t.history[:len(t.history):len(t.history)],
 	}
+	if len(t.historyWire) != len(t.history) {
+		t.historyWire = make([]json.RawMessage, len(t.history))
+		for i, it := range t.history {
+			t.historyWire[i], _ = model.WireJSON(it)
+		}
+	}
+	run.priorWire = t.historyWire[:len(t.historyWire):len(t.historyWire)]
 	tc := ToolContext{
 		ThreadID: t.id, TurnID: at.id, Cwd: settings.cwd,
 		DynamicTools: t.meta.DynamicTools, Items: run,

@@ -58,6 +58,7 @@ type thread struct {
 	active         *activeTurn
 	lastTurnFailed bool
 	history        []model.InputItem // model history of finished turns
+	historyWire    []json.RawMessage // history's upstream encodings, when complete
 	itemIDs        map[string]struct{}
 	unloadTimer    *time.Timer
 	// pins counts callers using the thread between loading it and

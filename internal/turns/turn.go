@@ -105,14 +105,22 @@ var (
 
 // turnRun is the agent loop's working state for one turn.
 type turnRun struct {
-	t        *thread
-	at       *activeTurn
-	history  []model.InputItem // this turn's additions, persisted in turn meta
-	prior    []model.InputItem // finished turns' history
-	final    *api.ThreadItem   // the last completed agent message
-	total    api.TokenUsageBreakdown
-	specs    []registry.ConfiguredToolSpec
-	registry *registry.Registry
+	t       *thread
+	at      *activeTurn
+	history []model.InputItem // this turn's additions, persisted in turn meta
+	prior   []model.InputItem // finished turns' history
+	// Each history item is encoded once, when it is added: histStored (as
+	// persisted in the turn meta) and histWire (as sent upstream) run
+	// parallel to history, priorWire to prior; a nil entry is encoded
+	// again when needed.
+	histStored []json.RawMessage
+	histWire   []json.RawMessage
+	priorWire  []json.RawMessage
+	specsJSON  []json.RawMessage // the turn's tool specs, encoded once
+	final      *api.ThreadItem   // the last completed agent message
+	total      api.TokenUsageBreakdown
+	specs      []registry.ConfiguredToolSpec
+	registry   *registry.Registry
 
 	mu           sync.Mutex      // guards the fields below; tools run concurrently
 	diff         string          // the turn's aggregate diff (turn/diff/updated)
@@ -193,7 +201,7 @@ func (r *turnRun) addUserMessage(input []api.UserInput, clientID *string, first 
 	}
 	t.emit("item/started", api.ItemStartedNotification{Item: item, ThreadID: t.id, TurnID: r.at.id, StartedAtMs: ms})
 	item.CompletedAtMs = &ms
-	r.history = append(r.history, userInputToModel(input))
+	r.addHistory(userInputToModel(input))
 
 	b := &store.Batch{}
 	if first {
@@ -228,12 +236,45 @@ func (r *turnRun) addUserMessage(input []api.UserInput, clientID *string, first 
 // so that what a client has seen is always durable.
 func (r *turnRun) persistCtx() context.Context { return context.WithoutCancel(r.at.ctx) }
 
-func (r *turnRun) metaJSON() json.RawMessage {
-	b, err := json.Marshal(turnMeta{History: r.history})
-	if err != nil {
-		panic(err)
+// addHistory appends items to the turn's history with their encodings.
+func (r *turnRun) addHistory(items ...model.InputItem) {
+	for _, it := range items {
+		r.history = append(r.history, it)
+		stored, err := json.Marshal(it)
+		if err != nil {
+			stored = nil
+		}
+		wire, err := model.WireJSON(it)
+		if err != nil {
+			wire = nil
+		}
+		r.histStored = append(r.histStored, stored)
+		r.histWire = append(r.histWire, wire)
 	}
-	return b
+}
+
+// metaJSON is the turn meta ({"history":[...]}) built from the items'
+// stored encodings.
+func (r *turnRun) metaJSON() json.RawMessage {
+	size := 16
+	for _, s := range r.histStored {
+		size += len(s) + 1
+	}
+	b := make([]byte, 0, size)
+	b = append(b, `{"history":[`...)
+	for i, s := range r.histStored {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		if s == nil {
+			var err error
+			if s, err = json.Marshal(r.history[i]); err != nil {
+				panic(err)
+			}
+		}
+		b = append(b, s...)
+	}
+	return append(b, "]}"...)
 }
 
 // streamItem tracks a ThreadItem being streamed from the model.
@@ -252,22 +293,29 @@ func (r *turnRun) modelRound() ([]model.InputItem, model.Usage, error) {
 	if err != nil {
 		return nil, model.Usage{}, err
 	}
+	input, wire := r.requestInput()
 	req := model.Request{
 		Model:             at.settings.model,
 		Instructions:      at.settings.instructions,
-		Input:             r.requestInput(),
+		Input:             input,
+		InputWire:         wire,
 		ParallelToolCalls: true,
 		ReasoningEffort:   at.settings.effort,
 		ReasoningSummary:  at.settings.summary,
 		OutputSchema:      at.settings.outputSchema,
 	}
-	for _, s := range r.specs {
-		raw, err := json.Marshal(s.Spec)
-		if err != nil {
-			return nil, model.Usage{}, fmt.Errorf("encode tool spec %s: %w", s.Spec.ToolName(), err)
+	if r.specsJSON == nil {
+		r.specsJSON = make([]json.RawMessage, 0, len(r.specs))
+		for _, s := range r.specs {
+			raw, err := json.Marshal(s.Spec)
+			if err != nil {
+				r.specsJSON = nil
+				return nil, model.Usage{}, fmt.Errorf("encode tool spec %s: %w", s.Spec.ToolName(), err)
+			}
+			r.specsJSON = append(r.specsJSON, raw)
 		}
-		req.Tools = append(req.Tools, raw)
 	}
+	req.Tools = r.specsJSON
 
 	streamCtx, cancelStream := context.WithCancelCause(at.ctx)
 	defer cancelStream(nil)
@@ -334,14 +382,31 @@ func (r *turnRun) modelRound() ([]model.InputItem, model.Usage, error) {
 }
 
 // requestInput is the full history: finished turns, then this turn, with
-// developer instructions first when set.
-func (r *turnRun) requestInput() []model.InputItem {
-	out := make([]model.InputItem, 0, len(r.prior)+len(r.history)+1)
+// developer instructions first when set; and, when every item's encoding
+// is at hand, their upstream encodings (else nil: the client encodes).
+func (r *turnRun) requestInput() ([]model.InputItem, []json.RawMessage) {
+	n := len(r.prior) + len(r.history) + 1
+	out := make([]model.InputItem, 0, n)
+	wire := make([]json.RawMessage, 0, n)
 	if d := r.at.settings.developer; d != "" {
-		out = append(out, model.InputItem{Type: model.ItemMessage, Role: model.RoleDeveloper, Content: []model.ContentPart{{Type: model.PartInputText, Text: d}}})
+		it := model.InputItem{Type: model.ItemMessage, Role: model.RoleDeveloper, Content: []model.ContentPart{{Type: model.PartInputText, Text: d}}}
+		out = append(out, it)
+		w, _ := model.WireJSON(it)
+		wire = append(wire, w)
 	}
 	out = append(out, r.prior...)
-	return append(out, r.history...)
+	out = append(out, r.history...)
+	if len(r.priorWire) != len(r.prior) || len(r.histWire) != len(r.history) {
+		return out, nil
+	}
+	wire = append(wire, r.priorWire...)
+	wire = append(wire, r.histWire...)
+	for _, w := range wire {
+		if w == nil {
+			return out, nil
+		}
+	}
+	return out, wire
 }
 
 // itemAdded starts the ThreadItem of a streamed message or reasoning item.
@@ -368,7 +433,7 @@ func (r *turnRun) itemAdded(open map[string]*streamItem, it model.InputItem) {
 // Tool calls are returned for dispatch.
 func (r *turnRun) itemDone(open map[string]*streamItem, it model.InputItem) (*model.InputItem, error) {
 	t := r.t
-	r.history = append(r.history, it)
+	r.addHistory(it)
 	switch it.Type {
 	case model.ItemFunctionCall, model.ItemCustomToolCall:
 		// Committed with its output once the call has run (recordUsage);
@@ -444,13 +509,15 @@ func (r *turnRun) dropCalls(calls []model.InputItem) {
 		drop[c.CallID] = true
 	}
 	kept := r.history[:0]
-	for _, it := range r.history {
+	stored, wire := r.histStored[:0], r.histWire[:0]
+	for i, it := range r.history {
 		if (it.Type == model.ItemFunctionCall || it.Type == model.ItemCustomToolCall) && drop[it.CallID] {
 			continue
 		}
 		kept = append(kept, it)
+		stored, wire = append(stored, r.histStored[i]), append(wire, r.histWire[i])
 	}
-	r.history = kept
+	r.history, r.histStored, r.histWire = kept, stored, wire
 }
 
 // recordUsage accumulates token usage and emits thread/tokenUsage/updated.
@@ -527,7 +594,7 @@ func (r *turnRun) runTools(calls []model.InputItem) error {
 	}})
 	outs, err := d.DispatchAll(r.at.ctx, regCalls)
 	for _, o := range outs {
-		r.history = append(r.history, responseItemToModel(o))
+		r.addHistory(responseItemToModel(o))
 	}
 	if err != nil {
 		return err
@@ -591,8 +658,19 @@ func (r *turnRun) finish(runErr error) {
 		t.m.log.Error("persist turn end", "thread", t.id, "turn", at.id, "err", err)
 	}
 
+	closed := closeDanglingCalls(r.history)
 	t.mu.Lock()
-	t.history = append(t.history, closeDanglingCalls(r.history)...)
+	if len(t.historyWire) == len(t.history) && len(r.histWire) == len(r.history) {
+		// closeDanglingCalls only appends.
+		t.historyWire = append(t.historyWire, r.histWire...)
+		for _, it := range closed[len(r.history):] {
+			w, _ := model.WireJSON(it)
+			t.historyWire = append(t.historyWire, w)
+		}
+	} else {
+		t.historyWire = nil
+	}
+	t.history = append(t.history, closed...)
 	t.lastTurnFailed = status == api.TurnFailed
 	t.rec.UpdatedAt, t.rec.RecencyAt = now, now
 	at.ending = true
