@@ -117,6 +117,7 @@ type turnRun struct {
 	histWire   []json.RawMessage
 	priorWire  []json.RawMessage
 	specsJSON  []json.RawMessage // the turn's tool specs, encoded once
+	pending    func() error      // an unsettled history commit (settle)
 	final      *api.ThreadItem   // the last completed agent message
 	total      api.TokenUsageBreakdown
 	specs      []registry.ConfiguredToolSpec
@@ -171,17 +172,38 @@ func (r *turnRun) loop() error {
 		// As the reference does, a response's token usage is reported once
 		// its tool calls have completed.
 		err = r.runTools(calls)
-		if perr := r.recordUsage(usage, true); perr != nil {
-			return perr
-		}
 		if err != nil {
+			if perr := r.recordUsage(usage, true); perr != nil {
+				return perr
+			}
 			return err
 		}
+		// The next request goes out while the history commits: nothing
+		// else is written or announced until it has (settle).
+		r.pending = r.recordUsageAsync(usage, true)
 	}
 }
 
+// settle waits for a commit started by recordUsageAsync and makes its
+// announcements. Every store write and notification of the turn goroutine
+// comes after it.
+func (r *turnRun) settle() error {
+	p := r.pending
+	if p == nil {
+		return nil
+	}
+	r.pending = nil
+	return p()
+}
+
 func (r *turnRun) drainSteers() error {
-	for _, s := range r.at.takeSteers() {
+	steers := r.at.takeSteers()
+	if len(steers) > 0 {
+		if err := r.settle(); err != nil {
+			return err
+		}
+	}
+	for _, s := range steers {
 		if err := r.addUserMessage(s.input, s.clientID, false); err != nil {
 			return err
 		}
@@ -287,7 +309,12 @@ type streamItem struct {
 
 // modelRound sends one request and handles the streamed response. It
 // returns the tool calls the model made.
-func (r *turnRun) modelRound() ([]model.InputItem, model.Usage, error) {
+func (r *turnRun) modelRound() (calls []model.InputItem, usage model.Usage, err error) {
+	defer func() {
+		if serr := r.settle(); serr != nil && err == nil {
+			calls, usage, err = nil, model.Usage{}, serr
+		}
+	}()
 	t, at := r.t, r.at
 	client, err := t.m.cfg.Models.Client(at.settings.provider)
 	if err != nil {
@@ -333,8 +360,10 @@ func (r *turnRun) modelRound() ([]model.InputItem, model.Usage, error) {
 	}
 
 	open := map[string]*streamItem{}
-	var calls []model.InputItem
 	res, err := client.Stream(streamCtx, req, func(ev model.Event) error {
+		if err := r.settle(); err != nil {
+			return err
+		}
 		switch e := ev.(type) {
 		case model.OutputItemAdded:
 			r.itemAdded(open, e.Item)
@@ -526,6 +555,12 @@ func (r *turnRun) dropCalls(calls []model.InputItem) {
 // history, tool calls and outputs included) in one batch, so that resume
 // after a crash replays what the client last saw.
 func (r *turnRun) recordUsage(u model.Usage, withHistory bool) error {
+	return r.recordUsageAsync(u, withHistory)()
+}
+
+// recordUsageAsync is recordUsage with the commit started in the
+// background; the returned function waits for it and then announces.
+func (r *turnRun) recordUsageAsync(u model.Usage, withHistory bool) func() error {
 	last := api.TokenUsageBreakdown{
 		TotalTokens:           u.TotalTokens,
 		InputTokens:           u.InputTokens,
@@ -552,18 +587,22 @@ func (r *turnRun) recordUsage(u model.Usage, withHistory bool) error {
 	if withHistory {
 		b.UpdateTurns = []store.TurnPatch{{ThreadID: t.id, ID: r.at.id, Meta: r.metaJSON()}}
 	}
-	if err := t.write(r.persistCtx(), b); err != nil {
-		if withHistory {
-			return fmt.Errorf("persist turn history: %w", err)
+	done := make(chan error, 1)
+	go func() { done <- t.write(r.persistCtx(), b) }()
+	return func() error {
+		if err := <-done; err != nil {
+			if withHistory {
+				return fmt.Errorf("persist turn history: %w", err)
+			}
+			t.m.log.Error("persist token usage", "thread", t.id, "err", err)
 		}
-		t.m.log.Error("persist token usage", "thread", t.id, "err", err)
+		t.emit("thread/tokenUsage/updated", api.ThreadTokenUsageUpdatedNotification{
+			ThreadID: t.id, TurnID: r.at.id, TokenUsage: api.TokenUsage{Total: total, Last: last},
+		})
+		// The reference repeats the turn's diff after each response's usage.
+		r.emitDiff()
+		return nil
 	}
-	t.emit("thread/tokenUsage/updated", api.ThreadTokenUsageUpdatedNotification{
-		ThreadID: t.id, TurnID: r.at.id, TokenUsage: api.TokenUsage{Total: total, Last: last},
-	})
-	// The reference repeats the turn's diff after each response's usage.
-	r.emitDiff()
-	return nil
 }
 
 // runTools dispatches the model's tool calls and adds their outputs to the
@@ -626,6 +665,9 @@ func (r *turnRun) emitToolEvent(_ context.Context, ev registry.Event) {
 // turn/completed (protocol.md §8.1–§8.2).
 func (r *turnRun) finish(runErr error) {
 	t, at := r.t, r.at
+	if err := r.settle(); err != nil && runErr == nil {
+		runErr = err
+	}
 	at.closeInput(false)
 	now := t.m.now()
 	status := api.TurnCompleted
