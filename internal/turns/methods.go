@@ -1004,6 +1004,11 @@ func (m *Manager) activeTurnOf(ctx context.Context, rawID, expected, idleMsg str
 	defer t.unpin()
 	t.mu.Lock()
 	at := t.active
+	if at != nil && at.ending {
+		// Settled and announcing turn/completed: nothing is left to
+		// interrupt or steer, and the thread already reads as idle.
+		at = nil
+	}
 	t.mu.Unlock()
 	if at == nil {
 		return nil, nil, apperr.New(apperr.Invalid, "%s", idleMsg)
