@@ -5,6 +5,7 @@ package sandbox
 import (
 	"context"
 	"os"
+	"os/exec"
 	"slices"
 	"testing"
 	"time"
@@ -46,6 +47,21 @@ func BenchmarkTrue(b *testing.B) {
 				reportPercentiles(b, durs)
 			})
 		}
+	}
+	// bubblewrap alone, with the least it can be asked to do: the floor
+	// under the bwrap backend's figures.
+	if bw, err := exec.LookPath("bwrap"); err == nil {
+		b.Run("bwrap-bare", func(b *testing.B) {
+			durs := make([]time.Duration, 0, b.N)
+			for b.Loop() {
+				start := time.Now()
+				if err := exec.Command(bw, "--ro-bind", "/", "/", "--", "true").Run(); err != nil {
+					b.Skipf("bwrap cannot run here: %v", err)
+				}
+				durs = append(durs, time.Since(start))
+			}
+			reportPercentiles(b, durs)
+		})
 	}
 }
 

@@ -161,7 +161,7 @@ func (s *Sandbox) bwrapCmd(ctx context.Context, p policy.SandboxPolicy, pcwd, cw
 		}
 		extra = append(extra, r)
 		spec.seccompFD = 3 // ExtraFiles[0]
-		onNetns = s.netns == netnsShared && s.threads.netns != nil
+		onNetns = s.netns == netnsShared
 		spec.unshareNet = !onNetns
 	}
 	c := exec.CommandContext(ctx, s.bwrap)
@@ -171,8 +171,7 @@ func (s *Sandbox) bwrapCmd(ctx context.Context, p policy.SandboxPolicy, pcwd, cw
 	c.SysProcAttr = helperProcAttr()
 	var cmd *Cmd
 	if onNetns {
-		l := s.threads.netns
-		cmd = newCmd(c, func(start func() (int, error)) error { return l.start(start) })
+		cmd = newCmd(c, s.threads.netns.start)
 	} else {
 		cmd = Plain(c)
 	}

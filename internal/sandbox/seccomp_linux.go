@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"runtime"
+	"sync"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -159,8 +160,9 @@ func installNetworkFilter(flags uintptr) error {
 }
 
 // networkFilterBytes is the filter as struct sock_filter[] in native byte
-// order: what bubblewrap's --seccomp reads from its descriptor.
-func networkFilterBytes() ([]byte, error) {
+// order: what bubblewrap's --seccomp reads from its descriptor. It is built
+// once; callers must not modify it.
+var networkFilterBytes = sync.OnceValues(func() ([]byte, error) {
 	filter, err := networkFilter()
 	if err != nil {
 		return nil, err
@@ -172,4 +174,4 @@ func networkFilterBytes() ([]byte, error) {
 		out = binary.NativeEndian.AppendUint32(out, f.K)
 	}
 	return out, nil
-}
+})
