@@ -10,10 +10,6 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
-
-	"github.com/openai/openai-go/v3"
-	"github.com/openai/openai-go/v3/option"
-	"github.com/openai/openai-go/v3/packages/ssestream"
 )
 
 // chatClient speaks Chat Completions (POST {base}/chat/completions,
@@ -41,12 +37,7 @@ import (
 //   - Reasoning text that some servers stream as delta.reasoning_content or
 //     delta.reasoning is surfaced as ReasoningTextDelta and a reasoning item.
 type chatClient struct {
-	t   *transport
-	svc openai.ChatCompletionService
-}
-
-func newChatClient(t *transport) *chatClient {
-	return &chatClient{t: t, svc: openai.NewChatCompletionService(t.sdkOpts...)}
+	t *transport
 }
 
 type chatRequest struct {
@@ -283,9 +274,7 @@ func (c *chatClient) Stream(ctx context.Context, req Request, fn func(Event) err
 	}
 	c.t.log.Debug("chat request", "model", req.Model, "items", len(req.Input), "tools", len(req.Tools))
 	h := &chatHandler{emit: emitter(fn), custom: custom, calls: map[int]*chatCallAcc{}}
-	err = c.t.run(ctx, body, func(ctx context.Context, opts ...option.RequestOption) error {
-		return c.svc.NewStreaming(ctx, openai.ChatCompletionNewParams{}, opts...).Err()
-	}, h)
+	err = c.t.run(ctx, newBody(body), h)
 	return h.res, err
 }
 
@@ -342,8 +331,8 @@ type chatHandler struct {
 	msgID, reasoningID string
 }
 
-func (h *chatHandler) handle(ev ssestream.Event) (bool, error) {
-	data := bytes.TrimSpace(ev.Data)
+func (h *chatHandler) handle(data []byte) (bool, error) {
+	data = bytes.TrimSpace(data)
 	if bytes.Equal(data, []byte("[DONE]")) {
 		return true, h.finish()
 	}

@@ -6,10 +6,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/url"
-	"strings"
 	"time"
-
-	"github.com/openai/openai-go/v3/option"
 
 	"github.com/appserver/appserver/internal/apperr"
 )
@@ -127,11 +124,18 @@ func New(cfg ProviderConfig, logger *slog.Logger, opts ...Option) (Client, error
 		return nil, apperr.New(apperr.Invalid, "model provider %q: unknown wire_api %q (want %q or %q)", cfg.ID, cfg.WireAPI, WireAPIResponses, WireAPIChat)
 	}
 	hc := &http.Client{Transport: newHTTPTransport(cfg.RequestTimeout)}
-	t := &transport{cfg: cfg, log: logger.With("provider", cfg.ID), deps: d, sdkOpts: sdkOptions(cfg, hc)}
+	path := "responses"
 	if cfg.WireAPI == WireAPIChat {
-		return newChatClient(t), nil
+		path = "chat/completions"
 	}
-	return newResponsesClient(t), nil
+	t, err := newTransport(cfg, logger, d, hc, path)
+	if err != nil {
+		return nil, apperr.New(apperr.Invalid, "model provider %q: invalid base_url %q: %v", cfg.ID, cfg.BaseURL, err)
+	}
+	if cfg.WireAPI == WireAPIChat {
+		return &chatClient{t: t}, nil
+	}
+	return &responsesClient{t: t}, nil
 }
 
 // newHTTPTransport returns a transport of its own for one provider, with the
@@ -149,33 +153,12 @@ func newHTTPTransport(headerTimeout time.Duration) *http.Transport {
 	// busy daemon open (and, over TLS, handshake) a new connection.
 	tr.MaxIdleConnsPerHost = 256
 	tr.MaxIdleConns = 512
+	// A request body that fits in the connection's write buffer goes out
+	// in one write; a larger one is copied to the socket through a
+	// temporary buffer of up to 32 KB per request (net/http wraps the body
+	// in an io.LimitReader, so the body's own WriteTo is never used).
+	tr.WriteBufferSize = 64 << 10
 	return tr
-}
-
-// sdkOptions configures the openai-go services explicitly. They are built
-// with the service constructors, never openai.NewClient, because NewClient
-// starts from openai.DefaultClientOptions, which reads OPENAI_API_KEY,
-// OPENAI_BASE_URL, OPENAI_ORG_ID, OPENAI_PROJECT_ID, OPENAI_WEBHOOK_SECRET
-// and OPENAI_CUSTOM_HEADERS from the environment, and the SDK offers no
-// public way to turn that off. Retries are ours (injectable sleep), so the
-// SDK's are disabled.
-func sdkOptions(cfg ProviderConfig, hc *http.Client) []option.RequestOption {
-	opts := []option.RequestOption{
-		option.WithHTTPClient(hc),
-		option.WithBaseURL(strings.TrimSuffix(cfg.BaseURL, "/") + "/"),
-		option.WithMaxRetries(0),
-		option.WithHeader("Accept", "text/event-stream"),
-	}
-	if cfg.APIKey != "" {
-		opts = append(opts, option.WithAPIKey(cfg.APIKey))
-	}
-	for k, v := range cfg.Headers {
-		opts = append(opts, option.WithHeader(k, v))
-	}
-	for k, v := range cfg.QueryParams {
-		opts = append(opts, option.WithQuery(k, v))
-	}
-	return opts
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {

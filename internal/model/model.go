@@ -1,8 +1,8 @@
 // Package model talks to language models. It offers one provider-neutral
-// streaming interface, [Client], with two implementations built on the
-// openai-go SDK: the OpenAI Responses API (wire API "responses") and Chat
-// Completions (wire API "chat"), for OpenAI itself and for OpenAI-compatible
-// servers.
+// streaming interface, [Client], with two implementations over net/http and
+// server-sent events: the OpenAI Responses API (wire API "responses") and
+// Chat Completions (wire API "chat"), for OpenAI itself and for
+// OpenAI-compatible servers.
 //
 // History and output share one item shape, [InputItem], which is the
 // Responses API's input item: what the model produced in one response is

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/openai/openai-go/v3/packages/ssestream"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -83,7 +82,7 @@ func TestChatToolCallWithoutIDGetsStableID(t *testing.T) {
 		`{"id":"cmpl-9","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"name":"f","arguments":"{\"x\""}}]}}]}`,
 		`{"id":"cmpl-9","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":":1}"}}]},"finish_reason":"tool_calls"}]}`,
 	} {
-		done, err := h.handle(ssestream.Event{Data: []byte(data)})
+		done, err := h.handle([]byte(data))
 		require.NoError(t, err)
 		require.False(t, done)
 	}
@@ -109,7 +108,7 @@ func FuzzResponsesEvent(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		h := &responsesHandler{emit: emitter(nil)}
-		_, _ = h.handle(ssestream.Event{Data: data})
+		_, _ = h.handle(data)
 	})
 }
 
@@ -124,7 +123,7 @@ func FuzzChatChunk(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		h := &chatHandler{emit: emitter(nil), custom: map[string]bool{"f": true}, calls: map[int]*chatCallAcc{}}
-		if done, err := h.handle(ssestream.Event{Data: data}); err == nil && !done {
+		if done, err := h.handle(data); err == nil && !done {
 			_ = h.end()
 		}
 	})

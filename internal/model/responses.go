@@ -7,21 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-
-	"github.com/openai/openai-go/v3/option"
-	"github.com/openai/openai-go/v3/packages/ssestream"
-	"github.com/openai/openai-go/v3/responses"
 )
 
 // responsesClient speaks the OpenAI Responses API (POST {base}/responses,
 // stream=true).
 type responsesClient struct {
-	t   *transport
-	svc responses.ResponseService
-}
-
-func newResponsesClient(t *transport) *responsesClient {
-	return &responsesClient{t: t, svc: responses.NewResponseService(t.sdkOpts...)}
+	t *transport
 }
 
 type reasoningParam struct {
@@ -51,13 +42,22 @@ const outputSchemaName = "codex_output_schema"
 // every request. Field order: model, instructions, input, tools,
 // tool_choice, parallel_tool_calls, reasoning, store, stream, include, text.
 func buildResponsesBody(req Request) ([]byte, error) {
+	var b bytes.Buffer
+	if err := appendResponsesBody(&b, req); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+// appendResponsesBody writes the body of buildResponsesBody to b.
+func appendResponsesBody(b *bytes.Buffer, req Request) error {
 	wire := req.InputWire
 	if len(wire) != len(req.Input) {
 		wire = make([]json.RawMessage, len(req.Input))
 		for i, it := range req.Input {
 			raw, err := wireItem(it)
 			if err != nil {
-				return nil, fmt.Errorf("input item %d: %w", i, err)
+				return fmt.Errorf("input item %d: %w", i, err)
 			}
 			wire[i] = raw
 		}
@@ -69,24 +69,24 @@ func buildResponsesBody(req Request) ([]byte, error) {
 	for _, t := range req.Tools {
 		size += len(t) + 1
 	}
-	b := bytes.NewBuffer(make([]byte, 0, size))
+	b.Grow(size)
 	b.WriteString(`{"model":`)
 	if err := writeJSON(b, req.Model); err != nil {
-		return nil, err
+		return err
 	}
 	if req.Instructions != "" {
 		b.WriteString(`,"instructions":`)
 		if err := writeJSON(b, req.Instructions); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	b.WriteString(`,"input":`)
 	if err := writeRawArray(b, wire); err != nil {
-		return nil, fmt.Errorf("input: %w", err)
+		return fmt.Errorf("input: %w", err)
 	}
 	b.WriteString(`,"tools":`)
 	if err := writeRawArray(b, req.Tools); err != nil {
-		return nil, fmt.Errorf("tools: %w", err)
+		return fmt.Errorf("tools: %w", err)
 	}
 	b.WriteString(`,"tool_choice":"auto","parallel_tool_calls":`)
 	b.WriteString(strconv.FormatBool(req.ParallelToolCalls))
@@ -98,7 +98,7 @@ func buildResponsesBody(req Request) ([]byte, error) {
 	if req.ReasoningEffort != "" || summary != "" {
 		b.WriteString(`,"reasoning":`)
 		if err := writeJSON(b, reasoningParam{Effort: req.ReasoningEffort, Summary: summary}); err != nil {
-			return nil, err
+			return err
 		}
 		// With store=false, reasoning can only be carried to the next
 		// request in its encrypted form.
@@ -108,24 +108,28 @@ func buildResponsesBody(req Request) ([]byte, error) {
 	b.WriteString(include)
 	if len(req.OutputSchema) > 0 {
 		if !json.Valid(req.OutputSchema) {
-			return nil, errors.New("output schema is not valid JSON")
+			return errors.New("output schema is not valid JSON")
 		}
 		b.WriteString(`,"text":`)
 		if err := writeJSON(b, textParam{Format: textFormat{Type: "json_schema", Name: outputSchemaName, Schema: req.OutputSchema, Strict: true}}); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	b.WriteByte('}')
-	return b.Bytes(), nil
+	return nil
 }
 
-// writeJSON appends v encoded without HTML escaping.
+// writeJSON appends v encoded without HTML escaping (as marshal does),
+// straight into b.
 func writeJSON(b *bytes.Buffer, v any) error {
-	raw, err := marshal(v)
-	if err != nil {
+	enc := json.NewEncoder(b)
+	enc.SetEscapeHTML(false)
+	n := b.Len()
+	if err := enc.Encode(v); err != nil {
+		b.Truncate(n)
 		return err
 	}
-	b.Write(raw)
+	b.Truncate(b.Len() - 1) // Encode's newline
 	return nil
 }
 
@@ -161,15 +165,14 @@ func marshal(v any) ([]byte, error) {
 
 // Stream implements Client.
 func (c *responsesClient) Stream(ctx context.Context, req Request, fn func(Event) error) (Result, error) {
-	body, err := buildResponsesBody(req)
-	if err != nil {
+	body := newPooledBody()
+	if err := appendResponsesBody(body.buf, req); err != nil {
+		body.done()
 		return Result{}, &Error{Kind: KindBadRequest, Message: "cannot encode request: " + err.Error(), Err: err}
 	}
 	c.t.log.Debug("responses request", "model", req.Model, "items", len(req.Input), "tools", len(req.Tools))
 	h := &responsesHandler{emit: emitter(fn)}
-	err = c.t.run(ctx, body, func(ctx context.Context, opts ...option.RequestOption) error {
-		return c.svc.NewStreaming(ctx, responses.ResponseNewParams{}, opts...).Err()
-	}, h)
+	err := c.t.run(ctx, body, h)
 	return h.res, err
 }
 
@@ -230,10 +233,10 @@ func (se *streamError) toError(fallback string) *Error {
 	return &Error{Kind: classifyStreamFailure(code, se.Type), Code: code, Message: msg}
 }
 
-func (h *responsesHandler) handle(ev ssestream.Event) (bool, error) {
+func (h *responsesHandler) handle(data []byte) (bool, error) {
 	var e responsesEvent
-	if err := json.Unmarshal(ev.Data, &e); err != nil {
-		return false, malformed(ev.Data, err)
+	if err := json.Unmarshal(data, &e); err != nil {
+		return false, malformed(data, err)
 	}
 	switch e.Type {
 	case "response.created":
@@ -246,7 +249,7 @@ func (h *responsesHandler) handle(ev ssestream.Event) (bool, error) {
 			if err == nil {
 				err = fmt.Errorf("output item without a type")
 			}
-			return false, malformed(ev.Data, err)
+			return false, malformed(data, err)
 		}
 		if e.Type == "response.output_item.added" {
 			return false, h.emit(OutputItemAdded{Item: it})
@@ -298,7 +301,7 @@ func (h *responsesHandler) handle(ev ssestream.Event) (bool, error) {
 		if e.Error != nil {
 			return false, e.Error.toError("error event received")
 		}
-		return false, malformed(ev.Data, fmt.Errorf("event without a type"))
+		return false, malformed(data, fmt.Errorf("event without a type"))
 	}
 	return false, nil
 }

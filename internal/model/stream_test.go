@@ -670,8 +670,9 @@ func TestOutputSchema(t *testing.T) {
 	}
 }
 
-// TestEnvironmentIsIgnored proves that the SDK's OPENAI_* environment
-// defaults do not leak into a configured client.
+// TestEnvironmentIsIgnored proves that OPENAI_* environment variables (the
+// defaults of OpenAI's SDKs) do not leak into a configured client, and that
+// the configured key, headers and query parameters are sent.
 func TestEnvironmentIsIgnored(t *testing.T) {
 	t.Setenv("OPENAI_BASE_URL", "http://127.0.0.1:1/bogus/v1")
 	t.Setenv("OPENAI_API_KEY", "sk-from-env")

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"encoding/json"
 	"strings"
 
@@ -156,10 +157,9 @@ func checkJSON(what string, raw json.RawMessage, optional bool) error {
 // hasNULEscape reports whether valid JSON raw contains the escape \u0000. An
 // occurrence counts only when preceded by an even number of backslashes;
 // otherwise its backslash is itself escaped and the text is a literal "\u0000".
-func hasNULEscape(raw []byte) bool {
-	s := string(raw)
+func hasNULEscape(s []byte) bool {
 	for off := 0; ; {
-		i := strings.Index(s[off:], `\u0000`)
+		i := bytes.Index(s[off:], []byte(`\u0000`))
 		if i < 0 {
 			return false
 		}
