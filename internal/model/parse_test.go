@@ -156,3 +156,69 @@ func FuzzInputItem(f *testing.F) {
 		require.JSONEq(t, string(b), string(b2))
 	})
 }
+
+func TestLeadingType(t *testing.T) {
+	for _, tc := range []struct {
+		data, typ string
+		ok        bool
+	}{
+		{`{"type":"response.output_text.delta","delta":"x"}`, "response.output_text.delta", true},
+		{" {\n \"type\" : \"a.b\" }", "a.b", true},
+		{`{"type":""}`, "", true},
+		{`{"sequence_number":1,"type":"a"}`, "", false},
+		{`{"type":"a\"b"}`, "", false},
+		{`{"type":"a\u0062"}`, "", false},
+		{`{"type":1}`, "", false},
+		{`{"type":"unterminated`, "", false},
+		{`{"types":"a"}`, "", false},
+		{`{"type":"a","item":{"type":"b"}}`, "", false},
+		{`{"type":"a","type":"error"}`, "", false},
+		{`[]`, "", false},
+		{``, "", false},
+	} {
+		typ, ok := leadingType([]byte(tc.data))
+		assert.Equal(t, tc.ok, ok, "%s", tc.data)
+		assert.Equal(t, tc.typ, string(typ), "%s", tc.data)
+	}
+}
+
+// TestResponsesIgnoredEventsAreNotDecoded shows the fast path: an event we
+// do not act on is skipped, while a malformed one is still an error.
+func TestResponsesIgnoredEventsAreNotDecoded(t *testing.T) {
+	var events []Event
+	h := &responsesHandler{emit: emitter(func(ev Event) error { events = append(events, ev); return nil })}
+	done, err := h.handle([]byte(`{"type":"response.function_call_arguments.delta","item_id":"fc_1","delta":"{\"a\""}`))
+	require.NoError(t, err)
+	assert.False(t, done)
+	assert.Empty(t, events)
+	_, err = h.handle([]byte(`{"type":"response.in_progress","response":{`))
+	var me *Error
+	require.ErrorAs(t, err, &me)
+	assert.Equal(t, KindMalformed, me.Kind)
+}
+
+// FuzzResponsesFastPath checks that skipping an event without decoding it
+// is only done where decoding it would have had no effect.
+func FuzzResponsesFastPath(f *testing.F) {
+	for _, s := range []string{
+		`{"type":"response.function_call_arguments.delta","item_id":"fc","delta":"x"}`,
+		`{"type":"response.in_progress","response":{"id":"r"}}`,
+		`{"type":"response.output_text.delta","item_id":"msg_1","delta":"hi"}`,
+		`{"type":"response.completed","response":{"id":"r"}}`,
+		`{"type":"x","type":"error"}`, `{"type":"x","error":{"message":"m"}}`, `{"type":"x"`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		typ, ok := leadingType(data)
+		if !ok || responsesHandled(typ) || !json.Valid(data) {
+			return
+		}
+		var events []Event
+		h := &responsesHandler{emit: emitter(func(ev Event) error { events = append(events, ev); return nil })}
+		done, err := h.decode(data)
+		if done || err != nil || len(events) > 0 || h.res.ResponseID != "" || len(h.res.Items) > 0 {
+			t.Fatalf("the fast path would skip %q, but decoding it gives done=%v err=%v events=%v", data, done, err, events)
+		}
+	})
+}

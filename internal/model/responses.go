@@ -217,6 +217,57 @@ type responsesUsage struct {
 	TotalTokens int64 `json:"total_tokens"`
 }
 
+// responsesHandled reports whether handle acts on events of type typ.
+func responsesHandled(typ []byte) bool {
+	switch string(typ) {
+	case "response.created", "response.output_item.added", "response.output_item.done",
+		"response.output_text.delta", "response.reasoning_summary_part.added",
+		"response.reasoning_summary_text.delta", "response.reasoning_text.delta",
+		"response.completed", "response.failed", "response.incomplete", "error", "":
+		return true
+	}
+	return false
+}
+
+// leadingType returns the value of "type" when it is the first member of
+// the JSON object data, a string without escapes, and the only "type" in
+// data; ok is false otherwise (the caller then decodes the event in full).
+func leadingType(data []byte) (typ []byte, ok bool) {
+	rest, ok := skipPrefix(data, '{')
+	if !ok {
+		return nil, false
+	}
+	rest = bytes.TrimLeft(rest, " \t\r\n")
+	if !bytes.HasPrefix(rest, []byte(`"type"`)) {
+		return nil, false
+	}
+	if rest, ok = skipPrefix(rest[len(`"type"`):], ':'); !ok {
+		return nil, false
+	}
+	if rest, ok = skipPrefix(rest, '"'); !ok {
+		return nil, false
+	}
+	end := bytes.IndexByte(rest, '"')
+	if end < 0 || bytes.IndexByte(rest[:end], '\\') >= 0 {
+		return nil, false
+	}
+	// encoding/json takes the last of duplicate keys; with any other
+	// "type" in the event (nested ones included), decode it in full.
+	if bytes.Contains(rest[end:], []byte(`"type"`)) {
+		return nil, false
+	}
+	return rest[:end], true
+}
+
+// skipPrefix skips JSON whitespace and then the byte c.
+func skipPrefix(b []byte, c byte) ([]byte, bool) {
+	b = bytes.TrimLeft(b, " \t\r\n")
+	if len(b) == 0 || b[0] != c {
+		return nil, false
+	}
+	return b[1:], true
+}
+
 // streamError is an error object reported inside a stream.
 type streamError struct {
 	Code    any    `json:"code"`
@@ -234,6 +285,18 @@ func (se *streamError) toError(fallback string) *Error {
 }
 
 func (h *responsesHandler) handle(data []byte) (bool, error) {
+	// Most events of a stream are ones we ignore (function call argument
+	// deltas, content part and in-progress events, ...); when the type
+	// comes first, as OpenAI sends it, they are only checked to be JSON
+	// instead of being decoded.
+	if typ, ok := leadingType(data); ok && !responsesHandled(typ) && json.Valid(data) {
+		return false, nil
+	}
+	return h.decode(data)
+}
+
+// decode handles one event by decoding it in full.
+func (h *responsesHandler) decode(data []byte) (bool, error) {
 	var e responsesEvent
 	if err := json.Unmarshal(data, &e); err != nil {
 		return false, malformed(data, err)

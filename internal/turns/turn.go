@@ -117,11 +117,17 @@ type turnRun struct {
 	histWire   []json.RawMessage
 	priorWire  []json.RawMessage
 	specsJSON  []json.RawMessage // the turn's tool specs, encoded once
-	pending    func() error      // an unsettled history commit (settle)
-	final      *api.ThreadItem   // the last completed agent message
-	total      api.TokenUsageBreakdown
-	specs      []registry.ConfiguredToolSpec
-	registry   *registry.Registry
+	// reqInput and reqWire are requestInput's slices, reused by every
+	// round (the model client does not keep a request after Stream);
+	// devWire is the developer message's upstream encoding.
+	reqInput []model.InputItem
+	reqWire  []json.RawMessage
+	devWire  json.RawMessage
+	pending  func() error    // an unsettled history commit (settle)
+	final    *api.ThreadItem // the last completed agent message
+	total    api.TokenUsageBreakdown
+	specs    []registry.ConfiguredToolSpec
+	registry *registry.Registry
 
 	mu           sync.Mutex      // guards the fields below; tools run concurrently
 	diff         string          // the turn's aggregate diff (turn/diff/updated)
@@ -413,15 +419,17 @@ func (r *turnRun) modelRound() (calls []model.InputItem, usage model.Usage, err 
 // requestInput is the full history: finished turns, then this turn, with
 // developer instructions first when set; and, when every item's encoding
 // is at hand, their upstream encodings (else nil: the client encodes).
+// The slices are reused by the next round.
 func (r *turnRun) requestInput() ([]model.InputItem, []json.RawMessage) {
-	n := len(r.prior) + len(r.history) + 1
-	out := make([]model.InputItem, 0, n)
-	wire := make([]json.RawMessage, 0, n)
+	out, wire := r.reqInput[:0], r.reqWire[:0]
+	defer func() { r.reqInput, r.reqWire = out, wire }()
 	if d := r.at.settings.developer; d != "" {
 		it := model.InputItem{Type: model.ItemMessage, Role: model.RoleDeveloper, Content: []model.ContentPart{{Type: model.PartInputText, Text: d}}}
 		out = append(out, it)
-		w, _ := model.WireJSON(it)
-		wire = append(wire, w)
+		if r.devWire == nil {
+			r.devWire, _ = model.WireJSON(it)
+		}
+		wire = append(wire, r.devWire)
 	}
 	out = append(out, r.prior...)
 	out = append(out, r.history...)
