@@ -17,6 +17,7 @@ import (
 	"github.com/appserver/appserver/api"
 	"github.com/appserver/appserver/internal/config"
 	"github.com/appserver/appserver/internal/dynamic"
+	"github.com/appserver/appserver/internal/gctune"
 	"github.com/appserver/appserver/internal/httpapi"
 	"github.com/appserver/appserver/internal/model/fakemodel"
 	"github.com/appserver/appserver/internal/policy"
@@ -265,6 +266,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return err
 		}
 	}
+
+	// Keep the collector from running every few MB while the live heap is
+	// small (the tail latency of tool round trips; see internal/gctune).
+	gcFloor := gctune.Start(uint64(cfg.GCHeapFloorMiB) << 20)
+	defer gcFloor.Stop()
 
 	metrics := server.NewMetrics()
 	backend, where, err := openStore(ctx, cfg, cfg.MigrateOnStart(), metrics.ObserveStoreOp)

@@ -132,6 +132,8 @@ const (
 	DefaultListen = "ws://127.0.0.1:7878"
 	// DefaultShutdownGracePeriod is how long shutdown waits for running turns.
 	DefaultShutdownGracePeriod = 10 * time.Second
+	// DefaultGCHeapFloorMiB is the default gc_heap_floor_mib.
+	DefaultGCHeapFloorMiB = 64
 	// DefaultDynamicToolReconnectTimeout is how long a client-registered
 	// tool call waits for a connection that can answer it.
 	DefaultDynamicToolReconnectTimeout = 5 * time.Minute
@@ -189,6 +191,10 @@ type Config struct {
 	// DynamicToolReconnectTimeout is how long a dynamic tool call waits
 	// while no subscribed connection can take it before failing.
 	DynamicToolReconnectTimeout time.Duration `toml:"dynamic_tool_reconnect_timeout"`
+	// GCHeapFloorMiB keeps the garbage collector's heap goal at least this
+	// many MiB while the live heap is small (see internal/gctune); 0
+	// leaves the collector at its defaults (GOGC).
+	GCHeapFloorMiB int `toml:"gc_heap_floor_mib"`
 	// ApprovalClientTimeout is how long an approval or user-input request
 	// waits while no subscribed connection can take it before the call is
 	// declined (the model is told why).
@@ -373,6 +379,7 @@ func defaults(getenv func(string) string, goos string) Config {
 		AllowedOrigins:              []string{},
 		ShutdownGracePeriod:         DefaultShutdownGracePeriod,
 		DynamicToolReconnectTimeout: DefaultDynamicToolReconnectTimeout,
+		GCHeapFloorMiB:              DefaultGCHeapFloorMiB,
 		SandboxBackend:              "auto",
 		WebSearch:                   "disabled",
 		ApprovalClientTimeout:       DefaultApprovalClientTimeout,

@@ -160,6 +160,8 @@ func TestValidation(t *testing.T) {
 		{"origin without scheme", []string{`allowed_origins=["a.example"]`},
 			`-c allowed_origins=["a.example"]: "a.example" is not an origin (expected scheme://host[:port], no path)`},
 		{"negative grace period", []string{"shutdown_grace_period=-1s"}, "-c shutdown_grace_period=-1s: must not be negative"},
+		{"no gc heap floor", []string{"gc_heap_floor_mib=0"}, ""},
+		{"negative gc heap floor", []string{"gc_heap_floor_mib=-1"}, "-c gc_heap_floor_mib=-1: must be between 0 and 1048576"},
 		{"approval policy", []string{"approval_policy=always"},
 			`-c approval_policy=always: expected "untrusted", "on-failure", "on-request" or "never", got "always"`},
 		{"sandbox mode", []string{"sandbox_mode=none"},
