@@ -30,10 +30,10 @@ func (b *Batch) Validate() error {
 				return apperr.New(apperr.Invalid, "thread %s: invalid forkedFromId %q", t.ID, *t.ForkedFromID)
 			}
 		}
-		if err := checkText("thread "+t.ID, deref(t.Name), t.Preview, t.Cwd, t.ModelProvider, deref(t.Model), t.Source); err != nil {
+		if err := checkText("thread", t.ID, deref(t.Name), t.Preview, t.Cwd, t.ModelProvider, deref(t.Model), t.Source); err != nil {
 			return err
 		}
-		if err := checkJSON("thread "+t.ID+" meta", t.Meta, true); err != nil {
+		if err := checkJSON("thread", t.ID, "meta", t.Meta, true); err != nil {
 			return err
 		}
 	}
@@ -41,10 +41,10 @@ func (b *Batch) Validate() error {
 		if !ValidThreadID(p.ID) {
 			return apperr.New(apperr.NotFound, "thread %s not found", p.ID)
 		}
-		if err := checkText("thread "+p.ID, deref(p.Name), deref(p.Preview), deref(p.Model)); err != nil {
+		if err := checkText("thread", p.ID, deref(p.Name), deref(p.Preview), deref(p.Model)); err != nil {
 			return err
 		}
-		if err := checkJSON("thread "+p.ID+" meta", p.Meta, true); err != nil {
+		if err := checkJSON("thread", p.ID, "meta", p.Meta, true); err != nil {
 			return err
 		}
 	}
@@ -89,13 +89,13 @@ func (b *Batch) Validate() error {
 		if it.ItemID == "" || it.TurnID == "" || it.Type == "" {
 			return apperr.New(apperr.Invalid, "item %q: item id, turn id and type are required", it.ItemID)
 		}
-		if err := checkText("item "+it.ItemID, it.ItemID, it.TurnID, it.Type); err != nil {
+		if err := checkText("item", it.ItemID, it.ItemID, it.TurnID, it.Type); err != nil {
 			return err
 		}
 		if len(it.Payload) == 0 {
 			return apperr.New(apperr.Invalid, "item %s: payload is empty", it.ItemID)
 		}
-		if err := checkJSON("item "+it.ItemID+" payload", it.Payload, false); err != nil {
+		if err := checkJSON("item", it.ItemID, "payload", it.Payload, false); err != nil {
 			return err
 		}
 	}
@@ -118,19 +118,23 @@ func validStatus(s string) bool {
 }
 
 func checkTurnFields(id string, errJSON, meta json.RawMessage) error {
-	if err := checkText("turn "+id, id); err != nil {
+	if err := checkText("turn", id, id); err != nil {
 		return err
 	}
-	if err := checkJSON("turn "+id+" error", errJSON, true); err != nil {
+	if err := checkJSON("turn", id, "error", errJSON, true); err != nil {
 		return err
 	}
-	return checkJSON("turn "+id+" meta", meta, true)
+	return checkJSON("turn", id, "meta", meta, true)
 }
 
-func checkText(what string, values ...string) error {
+// checkText rejects NUL characters in values. It and checkJSON take the
+// record's kind and id (and field) apart instead of one message prefix, so
+// that the prefix is built only for an error: every store write is
+// validated, twice through the GroupCommitter, and nearly always passes.
+func checkText(kind, id string, values ...string) error {
 	for _, v := range values {
 		if strings.IndexByte(v, 0) >= 0 {
-			return apperr.New(apperr.Invalid, "%s: text contains a NUL character", what)
+			return apperr.New(apperr.Invalid, "%s %s: text contains a NUL character", kind, id)
 		}
 	}
 	return nil
@@ -138,18 +142,18 @@ func checkText(what string, values ...string) error {
 
 // checkJSON accepts nil (when optional) or one valid JSON value without a
 // \u0000 escape.
-func checkJSON(what string, raw json.RawMessage, optional bool) error {
+func checkJSON(kind, id, field string, raw json.RawMessage, optional bool) error {
 	if len(raw) == 0 {
 		if optional {
 			return nil
 		}
-		return apperr.New(apperr.Invalid, "%s is empty", what)
+		return apperr.New(apperr.Invalid, "%s %s %s is empty", kind, id, field)
 	}
 	if !json.Valid(raw) {
-		return apperr.New(apperr.Invalid, "%s is not valid JSON", what)
+		return apperr.New(apperr.Invalid, "%s %s %s is not valid JSON", kind, id, field)
 	}
 	if hasNULEscape(raw) {
-		return apperr.New(apperr.Invalid, "%s contains a \\u0000 character", what)
+		return apperr.New(apperr.Invalid, "%s %s %s contains a \\u0000 character", kind, id, field)
 	}
 	return nil
 }

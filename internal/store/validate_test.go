@@ -60,3 +60,33 @@ func TestValidateReferences(t *testing.T) {
 		})
 	}
 }
+
+// TestValidateMessages pins the wording of validation errors, which reach
+// clients; each names the record and the field at fault.
+func TestValidateMessages(t *testing.T) {
+	const thread = "0190a5b2-0000-7000-8000-000000000001"
+	bad := json.RawMessage(`{"a":`)
+	nul := json.RawMessage(`"\u0000"`)
+	tests := []struct {
+		b   store.Batch
+		msg string
+	}{
+		{store.Batch{CreateThreads: []*store.Thread{{ID: thread, Preview: "a\x00"}}}, "thread " + thread + ": text contains a NUL character"},
+		{store.Batch{CreateThreads: []*store.Thread{{ID: thread, Meta: bad}}}, "thread " + thread + " meta is not valid JSON"},
+		{store.Batch{CreateThreads: []*store.Thread{{ID: thread, Meta: nul}}}, "thread " + thread + ` meta contains a \u0000 character`},
+		{store.Batch{UpdateThreads: []store.ThreadPatch{{ID: thread, Meta: bad}}}, "thread " + thread + " meta is not valid JSON"},
+		{store.Batch{CreateTurns: []*store.Turn{{ThreadID: thread, ID: "t\x00", Status: store.TurnInProgress}}}, "turn t\x00: text contains a NUL character"},
+		{store.Batch{CreateTurns: []*store.Turn{{ThreadID: thread, ID: "t", Status: store.TurnInProgress, Error: bad}}}, "turn t error is not valid JSON"},
+		{store.Batch{UpdateTurns: []store.TurnPatch{{ThreadID: thread, ID: "t", Meta: nul}}}, `turn t meta contains a \u0000 character`},
+		{store.Batch{AppendItems: []*store.Item{{ThreadID: thread, TurnID: "t", ItemID: "i", Type: "x\x00", Payload: json.RawMessage(`{}`)}}}, "item i: text contains a NUL character"},
+		{store.Batch{AppendItems: []*store.Item{{ThreadID: thread, TurnID: "t", ItemID: "i", Type: "x", Payload: bad}}}, "item i payload is not valid JSON"},
+		{store.Batch{AppendItems: []*store.Item{{ThreadID: thread, TurnID: "t", ItemID: "i", Type: "x"}}}, "item i: payload is empty"},
+	}
+	for _, tc := range tests {
+		err := tc.b.Validate()
+		require.Equal(t, apperr.Invalid, apperr.CodeOf(err), "want %q", tc.msg)
+		var e *apperr.Error
+		require.ErrorAs(t, err, &e)
+		require.Equal(t, tc.msg, e.Message)
+	}
+}

@@ -96,10 +96,10 @@ const insertThreadSQL = `INSERT INTO threads (id, name, name_fold, preview, prev
 
 func threadSteps(p *backend.Plan) []step {
 	var steps []step
-	if len(p.LockIDs) > 0 {
+	if lockIDs := p.LockIDs(); len(lockIDs) > 0 {
 		steps = append(steps, step{
 			sql:  `SELECT id FROM threads WHERE id = ANY($1::uuid[]) ORDER BY id FOR NO KEY UPDATE`,
-			args: []any{p.LockIDs},
+			args: []any{lockIDs},
 			read: execStep(storageErr, nil),
 		})
 	}

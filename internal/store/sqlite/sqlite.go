@@ -13,6 +13,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
@@ -155,6 +156,11 @@ func (s *Store) usable() error {
 
 // sqliteCode returns the extended result code of err, or 0.
 func sqliteCode(err error) int {
+	if err == nil {
+		// Most calls see a statement that succeeded; returning before se
+		// spares its heap allocation (errors.As takes its address).
+		return 0
+	}
 	var se *sqlite.Error
 	if errors.As(err, &se) {
 		return se.Code()
@@ -192,12 +198,24 @@ func storageErr(err error) error {
 	return apperr.Wrap(apperr.Internal, err, "storage error")
 }
 
-// jsonArg stores absent JSON as SQL NULL and the rest as text.
+// jsonArg stores absent JSON as SQL NULL and the rest as TEXT: a []byte
+// would bind as a BLOB, which SQLite's JSON functions read as JSONB.
 func jsonArg(raw []byte) any {
 	if len(raw) == 0 {
 		return nil
 	}
-	return string(raw)
+	return textArg(raw)
+}
+
+// textArg binds b as TEXT without copying it into a Go string first; JSON
+// values (a turn's meta holds its whole history) are most of the bytes a
+// write would otherwise allocate. Sharing b's memory is safe because the
+// string does not outlive the Exec it is an argument of: database/sql keeps
+// no reference to arguments after the call, and modernc.org/sqlite's
+// bindText copies every string into SQLite-owned memory (libc.CString) before
+// stepping the statement. A Batch must not change while Write runs anyway.
+func textArg(b []byte) string {
+	return unsafe.String(unsafe.SliceData(b), len(b))
 }
 
 // micros converts a time to the INTEGER the schema stores.

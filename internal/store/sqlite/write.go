@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
 	"strings"
 	"time"
 
@@ -63,14 +62,18 @@ func writePlan(ctx context.Context, tx *sql.Tx, p *backend.Plan) error {
 	}
 	for _, u := range p.UpdateThreads {
 		q, args := threadPatchSQL(u)
-		if err := execOne(ctx, tx, q, args, backend.ThreadNotFound(u.ID)); err != nil {
+		found, err := execOne(ctx, tx, q, args)
+		if err != nil {
 			return err
 		}
+		if !found {
+			return backend.ThreadNotFound(u.ID)
+		}
 	}
-	if err := assignSeqs(ctx, tx, p.TurnGroups, "turn_seq", func(i int, seq int64) { p.CreateTurns[i].Seq = seq }); err != nil {
+	if err := assignSeqs(ctx, tx, p.TurnGroups, bumpTurnSeq, func(i int, seq int64) { p.CreateTurns[i].Seq = seq }); err != nil {
 		return err
 	}
-	if err := assignSeqs(ctx, tx, p.ItemGroups, "item_seq", func(i int, seq int64) { p.AppendItems[i].Seq = seq }); err != nil {
+	if err := assignSeqs(ctx, tx, p.ItemGroups, bumpItemSeq, func(i int, seq int64) { p.AppendItems[i].Seq = seq }); err != nil {
 		return err
 	}
 	for _, t := range p.CreateTurns {
@@ -89,21 +92,35 @@ func writePlan(ctx context.Context, tx *sql.Tx, p *backend.Plan) error {
 	}
 	for _, u := range p.UpdateTurns {
 		q, args := turnPatchSQL(u)
-		if err := execOne(ctx, tx, q, args, backend.TurnNotFound(u.ThreadID, u.ID)); err != nil {
+		found, err := execOne(ctx, tx, q, args)
+		if err != nil {
 			return err
+		}
+		if !found {
+			return backend.TurnNotFound(u.ThreadID, u.ID)
 		}
 	}
 	if len(p.AppendItems) == 0 {
 		return nil
 	}
-	ins, err := tx.PrepareContext(ctx, `INSERT INTO items (thread_id, seq, turn_id, item_id, type, payload, created_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?)`)
-	if err != nil {
-		return storageErr(err)
+	// Preparing the insert saves parsing it again for each item, but costs
+	// more allocations than it saves for the usual batch of one.
+	var ins *sql.Stmt
+	if len(p.AppendItems) > 1 {
+		var err error
+		if ins, err = tx.PrepareContext(ctx, insertItem); err != nil {
+			return storageErr(err)
+		}
+		defer ins.Close()
 	}
-	defer ins.Close()
 	for _, it := range p.AppendItems {
-		_, err := ins.ExecContext(ctx, it.ThreadID, it.Seq, it.TurnID, it.ItemID, it.Type, string(it.Payload), micros(it.CreatedAt))
+		args := []any{it.ThreadID, it.Seq, it.TurnID, it.ItemID, it.Type, textArg(it.Payload), micros(it.CreatedAt)}
+		var err error
+		if ins != nil {
+			_, err = ins.ExecContext(ctx, args...)
+		} else {
+			_, err = tx.ExecContext(ctx, insertItem, args...)
+		}
 		switch {
 		case isUniqueViolation(err):
 			return apperr.Wrap(apperr.Conflict, err, "item %s already exists in thread %s", it.ItemID, it.ThreadID)
@@ -116,14 +133,21 @@ func writePlan(ctx context.Context, tx *sql.Tx, p *backend.Plan) error {
 	return nil
 }
 
-// assignSeqs bumps each group's counter once and hands out the range it
-// reserved, in the group's order.
-func assignSeqs(ctx context.Context, tx *sql.Tx, groups []backend.Group, column string, assign func(i int, seq int64)) error {
+const insertItem = `INSERT INTO items (thread_id, seq, turn_id, item_id, type, payload, created_at)
+	VALUES (?, ?, ?, ?, ?, ?, ?)`
+
+// The counter bumps of assignSeqs.
+const (
+	bumpTurnSeq = `UPDATE threads SET turn_seq = turn_seq + ? WHERE id = ? RETURNING turn_seq`
+	bumpItemSeq = `UPDATE threads SET item_seq = item_seq + ? WHERE id = ? RETURNING item_seq`
+)
+
+// assignSeqs bumps each group's counter once with bump and hands out the
+// range it reserved, in the group's order.
+func assignSeqs(ctx context.Context, tx *sql.Tx, groups []backend.Group, bump string, assign func(i int, seq int64)) error {
 	for _, g := range groups {
 		var last int64
-		err := tx.QueryRowContext(ctx,
-			fmt.Sprintf(`UPDATE threads SET %[1]s = %[1]s + ? WHERE id = ? RETURNING %[1]s`, column),
-			int64(len(g.Idx)), g.ThreadID).Scan(&last)
+		err := tx.QueryRowContext(ctx, bump, int64(len(g.Idx)), g.ThreadID).Scan(&last)
 		if errors.Is(err, sql.ErrNoRows) {
 			return backend.ThreadNotFound(g.ThreadID)
 		}
@@ -138,83 +162,144 @@ func assignSeqs(ctx context.Context, tx *sql.Tx, groups []backend.Group, column 
 	return nil
 }
 
-// execOne runs an UPDATE that must touch a row, returning notFound otherwise.
-func execOne(ctx context.Context, tx *sql.Tx, q string, args []any, notFound error) error {
+// execOne runs an UPDATE that must touch a row and reports whether it did;
+// the caller builds its NotFound error only when needed.
+func execOne(ctx context.Context, tx *sql.Tx, q string, args []any) (found bool, err error) {
 	res, err := tx.ExecContext(ctx, q, args...)
 	if err != nil {
-		return storageErr(err)
+		return false, storageErr(err)
 	}
 	n, err := res.RowsAffected()
 	if err != nil {
-		return storageErr(err)
+		return false, storageErr(err)
 	}
-	if n == 0 {
-		return notFound
-	}
-	return nil
+	return n > 0, nil
 }
+
+// patchSQL holds the UPDATE texts of one kind of patch, one for every
+// combination of the fields a patch may set, so that a write looks its text
+// up instead of building it: a turn patch goes out with nearly every tool
+// round.
+type patchSQL []string
+
+// newPatchSQL builds the texts of a patch of table whose optional SET
+// clauses are sets; bit i of an index selects sets[i]. noop is the SET clause
+// of a patch that sets nothing, which must still find its row (or report it
+// missing).
+func newPatchSQL(table string, sets []string, noop, where string) patchSQL {
+	texts := make(patchSQL, 1<<len(sets))
+	for mask := range texts {
+		var set []string
+		for i, s := range sets {
+			if mask&(1<<i) != 0 {
+				set = append(set, s)
+			}
+		}
+		if len(set) == 0 {
+			set = append(set, noop)
+		}
+		texts[mask] = "UPDATE " + table + " SET " + strings.Join(set, ", ") + " WHERE " + where
+	}
+	return texts
+}
+
+// The optional fields of a thread patch, as bits of a threadPatches index.
+const (
+	threadSetName = 1 << iota
+	threadSetPreview
+	threadSetArchived
+	threadSetModel
+	threadSetUpdatedAt
+	threadSetRecencyAt
+	threadSetMeta
+)
+
+// threadPatches is in the order of the threadSet bits.
+var threadPatches = newPatchSQL("threads", []string{
+	"name = ?, name_fold = ?",
+	"preview = ?, preview_fold = ?",
+	"archived = ?",
+	"model = ?",
+	"updated_at = ?",
+	"recency_at = ?",
+	"meta = ?",
+}, "archived = archived", "id = ?")
 
 func threadPatchSQL(u store.ThreadPatch) (string, []any) {
-	var set []string
-	var args []any
-	add := func(column string, v any) {
-		set = append(set, column+" = ?")
-		args = append(args, v)
-	}
+	// Room for every field and the id, so that one allocation suffices.
+	args := make([]any, 0, 10)
+	mask := 0
 	if u.Name != nil {
-		add("name", *u.Name)
-		add("name_fold", backend.Fold(*u.Name))
+		mask |= threadSetName
+		args = append(args, *u.Name, backend.Fold(*u.Name))
 	}
 	if u.Preview != nil {
-		add("preview", *u.Preview)
-		add("preview_fold", backend.Fold(*u.Preview))
+		mask |= threadSetPreview
+		args = append(args, *u.Preview, backend.Fold(*u.Preview))
 	}
 	if u.Archived != nil {
-		add("archived", *u.Archived)
+		mask |= threadSetArchived
+		args = append(args, *u.Archived)
 	}
 	if u.Model != nil {
-		add("model", *u.Model)
+		mask |= threadSetModel
+		args = append(args, *u.Model)
 	}
 	if u.UpdatedAt != nil {
-		add("updated_at", micros(*u.UpdatedAt))
+		mask |= threadSetUpdatedAt
+		args = append(args, micros(*u.UpdatedAt))
 	}
 	if u.RecencyAt != nil {
-		add("recency_at", micros(*u.RecencyAt))
+		mask |= threadSetRecencyAt
+		args = append(args, micros(*u.RecencyAt))
 	}
 	if u.Meta != nil {
-		add("meta", jsonArg(backend.NullableJSON(u.Meta)))
+		mask |= threadSetMeta
+		args = append(args, jsonArg(backend.NullableJSON(u.Meta)))
 	}
-	if len(set) == 0 {
-		// Still report NotFound for an unknown thread.
-		set = append(set, "archived = archived")
-	}
-	return "UPDATE threads SET " + strings.Join(set, ", ") + " WHERE id = ?", append(args, u.ID)
+	return threadPatches[mask], append(args, u.ID)
 }
 
+// The optional fields of a turn patch, as bits of a turnPatches index.
+const (
+	turnSetStatus = 1 << iota
+	turnSetError
+	turnSetStartedAt
+	turnSetCompletedAt
+	turnSetMeta
+)
+
+// turnPatches is in the order of the turnSet bits.
+var turnPatches = newPatchSQL("turns", []string{
+	"status = ?",
+	"error = ?",
+	"started_at = ?",
+	"completed_at = ?",
+	"meta = ?",
+}, "status = status", "thread_id = ? AND id = ?")
+
 func turnPatchSQL(u store.TurnPatch) (string, []any) {
-	var set []string
-	var args []any
-	add := func(column string, v any) {
-		set = append(set, column+" = ?")
-		args = append(args, v)
-	}
+	args := make([]any, 0, 7)
+	mask := 0
 	if u.Status != "" {
-		add("status", u.Status)
+		mask |= turnSetStatus
+		args = append(args, u.Status)
 	}
 	if u.Error != nil {
-		add("error", jsonArg(backend.NullableJSON(u.Error)))
+		mask |= turnSetError
+		args = append(args, jsonArg(backend.NullableJSON(u.Error)))
 	}
 	if u.StartedAt != nil {
-		add("started_at", micros(*u.StartedAt))
+		mask |= turnSetStartedAt
+		args = append(args, micros(*u.StartedAt))
 	}
 	if u.CompletedAt != nil {
-		add("completed_at", micros(*u.CompletedAt))
+		mask |= turnSetCompletedAt
+		args = append(args, micros(*u.CompletedAt))
 	}
 	if u.Meta != nil {
-		add("meta", jsonArg(backend.NullableJSON(u.Meta)))
+		mask |= turnSetMeta
+		args = append(args, jsonArg(backend.NullableJSON(u.Meta)))
 	}
-	if len(set) == 0 {
-		set = append(set, "status = status")
-	}
-	return "UPDATE turns SET " + strings.Join(set, ", ") + " WHERE thread_id = ? AND id = ?", append(args, u.ThreadID, u.ID)
+	return turnPatches[mask], append(args, u.ThreadID, u.ID)
 }

@@ -28,11 +28,6 @@ type Plan struct {
 	TurnGroups []Group
 	ItemGroups []Group
 
-	// LockIDs are the sorted ids of the existing threads the plan touches;
-	// locking them in this order first keeps concurrent writers from
-	// deadlocking.
-	LockIDs []string
-
 	src *store.Batch
 }
 
@@ -50,7 +45,6 @@ func NewPlan(b *store.Batch, now time.Time) (*Plan, error) {
 	}
 	now = Time(now)
 	p := &Plan{src: b}
-	lock := map[string]bool{}
 	for _, t := range b.CreateThreads {
 		c := *t
 		c.ID = CanonicalID(c.ID)
@@ -78,7 +72,6 @@ func NewPlan(b *store.Batch, now time.Time) (*Plan, error) {
 		u.UpdatedAt = TimePtr(u.UpdatedAt)
 		u.RecencyAt = TimePtr(u.RecencyAt)
 		p.UpdateThreads = append(p.UpdateThreads, u)
-		lock[u.ID] = true
 	}
 	turnGroups := map[string]int{}
 	for _, t := range b.CreateTurns {
@@ -91,14 +84,12 @@ func NewPlan(b *store.Batch, now time.Time) (*Plan, error) {
 		c.Meta = NullableJSON(c.Meta)
 		p.CreateTurns = append(p.CreateTurns, c)
 		p.TurnGroups = addToGroup(p.TurnGroups, turnGroups, c.ThreadID, len(p.CreateTurns)-1)
-		lock[c.ThreadID] = true
 	}
 	for _, u := range b.UpdateTurns {
 		u.ThreadID = CanonicalID(u.ThreadID)
 		u.StartedAt = TimePtr(u.StartedAt)
 		u.CompletedAt = TimePtr(u.CompletedAt)
 		p.UpdateTurns = append(p.UpdateTurns, u)
-		lock[u.ThreadID] = true
 	}
 	itemGroups := map[string]int{}
 	for _, it := range b.AppendItems {
@@ -111,17 +102,38 @@ func NewPlan(b *store.Batch, now time.Time) (*Plan, error) {
 		c.CreatedAt = Time(c.CreatedAt)
 		p.AppendItems = append(p.AppendItems, c)
 		p.ItemGroups = addToGroup(p.ItemGroups, itemGroups, c.ThreadID, len(p.AppendItems)-1)
-		lock[c.ThreadID] = true
 	}
-	for _, t := range p.CreateThreads {
-		// A thread created by this batch is new: nobody else can hold it.
-		delete(lock, t.ID)
-	}
-	for id := range lock {
-		p.LockIDs = append(p.LockIDs, id)
-	}
-	slices.Sort(p.LockIDs)
 	return p, nil
+}
+
+// LockIDs returns the sorted ids of the existing threads the plan touches;
+// locking them in this order first keeps concurrent writers from
+// deadlocking. It is computed on demand because only Postgres locks: the
+// SQLite store has a single writer.
+func (p *Plan) LockIDs() []string {
+	var ids []string
+	for _, u := range p.UpdateThreads {
+		ids = append(ids, u.ID)
+	}
+	for _, t := range p.CreateTurns {
+		ids = append(ids, t.ThreadID)
+	}
+	for _, u := range p.UpdateTurns {
+		ids = append(ids, u.ThreadID)
+	}
+	for _, it := range p.AppendItems {
+		ids = append(ids, it.ThreadID)
+	}
+	if len(p.CreateThreads) > 0 {
+		// A thread created by this batch is new: nobody else can hold it.
+		created := make(map[string]bool, len(p.CreateThreads))
+		for _, t := range p.CreateThreads {
+			created[t.ID] = true
+		}
+		ids = slices.DeleteFunc(ids, func(id string) bool { return created[id] })
+	}
+	slices.Sort(ids)
+	return slices.Compact(ids)
 }
 
 func addToGroup(groups []Group, index map[string]int, threadID string, i int) []Group {
@@ -152,11 +164,39 @@ func (p *Plan) FillBack() {
 // CanonicalID returns the canonical lower-case form of a thread id, or id
 // itself when it is no UUID.
 func CanonicalID(id string) string {
+	if isCanonicalUUID(id) {
+		// Nearly every id already is canonical; returning it as is spares
+		// formatting a copy of it.
+		return id
+	}
 	u, err := uuid.Parse(id)
 	if err != nil {
 		return id
 	}
 	return u.String()
+}
+
+// isCanonicalUUID reports whether id is a UUID written the way uuid.UUID's
+// String writes it: 36 characters, lower-case hex digits with dashes after
+// the 8th, 12th, 16th and 20th.
+func isCanonicalUUID(id string) bool {
+	if len(id) != 36 {
+		return false
+	}
+	for i := range len(id) {
+		c := id[i]
+		switch i {
+		case 8, 13, 18, 23:
+			if c != '-' {
+				return false
+			}
+		default:
+			if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // Time returns t as the store keeps it: UTC, truncated to microseconds.
