@@ -5,7 +5,6 @@ package server
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"log/slog"
 	"net"
@@ -255,6 +254,7 @@ func (s *Server) serveConn(ws *websocket.Conn, remote string) {
 			Dropped:      func(r rpcws.DropReason) { m.DroppedFrames.WithLabelValues(string(r)).Inc() },
 			SlowConsumer: m.SlowConsumers.Inc,
 		},
+		OnResponse: sess.response,
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	sess.ctx = ctx
@@ -282,38 +282,35 @@ func (s *Server) serveConn(ws *websocket.Conn, remote string) {
 	// closed by its reader or by Close, never by that context, and an
 	// unrelated parent saves registering a child context per connection.
 	conn := jsonrpc2.NewConn(context.Background(), &connStream{Stream: sess.stream, sess: sess, cancel: cancel},
-		sess, jsonrpc2.SetLogger(slogPrintf{sess.log}), jsonrpc2.OnRecv(func(req *jsonrpc2.Request, resp *jsonrpc2.Response) {
-			if resp == nil {
-				return
-			}
-			if h := s.responseHook.Load(); h != nil {
-				(*h)(sess, req, resp)
-			}
-		}))
+		sess, jsonrpc2.SetLogger(slogPrintf{sess.log}))
 	sess.conn.CompareAndSwap(nil, conn)
 	sess.log.Debug("websocket connected")
 }
 
 // responseHook sees every response a client sends, on the connection's
 // reader goroutine, before the waiting request gets it: req is the server
-// request it answers, nil when none with its id is outstanding (jsonrpc2
-// then drops the response). It must not block.
-type responseHook func(sess *Session, req *jsonrpc2.Request, resp *jsonrpc2.Response)
+// request it answers, nil when none with its id is outstanding (the
+// response is then dropped); id is the id the client sent. It must not
+// block.
+type responseHook func(sess *Session, req *sentRequest, id jsonrpc2.ID)
 
 // connStream is the stream as jsonrpc2 sees it. jsonrpc2 calls Close exactly
-// once, when the connection ends, after closing DisconnectNotify, failing
-// pending calls and cancelling the handlers' context.
+// once, when the connection ends, after closing DisconnectNotify and
+// cancelling the handlers' context.
 type connStream struct {
 	*rpcws.Stream
 	sess   *Session
 	cancel context.CancelFunc // sess.ctx
 }
 
-// Close cancels the session's context, flushes and closes the websocket
-// (rpcws.Stream.Close returns once the stream has shut down) and hands the
-// rest of the teardown to endConn on a goroutine of its own, so that it can
-// wait for the session's handlers whichever goroutine closed the connection.
+// Close fails the server→client requests still waiting for an answer (as
+// jsonrpc2 does with its own calls before closing the stream), cancels the
+// session's context, flushes and closes the websocket (rpcws.Stream.Close
+// returns once the stream has shut down) and hands the rest of the teardown
+// to endConn on a goroutine of its own, so that it can wait for the
+// session's handlers whichever goroutine closed the connection.
 func (c *connStream) Close() error {
+	c.sess.failRequests()
 	c.cancel()
 	err := c.Stream.Close()
 	go c.sess.srv.endConn(c.sess)
@@ -372,15 +369,7 @@ type Notification struct {
 
 // NewNotification encodes a notification with its emittedAtMs stamp.
 func (s *Server) NewNotification(method string, params any) (*Notification, error) {
-	p, err := json.Marshal(params)
-	if err != nil {
-		return nil, err
-	}
-	frame, err := json.Marshal(struct {
-		Method      string          `json:"method"`
-		Params      json.RawMessage `json:"params"`
-		EmittedAtMs int64           `json:"emittedAtMs"`
-	}{method, p, s.now().UnixMilli()})
+	frame, err := rpcws.EncodeNotification(method, params, s.now().UnixMilli())
 	if err != nil {
 		return nil, err
 	}

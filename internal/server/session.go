@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"runtime/debug"
@@ -74,6 +73,28 @@ type Session struct {
 	// admitted for it, so that requests naming the same thread are served
 	// in arrival order while unrelated ones run concurrently.
 	tails map[string]chan struct{}
+
+	// The server→client requests waiting for their answer, by id. They are
+	// kept here rather than by jsonrpc2, so that the request frame is
+	// encoded once and the answer decoded once (see rpcws.EncodeRequest);
+	// jsonrpc2 only serves the client's requests. An entry stays until its
+	// answer arrives or the connection closes, even when its waiter gave
+	// up, so that a late answer is still recognised.
+	callMu      sync.Mutex // guards calls, callsClosed
+	calls       map[int64]*sentRequest
+	callsClosed bool
+}
+
+// sentRequest is a server→client request waiting for its answer.
+type sentRequest struct {
+	id     int64
+	method string
+	done   chan struct{} // closed once answered or the connection closed
+	// Set before done is closed: the answer, or closed when the
+	// connection went away first.
+	result json.RawMessage
+	err    *jsonrpc2.Error
+	closed bool
 }
 
 // ID returns the session's process-unique id.
@@ -150,29 +171,91 @@ var ErrConnectionClosed = jsonrpc2.ErrClosed
 // StartRequest queues a server→client request without waiting: it returns
 // the request id and a function that waits for the answer. A client's error
 // reply is returned as an *RPCError; a closed connection as
-// ErrConnectionClosed.
+// ErrConnectionClosed. Queueing never blocks; ctx is not used by it.
 func (s *Session) StartRequest(ctx context.Context, method string, params any) (int64, func(context.Context) (json.RawMessage, error), error) {
 	id := s.srv.nextReqID.Add(1) - 1
-	conn := s.conn.Load()
-	if conn == nil {
-		return id, nil, ErrConnectionClosed
-	}
-	w, err := conn.DispatchCall(ctx, method, params, jsonrpc2.PickID(jsonrpc2.ID{Num: uint64(id)}))
+	frame, err := rpcws.EncodeRequest(id, method, params)
 	if err != nil {
 		return id, nil, err
 	}
-	return id, func(ctx context.Context) (json.RawMessage, error) {
-		var result json.RawMessage
-		err := w.Wait(ctx, &result)
-		var jerr *jsonrpc2.Error
-		if errors.As(err, &jerr) {
-			return nil, &RPCError{Code: jerr.Code, Message: jerr.Message}
+	r := &sentRequest{id: id, method: method, done: make(chan struct{})}
+	// Registered before the frame is queued: the answer may come back at
+	// once.
+	s.callMu.Lock()
+	if s.callsClosed {
+		s.callMu.Unlock()
+		return id, nil, ErrConnectionClosed
+	}
+	if s.calls == nil {
+		s.calls = map[int64]*sentRequest{}
+	}
+	s.calls[id] = r
+	s.callMu.Unlock()
+	if err := s.stream.Send(frame); err != nil {
+		s.callMu.Lock()
+		delete(s.calls, id)
+		closed := s.callsClosed
+		s.callMu.Unlock()
+		if closed {
+			err = ErrConnectionClosed
 		}
-		if err != nil {
-			return nil, err
+		return id, nil, err
+	}
+	return id, r.wait, nil
+}
+
+// wait waits for the answer, ctx or the connection to close.
+func (r *sentRequest) wait(ctx context.Context) (json.RawMessage, error) {
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-r.done:
+	}
+	switch {
+	case r.closed:
+		return nil, ErrConnectionClosed
+	case r.err != nil:
+		return nil, &RPCError{Code: r.err.Code, Message: r.err.Message}
+	}
+	return r.result, nil
+}
+
+// response takes a client's answer on the connection's reader goroutine:
+// it hands the answer to the request's waiter after the server's response
+// hook saw it.
+func (s *Session) response(resp *rpcws.Response) {
+	var r *sentRequest
+	if !resp.ID.IsString {
+		id := int64(resp.ID.Num)
+		s.callMu.Lock()
+		if r = s.calls[id]; r != nil {
+			delete(s.calls, id)
 		}
-		return result, nil
-	}, nil
+		s.callMu.Unlock()
+	}
+	if h := s.srv.responseHook.Load(); h != nil {
+		(*h)(s, r, resp.ID)
+	}
+	if r == nil {
+		s.log.Debug("ignoring response with no corresponding request", "id", resp.ID.String())
+		return
+	}
+	r.result, r.err = resp.Result, resp.Error
+	close(r.done)
+}
+
+// failRequests fails every request still waiting for its answer, and any
+// later one, with ErrConnectionClosed.
+func (s *Session) failRequests() {
+	s.callMu.Lock()
+	calls := s.calls
+	s.calls = nil
+	s.callsClosed = true
+	s.callMu.Unlock()
+	for _, r := range calls {
+		r.closed = true
+		close(r.done)
+	}
 }
 
 // Handle implements jsonrpc2.Handler. It runs on the connection's reader

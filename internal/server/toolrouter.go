@@ -62,7 +62,7 @@ type holding struct {
 // have not met: the answer arrived (seen by the reader) before the waiter
 // took it, or the request was withdrawn before any answer arrived. A
 // withdrawn request that is never answered is remembered until its
-// connection closes (jsonrpc2 keeps its pending entry that long too).
+// connection closes (the session keeps the request that long too).
 type answerState uint8
 
 const (
@@ -241,14 +241,14 @@ func (r *ToolRouter) send(sess *Session, p *dynamic.Pending) error {
 }
 
 // response sees every response a client sends, on the connection's reader
-// goroutine, before jsonrpc2 hands it to the waiting request: req is the
-// request it answers, nil when no request with its id is outstanding.
-func (r *ToolRouter) response(sess *Session, req *jsonrpc2.Request, resp *jsonrpc2.Response) {
+// goroutine, before the session hands it to the waiting request: req is
+// the request it answers, nil when no request with its id is outstanding.
+func (r *ToolRouter) response(sess *Session, req *sentRequest, respID jsonrpc2.ID) {
 	if req != nil {
-		if req.Method != "item/tool/call" || req.ID.IsString {
+		if req.method != "item/tool/call" {
 			return
 		}
-		id := int64(req.ID.Num)
+		id := req.id
 		late := false
 		r.mu.Lock()
 		if c := r.conns[sess.id]; c != nil {
@@ -267,14 +267,14 @@ func (r *ToolRouter) response(sess *Session, req *jsonrpc2.Request, resp *jsonrp
 		return
 	}
 	reason := dynamic.IgnoredUnknownCall
-	if !resp.ID.IsString {
+	if !respID.IsString {
 		r.mu.Lock()
-		if c := r.conns[sess.id]; c != nil && c.answered(int64(resp.ID.Num)) {
+		if c := r.conns[sess.id]; c != nil && c.answered(int64(respID.Num)) {
 			reason = dynamic.IgnoredDuplicate
 		}
 		r.mu.Unlock()
 	}
-	r.ignored(sess, resp.ID, reason)
+	r.ignored(sess, respID, reason)
 }
 
 // ignored logs and counts an answer that is not used.

@@ -291,3 +291,46 @@ func TestFlushBoundedByFlushTimeout(t *testing.T) {
 	require.True(t, closing)
 	require.Zero(t, capacity)
 }
+
+func TestWriteTimeoutDropsStalledConnection(t *testing.T) {
+	const n = 64
+	s, _ := pair(t, Options{OutboundQueue: n, WriteTimeout: 200 * time.Millisecond})
+	// The client never reads: once the socket buffers are full a write
+	// stalls, and WriteTimeout must end the connection without any Close.
+	big := []byte(`{"method":"n","params":"` + strings.Repeat("x", 1<<20) + `"}`)
+	for i := 0; i < n; i++ {
+		if s.Send(big) != nil {
+			break
+		}
+	}
+	start := time.Now()
+	select {
+	case <-s.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("a stalled write was not bounded by WriteTimeout")
+	}
+	require.Less(t, time.Since(start), 3*time.Second)
+	require.ErrorIs(t, s.Send(frame(0)), ErrClosed)
+}
+
+func TestWriteTimerSpansManyFrames(t *testing.T) {
+	// Frames written one after another, each well within WriteTimeout but
+	// together longer than it, must not trip the re-armed timer.
+	s, client := pair(t, Options{WriteTimeout: 50 * time.Millisecond})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for i := 0; i < 20; i++ {
+		require.NoError(t, s.Send(frame(i)))
+		_, data, err := client.Read(ctx)
+		require.NoError(t, err)
+		require.Equal(t, string(frame(i)), string(data))
+		time.Sleep(10 * time.Millisecond)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := readAll(ctx, client)
+		done <- err
+	}()
+	require.NoError(t, s.Close())
+	require.Equal(t, websocket.StatusNormalClosure, websocket.CloseStatus(<-done))
+}

@@ -16,9 +16,11 @@ import (
 	"math"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/sourcegraph/jsonrpc2"
 )
 
 // DefaultOutboundQueue is the number of frames a connection may have waiting
@@ -66,6 +68,22 @@ type Options struct {
 	FlushTimeout time.Duration
 	Logger       *slog.Logger
 	Hooks        Hooks
+	// OnResponse, when set, receives every valid response frame (a
+	// client's answer to a request the server sent) on the reading
+	// goroutine, in arrival order, instead of ReadObject returning it: the
+	// server keeps the requests it sent itself. It must not block.
+	OnResponse func(*Response)
+}
+
+// Response is a client's answer to a server→client request.
+type Response struct {
+	// ID is the id the client sent: a number in [0, MaxInt64] or a string.
+	ID jsonrpc2.ID
+	// Result is the result as sent (JSON null included); nil for an error
+	// reply.
+	Result json.RawMessage
+	// Error is the error reply (its code and message), or nil.
+	Error *jsonrpc2.Error
 }
 
 // Stream is a jsonrpc2.ObjectStream over one websocket connection.
@@ -97,13 +115,23 @@ type Stream struct {
 	// aborted is set once the flush deadline passed or a write failed:
 	// nothing more is written.
 	aborted bool
-	// abortWrite cancels the write in progress, if any. Each write has its
-	// own context rather than one derived from a per-stream context: the
-	// websocket library keeps the last write's context, and a long-lived
-	// parent would keep a map of (departed) children besides.
-	abortWrite context.CancelFunc
+	// writeDeadline is when the current (or last) write times out.
+	writeDeadline time.Time
+	// writeTimer enforces writeDeadline. Writes run without a context of
+	// their own: a context per frame costs a timer, a cancel context and
+	// the websocket library's AfterFunc registration, several allocations
+	// per frame. One timer per stream, re-armed for every frame, tears the
+	// socket down instead (see writeTimedOut), as the library does when a
+	// write's context ends.
+	writeTimer *time.Timer
 	closeCode  websocket.StatusCode
 	closeText  string
+
+	// inWrite is set while a frame is being written. It is cleared as soon
+	// as the write returns, without waiting for mu, so that an abort racing
+	// with the end of a write leaves the socket to the close handshake, as
+	// cancelling a finished write's context did.
+	inWrite atomic.Bool
 
 	writerDone chan struct{}
 	closeOnce  sync.Once
@@ -146,32 +174,101 @@ func NewStream(ws *websocket.Conn, opts Options) *Stream {
 // Malformed and binary frames are dropped (and counted), never fatal.
 func (s *Stream) ReadObject(v any) error {
 	for {
-		// Reads are not bound to the write deadlines: closing goes
-		// through the writer so that the close frame carries our reason.
-		typ, data, err := s.ws.Read(s.readCtx)
-		if err != nil {
-			if websocket.CloseStatus(err) != -1 {
-				return io.EOF
-			}
+		decoded, err := s.readFrame(v)
+		if err != nil || decoded {
 			return err
 		}
-		if h := s.opts.Hooks.FrameIn; h != nil {
-			h()
-		}
-		if typ != websocket.MessageText {
-			s.drop(DropBinary, "binary frame")
-			continue
-		}
-		msg, err := normalizeInbound(data)
+	}
+}
+
+// readFrame reads one frame and reports whether it decoded a message into
+// v: it did not when the frame was dropped or handed to OnResponse.
+func (s *Stream) readFrame(v any) (bool, error) {
+	// Reads are not bound to the write deadlines: closing goes through the
+	// writer so that the close frame carries our reason.
+	typ, r, err := s.ws.Reader(s.readCtx)
+	if err != nil {
+		return false, readError(err)
+	}
+	// The frame is read into a pooled buffer, taken only now that a frame
+	// arrived so that idle connections hold none. Nothing keeps the bytes:
+	// the envelope's fields and whatever jsonrpc2 decodes are copies.
+	buf := getReadBuffer()
+	defer putReadBuffer(buf)
+	data, err := buf.readAll(r)
+	if err != nil {
+		return false, readError(err)
+	}
+	if h := s.opts.Hooks.FrameIn; h != nil {
+		h()
+	}
+	if typ != websocket.MessageText {
+		s.drop(DropBinary, "binary frame")
+		return false, nil
+	}
+	m, err := parseInbound(data)
+	if err != nil {
+		s.drop(DropMalformed, err.Error())
+		return false, nil
+	}
+	if m.Method == nil && s.opts.OnResponse != nil {
+		resp, err := m.response()
 		if err != nil {
 			s.drop(DropMalformed, err.Error())
-			continue
+			return false, nil
 		}
-		if err := json.Unmarshal(msg, v); err != nil {
-			s.drop(DropMalformed, err.Error())
-			continue
+		s.opts.OnResponse(resp)
+		return false, nil
+	}
+	msg, err := m.normalize(data)
+	if err != nil {
+		s.drop(DropMalformed, err.Error())
+		return false, nil
+	}
+	if err := json.Unmarshal(msg, v); err != nil {
+		s.drop(DropMalformed, err.Error())
+		return false, nil
+	}
+	return true, nil
+}
+
+// readError maps a close frame from the peer to io.EOF.
+func readError(err error) error {
+	if websocket.CloseStatus(err) != -1 {
+		return io.EOF
+	}
+	return err
+}
+
+// readBuffer holds one inbound frame while it is decoded.
+type readBuffer struct{ b []byte }
+
+var readBuffers = sync.Pool{New: func() any { return &readBuffer{b: make([]byte, 0, 512)} }}
+
+func getReadBuffer() *readBuffer { return readBuffers.Get().(*readBuffer) }
+
+func putReadBuffer(buf *readBuffer) {
+	if cap(buf.b) <= maxPooledFrame { // do not keep a huge frame's buffer
+		readBuffers.Put(buf)
+	}
+}
+
+// readAll reads r to its end into the buffer, as io.ReadAll does.
+func (buf *readBuffer) readAll(r io.Reader) ([]byte, error) {
+	b := buf.b[:0]
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
 		}
-		return nil
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err != nil {
+			buf.b = b
+			if err == io.EOF {
+				return b, nil
+			}
+			return nil, err
+		}
 	}
 }
 
@@ -277,13 +374,18 @@ func (s *Stream) writeLoop() {
 		if len(s.queue) == 0 {
 			s.queue = nil // release the backing array
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), s.opts.WriteTimeout)
-		s.abortWrite = cancel
+		s.writeDeadline = time.Now().Add(s.opts.WriteTimeout)
+		if s.writeTimer == nil {
+			s.writeTimer = time.AfterFunc(s.opts.WriteTimeout, s.writeTimedOut)
+		} else {
+			s.writeTimer.Reset(s.opts.WriteTimeout)
+		}
+		s.inWrite.Store(true)
 		s.mu.Unlock()
-		ok := s.writeFrame(ctx, frame)
-		cancel()
+		ok := s.writeFrame(frame)
+		s.inWrite.Store(false)
 		s.mu.Lock()
-		s.abortWrite = nil
+		s.writeTimer.Stop()
 		if !ok {
 			// The writer failed: stop accepting frames (a no-op if the
 			// stream was already closing) and drop what is queued.
@@ -312,15 +414,34 @@ func (s *Stream) writeLoop() {
 // writer from starting another.
 func (s *Stream) abort() {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.aborted = true
-	if s.abortWrite != nil {
-		s.abortWrite()
+	inWrite := s.inWrite.Load()
+	s.mu.Unlock()
+	if inWrite {
+		s.dropSocket()
 	}
 }
 
-func (s *Stream) writeFrame(ctx context.Context, frame []byte) bool {
-	if err := s.ws.Write(ctx, websocket.MessageText, frame); err != nil {
+// writeTimedOut runs when the write timer fires. The timer is re-armed for
+// every frame, so a firing meant for an earlier write can arrive during a
+// later one: only a write whose own deadline has passed is failed.
+func (s *Stream) writeTimedOut() {
+	s.mu.Lock()
+	expired := s.inWrite.Load() && !time.Now().Before(s.writeDeadline)
+	s.mu.Unlock()
+	if expired {
+		s.log.Debug("websocket write timed out", "timeout", s.opts.WriteTimeout)
+		s.dropSocket()
+	}
+}
+
+// dropSocket closes the connection without a close handshake, which fails
+// the write in progress; the writer then shuts the stream down.
+func (s *Stream) dropSocket() { _ = s.ws.CloseNow() }
+
+func (s *Stream) writeFrame(frame []byte) bool {
+	// No deadline on the context: writeTimer bounds the write.
+	if err := s.ws.Write(context.Background(), websocket.MessageText, frame); err != nil {
 		s.log.Debug("websocket write failed", "err", err)
 		return false
 	}
@@ -375,14 +496,31 @@ var errShape = errors.New("not a request, notification or response")
 // normalizeInbound validates one text frame and rewrites it into the form
 // jsonrpc2 decodes: requests get a tagged string id.
 func normalizeInbound(data []byte) ([]byte, error) {
+	m, err := parseInbound(data)
+	if err != nil {
+		return nil, err
+	}
+	return m.normalize(data)
+}
+
+// parseInbound decodes the envelope of one text frame, which must be a JSON
+// object.
+func parseInbound(data []byte) (*inbound, error) {
 	data = bytes.TrimSpace(data)
 	if len(data) == 0 || data[0] != '{' {
 		return nil, errShape
 	}
-	var m inbound
-	if err := json.Unmarshal(data, &m); err != nil {
+	m := new(inbound)
+	if err := json.Unmarshal(data, m); err != nil {
 		return nil, err
 	}
+	return m, nil
+}
+
+// normalize validates the envelope of data and returns data in the form
+// jsonrpc2 decodes.
+func (m *inbound) normalize(data []byte) ([]byte, error) {
+	data = bytes.TrimSpace(data)
 	hasID := m.ID != nil && !isNull(m.ID)
 	if m.ID != nil && !hasID {
 		return nil, errors.New("null id")
@@ -410,25 +548,82 @@ func normalizeInbound(data []byte) ([]byte, error) {
 		out.ID = tagged
 		return json.Marshal(out)
 	}
-	if !hasID {
-		return nil, errShape
-	}
-	if (m.Result != nil) == (m.Error != nil) {
-		return nil, errShape
-	}
-	if m.Error != nil {
-		var e struct {
-			Code    *int64 `json:"code"`
-			Message string `json:"message"`
-		}
-		if err := json.Unmarshal(m.Error, &e); err != nil || e.Code == nil {
-			return nil, errors.New("malformed error object")
-		}
+	if _, err := m.checkResponse(); err != nil {
+		return nil, err
 	}
 	if _, err := tagID(m.ID); err != nil {
 		return nil, err
 	}
 	return data, nil
+}
+
+// checkResponse validates the envelope of a response (a frame without
+// "method") and returns its decoded error object, if any.
+func (m *inbound) checkResponse() (*jsonrpc2.Error, error) {
+	if m.ID == nil {
+		return nil, errShape
+	}
+	if isNull(m.ID) {
+		return nil, errors.New("null id")
+	}
+	if (m.Result != nil) == (m.Error != nil) {
+		return nil, errShape
+	}
+	if m.Error == nil {
+		return nil, nil
+	}
+	var e struct {
+		Code    *int64 `json:"code"`
+		Message string `json:"message"`
+	}
+	if err := json.Unmarshal(m.Error, &e); err != nil || e.Code == nil {
+		return nil, errors.New("malformed error object")
+	}
+	return &jsonrpc2.Error{Code: *e.Code, Message: e.Message}, nil
+}
+
+// response validates a response frame and returns it. It accepts exactly
+// what jsonrpc2 used to accept after normalize: ids that are strings or
+// integers in [0, MaxInt64] (jsonrpc2 ids are unsigned).
+func (m *inbound) response() (*Response, error) {
+	rpcErr, err := m.checkResponse()
+	if err != nil {
+		return nil, err
+	}
+	r := &Response{Error: rpcErr}
+	if rpcErr == nil {
+		r.Result = m.Result
+	}
+	raw := bytes.TrimSpace(m.ID)
+	if raw[0] == '"' {
+		if err := json.Unmarshal(raw, &r.ID.Str); err != nil {
+			return nil, err
+		}
+		r.ID.IsString = true
+		return r, nil
+	}
+	n, ok := parseResponseID(raw)
+	if !ok {
+		return nil, errors.New("response id is neither a string nor an integer in [0, 2^63)")
+	}
+	r.ID.Num = n
+	return r, nil
+}
+
+// parseResponseID parses a decimal integer in [0, MaxInt64] without the
+// string conversion strconv needs.
+func parseResponseID(raw []byte) (uint64, bool) {
+	if len(raw) == 0 || len(raw) > 19 { // 19 digits cannot overflow uint64
+		return 0, false
+	}
+	var n uint64
+	for _, c := range raw {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + uint64(c-'0')
+	}
+	return n, n <= math.MaxInt64
 }
 
 func isNull(raw json.RawMessage) bool { return string(bytes.TrimSpace(raw)) == "null" }

@@ -113,3 +113,33 @@ func FuzzNormalizeInbound(f *testing.F) {
 		}
 	})
 }
+
+// TestResponsesAcceptWhatJSONRPC2Accepted checks the ids of responses
+// taken by OnResponse: what normalizeInbound lets through and jsonrpc2's
+// unsigned ids decode.
+func TestResponsesAcceptWhatJSONRPC2Accepted(t *testing.T) {
+	for id, want := range map[string]jsonrpc2.ID{
+		`0`: {Num: 0}, `7`: {Num: 7}, `9223372036854775807`: {Num: 9223372036854775807},
+		`"x"`: {Str: "x", IsString: true}, `""`: {IsString: true}, `"\u00e9"`: {Str: "é", IsString: true},
+	} {
+		m, err := parseInbound([]byte(`{"id":` + id + `,"result":{"a":1}}`))
+		require.NoError(t, err)
+		resp, err := m.response()
+		require.NoError(t, err, id)
+		require.Equal(t, want, resp.ID, id)
+		require.Equal(t, `{"a":1}`, string(resp.Result))
+		require.Nil(t, resp.Error)
+	}
+	for _, id := range []string{`-1`, `-0`, `9223372036854775808`, `18446744073709551616`, `1.0`, `1e2`, `true`, `{}`, `null`} {
+		m, err := parseInbound([]byte(`{"id":` + id + `,"result":{}}`))
+		require.NoError(t, err)
+		_, err = m.response()
+		require.Error(t, err, id)
+	}
+	m, err := parseInbound([]byte(`{"id":3,"error":{"code":-32000,"message":"m","data":{"x":1}}}`))
+	require.NoError(t, err)
+	resp, err := m.response()
+	require.NoError(t, err)
+	require.Equal(t, &jsonrpc2.Error{Code: -32000, Message: "m"}, resp.Error)
+	require.Nil(t, resp.Result)
+}

@@ -1,0 +1,122 @@
+package rpcws
+
+import (
+	"bytes"
+	"encoding/json"
+	"strconv"
+	"sync"
+	"unicode/utf8"
+)
+
+// Frames the server originates (notifications and server→client requests)
+// are encoded here in Codex framing directly, params encoded once into a
+// pooled buffer. Going through jsonrpc2 and normalizeOutbound instead
+// encodes the params, re-encodes them inside a map, compacts the result
+// at every json.Marshaler level and finally parses and re-encodes the whole
+// frame to drop the "jsonrpc" member: several copies of the params and
+// dozens of allocations per frame. The bytes are the same either way:
+// encoding/json output is already compact and HTML-escaped, which the
+// re-encoding leaves as it is.
+
+// frameEncoder is a scratch buffer with a JSON encoder writing into it.
+type frameEncoder struct {
+	buf bytes.Buffer
+	enc *json.Encoder
+}
+
+// maxPooledFrame bounds the scratch buffers kept for reuse, so that one
+// huge frame does not pin its buffer for the life of the process.
+const maxPooledFrame = 64 << 10
+
+var encoders = sync.Pool{New: func() any {
+	e := new(frameEncoder)
+	e.enc = json.NewEncoder(&e.buf)
+	return e
+}}
+
+func getEncoder() *frameEncoder {
+	e := encoders.Get().(*frameEncoder)
+	e.buf.Reset()
+	return e
+}
+
+func putEncoder(e *frameEncoder) {
+	if e.buf.Cap() <= maxPooledFrame {
+		encoders.Put(e)
+	}
+}
+
+// value appends v as json.Marshal encodes it.
+func (e *frameEncoder) value(v any) error {
+	if err := e.enc.Encode(v); err != nil {
+		return err
+	}
+	e.buf.Truncate(e.buf.Len() - 1) // Encode ends the value with a newline
+	return nil
+}
+
+// str appends s as json.Marshal encodes it. Method names are plain ASCII,
+// which needs no escaping; anything else goes through the encoder.
+func (e *frameEncoder) str(s string) error {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			return e.value(s)
+		}
+	}
+	e.buf.WriteByte('"')
+	e.buf.WriteString(s)
+	e.buf.WriteByte('"')
+	return nil
+}
+
+// frame returns a copy of the encoded frame: the frame outlives the
+// buffer, which goes back to the pool.
+func (e *frameEncoder) frame() []byte {
+	return append([]byte(nil), e.buf.Bytes()...)
+}
+
+// EncodeNotification returns the frame of a server notification:
+// {"method","params","emittedAtMs"}, params as json.Marshal encodes them.
+func EncodeNotification(method string, params any, emittedAtMs int64) ([]byte, error) {
+	e := getEncoder()
+	defer putEncoder(e)
+	e.buf.WriteString(`{"method":`)
+	if err := e.str(method); err != nil {
+		return nil, err
+	}
+	e.buf.WriteString(`,"params":`)
+	if err := e.value(params); err != nil {
+		return nil, err
+	}
+	e.buf.WriteString(`,"emittedAtMs":`)
+	e.buf.Write(strconv.AppendInt(e.buf.AvailableBuffer(), emittedAtMs, 10))
+	e.buf.WriteByte('}')
+	return e.frame(), nil
+}
+
+// EncodeRequest returns the frame of a server→client request:
+// {"id","method","params"}, params as json.Marshal encodes them and left
+// out when nil, as jsonrpc2 does.
+func EncodeRequest(id int64, method string, params any) ([]byte, error) {
+	e := getEncoder()
+	defer putEncoder(e)
+	e.buf.WriteString(`{"id":`)
+	e.buf.Write(strconv.AppendInt(e.buf.AvailableBuffer(), id, 10))
+	e.buf.WriteString(`,"method":`)
+	if !utf8.ValidString(method) {
+		// normalizeOutbound decoded and re-encoded the method, which
+		// turned every invalid byte into a literal U+FFFD; keep doing so.
+		method = string([]rune(method))
+	}
+	if err := e.str(method); err != nil {
+		return nil, err
+	}
+	if params != nil {
+		e.buf.WriteString(`,"params":`)
+		if err := e.value(params); err != nil {
+			return nil, err
+		}
+	}
+	e.buf.WriteByte('}')
+	return e.frame(), nil
+}

@@ -1,0 +1,113 @@
+package rpcws
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/sourcegraph/jsonrpc2"
+	"github.com/stretchr/testify/require"
+)
+
+// viaJSONRPC2 is how a server request was framed before EncodeRequest:
+// jsonrpc2's own encoding, normalized.
+func viaJSONRPC2(t testing.TB, id int64, method string, params any) ([]byte, error) {
+	req := &jsonrpc2.Request{Method: method, ID: jsonrpc2.ID{Num: uint64(id)}}
+	if params != nil {
+		if err := req.SetParams(params); err != nil {
+			return nil, err
+		}
+	}
+	raw, err := json.Marshal(req)
+	if err != nil {
+		t.Fatalf("jsonrpc2 encoding failed: %v", err)
+	}
+	return normalizeOutbound(raw)
+}
+
+// notificationViaMarshal is how a notification was framed before
+// EncodeNotification.
+func notificationViaMarshal(method string, params any, at int64) ([]byte, error) {
+	p, err := json.Marshal(params)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(struct {
+		Method      string          `json:"method"`
+		Params      json.RawMessage `json:"params"`
+		EmittedAtMs int64           `json:"emittedAtMs"`
+	}{method, p, at})
+}
+
+type marshalsBadly struct{}
+
+func (marshalsBadly) MarshalJSON() ([]byte, error) { return []byte(`{`), nil }
+
+var encodeCases = []struct {
+	name   string
+	method string
+	params any
+}{
+	{"struct", "item/tool/call", struct {
+		ThreadID  string          `json:"threadId"`
+		Namespace *string         `json:"namespace"`
+		Arguments json.RawMessage `json:"arguments"`
+	}{"th", nil, json.RawMessage("{ \"city\" : \"<Paris & co>\",\n \"n\": [1, 2.50] }")}},
+	{"escapes", "m", map[string]string{"s": "<a href=\"x\">&amp;</a> \u2028\u2029 \x01 \t\n é 😀 \xff"}},
+	{"nil params", "m", nil},
+	{"typed nil", "m", (*struct{})(nil)},
+	{"raw null", "m", json.RawMessage("null")},
+	{"string", "m", "plain"},
+	{"method needing escapes", "a<b>&\"c\"\\é\x7f", map[string]int{"x": 1}},
+	{"empty object", "thread/started", struct{}{}},
+}
+
+func TestEncodeRequestMatchesJSONRPC2Framing(t *testing.T) {
+	for _, tc := range encodeCases {
+		for _, id := range []int64{0, 1, 42, 1 << 40, -1, -9223372036854775808, 9223372036854775807} {
+			want, werr := viaJSONRPC2(t, id, tc.method, tc.params)
+			got, gerr := EncodeRequest(id, tc.method, tc.params)
+			require.NoError(t, werr, tc.name)
+			require.NoError(t, gerr, tc.name)
+			require.Equal(t, string(want), string(got), "%s, id %d", tc.name, id)
+		}
+	}
+	_, err := EncodeRequest(1, "m", marshalsBadly{})
+	require.Error(t, err)
+}
+
+func TestEncodeNotificationMatchesMarshal(t *testing.T) {
+	for _, tc := range encodeCases {
+		for _, at := range []int64{0, 1_700_000_000_123, -5} {
+			want, werr := notificationViaMarshal(tc.method, tc.params, at)
+			got, gerr := EncodeNotification(tc.method, tc.params, at)
+			require.NoError(t, werr, tc.name)
+			require.NoError(t, gerr, tc.name)
+			require.Equal(t, string(want), string(got), tc.name)
+		}
+	}
+	_, err := EncodeNotification("m", marshalsBadly{}, 0)
+	require.Error(t, err)
+	_, err = EncodeNotification("m", func() {}, 0)
+	require.Error(t, err)
+}
+
+func FuzzEncodeMatchesOldFraming(f *testing.F) {
+	f.Add("item/tool/call", `{"a":"<b>"}`, "x", int64(3))
+	f.Add("m\u2028", `[1, 2 ,3]`, "\xff\xfe", int64(-1))
+	f.Fuzz(func(t *testing.T, method, raw, s string, n int64) {
+		params := map[string]any{"s": s, "n": n}
+		if json.Valid([]byte(raw)) {
+			params["raw"] = json.RawMessage(raw)
+		}
+		want, err := viaJSONRPC2(t, n, method, params)
+		require.NoError(t, err)
+		got, err := EncodeRequest(n, method, params)
+		require.NoError(t, err)
+		require.Equal(t, string(want), string(got))
+		want, err = notificationViaMarshal(method, params, n)
+		require.NoError(t, err)
+		got, err = EncodeNotification(method, params, n)
+		require.NoError(t, err)
+		require.Equal(t, string(want), string(got))
+	})
+}
