@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 )
 
 // ThreadItemType is the discriminator of ThreadItem.
@@ -75,29 +76,75 @@ func (it ThreadItem) MarshalJSON() ([]byte, error) {
 		}
 		return raw.JSON, nil
 	}
-	body, err := json.Marshal(it.Body)
-	if err != nil {
+	// Every item/started and item/completed encodes an item. The body is
+	// encoded straight after the type tag into a pooled buffer and its
+	// opening brace turned into the comma that joins them: one allocation
+	// (the result) instead of the body's own encoding, the tag's and a
+	// buffer to join them.
+	e := itemEncoders.Get().(*itemEncoder)
+	defer e.put()
+	buf := &e.buf
+	buf.Reset()
+	buf.WriteString(`{"type":`)
+	if err := e.str(string(it.Body.ItemType())); err != nil {
 		return nil, err
 	}
-	body = bytes.TrimSpace(body)
+	mark := buf.Len()
+	if err := e.enc.Encode(it.Body); err != nil {
+		return nil, err
+	}
+	body := buf.Bytes()[mark : buf.Len()-1] // Encode ends the value with a newline
 	if len(body) < 2 || body[0] != '{' {
 		return nil, fmt.Errorf("api: ThreadItem body %T did not encode as an object", it.Body)
 	}
-	var buf bytes.Buffer
-	buf.Grow(len(body) + 96)
-	buf.WriteString(`{"type":`)
-	typ, _ := json.Marshal(it.Body.ItemType())
-	buf.Write(typ)
-	if inner := bytes.TrimSpace(body[1 : len(body)-1]); len(inner) > 0 {
-		buf.WriteByte(',')
-		buf.Write(inner)
+	if len(body) == 2 { // {}
+		buf.Truncate(mark)
+	} else {
+		body[0] = ','
+		buf.Truncate(buf.Len() - 2) // the body's closing brace and the newline
 	}
 	buf.WriteString(`,"startedAtMs":`)
-	writeOptInt(&buf, it.StartedAtMs)
+	writeOptInt(buf, it.StartedAtMs)
 	buf.WriteString(`,"completedAtMs":`)
-	writeOptInt(&buf, it.CompletedAtMs)
+	writeOptInt(buf, it.CompletedAtMs)
 	buf.WriteByte('}')
-	return buf.Bytes(), nil
+	return append([]byte(nil), buf.Bytes()...), nil
+}
+
+// itemEncoder is a scratch buffer with a JSON encoder writing into it.
+type itemEncoder struct {
+	buf bytes.Buffer
+	enc *json.Encoder
+}
+
+var itemEncoders = sync.Pool{New: func() any {
+	e := new(itemEncoder)
+	e.enc = json.NewEncoder(&e.buf)
+	return e
+}}
+
+func (e *itemEncoder) put() {
+	if e.buf.Cap() <= 64<<10 { // do not keep a huge item's buffer
+		itemEncoders.Put(e)
+	}
+}
+
+// str writes s as json.Marshal does. Type tags are plain ASCII, which
+// needs no escaping; anything else goes through the encoder.
+func (e *itemEncoder) str(s string) error {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			if err := e.enc.Encode(s); err != nil {
+				return err
+			}
+			e.buf.Truncate(e.buf.Len() - 1)
+			return nil
+		}
+	}
+	e.buf.WriteByte('"')
+	e.buf.WriteString(s)
+	e.buf.WriteByte('"')
+	return nil
 }
 
 // writeOptInt writes n or null.
@@ -106,7 +153,7 @@ func writeOptInt(buf *bytes.Buffer, n *int64) {
 		buf.WriteString("null")
 		return
 	}
-	buf.WriteString(strconv.FormatInt(*n, 10))
+	buf.Write(strconv.AppendInt(buf.AvailableBuffer(), *n, 10))
 }
 
 // UnmarshalJSON decodes the variant named by "type"; variants appserver does
