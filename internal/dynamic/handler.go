@@ -173,9 +173,18 @@ func parseArguments(arguments string) (json.RawMessage, any, error) {
 	if len(raw) == 0 {
 		return json.RawMessage("{}"), map[string]any{}, nil
 	}
-	value, err := decodeJSONValue(raw)
-	if err != nil {
-		return nil, nil, err
+	d := valueDecoder{data: raw}
+	value, ok := d.document()
+	switch {
+	case !ok:
+		var err error
+		if value, err = decodeJSONValueStd(raw); err != nil {
+			return nil, nil, err
+		}
+	case !d.spaced:
+		// Already compact, as models usually write arguments: raw is
+		// its own compaction.
+		return json.RawMessage(raw), value, nil
 	}
 	var buf bytes.Buffer
 	buf.Grow(len(raw))

@@ -46,11 +46,66 @@ func FailedResult(text string) api.DynamicToolCallResult {
 // items, each field present and a string) and "success" (a boolean), both
 // required. Unknown keys are ignored.
 func DecodeResult(raw json.RawMessage) (api.DynamicToolCallResult, error) {
-	var res api.DynamicToolCallResult
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || raw[0] != '{' {
-		return res, errors.New("result must be a JSON object")
+		return api.DynamicToolCallResult{}, errors.New("result must be a JSON object")
 	}
+	if res, ok := decodeResultFast(raw); ok {
+		return res, nil
+	}
+	return decodeResultStrict(raw)
+}
+
+// wireContentItem is a content item as sent; nil fields were absent or
+// null.
+type wireContentItem struct {
+	Type     *string `json:"type"`
+	Text     *string `json:"text"`
+	ImageURL *string `json:"imageUrl"`
+	AudioURL *string `json:"audioUrl"`
+}
+
+// decodeResultFast decodes a valid result in one json.Unmarshal; it reports
+// false for anything decodeResultStrict would reject (or might), which then
+// decodes it again item by item for its exact error. Every answer is
+// decoded on the hot path, and decoding each item separately costs a
+// json.Unmarshal per item besides a copy of every item.
+func decodeResultFast(raw []byte) (api.DynamicToolCallResult, bool) {
+	var w struct {
+		ContentItems *[]*wireContentItem `json:"contentItems"`
+		Success      *bool               `json:"success"`
+	}
+	if json.Unmarshal(raw, &w) != nil || w.ContentItems == nil || w.Success == nil {
+		return api.DynamicToolCallResult{}, false
+	}
+	items := make(api.List[api.DynamicToolCallOutputContentItem], len(*w.ContentItems))
+	for i, it := range *w.ContentItems {
+		if it == nil || it.Type == nil {
+			return api.DynamicToolCallResult{}, false
+		}
+		item := &items[i]
+		item.Type = api.DynamicToolCallOutputContentItemType(*it.Type)
+		var field, dst *string // the variant's field: as sent, and in item
+		switch item.Type {
+		case api.ContentInputText:
+			field, dst = it.Text, &item.Text
+		case api.ContentInputImage:
+			field, dst = it.ImageURL, &item.ImageURL
+		case api.ContentInputAudio:
+			field, dst = it.AudioURL, &item.AudioURL
+		}
+		if field == nil {
+			return api.DynamicToolCallResult{}, false
+		}
+		*dst = *field
+	}
+	return api.DynamicToolCallResult{ContentItems: items, Success: *w.Success}, true
+}
+
+// decodeResultStrict is DecodeResult decoding each content item on its own,
+// which names the first offending item in its error.
+func decodeResultStrict(raw []byte) (api.DynamicToolCallResult, error) {
+	var res api.DynamicToolCallResult
 	var w struct {
 		ContentItems *[]json.RawMessage `json:"contentItems"`
 		Success      *bool              `json:"success"`

@@ -1,6 +1,7 @@
 package dynamic
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"testing"
@@ -80,4 +81,48 @@ func TestOutputOf(t *testing.T) {
 
 	out = OutputOf(api.DynamicToolCallResult{ContentItems: api.List[api.DynamicToolCallOutputContentItem]{audio}, Success: true})
 	require.Equal(t, AudioPlaceholder, out.Text)
+}
+
+// checkFastResult requires decodeResultFast to accept only what
+// decodeResultStrict accepts, with the same result.
+func checkFastResult(t *testing.T, raw []byte) {
+	fast, ok := decodeResultFast(raw)
+	if !ok {
+		return
+	}
+	strict, err := decodeResultStrict(raw)
+	require.NoError(t, err, "fast path accepted %s", raw)
+	require.Equal(t, strict, fast, "%s", raw)
+}
+
+func TestDecodeResultFastPathAgrees(t *testing.T) {
+	for _, s := range []string{
+		`{"contentItems":[],"success":true}`,
+		`{"contentItems":[{"type":"inputText","text":"a \u00e9 \ud800"},{"type":"inputImage","imageUrl":"u","text":"ignored"}],"success":false}`,
+		`{"contentItems":[{"type":"inputText","text":"x","imageUrl":5}],"success":true}`,
+		`{"contentItems":[null],"success":true}`,
+		`{"contentItems":[{"type":"inputAudio","audioUrl":null}],"success":true}`,
+		`{"CONTENTITEMS":[{"TYPE":"inputText","Text":"x"}],"Success":true}`,
+		`{"contentItems":[{"type":"inputText","text":"1"}],"success":true,"contentItems":[]}`,
+	} {
+		checkFastResult(t, []byte(s))
+	}
+	_, ok := decodeResultFast([]byte(`{"contentItems":[{"type":"inputText","text":"sunny"}],"success":true}`))
+	require.True(t, ok, "a valid answer takes the fast path")
+}
+
+func FuzzDecodeResult(f *testing.F) {
+	f.Add([]byte(`{"contentItems":[{"type":"inputText","text":"x"}],"success":true}`))
+	f.Add([]byte(`{"contentItems":[{"type":"inputImage","imageUrl":"u"},null,"s"],"success":1}`))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		checkFastResult(t, raw)
+		// DecodeResult never panics and agrees with the strict decoder on
+		// whether the answer is valid.
+		_, err := DecodeResult(raw)
+		trimmed := bytes.TrimSpace(raw)
+		if len(trimmed) > 0 && trimmed[0] == '{' {
+			_, serr := decodeResultStrict(trimmed)
+			require.Equal(t, serr == nil, err == nil)
+		}
+	})
 }

@@ -1,11 +1,8 @@
 package dynamic
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"math/big"
 	"net/url"
 	"slices"
@@ -115,10 +112,8 @@ func (s *validatorState) checkObject(sc map[string]any, val any, path string, de
 			}
 		}
 	}
-	if t, ok := sc["type"]; ok {
-		if names := typeNames(t); len(names) > 0 && !matchesAnyType(names, val) {
-			return &violation{path, fmt.Sprintf("expected %s, got %s", strings.Join(names, " or "), kindOf(val))}
-		}
+	if t, ok := sc["type"]; ok && !typeAllows(t, val) {
+		return &violation{path, fmt.Sprintf("expected %s, got %s", strings.Join(typeNames(t), " or "), kindOf(val))}
 	}
 	if c, ok := sc["const"]; ok && !jsonEqual(c, val) {
 		return &violation{path, "must be " + preview(c)}
@@ -194,7 +189,8 @@ func (s *validatorState) checkProperties(sc map[string]any, obj map[string]any, 
 	}
 	// Properties are checked in a stable order so the reported error does
 	// not depend on map iteration.
-	for _, name := range sortedKeys(obj) {
+	var small [8]string
+	for _, name := range appendSortedKeys(small[:0], obj) {
 		pv := obj[name]
 		child := path + "/" + escapePointer(name)
 		if ps, declared := props[name]; declared {
@@ -249,11 +245,8 @@ func (s *validatorState) checkItems(sc map[string]any, arr []any, path string, d
 func typeNames(t any) []string {
 	var names []string
 	add := func(v any) {
-		if n, ok := v.(string); ok {
-			switch n {
-			case "string", "number", "integer", "boolean", "object", "array", "null":
-				names = append(names, n)
-			}
+		if n, ok := v.(string); ok && knownType(n) {
+			names = append(names, n)
 		}
 	}
 	switch t := t.(type) {
@@ -267,11 +260,35 @@ func typeNames(t any) []string {
 	return names
 }
 
-func matchesAnyType(names []string, val any) bool {
-	for _, n := range names {
-		if matchesType(n, val) {
-			return true
+// typeAllows reports whether val matches a "type" value: one of its known
+// type names, or any value when it names none. It is typeNames and a match
+// without building the list, which only an error message needs.
+func typeAllows(t any, val any) bool {
+	known := false
+	check := func(v any) bool {
+		n, ok := v.(string)
+		if !ok || !knownType(n) {
+			return false
 		}
+		known = true
+		return matchesType(n, val)
+	}
+	if list, ok := t.([]any); ok {
+		for _, e := range list {
+			if check(e) {
+				return true
+			}
+		}
+	} else if check(t) {
+		return true
+	}
+	return !known
+}
+
+func knownType(n string) bool {
+	switch n {
+	case "string", "number", "integer", "boolean", "object", "array", "null":
+		return true
 	}
 	return false
 }
@@ -294,6 +311,9 @@ func matchesType(name string, val any) bool {
 		if !ok {
 			return false
 		}
+		if plainInteger(n) {
+			return true // what big.Rat would say, without its allocations
+		}
 		r, ok := new(big.Rat).SetString(string(n))
 		return ok && r.IsInt()
 	case "object":
@@ -304,6 +324,21 @@ func matchesType(name string, val any) bool {
 		return ok
 	}
 	return false
+}
+
+// plainInteger reports whether n is written as an integer: an optional
+// minus sign and digits only.
+func plainInteger(n json.Number) bool {
+	s := strings.TrimPrefix(string(n), "-")
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 func kindOf(val any) string {
@@ -447,28 +482,13 @@ func previewList(vs []any) string {
 	return "[" + strings.Join(parts, ", ") + "]"
 }
 
-func sortedKeys(m map[string]any) []string {
-	keys := make([]string, 0, len(m))
+// appendSortedKeys appends the keys of m to keys, sorted; callers pass a
+// small array of their own so that typical argument objects need no
+// allocation.
+func appendSortedKeys(keys []string, m map[string]any) []string {
 	for k := range m {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
 	return keys
-}
-
-// decodeJSONValue decodes exactly one JSON value, numbers as json.Number.
-func decodeJSONValue(data []byte) (any, error) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		if errors.Is(err, io.EOF) {
-			err = io.ErrUnexpectedEOF
-		}
-		return nil, err
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, errors.New("trailing characters after the JSON value")
-	}
-	return v, nil
 }
