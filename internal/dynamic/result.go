@@ -65,6 +65,22 @@ type wireContentItem struct {
 	AudioURL *string `json:"audioUrl"`
 }
 
+// freshItems decodes each "contentItems" value into a new slice. With a
+// plain slice of pointers, encoding/json would decode a repeated key (or
+// one in another letter case) into the elements the first array left, so
+// fields the second one lacks would keep the first one's values; the strict
+// decoder replaces the array whole, and so must this.
+type freshItems []*wireContentItem
+
+func (f *freshItems) UnmarshalJSON(b []byte) error {
+	var items []*wireContentItem
+	if err := json.Unmarshal(b, &items); err != nil {
+		return err
+	}
+	*f = items
+	return nil
+}
+
 // decodeResultFast decodes a valid result in one json.Unmarshal; it reports
 // false for anything decodeResultStrict would reject (or might), which then
 // decodes it again item by item for its exact error. Every answer is
@@ -72,8 +88,8 @@ type wireContentItem struct {
 // json.Unmarshal per item besides a copy of every item.
 func decodeResultFast(raw []byte) (api.DynamicToolCallResult, bool) {
 	var w struct {
-		ContentItems *[]*wireContentItem `json:"contentItems"`
-		Success      *bool               `json:"success"`
+		ContentItems *freshItems `json:"contentItems"`
+		Success      *bool       `json:"success"`
 	}
 	if json.Unmarshal(raw, &w) != nil || w.ContentItems == nil || w.Success == nil {
 		return api.DynamicToolCallResult{}, false

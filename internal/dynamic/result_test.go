@@ -104,9 +104,14 @@ func TestDecodeResultFastPathAgrees(t *testing.T) {
 		`{"contentItems":[{"type":"inputAudio","audioUrl":null}],"success":true}`,
 		`{"CONTENTITEMS":[{"TYPE":"inputText","Text":"x"}],"Success":true}`,
 		`{"contentItems":[{"type":"inputText","text":"1"}],"success":true,"contentItems":[]}`,
+		// A repeated key replaces the array whole: the second item lacks its text.
+		`{"contentItems":[{"type":"inputText","text":"a"}],"contentItems":[{"type":"inputText"}],"success":true}`,
+		`{"contentItems":[{"type":"inputText","text":"a"}],"ContentItems":[{"type":"inputText"}],"success":true}`,
 	} {
 		checkFastResult(t, []byte(s))
 	}
+	_, err := DecodeResult([]byte(`{"contentItems":[{"type":"inputText","text":"a"}],"contentItems":[{"type":"inputText"}],"success":true}`))
+	require.ErrorContains(t, err, "missing field `text`")
 	_, ok := decodeResultFast([]byte(`{"contentItems":[{"type":"inputText","text":"sunny"}],"success":true}`))
 	require.True(t, ok, "a valid answer takes the fast path")
 }
@@ -114,6 +119,7 @@ func TestDecodeResultFastPathAgrees(t *testing.T) {
 func FuzzDecodeResult(f *testing.F) {
 	f.Add([]byte(`{"contentItems":[{"type":"inputText","text":"x"}],"success":true}`))
 	f.Add([]byte(`{"contentItems":[{"type":"inputImage","imageUrl":"u"},null,"s"],"success":1}`))
+	f.Add([]byte(`{"contentItems":[{"type":"inputText","text":"a"}],"contentItems":[{"type":"inputText"}],"success":true}`))
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		checkFastResult(t, raw)
 		// DecodeResult never panics and agrees with the strict decoder on
