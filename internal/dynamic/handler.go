@@ -28,6 +28,14 @@ type ItemEmitter interface {
 	ItemCompleted(ctx context.Context, turnID string, item api.ThreadItem)
 }
 
+// FinalItemEmitter is an ItemEmitter that can commit a call's completed
+// item together with the rest of its tool round: ItemCompletedFinal is
+// ItemCompleted for a call that announces nothing after its item, which is
+// true of every dynamic call. The handler uses it when Items has it.
+type FinalItemEmitter interface {
+	ItemCompletedFinal(ctx context.Context, turnID string, item api.ThreadItem)
+}
+
 // HandlerConfig configures the Handler of one thread.
 type HandlerConfig struct {
 	// ThreadID is the thread whose calls the handler serves.
@@ -158,7 +166,12 @@ func (h *Handler) Handle(ctx context.Context, inv registry.Invocation) (registry
 		item.Status = api.StatusCompleted
 	}
 	if h.items != nil {
-		h.items.ItemCompleted(context.WithoutCancel(ctx), turnID, api.ThreadItem{Body: &item, StartedAtMs: &startedMs, CompletedAtMs: &completedMs})
+		done := api.ThreadItem{Body: &item, StartedAtMs: &startedMs, CompletedAtMs: &completedMs}
+		if f, ok := h.items.(FinalItemEmitter); ok {
+			f.ItemCompletedFinal(context.WithoutCancel(ctx), turnID, done)
+		} else {
+			h.items.ItemCompleted(context.WithoutCancel(ctx), turnID, done)
+		}
 	}
 	if callErr != nil {
 		return registry.Output{}, callErr

@@ -93,6 +93,14 @@ type ItemSink interface {
 	ItemCompleted(ctx context.Context, turnID string, item api.ThreadItem)
 }
 
+// FinalItemSink is implemented by the ItemSink of a turn: ItemCompletedFinal
+// is ItemCompleted for a call that announces nothing after its item (a
+// dynamic tool call), which lets the item of a round's last call be
+// committed together with the round's history rather than on its own.
+type FinalItemSink interface {
+	ItemCompletedFinal(ctx context.Context, turnID string, item api.ThreadItem)
+}
+
 // Defaults are the settings a thread gets when its client does not choose.
 type Defaults struct {
 	Model          string

@@ -14,6 +14,7 @@ import (
 	"github.com/appserver/appserver/api"
 	"github.com/appserver/appserver/internal/model"
 	"github.com/appserver/appserver/internal/model/fakemodel"
+	"github.com/appserver/appserver/internal/registry"
 	"github.com/appserver/appserver/internal/store"
 	"github.com/appserver/appserver/internal/store/sqlite"
 	"github.com/appserver/appserver/internal/turns"
@@ -52,7 +53,9 @@ type oneProvider struct{ c model.Client }
 
 func (p oneProvider) Client(string) (model.Client, error) { return p.c, nil }
 
-func setup(t *testing.T, script string, unloadAfter time.Duration) (*turns.Manager, store.Store, *recorder) {
+// storeAndModel opens a fresh embedded store and starts a fake model
+// serving script, both closed at cleanup.
+func storeAndModel(t *testing.T, script string) (*sqlite.Store, *fakemodel.Server, model.Client) {
 	t.Helper()
 	st, err := sqlite.Open(context.Background(), sqlite.Config{Path: filepath.Join(t.TempDir(), "a.db"), Migrate: true})
 	require.NoError(t, err)
@@ -64,6 +67,26 @@ func setup(t *testing.T, script string, unloadAfter time.Duration) (*turns.Manag
 	t.Cleanup(fake.Close)
 	client, err := model.New(model.ProviderConfig{BaseURL: fake.URL(), MaxRetries: -1}, nil)
 	require.NoError(t, err)
+	return st, fake, client
+}
+
+// noArgTools builds a registry with each handler as a function tool
+// without parameters, named by its key.
+func noArgTools(handlers map[string]registry.Handler) ([]registry.ConfiguredToolSpec, *registry.Registry, error) {
+	b := registry.NewBuilder(registry.Config{})
+	for name, h := range handlers {
+		spec := registry.FunctionSpec{Name: name, Description: name, Parameters: registry.Object(map[string]*registry.Schema{}, nil, nil)}
+		if err := b.Register(spec, h, false); err != nil {
+			return nil, nil, err
+		}
+	}
+	specs, reg := b.Build()
+	return specs, reg, nil
+}
+
+func setup(t *testing.T, script string, unloadAfter time.Duration) (*turns.Manager, store.Store, *recorder) {
+	t.Helper()
+	st, _, client := storeAndModel(t, script)
 	rec := newRecorder()
 	m, err := turns.New(turns.Config{
 		Store: st, Notifier: rec, Models: oneProvider{client}, UnloadAfter: unloadAfter,

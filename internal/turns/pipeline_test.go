@@ -3,7 +3,6 @@ package turns_test
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -11,11 +10,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/appserver/appserver/api"
-	"github.com/appserver/appserver/internal/model"
 	"github.com/appserver/appserver/internal/model/fakemodel"
 	"github.com/appserver/appserver/internal/registry"
 	"github.com/appserver/appserver/internal/store"
-	"github.com/appserver/appserver/internal/store/sqlite"
 	"github.com/appserver/appserver/internal/turns"
 )
 
@@ -45,28 +42,13 @@ func (noopTool) Handle(context.Context, registry.Invocation) (registry.Output, e
 
 func pipelineSetup(t *testing.T) (*turns.Manager, *fakemodel.Server, *noteLog, chan error) {
 	t.Helper()
-	st, err := sqlite.Open(context.Background(), sqlite.Config{Path: filepath.Join(t.TempDir(), "a.db"), Migrate: true})
-	require.NoError(t, err)
-	t.Cleanup(func() { st.Close() })
-	s, err := fakemodel.ParseScript([]byte(`{"steps":[{"tool_calls":[{"call_id":"c1","name":"noop","arguments":{}}]},{"text":"done"}]}`))
-	require.NoError(t, err)
-	fake, err := fakemodel.Start(s)
-	require.NoError(t, err)
-	t.Cleanup(fake.Close)
-	client, err := model.New(model.ProviderConfig{BaseURL: fake.URL(), MaxRetries: -1}, nil)
-	require.NoError(t, err)
+	st, fake, client := storeAndModel(t, `{"steps":[{"tool_calls":[{"call_id":"c1","name":"noop","arguments":{}}]},{"text":"done"}]}`)
 	notes := &noteLog{ch: make(chan string, 1024)}
 	gate := make(chan error, 1)
 	m, err := turns.New(turns.Config{
 		Store: gatedStore{Store: st, gate: gate}, Notifier: notes, Models: oneProvider{client},
 		Tools: func(tc turns.ToolContext) ([]registry.ConfiguredToolSpec, *registry.Registry, error) {
-			b := registry.NewBuilder(registry.Config{})
-			spec := registry.FunctionSpec{Name: "noop", Description: "noop", Parameters: registry.Object(map[string]*registry.Schema{}, nil, nil)}
-			if err := b.Register(spec, noopTool{}, false); err != nil {
-				return nil, nil, err
-			}
-			specs, reg := b.Build()
-			return specs, reg, nil
+			return noArgTools(map[string]registry.Handler{"noop": noopTool{}})
 		},
 		Defaults: turns.Defaults{Model: "fake", ModelProvider: "fake", Cwd: t.TempDir()},
 	})

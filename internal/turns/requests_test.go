@@ -108,13 +108,7 @@ func TestPendingRequestInterrupted(t *testing.T) {
 		Tools: func(tc turns.ToolContext) ([]registry.ConfiguredToolSpec, *registry.Registry, error) {
 			require.NotNil(t, tc.Approvals)
 			require.NotNil(t, tc.Interrupt)
-			b := registry.NewBuilder(registry.Config{})
-			spec := registry.FunctionSpec{Name: "ask", Description: "ask", Parameters: registry.Object(map[string]*registry.Schema{}, nil, nil)}
-			if err := b.Register(spec, askTool{tc}, false); err != nil {
-				return nil, nil, err
-			}
-			specs, reg := b.Build()
-			return specs, reg, nil
+			return noArgTools(map[string]registry.Handler{"ask": askTool{tc}})
 		},
 		Defaults: turns.Defaults{Model: "fake", ModelProvider: "fake", Cwd: t.TempDir()},
 	})

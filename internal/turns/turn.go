@@ -130,6 +130,8 @@ type turnRun struct {
 	registry *registry.Registry
 
 	mu           sync.Mutex      // guards the fields below; tools run concurrently
+	toolsLeft    int             // calls of the running tool round without a completed item
+	deferred     []deferredItem  // the round's last tool item, committed with its history
 	diff         string          // the turn's aggregate diff (turn/diff/updated)
 	lateResolved []api.RequestID // serverRequest/resolved held until turn/completed
 	finished     bool            // turn/completed was sent
@@ -567,7 +569,8 @@ func (r *turnRun) recordUsage(u model.Usage, withHistory bool) error {
 }
 
 // recordUsageAsync is recordUsage with the commit started in the
-// background; the returned function waits for it and then announces.
+// background; the returned function waits for it and then announces. The
+// round's deferred tool item (ItemCompleted) goes in the same commit.
 func (r *turnRun) recordUsageAsync(u model.Usage, withHistory bool) func() error {
 	last := api.TokenUsageBreakdown{
 		TotalTokens:           u.TotalTokens,
@@ -595,8 +598,20 @@ func (r *turnRun) recordUsageAsync(u model.Usage, withHistory bool) func() error
 	if withHistory {
 		b.UpdateTurns = []store.TurnPatch{{ThreadID: t.id, ID: r.at.id, Meta: r.metaJSON()}}
 	}
+	items := r.takeDeferred()
+	for _, d := range items {
+		b.AppendItems = append(b.AppendItems, d.item)
+	}
 	done := make(chan error, 1)
-	go func() { done <- t.write(r.persistCtx(), b) }()
+	go func() {
+		err := t.write(r.persistCtx(), b)
+		// The round's last tool item is announced as soon as it is
+		// committed, not when the turn goroutine next settles (the next
+		// response's first event): the turn goroutine announces nothing
+		// before it has settled, which waits for this.
+		r.announceDeferred(items, err)
+		done <- err
+	}()
 	return func() error {
 		if err := <-done; err != nil {
 			if withHistory {
@@ -639,7 +654,13 @@ func (r *turnRun) runTools(calls []model.InputItem) error {
 		Cwd:     r.at.settings.cwd,
 		Emitter: registry.EmitterFunc(r.emitToolEvent),
 	}})
+	r.mu.Lock()
+	r.toolsLeft = len(regCalls)
+	r.mu.Unlock()
 	outs, err := d.DispatchAll(r.at.ctx, regCalls)
+	r.mu.Lock()
+	r.toolsLeft = 0 // a tool still running after an interrupt commits its own item
+	r.mu.Unlock()
 	for _, o := range outs {
 		r.addHistory(responseItemToModel(o))
 	}
@@ -675,6 +696,15 @@ func (r *turnRun) finish(runErr error) {
 	t, at := r.t, r.at
 	if err := r.settle(); err != nil && runErr == nil {
 		runErr = err
+	}
+	// Every tool round ends with a usage commit that takes the deferred
+	// tool item; should one be left, it still goes out before the turn ends.
+	if items := r.takeDeferred(); len(items) > 0 {
+		b := &store.Batch{}
+		for _, d := range items {
+			b.AppendItems = append(b.AppendItems, d.item)
+		}
+		r.announceDeferred(items, t.write(r.persistCtx(), b))
 	}
 	at.closeInput(false)
 	now := t.m.now()
@@ -806,13 +836,42 @@ func (r *turnRun) ItemStarted(_ context.Context, turnID string, item api.ThreadI
 // ItemCompleted commits a tool's finished item, then announces it
 // (turns.ItemSink). The commit is not cancelled by an interrupt.
 func (r *turnRun) ItemCompleted(_ context.Context, turnID string, item api.ThreadItem) {
+	r.itemCompleted(turnID, item, false)
+}
+
+// ItemCompletedFinal is ItemCompleted for a call that announces nothing
+// after its item (turns.FinalItemSink). When it is the last call of a tool
+// round still running, its item is not committed on its own: it joins the
+// round's history and usage commit, which starts as soon as the round ends
+// (recordUsageAsync), and is announced as soon as that commit is done. That
+// saves a commit (an fsync on disk) between the tool's answer and the next
+// model request. The other items of a round are committed at once, so that
+// their announcements do not wait for the slowest call; and a tool that
+// announces more after its item (a diff, a status change) must use
+// ItemCompleted, or those would overtake its item/completed.
+func (r *turnRun) ItemCompletedFinal(_ context.Context, turnID string, item api.ThreadItem) {
+	r.itemCompleted(turnID, item, true)
+}
+
+func (r *turnRun) itemCompleted(turnID string, item api.ThreadItem, final bool) {
 	now := r.t.m.now()
 	ms := now.UnixMilli()
 	if item.CompletedAtMs != nil {
 		ms = *item.CompletedAtMs
 	}
+	note := api.ItemCompletedNotification{Item: item, ThreadID: r.t.id, TurnID: turnID, CompletedAtMs: ms}
 	sit, err := storeItem(r.t.id, turnID, item, now)
 	if err == nil {
+		r.mu.Lock()
+		r.toolsLeft--
+		deferred := final && r.toolsLeft == 0 && turnID == r.at.id
+		if deferred {
+			r.deferred = append(r.deferred, deferredItem{item: sit, note: note})
+		}
+		r.mu.Unlock()
+		if deferred {
+			return
+		}
 		err = r.t.write(r.persistCtx(), &store.Batch{AppendItems: []*store.Item{sit}})
 	}
 	if err != nil {
@@ -820,7 +879,34 @@ func (r *turnRun) ItemCompleted(_ context.Context, turnID string, item api.Threa
 		// and the model gets the tool's output either way.
 		r.t.m.log.Error("persist tool item", "thread", r.t.id, "item", item.Body.ItemID(), "err", err)
 	}
-	r.t.emit("item/completed", api.ItemCompletedNotification{Item: item, ThreadID: r.t.id, TurnID: turnID, CompletedAtMs: ms})
+	r.t.emit("item/completed", note)
+}
+
+// deferredItem is a completed tool item waiting for its round's commit.
+type deferredItem struct {
+	item *store.Item
+	note api.ItemCompletedNotification
+}
+
+// takeDeferred returns the deferred items and forgets them.
+func (r *turnRun) takeDeferred() []deferredItem {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	d := r.deferred
+	r.deferred = nil
+	return d
+}
+
+// announceDeferred announces items whose commit is over; err is the
+// commit's outcome (logged: the items are announced either way, as
+// ItemCompleted does).
+func (r *turnRun) announceDeferred(items []deferredItem, err error) {
+	for _, d := range items {
+		if err != nil {
+			r.t.m.log.Error("persist tool item", "thread", r.t.id, "item", d.note.Item.Body.ItemID(), "err", err)
+		}
+		r.t.emit("item/completed", d.note)
+	}
 }
 
 // itemWebSearchCall is the output item of the hosted web_search tool: the
