@@ -56,7 +56,11 @@ import (
 // Phases of one iteration (fresh daemon; use -benchtime=1x):
 //
 //  1. latency: one worker, dynLatencyCalls sequential calls (after a
-//     warm-up) → p50-us, p99-us: the figures for the 1 ms target;
+//     warm-up) → p50-us, p99-us: the figures for the 1 ms target; and,
+//     from the daemon's /metrics, alloc-B/call (heap allocated per call,
+//     all of the daemon's work for the calls' turns and threads included)
+//     and gc/1k-calls (collections per 1000 calls), the main cause of the
+//     tail;
 //  2. soak (store=disk only): dynWorkers workers in parallel, dynSoakCalls
 //     calls in all → soak-p50-us, soak-p99-us (the same measure under
 //     load), calls/s, daemon-cpu-us/call; the daemon is settled (GC
@@ -65,15 +69,26 @@ import (
 //     heap-growth-KB. It fails on any goroutine growth or > 4 MiB of heap.
 //
 // Sub-benchmarks: store=disk (data dir under the test's TempDir, synchronous
-// FULL commits, as deployed); store=tmpfs (data dir under /dev/shm: the
+// FULL commits, as deployed); store=disk,gc-floor=0, the same with the
+// daemon's GC heap floor off (gc_heap_floor_mib=0: the Go runtime's
+// defaults), latency phase only; store=tmpfs (data dir under /dev/shm: the
 // same commits, but fsync costs nothing); store=ephemeral (ephemeral
 // threads, which the daemon keeps in memory only: no store writes at all,
 // unsubscribed instead of archived). -short runs 10x fewer calls.
 func BenchmarkDynamicToolRoundTrip(b *testing.B) {
-	for _, st := range []string{"disk", "tmpfs", "ephemeral"} {
-		b.Run("store="+st, func(b *testing.B) {
+	for _, c := range []struct {
+		name, store string
+		extra       []string
+		soak        bool
+	}{
+		{"store=disk", "disk", nil, true},
+		{"store=disk,gc-floor=0", "disk", []string{"-c", "gc_heap_floor_mib=0"}, false},
+		{"store=tmpfs", "tmpfs", nil, false},
+		{"store=ephemeral", "ephemeral", nil, false},
+	} {
+		b.Run(c.name, func(b *testing.B) {
 			for range b.N {
-				benchDynamic(b, st, st == "disk")
+				benchDynamic(b, c.store, c.soak, c.extra...)
 			}
 		})
 	}
@@ -89,7 +104,7 @@ const (
 	dynPhaseTimeout   = 4 * time.Minute
 )
 
-func benchDynamic(b *testing.B, storeKind string, soak bool) {
+func benchDynamic(b *testing.B, storeKind string, soak bool, extra ...string) {
 	dataDir := b.TempDir() // disk, ephemeral
 	if storeKind == "tmpfs" {
 		dir, err := os.MkdirTemp("/dev/shm", "appserver-bench-")
@@ -104,11 +119,11 @@ func benchDynamic(b *testing.B, storeKind string, soak bool) {
 		b.Fatal(err)
 	}
 	b.Cleanup(fake.close)
-	d := startDaemon(b, "--data-dir", dataDir,
+	d := startDaemon(b, append([]string{"--data-dir", dataDir,
 		"-c", `model="fake"`,
 		"-c", `model_provider="fake"`,
-		"-c", `model_providers.fake={name="Fake", base_url="`+fake.url()+`", wire_api="responses", request_max_retries=0}`,
-	)
+		"-c", `model_providers.fake={name="Fake", base_url="` + fake.url() + `", wire_api="responses", request_max_retries=0}`,
+	}, extra...)...)
 	latencyCalls, soakCalls, warmupCalls := dynLatencyCalls, dynSoakCalls, dynWarmupCalls
 	if testing.Short() {
 		latencyCalls, soakCalls, warmupCalls = latencyCalls/10, soakCalls/10, warmupCalls/10
@@ -126,14 +141,28 @@ func benchDynamic(b *testing.B, storeKind string, soak bool) {
 	}
 	fake.reset()
 	times := newDynClientTimes(latencyCalls)
+	m0, err := d.metrics()
+	if err != nil {
+		b.Fatal(err)
+	}
 	if err := pool.run(ctx, latencyCalls, times); err != nil {
 		b.Fatalf("latency phase: %v\ndaemon stderr:\n%s", err, d.stderr)
 	}
+	m1, err := d.metrics()
+	if err != nil {
+		b.Fatal(err)
+	}
 	pool.close()
 	lat := fake.overheads(b, times)
+	n := float64(len(lat.total))
+	allocPerCall := (m1["go_memstats_alloc_bytes_total"] - m0["go_memstats_alloc_bytes_total"]) / n
+	gcs := m1["go_gc_duration_seconds_count"] - m0["go_gc_duration_seconds_count"]
 	b.ReportMetric(dynPct(lat.total, 0.50), "p50-us")
 	b.ReportMetric(dynPct(lat.total, 0.99), "p99-us")
-	b.Logf("store=%s latency phase, %d sequential calls: %v", storeKind, len(lat.total), lat)
+	b.ReportMetric(allocPerCall, "alloc-B/call")
+	b.ReportMetric(gcs*1000/n, "gc/1k-calls")
+	b.Logf("%s latency phase, %d sequential calls: %v; daemon allocated %.1f KB/call, %.0f collections",
+		b.Name(), len(lat.total), lat, allocPerCall/1024, gcs)
 	if !soak {
 		return
 	}

@@ -9,7 +9,8 @@ import (
 )
 
 // TestDaemonSmoke keeps the benchmarks from rotting: it starts the daemon
-// once, does one handshake and scrapes the metrics the idle benchmark needs.
+// once, does one handshake and scrapes the metrics the idle and dynamic
+// tool benchmarks need.
 func TestDaemonSmoke(t *testing.T) {
 	d := startDaemon(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -25,7 +26,8 @@ func TestDaemonSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"go_memstats_heap_inuse_bytes", "go_memstats_stack_inuse_bytes", "go_goroutines"} {
+	for _, name := range []string{"go_memstats_heap_inuse_bytes", "go_memstats_stack_inuse_bytes", "go_goroutines",
+		"go_memstats_alloc_bytes_total", "go_gc_duration_seconds_count"} {
 		if _, ok := m[name]; !ok {
 			t.Errorf("/metrics lacks %s", name)
 		}

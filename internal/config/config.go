@@ -133,7 +133,7 @@ const (
 	// DefaultShutdownGracePeriod is how long shutdown waits for running turns.
 	DefaultShutdownGracePeriod = 10 * time.Second
 	// DefaultGCHeapFloorMiB is the default gc_heap_floor_mib.
-	DefaultGCHeapFloorMiB = 64
+	DefaultGCHeapFloorMiB = 16
 	// DefaultDynamicToolReconnectTimeout is how long a client-registered
 	// tool call waits for a connection that can answer it.
 	DefaultDynamicToolReconnectTimeout = 5 * time.Minute
