@@ -45,6 +45,7 @@ type Config struct {
 // reads use a separate pool and, thanks to WAL, never wait for writes.
 type Store struct {
 	w, r   *sql.DB
+	stmts  *stmtCache // the writer's prepared statements
 	cfg    Config
 	closed atomic.Bool
 	once   sync.Once
@@ -101,7 +102,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	r.SetMaxOpenConns(cfg.ReadConns)
 	r.SetMaxIdleConns(cfg.ReadConns)
-	s := &Store{w: w, r: r, cfg: cfg}
+	s := &Store{w: w, r: r, stmts: newStmtCache(w), cfg: cfg}
 	if err := r.PingContext(ctx); err != nil {
 		_ = s.Close()
 		return nil, apperr.Wrap(apperr.Unavailable, err, "sqlite: cannot open database")
@@ -142,6 +143,7 @@ func (s *Store) Ping(ctx context.Context) (err error) {
 func (s *Store) Close() error {
 	s.once.Do(func() {
 		s.closed.Store(true)
+		s.stmts.close()
 		s.err = errors.Join(s.r.Close(), s.w.Close())
 	})
 	return s.err

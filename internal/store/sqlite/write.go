@@ -31,25 +31,27 @@ func (s *Store) Write(ctx context.Context, b *store.Batch) (err error) {
 	}
 	// A no-op after Commit; otherwise it undoes everything, counters included.
 	defer func() { _ = tx.Rollback() }()
-	if err := writePlan(ctx, tx, p); err != nil {
+	w := &txWriter{ctx: ctx, tx: tx, cache: s.stmts}
+	if err := writePlan(w, p); err != nil {
 		return err
 	}
 	if err := tx.Commit(); err != nil {
 		return apperr.Wrap(apperr.Unavailable, err, "storage commit failed")
 	}
 	p.FillBack()
+	if len(w.missed) > 0 {
+		s.stmts.prepare(ctx, w.missed)
+	}
 	return nil
 }
 
-func writePlan(ctx context.Context, tx *sql.Tx, p *backend.Plan) error {
+func writePlan(w *txWriter, p *backend.Plan) error {
 	for _, t := range p.CreateThreads {
 		name := ""
 		if t.Name != nil {
 			name = *t.Name
 		}
-		_, err := tx.ExecContext(ctx, `INSERT INTO threads (id, name, name_fold, preview, preview_fold, cwd,
-			model_provider, model, source, forked_from_id, archived, created_at, updated_at, recency_at, meta)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		_, err := w.exec(insertThread,
 			t.ID, t.Name, backend.Fold(name), t.Preview, backend.Fold(t.Preview), t.Cwd,
 			t.ModelProvider, t.Model, t.Source, t.ForkedFromID, t.Archived,
 			micros(t.CreatedAt), micros(t.UpdatedAt), micros(t.RecencyAt), jsonArg(t.Meta))
@@ -62,7 +64,7 @@ func writePlan(ctx context.Context, tx *sql.Tx, p *backend.Plan) error {
 	}
 	for _, u := range p.UpdateThreads {
 		q, args := threadPatchSQL(u)
-		found, err := execOne(ctx, tx, q, args)
+		found, err := execOne(w, q, args)
 		if err != nil {
 			return err
 		}
@@ -70,15 +72,14 @@ func writePlan(ctx context.Context, tx *sql.Tx, p *backend.Plan) error {
 			return backend.ThreadNotFound(u.ID)
 		}
 	}
-	if err := assignSeqs(ctx, tx, p.TurnGroups, bumpTurnSeq, func(i int, seq int64) { p.CreateTurns[i].Seq = seq }); err != nil {
+	if err := assignSeqs(w, p.TurnGroups, bumpTurnSeq, func(i int, seq int64) { p.CreateTurns[i].Seq = seq }); err != nil {
 		return err
 	}
-	if err := assignSeqs(ctx, tx, p.ItemGroups, bumpItemSeq, func(i int, seq int64) { p.AppendItems[i].Seq = seq }); err != nil {
+	if err := assignSeqs(w, p.ItemGroups, bumpItemSeq, func(i int, seq int64) { p.AppendItems[i].Seq = seq }); err != nil {
 		return err
 	}
 	for _, t := range p.CreateTurns {
-		_, err := tx.ExecContext(ctx, `INSERT INTO turns (thread_id, id, seq, status, error, started_at, completed_at, meta)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+		_, err := w.exec(insertTurn,
 			t.ThreadID, t.ID, t.Seq, t.Status, jsonArg(t.Error),
 			microsPtr(t.StartedAt), microsPtr(t.CompletedAt), jsonArg(t.Meta))
 		switch {
@@ -92,7 +93,7 @@ func writePlan(ctx context.Context, tx *sql.Tx, p *backend.Plan) error {
 	}
 	for _, u := range p.UpdateTurns {
 		q, args := turnPatchSQL(u)
-		found, err := execOne(ctx, tx, q, args)
+		found, err := execOne(w, q, args)
 		if err != nil {
 			return err
 		}
@@ -100,27 +101,8 @@ func writePlan(ctx context.Context, tx *sql.Tx, p *backend.Plan) error {
 			return backend.TurnNotFound(u.ThreadID, u.ID)
 		}
 	}
-	if len(p.AppendItems) == 0 {
-		return nil
-	}
-	// Preparing the insert saves parsing it again for each item, but costs
-	// more allocations than it saves for the usual batch of one.
-	var ins *sql.Stmt
-	if len(p.AppendItems) > 1 {
-		var err error
-		if ins, err = tx.PrepareContext(ctx, insertItem); err != nil {
-			return storageErr(err)
-		}
-		defer ins.Close()
-	}
 	for _, it := range p.AppendItems {
-		args := []any{it.ThreadID, it.Seq, it.TurnID, it.ItemID, it.Type, textArg(it.Payload), micros(it.CreatedAt)}
-		var err error
-		if ins != nil {
-			_, err = ins.ExecContext(ctx, args...)
-		} else {
-			_, err = tx.ExecContext(ctx, insertItem, args...)
-		}
+		_, err := w.exec(insertItem, it.ThreadID, it.Seq, it.TurnID, it.ItemID, it.Type, textArg(it.Payload), micros(it.CreatedAt))
 		switch {
 		case isUniqueViolation(err):
 			return apperr.Wrap(apperr.Conflict, err, "item %s already exists in thread %s", it.ItemID, it.ThreadID)
@@ -133,8 +115,16 @@ func writePlan(ctx context.Context, tx *sql.Tx, p *backend.Plan) error {
 	return nil
 }
 
-const insertItem = `INSERT INTO items (thread_id, seq, turn_id, item_id, type, payload, created_at)
+// The inserts of writePlan.
+const (
+	insertThread = `INSERT INTO threads (id, name, name_fold, preview, preview_fold, cwd,
+	model_provider, model, source, forked_from_id, archived, created_at, updated_at, recency_at, meta)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	insertTurn = `INSERT INTO turns (thread_id, id, seq, status, error, started_at, completed_at, meta)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
+	insertItem = `INSERT INTO items (thread_id, seq, turn_id, item_id, type, payload, created_at)
 	VALUES (?, ?, ?, ?, ?, ?, ?)`
+)
 
 // The counter bumps of assignSeqs.
 const (
@@ -144,10 +134,10 @@ const (
 
 // assignSeqs bumps each group's counter once with bump and hands out the
 // range it reserved, in the group's order.
-func assignSeqs(ctx context.Context, tx *sql.Tx, groups []backend.Group, bump string, assign func(i int, seq int64)) error {
+func assignSeqs(w *txWriter, groups []backend.Group, bump string, assign func(i int, seq int64)) error {
 	for _, g := range groups {
 		var last int64
-		err := tx.QueryRowContext(ctx, bump, int64(len(g.Idx)), g.ThreadID).Scan(&last)
+		err := w.queryRow(bump, int64(len(g.Idx)), g.ThreadID).Scan(&last)
 		if errors.Is(err, sql.ErrNoRows) {
 			return backend.ThreadNotFound(g.ThreadID)
 		}
@@ -164,8 +154,8 @@ func assignSeqs(ctx context.Context, tx *sql.Tx, groups []backend.Group, bump st
 
 // execOne runs an UPDATE that must touch a row and reports whether it did;
 // the caller builds its NotFound error only when needed.
-func execOne(ctx context.Context, tx *sql.Tx, q string, args []any) (found bool, err error) {
-	res, err := tx.ExecContext(ctx, q, args...)
+func execOne(w *txWriter, q string, args []any) (found bool, err error) {
+	res, err := w.exec(q, args...)
 	if err != nil {
 		return false, storageErr(err)
 	}

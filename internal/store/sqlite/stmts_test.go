@@ -1,0 +1,60 @@
+package sqlite
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/appserver/appserver/internal/store"
+	"github.com/appserver/appserver/internal/store/internal/backend"
+)
+
+// TestWriterStatementsAreCached shows that a write parses a statement only
+// the first time: afterwards the writer runs it prepared, and later writes
+// of the same shapes add nothing to the cache; Close releases them.
+func TestWriterStatementsAreCached(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, Config{Path: filepath.Join(t.TempDir(), "a.db"), Migrate: true})
+	require.NoError(t, err)
+	const th = "0190a5b2-0000-7000-8000-0000000000c1"
+	require.NoError(t, s.Write(ctx, &store.Batch{
+		CreateThreads: []*store.Thread{{ID: th, Cwd: "/w", ModelProvider: "p", Source: "cli"}},
+		CreateTurns:   []*store.Turn{{ThreadID: th, ID: "t1", Status: store.TurnInProgress}},
+	}))
+	round := func(i string) *store.Batch {
+		return &store.Batch{
+			AppendItems:   []*store.Item{{ThreadID: th, TurnID: "t1", ItemID: "i" + i, Type: "x", Payload: []byte(`{}`)}},
+			UpdateThreads: []store.ThreadPatch{{ID: th, Meta: []byte(`{"n":` + i + `}`)}},
+			UpdateTurns:   []store.TurnPatch{{ThreadID: th, ID: "t1", Meta: []byte(`{"history":[]}`)}},
+		}
+	}
+	require.NoError(t, s.Write(ctx, round("1")))
+	cached := len(s.stmts.m)
+	// insert thread, insert turn, two seq bumps, insert item, two patches.
+	require.Equal(t, 7, cached)
+	for _, q := range []string{insertItem, bumpItemSeq, turnPatches[turnSetMeta], threadPatches[threadSetMeta]} {
+		require.NotNil(t, s.stmts.get(q), "%s", q)
+	}
+	require.NoError(t, s.Write(ctx, round("2")))
+	require.Equal(t, cached, len(s.stmts.m), "a write of the same shapes prepares nothing new")
+
+	w := &txWriter{ctx: ctx, cache: s.stmts}
+	tx, err := s.w.BeginTx(ctx, nil)
+	require.NoError(t, err)
+	w.tx = tx
+	p, err := backend.NewPlan(round("3"), time.Now())
+	require.NoError(t, err)
+	require.NoError(t, writePlan(w, p))
+	require.NoError(t, tx.Commit())
+	require.Empty(t, w.missed, "every statement of the third write ran prepared")
+
+	items, err := s.ListItems(ctx, store.ItemsQuery{ThreadID: th})
+	require.NoError(t, err)
+	require.Len(t, items.Items, 3)
+
+	require.NoError(t, s.Close())
+	require.Empty(t, s.stmts.m)
+}
