@@ -63,29 +63,49 @@ func churn(n int) uint64 {
 	return cycles() - before
 }
 
-// TestFloorReducesCollections shows the effect: with a small live heap,
-// 48 MiB of garbage costs many collections at the default GOGC and at most
-// one under a 64 MiB floor; Stop restores GOGC.
-func TestFloorReducesCollections(t *testing.T) {
+// heapGoal is the runtime's current heap goal.
+func heapGoal() uint64 {
+	s := []metrics.Sample{{Name: "/gc/heap/goal:bytes"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
+}
+
+// TestFloorRaisesHeapGoal shows the mechanism and its effect: with a small
+// live heap the runtime's heap goal is a few MiB; under a 64 MiB floor it is
+// at least 64 MiB, so 32 MiB of garbage costs at most one collection; Stop
+// restores GOGC and the goal, and the collections after it leave GOGC alone.
+func TestFloorRaisesHeapGoal(t *testing.T) {
 	base := debug.SetGCPercent(100)
 	defer debug.SetGCPercent(base)
 	runtime.GC()
-	without := churn(48 * mib)
-	require.GreaterOrEqual(t, without, uint64(5), "the test needs a small live heap")
+	before := heapGoal()
+	require.Less(t, before, uint64(32*mib), "the test needs a small live heap")
 
 	f := Start(64 * mib)
 	require.NotNil(t, f)
 	runtime.GC() // the finalizer then sets GOGC for the live heap it found
 	require.Eventually(t, func() bool { return Percent() > 100 }, 5*time.Second, time.Millisecond)
-	with := churn(48 * mib)
-	t.Logf("collections for 48 MiB of garbage: %d at GOGC=100, %d under a 64 MiB floor (GOGC %d)", without, with, Percent())
-	assert.LessOrEqual(t, with, uint64(1), "collections under the floor (without it: %d)", without)
+	goal := heapGoal()
+	assert.GreaterOrEqual(t, goal, uint64(64*mib))
+	with := churn(32 * mib)
+	t.Logf("heap goal %d MiB at GOGC=100, %d MiB under a 64 MiB floor (GOGC %d); %d collections for 32 MiB of garbage",
+		before/mib, goal/mib, Percent(), with)
+	assert.LessOrEqual(t, with, uint64(1))
 
 	f.Stop()
 	assert.Equal(t, 100, Percent())
-	assert.Equal(t, 100, debug.SetGCPercent(100), "Stop restored the configured GOGC")
-	runtime.GC()
-	assert.GreaterOrEqual(t, churn(48*mib), uint64(5), "a stopped floor no longer adjusts GOGC")
+	// The sentinel armed before Stop still runs after the next collection:
+	// it must leave GOGC alone (and end the chain).
+	for range 3 {
+		runtime.GC()
+		time.Sleep(10 * time.Millisecond) // finalizers run on their own goroutine
+	}
+	assert.Equal(t, 100, debug.SetGCPercent(100), "a stopped floor no longer adjusts GOGC")
+	assert.Less(t, heapGoal(), uint64(32*mib))
+	st.Lock()
+	armed := st.armed
+	st.Unlock()
+	assert.False(t, armed, "the sentinel chain ended")
 }
 
 // TestFloorsCombine shows that the highest running floor applies and that
