@@ -146,3 +146,41 @@ func TestRequestBodyEarlyResponse(t *testing.T) {
 	assert.Eventually(t, func() bool { return body.refs.Load() == 0 }, 5*time.Second, time.Millisecond,
 		"net/http reported the abandoned write")
 }
+
+// TestRedirectThatDropsTheBodyIsNotFollowed covers a 302 (or 301, 303),
+// which net/http would follow as a GET without the body: it is reported as
+// an error instead. Followed, the GET's write report released the body
+// while the call still held it, and the retry after the GET's 503 found no
+// body (a nil-pointer panic).
+func TestRedirectThatDropsTheBodyIsNotFollowed(t *testing.T) {
+	var mu sync.Mutex
+	var seen []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		seen = append(seen, r.Method+" "+r.URL.Path+" "+string(b))
+		mu.Unlock()
+		if r.URL.Path == "/v1/responses" {
+			http.Redirect(w, r, "/v2/responses?key=secret", http.StatusFound)
+			return
+		}
+		http.Error(w, `{"error":{"message":"unavailable"}}`, http.StatusServiceUnavailable)
+	}))
+	defer srv.Close()
+	c, err := New(ProviderConfig{ID: "p", BaseURL: srv.URL + "/v1", MaxRetries: 2}, nil,
+		WithSleep(func(context.Context, time.Duration) error { return nil }))
+	require.NoError(t, err)
+	body := newPooledBody()
+	body.buf.WriteString(`{"model":"m"}`)
+	err = c.(*responsesClient).t.run(context.Background(), body, &responsesHandler{emit: emitter(nil)})
+	var me *Error
+	require.ErrorAs(t, err, &me)
+	assert.Equal(t, KindMalformed, me.Kind)
+	assert.Equal(t, http.StatusFound, me.HTTPStatus)
+	assert.Contains(t, me.Message, `redirect to "/v2/responses"`)
+	assert.NotContains(t, me.Message, "secret")
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Equal(t, []string{`POST /v1/responses {"model":"m"}`}, seen, "the redirect was not followed")
+	assert.Eventually(t, func() bool { return body.refs.Load() == 0 }, 5*time.Second, time.Millisecond)
+}

@@ -2,6 +2,7 @@ package model
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
@@ -123,7 +124,7 @@ func New(cfg ProviderConfig, logger *slog.Logger, opts ...Option) (Client, error
 	if cfg.WireAPI != WireAPIResponses && cfg.WireAPI != WireAPIChat {
 		return nil, apperr.New(apperr.Invalid, "model provider %q: unknown wire_api %q (want %q or %q)", cfg.ID, cfg.WireAPI, WireAPIResponses, WireAPIChat)
 	}
-	hc := &http.Client{Transport: newHTTPTransport(cfg.RequestTimeout)}
+	hc := &http.Client{Transport: newHTTPTransport(cfg.RequestTimeout), CheckRedirect: keepBodyRedirects}
 	path := "responses"
 	if cfg.WireAPI == WireAPIChat {
 		path = "chat/completions"
@@ -136,6 +137,21 @@ func New(cfg ProviderConfig, logger *slog.Logger, opts ...Option) (Client, error
 		return &chatClient{t: t}, nil
 	}
 	return &responsesClient{t: t}, nil
+}
+
+// keepBodyRedirects follows a redirect only when the request is sent again
+// as it was (307, 308). A 301, 302 or 303 would turn the POST into a GET
+// without its body, which no model API answers usefully; and a request
+// body's write accounting (requestBody) counts every request sent as one
+// copy of the body. The redirect response is then reported as an error.
+func keepBodyRedirects(req *http.Request, via []*http.Request) error {
+	if len(via) >= 10 {
+		return errors.New("stopped after 10 redirects")
+	}
+	if req.Method != via[0].Method || req.GetBody == nil {
+		return http.ErrUseLastResponse
+	}
+	return nil
 }
 
 // newHTTPTransport returns a transport of its own for one provider, with the

@@ -173,6 +173,10 @@ func TestLeadingType(t *testing.T) {
 		{`{"types":"a"}`, "", false},
 		{`{"type":"a","item":{"type":"b"}}`, "", false},
 		{`{"type":"a","type":"error"}`, "", false},
+		{`{"type":"a","TYPE":"error","message":"boom"}`, "", false},
+		{`{"type":"a","typ\u0065":"error"}`, "", false},
+		{`{"type":"a","delta":"a \"type\" word"}`, "a", true}, // not a key
+		{`{"type":"a","delta":"types"}`, "a", true},
 		{`[]`, "", false},
 		{``, "", false},
 	} {
@@ -206,6 +210,7 @@ func FuzzResponsesFastPath(f *testing.F) {
 		`{"type":"response.output_text.delta","item_id":"msg_1","delta":"hi"}`,
 		`{"type":"response.completed","response":{"id":"r"}}`,
 		`{"type":"x","type":"error"}`, `{"type":"x","error":{"message":"m"}}`, `{"type":"x"`,
+		`{"type":"response.in_progress","TYPE":"error","message":"boom"}`, `{"type":"x","typ\u0065":"error"}`,
 	} {
 		f.Add([]byte(s))
 	}

@@ -251,12 +251,28 @@ func leadingType(data []byte) (typ []byte, ok bool) {
 	if end < 0 || bytes.IndexByte(rest[:end], '\\') >= 0 {
 		return nil, false
 	}
-	// encoding/json takes the last of duplicate keys; with any other
-	// "type" in the event (nested ones included), decode it in full.
-	if bytes.Contains(rest[end:], []byte(`"type"`)) {
+	// encoding/json takes the last of duplicate keys, matches keys without
+	// regard to case and unescapes them: with any other "type" in the event
+	// in any case (nested ones included), or any \u escape that could spell
+	// one, decode it in full.
+	if hasTypeKey(rest[end+1:]) || bytes.Contains(rest[end+1:], []byte(`\u`)) {
 		return nil, false
 	}
 	return rest[:end], true
+}
+
+// hasTypeKey reports whether b contains "type" in quotes, in any case.
+func hasTypeKey(b []byte) bool {
+	for {
+		i := bytes.IndexByte(b, '"')
+		if i < 0 || len(b) < i+6 {
+			return false
+		}
+		if b[i+5] == '"' && bytes.EqualFold(b[i+1:i+5], []byte("type")) {
+			return true
+		}
+		b = b[i+1:]
+	}
 }
 
 // skipPrefix skips JSON whitespace and then the byte c.

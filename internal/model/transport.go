@@ -220,7 +220,11 @@ func (t *transport) statusError(ctx context.Context, raw *http.Response) *Error 
 	}
 	status := raw.StatusCode
 	if status < 400 {
-		return &Error{Kind: KindMalformed, HTTPStatus: status, Message: fmt.Sprintf("unexpected HTTP status %s", raw.Status)}
+		msg := fmt.Sprintf("unexpected HTTP status %s", raw.Status)
+		if loc := raw.Header.Get("Location"); loc != "" && status >= 300 {
+			msg += fmt.Sprintf(" (redirect to %q; only 307 and 308 redirects, which keep the request, are followed)", redactQuery(loc))
+		}
+		return &Error{Kind: KindMalformed, HTTPStatus: status, Message: msg}
 	}
 	code, typ, msg := parseErrorBody(body)
 	e := &Error{Kind: classifyStatus(status, code, typ), HTTPStatus: status, Code: code, Message: msg,
