@@ -65,10 +65,13 @@ func join(s []string) string {
 
 // itemTool completes a dynamicToolCall item through the turn's item sink,
 // with ItemCompletedFinal when final is set, after waiting for release.
+// With later set it returns at once and completes an item of its own (as
+// an exec session that ends after its call does) once later is closed.
 type itemTool struct {
 	items   turns.ItemSink
 	final   bool
 	release chan struct{}
+	later   chan struct{}
 }
 
 func (itemTool) Kind() registry.PayloadKind                           { return registry.PayloadFunction }
@@ -78,6 +81,14 @@ func (t itemTool) Handle(ctx context.Context, inv registry.Invocation) (registry
 		<-t.release
 	}
 	ok := true
+	if t.later != nil {
+		go func() {
+			<-t.later
+			t.items.ItemCompleted(context.Background(), inv.Turn.TurnID,
+				api.ThreadItem{Body: &api.DynamicToolCallItem{ID: "session-" + inv.CallID, Tool: inv.Name, Status: api.StatusCompleted, Success: &ok}})
+		}()
+		return registry.TextOutput("started", true), nil
+	}
 	item := api.ThreadItem{Body: &api.DynamicToolCallItem{ID: inv.CallID, Tool: inv.Name, Status: api.StatusCompleted, Success: &ok}}
 	if t.final {
 		t.items.(turns.FinalItemSink).ItemCompletedFinal(ctx, inv.Turn.TurnID, item)
@@ -88,20 +99,36 @@ func (t itemTool) Handle(ctx context.Context, inv registry.Invocation) (registry
 }
 
 // finalItemSetup runs a turn whose first response calls the tools named in
-// calls (each an itemTool: "fast" and "slow" are final, "plain" is not);
-// slow waits for slowRelease.
+// calls (each an itemTool: "fast" and "slow" are final, "plain" is not,
+// "late" completes an item after its call, when later is closed); slow
+// waits for slowRelease.
 func finalItemSetup(t *testing.T, calls string, slowRelease chan struct{}) (*batchLog, *noteLog) {
 	t.Helper()
-	st, _, client := storeAndModel(t, `{"steps":[{"tool_calls":`+calls+`},{"text":"done"}]}`)
+	return finalItemScript(t, `[{"tool_calls":`+calls+`},{"text":"done"}]`, toolGates{slow: slowRelease})
+}
+
+// toolGates are the channels the tools of finalItemScript wait for.
+type toolGates struct {
+	slow  chan struct{} // slow's release
+	gated chan struct{} // gated's release (gated is final, like fast)
+	later chan struct{} // late's item
+}
+
+// finalItemScript is finalItemSetup with the model's steps given whole.
+func finalItemScript(t *testing.T, steps string, g toolGates) (*batchLog, *noteLog) {
+	t.Helper()
+	st, _, client := storeAndModel(t, `{"steps":`+steps+`}`)
 	notes := &noteLog{ch: make(chan string, 1024)}
 	log := &batchLog{Store: st, gate: make(chan struct{})}
 	m, err := turns.New(turns.Config{
 		Store: log, Notifier: notes, Models: oneProvider{client},
 		Tools: func(tc turns.ToolContext) ([]registry.ConfiguredToolSpec, *registry.Registry, error) {
-			return noArgTools(map[string]registry.Handler{
+			return noArgTools(true, map[string]registry.Handler{
 				"fast":  itemTool{items: tc.Items, final: true},
-				"slow":  itemTool{items: tc.Items, final: true, release: slowRelease},
+				"slow":  itemTool{items: tc.Items, final: true, release: g.slow},
+				"gated": itemTool{items: tc.Items, final: true, release: g.gated},
 				"plain": itemTool{items: tc.Items},
+				"late":  itemTool{items: tc.Items, later: g.later},
 			})
 		},
 		Defaults: turns.Defaults{Model: "fake", ModelProvider: "fake", Cwd: t.TempDir()},
@@ -148,4 +175,39 @@ func TestOnlyTheLastFinalItemIsDeferred(t *testing.T) {
 	log.release()
 	notes.wait(t, "turn/completed")
 	require.Equal(t, []string{"userMessage", "dynamicToolCall", "agentMessage"}, log.snapshot())
+}
+
+// A repeated call id makes the deferred item's insert a unique violation;
+// the round's history still commits and the turn completes, the item's
+// failure only logged, as for an item committed on its own.
+func TestDeferredItemFailureDoesNotFailTheTurn(t *testing.T) {
+	log, notes := finalItemScript(t, `[{"tool_calls":[{"call_id":"c1","name":"fast","arguments":{}}]},
+		{"tool_calls":[{"call_id":"c1","name":"fast","arguments":{}}]},{"text":"done"}]`, toolGates{})
+	log.release()
+	notes.wait(t, "turn/completed")
+	lines := notes.snapshot()
+	require.Equal(t, 0, countOf(lines, "error"), "%v", lines)
+	require.Equal(t, 4, countOf(lines, "item/completed"), "user message, both tool items, the answer: %v", lines)
+	require.Equal(t, 2, countOf(lines, "thread/tokenUsage/updated")-1, "both tool rounds' usage was committed: %v", lines)
+}
+
+// An item completed by a call of an earlier round (an exec session ending)
+// does not count as a call of the running round: the running round's first
+// call is not mistaken for its last.
+func TestItemsOfEarlierRoundsDoNotCount(t *testing.T) {
+	g := toolGates{slow: make(chan struct{}), gated: make(chan struct{}), later: make(chan struct{})}
+	log, notes := finalItemScript(t, `[{"tool_calls":[{"call_id":"c0","name":"late","arguments":{}}]},
+		{"tool_calls":[{"call_id":"c1","name":"slow","arguments":{}},{"call_id":"c2","name":"gated","arguments":{}}]},{"text":"done"}]`, g)
+	var slowOnce, gatedOnce sync.Once
+	releaseSlow := func() { slowOnce.Do(func() { close(g.slow) }) }
+	releaseGated := func() { gatedOnce.Do(func() { close(g.gated) }) }
+	t.Cleanup(func() { releaseGated(); releaseSlow() }) // runs first: a failed wait must not leave them running
+	log.release()
+	notes.wait(t, "thread/tokenUsage/updated") // round one's usage: round two is running
+	close(g.later)                             // the session of round one ends while slow and gated run
+	notes.wait(t, "item/completed")            // the session item
+	releaseGated()
+	notes.wait(t, "item/completed") // gated, at once: slow still runs
+	releaseSlow()
+	notes.wait(t, "turn/completed")
 }

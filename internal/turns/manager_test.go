@@ -71,12 +71,13 @@ func storeAndModel(t *testing.T, script string) (*sqlite.Store, *fakemodel.Serve
 }
 
 // noArgTools builds a registry with each handler as a function tool
-// without parameters, named by its key.
-func noArgTools(handlers map[string]registry.Handler) ([]registry.ConfiguredToolSpec, *registry.Registry, error) {
+// without parameters, named by its key, run in parallel with other calls
+// of a round when parallel is set.
+func noArgTools(parallel bool, handlers map[string]registry.Handler) ([]registry.ConfiguredToolSpec, *registry.Registry, error) {
 	b := registry.NewBuilder(registry.Config{})
 	for name, h := range handlers {
 		spec := registry.FunctionSpec{Name: name, Description: name, Parameters: registry.Object(map[string]*registry.Schema{}, nil, nil)}
-		if err := b.Register(spec, h, false); err != nil {
+		if err := b.Register(spec, h, parallel); err != nil {
 			return nil, nil, err
 		}
 	}

@@ -48,7 +48,7 @@ func pipelineSetup(t *testing.T) (*turns.Manager, *fakemodel.Server, *noteLog, c
 	m, err := turns.New(turns.Config{
 		Store: gatedStore{Store: st, gate: gate}, Notifier: notes, Models: oneProvider{client},
 		Tools: func(tc turns.ToolContext) ([]registry.ConfiguredToolSpec, *registry.Registry, error) {
-			return noArgTools(map[string]registry.Handler{"noop": noopTool{}})
+			return noArgTools(false, map[string]registry.Handler{"noop": noopTool{}})
 		},
 		Defaults: turns.Defaults{Model: "fake", ModelProvider: "fake", Cwd: t.TempDir()},
 	})

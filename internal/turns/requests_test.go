@@ -108,7 +108,7 @@ func TestPendingRequestInterrupted(t *testing.T) {
 		Tools: func(tc turns.ToolContext) ([]registry.ConfiguredToolSpec, *registry.Registry, error) {
 			require.NotNil(t, tc.Approvals)
 			require.NotNil(t, tc.Interrupt)
-			return noArgTools(map[string]registry.Handler{"ask": askTool{tc}})
+			return noArgTools(false, map[string]registry.Handler{"ask": askTool{tc}})
 		},
 		Defaults: turns.Defaults{Model: "fake", ModelProvider: "fake", Cwd: t.TempDir()},
 	})

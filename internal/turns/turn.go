@@ -130,7 +130,7 @@ type turnRun struct {
 	registry *registry.Registry
 
 	mu           sync.Mutex      // guards the fields below; tools run concurrently
-	toolsLeft    int             // calls of the running tool round without a completed item
+	roundCalls   map[string]bool // call ids of the running tool round without a completed item
 	deferred     []deferredItem  // the round's last tool item, committed with its history
 	diff         string          // the turn's aggregate diff (turn/diff/updated)
 	lateResolved []api.RequestID // serverRequest/resolved held until turn/completed
@@ -605,11 +605,22 @@ func (r *turnRun) recordUsageAsync(u model.Usage, withHistory bool) func() error
 	done := make(chan error, 1)
 	go func() {
 		err := t.write(r.persistCtx(), b)
+		itemErr := err
+		if err != nil && len(items) > 0 {
+			// The items may be what failed (a repeated call id is a
+			// unique violation): commit the rest alone, whose outcome
+			// decides the turn as it did before items joined it, then
+			// the items, whose failure is only logged.
+			rest := *b
+			rest.AppendItems = nil
+			err = t.write(r.persistCtx(), &rest)
+			itemErr = t.write(r.persistCtx(), &store.Batch{AppendItems: b.AppendItems})
+		}
 		// The round's last tool item is announced as soon as it is
 		// committed, not when the turn goroutine next settles (the next
 		// response's first event): the turn goroutine announces nothing
 		// before it has settled, which waits for this.
-		r.announceDeferred(items, err)
+		r.announceDeferred(items, itemErr)
 		done <- err
 	}()
 	return func() error {
@@ -654,12 +665,16 @@ func (r *turnRun) runTools(calls []model.InputItem) error {
 		Cwd:     r.at.settings.cwd,
 		Emitter: registry.EmitterFunc(r.emitToolEvent),
 	}})
+	round := make(map[string]bool, len(regCalls))
+	for _, c := range regCalls {
+		round[c.CallID] = true
+	}
 	r.mu.Lock()
-	r.toolsLeft = len(regCalls)
+	r.roundCalls = round
 	r.mu.Unlock()
 	outs, err := d.DispatchAll(r.at.ctx, regCalls)
 	r.mu.Lock()
-	r.toolsLeft = 0 // a tool still running after an interrupt commits its own item
+	r.roundCalls = nil // a tool still running after an interrupt commits its own item
 	r.mu.Unlock()
 	for _, o := range outs {
 		r.addHistory(responseItemToModel(o))
@@ -862,9 +877,15 @@ func (r *turnRun) itemCompleted(turnID string, item api.ThreadItem, final bool) 
 	note := api.ItemCompletedNotification{Item: item, ThreadID: r.t.id, TurnID: turnID, CompletedAtMs: ms}
 	sit, err := storeItem(r.t.id, turnID, item, now)
 	if err == nil {
+		// A tool's item carries its call id. Items of calls of other
+		// rounds (an exec session ending later) do not count.
+		id := item.Body.ItemID()
 		r.mu.Lock()
-		r.toolsLeft--
-		deferred := final && r.toolsLeft == 0 && turnID == r.at.id
+		deferred := false
+		if r.roundCalls[id] && turnID == r.at.id {
+			delete(r.roundCalls, id)
+			deferred = final && len(r.roundCalls) == 0
+		}
 		if deferred {
 			r.deferred = append(r.deferred, deferredItem{item: sit, note: note})
 		}
