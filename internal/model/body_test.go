@@ -1,11 +1,21 @@
 package model
 
 import (
+	"bytes"
 	"encoding/json"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 )
+
+// buildResponsesBody is appendResponsesBody into a fresh buffer.
+func buildResponsesBody(req Request) ([]byte, error) {
+	var b bytes.Buffer
+	if err := appendResponsesBody(&b, req); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
 
 // referenceRequest is the request body as encoding/json writes it from a
 // struct: buildResponsesBody must produce exactly these bytes.

@@ -34,22 +34,13 @@ type textFormat struct {
 // outputSchemaName names the structured-output format, as Codex names it.
 const outputSchemaName = "codex_output_schema"
 
-// buildResponsesBody encodes the request body. It is written by hand
-// rather than through responses.ResponseNewParams (or encoding/json of a
-// struct) so that history items and tool specs go out byte-for-byte in the
-// shape the caller stored, and so that pre-encoded items (InputWire) and
-// specs are copied once instead of being re-validated and compacted on
-// every request. Field order: model, instructions, input, tools,
-// tool_choice, parallel_tool_calls, reasoning, store, stream, include, text.
-func buildResponsesBody(req Request) ([]byte, error) {
-	var b bytes.Buffer
-	if err := appendResponsesBody(&b, req); err != nil {
-		return nil, err
-	}
-	return b.Bytes(), nil
-}
-
-// appendResponsesBody writes the body of buildResponsesBody to b.
+// appendResponsesBody writes the request body to b. It is written by hand
+// rather than through encoding/json of a struct so that history items and
+// tool specs go out byte-for-byte in the shape the caller stored, and so
+// that pre-encoded items (InputWire) and specs are copied once instead of
+// being re-validated and compacted on every request. Field order: model,
+// instructions, input, tools, tool_choice, parallel_tool_calls, reasoning,
+// store, stream, include, text.
 func appendResponsesBody(b *bytes.Buffer, req Request) error {
 	wire := req.InputWire
 	if len(wire) != len(req.Input) {
