@@ -500,6 +500,9 @@ func (t *wireTap) tryOverheads(calls map[string][2]time.Time) (dynOverheads, err
 			return o, fmt.Errorf("call %s: the wire tap saw response=%v call=%v answer=%v request=%v", id, ok1, ok2, ok3, ok4)
 		}
 		in, out := co.Sub(ri), ro.Sub(ai)
+		if in <= 0 || out <= 0 || ai.Before(co) {
+			return o, fmt.Errorf("call %s: wire events out of order: response %v, call %v, answer %v, request %v", id, ri, co, ai, ro)
+		}
 		o.inbound = append(o.inbound, in)
 		o.outbound = append(o.outbound, out)
 		o.total = append(o.total, in+out)
