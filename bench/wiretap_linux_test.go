@@ -20,8 +20,8 @@ import (
 // defines the overhead: on the wire, at the daemon's sockets. It reads
 // the loopback interface through a packet socket (root or CAP_NET_RAW),
 // reassembles the TCP streams to and from two ports (the daemon's and the
-// fake model's), and records per call id, with the kernel's receive
-// timestamps:
+// fake model's) of the connections it saw open, and records per call id,
+// with the kernel's receive timestamps:
 //
 //	respIn   the model's response carrying the call reached the daemon
 //	callOut  the item/tool/call request left the daemon
@@ -31,7 +31,9 @@ import (
 //
 // overhead = (callOut − respIn) + (reqOut − answerIn). Unlike the
 // harness's own clocks, this leaves out when the benchmark process's
-// goroutines (the fake model and the client) got to run.
+// goroutines (the fake model and the client) got to run. Anything it
+// cannot follow (a dropped packet, a gap in a stream, a fragmented or
+// compressed websocket message) fails the run rather than losing a call.
 type wireTap struct {
 	fd                   int
 	daemonPort, fakePort uint16
@@ -42,21 +44,45 @@ type wireTap struct {
 	mu       sync.Mutex
 	err      error
 	flows    map[wireFlow]*wireStream
-	reqCalls map[string]string // JSON-RPC id of an item/tool/call → call id
+	reqCalls map[wireCallKey]string // item/tool/call request → call id
 	respIn   map[string]time.Time
 	callOut  map[string]time.Time
 	answerIn map[string]time.Time
 	reqOut   map[string]time.Time
 }
 
-type wireFlow struct{ src, dst uint16 }
+// wireFlow is one direction of a TCP connection.
+type wireFlow struct {
+	srcIP, dstIP     [4]byte
+	srcPort, dstPort uint16
+}
 
-// wireStream is one direction of one TCP connection: bytes not yet parsed.
+func (f wireFlow) reverse() wireFlow {
+	return wireFlow{srcIP: f.dstIP, dstIP: f.srcIP, srcPort: f.dstPort, dstPort: f.srcPort}
+}
+
+func (f wireFlow) String() string {
+	return fmt.Sprintf("%v:%d→%v:%d", net.IP(f.srcIP[:]), f.srcPort, net.IP(f.dstIP[:]), f.dstPort)
+}
+
+// wireCallKey names a server→client request: the flow it went out on and
+// its JSON-RPC id.
+type wireCallKey struct {
+	flow wireFlow
+	id   string
+}
+
+// wireStream is one direction of one TCP connection: the next sequence
+// number expected and the bytes not yet parsed.
 type wireStream struct {
+	next      uint32
 	buf       []byte
 	handshake bool // the HTTP upgrade has been skipped (websocket flows)
-	other     bool // not a websocket: ignored
+	other     bool // not followed: opened before the tap, or not a websocket
 }
+
+// wireMaxFrame bounds a websocket frame the tap will buffer.
+const wireMaxFrame = 64 << 20
 
 // startWireTap opens the packet socket; the error says why it cannot
 // (usually: not root).
@@ -73,35 +99,37 @@ func startWireTap(daemonAddr, fakeAddr string) (*wireTap, error) {
 	if err != nil {
 		return nil, err
 	}
-	fd, err := syscall.Socket(syscall.AF_PACKET, syscall.SOCK_RAW|syscall.SOCK_CLOEXEC, int(htons(syscall.ETH_P_ALL)))
+	// Protocol 0: the socket receives nothing until it is bound, by which
+	// time the filter and the timestamps are in place.
+	fd, err := syscall.Socket(syscall.AF_PACKET, syscall.SOCK_RAW|syscall.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("packet socket: %w", err)
 	}
-	t := &wireTap{
-		fd: fd, daemonPort: dp, fakePort: fp,
-		stop: make(chan struct{}), done: make(chan struct{}),
-		flows:    map[wireFlow]*wireStream{},
-		reqCalls: map[string]string{},
-		respIn:   map[string]time.Time{}, callOut: map[string]time.Time{},
-		answerIn: map[string]time.Time{}, reqOut: map[string]time.Time{},
-	}
+	t := newWireTap(dp, fp)
+	t.fd = fd
 	setup := func() error {
-		// Only TCP segments with a payload, received (not the outgoing
-		// copy loopback also shows), to or from one of the two ports.
+		if err := syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_TIMESTAMPNS, 1); err != nil {
+			return fmt.Errorf("timestamps: %w", err)
+		}
+		if err := syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_RCVBUFFORCE, 32<<20); err != nil {
+			// Without CAP_NET_ADMIN the buffer is capped at rmem_max; the
+			// drop count checked by close tells if that was too small.
+			_ = syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_RCVBUF, 32<<20)
+		}
+		tv := syscall.NsecToTimeval(int64(50 * time.Millisecond))
+		if err := syscall.SetsockoptTimeval(fd, syscall.SOL_SOCKET, syscall.SO_RCVTIMEO, &tv); err != nil {
+			return fmt.Errorf("receive timeout: %w", err)
+		}
+		// Only received (not the outgoing copy loopback also shows) IPv4
+		// TCP segments to or from one of the two ports that carry a
+		// payload or open a connection.
 		if err := syscall.AttachLsf(fd, wireFilter(dp, fp)); err != nil {
 			return fmt.Errorf("attach filter: %w", err)
 		}
 		if err := syscall.Bind(fd, &syscall.SockaddrLinklayer{Protocol: htons(syscall.ETH_P_ALL), Ifindex: lo}); err != nil {
 			return fmt.Errorf("bind to loopback: %w", err)
 		}
-		if err := syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_TIMESTAMPNS, 1); err != nil {
-			return fmt.Errorf("timestamps: %w", err)
-		}
-		if err := syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_RCVBUFFORCE, 32<<20); err != nil {
-			_ = syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_RCVBUF, 32<<20)
-		}
-		tv := syscall.NsecToTimeval(int64(50 * time.Millisecond))
-		return syscall.SetsockoptTimeval(fd, syscall.SOL_SOCKET, syscall.SO_RCVTIMEO, &tv)
+		return nil
 	}
 	if err := setup(); err != nil {
 		_ = syscall.Close(fd)
@@ -109,6 +137,18 @@ func startWireTap(daemonAddr, fakeAddr string) (*wireTap, error) {
 	}
 	go t.read()
 	return t, nil
+}
+
+// newWireTap is a tap's parsing state, with no socket.
+func newWireTap(daemonPort, fakePort uint16) *wireTap {
+	return &wireTap{
+		fd: -1, daemonPort: daemonPort, fakePort: fakePort,
+		stop: make(chan struct{}), done: make(chan struct{}),
+		flows:    map[wireFlow]*wireStream{},
+		reqCalls: map[wireCallKey]string{},
+		respIn:   map[string]time.Time{}, callOut: map[string]time.Time{},
+		answerIn: map[string]time.Time{}, reqOut: map[string]time.Time{},
+	}
 }
 
 func portOf(addr string) (uint16, error) {
@@ -135,9 +175,43 @@ func loopbackIndex() (int, error) {
 
 func htons(v uint16) uint16 { return v<<8 | v>>8 }
 
+// bpfOp is one instruction of a filter before assembly: jt and jf name
+// labels ("" is the next instruction).
+type bpfOp struct {
+	label  string
+	code   uint16
+	k      uint32
+	jt, jf string
+}
+
+// assembleBPF resolves the labels of ops into jump offsets.
+func assembleBPF(ops []bpfOp) []syscall.SockFilter {
+	at := map[string]int{}
+	for i, op := range ops {
+		if op.label != "" {
+			at[op.label] = i
+		}
+	}
+	off := func(i int, label string) uint8 {
+		if label == "" {
+			return 0
+		}
+		j, ok := at[label]
+		if !ok || j <= i || j-i-1 > 255 {
+			panic(fmt.Sprintf("bpf: bad jump from %d to %q", i, label))
+		}
+		return uint8(j - i - 1)
+	}
+	out := make([]syscall.SockFilter, len(ops))
+	for i, op := range ops {
+		out[i] = syscall.SockFilter{Code: op.code, K: op.k, Jt: off(i, op.jt), Jf: off(i, op.jf)}
+	}
+	return out
+}
+
 // wireFilter is a classic BPF program over an Ethernet-framed packet
-// (loopback's framing): accept a received IPv4 TCP segment with a payload
-// whose source or destination port is a or b.
+// (loopback's framing): accept a received IPv4 TCP segment whose source or
+// destination port is a or b and which carries a payload or a SYN.
 func wireFilter(a, b uint16) []syscall.SockFilter {
 	const (
 		ldAbsH  = syscall.BPF_LD | syscall.BPF_H | syscall.BPF_ABS
@@ -148,6 +222,7 @@ func wireFilter(a, b uint16) []syscall.SockFilter {
 		ldxMSH  = syscall.BPF_LDX | syscall.BPF_B | syscall.BPF_MSH
 		jeq     = syscall.BPF_JMP | syscall.BPF_JEQ | syscall.BPF_K
 		jgt     = syscall.BPF_JMP | syscall.BPF_JGT | syscall.BPF_K
+		jset    = syscall.BPF_JMP | syscall.BPF_JSET | syscall.BPF_K
 		ret     = syscall.BPF_RET | syscall.BPF_K
 		rsh     = syscall.BPF_ALU | syscall.BPF_RSH | syscall.BPF_K
 		lsh     = syscall.BPF_ALU | syscall.BPF_LSH | syscall.BPF_K
@@ -157,47 +232,65 @@ func wireFilter(a, b uint16) []syscall.SockFilter {
 		skfAD   = 0xfffff000 // SKF_AD_OFF
 		pktType = 4          // SKF_AD_PKTTYPE
 	)
-	// Jump offsets count instructions after the jump; "drop" is the last
-	// instruction, "accept" the one before it.
-	prog := []syscall.SockFilter{
-		{Code: ldAbsW, K: skfAD + pktType},                 // 0
-		{Code: jeq, K: 0, Jt: 0, Jf: 21},                   // 1: PACKET_HOST
-		{Code: ldAbsH, K: 12},                              // 2
-		{Code: jeq, K: 0x0800, Jt: 0, Jf: 19},              // 3: IPv4
-		{Code: ldAbsB, K: 23},                              // 4
-		{Code: jeq, K: syscall.IPPROTO_TCP, Jt: 0, Jf: 17}, // 5
-		{Code: ldxMSH, K: 14},                              // 6: X = IP header length
-		{Code: ldIndH, K: 14},                              // 7: source port
-		{Code: jeq, K: uint32(a), Jt: 4, Jf: 0},            // 8
-		{Code: jeq, K: uint32(b), Jt: 3, Jf: 0},            // 9
-		{Code: ldIndH, K: 16},                              // 10: destination port
-		{Code: jeq, K: uint32(a), Jt: 1, Jf: 0},            // 11
-		{Code: jeq, K: uint32(b), Jt: 0, Jf: 10},           // 12
-		{Code: ldIndB, K: 26},                              // 13: TCP data offset
-		{Code: rsh, K: 4},                                  // 14
-		{Code: lsh, K: 2},                                  // 15: TCP header length
-		{Code: st, K: 0},                                   // 16: M[0] = it
-		{Code: ldAbsH, K: 16},                              // 17: IP total length
-		{Code: subX},                                       // 18: minus IP header
-		{Code: ldxMem, K: 0},                               // 19
-		{Code: subX},                                       // 20: minus TCP header
-		{Code: jgt, K: 0, Jt: 0, Jf: 1},                    // 21: payload?
-		{Code: ret, K: 1 << 18},                            // 22: accept
-		{Code: ret, K: 0},                                  // 23: drop
-	}
-	return prog
+	return assembleBPF([]bpfOp{
+		{code: ldAbsW, k: skfAD + pktType},
+		{code: jeq, k: syscall.PACKET_HOST, jf: "drop"},
+		{code: ldAbsH, k: 12}, // ethertype
+		{code: jeq, k: 0x0800, jf: "drop"},
+		{code: ldAbsB, k: 23}, // IP protocol
+		{code: jeq, k: syscall.IPPROTO_TCP, jf: "drop"},
+		{code: ldxMSH, k: 14}, // X = IP header length
+		{code: ldIndH, k: 14}, // source port
+		{code: jeq, k: uint32(a), jt: "port"},
+		{code: jeq, k: uint32(b), jt: "port"},
+		{code: ldIndH, k: 16}, // destination port
+		{code: jeq, k: uint32(a), jt: "port"},
+		{code: jeq, k: uint32(b), jt: "port", jf: "drop"},
+		{label: "port", code: ldIndB, k: 27}, // TCP flags
+		{code: jset, k: 0x02, jt: "accept"},  // SYN
+		{code: ldIndB, k: 26},                // TCP data offset
+		{code: rsh, k: 4},
+		{code: lsh, k: 2},
+		{code: st, k: 0},      // M[0] = TCP header length
+		{code: ldAbsH, k: 16}, // IP total length
+		{code: subX},          // minus the IP header
+		{code: ldxMem, k: 0},
+		{code: subX}, // minus the TCP header
+		{code: jgt, k: 0, jt: "accept", jf: "drop"},
+		{label: "accept", code: ret, k: 1 << 18},
+		{label: "drop", code: ret, k: 0},
+	})
 }
 
-// close stops the reader and reports what went wrong while reading.
+// close stops the reader and reports what went wrong while reading,
+// packets the kernel dropped included.
 func (t *wireTap) close() error {
 	t.closeOnce.Do(func() {
 		close(t.stop)
 		<-t.done
+		if drops, err := packetDrops(t.fd); err != nil {
+			t.fail(err)
+		} else if drops > 0 {
+			t.fail(fmt.Errorf("the tap's socket dropped %d packets", drops))
+		}
 		_ = syscall.Close(t.fd)
 	})
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.err
+}
+
+// packetDrops reads the socket's PACKET_STATISTICS drop count.
+func packetDrops(fd int) (uint32, error) {
+	const packetStatistics = 6 // PACKET_STATISTICS
+	var st struct{ packets, drops uint32 }
+	n := uint32(unsafe.Sizeof(st))
+	_, _, e := syscall.Syscall6(syscall.SYS_GETSOCKOPT, uintptr(fd), syscall.SOL_PACKET, packetStatistics,
+		uintptr(unsafe.Pointer(&st)), uintptr(unsafe.Pointer(&n)), 0)
+	if e != 0 {
+		return 0, fmt.Errorf("packet statistics: %w", e)
+	}
+	return st.drops, nil
 }
 
 func (t *wireTap) read() {
@@ -210,13 +303,20 @@ func (t *wireTap) read() {
 			return
 		default:
 		}
-		n, oobn, _, _, err := syscall.Recvmsg(t.fd, buf, oob, 0)
+		n, oobn, flags, from, err := syscall.Recvmsg(t.fd, buf, oob, 0)
 		if err != nil {
 			if errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EINTR) {
 				continue
 			}
 			t.fail(fmt.Errorf("read packet: %w", err))
 			return
+		}
+		if flags&syscall.MSG_TRUNC != 0 {
+			t.fail(fmt.Errorf("a packet longer than %d bytes", len(buf)))
+			return
+		}
+		if ll, ok := from.(*syscall.SockaddrLinklayer); !ok || ll.Pkttype != syscall.PACKET_HOST {
+			continue // the filter already drops these
 		}
 		ts, err := packetTime(oob[:oobn])
 		if err != nil {
@@ -254,13 +354,13 @@ func packetTime(oob []byte) (time.Time, error) {
 
 // packet handles one Ethernet-framed IPv4 TCP segment the filter passed.
 func (t *wireTap) packet(p []byte, ts time.Time) error {
-	if len(p) < 14+20 {
+	if len(p) < 14+20 || binary.BigEndian.Uint16(p[12:14]) != 0x0800 {
 		return nil
 	}
 	ip := p[14:]
 	ihl := int(ip[0]&0x0f) * 4
 	total := int(binary.BigEndian.Uint16(ip[2:4]))
-	if total > len(ip) || ihl < 20 || total < ihl+20 {
+	if ip[9] != syscall.IPPROTO_TCP || total > len(ip) || ihl < 20 || total < ihl+20 {
 		return nil
 	}
 	tcp := ip[ihl:total]
@@ -268,48 +368,79 @@ func (t *wireTap) packet(p []byte, ts time.Time) error {
 	if thl < 20 || thl > len(tcp) {
 		return nil
 	}
-	f := wireFlow{binary.BigEndian.Uint16(tcp[0:2]), binary.BigEndian.Uint16(tcp[2:4])}
+	f := wireFlow{srcPort: binary.BigEndian.Uint16(tcp[0:2]), dstPort: binary.BigEndian.Uint16(tcp[2:4])}
+	copy(f.srcIP[:], ip[12:16])
+	copy(f.dstIP[:], ip[16:20])
+	if f.srcPort != t.daemonPort && f.srcPort != t.fakePort && f.dstPort != t.daemonPort && f.dstPort != t.fakePort {
+		return nil
+	}
+	seq, syn := binary.BigEndian.Uint32(tcp[4:8]), tcp[13]&0x02 != 0
 	payload := tcp[thl:]
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if syn {
+		// A connection opens (perhaps on a port pair used before).
+		t.flows[f] = &wireStream{next: seq + 1}
+		payload = nil
+	}
 	s := t.flows[f]
 	if s == nil {
-		s = &wireStream{}
+		// Opened before the tap: its streams cannot be followed.
+		s = &wireStream{other: true}
 		t.flows[f] = s
 	}
+	if s.other || len(payload) == 0 {
+		return nil
+	}
+	switch d := int32(seq - s.next); {
+	case d > 0:
+		return fmt.Errorf("flow %v: %d bytes missing before sequence %d (a dropped packet?)", f, d, seq)
+	case d < 0: // a retransmission, perhaps with new bytes at its end
+		if int(-d) >= len(payload) {
+			return nil
+		}
+		payload = payload[-d:]
+	}
+	s.next += uint32(len(payload))
 	s.buf = append(s.buf, payload...)
 	switch {
-	case f.src == t.fakePort:
-		// A response; the fake writes each one whole, and a call's id
-		// first appears in its output_item.added event.
-		for {
-			i := bytes.Index(s.buf, []byte(`"call_id":"`))
-			if i < 0 {
-				break
-			}
-			rest := s.buf[i+len(`"call_id":"`):]
-			j := bytes.IndexByte(rest, '"')
-			if j < 0 {
-				return nil // the rest of the id is in the next segment
-			}
-			id := string(rest[:j])
-			if _, ok := t.respIn[id]; !ok {
-				t.respIn[id] = ts
-			}
-			s.buf = rest[j:]
-		}
-		// Keep only a tail that could begin a split key.
-		if k := len(s.buf) - len(`"call_id":"`); k > 0 {
-			s.buf = append(s.buf[:0], s.buf[k:]...)
-		}
-	case f.dst == t.fakePort:
+	case f.srcPort == t.fakePort:
+		t.responses(s, ts)
+	case f.dstPort == t.fakePort:
 		return t.requests(s, ts)
-	case f.src == t.daemonPort:
-		return t.frames(s, ts, false)
-	case f.dst == t.daemonPort:
-		return t.frames(s, ts, true)
+	case f.srcPort == t.daemonPort:
+		return t.frames(f, s, ts, false)
+	case f.dstPort == t.daemonPort:
+		return t.frames(f, s, ts, true)
 	}
 	return nil
+}
+
+// responses scans the fake model's responses for call ids; the fake writes
+// each response whole, and a call's id first appears in its
+// output_item.added event.
+func (t *wireTap) responses(s *wireStream, ts time.Time) {
+	const key = `"call_id":"`
+	for {
+		i := bytes.Index(s.buf, []byte(key))
+		if i < 0 {
+			break
+		}
+		rest := s.buf[i+len(key):]
+		j := bytes.IndexByte(rest, '"')
+		if j < 0 {
+			return // the rest of the id is in the next segment
+		}
+		id := string(rest[:j])
+		if _, ok := t.respIn[id]; !ok {
+			t.respIn[id] = ts
+		}
+		s.buf = rest[j:]
+	}
+	// Keep only a tail that could begin a split key.
+	if k := len(s.buf) - len(key); k > 0 {
+		s.buf = append(s.buf[:0], s.buf[k:]...)
+	}
 }
 
 // requests parses HTTP requests to the fake model; a request is stamped
@@ -321,56 +452,52 @@ func (t *wireTap) requests(s *wireStream, ts time.Time) error {
 			return nil
 		}
 		head := s.buf[:end]
-		cl := -1
-		for _, line := range bytes.Split(head, []byte("\r\n")) {
-			k, v, ok := bytes.Cut(line, []byte(":"))
-			if ok && bytes.EqualFold(bytes.TrimSpace(k), []byte("Content-Length")) {
-				n, err := strconv.Atoi(string(bytes.TrimSpace(v)))
-				if err != nil {
-					return fmt.Errorf("request with Content-Length %q", v)
+		cl := 0
+		for _, line := range bytes.Split(head, []byte("\r\n"))[1:] {
+			k, v, _ := bytes.Cut(line, []byte(":"))
+			k, v = bytes.TrimSpace(k), bytes.TrimSpace(v)
+			switch {
+			case bytes.EqualFold(k, []byte("Content-Length")):
+				n, err := strconv.Atoi(string(v))
+				if err != nil || n < 0 {
+					return fmt.Errorf("model request with Content-Length %q", v)
 				}
 				cl = n
+			case bytes.EqualFold(k, []byte("Transfer-Encoding")):
+				return fmt.Errorf("model request with Transfer-Encoding %q, which the tap does not read", v)
 			}
-		}
-		if cl < 0 {
-			if !bytes.HasPrefix(head, []byte("GET ")) {
-				return fmt.Errorf("model request without a Content-Length: %q", head)
-			}
-			cl = 0
 		}
 		if len(s.buf) < end+4+cl {
 			return nil
 		}
 		body := s.buf[end+4 : end+4+cl]
-		var req struct {
-			Input []json.RawMessage `json:"input"`
-		}
-		if err := json.Unmarshal(body, &req); err != nil {
-			return fmt.Errorf("model request body: %w", err)
-		}
-		if n := len(req.Input); n > 0 {
-			var last struct {
-				Type   string `json:"type"`
-				CallID string `json:"call_id"`
+		if bytes.HasPrefix(head, []byte("POST ")) && cl > 0 {
+			var req struct {
+				Input []json.RawMessage `json:"input"`
 			}
-			if err := json.Unmarshal(req.Input[n-1], &last); err != nil {
-				return err
+			if err := json.Unmarshal(body, &req); err != nil {
+				return fmt.Errorf("model request body: %w", err)
 			}
-			if last.Type == "function_call_output" {
-				t.reqOut[last.CallID] = ts
+			if n := len(req.Input); n > 0 {
+				var last struct {
+					Type   string `json:"type"`
+					CallID string `json:"call_id"`
+				}
+				if err := json.Unmarshal(req.Input[n-1], &last); err != nil {
+					return err
+				}
+				if last.Type == "function_call_output" {
+					t.reqOut[last.CallID] = ts
+				}
 			}
 		}
 		s.buf = append(s.buf[:0], s.buf[end+4+cl:]...)
 	}
 }
 
-// frames parses websocket frames (after the upgrade exchange); masked
-// tells a client's frames.
-func (t *wireTap) frames(s *wireStream, ts time.Time, masked bool) error {
-	if s.other {
-		s.buf = s.buf[:0]
-		return nil
-	}
+// frames parses the websocket frames of flow f (after the upgrade
+// exchange); masked tells a client's frames.
+func (t *wireTap) frames(f wireFlow, s *wireStream, ts time.Time, masked bool) error {
 	if !s.handshake {
 		end := bytes.Index(s.buf, []byte("\r\n\r\n"))
 		if end < 0 {
@@ -380,7 +507,7 @@ func (t *wireTap) frames(s *wireStream, ts time.Time, masked bool) error {
 		head := bytes.ToLower(s.buf[:end])
 		if !bytes.Contains(head, []byte("upgrade: websocket")) {
 			s.other = true
-			s.buf = s.buf[:0]
+			s.buf = nil
 			return nil
 		}
 		s.handshake = true
@@ -391,18 +518,24 @@ func (t *wireTap) frames(s *wireStream, ts time.Time, masked bool) error {
 			return nil
 		}
 		b0, b1 := s.buf[0], s.buf[1]
-		n, hl := int(b1&0x7f), 2
+		n, hl := uint64(b1&0x7f), 2
 		switch n {
 		case 126:
 			if len(s.buf) < 4 {
 				return nil
 			}
-			n, hl = int(binary.BigEndian.Uint16(s.buf[2:4])), 4
+			n, hl = uint64(binary.BigEndian.Uint16(s.buf[2:4])), 4
 		case 127:
 			if len(s.buf) < 10 {
 				return nil
 			}
-			n, hl = int(binary.BigEndian.Uint64(s.buf[2:10])), 10
+			n, hl = binary.BigEndian.Uint64(s.buf[2:10]), 10
+		}
+		if n > wireMaxFrame {
+			return fmt.Errorf("flow %v: a websocket frame of %d bytes", f, n)
+		}
+		if b0&0x70 != 0 {
+			return fmt.Errorf("flow %v: a websocket frame with RSV bits %#x (compression is not read)", f, b0&0x70)
 		}
 		var key []byte
 		if b1&0x80 != 0 {
@@ -413,19 +546,23 @@ func (t *wireTap) frames(s *wireStream, ts time.Time, masked bool) error {
 			hl += 4
 		}
 		if (key != nil) != masked {
-			return fmt.Errorf("websocket frame masking %v on a flow where it should be %v", key != nil, masked)
+			return fmt.Errorf("flow %v: websocket frame masking %v where it should be %v", f, key != nil, masked)
 		}
-		if len(s.buf) < hl+n {
+		if len(s.buf) < hl+int(n) {
 			return nil
 		}
-		data := s.buf[hl : hl+n]
+		data := s.buf[hl : hl+int(n)]
 		for i := range data {
 			data[i] ^= keyByte(key, i)
 		}
-		if b0&0x0f == 1 && b0&0x80 != 0 { // a whole text message
-			t.message(data, ts, masked)
+		switch op, fin := b0&0x0f, b0&0x80 != 0; {
+		case op >= 8: // control frames
+		case op == 0 || !fin:
+			return fmt.Errorf("flow %v: a fragmented websocket message, which the tap does not read", f)
+		case op == 1:
+			t.message(f, data, ts, masked)
 		}
-		s.buf = append(s.buf[:0], s.buf[hl+n:]...)
+		s.buf = append(s.buf[:0], s.buf[hl+int(n):]...)
 	}
 }
 
@@ -436,7 +573,9 @@ func keyByte(key []byte, i int) byte {
 	return key[i&3]
 }
 
-func (t *wireTap) message(data []byte, ts time.Time, fromClient bool) {
+// message records an item/tool/call going out on flow f, or a client's
+// answer to one coming in.
+func (t *wireTap) message(f wireFlow, data []byte, ts time.Time, fromClient bool) {
 	if !fromClient {
 		if !bytes.Contains(data, []byte(`"item/tool/call"`)) {
 			return
@@ -451,7 +590,7 @@ func (t *wireTap) message(data []byte, ts time.Time, fromClient bool) {
 		if json.Unmarshal(data, &m) != nil || m.Method != "item/tool/call" {
 			return
 		}
-		t.reqCalls[string(m.ID)] = m.Params.CallID
+		t.reqCalls[wireCallKey{f, string(m.ID)}] = m.Params.CallID
 		t.callOut[m.Params.CallID] = ts
 		return
 	}
@@ -464,8 +603,9 @@ func (t *wireTap) message(data []byte, ts time.Time, fromClient bool) {
 	if json.Unmarshal(data, &m) != nil {
 		return
 	}
-	if id, ok := t.reqCalls[string(m.ID)]; ok {
-		delete(t.reqCalls, string(m.ID))
+	k := wireCallKey{f.reverse(), string(m.ID)}
+	if id, ok := t.reqCalls[k]; ok {
+		delete(t.reqCalls, k)
 		t.answerIn[id] = ts
 	}
 }
@@ -477,27 +617,43 @@ func (t *wireTap) overheads(calls map[string][2]time.Time) (dynOverheads, error)
 	deadline := time.Now().Add(3 * time.Second)
 	for {
 		o, err := t.tryOverheads(calls)
-		if err == nil || time.Now().After(deadline) {
+		if err == nil || t.failed() || time.Now().After(deadline) {
 			return o, err
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
 }
 
-func (t *wireTap) tryOverheads(calls map[string][2]time.Time) (dynOverheads, error) {
+func (t *wireTap) failed() bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.err != nil {
-		return dynOverheads{}, t.err
+	return t.err != nil
+}
+
+// stamps returns the four wire times of a call.
+func (t *wireTap) stamps(id string) (respIn, callOut, answerIn, reqOut time.Time, ok bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var ok1, ok2, ok3, ok4 bool
+	respIn, ok1 = t.respIn[id]
+	callOut, ok2 = t.callOut[id]
+	answerIn, ok3 = t.answerIn[id]
+	reqOut, ok4 = t.reqOut[id]
+	return respIn, callOut, answerIn, reqOut, ok1 && ok2 && ok3 && ok4
+}
+
+func (t *wireTap) tryOverheads(calls map[string][2]time.Time) (dynOverheads, error) {
+	t.mu.Lock()
+	err := t.err
+	t.mu.Unlock()
+	if err != nil {
+		return dynOverheads{}, err
 	}
 	var o dynOverheads
 	for id := range calls {
-		ri, ok1 := t.respIn[id]
-		co, ok2 := t.callOut[id]
-		ai, ok3 := t.answerIn[id]
-		ro, ok4 := t.reqOut[id]
-		if !ok1 || !ok2 || !ok3 || !ok4 {
-			return o, fmt.Errorf("call %s: the wire tap saw response=%v call=%v answer=%v request=%v", id, ok1, ok2, ok3, ok4)
+		ri, co, ai, ro, ok := t.stamps(id)
+		if !ok {
+			return o, fmt.Errorf("call %s: the wire tap did not see all of the model's response, the item/tool/call, the answer and the next request", id)
 		}
 		in, out := co.Sub(ri), ro.Sub(ai)
 		if in <= 0 || out <= 0 || ai.Before(co) {
