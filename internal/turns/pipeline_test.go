@@ -3,6 +3,7 @@ package turns_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/appserver/appserver/api"
+	"github.com/appserver/appserver/internal/model"
 	"github.com/appserver/appserver/internal/model/fakemodel"
 	"github.com/appserver/appserver/internal/registry"
 	"github.com/appserver/appserver/internal/store"
@@ -41,8 +43,16 @@ func (noopTool) Handle(context.Context, registry.Invocation) (registry.Output, e
 }
 
 func pipelineSetup(t *testing.T) (*turns.Manager, *fakemodel.Server, *noteLog, chan error) {
+	return pipelineSetupWith(t, `{"steps":[{"tool_calls":[{"call_id":"c1","name":"noop","arguments":{}}]},{"text":"done"}]}`, nil)
+}
+
+// pipelineSetupWith serves script; wrap, when set, wraps the model client.
+func pipelineSetupWith(t *testing.T, script string, wrap func(model.Client) model.Client) (*turns.Manager, *fakemodel.Server, *noteLog, chan error) {
 	t.Helper()
-	st, fake, client := storeAndModel(t, `{"steps":[{"tool_calls":[{"call_id":"c1","name":"noop","arguments":{}}]},{"text":"done"}]}`)
+	st, fake, client := storeAndModel(t, script)
+	if wrap != nil {
+		client = wrap(client)
+	}
 	notes := &noteLog{ch: make(chan string, 1024)}
 	gate := make(chan error, 1)
 	m, err := turns.New(turns.Config{
@@ -93,6 +103,52 @@ func TestNextRequestOverlapsHistoryCommit(t *testing.T) {
 	started := slices.Index(lines[before:], "item/started")
 	require.GreaterOrEqual(t, usage, 0, "%v", lines)
 	require.Greater(t, started, usage, "the next response's items come after the previous round's usage: %v", lines[before:])
+}
+
+// eventLog is a model client that reports each event once the turn has
+// handled it.
+type eventLog struct {
+	model.Client
+	handled chan string
+}
+
+func (l eventLog) Stream(ctx context.Context, req model.Request, fn func(model.Event) error) (model.Result, error) {
+	return l.Client.Stream(ctx, req, func(ev model.Event) error {
+		err := fn(ev)
+		l.handled <- fmt.Sprintf("%T", ev)
+		return err
+	})
+}
+
+// A response that only calls tools announces and writes nothing until its
+// calls run, so it is read to its end while the previous round's history
+// is still being committed; its calls still run after that commit.
+func TestToolCallResponseReadDuringHistoryCommit(t *testing.T) {
+	handled := make(chan string, 64)
+	m, fake, notes, gate := pipelineSetupWith(t, `{"steps":[
+		{"tool_calls":[{"call_id":"c1","name":"noop","arguments":{}}]},
+		{"tool_calls":[{"call_id":"c2","name":"noop","arguments":{}}]},
+		{"text":"done"}]}`, func(c model.Client) model.Client { return eventLog{c, handled} })
+	startPipelineTurn(t, m)
+	waitRequests(t, fake, 2) // round one's commit is held by the gate
+	for completed := 0; completed < 2; {
+		select {
+		case ev := <-handled:
+			if ev == "model.Completed" {
+				completed++
+			}
+		case <-time.After(5 * time.Second):
+			go func() { gate <- nil; gate <- nil }() // let the turn end
+			t.Fatal("the second response was not read while the first round's commit was held")
+		}
+	}
+	require.NotContains(t, notes.snapshot(), "thread/tokenUsage/updated", "usage announced before its commit")
+	require.Len(t, fake.Requests(), 2, "round two's calls ran before round one's commit")
+	gate <- nil
+	waitRequests(t, fake, 3)
+	gate <- nil
+	notes.wait(t, "turn/completed")
+	require.Equal(t, 3, countOf(notes.snapshot(), "thread/tokenUsage/updated"), "one per response")
 }
 
 // A failed history commit fails the turn, and the response that was

@@ -369,8 +369,10 @@ func (r *turnRun) modelRound() (calls []model.InputItem, usage model.Usage, err 
 
 	open := map[string]*streamItem{}
 	res, err := client.Stream(streamCtx, req, func(ev model.Event) error {
-		if err := r.settle(); err != nil {
-			return err
+		if r.pending != nil && !quietEvent(ev) {
+			if err := r.settle(); err != nil {
+				return err
+			}
 		}
 		switch e := ev.(type) {
 		case model.OutputItemAdded:
@@ -416,6 +418,27 @@ func (r *turnRun) modelRound() (calls []model.InputItem, usage model.Usage, err 
 		return nil, model.Usage{}, err
 	}
 	return calls, res.Usage, nil
+}
+
+// quietEvent reports whether handling ev neither announces nor writes
+// anything, so that it need not wait for the previous round's commit
+// (settle): the start and end of a tool call, only added to the history
+// until the call runs, and the response's completion. A response that only
+// calls tools is thus read whole while that commit finishes.
+func quietEvent(ev model.Event) bool {
+	switch e := ev.(type) {
+	case model.OutputItemAdded:
+		return isToolCall(e.Item)
+	case model.OutputItemDone:
+		return isToolCall(e.Item)
+	case model.Completed:
+		return true
+	}
+	return false
+}
+
+func isToolCall(it model.InputItem) bool {
+	return it.Type == model.ItemFunctionCall || it.Type == model.ItemCustomToolCall
 }
 
 // requestInput is the full history: finished turns, then this turn, with
