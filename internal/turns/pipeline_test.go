@@ -151,6 +151,95 @@ func TestToolCallResponseReadDuringHistoryCommit(t *testing.T) {
 	require.Equal(t, 3, countOf(notes.snapshot(), "thread/tokenUsage/updated"), "one per response")
 }
 
+// startTurnOn starts a turn on thread ("" starts a thread) and returns
+// both ids.
+func startTurnOn(t *testing.T, m *turns.Manager, thread string) (string, string) {
+	t.Helper()
+	caller := turns.Caller{Conn: 1}
+	if thread == "" {
+		th, after, err := m.StartThread(context.Background(), caller, api.ThreadStartParams{})
+		require.NoError(t, err)
+		after()
+		thread = th.Thread.ID
+	}
+	res, after, err := m.StartTurn(context.Background(), caller, api.TurnStartParams{ThreadID: thread, Input: api.List[api.UserInput]{}})
+	require.NoError(t, err)
+	after()
+	return thread, res.Turn.ID
+}
+
+// waitHandled waits until the turn has handled n events of type typ (as
+// eventLog names them).
+func waitHandled(t *testing.T, handled chan string, typ string, n int) {
+	t.Helper()
+	for seen := 0; seen < n; {
+		select {
+		case ev := <-handled:
+			if ev == typ {
+				seen++
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("the turn handled %d %s events, want %d", seen, typ, n)
+		}
+	}
+}
+
+// When the previous round's commit fails, the tool calls of the response
+// read meanwhile never ran: they leave the history, so the thread's next
+// request does not carry them.
+func TestFailedCommitDropsCallsReadMeanwhile(t *testing.T) {
+	handled := make(chan string, 64)
+	m, fake, notes, gate := pipelineSetupWith(t, `{"steps":[
+		{"tool_calls":[{"call_id":"c1","name":"noop","arguments":{}}]},
+		{"tool_calls":[{"call_id":"c2","name":"noop","arguments":{}}]},
+		{"text":"done"}]}`, func(c model.Client) model.Client { return eventLog{c, handled} })
+	thread, _ := startTurnOn(t, m, "")
+	waitHandled(t, handled, "model.Completed", 2) // round two read, round one's commit held
+	gate <- errors.New("disk full")
+	notes.wait(t, "turn/completed")
+	require.Equal(t, api.TurnFailed, notes.lastEnded(t).Status)
+
+	startTurnOn(t, m, thread)
+	waitRequests(t, fake, 3)
+	notes.wait(t, "turn/completed")
+	next := string(fake.Requests()[2].Body)
+	require.Contains(t, next, `"c1"`)
+	require.NotContains(t, next, `"c2"`, "a call that never ran is in the thread's history")
+}
+
+// A failed commit decides the turn even when the response being read also
+// ends otherwise: the stream breaks, or the turn is interrupted.
+func TestFailedCommitDecidesTheTurn(t *testing.T) {
+	for _, tc := range []struct {
+		name, round2 string
+		interrupt    bool
+	}{
+		{name: "stream breaks", round2: `{"tool_calls":[{"call_id":"c2","name":"noop","arguments":{}}],"fail":{"kind":"reset","after_events":4}}`},
+		{name: "interrupted", round2: `{"tool_calls":[{"call_id":"c2","name":"noop","arguments":{}}],"event_delay_ms":300}`, interrupt: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			handled := make(chan string, 64)
+			m, _, notes, gate := pipelineSetupWith(t, `{"steps":[
+				{"tool_calls":[{"call_id":"c1","name":"noop","arguments":{}}]},`+tc.round2+`,
+				{"text":"done"}]}`, func(c model.Client) model.Client { return eventLog{c, handled} })
+			thread, turn := startTurnOn(t, m, "")
+			waitHandled(t, handled, "model.OutputItemAdded", 2) // round two is being read
+			gate <- errors.New("disk full")
+			if tc.interrupt {
+				after, err := m.InterruptTurn(context.Background(), api.TurnInterruptParams{ThreadID: thread, TurnID: turn})
+				require.NoError(t, err)
+				after()
+			}
+			notes.wait(t, "turn/completed")
+			ended := notes.lastEnded(t)
+			require.Equal(t, api.TurnFailed, ended.Status, "%+v", ended)
+			require.NotNil(t, ended.Error)
+			require.NotContains(t, ended.Error.Message, "stream", "the stream's failure was reported instead of the commit's")
+			require.NotContains(t, notes.snapshot(), "thread/tokenUsage/updated")
+		})
+	}
+}
+
 // A failed history commit fails the turn, and the response that was
 // already requested is not announced.
 func TestFailedHistoryCommitFailsTheTurn(t *testing.T) {

@@ -23,6 +23,7 @@ import (
 type noteLog struct {
 	mu    sync.Mutex
 	lines []string
+	ended []api.Turn // the turns of turn/completed, in order
 	ch    chan string
 }
 
@@ -34,6 +35,9 @@ func (n *noteLog) add(method string, params any) {
 	}
 	n.mu.Lock()
 	n.lines = append(n.lines, line)
+	if c, ok := params.(api.TurnCompletedNotification); ok {
+		n.ended = append(n.ended, c.Turn)
+	}
 	n.mu.Unlock()
 	n.ch <- method
 }
@@ -54,6 +58,15 @@ func (n *noteLog) wait(t *testing.T, method string) {
 			t.Fatalf("no %s notification", method)
 		}
 	}
+}
+
+// lastEnded returns the turn of the last turn/completed.
+func (n *noteLog) lastEnded(t *testing.T) api.Turn {
+	t.Helper()
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	require.NotEmpty(t, n.ended, "no turn/completed yet")
+	return n.ended[len(n.ended)-1]
 }
 
 func (n *noteLog) snapshot() []string {

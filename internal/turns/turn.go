@@ -318,8 +318,21 @@ type streamItem struct {
 // modelRound sends one request and handles the streamed response. It
 // returns the tool calls the model made.
 func (r *turnRun) modelRound() (calls []model.InputItem, usage model.Usage, err error) {
+	// read holds the tool calls of this response, which may be read before
+	// the previous round's commit is over (quietEvent); settleErr is that
+	// commit's failure if an event found it.
+	var read []model.InputItem
+	var settleErr error
 	defer func() {
-		if serr := r.settle(); serr != nil && err == nil {
+		serr := r.settle()
+		if serr == nil {
+			serr = settleErr
+		}
+		if serr != nil {
+			// The previous round's commit failed: that decides the turn,
+			// whatever else ended this response (new input, an interrupt,
+			// a stream error), and the calls read meanwhile never run.
+			r.dropCalls(read)
 			calls, usage, err = nil, model.Usage{}, serr
 		}
 	}()
@@ -371,6 +384,7 @@ func (r *turnRun) modelRound() (calls []model.InputItem, usage model.Usage, err 
 	res, err := client.Stream(streamCtx, req, func(ev model.Event) error {
 		if r.pending != nil && !quietEvent(ev) {
 			if err := r.settle(); err != nil {
+				settleErr = err
 				return err
 			}
 		}
@@ -400,7 +414,7 @@ func (r *turnRun) modelRound() (calls []model.InputItem, usage model.Usage, err 
 				return err
 			}
 			if call != nil {
-				calls = append(calls, *call)
+				read = append(read, *call)
 			}
 		}
 		return nil
@@ -409,7 +423,7 @@ func (r *turnRun) modelRound() (calls []model.InputItem, usage model.Usage, err 
 		if cause := context.Cause(streamCtx); errors.Is(cause, errPreempted) && at.ctx.Err() == nil {
 			// Abandoned for new input: calls of this response never ran, so
 			// they leave the history; completed messages stay.
-			r.dropCalls(calls)
+			r.dropCalls(read)
 			return nil, model.Usage{}, errPreempted
 		}
 		if at.ctx.Err() != nil {
@@ -417,7 +431,7 @@ func (r *turnRun) modelRound() (calls []model.InputItem, usage model.Usage, err 
 		}
 		return nil, model.Usage{}, err
 	}
-	return calls, res.Usage, nil
+	return read, res.Usage, nil
 }
 
 // quietEvent reports whether handling ev neither announces nor writes
