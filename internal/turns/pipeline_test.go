@@ -69,13 +69,7 @@ func pipelineSetupWith(t *testing.T, script string, wrap func(model.Client) mode
 
 func startPipelineTurn(t *testing.T, m *turns.Manager) {
 	t.Helper()
-	caller := turns.Caller{Conn: 1}
-	th, after, err := m.StartThread(context.Background(), caller, api.ThreadStartParams{})
-	require.NoError(t, err)
-	after()
-	_, after, err = m.StartTurn(context.Background(), caller, api.TurnStartParams{ThreadID: th.Thread.ID, Input: api.List[api.UserInput]{}})
-	require.NoError(t, err)
-	after()
+	startTurnOn(t, m, "")
 }
 
 func waitRequests(t *testing.T, fake *fakemodel.Server, n int) {
