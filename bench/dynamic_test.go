@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -85,21 +86,27 @@ import (
 // defaults), latency phase only; store=tmpfs (data dir under /dev/shm: the
 // same commits, but fsync costs nothing); store=ephemeral (ephemeral
 // threads, which the daemon keeps in memory only: no store writes at all,
-// unsubscribed instead of archived). -short runs 10x fewer calls.
+// unsubscribed instead of archived); store=disk,model-pause=20ms, the
+// disk case with the fake model pausing 20 ms before each response, as a
+// real model takes far longer, so that the daemon is idle when the call
+// arrives (dynPauseCalls calls; latency phase only). -short runs 10x fewer
+// calls.
 func BenchmarkDynamicToolRoundTrip(b *testing.B) {
 	for _, c := range []struct {
 		name, store string
 		extra       []string
 		soak        bool
+		pause       time.Duration
 	}{
-		{"store=disk", "disk", nil, true},
-		{"store=disk,gc-floor=0", "disk", []string{"-c", "gc_heap_floor_mib=0"}, false},
-		{"store=tmpfs", "tmpfs", nil, false},
-		{"store=ephemeral", "ephemeral", nil, false},
+		{name: "store=disk", store: "disk", soak: true},
+		{name: "store=disk,gc-floor=0", store: "disk", extra: []string{"-c", "gc_heap_floor_mib=0"}},
+		{name: "store=tmpfs", store: "tmpfs"},
+		{name: "store=ephemeral", store: "ephemeral"},
+		{name: "store=disk,model-pause=20ms", store: "disk", pause: dynPause},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			for range b.N {
-				benchDynamic(b, c.store, c.soak, c.extra...)
+				benchDynamic(b, c.store, c.soak, c.pause, c.extra...)
 			}
 		})
 	}
@@ -113,9 +120,13 @@ const (
 	dynWarmupCalls    = 1_000
 	dynWorkers        = 8
 	dynPhaseTimeout   = 4 * time.Minute
+	// dynPause is the model's pause in the model-pause case, which runs
+	// dynPauseCalls calls in its latency phase.
+	dynPause      = 20 * time.Millisecond
+	dynPauseCalls = 2_000
 )
 
-func benchDynamic(b *testing.B, storeKind string, soak bool, extra ...string) {
+func benchDynamic(b *testing.B, storeKind string, soak bool, pause time.Duration, extra ...string) {
 	dataDir := b.TempDir() // disk, ephemeral
 	if storeKind == "tmpfs" {
 		dir, err := os.MkdirTemp("/dev/shm", "appserver-bench-")
@@ -136,6 +147,9 @@ func benchDynamic(b *testing.B, storeKind string, soak bool, extra ...string) {
 		"-c", `model_providers.fake={name="Fake", base_url="` + fake.url() + `", wire_api="responses", request_max_retries=0}`,
 	}, extra...)...)
 	latencyCalls, soakCalls, warmupCalls := dynLatencyCalls, dynSoakCalls, dynWarmupCalls
+	if pause > 0 {
+		latencyCalls = dynPauseCalls
+	}
 	if testing.Short() {
 		latencyCalls, soakCalls, warmupCalls = latencyCalls/10, soakCalls/10, warmupCalls/10
 	}
@@ -157,6 +171,7 @@ func benchDynamic(b *testing.B, storeKind string, soak bool, extra ...string) {
 		b.Fatalf("warm-up: %v\ndaemon stderr:\n%s", err, d.stderr)
 	}
 	fake.reset()
+	fake.pause.Store(int64(pause))
 	times := newDynClientTimes(latencyCalls)
 	m0, err := d.metrics()
 	if err != nil {
@@ -170,6 +185,7 @@ func benchDynamic(b *testing.B, storeKind string, soak bool, extra ...string) {
 		b.Fatal(err)
 	}
 	pool.close()
+	fake.pause.Store(0)
 	lat := fake.overheads(b, times)
 	n := float64(len(lat.total))
 	allocPerCall := (m1["go_memstats_alloc_bytes_total"] - m0["go_memstats_alloc_bytes_total"]) / n
@@ -548,9 +564,10 @@ func (w *dynWorker) next(ctx context.Context, times *dynClientTimes) (dynFrame, 
 // index, so the fake needs only the last input item. Bodies are written
 // whole with a Content-Length, so "sent" is the moment the response left.
 type dynFake struct {
-	ln  net.Listener
-	srv *http.Server
-	wg  sync.WaitGroup
+	ln    net.Listener
+	srv   *http.Server
+	wg    sync.WaitGroup
+	pause atomic.Int64 // a time.Duration to wait before each response
 
 	mu      sync.Mutex
 	sent    map[string]time.Time // call id → response carrying it written
@@ -705,6 +722,9 @@ func (f *dynFake) serve(w http.ResponseWriter, r *http.Request) {
 		ev("response.output_item.done", `"output_index":0,"item":`+item)
 	}
 	ev("response.completed", resp("completed", item))
+	// A real model takes its time: the daemon sits idle meanwhile. The
+	// pause is not counted: the response's clock starts when it is sent.
+	time.Sleep(time.Duration(f.pause.Load()))
 
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Content-Length", strconv.Itoa(buf.Len()))
