@@ -587,7 +587,7 @@ func (r *turnRun) dropCalls(calls []model.InputItem) {
 	kept := r.history[:0]
 	stored, wire := r.histStored[:0], r.histWire[:0]
 	for i, it := range r.history {
-		if (it.Type == model.ItemFunctionCall || it.Type == model.ItemCustomToolCall) && drop[it.CallID] {
+		if isToolCall(it) && drop[it.CallID] {
 			continue
 		}
 		kept = append(kept, it)
