@@ -275,9 +275,7 @@ func (t *wireTap) close() error {
 		}
 		_ = syscall.Close(t.fd)
 	})
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.err
+	return t.readErr()
 }
 
 // packetDrops reads the socket's PACKET_STATISTICS drop count.
@@ -617,17 +615,18 @@ func (t *wireTap) overheads(calls map[string][2]time.Time) (dynOverheads, error)
 	deadline := time.Now().Add(3 * time.Second)
 	for {
 		o, err := t.tryOverheads(calls)
-		if err == nil || t.failed() || time.Now().After(deadline) {
+		if err == nil || t.readErr() != nil || time.Now().After(deadline) {
 			return o, err
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
 }
 
-func (t *wireTap) failed() bool {
+// readErr is what went wrong while reading, if anything.
+func (t *wireTap) readErr() error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.err != nil
+	return t.err
 }
 
 // stamps returns the four wire times of a call.
@@ -643,10 +642,7 @@ func (t *wireTap) stamps(id string) (respIn, callOut, answerIn, reqOut time.Time
 }
 
 func (t *wireTap) tryOverheads(calls map[string][2]time.Time) (dynOverheads, error) {
-	t.mu.Lock()
-	err := t.err
-	t.mu.Unlock()
-	if err != nil {
+	if err := t.readErr(); err != nil {
 		return dynOverheads{}, err
 	}
 	var o dynOverheads
