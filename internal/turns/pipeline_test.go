@@ -258,3 +258,25 @@ func countOf(lines []string, s string) int {
 	}
 	return n
 }
+
+// A tool round's usage is announced as soon as its commit is over, not
+// when the next response starts: a model may take seconds to answer, and
+// announcing it then would delay that response's first tool call.
+func TestRoundUsageAnnouncedBeforeNextResponse(t *testing.T) {
+	m, fake, notes, gate := pipelineSetupWith(t, `{"steps":[
+		{"tool_calls":[{"call_id":"c1","name":"noop","arguments":{}}]},
+		{"delay_ms":60000,"text":"late"}]}`, nil)
+	thread, turn := startTurnOn(t, m, "")
+	waitRequests(t, fake, 2) // the second response is 60 s away
+	gate <- nil
+	notes.wait(t, "thread/tokenUsage/updated")
+	lines := notes.snapshot()
+	require.Less(t, slices.Index(lines, "item/completed"), slices.Index(lines, "thread/tokenUsage/updated"), "%v", lines)
+
+	after, err := m.InterruptTurn(context.Background(), api.TurnInterruptParams{ThreadID: thread, TurnID: turn})
+	require.NoError(t, err)
+	after()
+	notes.wait(t, "turn/completed")
+	require.Equal(t, api.TurnInterrupted, notes.lastEnded(t).Status)
+	require.Equal(t, 1, countOf(notes.snapshot(), "thread/tokenUsage/updated"))
+}

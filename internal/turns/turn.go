@@ -192,9 +192,9 @@ func (r *turnRun) loop() error {
 	}
 }
 
-// settle waits for a commit started by recordUsageAsync and makes its
-// announcements. Every store write and notification of the turn goroutine
-// comes after it.
+// settle waits for a commit started by recordUsageAsync, which makes the
+// round's announcements once it is over. Every store write and
+// notification of the turn goroutine comes after it.
 func (r *turnRun) settle() error {
 	p := r.pending
 	if p == nil {
@@ -606,8 +606,9 @@ func (r *turnRun) recordUsage(u model.Usage, withHistory bool) error {
 }
 
 // recordUsageAsync is recordUsage with the commit started in the
-// background; the returned function waits for it and then announces. The
-// round's deferred tool item (ItemCompleted) goes in the same commit.
+// background, which announces the usage once it is over; the returned
+// function waits for that. The round's deferred tool item (ItemCompleted)
+// goes in the same commit.
 func (r *turnRun) recordUsageAsync(u model.Usage, withHistory bool) func() error {
 	last := api.TokenUsageBreakdown{
 		TotalTokens:           u.TotalTokens,
@@ -636,14 +637,12 @@ func (r *turnRun) recordUsageAsync(u model.Usage, withHistory bool) func() error
 		b.UpdateTurns = []store.TurnPatch{{ThreadID: t.id, ID: r.at.id, Meta: r.metaJSON()}}
 	}
 	items := r.takeDeferred()
-	for _, d := range items {
-		b.AppendItems = append(b.AppendItems, d.item)
-	}
 	done := make(chan error, 1)
 	go func() {
+		b.AppendItems = r.storeDeferred(items)
 		err := t.write(r.persistCtx(), b)
 		itemErr := err
-		if err != nil && len(items) > 0 {
+		if err != nil && len(b.AppendItems) > 0 {
 			// The items may be what failed (a repeated call id is a
 			// unique violation): commit the rest alone, whose outcome
 			// decides the turn as it did before items joined it, then
@@ -653,25 +652,29 @@ func (r *turnRun) recordUsageAsync(u model.Usage, withHistory bool) func() error
 			err = t.write(r.persistCtx(), &rest)
 			itemErr = t.write(r.persistCtx(), &store.Batch{AppendItems: b.AppendItems})
 		}
-		// The round's last tool item is announced as soon as it is
-		// committed, not when the turn goroutine next settles (the next
-		// response's first event): the turn goroutine announces nothing
-		// before it has settled, which waits for this.
+		// The round's last tool item and its usage are announced as soon
+		// as they are committed, not when the turn goroutine next settles
+		// (with the next response, which a model may take seconds to
+		// start): the turn goroutine announces nothing before it has
+		// settled, which waits for this.
 		r.announceDeferred(items, itemErr)
+		if err != nil && !withHistory {
+			t.m.log.Error("persist token usage", "thread", t.id, "err", err)
+		}
+		if err == nil || !withHistory {
+			t.emit("thread/tokenUsage/updated", api.ThreadTokenUsageUpdatedNotification{
+				ThreadID: t.id, TurnID: r.at.id, TokenUsage: api.TokenUsage{Total: total, Last: last},
+			})
+			// The reference repeats the turn's diff after each response's
+			// usage.
+			r.emitDiff()
+		}
 		done <- err
 	}()
 	return func() error {
-		if err := <-done; err != nil {
-			if withHistory {
-				return fmt.Errorf("persist turn history: %w", err)
-			}
-			t.m.log.Error("persist token usage", "thread", t.id, "err", err)
+		if err := <-done; err != nil && withHistory {
+			return fmt.Errorf("persist turn history: %w", err)
 		}
-		t.emit("thread/tokenUsage/updated", api.ThreadTokenUsageUpdatedNotification{
-			ThreadID: t.id, TurnID: r.at.id, TokenUsage: api.TokenUsage{Total: total, Last: last},
-		})
-		// The reference repeats the turn's diff after each response's usage.
-		r.emitDiff()
 		return nil
 	}
 }
@@ -752,11 +755,11 @@ func (r *turnRun) finish(runErr error) {
 	// Every tool round ends with a usage commit that takes the deferred
 	// tool item; should one be left, it still goes out before the turn ends.
 	if items := r.takeDeferred(); len(items) > 0 {
-		b := &store.Batch{}
-		for _, d := range items {
-			b.AppendItems = append(b.AppendItems, d.item)
+		var err error
+		if b := (&store.Batch{AppendItems: r.storeDeferred(items)}); len(b.AppendItems) > 0 {
+			err = t.write(r.persistCtx(), b)
 		}
-		r.announceDeferred(items, t.write(r.persistCtx(), b))
+		r.announceDeferred(items, err)
 	}
 	at.closeInput(false)
 	now := t.m.now()
@@ -912,24 +915,26 @@ func (r *turnRun) itemCompleted(turnID string, item api.ThreadItem, final bool) 
 		ms = *item.CompletedAtMs
 	}
 	note := api.ItemCompletedNotification{Item: item, ThreadID: r.t.id, TurnID: turnID, CompletedAtMs: ms}
+	// A tool's item carries its call id. Items of calls of other rounds
+	// (an exec session ending later) do not count.
+	id := item.Body.ItemID()
+	r.mu.Lock()
+	deferred := false
+	if r.roundCalls[id] && turnID == r.at.id {
+		delete(r.roundCalls, id)
+		deferred = final && len(r.roundCalls) == 0
+	}
+	if deferred {
+		// The commit that takes it encodes it for the store, off the
+		// path from the tool's answer to the next model request.
+		r.deferred = append(r.deferred, deferredItem{at: now, note: note})
+	}
+	r.mu.Unlock()
+	if deferred {
+		return
+	}
 	sit, err := storeItem(r.t.id, turnID, item, now)
 	if err == nil {
-		// A tool's item carries its call id. Items of calls of other
-		// rounds (an exec session ending later) do not count.
-		id := item.Body.ItemID()
-		r.mu.Lock()
-		deferred := false
-		if r.roundCalls[id] && turnID == r.at.id {
-			delete(r.roundCalls, id)
-			deferred = final && len(r.roundCalls) == 0
-		}
-		if deferred {
-			r.deferred = append(r.deferred, deferredItem{item: sit, note: note})
-		}
-		r.mu.Unlock()
-		if deferred {
-			return
-		}
 		err = r.t.write(r.persistCtx(), &store.Batch{AppendItems: []*store.Item{sit}})
 	}
 	if err != nil {
@@ -942,8 +947,23 @@ func (r *turnRun) itemCompleted(turnID string, item api.ThreadItem, final bool) 
 
 // deferredItem is a completed tool item waiting for its round's commit.
 type deferredItem struct {
-	item *store.Item
+	at   time.Time // when it completed: the stored item's creation time
 	note api.ItemCompletedNotification
+}
+
+// storeDeferred encodes deferred items for the store. An item that cannot
+// be encoded is logged and left out; it is announced all the same.
+func (r *turnRun) storeDeferred(items []deferredItem) []*store.Item {
+	var out []*store.Item
+	for _, d := range items {
+		sit, err := storeItem(r.t.id, d.note.TurnID, d.note.Item, d.at)
+		if err != nil {
+			r.t.m.log.Error("persist tool item", "thread", r.t.id, "item", d.note.Item.Body.ItemID(), "err", err)
+			continue
+		}
+		out = append(out, sit)
+	}
+	return out
 }
 
 // takeDeferred returns the deferred items and forgets them.
