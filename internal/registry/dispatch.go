@@ -232,17 +232,27 @@ func (d *Dispatcher) DispatchAll(ctx context.Context, calls []Call) ([]ResponseI
 		// admission follows the model's order.
 		queued = append(queued, admitted{inv: inv, h: h, mutating: mutating, w: d.lock.enqueue(exclusive), idx: i})
 	}
+	runOne := func(a admitted) {
+		item, err := d.run(runCtx, a.inv, a.h, a.mutating, a.w, started)
+		items[a.idx] = item
+		if err != nil {
+			errs[a.idx] = err
+			cancel()
+		}
+	}
+	// The last call runs on this goroutine, which would only wait: a
+	// round of one call (the common case) starts no goroutine, and its
+	// answer is not handed from one goroutine to another on its way back.
 	var wg sync.WaitGroup
-	for _, a := range queued {
+	for i, a := range queued {
+		if i == len(queued)-1 {
+			runOne(a)
+			break
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			item, err := d.run(runCtx, a.inv, a.h, a.mutating, a.w, started)
-			items[a.idx] = item
-			if err != nil {
-				errs[a.idx] = err
-				cancel()
-			}
+			runOne(a)
 		}()
 	}
 	wg.Wait()

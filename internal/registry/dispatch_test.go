@@ -199,6 +199,41 @@ func TestDispatchSuccessAndInvocation(t *testing.T) {
 	assert.JSONEq(t, `{"type":"function_call_output","call_id":"c1","output":"hi"}`, itemJSON(t, it))
 }
 
+// goroutineID is the running goroutine's id, from its stack header.
+func goroutineID(t *testing.T) string {
+	buf := make([]byte, 64)
+	buf = buf[:runtime.Stack(buf, false)]
+	f := bytes.Fields(buf)
+	require.GreaterOrEqual(t, len(f), 2, "%q", buf)
+	return string(f[1])
+}
+
+// The last call of a round runs on the dispatching goroutine (which would
+// otherwise only wait); the others run on goroutines of their own.
+func TestDispatchLastCallRunsOnCaller(t *testing.T) {
+	ctx := testCtx(t)
+	var mu sync.Mutex
+	ran := map[string]string{}
+	b := NewBuilder(Config{})
+	require.NoError(t, b.Register(fn("where"), &testHandler{handle: func(_ context.Context, inv Invocation) (Output, error) {
+		mu.Lock()
+		ran[inv.CallID] = goroutineID(t)
+		mu.Unlock()
+		return TextOutput("ok", true), nil
+	}}, true))
+	_, reg := b.Build()
+	d := reg.NewDispatcher(DispatcherConfig{})
+	caller := goroutineID(t)
+
+	_, err := d.DispatchAll(ctx, []Call{fcall("1", "where"), fcall("2", "where")})
+	require.NoError(t, err)
+	assert.NotEqual(t, caller, ran["1"])
+	assert.Equal(t, caller, ran["2"])
+	_, err = d.Dispatch(ctx, fcall("3", "where"))
+	require.NoError(t, err)
+	assert.Equal(t, caller, ran["3"])
+}
+
 func TestDispatchUnknownTool(t *testing.T) {
 	ctx := testCtx(t)
 	logs := &syncBuffer{}
