@@ -175,25 +175,29 @@ type responsesHandler struct {
 
 // responsesEvent holds the fields of the stream events we use.
 type responsesEvent struct {
-	Type         string          `json:"type"`
-	ItemID       string          `json:"item_id"`
-	Delta        string          `json:"delta"`
-	SummaryIndex int             `json:"summary_index"`
-	ContentIndex int             `json:"content_index"`
-	Item         json.RawMessage `json:"item"`
-	Response     *struct {
-		ID                string          `json:"id"`
-		Usage             *responsesUsage `json:"usage"`
-		Error             *streamError    `json:"error"`
-		IncompleteDetails *struct {
-			Reason string `json:"reason"`
-		} `json:"incomplete_details"`
-	} `json:"response"`
+	Type         string                  `json:"type"`
+	ItemID       string                  `json:"item_id"`
+	Delta        string                  `json:"delta"`
+	SummaryIndex int                     `json:"summary_index"`
+	ContentIndex int                     `json:"content_index"`
+	Item         json.RawMessage         `json:"item"`
+	Response     *responsesEventResponse `json:"response"`
 	// Code and Message are set on "error" events; Error on providers that
 	// nest them.
 	Code    any          `json:"code"`
 	Message string       `json:"message"`
 	Error   *streamError `json:"error"`
+}
+
+// responsesEventResponse holds the fields of an event's response object
+// that we use.
+type responsesEventResponse struct {
+	ID                string          `json:"id"`
+	Usage             *responsesUsage `json:"usage"`
+	Error             *streamError    `json:"error"`
+	IncompleteDetails *struct {
+		Reason string `json:"reason"`
+	} `json:"incomplete_details"`
 }
 
 type responsesUsage struct {
@@ -206,6 +210,152 @@ type responsesUsage struct {
 		ReasoningTokens int64 `json:"reasoning_tokens"`
 	} `json:"output_tokens_details"`
 	TotalTokens int64 `json:"total_tokens"`
+}
+
+// quickEvent decodes the events every response carries (its output items,
+// response.created and response.completed) without encoding/json, which is
+// most of the work of reading a short response. It takes only the members
+// that a full decode into e would use, and reports false whenever that
+// decode could come out differently or fail: any other member decode knows,
+// in any letter case; a repeated or escaped key; a member of another JSON
+// type; an escape or non-ASCII byte in a string it reads; invalid JSON. The
+// caller then decodes in full. e must be zero.
+func quickEvent(data []byte, e *responsesEvent) bool {
+	var buf [8]jsonMember
+	members, ok := objectMembers(data, buf[:0])
+	if !ok {
+		return false
+	}
+	var typ, item, resp []byte
+	for _, m := range members {
+		if m.escaped {
+			return false
+		}
+		switch string(m.key) {
+		case "type":
+			if typ != nil {
+				return false
+			}
+			typ = m.value
+		case "item":
+			if item != nil {
+				return false
+			}
+			item = m.value
+		case "response":
+			if resp != nil {
+				return false
+			}
+			resp = m.value
+		default:
+			if foldsToAny(m.key, "type", "item_id", "delta", "summary_index", "content_index", "item", "response", "code", "message", "error") {
+				return false
+			}
+		}
+	}
+	t, ok := plainString(typ)
+	if !ok {
+		return false
+	}
+	switch t {
+	case "response.output_item.added", "response.output_item.done":
+		if resp != nil || len(item) == 0 || item[0] != '{' {
+			return false
+		}
+		e.Type, e.Item = t, item
+		return true
+	case "response.created", "response.completed":
+		if item != nil || len(resp) == 0 || resp[0] != '{' {
+			return false
+		}
+		e.Type = t
+		return quickResponse(resp, e)
+	}
+	return false
+}
+
+// quickResponse decodes the members of a response object that
+// responsesEvent keeps: its id and usage (error and incomplete_details
+// only when null).
+func quickResponse(data []byte, e *responsesEvent) bool {
+	var buf [32]jsonMember
+	members, ok := objectMembers(data, buf[:0])
+	if !ok {
+		return false
+	}
+	e.Response = &responsesEventResponse{}
+	var seen [4]bool
+	for _, m := range members {
+		if m.escaped {
+			return false
+		}
+		k := -1
+		switch string(m.key) {
+		case "id":
+			k = 0
+			if string(m.value) == "null" {
+				break
+			}
+			id, ok := plainString(m.value)
+			if !ok {
+				return false
+			}
+			e.Response.ID = id
+		case "usage":
+			k = 1
+			if string(m.value) == "null" {
+				break
+			}
+			if m.value[0] != '{' {
+				return false
+			}
+			u := new(responsesUsage)
+			if json.Unmarshal(m.value, u) != nil {
+				return false
+			}
+			e.Response.Usage = u
+		case "error":
+			k = 2
+		case "incomplete_details":
+			k = 3
+		default:
+			if foldsToAny(m.key, "id", "usage", "error", "incomplete_details") {
+				return false
+			}
+			continue
+		}
+		if seen[k] || k >= 2 && string(m.value) != "null" {
+			return false
+		}
+		seen[k] = true
+	}
+	return true
+}
+
+// plainString returns the JSON string b holds when it has no escapes and
+// only ASCII, so that its bytes are its value.
+func plainString(b []byte) (string, bool) {
+	if len(b) < 2 || b[0] != '"' {
+		return "", false
+	}
+	s := b[1 : len(b)-1]
+	for _, c := range s {
+		if c == '\\' || c >= 0x80 {
+			return "", false
+		}
+	}
+	return string(s), true
+}
+
+// foldsToAny reports whether key equals one of names without regard to
+// case, as encoding/json matches keys to fields.
+func foldsToAny(key []byte, names ...string) bool {
+	for _, n := range names {
+		if len(key) == len(n) && bytes.EqualFold(key, []byte(n)) {
+			return true
+		}
+	}
+	return false
 }
 
 // responsesHandled reports whether handle acts on events of type typ.
@@ -299,6 +449,10 @@ func (h *responsesHandler) handle(data []byte) (bool, error) {
 	if typ, ok := leadingType(data); ok && !responsesHandled(typ) && json.Valid(data) {
 		return false, nil
 	}
+	var e responsesEvent
+	if quickEvent(data, &e) {
+		return h.dispatch(&e, data)
+	}
 	return h.decode(data)
 }
 
@@ -308,6 +462,11 @@ func (h *responsesHandler) decode(data []byte) (bool, error) {
 	if err := json.Unmarshal(data, &e); err != nil {
 		return false, malformed(data, err)
 	}
+	return h.dispatch(&e, data)
+}
+
+// dispatch handles the decoded event e, whose data is data.
+func (h *responsesHandler) dispatch(e *responsesEvent, data []byte) (bool, error) {
 	switch e.Type {
 	case "response.created":
 		if e.Response != nil {

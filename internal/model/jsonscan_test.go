@@ -1,0 +1,181 @@
+package model
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// realEvents are events as OpenAI's Responses API streams them.
+var realEvents = []string{
+	`{"type":"response.created","sequence_number":0,"response":{"id":"resp_1","object":"response","created_at":1741290958,"status":"in_progress","error":null,"incomplete_details":null,"instructions":"You are helpful.","max_output_tokens":null,"model":"gpt-4.1","output":[],"parallel_tool_calls":true,"previous_response_id":null,"reasoning":{"effort":null,"summary":null},"store":false,"temperature":1.0,"text":{"format":{"type":"text"}},"tool_choice":"auto","tools":[{"type":"function","name":"lookup","parameters":{"type":"object"},"strict":false}],"top_p":1.0,"truncation":"disabled","usage":null,"user":null,"metadata":{}}}`,
+	`{"type":"response.output_item.added","sequence_number":1,"output_index":0,"item":{"type":"function_call","id":"fc_1","call_id":"call_1","name":"lookup","arguments":"","status":"in_progress"}}`,
+	`{"type":"response.output_item.done","sequence_number":4,"output_index":0,"item":{"type":"function_call","id":"fc_1","call_id":"call_1","name":"lookup","arguments":"{\"city\":\"Paris\"}","status":"completed"}}`,
+	`{"type":"response.output_item.added","sequence_number":1,"output_index":0,"item":{"id":"msg_1","type":"message","status":"in_progress","content":[],"role":"assistant"}}`,
+	`{"type":"response.output_item.done","sequence_number":9,"output_index":0,"item":{"id":"msg_1","type":"message","status":"completed","content":[{"type":"output_text","annotations":[],"text":"Hi \u00e9 there"}],"role":"assistant"}}`,
+	`{"type":"response.completed","sequence_number":10,"response":{"id":"resp_1","object":"response","created_at":1741290958,"status":"completed","error":null,"incomplete_details":null,"model":"gpt-4.1","output":[{"type":"function_call","id":"fc_1","call_id":"call_1","name":"lookup","arguments":"{}","status":"completed"}],"usage":{"input_tokens":36,"input_tokens_details":{"cached_tokens":0},"output_tokens":87,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":123},"user":null,"metadata":{}}}`,
+	`{ "type" : "response.completed" , "response" : { "id" : "r" } }`,
+}
+
+func TestQuickEventTakesRealEvents(t *testing.T) {
+	for _, s := range realEvents {
+		var e responsesEvent
+		require.True(t, quickEvent([]byte(s), &e), "%s", s)
+		var want responsesEvent
+		require.NoError(t, json.Unmarshal([]byte(s), &want))
+		require.True(t, reflect.DeepEqual(want, e), "%s\nquick %+v\nfull  %+v", s, e, want)
+	}
+}
+
+// Anything the full decode could read differently, or reject, is left to
+// it.
+func TestQuickEventDefers(t *testing.T) {
+	for _, s := range []string{
+		`{"type":"response.output_text.delta","item_id":"m","delta":"x"}`,               // not one of its types
+		`{"type":"response.output_item.done","Type":"error","item":{"type":"message"}}`, // a key in another case
+		`{"type":"response.output_item.done","type":"response.output_item.done","item":{}}`,
+		`{"typ\u0065":"response.output_item.done","item":{}}`,
+		`{"type":"response.output_item.d\u006fne","item":{}}`,
+		`{"type":"response.output_item.done","item":null}`,
+		`{"type":"response.output_item.done","item":{},"delta":5}`,
+		`{"type":"response.output_item.done","item":{},"response":{}}`,
+		`{"type":"response.output_item.done","item":{},"item":{}}`,
+		`{"type":"response.completed","response":{"id":"r","error":{"message":"m"}}}`,
+		`{"type":"response.completed","response":{"id":"r","incomplete_details":{"reason":"x"}}}`,
+		`{"type":"response.completed","response":{"id":"r","usage":{"input_tokens":"many"}}}`,
+		`{"type":"response.completed","response":{"id":"r","usage":7}}`,
+		`{"type":"response.completed","response":{"id":"r\u0031"}}`,
+		`{"type":"response.completed","response":{"id":"résumé"}}`,
+		`{"type":"response.completed","response":{"id":5}}`,
+		`{"type":"response.completed","response":{"ID":"r"}}`,
+		`{"type":"response.completed","response":{"id":"r","id":"s"}}`,
+		`{"type":"response.completed","response":null}`,
+		`{"type":"response.completed","response":{"id":"r"}} x`,
+		`{"type":"response.completed","response":{"id":"r"}`,
+	} {
+		var e responsesEvent
+		require.False(t, quickEvent([]byte(s), &e), "%s", s)
+	}
+}
+
+// Where quickEvent decodes an event, it decodes it as encoding/json does.
+func FuzzQuickEvent(f *testing.F) {
+	for _, s := range realEvents {
+		f.Add([]byte(s))
+	}
+	f.Add([]byte(`{"type":"response.completed","response":{"id":null,"usage":null,"error":null}}`))
+	f.Add([]byte(`{"type":"response.output_item.added","item":{"type":"x"},"ITEM_ID":1}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var quick responsesEvent
+		if !quickEvent(data, &quick) {
+			return
+		}
+		var full responsesEvent
+		if err := json.Unmarshal(data, &full); err != nil {
+			t.Fatalf("quickEvent decoded %q, which encoding/json rejects: %v", data, err)
+		}
+		if !reflect.DeepEqual(quick, full) {
+			t.Fatalf("%q:\nquick %+v\nfull  %+v", data, quick, full)
+		}
+	})
+}
+
+// objectMembers accepts exactly the objects encoding/json accepts (short
+// of its nesting limit) and splits them as encoding/json does.
+func FuzzObjectMembers(f *testing.F) {
+	for _, s := range realEvents {
+		f.Add([]byte(s))
+	}
+	for _, s := range []string{
+		`{}`, ` { } `, `{"a":[]}`, `{"a":[1,-0.5e+3,true,false,null,"x\"\\\/\b\f\n\r\t\u00ff"]}`,
+		`{"a":01}`, `{"a":1.}`, `{"a":.5}`, `{"a":1e}`, `{"a":-}`, `{"a":tru}`, `{"a":"\x"}`, `{"a":"\u12"}`,
+		`{"a":1,}`, `{,}`, `{"a" 1}`, `{"a":1}}`, `[1]`, `"s"`, "{\"a\":\"\x01\"}", `{"a":{"b":[{"c":{}}]}}`,
+		`{"k\"ey":1,"k":2,"k":3}`, "{\"a\":\"\xff\"}",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		members, ok := objectMembers(data, nil)
+		trimmed := bytes.TrimLeft(data, " \t\r\n")
+		isObject := json.Valid(data) && len(trimmed) > 0 && trimmed[0] == '{'
+		if ok != isObject {
+			if !ok && jsonDepth(data) >= maxScanDepth {
+				return
+			}
+			t.Fatalf("objectMembers(%q) ok=%v, encoding/json says %v", data, ok, isObject)
+		}
+		if !ok {
+			return
+		}
+		var m map[string]json.RawMessage
+		require.NoError(t, json.Unmarshal(data, &m))
+		last := map[string][]byte{}
+		for _, mb := range members {
+			require.True(t, json.Valid(mb.value), "%q", mb.value)
+			require.Equal(t, bytes.IndexByte(mb.key, '\\') >= 0, mb.escaped)
+			var key string
+			require.NoError(t, json.Unmarshal(append(append([]byte{'"'}, mb.key...), '"'), &key))
+			last[key] = mb.value
+		}
+		require.Len(t, last, len(m))
+		for k, v := range m {
+			require.Equal(t, string(v), string(last[k]), "member %q of %q", k, data)
+		}
+	})
+}
+
+// jsonDepth is the deepest nesting of valid JSON data.
+func jsonDepth(data []byte) int {
+	dec := json.NewDecoder(strings.NewReader(string(data)))
+	depth, deepest := 0, 0
+	for {
+		tok, err := dec.Token()
+		if errors.Is(err, io.EOF) || err != nil {
+			return deepest
+		}
+		if d, ok := tok.(json.Delim); ok {
+			if d == '{' || d == '[' {
+				depth++
+				deepest = max(deepest, depth)
+			} else {
+				depth--
+			}
+		}
+	}
+}
+
+// BenchmarkResponsesEvent handles the events of a response that calls a
+// tool and of one that answers in text: handle (quickEvent where it
+// applies) against the full decode alone.
+func BenchmarkResponsesEvent(b *testing.B) {
+	events := make([][]byte, len(realEvents))
+	for i, s := range realEvents {
+		events[i] = []byte(s)
+	}
+	for _, bc := range []struct {
+		name string
+		fn   func(*responsesHandler, []byte) (bool, error)
+	}{
+		{"handle", (*responsesHandler).handle},
+		{"decode", (*responsesHandler).decode},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			h := &responsesHandler{emit: emitter(nil)}
+			b.ReportAllocs()
+			for b.Loop() {
+				h.res = Result{}
+				for _, ev := range events {
+					if _, err := bc.fn(h, ev); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+		})
+	}
+}
