@@ -315,6 +315,37 @@ func decodeContent(raw json.RawMessage, role string) ([]ContentPart, error) {
 	return parts, nil
 }
 
+// EncodeItem returns the item's full encoding (what a store keeps: the
+// JSON of json.Marshal, without its HTML escaping) and its upstream one
+// (WireJSON); either is nil if it cannot be made. It encodes a modelled item once: the two differ only by the
+// item's id, which MarshalJSON writes right after its type.
+func EncodeItem(it InputItem) (full, wire json.RawMessage) {
+	if it.Raw != nil && !isModelled(it.Type) {
+		full, _ = json.Marshal(it) // validates Raw
+		wire, _ = wireItem(it)
+		return full, wire
+	}
+	full, err := it.MarshalJSON()
+	if err != nil {
+		return nil, nil
+	}
+	if it.ID == "" {
+		return full, full
+	}
+	typ, err1 := marshal(it.Type)
+	id, err2 := marshal(it.ID)
+	head := len(`{"type":`) + len(typ)
+	member := len(`,"id":`) + len(id)
+	if err1 == nil && err2 == nil && len(full) > head+member &&
+		string(full[:head]) == `{"type":`+string(typ) && string(full[head:head+member]) == `,"id":`+string(id) &&
+		(full[head+member] == ',' || full[head+member] == '}') {
+		wire = make(json.RawMessage, 0, len(full)-member)
+		return full, append(append(wire, full[:head]...), full[head+member:]...)
+	}
+	wire, _ = wireItem(it)
+	return full, wire
+}
+
 // WireJSON returns the item as the Responses client sends it upstream
 // (compact JSON, without the item's id): what Request.InputWire holds.
 func WireJSON(it InputItem) (json.RawMessage, error) { return wireItem(it) }

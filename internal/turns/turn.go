@@ -270,14 +270,7 @@ func (r *turnRun) persistCtx() context.Context { return context.WithoutCancel(r.
 func (r *turnRun) addHistory(items ...model.InputItem) {
 	for _, it := range items {
 		r.history = append(r.history, it)
-		stored, err := json.Marshal(it)
-		if err != nil {
-			stored = nil
-		}
-		wire, err := model.WireJSON(it)
-		if err != nil {
-			wire = nil
-		}
+		stored, wire := model.EncodeItem(it)
 		r.histStored = append(r.histStored, stored)
 		r.histWire = append(r.histWire, wire)
 	}
