@@ -34,6 +34,10 @@ var (
 // daemonBinary builds ./cmd/appserver once per process and returns its path.
 func daemonBinary(tb testing.TB) string {
 	tb.Helper()
+	// A prebuilt daemon, to compare builds in alternating runs.
+	if p := os.Getenv("APPSERVER_BENCH_BIN"); p != "" {
+		return p
+	}
 	buildOnce.Do(func() {
 		root, err := moduleRoot()
 		if err != nil {
