@@ -58,6 +58,11 @@ func TestQuickEventDefers(t *testing.T) {
 		`{"type":"response.completed","response":null}`,
 		`{"type":"response.completed","response":{"id":"r"}} x`,
 		`{"type":"response.completed","response":{"id":"r"}`,
+		// encoding/json folds case with Unicode rules: "ſ" matches "s".
+		`{"type":"response.completed","response":{"id":"a","uſage":{"input_tokens":5}}}`,
+		`{"type":"response.completed","response":{"id":"a"},"reſponse":{"id":"b"}}`,
+		`{"type":"response.completed","response":{"id":"a","incomplete_detailſ":{"reason":"x"}}}`,
+		`{"type":"response.output_item.done","item":{"type":"message"},"meſſage":"x"}`,
 	} {
 		var e responsesEvent
 		require.False(t, quickEvent([]byte(s), &e), "%s", s)
@@ -71,6 +76,7 @@ func FuzzQuickEvent(f *testing.F) {
 	}
 	f.Add([]byte(`{"type":"response.completed","response":{"id":null,"usage":null,"error":null}}`))
 	f.Add([]byte(`{"type":"response.output_item.added","item":{"type":"x"},"ITEM_ID":1}`))
+	f.Add([]byte(`{"type":"response.completed","response":{"id":"a","uſage":{"input_tokens":5}}}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var quick responsesEvent
 		if !quickEvent(data, &quick) {

@@ -218,7 +218,8 @@ type responsesUsage struct {
 // that a full decode into e would use, and reports false whenever that
 // decode could come out differently or fail: any other member decode knows,
 // in any letter case; a repeated or escaped key; a member of another JSON
-// type; an escape or non-ASCII byte in a string it reads; invalid JSON. The
+// type; an escape or non-ASCII byte in a key or a string it reads;
+// invalid JSON. The
 // caller then decodes in full. e must be zero.
 func quickEvent(data []byte, e *responsesEvent) bool {
 	var buf [8]jsonMember
@@ -228,7 +229,7 @@ func quickEvent(data []byte, e *responsesEvent) bool {
 	}
 	var typ, item, resp []byte
 	for _, m := range members {
-		if m.escaped {
+		if m.escaped || !isASCII(m.key) {
 			return false
 		}
 		switch string(m.key) {
@@ -286,7 +287,7 @@ func quickResponse(data []byte, e *responsesEvent) bool {
 	e.Response = &responsesEventResponse{}
 	var seen [4]bool
 	for _, m := range members {
-		if m.escaped {
+		if m.escaped || !isASCII(m.key) {
 			return false
 		}
 		k := -1
@@ -347,8 +348,20 @@ func plainString(b []byte) (string, bool) {
 	return string(s), true
 }
 
-// foldsToAny reports whether key equals one of names without regard to
-// case, as encoding/json matches keys to fields.
+// isASCII reports whether b is all ASCII. encoding/json folds case with
+// Unicode rules, under which some non-ASCII keys ("ſ", "K") match ASCII
+// field names: such keys are left to it.
+func isASCII(b []byte) bool {
+	for _, c := range b {
+		if c >= 0x80 {
+			return false
+		}
+	}
+	return true
+}
+
+// foldsToAny reports whether key, all ASCII, equals one of names without
+// regard to case, as encoding/json matches keys to fields.
 func foldsToAny(key []byte, names ...string) bool {
 	for _, n := range names {
 		if len(key) == len(n) && bytes.EqualFold(key, []byte(n)) {
