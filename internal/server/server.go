@@ -222,8 +222,7 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "server is shutting down", http.StatusServiceUnavailable)
 		return
 	}
-	bw, batch := rpcws.BatchWrites(w)
-	ws, err := websocket.Accept(bw, r, &websocket.AcceptOptions{
+	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{
 		// The origin guard has already enforced the exact allow-list.
 		InsecureSkipVerify: true,
 		CompressionMode:    websocket.CompressionDisabled,
@@ -234,14 +233,14 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request) {
 	}
 	// The handler returns now: the connection is hijacked and runs on its
 	// own goroutines, and its teardown (endConn) runs when it ends.
-	s.serveConn(ws, batch, r.RemoteAddr)
+	s.serveConn(ws, r.RemoteAddr)
 }
 
 // serveConn starts a session on ws and returns without waiting for it to
 // end. The connection's goroutines are jsonrpc2's reader and watcher, and a
 // stream writer only while frames are queued; when jsonrpc2 closes the
 // stream, connStream.Close starts endConn.
-func (s *Server) serveConn(ws *websocket.Conn, batch *rpcws.Batcher, remote string) {
+func (s *Server) serveConn(ws *websocket.Conn, remote string) {
 	sess := &Session{srv: s, id: s.nextSess.Add(1)}
 	sess.log = s.log.With("conn", sess.id, "remote", remote)
 	m := s.metrics
@@ -256,7 +255,6 @@ func (s *Server) serveConn(ws *websocket.Conn, batch *rpcws.Batcher, remote stri
 			SlowConsumer: m.SlowConsumers.Inc,
 		},
 		OnResponse: sess.response,
-		Batch:      batch,
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	sess.ctx = ctx

@@ -2,7 +2,6 @@ package rpcws
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -21,14 +20,10 @@ func pair(t *testing.T, opts Options) (*Stream, *websocket.Conn) {
 	t.Helper()
 	accepted := make(chan *websocket.Conn, 1)
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		bw, batch := BatchWrites(w)
-		ws, err := websocket.Accept(bw, r, nil)
+		ws, err := websocket.Accept(w, r, nil)
 		if err != nil {
 			t.Error(err)
 			return
-		}
-		if opts.Batch == nil {
-			opts.Batch = batch
 		}
 		accepted <- ws
 	}))
@@ -79,56 +74,6 @@ func readAll(ctx context.Context, ws *websocket.Conn) ([]string, error) {
 }
 
 func frame(i int) []byte { return []byte(`{"method":"n","params":{"i":` + strconv.Itoa(i) + `}}`) }
-
-// Frames queued while the writer is busy go out in one socket write, in
-// order; one sent alone goes out on its own.
-func TestQueuedFramesShareOneWrite(t *testing.T) {
-	s, client := pair(t, Options{})
-	require.NotNil(t, s.opts.Batch.conn, "the hijack did not go through the batcher")
-	writes := &s.opts.Batch.conn.writes
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-
-	holdWriter(t, s)
-	for i := range 5 {
-		require.NoError(t, s.WriteObject(json.RawMessage(frame(i))))
-	}
-	before := writes.Load()
-	releaseWriter(s)
-	for i := range 5 {
-		_, data, err := client.Read(ctx)
-		require.NoError(t, err)
-		require.JSONEq(t, string(frame(i)), string(data))
-	}
-	require.Equal(t, int64(1), writes.Load()-before, "five queued frames took more than one write")
-
-	require.NoError(t, s.WriteObject(json.RawMessage(frame(5))))
-	_, data, err := client.Read(ctx)
-	require.NoError(t, err)
-	require.JSONEq(t, string(frame(5)), string(data))
-	require.Equal(t, int64(2), writes.Load()-before)
-}
-
-// A batch never holds more than maxBatch bytes: larger bursts go out in
-// several writes, every frame intact.
-func TestBatchIsBounded(t *testing.T) {
-	s, client := pair(t, Options{})
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	big := []byte(`{"method":"n","params":{"s":"` + strings.Repeat("x", maxBatch/3) + `"}}`)
-	holdWriter(t, s)
-	for range 6 {
-		require.NoError(t, s.WriteObject(json.RawMessage(big)))
-	}
-	before := s.opts.Batch.conn.writes.Load()
-	releaseWriter(s)
-	for range 6 {
-		_, data, err := client.Read(ctx)
-		require.NoError(t, err)
-		require.Equal(t, string(big), string(data))
-	}
-	require.GreaterOrEqual(t, s.opts.Batch.conn.writes.Load()-before, int64(3))
-}
 
 func TestSlowConsumerAtExactlyOutboundQueue(t *testing.T) {
 	const limit = 8

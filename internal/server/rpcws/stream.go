@@ -73,9 +73,6 @@ type Options struct {
 	// goroutine, in arrival order, instead of ReadObject returning it: the
 	// server keeps the requests it sent itself. It must not block.
 	OnResponse func(*Response)
-	// Batch, from BatchWrites, lets the writer send the frames it finds
-	// queued together in one write; nil writes each frame on its own.
-	Batch *Batcher
 }
 
 // Response is a client's answer to a server→client request.
@@ -377,9 +374,6 @@ func (s *Stream) writeLoop() {
 		if len(s.queue) == 0 {
 			s.queue = nil // release the backing array
 		}
-		// A frame with others queued behind it waits for them: the last
-		// one found queued writes them all at once.
-		s.opts.Batch.hold(len(s.queue) > 0)
 		s.writeDeadline = time.Now().Add(s.opts.WriteTimeout)
 		if s.writeTimer == nil {
 			s.writeTimer = time.AfterFunc(s.opts.WriteTimeout, s.writeTimedOut)
@@ -401,10 +395,6 @@ func (s *Stream) writeLoop() {
 			break
 		}
 	}
-	// Frames are still held only when the loop ended early (a failed
-	// write, an abort), and then the socket is being dropped. Whatever
-	// is written next, the close frame included, goes out at once.
-	s.opts.Batch.hold(false)
 	if !s.closing {
 		s.writing = false
 		s.mu.Unlock()
