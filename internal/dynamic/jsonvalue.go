@@ -6,6 +6,8 @@ import (
 	"errors"
 	"io"
 	"unicode/utf8"
+
+	"github.com/appserver/appserver/internal/jsonscan"
 )
 
 // Every dynamic tool call decodes its arguments into a generic value for
@@ -72,17 +74,9 @@ func (d *valueDecoder) document() (any, bool) {
 }
 
 func (d *valueDecoder) skipSpace() {
-	start := d.off
-	for d.off < len(d.data) {
-		switch d.data[d.off] {
-		case ' ', '\t', '\n', '\r':
-			d.off++
-		default:
-			d.spaced = d.spaced || d.off > start
-			return
-		}
-	}
-	d.spaced = d.spaced || d.off > start
+	i := jsonscan.Space(d.data, d.off)
+	d.spaced = d.spaced || i > d.off
+	d.off = i
 }
 
 func (d *valueDecoder) value() (any, bool) {
@@ -113,11 +107,9 @@ func (d *valueDecoder) value() (any, bool) {
 }
 
 func (d *valueDecoder) literal(lit string) bool {
-	if len(d.data)-d.off < len(lit) || string(d.data[d.off:d.off+len(lit)]) != lit {
-		return false
-	}
-	d.off += len(lit)
-	return true
+	end, ok := jsonscan.Literal(d.data, d.off, lit)
+	d.off = end
+	return ok
 }
 
 func (d *valueDecoder) object() (any, bool) {
@@ -209,66 +201,28 @@ func (d *valueDecoder) array() (any, bool) {
 // encoding/json.
 func (d *valueDecoder) string() (string, bool) {
 	start := d.off
-	escaped, high := false, false
-	for i := start + 1; i < len(d.data); i++ {
-		switch c := d.data[i]; {
-		case c == '"':
-			d.off = i + 1
-			body := d.data[start+1 : i]
-			if !escaped && (!high || utf8.Valid(body)) {
-				return string(body), true
-			}
-			var s string
-			if json.Unmarshal(d.data[start:i+1], &s) != nil {
-				return "", false
-			}
-			return s, true
-		case c == '\\':
-			escaped = true
-			i++ // the escaped byte cannot end the string
-		case c < 0x20:
-			return "", false
-		case c >= utf8.RuneSelf:
-			high = true
-		}
+	end, escaped, high, ok := jsonscan.String(d.data, start)
+	if !ok {
+		return "", false
 	}
-	return "", false
+	d.off = end
+	if body := d.data[start+1 : end-1]; !escaped && (!high || utf8.Valid(body)) {
+		return string(body), true
+	}
+	var s string
+	if json.Unmarshal(d.data[start:end], &s) != nil {
+		return "", false
+	}
+	return s, true
 }
 
 // number decodes a number literal (JSON grammar) as json.Number.
 func (d *valueDecoder) number() (any, bool) {
-	start, i := d.off, d.off
-	digits := func() bool {
-		n := i
-		for i < len(d.data) && '0' <= d.data[i] && d.data[i] <= '9' {
-			i++
-		}
-		return i > n
-	}
-	if d.data[i] == '-' {
-		i++
-	}
-	switch {
-	case i < len(d.data) && d.data[i] == '0':
-		i++
-	case !digits():
+	start := d.off
+	end, ok := jsonscan.Number(d.data, start)
+	if !ok {
 		return nil, false
 	}
-	if i < len(d.data) && d.data[i] == '.' {
-		i++
-		if !digits() {
-			return nil, false
-		}
-	}
-	if i < len(d.data) && (d.data[i] == 'e' || d.data[i] == 'E') {
-		i++
-		if i < len(d.data) && (d.data[i] == '+' || d.data[i] == '-') {
-			i++
-		}
-		if !digits() {
-			return nil, false
-		}
-	}
-	d.off = i
-	return json.Number(d.data[start:i]), true
+	d.off = end
+	return json.Number(d.data[start:end]), true
 }

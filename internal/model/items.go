@@ -317,8 +317,9 @@ func decodeContent(raw json.RawMessage, role string) ([]ContentPart, error) {
 
 // EncodeItem returns the item's full encoding (what a store keeps: the
 // JSON of json.Marshal, without its HTML escaping) and its upstream one
-// (WireJSON); either is nil if it cannot be made. It encodes a modelled item once: the two differ only by the
-// item's id, which MarshalJSON writes right after its type.
+// (WireJSON); either is nil if it cannot be made. It encodes a modelled
+// item once: the two differ only by the item's id, which MarshalJSON
+// writes right after its type.
 func EncodeItem(it InputItem) (full, wire json.RawMessage) {
 	if it.Raw != nil && !isModelled(it.Type) {
 		full, _ = json.Marshal(it) // validates Raw
@@ -334,13 +335,11 @@ func EncodeItem(it InputItem) (full, wire json.RawMessage) {
 	}
 	typ, err1 := marshal(it.Type)
 	id, err2 := marshal(it.ID)
-	head := len(`{"type":`) + len(typ)
-	member := len(`,"id":`) + len(id)
-	if err1 == nil && err2 == nil && len(full) > head+member &&
-		string(full[:head]) == `{"type":`+string(typ) && string(full[head:head+member]) == `,"id":`+string(id) &&
-		(full[head+member] == ',' || full[head+member] == '}') {
-		wire = make(json.RawMessage, 0, len(full)-member)
-		return full, append(append(wire, full[:head]...), full[head+member:]...)
+	head := `{"type":` + string(typ)
+	withID := head + `,"id":` + string(id)
+	if n := len(withID); err1 == nil && err2 == nil && len(full) > n && string(full[:n]) == withID && (full[n] == ',' || full[n] == '}') {
+		wire = make(json.RawMessage, 0, len(full)-n+len(head))
+		return full, append(append(wire, head...), full[n:]...)
 	}
 	wire, _ = wireItem(it)
 	return full, wire

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+
+	"github.com/appserver/appserver/internal/jsonscan"
 )
 
 // responsesClient speaks the OpenAI Responses API (POST {base}/responses,
@@ -216,44 +218,23 @@ type responsesUsage struct {
 // response.created and response.completed) without encoding/json, which is
 // most of the work of reading a short response. It takes only the members
 // that a full decode into e would use, and reports false whenever that
-// decode could come out differently or fail: any other member decode knows,
-// in any letter case; a repeated or escaped key; a member of another JSON
-// type; an escape or non-ASCII byte in a key or a string it reads;
-// invalid JSON. The
-// caller then decodes in full. e must be zero.
+// decode could come out differently or fail: any other member decode knows
+// (see pick); a member of another JSON type; an escape or non-ASCII byte in
+// a string it reads; invalid JSON. The caller then decodes in full. e must
+// be zero.
 func quickEvent(data []byte, e *responsesEvent) bool {
-	var buf [8]jsonMember
-	members, ok := objectMembers(data, buf[:0])
-	if !ok {
+	var buf [8]jsonscan.Member
+	members, ok := jsonscan.Object(data, buf[:0])
+	var v [len(eventFields)][]byte
+	if !ok || !pick(members, eventFields[:], v[:]) {
 		return false
 	}
-	var typ, item, resp []byte
-	for _, m := range members {
-		if m.escaped || !isASCII(m.key) {
+	for _, other := range v[3:] {
+		if other != nil {
 			return false
 		}
-		switch string(m.key) {
-		case "type":
-			if typ != nil {
-				return false
-			}
-			typ = m.value
-		case "item":
-			if item != nil {
-				return false
-			}
-			item = m.value
-		case "response":
-			if resp != nil {
-				return false
-			}
-			resp = m.value
-		default:
-			if foldsToAny(m.key, "type", "item_id", "delta", "summary_index", "content_index", "item", "response", "code", "message", "error") {
-				return false
-			}
-		}
 	}
+	typ, item, resp := v[0], v[1], v[2]
 	t, ok := plainString(typ)
 	if !ok {
 		return false
@@ -275,60 +256,66 @@ func quickEvent(data []byte, e *responsesEvent) bool {
 	return false
 }
 
+// eventFields are the keys of responsesEvent: the three quickEvent reads,
+// then those it leaves to the full decode.
+var eventFields = [...]string{"type", "item", "response", "item_id", "delta", "summary_index", "content_index", "code", "message", "error"}
+
+// responseFields are the keys of responsesEventResponse.
+var responseFields = [...]string{"id", "usage", "error", "incomplete_details"}
+
 // quickResponse decodes the members of a response object that
 // responsesEvent keeps: its id and usage (error and incomplete_details
 // only when null).
 func quickResponse(data []byte, e *responsesEvent) bool {
-	var buf [32]jsonMember
-	members, ok := objectMembers(data, buf[:0])
-	if !ok {
+	var buf [32]jsonscan.Member
+	members, ok := jsonscan.Object(data, buf[:0])
+	var v [len(responseFields)][]byte
+	if !ok || !pick(members, responseFields[:], v[:]) {
+		return false
+	}
+	id, usage, errv, incomplete := v[0], v[1], v[2], v[3]
+	if errv != nil && string(errv) != "null" || incomplete != nil && string(incomplete) != "null" {
 		return false
 	}
 	e.Response = &responsesEventResponse{}
-	var seen [4]bool
+	if id != nil && string(id) != "null" {
+		if e.Response.ID, ok = plainString(id); !ok {
+			return false
+		}
+	}
+	if usage != nil && string(usage) != "null" {
+		u := new(responsesUsage)
+		if usage[0] != '{' || json.Unmarshal(usage, u) != nil {
+			return false
+		}
+		e.Response.Usage = u
+	}
+	return true
+}
+
+// pick puts the values of the members named in names into vals (nil when
+// absent), in the order of names. It reports false for any key that
+// encoding/json could match to one of names otherwise than by its bytes:
+// a key with an escape or a non-ASCII byte (it folds case with Unicode
+// rules, so "ſ" matches "s"), a repeated name, a name in another letter
+// case.
+func pick(members []jsonscan.Member, names []string, vals [][]byte) bool {
 	for _, m := range members {
-		if m.escaped || !isASCII(m.key) {
+		if !m.Plain {
 			return false
 		}
-		k := -1
-		switch string(m.key) {
-		case "id":
-			k = 0
-			if string(m.value) == "null" {
+		for i, n := range names {
+			if string(m.Key) == n {
+				if vals[i] != nil {
+					return false
+				}
+				vals[i] = m.Value
 				break
 			}
-			id, ok := plainString(m.value)
-			if !ok {
+			if len(m.Key) == len(n) && bytes.EqualFold(m.Key, []byte(n)) {
 				return false
 			}
-			e.Response.ID = id
-		case "usage":
-			k = 1
-			if string(m.value) == "null" {
-				break
-			}
-			if m.value[0] != '{' {
-				return false
-			}
-			u := new(responsesUsage)
-			if json.Unmarshal(m.value, u) != nil {
-				return false
-			}
-			e.Response.Usage = u
-		case "error":
-			k = 2
-		case "incomplete_details":
-			k = 3
-		default:
-			if foldsToAny(m.key, "id", "usage", "error", "incomplete_details") {
-				return false
-			}
-			continue
 		}
-		if seen[k] || k >= 2 && string(m.value) != "null" {
-			return false
-		}
-		seen[k] = true
 	}
 	return true
 }
@@ -336,39 +323,11 @@ func quickResponse(data []byte, e *responsesEvent) bool {
 // plainString returns the JSON string b holds when it has no escapes and
 // only ASCII, so that its bytes are its value.
 func plainString(b []byte) (string, bool) {
-	if len(b) < 2 || b[0] != '"' {
+	end, escaped, high, ok := jsonscan.String(b, 0)
+	if len(b) == 0 || b[0] != '"' || !ok || end != len(b) || escaped || high {
 		return "", false
 	}
-	s := b[1 : len(b)-1]
-	for _, c := range s {
-		if c == '\\' || c >= 0x80 {
-			return "", false
-		}
-	}
-	return string(s), true
-}
-
-// isASCII reports whether b is all ASCII. encoding/json folds case with
-// Unicode rules, under which some non-ASCII keys ("ſ", "K") match ASCII
-// field names: such keys are left to it.
-func isASCII(b []byte) bool {
-	for _, c := range b {
-		if c >= 0x80 {
-			return false
-		}
-	}
-	return true
-}
-
-// foldsToAny reports whether key, all ASCII, equals one of names without
-// regard to case, as encoding/json matches keys to fields.
-func foldsToAny(key []byte, names ...string) bool {
-	for _, n := range names {
-		if len(key) == len(n) && bytes.EqualFold(key, []byte(n)) {
-			return true
-		}
-	}
-	return false
+	return string(b[1 : len(b)-1]), true
 }
 
 // responsesHandled reports whether handle acts on events of type typ.

@@ -244,16 +244,15 @@ func (d *Dispatcher) DispatchAll(ctx context.Context, calls []Call) ([]ResponseI
 	// round of one call (the common case) starts no goroutine, and its
 	// answer is not handed from one goroutine to another on its way back.
 	var wg sync.WaitGroup
-	for i, a := range queued {
-		if i == len(queued)-1 {
-			runOne(a)
-			break
+	if n := len(queued); n > 0 {
+		for _, a := range queued[:n-1] {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				runOne(a)
+			}()
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			runOne(a)
-		}()
+		runOne(queued[n-1])
 	}
 	wg.Wait()
 	for _, err := range errs {

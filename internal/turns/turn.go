@@ -749,8 +749,8 @@ func (r *turnRun) finish(runErr error) {
 	// tool item; should one be left, it still goes out before the turn ends.
 	if items := r.takeDeferred(); len(items) > 0 {
 		var err error
-		if b := (&store.Batch{AppendItems: r.storeDeferred(items)}); len(b.AppendItems) > 0 {
-			err = t.write(r.persistCtx(), b)
+		if sits := r.storeDeferred(items); len(sits) > 0 {
+			err = t.write(r.persistCtx(), &store.Batch{AppendItems: sits})
 		}
 		r.announceDeferred(items, err)
 	}

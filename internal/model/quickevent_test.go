@@ -1,12 +1,8 @@
 package model
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
-	"io"
 	"reflect"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -90,70 +86,6 @@ func FuzzQuickEvent(f *testing.F) {
 			t.Fatalf("%q:\nquick %+v\nfull  %+v", data, quick, full)
 		}
 	})
-}
-
-// objectMembers accepts exactly the objects encoding/json accepts (short
-// of its nesting limit) and splits them as encoding/json does.
-func FuzzObjectMembers(f *testing.F) {
-	for _, s := range realEvents {
-		f.Add([]byte(s))
-	}
-	for _, s := range []string{
-		`{}`, ` { } `, `{"a":[]}`, `{"a":[1,-0.5e+3,true,false,null,"x\"\\\/\b\f\n\r\t\u00ff"]}`,
-		`{"a":01}`, `{"a":1.}`, `{"a":.5}`, `{"a":1e}`, `{"a":-}`, `{"a":tru}`, `{"a":"\x"}`, `{"a":"\u12"}`,
-		`{"a":1,}`, `{,}`, `{"a" 1}`, `{"a":1}}`, `[1]`, `"s"`, "{\"a\":\"\x01\"}", `{"a":{"b":[{"c":{}}]}}`,
-		`{"k\"ey":1,"k":2,"k":3}`, "{\"a\":\"\xff\"}",
-	} {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, data []byte) {
-		members, ok := objectMembers(data, nil)
-		trimmed := bytes.TrimLeft(data, " \t\r\n")
-		isObject := json.Valid(data) && len(trimmed) > 0 && trimmed[0] == '{'
-		if ok != isObject {
-			if !ok && jsonDepth(data) >= maxScanDepth {
-				return
-			}
-			t.Fatalf("objectMembers(%q) ok=%v, encoding/json says %v", data, ok, isObject)
-		}
-		if !ok {
-			return
-		}
-		var m map[string]json.RawMessage
-		require.NoError(t, json.Unmarshal(data, &m))
-		last := map[string][]byte{}
-		for _, mb := range members {
-			require.True(t, json.Valid(mb.value), "%q", mb.value)
-			require.Equal(t, bytes.IndexByte(mb.key, '\\') >= 0, mb.escaped)
-			var key string
-			require.NoError(t, json.Unmarshal(append(append([]byte{'"'}, mb.key...), '"'), &key))
-			last[key] = mb.value
-		}
-		require.Len(t, last, len(m))
-		for k, v := range m {
-			require.Equal(t, string(v), string(last[k]), "member %q of %q", k, data)
-		}
-	})
-}
-
-// jsonDepth is the deepest nesting of valid JSON data.
-func jsonDepth(data []byte) int {
-	dec := json.NewDecoder(strings.NewReader(string(data)))
-	depth, deepest := 0, 0
-	for {
-		tok, err := dec.Token()
-		if errors.Is(err, io.EOF) || err != nil {
-			return deepest
-		}
-		if d, ok := tok.(json.Delim); ok {
-			if d == '{' || d == '[' {
-				depth++
-				deepest = max(deepest, depth)
-			} else {
-				depth--
-			}
-		}
-	}
 }
 
 // BenchmarkResponsesEvent handles the events of a response that calls a
