@@ -26,10 +26,15 @@ var bodyBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 // other reader type makes it flush the headers alone and copy the body
 // through a fresh temporary buffer. A copy that is never written (the dial
 // failed, say) only means the buffer is not reused.
+//
+// sent, when set, is Request.Sent: the first WroteRequest calls it, or the
+// end of the first attempt if that never wrote the request.
 type requestBody struct {
-	buf    *bytes.Buffer
-	pooled bool
-	refs   atomic.Int32
+	buf     *bytes.Buffer
+	pooled  bool
+	refs    atomic.Int32
+	sent    func()
+	sentRan atomic.Bool
 }
 
 // newPooledBody returns a body whose buffer comes from the pool; write the
@@ -58,8 +63,19 @@ func (b *requestBody) reader() io.ReadCloser {
 	return io.NopCloser(bytes.NewReader(b.buf.Bytes()))
 }
 
-// wrote drops the reference of one reader that net/http finished writing.
-func (b *requestBody) wrote() { b.unref() }
+// wrote drops the reference of one reader that net/http finished writing,
+// and calls sent the first time.
+func (b *requestBody) wrote() {
+	b.markSent()
+	b.unref()
+}
+
+// markSent calls sent unless it already ran.
+func (b *requestBody) markSent() {
+	if b.sent != nil && b.sentRan.CompareAndSwap(false, true) {
+		b.sent()
+	}
+}
 
 // done drops the caller's reference.
 func (b *requestBody) done() { b.unref() }

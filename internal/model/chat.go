@@ -274,7 +274,9 @@ func (c *chatClient) Stream(ctx context.Context, req Request, fn func(Event) err
 	}
 	c.t.log.Debug("chat request", "model", req.Model, "items", len(req.Input), "tools", len(req.Tools))
 	h := &chatHandler{emit: emitter(fn), custom: custom, calls: map[int]*chatCallAcc{}}
-	err = c.t.run(ctx, newBody(body), h)
+	rb := newBody(body)
+	rb.sent = req.Sent
+	err = c.t.run(ctx, rb, h)
 	return h.res, err
 }
 

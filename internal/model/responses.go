@@ -164,6 +164,7 @@ func (c *responsesClient) Stream(ctx context.Context, req Request, fn func(Event
 		return Result{}, &Error{Kind: KindBadRequest, Message: "cannot encode request: " + err.Error(), Err: err}
 	}
 	c.t.log.Debug("responses request", "model", req.Model, "items", len(req.Input), "tools", len(req.Tools))
+	body.sent = req.Sent
 	h := &responsesHandler{emit: emitter(fn)}
 	err := c.t.run(ctx, body, h)
 	return h.res, err

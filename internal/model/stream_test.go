@@ -7,6 +7,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -556,12 +557,18 @@ func TestIdleTimeout(t *testing.T) {
 	}
 }
 
-func TestConnectionRefused(t *testing.T) {
+// closedPort returns a loopback address nothing listens on.
+func closedPort(t *testing.T) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	addr := ln.Addr().String()
 	require.NoError(t, ln.Close())
+	return addr
+}
 
+func TestConnectionRefused(t *testing.T) {
+	addr := closedPort(t)
 	for _, wire := range wires {
 		t.Run(wire, func(t *testing.T) {
 			c, sl := newClient(t, "http://"+addr+"/v1", wire, func(cfg *model.ProviderConfig) {
@@ -738,6 +745,55 @@ func TestScriptExhausted(t *testing.T) {
 			_, res, err := run(t, c, userRequest("hi"))
 			require.NoError(t, err)
 			assert.Equal(t, fakemodel.DefaultExhaustedText, res.Items[0].Text())
+		})
+	}
+}
+
+// Request.Sent runs once the request is written, once per Stream however
+// many attempts it takes, before any event.
+func TestSentCalledOnceWhenWritten(t *testing.T) {
+	for _, wire := range wires {
+		t.Run(wire, func(t *testing.T) {
+			srv := startFake(t, fakemodel.Script{Steps: []fakemodel.Step{
+				{Error: &fakemodel.HTTPError{Status: 500, Message: "boom"}, Times: 2},
+				{Text: "third time"},
+			}})
+			c, _ := newClient(t, srv.URL(), wire, nil)
+			var sent atomic.Int32
+			req := userRequest("hi")
+			req.Sent = func() { sent.Add(1) }
+			_, err := c.Stream(context.Background(), req, func(model.Event) error {
+				require.Equal(t, int32(1), sent.Load(), "an event before Sent")
+				return nil
+			})
+			require.NoError(t, err)
+			assert.Len(t, srv.Requests(), 3)
+			assert.Equal(t, int32(1), sent.Load())
+		})
+	}
+}
+
+// When the first attempt cannot write the request, Sent runs as it ends,
+// before the retry's wait.
+func TestSentCalledWhenFirstAttemptFailsToConnect(t *testing.T) {
+	addr := closedPort(t)
+	for _, wire := range wires {
+		t.Run(wire, func(t *testing.T) {
+			var sent atomic.Int32
+			var sentBeforeWait []bool
+			sleep := func(ctx context.Context, d time.Duration) error {
+				sentBeforeWait = append(sentBeforeWait, sent.Load() == 1)
+				return nil
+			}
+			cfg := model.ProviderConfig{ID: "fake", BaseURL: "http://" + addr + "/v1", WireAPI: wire, MaxRetries: 2}
+			c, err := model.New(cfg, nil, model.WithSleep(sleep))
+			require.NoError(t, err)
+			req := userRequest("hi")
+			req.Sent = func() { sent.Add(1) }
+			_, _, err = run(t, c, req)
+			modelError(t, err, model.KindConnectionFailed)
+			assert.Equal(t, int32(1), sent.Load())
+			assert.Equal(t, []bool{true, true}, sentBeforeWait)
 		})
 	}
 }

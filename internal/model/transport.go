@@ -93,6 +93,10 @@ func (t *transport) run(ctx context.Context, body *requestBody, h sseHandler) er
 	defer body.done()
 	for attempt := 1; ; attempt++ {
 		err := t.attempt(ctx, body, h)
+		// An attempt that never wrote the request (the dial failed, say)
+		// still ends the caller's wait for Sent: a retry may be minutes
+		// away.
+		body.markSent()
 		if err == nil {
 			return nil
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -279,4 +280,63 @@ func TestRoundUsageAnnouncedBeforeNextResponse(t *testing.T) {
 	notes.wait(t, "turn/completed")
 	require.Equal(t, api.TurnInterrupted, notes.lastEnded(t).Status)
 	require.Equal(t, 1, countOf(notes.snapshot(), "thread/tokenUsage/updated"))
+}
+
+// sentWatch is a model client that checks, when a request carries Sent,
+// that the previous round's commit has not started before Sent runs.
+type sentWatch struct {
+	model.Client
+	t        *testing.T
+	commits  chan struct{} // a round's commit entered the store
+	sawSent  chan struct{}
+	sentOnce sync.Once
+}
+
+func (s *sentWatch) Stream(ctx context.Context, req model.Request, fn func(model.Event) error) (model.Result, error) {
+	if req.Sent != nil {
+		s.sentOnce.Do(func() { close(s.sawSent) })
+		select {
+		case <-s.commits:
+			s.t.Error("the round's commit started before the next request was sent")
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return s.Client.Stream(ctx, req, fn)
+}
+
+// A tool round's commit starts once the next request is on the wire, so
+// that it does not compete with sending it.
+func TestRoundCommitStartsOnceRequestSent(t *testing.T) {
+	commits := make(chan struct{}, 16)
+	watch := &sentWatch{t: t, commits: commits, sawSent: make(chan struct{})}
+	m, fake, notes, gate := pipelineSetupWith(t, `{"steps":[
+		{"tool_calls":[{"call_id":"c1","name":"noop","arguments":{}}]},
+		{"text":"done"}]}`, func(c model.Client) model.Client { watch.Client = c; return watch })
+	stop, stopped := make(chan struct{}), make(chan struct{})
+	defer func() { close(stop); <-stopped }()
+	go func() {
+		defer close(stopped)
+		// The gate passes every commit, and tells the watch of each: gate
+		// holds one value, so each send after the first completes when a
+		// commit has taken one.
+		gate <- nil
+		for {
+			select {
+			case gate <- nil:
+				commits <- struct{}{}
+			case <-stop:
+				return
+			}
+		}
+	}()
+	startPipelineTurn(t, m)
+	notes.wait(t, "turn/completed")
+	select {
+	case <-watch.sawSent:
+	default:
+		t.Fatal("the request after the tool round carried no Sent")
+	}
+	require.Len(t, fake.Requests(), 2)
+	require.Equal(t, api.TurnCompleted, notes.lastEnded(t).Status)
+	require.Equal(t, 2, countOf(notes.snapshot(), "thread/tokenUsage/updated"))
 }

@@ -123,7 +123,7 @@ type turnRun struct {
 	reqInput []model.InputItem
 	reqWire  []json.RawMessage
 	devWire  json.RawMessage
-	pending  func() error    // an unsettled history commit (settle)
+	pending  *roundCommit    // an unsettled history commit (settle)
 	final    *api.ThreadItem // the last completed agent message
 	total    api.TokenUsageBreakdown
 	specs    []registry.ConfiguredToolSpec
@@ -186,8 +186,9 @@ func (r *turnRun) loop() error {
 			}
 			return err
 		}
-		// The next request goes out while the history commits: nothing
-		// else is written or announced until it has (settle).
+		// The history commits while the next request goes out, started
+		// once that request is written (modelRound); nothing else is
+		// written or announced until it is over (settle).
 		r.pending = r.recordUsageAsync(usage, true)
 	}
 }
@@ -201,7 +202,7 @@ func (r *turnRun) settle() error {
 		return nil
 	}
 	r.pending = nil
-	return p()
+	return p.wait()
 }
 
 func (r *turnRun) drainSteers() error {
@@ -344,6 +345,12 @@ func (r *turnRun) modelRound() (calls []model.InputItem, usage model.Usage, err 
 		ReasoningEffort:   at.settings.effort,
 		ReasoningSummary:  at.settings.summary,
 		OutputSchema:      at.settings.outputSchema,
+	}
+	if p := r.pending; p != nil {
+		// The previous round's commit waits until this request is on
+		// the wire, so that it does not compete with sending it; the
+		// model takes far longer to answer than the commit takes.
+		req.Sent = p.start
 	}
 	if r.specsJSON == nil {
 		r.specsJSON = make([]json.RawMessage, 0, len(r.specs))
@@ -595,14 +602,35 @@ func (r *turnRun) dropCalls(calls []model.InputItem) {
 // history, tool calls and outputs included) in one batch, so that resume
 // after a crash replays what the client last saw.
 func (r *turnRun) recordUsage(u model.Usage, withHistory bool) error {
-	return r.recordUsageAsync(u, withHistory)()
+	return r.recordUsageAsync(u, withHistory).wait()
 }
 
-// recordUsageAsync is recordUsage with the commit started in the
-// background, which announces the usage once it is over; the returned
-// function waits for that. The round's deferred tool item (ItemCompleted)
+// roundCommit is a commit prepared by recordUsageAsync: start runs it in
+// the background (once, from any goroutine), wait starts it if need be and
+// waits for it.
+type roundCommit struct {
+	once sync.Once
+	run  func()
+	done chan error
+	// withHistory makes a failure the turn's.
+	withHistory bool
+}
+
+func (c *roundCommit) start() { c.once.Do(func() { go c.run() }) }
+
+func (c *roundCommit) wait() error {
+	c.start()
+	if err := <-c.done; err != nil && c.withHistory {
+		return fmt.Errorf("persist turn history: %w", err)
+	}
+	return nil
+}
+
+// recordUsageAsync is recordUsage with the commit prepared on the turn
+// goroutine and run in the background once started; it announces the
+// usage once it is over. The round's deferred tool item (ItemCompleted)
 // goes in the same commit.
-func (r *turnRun) recordUsageAsync(u model.Usage, withHistory bool) func() error {
+func (r *turnRun) recordUsageAsync(u model.Usage, withHistory bool) *roundCommit {
 	last := api.TokenUsageBreakdown{
 		TotalTokens:           u.TotalTokens,
 		InputTokens:           u.InputTokens,
@@ -630,8 +658,8 @@ func (r *turnRun) recordUsageAsync(u model.Usage, withHistory bool) func() error
 		b.UpdateTurns = []store.TurnPatch{{ThreadID: t.id, ID: r.at.id, Meta: r.metaJSON()}}
 	}
 	items := r.takeDeferred()
-	done := make(chan error, 1)
-	go func() {
+	c := &roundCommit{done: make(chan error, 1), withHistory: withHistory}
+	c.run = func() {
 		b.AppendItems = r.storeDeferred(items)
 		err := t.write(r.persistCtx(), b)
 		itemErr := err
@@ -662,14 +690,9 @@ func (r *turnRun) recordUsageAsync(u model.Usage, withHistory bool) func() error
 			// usage.
 			r.emitDiff()
 		}
-		done <- err
-	}()
-	return func() error {
-		if err := <-done; err != nil && withHistory {
-			return fmt.Errorf("persist turn history: %w", err)
-		}
-		return nil
+		c.done <- err
 	}
+	return c
 }
 
 // runTools dispatches the model's tool calls and adds their outputs to the
