@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"unicode/utf8"
 
 	"github.com/appserver/appserver/internal/jsonscan"
 )
@@ -201,19 +200,12 @@ func (d *valueDecoder) array() (any, bool) {
 // encoding/json.
 func (d *valueDecoder) string() (string, bool) {
 	start := d.off
-	end, escaped, high, ok := jsonscan.String(d.data, start)
+	end, _, _, ok := jsonscan.String(d.data, start)
 	if !ok {
 		return "", false
 	}
 	d.off = end
-	if body := d.data[start+1 : end-1]; !escaped && (!high || utf8.Valid(body)) {
-		return string(body), true
-	}
-	var s string
-	if json.Unmarshal(d.data[start:end], &s) != nil {
-		return "", false
-	}
-	return s, true
+	return jsonscan.Text(d.data[start:end])
 }
 
 // number decodes a number literal (JSON grammar) as json.Number.

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/appserver/appserver/api"
+	"github.com/appserver/appserver/internal/jsonscan"
 	"github.com/appserver/appserver/internal/registry"
 )
 
@@ -56,66 +57,82 @@ func DecodeResult(raw json.RawMessage) (api.DynamicToolCallResult, error) {
 	return decodeResultStrict(raw)
 }
 
-// wireContentItem is a content item as sent; nil fields were absent or
-// null.
-type wireContentItem struct {
-	Type     *string `json:"type"`
-	Text     *string `json:"text"`
-	ImageURL *string `json:"imageUrl"`
-	AudioURL *string `json:"audioUrl"`
-}
+// resultFields are the keys of a result, itemFields those of a content
+// item.
+var (
+	resultFields = [...]string{"contentItems", "success"}
+	itemFields   = [...]string{"type", "text", "imageUrl", "audioUrl"}
+)
 
-// freshItems decodes each "contentItems" value into a new slice. With a
-// plain slice of pointers, encoding/json would decode a repeated key (or
-// one in another letter case) into the elements the first array left, so
-// fields the second one lacks would keep the first one's values; the strict
-// decoder replaces the array whole, and so must this.
-type freshItems []*wireContentItem
-
-func (f *freshItems) UnmarshalJSON(b []byte) error {
-	var items []*wireContentItem
-	if err := json.Unmarshal(b, &items); err != nil {
-		return err
-	}
-	*f = items
-	return nil
-}
-
-// decodeResultFast decodes a valid result in one json.Unmarshal; it reports
-// false for anything decodeResultStrict would reject (or might), which then
-// decodes it again item by item for its exact error. Every answer is
-// decoded on the hot path, and decoding each item separately costs a
-// json.Unmarshal per item besides a copy of every item.
+// decodeResultFast decodes a valid result with jsonscan, without
+// encoding/json (but for strings with escapes), since every answer is
+// decoded on the hot path. It reports false for anything
+// decodeResultStrict would reject or might decode otherwise: keys
+// encoding/json could match otherwise than by their bytes (jsonscan.Pick),
+// null members, a known member of the wrong JSON type, invalid JSON; the
+// caller then decodes strictly, for the exact error.
 func decodeResultFast(raw []byte) (api.DynamicToolCallResult, bool) {
-	var w struct {
-		ContentItems *freshItems `json:"contentItems"`
-		Success      *bool       `json:"success"`
-	}
-	if json.Unmarshal(raw, &w) != nil || w.ContentItems == nil || w.Success == nil {
+	var buf [4]jsonscan.Member
+	members, ok := jsonscan.Object(raw, buf[:0])
+	var v [len(resultFields)][]byte
+	if !ok || !jsonscan.Pick(members, resultFields[:], v[:]) || v[0] == nil || v[1] == nil {
 		return api.DynamicToolCallResult{}, false
 	}
-	items := make(api.List[api.DynamicToolCallOutputContentItem], len(*w.ContentItems))
-	for i, it := range *w.ContentItems {
-		if it == nil || it.Type == nil {
-			return api.DynamicToolCallResult{}, false
-		}
-		item := &items[i]
-		item.Type = api.DynamicToolCallOutputContentItemType(*it.Type)
-		var field, dst *string // the variant's field: as sent, and in item
-		switch item.Type {
-		case api.ContentInputText:
-			field, dst = it.Text, &item.Text
-		case api.ContentInputImage:
-			field, dst = it.ImageURL, &item.ImageURL
-		case api.ContentInputAudio:
-			field, dst = it.AudioURL, &item.AudioURL
-		}
-		if field == nil {
-			return api.DynamicToolCallResult{}, false
-		}
-		*dst = *field
+	var res api.DynamicToolCallResult
+	switch string(v[1]) {
+	case "true":
+		res.Success = true
+	case "false":
+	default:
+		return api.DynamicToolCallResult{}, false
 	}
-	return api.DynamicToolCallResult{ContentItems: items, Success: *w.Success}, true
+	var ebuf [4]jsonscan.Member
+	elems, ok := jsonscan.Array(v[0], ebuf[:0])
+	if !ok {
+		return api.DynamicToolCallResult{}, false
+	}
+	res.ContentItems = make(api.List[api.DynamicToolCallOutputContentItem], len(elems))
+	for i, el := range elems {
+		if !decodeItemFast(el.Value, &res.ContentItems[i]) {
+			return api.DynamicToolCallResult{}, false
+		}
+	}
+	return res, true
+}
+
+// decodeItemFast decodes one content item for decodeResultFast: every
+// known field present must be a string, and the variant's own one set.
+func decodeItemFast(raw []byte, item *api.DynamicToolCallOutputContentItem) bool {
+	var buf [4]jsonscan.Member
+	members, ok := jsonscan.Object(raw, buf[:0])
+	var f [len(itemFields)]string
+	var v [len(itemFields)][]byte
+	if !ok || !jsonscan.Pick(members, itemFields[:], v[:]) || v[0] == nil {
+		return false
+	}
+	for i, b := range v {
+		if b == nil {
+			continue
+		}
+		if b[0] != '"' {
+			return false
+		}
+		if f[i], ok = jsonscan.Text(b); !ok {
+			return false
+		}
+	}
+	item.Type = api.DynamicToolCallOutputContentItemType(f[0])
+	switch {
+	case item.Type == api.ContentInputText && v[1] != nil:
+		item.Text = f[1]
+	case item.Type == api.ContentInputImage && v[2] != nil:
+		item.ImageURL = f[2]
+	case item.Type == api.ContentInputAudio && v[3] != nil:
+		item.AudioURL = f[3]
+	default:
+		return false
+	}
+	return true
 }
 
 // decodeResultStrict is DecodeResult decoding each content item on its own,

@@ -112,8 +112,36 @@ func TestDecodeResultFastPathAgrees(t *testing.T) {
 	}
 	_, err := DecodeResult([]byte(`{"contentItems":[{"type":"inputText","text":"a"}],"contentItems":[{"type":"inputText"}],"success":true}`))
 	require.ErrorContains(t, err, "missing field `text`")
-	_, ok := decodeResultFast([]byte(`{"contentItems":[{"type":"inputText","text":"sunny"}],"success":true}`))
-	require.True(t, ok, "a valid answer takes the fast path")
+	for _, s := range []string{
+		`{"contentItems":[{"type":"inputText","text":"sunny"}],"success":true}`,
+		` { "success" : false , "contentItems" : [ ] , "extra" : {"k":[1]} } `,
+		`{"contentItems":[{"type":"inputText","text":"12 °C\n\"dry\""},{"type":"inputImage","imageUrl":"data:image/png;base64,AA=="}],"success":true}`,
+		`{"contentItems":[{"type":"inputAudio","audioUrl":"a","text":"unused"}],"success":true}`,
+	} {
+		checkFastResult(t, []byte(s))
+		_, ok := decodeResultFast([]byte(s))
+		require.True(t, ok, "a valid answer takes the fast path: %s", s)
+	}
+}
+
+func BenchmarkDecodeResult(b *testing.B) {
+	raw := []byte(`{"contentItems":[{"type":"inputText","text":"Sunny, 21 °C, wind 3 m/s from the \"north\"."}],"success":true}`)
+	for _, c := range []struct {
+		name   string
+		decode func([]byte) bool
+	}{
+		{"fast", func(raw []byte) bool { _, ok := decodeResultFast(raw); return ok }},
+		{"strict", func(raw []byte) bool { _, err := decodeResultStrict(raw); return err == nil }},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if !c.decode(raw) {
+					b.Fatal("not decoded")
+				}
+			}
+		})
+	}
 }
 
 func FuzzDecodeResult(f *testing.F) {

@@ -4,6 +4,12 @@
 // own can leave anything it rejects to encoding/json for the error.
 package jsonscan
 
+import (
+	"bytes"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
 // MaxDepth bounds the nesting Value and Object follow; deeper documents are
 // rejected, for encoding/json (whose own limit is higher) to decide.
 const MaxDepth = 512
@@ -59,9 +65,13 @@ type Member struct {
 
 // Object appends the members of data to dst, in order. ok is false unless
 // data is one valid JSON object, with only whitespace around it.
-func Object(data []byte, dst []Member) ([]Member, bool) {
+func Object(data []byte, dst []Member) ([]Member, bool) { return whole(data, '{', dst) }
+
+// whole appends the members or elements of data, one object or array
+// (opening with open) with only whitespace around it.
+func whole(data []byte, open byte, dst []Member) ([]Member, bool) {
 	i := Space(data, 0)
-	if i >= len(data) || data[i] != '{' {
+	if i >= len(data) || data[i] != open {
 		return dst, false
 	}
 	end, dst, ok := composite(data, i, 1, dst, true)
@@ -214,4 +224,127 @@ func Literal(b []byte, i int, lit string) (int, bool) {
 		return i, false
 	}
 	return i + len(lit), true
+}
+
+// Array appends the elements of data to dst, in order, as Members with
+// no key. ok is false unless data is one valid JSON array, with only
+// whitespace around it.
+func Array(data []byte, dst []Member) ([]Member, bool) { return whole(data, '[', dst) }
+
+// Pick puts the values of the members named in names into vals (nil when
+// absent), in the order of names. It reports false for any key that
+// encoding/json could match to one of names otherwise than by its bytes:
+// a key with an escape or a non-ASCII byte (it folds case with Unicode
+// rules, so "ſ" matches "s"), a repeated name, a name in another letter
+// case.
+func Pick(members []Member, names []string, vals [][]byte) bool {
+	for _, m := range members {
+		if !m.Plain {
+			return false
+		}
+		for i, n := range names {
+			if string(m.Key) == n {
+				if vals[i] != nil {
+					return false
+				}
+				vals[i] = m.Value
+				break
+			}
+			if len(m.Key) == len(n) && bytes.EqualFold(m.Key, []byte(n)) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// PlainString returns the string b (one whole JSON string) holds when it
+// has no escapes and only ASCII, so that its bytes are its value.
+func PlainString(b []byte) (string, bool) {
+	end, escaped, high, ok := String(b, 0)
+	if len(b) == 0 || b[0] != '"' || !ok || end != len(b) || escaped || high {
+		return "", false
+	}
+	return string(b[1 : len(b)-1]), true
+}
+
+// Text returns the string b (one whole JSON string) holds, as
+// encoding/json decodes it: escapes resolved, and each byte of invalid
+// UTF-8, like each lone surrogate escape, replaced with U+FFFD.
+func Text(b []byte) (string, bool) {
+	end, escaped, high, ok := String(b, 0)
+	if len(b) == 0 || b[0] != '"' || !ok || end != len(b) {
+		return "", false
+	}
+	body := b[1 : len(b)-1]
+	if !escaped && (!high || utf8.Valid(body)) {
+		return string(body), true
+	}
+	return unquote(body), true
+}
+
+// unquote decodes the body of a string String accepted.
+func unquote(body []byte) string {
+	buf := make([]byte, 0, len(body)+utf8.UTFMax)
+	for i := 0; i < len(body); {
+		c := body[i]
+		switch {
+		case c == '\\':
+			switch e := body[i+1]; e {
+			case 'u':
+				r := hex4(body[i+2 : i+6])
+				i += 6
+				if utf16.IsSurrogate(r) {
+					if i+6 <= len(body) && body[i] == '\\' && body[i+1] == 'u' {
+						if d := utf16.DecodeRune(r, hex4(body[i+2:i+6])); d != utf8.RuneError {
+							buf = utf8.AppendRune(buf, d)
+							i += 6
+							continue
+						}
+					}
+					r = utf8.RuneError
+				}
+				buf = utf8.AppendRune(buf, r)
+				continue
+			case 'b':
+				buf = append(buf, '\b')
+			case 'f':
+				buf = append(buf, '\f')
+			case 'n':
+				buf = append(buf, '\n')
+			case 'r':
+				buf = append(buf, '\r')
+			case 't':
+				buf = append(buf, '\t')
+			default: // '"', '\\', '/'
+				buf = append(buf, e)
+			}
+			i += 2
+		case c < utf8.RuneSelf:
+			buf = append(buf, c)
+			i++
+		default:
+			r, size := utf8.DecodeRune(body[i:])
+			buf = utf8.AppendRune(buf, r)
+			i += size
+		}
+	}
+	return string(buf)
+}
+
+// hex4 is the value of four hex digits String checked.
+func hex4(h []byte) rune {
+	var r rune
+	for _, c := range h {
+		switch {
+		case c <= '9':
+			c -= '0'
+		case c <= 'F':
+			c -= 'A' - 10
+		default:
+			c -= 'a' - 10
+		}
+		r = r<<4 | rune(c)
+	}
+	return r
 }

@@ -26,15 +26,7 @@ func FuzzObject(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		members, ok := Object(data, nil)
-		trimmed := bytes.TrimLeft(data, " \t\r\n")
-		isObject := json.Valid(data) && len(trimmed) > 0 && trimmed[0] == '{'
-		if ok != isObject {
-			if !ok && jsonDepth(data) > MaxDepth {
-				return
-			}
-			t.Fatalf("Object(%q) ok=%v, encoding/json says %v", data, ok, isObject)
-		}
-		if !ok {
+		if !agrees(t, data, '{', ok) {
 			return
 		}
 		var m map[string]json.RawMessage
@@ -57,6 +49,19 @@ func FuzzObject(f *testing.F) {
 	})
 }
 
+// agrees fails t unless ok, a scan of data as an object or array (open),
+// says what encoding/json says of data as one, or data is nested beyond
+// MaxDepth; it returns whether data was accepted.
+func agrees(t *testing.T, data []byte, open byte, ok bool) bool {
+	t.Helper()
+	trimmed := bytes.TrimLeft(data, " \t\r\n")
+	valid := json.Valid(data) && len(trimmed) > 0 && trimmed[0] == open
+	if ok != valid && (ok || jsonDepth(data) <= MaxDepth) {
+		t.Fatalf("scan of %q as %c: ok=%v, encoding/json says %v", data, open, ok, valid)
+	}
+	return ok
+}
+
 // jsonDepth is the deepest nesting of valid JSON data.
 func jsonDepth(data []byte) int {
 	dec := json.NewDecoder(strings.NewReader(string(data)))
@@ -74,5 +79,78 @@ func jsonDepth(data []byte) int {
 				depth--
 			}
 		}
+	}
+}
+
+// Array accepts exactly the arrays encoding/json accepts (short of
+// MaxDepth) and splits them into their elements.
+func FuzzArray(f *testing.F) {
+	for _, s := range []string{`[]`, ` [ ] `, `[1,"a",{"b":[2]},null]`, `[1,]`, `[,]`, `[1]]`, `{}`, `[01]`, "[\"\xff\"]"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		elems, ok := Array(data, nil)
+		if !agrees(t, data, '[', ok) {
+			return
+		}
+		var want []json.RawMessage
+		require.NoError(t, json.Unmarshal(data, &want))
+		require.Len(t, elems, len(want))
+		for i, e := range elems {
+			require.Nil(t, e.Key)
+			require.Equal(t, string(want[i]), string(e.Value))
+		}
+	})
+}
+
+// Text decodes a JSON string as encoding/json does, or reports false
+// where encoding/json fails.
+func FuzzText(f *testing.F) {
+	for _, s := range []string{`""`, `"a"`, `"\u00e9\n\"\\\/"`, `"\ud83d\ude00"`, `"\ud800"`, "\"\xff\"", `"é"`, `"a`, `"a"b`, `1`, `"\x"`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		got, ok := Text(data)
+		var want string
+		err := json.Unmarshal(data, &want)
+		trimmed := bytes.TrimSpace(data)
+		if len(trimmed) != len(data) {
+			// Text takes one whole string, no whitespace around it.
+			require.False(t, ok)
+			return
+		}
+		require.Equal(t, err == nil, ok, "%q: %v", data, err)
+		if ok {
+			require.Equal(t, want, got)
+		}
+		if p, pok := PlainString(data); pok {
+			require.True(t, ok)
+			require.Equal(t, want, p)
+		}
+	})
+}
+
+func TestPick(t *testing.T) {
+	names := []string{"type", "text"}
+	pick := func(s string) ([][]byte, bool) {
+		members, ok := Object([]byte(s), nil)
+		require.True(t, ok, s)
+		vals := make([][]byte, len(names))
+		return vals, Pick(members, names, vals)
+	}
+	vals, ok := pick(`{"text":"b","other":1,"type":"a"}`)
+	require.True(t, ok)
+	require.Equal(t, []string{`"a"`, `"b"`}, []string{string(vals[0]), string(vals[1])})
+	vals, ok = pick(`{"type":"a"}`)
+	require.True(t, ok)
+	require.Nil(t, vals[1])
+	for _, s := range []string{
+		`{"type":"a","type":"b"}`, // repeated
+		`{"Type":"a"}`,            // another letter case
+		`{"t\u0079pe":"a"}`,       // escaped
+		`{"ſ":1}`,                 // non-ASCII, which encoding/json folds
+	} {
+		_, ok := pick(s)
+		require.False(t, ok, s)
 	}
 }

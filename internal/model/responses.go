@@ -219,15 +219,15 @@ type responsesUsage struct {
 // response.created and response.completed) without encoding/json, which is
 // most of the work of reading a short response. It takes only the members
 // that a full decode into e would use, and reports false whenever that
-// decode could come out differently or fail: any other member decode knows
-// (see pick); a member of another JSON type; an escape or non-ASCII byte in
-// a string it reads; invalid JSON. The caller then decodes in full. e must
-// be zero.
+// decode could come out differently or fail: any other member decode
+// knows (see jsonscan.Pick); a member of another JSON type; an escape or
+// non-ASCII byte in a string it reads; invalid JSON. The caller then
+// decodes in full. e must be zero.
 func quickEvent(data []byte, e *responsesEvent) bool {
 	var buf [8]jsonscan.Member
 	members, ok := jsonscan.Object(data, buf[:0])
 	var v [len(eventFields)][]byte
-	if !ok || !pick(members, eventFields[:], v[:]) {
+	if !ok || !jsonscan.Pick(members, eventFields[:], v[:]) {
 		return false
 	}
 	for _, other := range v[3:] {
@@ -236,7 +236,7 @@ func quickEvent(data []byte, e *responsesEvent) bool {
 		}
 	}
 	typ, item, resp := v[0], v[1], v[2]
-	t, ok := plainString(typ)
+	t, ok := jsonscan.PlainString(typ)
 	if !ok {
 		return false
 	}
@@ -271,7 +271,7 @@ func quickResponse(data []byte, e *responsesEvent) bool {
 	var buf [32]jsonscan.Member
 	members, ok := jsonscan.Object(data, buf[:0])
 	var v [len(responseFields)][]byte
-	if !ok || !pick(members, responseFields[:], v[:]) {
+	if !ok || !jsonscan.Pick(members, responseFields[:], v[:]) {
 		return false
 	}
 	id, usage, errv, incomplete := v[0], v[1], v[2], v[3]
@@ -280,7 +280,7 @@ func quickResponse(data []byte, e *responsesEvent) bool {
 	}
 	e.Response = &responsesEventResponse{}
 	if id != nil && string(id) != "null" {
-		if e.Response.ID, ok = plainString(id); !ok {
+		if e.Response.ID, ok = jsonscan.PlainString(id); !ok {
 			return false
 		}
 	}
@@ -292,43 +292,6 @@ func quickResponse(data []byte, e *responsesEvent) bool {
 		e.Response.Usage = u
 	}
 	return true
-}
-
-// pick puts the values of the members named in names into vals (nil when
-// absent), in the order of names. It reports false for any key that
-// encoding/json could match to one of names otherwise than by its bytes:
-// a key with an escape or a non-ASCII byte (it folds case with Unicode
-// rules, so "ſ" matches "s"), a repeated name, a name in another letter
-// case.
-func pick(members []jsonscan.Member, names []string, vals [][]byte) bool {
-	for _, m := range members {
-		if !m.Plain {
-			return false
-		}
-		for i, n := range names {
-			if string(m.Key) == n {
-				if vals[i] != nil {
-					return false
-				}
-				vals[i] = m.Value
-				break
-			}
-			if len(m.Key) == len(n) && bytes.EqualFold(m.Key, []byte(n)) {
-				return false
-			}
-		}
-	}
-	return true
-}
-
-// plainString returns the JSON string b holds when it has no escapes and
-// only ASCII, so that its bytes are its value.
-func plainString(b []byte) (string, bool) {
-	end, escaped, high, ok := jsonscan.String(b, 0)
-	if len(b) == 0 || b[0] != '"' || !ok || end != len(b) || escaped || high {
-		return "", false
-	}
-	return string(b[1 : len(b)-1]), true
 }
 
 // responsesHandled reports whether handle acts on events of type typ.
