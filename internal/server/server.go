@@ -222,7 +222,8 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "server is shutting down", http.StatusServiceUnavailable)
 		return
 	}
-	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{
+	bw, batch := rpcws.BatchWrites(w)
+	ws, err := websocket.Accept(bw, r, &websocket.AcceptOptions{
 		// The origin guard has already enforced the exact allow-list.
 		InsecureSkipVerify: true,
 		CompressionMode:    websocket.CompressionDisabled,
@@ -233,14 +234,14 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request) {
 	}
 	// The handler returns now: the connection is hijacked and runs on its
 	// own goroutines, and its teardown (endConn) runs when it ends.
-	s.serveConn(ws, r.RemoteAddr)
+	s.serveConn(ws, batch, r.RemoteAddr)
 }
 
 // serveConn starts a session on ws and returns without waiting for it to
 // end. The connection's goroutines are jsonrpc2's reader and watcher, and a
 // stream writer only while frames are queued; when jsonrpc2 closes the
 // stream, connStream.Close starts endConn.
-func (s *Server) serveConn(ws *websocket.Conn, remote string) {
+func (s *Server) serveConn(ws *websocket.Conn, batch *rpcws.Batcher, remote string) {
 	sess := &Session{srv: s, id: s.nextSess.Add(1)}
 	sess.log = s.log.With("conn", sess.id, "remote", remote)
 	m := s.metrics
@@ -255,6 +256,7 @@ func (s *Server) serveConn(ws *websocket.Conn, remote string) {
 			SlowConsumer: m.SlowConsumers.Inc,
 		},
 		OnResponse: sess.response,
+		Batch:      batch,
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	sess.ctx = ctx

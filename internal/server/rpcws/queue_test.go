@@ -1,7 +1,10 @@
 package rpcws
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -20,10 +23,14 @@ func pair(t *testing.T, opts Options) (*Stream, *websocket.Conn) {
 	t.Helper()
 	accepted := make(chan *websocket.Conn, 1)
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ws, err := websocket.Accept(w, r, nil)
+		bw, batch := BatchWrites(w)
+		ws, err := websocket.Accept(bw, r, nil)
 		if err != nil {
 			t.Error(err)
 			return
+		}
+		if opts.Batch == nil {
+			opts.Batch = batch
 		}
 		accepted <- ws
 	}))
@@ -74,6 +81,135 @@ func readAll(ctx context.Context, ws *websocket.Conn) ([]string, error) {
 }
 
 func frame(i int) []byte { return []byte(`{"method":"n","params":{"i":` + strconv.Itoa(i) + `}}`) }
+
+// Frames queued while the writer is busy go out in one socket write, in
+// order; one sent alone goes out on its own.
+func TestQueuedFramesShareOneWrite(t *testing.T) {
+	s, client := pair(t, Options{})
+	require.NotNil(t, s.opts.Batch.conn, "the hijack did not go through the batcher")
+	writes := &s.opts.Batch.conn.writes
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+
+	holdWriter(t, s)
+	for i := range 5 {
+		require.NoError(t, s.WriteObject(json.RawMessage(frame(i))))
+	}
+	before := writes.Load()
+	releaseWriter(s)
+	for i := range 5 {
+		_, data, err := client.Read(ctx)
+		require.NoError(t, err)
+		require.JSONEq(t, string(frame(i)), string(data))
+	}
+	require.Equal(t, int64(1), writes.Load()-before, "five queued frames took more than one write")
+
+	require.NoError(t, s.WriteObject(json.RawMessage(frame(5))))
+	_, data, err := client.Read(ctx)
+	require.NoError(t, err)
+	require.JSONEq(t, string(frame(5)), string(data))
+	require.Equal(t, int64(2), writes.Load()-before)
+}
+
+// A batch never holds more than maxBatch bytes: larger bursts go out in
+// several writes, every frame intact.
+func TestBatchIsBounded(t *testing.T) {
+	s, client := pair(t, Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	big := []byte(`{"method":"n","params":{"s":"` + strings.Repeat("x", maxBatch/3) + `"}}`)
+	holdWriter(t, s)
+	for range 6 {
+		require.NoError(t, s.WriteObject(json.RawMessage(big)))
+	}
+	before := s.opts.Batch.conn.writes.Load()
+	releaseWriter(s)
+	for range 6 {
+		_, data, err := client.Read(ctx)
+		require.NoError(t, err)
+		require.Equal(t, string(big), string(data))
+	}
+	require.GreaterOrEqual(t, s.opts.Batch.conn.writes.Load()-before, int64(3))
+}
+
+// recordConn records what is written to it.
+type recordConn struct {
+	net.Conn
+	out bytes.Buffer
+}
+
+func (c *recordConn) Write(p []byte) (int, error) { return c.out.Write(p) }
+
+// Only the write carrying the expected frame is held, and any later write,
+// whoever makes it (the websocket's reader answering a ping or a close),
+// sends it first: a hold never strands bytes.
+func TestBatchHoldsOnlyTheWritersFrame(t *testing.T) {
+	rc := &recordConn{}
+	c := &batchConn{Conn: rc}
+	frameA := []byte(`{"method":"a"}`)
+
+	c.holdFor(frameA)
+	// The reader's pong, written before the writer's frame: out at once.
+	_, err := c.Write([]byte("pong"))
+	require.NoError(t, err)
+	require.Equal(t, "pong", rc.out.String())
+	// The writer's frame (header and payload): held.
+	_, err = c.Write(append([]byte("hdr"), frameA...))
+	require.NoError(t, err)
+	require.Equal(t, "pong", rc.out.String())
+	// The reader's close reply: out, after the held frame.
+	_, err = c.Write([]byte("close"))
+	require.NoError(t, err)
+	require.Equal(t, `ponghdr{"method":"a"}close`, rc.out.String())
+	require.Empty(t, c.pending)
+
+	// Once a frame is held, a later write of the same bytes is not.
+	c.holdFor(frameA)
+	_, err = c.Write(frameA)
+	require.NoError(t, err)
+	_, err = c.Write(frameA)
+	require.NoError(t, err)
+	require.Equal(t, `ponghdr{"method":"a"}close{"method":"a"}{"method":"a"}`, rc.out.String())
+}
+
+// A client that closes the connection while the server writes bursts of
+// frames gets every frame written before the close reply, and the close
+// handshake completes.
+func TestClientCloseDuringBurst(t *testing.T) {
+	for round := range 50 {
+		s, client := pair(t, Options{})
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		// The server's reader must run for it to answer the close.
+		go func() {
+			for {
+				var v json.RawMessage
+				if err := s.ReadObject(&v); err != nil {
+					return
+				}
+			}
+		}()
+		got := make(chan int, 1)
+		go func() {
+			n := 0
+			for {
+				if _, _, err := client.Read(ctx); err != nil {
+					got <- n
+					return
+				}
+				n++
+			}
+		}()
+		for i := range 20 {
+			if s.WriteObject(json.RawMessage(frame(i))) != nil {
+				break
+			}
+		}
+		err := client.Close(websocket.StatusNormalClosure, "bye")
+		require.NoError(t, err, "round %d: the close handshake failed", round)
+		<-got
+		cancel()
+	}
+}
 
 func TestSlowConsumerAtExactlyOutboundQueue(t *testing.T) {
 	const limit = 8

@@ -73,6 +73,9 @@ type Options struct {
 	// goroutine, in arrival order, instead of ReadObject returning it: the
 	// server keeps the requests it sent itself. It must not block.
 	OnResponse func(*Response)
+	// Batch, from BatchWrites, lets the writer send the frames it finds
+	// queued together in one write; nil writes each frame on its own.
+	Batch *Batcher
 }
 
 // Response is a client's answer to a server→client request.
@@ -374,6 +377,13 @@ func (s *Stream) writeLoop() {
 		if len(s.queue) == 0 {
 			s.queue = nil // release the backing array
 		}
+		// A frame with others queued behind it waits for the next one:
+		// the last frame found queued writes them all at once.
+		var hold []byte
+		if len(s.queue) > 0 {
+			hold = frame
+		}
+		s.opts.Batch.holdFrame(hold)
 		s.writeDeadline = time.Now().Add(s.opts.WriteTimeout)
 		if s.writeTimer == nil {
 			s.writeTimer = time.AfterFunc(s.opts.WriteTimeout, s.writeTimedOut)
@@ -395,6 +405,10 @@ func (s *Stream) writeLoop() {
 			break
 		}
 	}
+	// A frame is still held only when the loop ended early (a failed
+	// write, an abort, the queue discarded by a close), and the next write
+	// to the socket, the close frame included, sends it first.
+	s.opts.Batch.holdFrame(nil)
 	if !s.closing {
 		s.writing = false
 		s.mu.Unlock()
