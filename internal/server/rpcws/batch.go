@@ -22,7 +22,9 @@ import (
 // Only the writer's own frames are ever held. The websocket also writes
 // from its reading goroutine (pongs, the reply to a close frame), and such
 // a write goes out at once, after whatever is held: a hold never outlives
-// the next write to the socket, whoever makes it.
+// the next write to the socket, whoever makes it. Setting what to hold
+// never waits for a write in progress, so the writer can do it under the
+// stream's lock.
 type Batcher struct {
 	conn *batchConn // set by the hijack; nil if it did not go through us
 }
@@ -68,30 +70,66 @@ func (w batchingWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 // maxBatch bounds the bytes held for one write.
 const maxBatch = 64 << 10
 
-// batchConn is a connection that holds the write ending with the expected
-// frame (up to maxBatch bytes) and sends it with the next write, whatever
-// that is.
+// batchConn is a connection that holds the write of the expected frame
+// (up to maxBatch bytes) and sends it with the next write, whatever that
+// is.
+//
+// Only a write that is exactly one whole final text frame carrying the
+// expected payload is held: the websocket writes a small frame (header and
+// payload) in one flush, so a pong or a close reply, whatever its payload,
+// never matches, and a frame too big for one flush is simply not held.
 type batchConn struct {
 	net.Conn
-	// mu serializes writes (the websocket's own frame lock already does)
-	// and guards expect and pending against holdFor.
-	mu      sync.Mutex
-	expect  []byte // the frame whose write to hold
-	pending []byte // a held write
+	// expect is the frame whose write to hold; holdFor sets it while a
+	// write may be in progress, so it has a lock of its own, never held
+	// during a write.
+	emu    sync.Mutex
+	expect []byte
+	// wmu serializes the writes (the websocket's frame lock already does)
+	// and guards pending, the held write.
+	wmu     sync.Mutex
+	pending []byte
 	writes  atomic.Int64
 }
 
 func (c *batchConn) holdFor(frame []byte) {
-	c.mu.Lock()
+	c.emu.Lock()
 	c.expect = frame
-	c.mu.Unlock()
+	c.emu.Unlock()
+}
+
+// takeExpected reports whether p is the write of the expected frame, and
+// if so stops expecting it.
+func (c *batchConn) takeExpected(p []byte) bool {
+	c.emu.Lock()
+	defer c.emu.Unlock()
+	f := c.expect
+	if f == nil || len(p) != textHeaderLen(len(f))+len(f) || p[0] != finText || !bytes.HasSuffix(p, f) {
+		return false
+	}
+	c.expect = nil
+	return true
+}
+
+// finText is the first byte of an unfragmented text frame.
+const finText = 0x81
+
+// textHeaderLen is the length of an unmasked frame header for a payload of
+// n bytes.
+func textHeaderLen(n int) int {
+	switch {
+	case n <= 125:
+		return 2
+	case n <= 0xFFFF:
+		return 4
+	}
+	return 10
 }
 
 func (c *batchConn) Write(p []byte) (int, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.expect != nil && bytes.HasSuffix(p, c.expect) && len(c.pending)+len(p) <= maxBatch {
-		c.expect = nil
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if c.takeExpected(p) && len(c.pending)+len(p) <= maxBatch {
 		c.pending = append(c.pending, p...)
 		return len(p), nil
 	}

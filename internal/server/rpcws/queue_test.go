@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -140,36 +141,150 @@ type recordConn struct {
 
 func (c *recordConn) Write(p []byte) (int, error) { return c.out.Write(p) }
 
-// Only the write carrying the expected frame is held, and any later write,
+// wsFrame is an unmasked, unfragmented frame with opcode op (a final
+// text frame is 0x81, a pong 0x8A, a close 0x88).
+func wsFrame(op byte, payload []byte) []byte {
+	var h []byte
+	switch n := len(payload); {
+	case n <= 125:
+		h = []byte{op, byte(n)}
+	case n <= 0xFFFF:
+		h = []byte{op, 126, byte(n >> 8), byte(n)}
+	default:
+		h = []byte{op, 127, 0, 0, 0, 0, byte(n >> 24), byte(n >> 16), byte(n >> 8), byte(n)}
+	}
+	return append(h, payload...)
+}
+
+// Only the write of the expected frame is held, and any later write,
 // whoever makes it (the websocket's reader answering a ping or a close),
 // sends it first: a hold never strands bytes.
 func TestBatchHoldsOnlyTheWritersFrame(t *testing.T) {
 	rc := &recordConn{}
 	c := &batchConn{Conn: rc}
-	frameA := []byte(`{"method":"a"}`)
+	payload := []byte(`{"id":1,"result":{}}`)
+	text, pong, closing := wsFrame(0x81, payload), wsFrame(0x8A, payload), wsFrame(0x88, payload)
+	write := func(p []byte) {
+		t.Helper()
+		n, err := c.Write(p)
+		require.NoError(t, err)
+		require.Equal(t, len(p), n)
+	}
+	var want []byte
 
-	c.holdFor(frameA)
-	// The reader's pong, written before the writer's frame: out at once.
-	_, err := c.Write([]byte("pong"))
-	require.NoError(t, err)
-	require.Equal(t, "pong", rc.out.String())
-	// The writer's frame (header and payload): held.
-	_, err = c.Write(append([]byte("hdr"), frameA...))
-	require.NoError(t, err)
-	require.Equal(t, "pong", rc.out.String())
+	c.holdFor(payload)
+	// The reader's pong, even one echoing the expected payload: out at once.
+	write(pong)
+	want = append(want, pong...)
+	require.Equal(t, want, rc.out.Bytes())
+	// The writer's frame: held.
+	write(text)
+	require.Equal(t, want, rc.out.Bytes())
 	// The reader's close reply: out, after the held frame.
-	_, err = c.Write([]byte("close"))
-	require.NoError(t, err)
-	require.Equal(t, `ponghdr{"method":"a"}close`, rc.out.String())
+	write(closing)
+	want = append(append(want, text...), closing...)
+	require.Equal(t, want, rc.out.Bytes())
 	require.Empty(t, c.pending)
 
+	// A close reply matching the expected payload is not held either.
+	c.holdFor(payload)
+	write(closing)
+	want = append(want, closing...)
+	require.Equal(t, want, rc.out.Bytes())
+
 	// Once a frame is held, a later write of the same bytes is not.
-	c.holdFor(frameA)
-	_, err = c.Write(frameA)
-	require.NoError(t, err)
-	_, err = c.Write(frameA)
-	require.NoError(t, err)
-	require.Equal(t, `ponghdr{"method":"a"}close{"method":"a"}{"method":"a"}`, rc.out.String())
+	c.holdFor(payload)
+	write(text)
+	write(text)
+	want = append(append(want, text...), text...)
+	require.Equal(t, want, rc.out.Bytes())
+
+	// Frames of each header size are held; an empty expected frame holds
+	// only an empty text frame.
+	for _, n := range []int{0, 125, 126, 0xFFFF - 4, 0xFFFF, 0x10000} {
+		p := bytes.Repeat([]byte("x"), n)
+		f := wsFrame(0x81, p)
+		c.holdFor(p)
+		write(f)
+		if len(f) <= maxBatch {
+			require.Len(t, c.pending, len(f), "payload of %d bytes", n)
+		} else {
+			require.Empty(t, c.pending, "payload of %d bytes", n)
+		}
+		write(pong)
+		require.Empty(t, c.pending)
+	}
+}
+
+// stallConn is a connection whose writes block, once stalled, until it is
+// closed: a peer that stopped reading.
+type stallConn struct {
+	net.Conn
+	stall   atomic.Bool
+	blocked chan struct{} // closed when a write first blocks
+	once    sync.Once
+	closed  chan struct{}
+	cOnce   sync.Once
+}
+
+func (c *stallConn) Write(p []byte) (int, error) {
+	if c.stall.Load() {
+		c.once.Do(func() { close(c.blocked) })
+		<-c.closed
+		return 0, net.ErrClosed
+	}
+	return c.Conn.Write(p)
+}
+
+func (c *stallConn) Close() error {
+	c.cOnce.Do(func() { close(c.closed) })
+	return c.Conn.Close()
+}
+
+// Send does not block while the websocket's reader is stuck writing a
+// pong to a peer that stopped reading, however the writer holds frames.
+func TestSendNeverWaitsForAStalledControlWrite(t *testing.T) {
+	s, client := pair(t, Options{})
+	bc := s.opts.Batch.conn
+	require.NotNil(t, bc)
+	sc := &stallConn{Conn: bc.Conn, blocked: make(chan struct{}), closed: make(chan struct{})}
+	bc.Conn = sc
+	go func() {
+		for {
+			var v json.RawMessage
+			if s.ReadObject(&v) != nil {
+				return
+			}
+		}
+	}()
+	sc.stall.Store(true)
+	pinged := make(chan struct{})
+	go func() {
+		defer close(pinged)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = client.Ping(ctx) // the pong never comes: the server's write is stuck
+	}()
+	select {
+	case <-sc.blocked:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the pong write never blocked")
+	}
+	// The writer takes the first frame and gets stuck behind the pong.
+	require.NoError(t, s.WriteObject(json.RawMessage(frame(0))))
+	require.Eventually(t, func() bool {
+		queued, _, writing, _ := s.state()
+		return queued == 0 && writing
+	}, 5*time.Second, time.Millisecond)
+	time.Sleep(20 * time.Millisecond) // let it get as far as it can
+	start := time.Now()
+	for i := 1; i < 3; i++ {
+		require.NoError(t, s.WriteObject(json.RawMessage(frame(i))))
+	}
+	require.Less(t, time.Since(start), time.Second, "Send waited for the stalled write")
+	_ = client.CloseNow()
+	_ = sc.Close()
+	<-pinged
 }
 
 // A client that closes the connection while the server writes bursts of
