@@ -57,12 +57,14 @@ type Request struct {
 	// OutputSchema, when set, constrains the final answer to this JSON
 	// Schema (strict structured output).
 	OutputSchema json.RawMessage
-	// Sent, when set, is called once per Stream, on whichever goroutine
-	// gets there first: when the request has been written to the
-	// connection, or when the first attempt ended without writing it (a
-	// failed dial, say), so never later than the first retry's wait. A
-	// caller starts there the work that should not compete with sending
-	// the request.
+	// Sent, when set, is called once per Stream: when net/http has
+	// written the request (httptrace's WroteRequest: over HTTP/1.1, into
+	// the connection's buffer, which is flushed right after), or when the
+	// first attempt ended without writing it (a failed dial, say), so
+	// never later than the first retry's wait. It runs on whichever
+	// goroutine gets there first, net/http's writer among them, and must
+	// not block. A caller starts there the work that should not compete
+	// with sending the request.
 	Sent func()
 }
 

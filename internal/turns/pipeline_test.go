@@ -307,6 +307,7 @@ func (s *sentWatch) Stream(ctx context.Context, req model.Request, fn func(model
 // A tool round's commit starts once the next request is on the wire, so
 // that it does not compete with sending it.
 func TestRoundCommitStartsOnceRequestSent(t *testing.T) {
+	defer turns.SetMaxCommitDelay(time.Minute)() // the watch waits 100 ms
 	commits := make(chan struct{}, 16)
 	watch := &sentWatch{t: t, commits: commits, sawSent: make(chan struct{})}
 	m, fake, notes, gate := pipelineSetupWith(t, `{"steps":[
@@ -339,4 +340,36 @@ func TestRoundCommitStartsOnceRequestSent(t *testing.T) {
 	require.Len(t, fake.Requests(), 2)
 	require.Equal(t, api.TurnCompleted, notes.lastEnded(t).Status)
 	require.Equal(t, 2, countOf(notes.snapshot(), "thread/tokenUsage/updated"))
+}
+
+// stalledUpload is a model client whose requests after a tool round take
+// long to write: it neither calls Sent nor answers for a while.
+type stalledUpload struct {
+	model.Client
+	stall time.Duration
+}
+
+func (s stalledUpload) Stream(ctx context.Context, req model.Request, fn func(model.Event) error) (model.Result, error) {
+	if req.Sent != nil {
+		select {
+		case <-time.After(s.stall):
+		case <-ctx.Done():
+		}
+	}
+	return s.Client.Stream(ctx, req, fn)
+}
+
+// A request that takes long to write does not hold the round's commit
+// back: it starts after maxCommitDelay at the latest.
+func TestRoundCommitNotHeldByStalledUpload(t *testing.T) {
+	m, _, notes, gate := pipelineSetupWith(t, `{"steps":[
+		{"tool_calls":[{"call_id":"c1","name":"noop","arguments":{}}]},
+		{"text":"done"}]}`, func(c model.Client) model.Client { return stalledUpload{c, 30 * time.Second} })
+	gate <- nil
+	thread, turn := startTurnOn(t, m, "")
+	notes.wait(t, "thread/tokenUsage/updated") // within noteLog's wait, far below 30 s
+	after, err := m.InterruptTurn(context.Background(), api.TurnInterruptParams{ThreadID: thread, TurnID: turn})
+	require.NoError(t, err)
+	after()
+	notes.wait(t, "turn/completed")
 }

@@ -186,9 +186,9 @@ func (r *turnRun) loop() error {
 			}
 			return err
 		}
-		// The history commits while the next request goes out, started
-		// once that request is written (modelRound); nothing else is
-		// written or announced until it is over (settle).
+		// The round's history commits in the background, started once
+		// the next request has been written (modelRound); nothing else is
+		// written or announced until the commit is over (settle).
 		r.pending = r.recordUsageAsync(usage, true)
 	}
 }
@@ -347,10 +347,14 @@ func (r *turnRun) modelRound() (calls []model.InputItem, usage model.Usage, err 
 		OutputSchema:      at.settings.outputSchema,
 	}
 	if p := r.pending; p != nil {
-		// The previous round's commit waits until this request is on
-		// the wire, so that it does not compete with sending it; the
-		// model takes far longer to answer than the commit takes.
+		// The previous round's commit waits until this request has been
+		// written, so that it does not compete with sending it (the
+		// model takes far longer to answer than the commit takes), but
+		// no longer than maxCommitDelay: a large body on a slow link, or
+		// a peer that stopped reading, does not hold it back.
 		req.Sent = p.start
+		late := time.AfterFunc(maxCommitDelay, p.start)
+		defer late.Stop()
 	}
 	if r.specsJSON == nil {
 		r.specsJSON = make([]json.RawMessage, 0, len(r.specs))
@@ -605,6 +609,10 @@ func (r *turnRun) recordUsage(u model.Usage, withHistory bool) error {
 	return r.recordUsageAsync(u, withHistory).wait()
 }
 
+// maxCommitDelay bounds how long a round's commit waits for the next
+// request to be written (a variable for tests).
+var maxCommitDelay = 5 * time.Millisecond
+
 // roundCommit is a commit prepared by recordUsageAsync: start runs it in
 // the background (once, from any goroutine), wait starts it if need be and
 // waits for it.
@@ -652,14 +660,19 @@ func (r *turnRun) recordUsageAsync(u model.Usage, withHistory bool) *roundCommit
 	t.meta.TokenTotal = &total
 	t.meta.LastUsage = &last
 	t.meta.LastTurnID = r.at.id
-	b := &store.Batch{UpdateThreads: []store.ThreadPatch{{ID: t.id, Meta: t.metaJSONLocked()}}}
 	t.mu.Unlock()
+	b := &store.Batch{}
 	if withHistory {
 		b.UpdateTurns = []store.TurnPatch{{ThreadID: t.id, ID: r.at.id, Meta: r.metaJSON()}}
 	}
 	items := r.takeDeferred()
 	c := &roundCommit{done: make(chan error, 1), withHistory: withHistory}
 	c.run = func() {
+		// The thread's meta as it is now, with any change made since
+		// the usage was added.
+		t.mu.Lock()
+		b.UpdateThreads = []store.ThreadPatch{{ID: t.id, Meta: t.metaJSONLocked()}}
+		t.mu.Unlock()
 		b.AppendItems = r.storeDeferred(items)
 		err := t.write(r.persistCtx(), b)
 		itemErr := err

@@ -1,0 +1,12 @@
+package turns
+
+import "time"
+
+// SetMaxCommitDelay sets how long a round's commit may wait for the next
+// request to be written, until the returned function restores it. Call it
+// before any turn starts.
+func SetMaxCommitDelay(d time.Duration) (restore func()) {
+	old := maxCommitDelay
+	maxCommitDelay = d
+	return func() { maxCommitDelay = old }
+}
