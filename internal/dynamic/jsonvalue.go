@@ -200,12 +200,12 @@ func (d *valueDecoder) array() (any, bool) {
 // encoding/json.
 func (d *valueDecoder) string() (string, bool) {
 	start := d.off
-	end, _, _, ok := jsonscan.String(d.data, start)
+	end, escaped, high, ok := jsonscan.String(d.data, start)
 	if !ok {
 		return "", false
 	}
 	d.off = end
-	return jsonscan.Text(d.data[start:end])
+	return jsonscan.Unquote(d.data[start+1:end-1], escaped, high), true
 }
 
 // number decodes a number literal (JSON grammar) as json.Number.

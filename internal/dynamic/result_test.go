@@ -148,6 +148,10 @@ func FuzzDecodeResult(f *testing.F) {
 	f.Add([]byte(`{"contentItems":[{"type":"inputText","text":"x"}],"success":true}`))
 	f.Add([]byte(`{"contentItems":[{"type":"inputImage","imageUrl":"u"},null,"s"],"success":1}`))
 	f.Add([]byte(`{"contentItems":[{"type":"inputText","text":"a"}],"contentItems":[{"type":"inputText"}],"success":true}`))
+	f.Add([]byte(`{"contentItems":[{"type":"inputT\u0065xt","text":"12 °C\n\"x\" \ud83d\ude00 \ud800"}],"success":false}`))
+	f.Add([]byte(`{"ContentItems":[{"Type":"inputImage","imageURL":"u","imageUrl":null}],"SUCCESS":true}`))
+	f.Add([]byte(`{"contentItems":[{"type":"inputAudio","audioUrl":null,"text":5}],"success":null,"ſuccess":true}`))
+	f.Add([]byte("{\"contentItems\":[{\"type\":\"inputText\",\"text\":\"\xff\"}],\"success\":true}"))
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		checkFastResult(t, raw)
 		// DecodeResult never panics and agrees with the strict decoder on

@@ -276,11 +276,17 @@ func Text(b []byte) (string, bool) {
 	if len(b) == 0 || b[0] != '"' || !ok || end != len(b) {
 		return "", false
 	}
-	body := b[1 : len(b)-1]
+	return Unquote(b[1:len(b)-1], escaped, high), true
+}
+
+// Unquote returns the value of a string String accepted, given its body
+// (between the quotes) and the escaped and high String reported, as
+// encoding/json decodes it.
+func Unquote(body []byte, escaped, high bool) string {
 	if !escaped && (!high || utf8.Valid(body)) {
-		return string(body), true
+		return string(body)
 	}
-	return unquote(body), true
+	return unquote(body)
 }
 
 // unquote decodes the body of a string String accepted.
