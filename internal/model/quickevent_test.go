@@ -117,3 +117,52 @@ func BenchmarkResponsesEvent(b *testing.B) {
 		})
 	}
 }
+
+// checkQuickToolCall requires quickToolCall to decode only what
+// InputItem.UnmarshalJSON decodes, to the same item.
+func checkQuickToolCall(t *testing.T, data []byte) bool {
+	t.Helper()
+	var quick InputItem
+	if !quickToolCall(data, &quick) {
+		return false
+	}
+	var full InputItem
+	require.NoError(t, json.Unmarshal(data, &full), "quick path took %s", data)
+	require.True(t, reflect.DeepEqual(full, quick), "%s\nquick %+v\nfull  %+v", data, quick, full)
+	return true
+}
+
+func TestQuickToolCall(t *testing.T) {
+	for _, s := range []string{
+		`{"type":"function_call","id":"fc_1","call_id":"call_1","name":"lookup","arguments":"","status":"in_progress"}`,
+		`{"type":"function_call","id":"fc_1","call_id":"call_1","name":"lookup","arguments":"{\"city\":\"Zürich \\u00e9\"}","status":"completed"}`,
+		`{"type":"custom_tool_call","id":"ctc_1","call_id":"call_2","name":"apply_patch","input":"*** Begin Patch\n","status":"completed"}`,
+		`{"type":"function_call","call_id":"c","name":"n"}`,
+	} {
+		require.True(t, checkQuickToolCall(t, []byte(s)), "%s", s)
+	}
+	for _, s := range []string{
+		`{"type":"message","role":"assistant","content":[]}`,
+		`{"type":"reasoning","summary":[]}`,
+		`{"type":"function_call","call_id":null,"name":"n","arguments":"{}"}`,
+		`{"type":"function_call","call_id":"c","name":"n","arguments":{}}`,
+		`{"type":"function_call","call_id":"c","name":"n","arguments":"{}","input":"x"}`,
+		`{"type":"function_call","call_id":"c","name":"n","arguments":"{}","output":5}`,
+		`{"type":"custom_tool_call","call_id":"c","name":"n","input":"x","arguments":"{}"}`,
+		`{"type":"function_call","Name":"n","arguments":"{}"}`,
+		`{"type":"function_call","name":"n","name":"m"}`,
+		`{"type":"function_c\u0061ll","name":"n"}`,
+		`{"type":"function_call","nαme":"n"}`,
+		`{"type":"function_call","name":"n"`,
+		`null`,
+	} {
+		require.False(t, checkQuickToolCall(t, []byte(s)), "%s", s)
+	}
+}
+
+func FuzzQuickToolCall(f *testing.F) {
+	f.Add([]byte(`{"type":"function_call","id":"fc_1","call_id":"call_1","name":"lookup","arguments":"{\"a\":1}","status":"completed"}`))
+	f.Add([]byte(`{"type":"custom_tool_call","call_id":"c","name":"n","input":"\ud800 \xff"}`))
+	f.Add([]byte(`{"type":"function_call","call_id":"c","name":"n","ſummary":[],"role":"user"}`))
+	f.Fuzz(func(t *testing.T, data []byte) { checkQuickToolCall(t, data) })
+}

@@ -294,6 +294,67 @@ func quickResponse(data []byte, e *responsesEvent) bool {
 	return true
 }
 
+// itemFields are the keys InputItem.UnmarshalJSON decodes, those of a
+// function call first.
+var itemFields = [...]string{"type", "id", "call_id", "name", "arguments", "input", "role", "content", "output", "summary", "encrypted_content"}
+
+// quickToolCall decodes a function or custom tool call item, the output
+// items a tool round is made of, without encoding/json; it reports false
+// (and the caller decodes in full) for any other item and whenever the full
+// decode could come out differently or fail: a key it could match
+// otherwise (jsonscan.Pick), a member of the call's that is not a string,
+// any member the call does not use (the full decode would still decode
+// it), invalid JSON. it must be zero.
+func quickToolCall(data []byte, it *InputItem) bool {
+	var buf [8]jsonscan.Member
+	members, ok := jsonscan.Object(data, buf[:0])
+	var v [len(itemFields)][]byte
+	if !ok || !jsonscan.Pick(members, itemFields[:], v[:]) {
+		return false
+	}
+	typ, ok := jsonscan.PlainString(v[0])
+	if !ok {
+		return false
+	}
+	// The members the call's variant uses, in itemFields' order, and
+	// the one of arguments and input it does not.
+	payload, other := 4, 5
+	switch typ {
+	case ItemFunctionCall:
+	case ItemCustomToolCall:
+		payload, other = 5, 4
+	default:
+		return false
+	}
+	if v[other] != nil {
+		return false
+	}
+	for _, unused := range v[6:] {
+		if unused != nil {
+			return false
+		}
+	}
+	var str [len(itemFields)]string
+	for _, i := range [...]int{1, 2, 3, payload} {
+		if v[i] == nil {
+			continue
+		}
+		if v[i][0] != '"' {
+			return false
+		}
+		if str[i], ok = jsonscan.Text(v[i]); !ok {
+			return false
+		}
+	}
+	*it = InputItem{Type: typ, ID: str[1], CallID: str[2], Name: str[3]}
+	if typ == ItemFunctionCall {
+		it.Arguments = str[payload]
+	} else {
+		it.Input = str[payload]
+	}
+	return true
+}
+
 // responsesHandled reports whether handle acts on events of type typ.
 func responsesHandled(typ []byte) bool {
 	switch string(typ) {
@@ -410,7 +471,11 @@ func (h *responsesHandler) dispatch(e *responsesEvent, data []byte) (bool, error
 		}
 	case "response.output_item.added", "response.output_item.done":
 		var it InputItem
-		if err := json.Unmarshal(e.Item, &it); err != nil || it.Type == "" {
+		var err error
+		if !quickToolCall(e.Item, &it) {
+			err = json.Unmarshal(e.Item, &it)
+		}
+		if err != nil || it.Type == "" {
 			if err == nil {
 				err = fmt.Errorf("output item without a type")
 			}
