@@ -284,6 +284,8 @@ func (t *thread) update(ctx context.Context, o overrides) error {
 		return err
 	}
 	now := t.m.now()
+	t.metaMu.Lock()
+	defer t.metaMu.Unlock()
 	t.mu.Lock()
 	_ = t.m.apply(&t.rec, &t.meta, o) // validated above; cannot fail
 	t.rec.UpdatedAt = now

@@ -1,7 +1,9 @@
 package turns_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -50,6 +52,14 @@ func pipelineSetup(t *testing.T) (*turns.Manager, *fakemodel.Server, *noteLog, c
 // pipelineSetupWith serves script; wrap, when set, wraps the model client.
 func pipelineSetupWith(t *testing.T, script string, wrap func(model.Client) model.Client) (*turns.Manager, *fakemodel.Server, *noteLog, chan error) {
 	t.Helper()
+	m, fake, notes, gate, _ := pipelineSetupStore(t, script, wrap)
+	return m, fake, notes, gate
+}
+
+// pipelineSetupStore is pipelineSetupWith that also returns the store
+// under the gate.
+func pipelineSetupStore(t *testing.T, script string, wrap func(model.Client) model.Client) (*turns.Manager, *fakemodel.Server, *noteLog, chan error, store.Store) {
+	t.Helper()
 	st, fake, client := storeAndModel(t, script)
 	if wrap != nil {
 		client = wrap(client)
@@ -65,7 +75,7 @@ func pipelineSetupWith(t *testing.T, script string, wrap func(model.Client) mode
 	})
 	require.NoError(t, err)
 	t.Cleanup(m.Stop)
-	return m, fake, notes, gate
+	return m, fake, notes, gate, st
 }
 
 func startPipelineTurn(t *testing.T, m *turns.Manager) {
@@ -307,7 +317,8 @@ func (s *sentWatch) Stream(ctx context.Context, req model.Request, fn func(model
 // A tool round's commit starts once the next request is on the wire, so
 // that it does not compete with sending it.
 func TestRoundCommitStartsOnceRequestSent(t *testing.T) {
-	defer turns.SetMaxCommitDelay(time.Minute)() // the watch waits 100 ms
+	// The watch waits 100 ms. Restored after the manager has stopped.
+	t.Cleanup(turns.SetMaxCommitDelay(time.Minute))
 	commits := make(chan struct{}, 16)
 	watch := &sentWatch{t: t, commits: commits, sawSent: make(chan struct{})}
 	m, fake, notes, gate := pipelineSetupWith(t, `{"steps":[
@@ -368,6 +379,49 @@ func TestRoundCommitNotHeldByStalledUpload(t *testing.T) {
 	gate <- nil
 	thread, turn := startTurnOn(t, m, "")
 	notes.wait(t, "thread/tokenUsage/updated") // within noteLog's wait, far below 30 s
+	after, err := m.InterruptTurn(context.Background(), api.TurnInterruptParams{ThreadID: thread, TurnID: turn})
+	require.NoError(t, err)
+	after()
+	notes.wait(t, "turn/completed")
+}
+
+// A thread change made while a round's commit is being written reaches the
+// store after that commit, not before it: the commit's copy of the thread
+// meta, made earlier, does not overwrite it.
+func TestThreadUpdateNotOverwrittenByRoundCommit(t *testing.T) {
+	m, fake, notes, gate, st := pipelineSetupStore(t, `{"steps":[
+		{"tool_calls":[{"call_id":"c1","name":"noop","arguments":{}}]},
+		{"delay_ms":60000,"text":"late"}]}`, nil)
+	thread, turn := startTurnOn(t, m, "")
+	waitRequests(t, fake, 2)          // the round's commit is held by the gate
+	time.Sleep(20 * time.Millisecond) // past maxCommitDelay: it has started
+	never := api.AskForApproval{Policy: api.ApprovalNever}
+	resumed := make(chan error, 1)
+	go func() {
+		_, after, err := m.ResumeThread(context.Background(), turns.Caller{Conn: 2}, api.ThreadResumeParams{ThreadID: thread, ApprovalPolicy: &never})
+		if after != nil {
+			after()
+		}
+		resumed <- err
+	}()
+	time.Sleep(50 * time.Millisecond) // the resume writes now, or waits for the commit
+	gate <- nil
+	require.NoError(t, <-resumed)
+	// The round's commit stores the turn's history and the thread's meta
+	// in one transaction.
+	require.Eventually(t, func() bool {
+		tr, err := st.GetTurn(context.Background(), thread, turn)
+		return err == nil && bytes.Contains(tr.Meta, []byte(`"c1"`))
+	}, 10*time.Second, 5*time.Millisecond)
+
+	rec, err := st.GetThread(context.Background(), thread)
+	require.NoError(t, err)
+	var meta struct {
+		ApprovalPolicy api.AskForApproval `json:"approvalPolicy"`
+	}
+	require.NoError(t, json.Unmarshal(rec.Meta, &meta))
+	require.Equal(t, never, meta.ApprovalPolicy, "stored meta: %s", rec.Meta)
+
 	after, err := m.InterruptTurn(context.Background(), api.TurnInterruptParams{ThreadID: thread, TurnID: turn})
 	require.NoError(t, err)
 	after()

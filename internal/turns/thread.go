@@ -50,6 +50,12 @@ type thread struct {
 	m  *Manager
 	id string
 
+	// metaMu is held from encoding the thread's meta to storing it
+	// (update, a round's commit, finish), so that the store gets the
+	// copies in the order they were made and never an older one last.
+	// It comes before mu.
+	metaMu sync.Mutex
+
 	mu             sync.Mutex
 	rec            store.Thread
 	meta           threadMeta

@@ -670,6 +670,7 @@ func (r *turnRun) recordUsageAsync(u model.Usage, withHistory bool) *roundCommit
 	c.run = func() {
 		// The thread's meta as it is now, with any change made since
 		// the usage was added.
+		t.metaMu.Lock()
 		t.mu.Lock()
 		b.UpdateThreads = []store.ThreadPatch{{ID: t.id, Meta: t.metaJSONLocked()}}
 		t.mu.Unlock()
@@ -686,6 +687,7 @@ func (r *turnRun) recordUsageAsync(u model.Usage, withHistory bool) *roundCommit
 			err = t.write(r.persistCtx(), &rest)
 			itemErr = t.write(r.persistCtx(), &store.Batch{AppendItems: b.AppendItems})
 		}
+		t.metaMu.Unlock()
 		// The round's last tool item and its usage are announced as soon
 		// as they are committed, not when the turn goroutine next settles
 		// (with the next response, which a model may take seconds to
@@ -814,6 +816,7 @@ func (r *turnRun) finish(runErr error) {
 	if turnErr != nil {
 		patch.Error, _ = json.Marshal(turnErr)
 	}
+	t.metaMu.Lock()
 	t.mu.Lock()
 	t.meta.LastTurnID = at.id
 	threadPatch := store.ThreadPatch{ID: t.id, UpdatedAt: &now, RecencyAt: &now, Meta: t.metaJSONLocked()}
@@ -821,6 +824,7 @@ func (r *turnRun) finish(runErr error) {
 	if err := t.write(r.persistCtx(), &store.Batch{UpdateTurns: []store.TurnPatch{patch}, UpdateThreads: []store.ThreadPatch{threadPatch}}); err != nil {
 		t.m.log.Error("persist turn end", "thread", t.id, "turn", at.id, "err", err)
 	}
+	t.metaMu.Unlock()
 
 	closed := closeDanglingCalls(r.history)
 	t.mu.Lock()
