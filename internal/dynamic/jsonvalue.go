@@ -194,10 +194,8 @@ func (d *valueDecoder) array() (any, bool) {
 	}
 }
 
-// string decodes the string starting at d.off. Strings without escapes
-// that are valid UTF-8 are their own bytes; the rest (escapes, invalid
-// UTF-8, which encoding/json replaces with U+FFFD) are unquoted by
-// encoding/json.
+// string decodes the string starting at d.off, which holds its opening
+// quote, as encoding/json does (jsonscan.Unquote).
 func (d *valueDecoder) string() (string, bool) {
 	start := d.off
 	end, escaped, high, ok := jsonscan.String(d.data, start)

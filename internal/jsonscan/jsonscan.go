@@ -281,7 +281,9 @@ func Text(b []byte) (string, bool) {
 
 // Unquote returns the value of a string String accepted, given its body
 // (between the quotes) and the escaped and high String reported, as
-// encoding/json decodes it.
+// encoding/json decodes it. The body must be one String accepted, with
+// those flags: it may panic on another (a trailing backslash, a short \u
+// escape) or return it as it is.
 func Unquote(body []byte, escaped, high bool) string {
 	if !escaped && (!high || utf8.Valid(body)) {
 		return string(body)

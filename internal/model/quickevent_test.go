@@ -138,6 +138,7 @@ func TestQuickToolCall(t *testing.T) {
 		`{"type":"function_call","id":"fc_1","call_id":"call_1","name":"lookup","arguments":"{\"city\":\"Zürich \\u00e9\"}","status":"completed"}`,
 		`{"type":"custom_tool_call","id":"ctc_1","call_id":"call_2","name":"apply_patch","input":"*** Begin Patch\n","status":"completed"}`,
 		`{"type":"function_call","call_id":"c","name":"n"}`,
+		"{\"type\":\"function_call\",\"call_id\":\"c\",\"name\":\"n\xff\",\"arguments\":\"\\ud800 \\udc00\\ud83d\"}",
 	} {
 		require.True(t, checkQuickToolCall(t, []byte(s)), "%s", s)
 	}
@@ -162,7 +163,7 @@ func TestQuickToolCall(t *testing.T) {
 
 func FuzzQuickToolCall(f *testing.F) {
 	f.Add([]byte(`{"type":"function_call","id":"fc_1","call_id":"call_1","name":"lookup","arguments":"{\"a\":1}","status":"completed"}`))
-	f.Add([]byte(`{"type":"custom_tool_call","call_id":"c","name":"n","input":"\ud800 \xff"}`))
+	f.Add([]byte("{\"type\":\"custom_tool_call\",\"call_id\":\"c\",\"name\":\"n\",\"input\":\"\\ud800 \xff\"}"))
 	f.Add([]byte(`{"type":"function_call","call_id":"c","name":"n","ſummary":[],"role":"user"}`))
 	f.Fuzz(func(t *testing.T, data []byte) { checkQuickToolCall(t, data) })
 }

@@ -294,17 +294,28 @@ func quickResponse(data []byte, e *responsesEvent) bool {
 	return true
 }
 
-// itemFields are the keys InputItem.UnmarshalJSON decodes, those of a
-// function call first.
+// itemFields are the keys InputItem.UnmarshalJSON decodes: those a tool
+// call uses (up to fieldInput), then the others.
 var itemFields = [...]string{"type", "id", "call_id", "name", "arguments", "input", "role", "content", "output", "summary", "encrypted_content"}
 
+// Indexes into itemFields.
+const (
+	fieldType = iota
+	fieldID
+	fieldCallID
+	fieldName
+	fieldArguments
+	fieldInput
+	fieldsOfCalls // the fields from here on no tool call uses
+)
+
 // quickToolCall decodes a function or custom tool call item, the output
-// items a tool round is made of, without encoding/json; it reports false
-// (and the caller decodes in full) for any other item and whenever the full
-// decode could come out differently or fail: a key it could match
-// otherwise (jsonscan.Pick), a member of the call's that is not a string,
-// any member the call does not use (the full decode would still decode
-// it), invalid JSON. it must be zero.
+// items a tool round is made of, into *it without encoding/json; it
+// reports false (leaving *it alone, and the caller decodes in full) for
+// any other item and whenever the full decode could come out differently
+// or fail: a key it could match otherwise (jsonscan.Pick), a member of the
+// call's that is not a string (null included), any member the call does
+// not use (the full decode would still decode it), invalid JSON.
 func quickToolCall(data []byte, it *InputItem) bool {
 	var buf [8]jsonscan.Member
 	members, ok := jsonscan.Object(data, buf[:0])
@@ -312,30 +323,29 @@ func quickToolCall(data []byte, it *InputItem) bool {
 	if !ok || !jsonscan.Pick(members, itemFields[:], v[:]) {
 		return false
 	}
-	typ, ok := jsonscan.PlainString(v[0])
+	typ, ok := jsonscan.PlainString(v[fieldType])
 	if !ok {
 		return false
 	}
-	// The members the call's variant uses, in itemFields' order, and
-	// the one of arguments and input it does not.
-	payload, other := 4, 5
+	// payload is the call's arguments or input, other the one it lacks.
+	payload, other := fieldArguments, fieldInput
 	switch typ {
 	case ItemFunctionCall:
 	case ItemCustomToolCall:
-		payload, other = 5, 4
+		payload, other = fieldInput, fieldArguments
 	default:
 		return false
 	}
 	if v[other] != nil {
 		return false
 	}
-	for _, unused := range v[6:] {
+	for _, unused := range v[fieldsOfCalls:] {
 		if unused != nil {
 			return false
 		}
 	}
-	var str [len(itemFields)]string
-	for _, i := range [...]int{1, 2, 3, payload} {
+	var str [fieldsOfCalls]string
+	for _, i := range [...]int{fieldID, fieldCallID, fieldName, payload} {
 		if v[i] == nil {
 			continue
 		}
@@ -346,7 +356,7 @@ func quickToolCall(data []byte, it *InputItem) bool {
 			return false
 		}
 	}
-	*it = InputItem{Type: typ, ID: str[1], CallID: str[2], Name: str[3]}
+	*it = InputItem{Type: typ, ID: str[fieldID], CallID: str[fieldCallID], Name: str[fieldName]}
 	if typ == ItemFunctionCall {
 		it.Arguments = str[payload]
 	} else {

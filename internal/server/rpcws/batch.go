@@ -75,9 +75,10 @@ const maxBatch = 64 << 10
 // is.
 //
 // Only a write that is exactly one whole final text frame carrying the
-// expected payload is held: the websocket writes a small frame (header and
-// payload) in one flush, so a pong or a close reply, whatever its payload,
-// never matches, and a frame too big for one flush is simply not held.
+// expected payload is held: the websocket writes a frame that fits its
+// buffer (net/http's 4 KiB one, from the hijack) in one flush, header and
+// payload, so a pong or a close reply, whatever its payload, never matches,
+// and a larger frame, which goes out in pieces, is simply not held.
 type batchConn struct {
 	net.Conn
 	// expect is the frame whose write to hold; holdFor sets it while a

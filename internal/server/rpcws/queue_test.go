@@ -112,25 +112,53 @@ func TestQueuedFramesShareOneWrite(t *testing.T) {
 	require.Equal(t, int64(2), writes.Load()-before)
 }
 
-// A batch never holds more than maxBatch bytes: larger bursts go out in
-// several writes, every frame intact.
+// sizeConn records the size of every write to the socket.
+type sizeConn struct {
+	net.Conn
+	mu    sync.Mutex
+	sizes []int
+}
+
+func (c *sizeConn) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	c.sizes = append(c.sizes, len(p))
+	c.mu.Unlock()
+	return c.Conn.Write(p)
+}
+
+// A batch never holds more than maxBatch bytes: a longer burst of small
+// frames goes out in several writes, every frame intact and in order.
 func TestBatchIsBounded(t *testing.T) {
 	s, client := pair(t, Options{})
+	bc := s.opts.Batch.conn
+	require.NotNil(t, bc)
+	sc := &sizeConn{Conn: bc.Conn}
+	bc.Conn = sc
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	big := []byte(`{"method":"n","params":{"s":"` + strings.Repeat("x", maxBatch/3) + `"}}`)
-	holdWriter(t, s)
-	for range 6 {
-		require.NoError(t, s.WriteObject(json.RawMessage(big)))
+	const n = 40
+	msg := func(i int) []byte {
+		return []byte(`{"method":"n","params":{"i":` + strconv.Itoa(i) + `,"s":"` + strings.Repeat("x", 3000) + `"}}`)
 	}
-	before := s.opts.Batch.conn.writes.Load()
+	holdWriter(t, s)
+	for i := range n {
+		require.NoError(t, s.WriteObject(json.RawMessage(msg(i))))
+	}
+	before := bc.writes.Load()
 	releaseWriter(s)
-	for range 6 {
+	for i := range n {
 		_, data, err := client.Read(ctx)
 		require.NoError(t, err)
-		require.Equal(t, string(big), string(data))
+		require.Equal(t, string(msg(i)), string(data))
 	}
-	require.GreaterOrEqual(t, s.opts.Batch.conn.writes.Load()-before, int64(3))
+	writes := bc.writes.Load() - before
+	require.Greater(t, writes, int64(1), "%d frames of 3 KB went out in one write", n)
+	require.Less(t, writes, int64(n/4), "the frames were not batched")
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	for _, size := range sc.sizes {
+		require.LessOrEqual(t, size, maxBatch)
+	}
 }
 
 // recordConn records what is written to it.
