@@ -72,10 +72,8 @@ var (
 // null members, a known member of the wrong JSON type, invalid JSON; the
 // caller then decodes strictly, for the exact error.
 func decodeResultFast(raw []byte) (api.DynamicToolCallResult, bool) {
-	var buf [4]jsonscan.Member
-	members, ok := jsonscan.Object(raw, buf[:0])
 	var v [len(resultFields)][]byte
-	if !ok || !jsonscan.Pick(members, resultFields[:], v[:]) || v[0] == nil || v[1] == nil {
+	if !jsonscan.PickObject(raw, resultFields[:], v[:]) || v[0] == nil || v[1] == nil {
 		return api.DynamicToolCallResult{}, false
 	}
 	var res api.DynamicToolCallResult
@@ -103,11 +101,9 @@ func decodeResultFast(raw []byte) (api.DynamicToolCallResult, bool) {
 // decodeItemFast decodes one content item for decodeResultFast: every
 // known field present must be a string, and the variant's own one set.
 func decodeItemFast(raw []byte, item *api.DynamicToolCallOutputContentItem) bool {
-	var buf [4]jsonscan.Member
-	members, ok := jsonscan.Object(raw, buf[:0])
 	var f [len(itemFields)]string
 	var v [len(itemFields)][]byte
-	if !ok || !jsonscan.Pick(members, itemFields[:], v[:]) || v[0] == nil {
+	if !jsonscan.PickObject(raw, itemFields[:], v[:]) || v[0] == nil {
 		return false
 	}
 	for i, b := range v {
@@ -117,6 +113,7 @@ func decodeItemFast(raw []byte, item *api.DynamicToolCallOutputContentItem) bool
 		if b[0] != '"' {
 			return false
 		}
+		var ok bool
 		if f[i], ok = jsonscan.Text(b); !ok {
 			return false
 		}

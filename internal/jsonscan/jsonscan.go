@@ -258,6 +258,14 @@ func Pick(members []Member, names []string, vals [][]byte) bool {
 	return true
 }
 
+// PickObject is Object and then Pick: it reports false unless data is one
+// valid JSON object whose keys Pick accepts.
+func PickObject(data []byte, names []string, vals [][]byte) bool {
+	var buf [32]Member
+	members, ok := Object(data, buf[:0])
+	return ok && Pick(members, names, vals)
+}
+
 // PlainString returns the string b (one whole JSON string) holds when it
 // has no escapes and only ASCII, so that its bytes are its value.
 func PlainString(b []byte) (string, bool) {

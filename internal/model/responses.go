@@ -224,10 +224,8 @@ type responsesUsage struct {
 // non-ASCII byte in a string it reads; invalid JSON. The caller then
 // decodes in full. e must be zero.
 func quickEvent(data []byte, e *responsesEvent) bool {
-	var buf [8]jsonscan.Member
-	members, ok := jsonscan.Object(data, buf[:0])
 	var v [len(eventFields)][]byte
-	if !ok || !jsonscan.Pick(members, eventFields[:], v[:]) {
+	if !jsonscan.PickObject(data, eventFields[:], v[:]) {
 		return false
 	}
 	for _, other := range v[3:] {
@@ -268,10 +266,8 @@ var responseFields = [...]string{"id", "usage", "error", "incomplete_details"}
 // responsesEvent keeps: its id and usage (error and incomplete_details
 // only when null).
 func quickResponse(data []byte, e *responsesEvent) bool {
-	var buf [32]jsonscan.Member
-	members, ok := jsonscan.Object(data, buf[:0])
 	var v [len(responseFields)][]byte
-	if !ok || !jsonscan.Pick(members, responseFields[:], v[:]) {
+	if !jsonscan.PickObject(data, responseFields[:], v[:]) {
 		return false
 	}
 	id, usage, errv, incomplete := v[0], v[1], v[2], v[3]
@@ -280,6 +276,7 @@ func quickResponse(data []byte, e *responsesEvent) bool {
 	}
 	e.Response = &responsesEventResponse{}
 	if id != nil && string(id) != "null" {
+		var ok bool
 		if e.Response.ID, ok = jsonscan.PlainString(id); !ok {
 			return false
 		}
@@ -317,10 +314,8 @@ const (
 // call's that is not a string (null included), any member the call does
 // not use (the full decode would still decode it), invalid JSON.
 func quickToolCall(data []byte, it *InputItem) bool {
-	var buf [8]jsonscan.Member
-	members, ok := jsonscan.Object(data, buf[:0])
 	var v [len(itemFields)][]byte
-	if !ok || !jsonscan.Pick(members, itemFields[:], v[:]) {
+	if !jsonscan.PickObject(data, itemFields[:], v[:]) {
 		return false
 	}
 	typ, ok := jsonscan.PlainString(v[fieldType])

@@ -90,7 +90,7 @@ type batchConn struct {
 	// and guards pending, the held write.
 	wmu     sync.Mutex
 	pending []byte
-	writes  atomic.Int64
+	writes  atomic.Int64 // writes to the socket, for tests
 }
 
 func (c *batchConn) holdFor(frame []byte) {
