@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -814,4 +815,61 @@ func TestToolsExecPolicyRulesFilesPersistAcrossRestart(t *testing.T) {
 	require.FileExists(t, filepath.Join(ws, "two.txt"))
 	require.FileExists(t, filepath.Join(ws, "notes.txt"), "shred was forbidden by the team rule")
 	require.Contains(t, teModelOutput(t, fake, 4, "call_3"), "never shred here")
+}
+
+// A known-safe command is safe only inside the sandbox: with a
+// core.fsmonitor planted in the repository, `git status` outside the
+// sandbox runs it. When the model asks for require_escalated under
+// on-request, the user is asked first, for shell_command and exec_command
+// alike; declined, nothing runs outside; accepted, it runs unsandboxed.
+func TestToolsEscalatedKnownSafeCommandAsks(t *testing.T) {
+	outside, err := filepath.EvalSymlinks(t.TempDir())
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		name, decision, status string
+		call                   func(callID string) string
+		ran                    bool
+	}{
+		{"shell_command declined", "decline", "declined", func(id string) string {
+			b, _ := json.Marshal(map[string]any{"call_id": id, "name": "shell_command", "arguments": map[string]any{
+				"command": "git status", "sandbox_permissions": "require_escalated", "justification": "status"}})
+			return string(b)
+		}, false},
+		{"exec_command declined", "decline", "declined", func(id string) string {
+			b, _ := json.Marshal(map[string]any{"call_id": id, "name": "exec_command", "arguments": map[string]any{
+				"cmd": "git status", "sandbox_permissions": "require_escalated", "justification": "status"}})
+			return string(b)
+		}, false},
+		{"shell_command accepted", "accept", "completed", func(id string) string {
+			b, _ := json.Marshal(map[string]any{"call_id": id, "name": "shell_command", "arguments": map[string]any{
+				"command": "git status", "sandbox_permissions": "require_escalated"}})
+			return string(b)
+		}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ws := teWorkspace(t)
+			target := filepath.Join(outside, strings.ReplaceAll(tc.name, " ", "_"))
+			for _, args := range [][]string{{"init", "-q"}, {"config", "core.fsmonitor", "touch " + target}} {
+				out, err := exec.Command("git", append([]string{"-C", ws}, args...)...).CombinedOutput()
+				require.NoError(t, err, string(out))
+			}
+			_, _, r := teDaemon(t, teCallScript(`[`+tc.call("call_git")+`]`, "call_git", "done"))
+			threadID := startThread(t, r, map[string]any{"cwd": ws})
+			p := teInput(threadID, "go")
+			p["approvalPolicy"] = "on-request"
+			p["sandboxPolicy"] = map[string]any{"type": "workspaceWrite", "excludeSlashTmp": true, "excludeTmpdirEnvVar": true}
+			var asked []string
+			frames := teTurn(t, r, p, func(f frame) any {
+				asked = append(asked, f.Method)
+				return map[string]any{"decision": tc.decision}
+			})
+			require.Equal(t, []string{"item/commandExecution/requestApproval"}, asked, "leaving the sandbox is the user's call")
+			require.Equal(t, tc.status, teItems(t, frames, "completed")["call_git"].Status)
+			if tc.ran {
+				require.FileExists(t, target, "approved: git ran outside the sandbox")
+			} else {
+				require.NoFileExists(t, target, "declined: nothing ran outside the sandbox")
+			}
+		})
+	}
 }

@@ -35,9 +35,11 @@ func TestPlanExecEscalationGuard(t *testing.T) {
 	plan = policy.PlanExec(policy.ExecRequest{Command: argv("ls"), Approval: onFailure, Sandbox: workspace, Escalation: additional})
 	assert.Equal(t, policy.ActionForbidden, plan.Action, "additional permissions are refused the same way")
 	assert.Contains(t, plan.Reason, "approval policy is OnFailure;")
-	// Under on-request the escalation is honoured.
+	// Under on-request the escalation reaches the user, even for a known-safe
+	// command: outside the sandbox `git status` runs a planted core.fsmonitor.
 	plan = policy.PlanExec(policy.ExecRequest{Command: argv("ls"), Approval: onRequest, Sandbox: workspace, Escalation: escalated})
-	assert.Equal(t, policy.ActionRunUnsandboxed, plan.Action, "known safe + escalation runs outside the sandbox")
+	assert.Equal(t, policy.ActionNeedsApproval, plan.Action, "known safe + escalation asks the user")
+	assert.False(t, plan.SandboxedAfterApproval, "once approved it runs outside the sandbox")
 }
 
 // TestPlanExecMatrix covers the four actions for every approval policy ×

@@ -154,12 +154,17 @@ func DefaultRequirement(approval ApprovalPolicy, sandbox SandboxPolicy) Requirem
 }
 
 // UnmatchedDecision is the heuristic verdict for a command no exec-policy
-// rule matches (tools.md §4.4): known safe → allow; dangerous → prompt
-// (forbidden under never); never / on-failure → allow; untrusted → prompt;
-// on-request / granular → allow under full access, and in a restricted
-// sandbox prompt only when the model asked for more than the sandbox.
+// rule matches (tools.md §4.4): known safe → allow, unless the model asked
+// to leave (or widen) a restricted sandbox; dangerous → prompt (forbidden
+// under never); never / on-failure → allow; untrusted → prompt; on-request /
+// granular → allow under full access, and in a restricted sandbox prompt
+// only when the model asked for more than the sandbox.
+//
+// A known-safe command is safe only inside the sandbox: `git status` runs
+// whatever core.fsmonitor a sandboxed command planted in the repository, so
+// an escalation request always reaches the user.
 func UnmatchedDecision(cmd []string, approval ApprovalPolicy, sandbox SandboxPolicy, esc Escalation) Decision {
-	if IsKnownSafe(cmd) {
+	if IsKnownSafe(cmd) && (!esc.requestsOverride() || sandbox.HasFullDiskWriteAccess()) {
 		return Allow
 	}
 	if MightBeDangerous(cmd) {

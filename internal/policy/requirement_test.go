@@ -59,9 +59,18 @@ func TestUnmatchedDecisionMatrix(t *testing.T) {
 		for i, sb := range sandboxes {
 			name := fmt.Sprintf("%s/%s", pc.name, sb.Mode())
 			for _, esc := range []policy.Escalation{{}, escalated} {
-				assert.Equal(t, A, policy.UnmatchedDecision(safe, pc.p, sb, esc), "%s known safe %v", name, esc)
 				assert.Equal(t, pc.dangerous[i], policy.UnmatchedDecision(dangerous, pc.p, sb, esc), "%s dangerous %v", name, esc)
 			}
+			assert.Equal(t, A, policy.UnmatchedDecision(safe, pc.p, sb, policy.Escalation{}), name+" known safe")
+			// Leaving a restricted sandbox is never "safe": the escalated
+			// known-safe command is judged like any other escalated one.
+			// Under full access there is no sandbox to leave.
+			safeEsc := pc.otherEsc[i]
+			if sb.HasFullDiskWriteAccess() {
+				safeEsc = A
+			}
+			assert.Equal(t, safeEsc, policy.UnmatchedDecision(safe, pc.p, sb, escalated), name+" known safe escalated")
+			assert.Equal(t, safeEsc, policy.UnmatchedDecision(safe, pc.p, sb, additional), name+" known safe with additional permissions")
 			assert.Equal(t, pc.other[i], policy.UnmatchedDecision(other, pc.p, sb, policy.Escalation{}), name+" other")
 			assert.Equal(t, pc.otherEsc[i], policy.UnmatchedDecision(other, pc.p, sb, escalated), name+" other escalated")
 			assert.Equal(t, pc.otherEsc[i], policy.UnmatchedDecision(other, pc.p, sb, additional), name+" other with additional permissions")
