@@ -22,6 +22,9 @@ const (
 	ProblemNotFound = "urn:appserver:problem:not-found"
 	// ProblemMethodNotAllowed (405): the route exists for other methods.
 	ProblemMethodNotAllowed = "urn:appserver:problem:method-not-allowed"
+	// ProblemForbidden (403): the caller may not ask for this, e.g. a
+	// principal asking for more than its sandbox or approval ceiling.
+	ProblemForbidden = "urn:appserver:problem:forbidden"
 	// ProblemConflict (409): the turn is not running, or the tool call was
 	// already answered or settled.
 	ProblemConflict = "urn:appserver:problem:conflict"

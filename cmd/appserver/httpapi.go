@@ -4,6 +4,8 @@ import (
 	"context"
 	"log/slog"
 
+	"github.com/appserver/appserver/api"
+
 	"github.com/appserver/appserver/internal/config"
 	"github.com/appserver/appserver/internal/dynamic"
 	"github.com/appserver/appserver/internal/httpapi"
@@ -30,6 +32,13 @@ func startHTTPAPI(ctx context.Context, cfg *config.Config, log *slog.Logger, srv
 		Sinks:      srv,
 		Auth:       authn,
 		Principals: principals,
+		Ceiling: httpapi.Ceiling{
+			MaxSandbox:               api.SandboxMode(cfg.HTTPAPI.PrincipalMaxSandbox),
+			MaxApproval:              api.ApprovalPolicy(cfg.HTTPAPI.PrincipalMaxApproval),
+			AllowNeverWithFullAccess: cfg.HTTPAPI.PrincipalMaxApproval == config.ApprovalNever,
+			DefaultSandbox:           api.SandboxMode(cfg.SandboxMode),
+			DefaultApproval:          api.ApprovalPolicy(cfg.ApprovalPolicy),
+		},
 		Draining:   srv.Draining,
 		Registerer: metrics.Registry,
 		Logger:     log.With("component", "httpapi"),

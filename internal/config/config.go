@@ -330,6 +330,16 @@ type HTTPAPI struct {
 	// Principals maps principal names ([A-Za-z0-9_-], at most 64
 	// characters) to their tokens ([http_api.principals.<name>]).
 	Principals map[string]HTTPPrincipal `toml:"principals"`
+	// PrincipalMaxSandbox is the most permissive sandbox mode a principal's
+	// thread may run under (principal_max_sandbox; default
+	// "workspace-write"). The operator's token has no ceiling.
+	PrincipalMaxSandbox SandboxMode `toml:"principal_max_sandbox"`
+	// PrincipalMaxApproval is the least asking approval policy a principal's
+	// thread may run under, in the order untrusted, on-request, on-failure,
+	// never (principal_max_approval; default "never"). Unless it is set to
+	// "never" explicitly, "never" together with danger-full-access is
+	// refused: nobody would be asked before an unsandboxed command.
+	PrincipalMaxApproval ApprovalPolicy `toml:"principal_max_approval"`
 }
 
 // HTTPPrincipal is one [http_api.principals.<name>] table.
@@ -390,6 +400,7 @@ func defaults(getenv func(string) string, goos string) Config {
 		ModelProviders:              map[string]ModelProvider{DefaultModelProvider: builtinOpenAI()},
 		MCPServers:                  map[string]MCPServer{},
 		ModelCatalog:                map[string]ModelEntry{},
+		HTTPAPI:                     HTTPAPI{PrincipalMaxSandbox: SandboxWorkspaceWrite},
 	}
 }
 

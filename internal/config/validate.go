@@ -349,6 +349,16 @@ func (c *Config) validateHTTPAPI() error {
 		}
 		seen[digest] = name
 	}
+	switch c.HTTPAPI.PrincipalMaxSandbox {
+	case SandboxReadOnly, SandboxWorkspaceWrite, SandboxDangerFullAccess:
+	default:
+		return c.invalid(key("http_api", "principal_max_sandbox"), `expected "read-only", "workspace-write" or "danger-full-access", got %q`, c.HTTPAPI.PrincipalMaxSandbox)
+	}
+	switch c.HTTPAPI.PrincipalMaxApproval {
+	case "", ApprovalUntrusted, ApprovalOnFailure, ApprovalOnRequest, ApprovalNever:
+	default:
+		return c.invalid(key("http_api", "principal_max_approval"), `expected "untrusted", "on-request", "on-failure" or "never", got %q`, c.HTTPAPI.PrincipalMaxApproval)
+	}
 	return nil
 }
 

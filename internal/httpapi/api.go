@@ -60,6 +60,10 @@ type Config struct {
 	// Principals maps principal names to the hex SHA-256 of their bearer
 	// token; a principal sees only the threads it created.
 	Principals map[string]string
+	// Ceiling bounds the sandbox and approval policy of the principals'
+	// threads (not the operator's); the zero value is workspace-write with
+	// any approval policy.
+	Ceiling Ceiling
 	// Draining reports that the daemon is shutting down; requests then get
 	// 503. Nil means never.
 	Draining func() bool

@@ -32,6 +32,7 @@ func (p *problem) Error() string { return fmt.Sprintf("%d %s: %s", p.status, p.t
 var titles = map[string]string{
 	api.ProblemInvalidRequest:       "Invalid request",
 	api.ProblemUnauthorized:         "Unauthorized",
+	api.ProblemForbidden:            "Forbidden",
 	api.ProblemNotFound:             "Not found",
 	api.ProblemMethodNotAllowed:     "Method not allowed",
 	api.ProblemConflict:             "Conflict",
@@ -50,6 +51,10 @@ func newProblem(status int, typ, format string, args ...any) *problem {
 
 func invalid(format string, args ...any) *problem {
 	return newProblem(http.StatusBadRequest, api.ProblemInvalidRequest, format, args...)
+}
+
+func forbidden(format string, args ...any) *problem {
+	return newProblem(http.StatusForbidden, api.ProblemForbidden, format, args...)
 }
 
 func notFound(format string, args ...any) *problem {

@@ -22,6 +22,13 @@ func (a *API) createThread(w http.ResponseWriter, r *http.Request) *problem {
 		return p
 	}
 	who := principalOf(r)
+	if who != "" {
+		s, a, p := a.cfg.Ceiling.apply(req.Sandbox, req.ApprovalPolicy)
+		if p != nil {
+			return p
+		}
+		req.Sandbox, req.ApprovalPolicy = s, a
+	}
 	// The thread's log subscribes from the start, so nothing the thread
 	// does is missed and its tool calls always have a holder.
 	l := a.logs.create()
