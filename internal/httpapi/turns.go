@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -82,6 +83,39 @@ func (a *API) await(ctx context.Context, st *turnState, o waitOpts) bool {
 }
 
 // validateInput checks the input items of a turn.
+// strictUserInput is api.UserInput's field set without its lenient
+// decoder, whose json.Unmarshal would drop unknown members: a CI bot that
+// misspells "text_elements" hears about it.
+type strictUserInput struct {
+	Type         api.UserInputType `json:"type"`
+	Text         string            `json:"text"`
+	TextElements []api.TextElement `json:"text_elements"`
+	URL          string            `json:"url"`
+	FileID       string            `json:"fileId"`
+	Detail       *api.ImageDetail  `json:"detail"`
+	Path         string            `json:"path"`
+	Name         string            `json:"name"`
+}
+
+// strictInputFields rejects unknown members inside the input items of a
+// turn body that decodeStrict already accepted.
+func strictInputFields(body []byte) *problem {
+	var top struct {
+		Input []json.RawMessage `json:"input"`
+	}
+	if err := json.Unmarshal(body, &top); err != nil {
+		return invalid("%s", describeJSONError(err))
+	}
+	for i, raw := range top.Input {
+		var u strictUserInput
+		if p := decodeStrict(raw, &u); p != nil {
+			p.detail = fmt.Sprintf("input[%d]: %s", i, p.detail)
+			return p
+		}
+	}
+	return nil
+}
+
 func validateInput(in api.List[api.UserInput]) *problem {
 	if len(in) == 0 {
 		return invalid("input must hold at least one item, e.g. [{\"type\":\"text\",\"text\":\"…\"}]")
@@ -117,7 +151,14 @@ func (a *API) postTurn(w http.ResponseWriter, r *http.Request) *problem {
 		return p
 	}
 	var req api.HTTPTurnCreateRequest
-	if p := a.decodeBody(w, r, &req, false); p != nil {
+	body, p := a.readBody(w, r, false)
+	if p != nil {
+		return p
+	}
+	if p := decodeStrict(body, &req); p != nil {
+		return p
+	}
+	if p := strictInputFields(body); p != nil {
 		return p
 	}
 	if p := validateInput(req.Input); p != nil {
