@@ -36,6 +36,9 @@ type Config struct {
 
 // Store is a store.Store backed by Postgres.
 type Store struct {
+	// Reader implements the reads.
+	backend.Reader
+
 	pool   *pgxpool.Pool
 	cfg    Config
 	closed atomic.Bool
@@ -65,6 +68,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, apperr.Wrap(apperr.Unavailable, err, "postgres is unavailable")
 	}
 	s := &Store{pool: pool, cfg: cfg}
+	s.Reader = backend.NewReader(backend.Postgres, readDB{pool}, cfg.Observe, s.usable)
 	if cfg.Migrate {
 		if err := s.Migrate(ctx); err != nil {
 			pool.Close()

@@ -44,6 +44,9 @@ type Config struct {
 // single connection, so they queue in Go instead of failing with SQLITE_BUSY;
 // reads use a separate pool and, thanks to WAL, never wait for writes.
 type Store struct {
+	// Reader implements the reads.
+	backend.Reader
+
 	w, r   *sql.DB
 	stmts  *stmtCache // the writer's prepared statements
 	cfg    Config
@@ -103,6 +106,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	r.SetMaxOpenConns(cfg.ReadConns)
 	r.SetMaxIdleConns(cfg.ReadConns)
 	s := &Store{w: w, r: r, stmts: newStmtCache(w), cfg: cfg}
+	s.Reader = backend.NewReader(backend.SQLite, readDB{r}, cfg.Observe, s.usable)
 	if err := r.PingContext(ctx); err != nil {
 		_ = s.Close()
 		return nil, apperr.Wrap(apperr.Unavailable, err, "sqlite: cannot open database")
@@ -228,14 +232,4 @@ func microsPtr(t *time.Time) any {
 		return nil
 	}
 	return t.UnixMicro()
-}
-
-func fromMicros(us int64) time.Time { return time.UnixMicro(us).UTC() }
-
-func fromNullMicros(v sql.NullInt64) *time.Time {
-	if !v.Valid {
-		return nil
-	}
-	t := fromMicros(v.Int64)
-	return &t
 }
