@@ -165,13 +165,4 @@ func pgCode(err error) string {
 	return ""
 }
 
-// jsonArg passes stored JSON as SQL NULL when absent and as raw JSON text
-// otherwise (pgx sends strings to json/jsonb parameters verbatim).
-func jsonArg(raw []byte) any {
-	if len(raw) == 0 {
-		return nil
-	}
-	return string(raw)
-}
-
 func isNoRows(err error) bool { return errors.Is(err, pgx.ErrNoRows) }

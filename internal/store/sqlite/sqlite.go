@@ -204,15 +204,6 @@ func storageErr(err error) error {
 	return apperr.Wrap(apperr.Internal, err, "storage error")
 }
 
-// jsonArg stores absent JSON as SQL NULL and the rest as TEXT: a []byte
-// would bind as a BLOB, which SQLite's JSON functions read as JSONB.
-func jsonArg(raw []byte) any {
-	if len(raw) == 0 {
-		return nil
-	}
-	return textArg(raw)
-}
-
 // textArg binds b as TEXT without copying it into a Go string first; JSON
 // values (a turn's meta holds its whole history) are most of the bytes a
 // write would otherwise allocate. Sharing b's memory is safe because the
@@ -222,14 +213,4 @@ func jsonArg(raw []byte) any {
 // stepping the statement. A Batch must not change while Write runs anyway.
 func textArg(b []byte) string {
 	return unsafe.String(unsafe.SliceData(b), len(b))
-}
-
-// micros converts a time to the INTEGER the schema stores.
-func micros(t time.Time) int64 { return t.UnixMicro() }
-
-func microsPtr(t *time.Time) any {
-	if t == nil {
-		return nil
-	}
-	return t.UnixMicro()
 }
