@@ -36,6 +36,9 @@ type Config struct {
 
 // Store is a store.Store backed by Postgres.
 type Store struct {
+	// Reader implements the reads.
+	backend.Reader
+
 	pool   *pgxpool.Pool
 	cfg    Config
 	closed atomic.Bool
@@ -65,6 +68,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, apperr.Wrap(apperr.Unavailable, err, "postgres is unavailable")
 	}
 	s := &Store{pool: pool, cfg: cfg}
+	s.Reader = backend.NewReader(backend.Postgres, readDB{pool}, cfg.Observe, s.usable)
 	if cfg.Migrate {
 		if err := s.Migrate(ctx); err != nil {
 			pool.Close()
@@ -159,15 +163,6 @@ func pgCode(err error) string {
 		return pgErr.Code
 	}
 	return ""
-}
-
-// jsonArg passes stored JSON as SQL NULL when absent and as raw JSON text
-// otherwise (pgx sends strings to json/jsonb parameters verbatim).
-func jsonArg(raw []byte) any {
-	if len(raw) == 0 {
-		return nil
-	}
-	return string(raw)
 }
 
 func isNoRows(err error) bool { return errors.Is(err, pgx.ErrNoRows) }

@@ -2,8 +2,6 @@ package postgres
 
 import (
 	"context"
-	"fmt"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -90,9 +88,9 @@ func execStep(onErr func(error) error, onDone func(rows int64) error) func(pgx.B
 	}
 }
 
-const insertThreadSQL = `INSERT INTO threads (id, name, name_fold, preview, preview_fold, cwd,
-	model_provider, model, source, forked_from_id, archived, created_at, updated_at, recency_at, meta)
-	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`
+// statements are the write statements in Postgres's dialect. pgx sends a
+// string bound to a json or jsonb parameter verbatim.
+var statements = backend.NewStatements(backend.Postgres, func(raw []byte) any { return string(raw) })
 
 func threadSteps(p *backend.Plan) []step {
 	var steps []step
@@ -104,15 +102,9 @@ func threadSteps(p *backend.Plan) []step {
 		})
 	}
 	for _, t := range p.CreateThreads {
-		name := ""
-		if t.Name != nil {
-			name = *t.Name
-		}
 		steps = append(steps, step{
-			sql: insertThreadSQL,
-			args: []any{t.ID, t.Name, backend.Fold(name), t.Preview, backend.Fold(t.Preview), t.Cwd,
-				t.ModelProvider, t.Model, t.Source, t.ForkedFromID, t.Archived,
-				t.CreatedAt, t.UpdatedAt, t.RecencyAt, jsonArg(t.Meta)},
+			sql:  statements.InsertThread,
+			args: statements.ThreadArgs(&t),
 			read: execStep(func(err error) error {
 				if pgCode(err) == codeUniqueViolation {
 					return apperr.Wrap(apperr.Conflict, err, "thread %s already exists", t.ID)
@@ -122,7 +114,7 @@ func threadSteps(p *backend.Plan) []step {
 		})
 	}
 	for _, u := range p.UpdateThreads {
-		sql, args := threadPatchSQL(u)
+		sql, args := statements.ThreadPatch(u)
 		steps = append(steps, step{sql: sql, args: args, read: execStep(storageErr, func(n int64) error {
 			if n == 0 {
 				return backend.ThreadNotFound(u.ID)
@@ -130,11 +122,11 @@ func threadSteps(p *backend.Plan) []step {
 			return nil
 		})})
 	}
-	seqSteps := func(groups []backend.Group, column string, assign func(i int, seq int64)) {
+	seqSteps := func(groups []backend.Group, bump string, assign func(i int, seq int64)) {
 		for _, g := range groups {
 			steps = append(steps, step{
-				sql:  fmt.Sprintf(`UPDATE threads SET %[1]s = %[1]s + $2 WHERE id = $1 RETURNING %[1]s`, column),
-				args: []any{g.ThreadID, int64(len(g.Idx))},
+				sql:  bump,
+				args: []any{int64(len(g.Idx)), g.ThreadID},
 				read: func(br pgx.BatchResults) error {
 					var last int64
 					if err := br.QueryRow().Scan(&last); err != nil {
@@ -152,61 +144,17 @@ func threadSteps(p *backend.Plan) []step {
 			})
 		}
 	}
-	seqSteps(p.TurnGroups, "turn_seq", func(i int, seq int64) { p.CreateTurns[i].Seq = seq })
-	seqSteps(p.ItemGroups, "item_seq", func(i int, seq int64) { p.AppendItems[i].Seq = seq })
+	seqSteps(p.TurnGroups, statements.BumpTurnSeq, func(i int, seq int64) { p.CreateTurns[i].Seq = seq })
+	seqSteps(p.ItemGroups, statements.BumpItemSeq, func(i int, seq int64) { p.AppendItems[i].Seq = seq })
 	return steps
 }
-
-func threadPatchSQL(u store.ThreadPatch) (string, []any) {
-	args := []any{u.ID}
-	var set []string
-	add := func(column string, v any) {
-		args = append(args, v)
-		set = append(set, fmt.Sprintf("%s = $%d", column, len(args)))
-	}
-	if u.Name != nil {
-		add("name", *u.Name)
-		add("name_fold", backend.Fold(*u.Name))
-	}
-	if u.Preview != nil {
-		add("preview", *u.Preview)
-		add("preview_fold", backend.Fold(*u.Preview))
-	}
-	if u.Archived != nil {
-		add("archived", *u.Archived)
-	}
-	if u.Model != nil {
-		add("model", *u.Model)
-	}
-	if u.UpdatedAt != nil {
-		add("updated_at", *u.UpdatedAt)
-	}
-	if u.RecencyAt != nil {
-		add("recency_at", *u.RecencyAt)
-	}
-	if u.Meta != nil {
-		add("meta", jsonArg(backend.NullableJSON(u.Meta)))
-	}
-	if len(set) == 0 {
-		// Still report NotFound for an unknown thread.
-		set = append(set, "archived = archived")
-	}
-	return "UPDATE threads SET " + strings.Join(set, ", ") + " WHERE id = $1", args
-}
-
-const insertTurnSQL = `INSERT INTO turns (thread_id, id, seq, status, error, started_at, completed_at, meta)
-	VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`
-
-const insertItemSQL = `INSERT INTO items (thread_id, seq, turn_id, item_id, type, payload, created_at)
-	VALUES ($1, $2, $3, $4, $5, $6, $7)`
 
 func rowSteps(p *backend.Plan) []step {
 	var steps []step
 	for _, t := range p.CreateTurns {
 		steps = append(steps, step{
-			sql: insertTurnSQL,
-			args: []any{t.ThreadID, t.ID, t.Seq, t.Status, jsonArg(t.Error),
-				t.StartedAt, t.CompletedAt, jsonArg(t.Meta)},
+			sql:  statements.InsertTurn,
+			args: statements.TurnArgs(&t),
 			read: execStep(func(err error) error {
 				switch pgCode(err) {
 				case codeUniqueViolation:
@@ -219,7 +167,7 @@ func rowSteps(p *backend.Plan) []step {
 		})
 	}
 	for _, u := range p.UpdateTurns {
-		sql, args := turnPatchSQL(u)
+		sql, args := statements.TurnPatch(u)
 		steps = append(steps, step{sql: sql, args: args, read: execStep(storageErr, func(n int64) error {
 			if n == 0 {
 				return backend.TurnNotFound(u.ThreadID, u.ID)
@@ -229,8 +177,8 @@ func rowSteps(p *backend.Plan) []step {
 	}
 	for _, it := range p.AppendItems {
 		steps = append(steps, step{
-			sql:  insertItemSQL,
-			args: []any{it.ThreadID, it.Seq, it.TurnID, it.ItemID, it.Type, string(it.Payload), it.CreatedAt},
+			sql:  statements.InsertItem,
+			args: statements.ItemArgs(&it),
 			read: execStep(func(err error) error {
 				switch pgCode(err) {
 				case codeUniqueViolation:
@@ -243,32 +191,4 @@ func rowSteps(p *backend.Plan) []step {
 		})
 	}
 	return steps
-}
-
-func turnPatchSQL(u store.TurnPatch) (string, []any) {
-	args := []any{u.ThreadID, u.ID}
-	var set []string
-	add := func(column string, v any) {
-		args = append(args, v)
-		set = append(set, fmt.Sprintf("%s = $%d", column, len(args)))
-	}
-	if u.Status != "" {
-		add("status", u.Status)
-	}
-	if u.Error != nil {
-		add("error", jsonArg(backend.NullableJSON(u.Error)))
-	}
-	if u.StartedAt != nil {
-		add("started_at", *u.StartedAt)
-	}
-	if u.CompletedAt != nil {
-		add("completed_at", *u.CompletedAt)
-	}
-	if u.Meta != nil {
-		add("meta", jsonArg(backend.NullableJSON(u.Meta)))
-	}
-	if len(set) == 0 {
-		set = append(set, "status = status")
-	}
-	return "UPDATE turns SET " + strings.Join(set, ", ") + " WHERE thread_id = $1 AND id = $2", args
 }

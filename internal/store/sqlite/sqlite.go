@@ -44,6 +44,9 @@ type Config struct {
 // single connection, so they queue in Go instead of failing with SQLITE_BUSY;
 // reads use a separate pool and, thanks to WAL, never wait for writes.
 type Store struct {
+	// Reader implements the reads.
+	backend.Reader
+
 	w, r   *sql.DB
 	stmts  *stmtCache // the writer's prepared statements
 	cfg    Config
@@ -103,6 +106,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	r.SetMaxOpenConns(cfg.ReadConns)
 	r.SetMaxIdleConns(cfg.ReadConns)
 	s := &Store{w: w, r: r, stmts: newStmtCache(w), cfg: cfg}
+	s.Reader = backend.NewReader(backend.SQLite, readDB{r}, cfg.Observe, s.usable)
 	if err := r.PingContext(ctx); err != nil {
 		_ = s.Close()
 		return nil, apperr.Wrap(apperr.Unavailable, err, "sqlite: cannot open database")
@@ -200,15 +204,6 @@ func storageErr(err error) error {
 	return apperr.Wrap(apperr.Internal, err, "storage error")
 }
 
-// jsonArg stores absent JSON as SQL NULL and the rest as TEXT: a []byte
-// would bind as a BLOB, which SQLite's JSON functions read as JSONB.
-func jsonArg(raw []byte) any {
-	if len(raw) == 0 {
-		return nil
-	}
-	return textArg(raw)
-}
-
 // textArg binds b as TEXT without copying it into a Go string first; JSON
 // values (a turn's meta holds its whole history) are most of the bytes a
 // write would otherwise allocate. Sharing b's memory is safe because the
@@ -218,24 +213,4 @@ func jsonArg(raw []byte) any {
 // stepping the statement. A Batch must not change while Write runs anyway.
 func textArg(b []byte) string {
 	return unsafe.String(unsafe.SliceData(b), len(b))
-}
-
-// micros converts a time to the INTEGER the schema stores.
-func micros(t time.Time) int64 { return t.UnixMicro() }
-
-func microsPtr(t *time.Time) any {
-	if t == nil {
-		return nil
-	}
-	return t.UnixMicro()
-}
-
-func fromMicros(us int64) time.Time { return time.UnixMicro(us).UTC() }
-
-func fromNullMicros(v sql.NullInt64) *time.Time {
-	if !v.Valid {
-		return nil
-	}
-	t := fromMicros(v.Int64)
-	return &t
 }

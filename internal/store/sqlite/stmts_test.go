@@ -35,7 +35,9 @@ func TestWriterStatementsAreCached(t *testing.T) {
 	cached := len(s.stmts.m)
 	// insert thread, insert turn, two seq bumps, insert item, two patches.
 	require.Equal(t, 7, cached)
-	for _, q := range []string{insertItem, bumpItemSeq, turnPatches[turnSetMeta], threadPatches[threadSetMeta]} {
+	turnPatch, _ := statements.TurnPatch(store.TurnPatch{Meta: []byte(`{}`)})
+	threadPatch, _ := statements.ThreadPatch(store.ThreadPatch{Meta: []byte(`{}`)})
+	for _, q := range []string{statements.InsertItem, statements.BumpItemSeq, turnPatch, threadPatch} {
 		require.NotNil(t, s.stmts.get(q), "%s", q)
 	}
 	require.NoError(t, s.Write(ctx, round("2")))

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"strings"
 	"time"
 
 	"github.com/appserver/appserver/internal/apperr"
@@ -47,14 +46,7 @@ func (s *Store) Write(ctx context.Context, b *store.Batch) (err error) {
 
 func writePlan(w *txWriter, p *backend.Plan) error {
 	for _, t := range p.CreateThreads {
-		name := ""
-		if t.Name != nil {
-			name = *t.Name
-		}
-		_, err := w.exec(insertThread,
-			t.ID, t.Name, backend.Fold(name), t.Preview, backend.Fold(t.Preview), t.Cwd,
-			t.ModelProvider, t.Model, t.Source, t.ForkedFromID, t.Archived,
-			micros(t.CreatedAt), micros(t.UpdatedAt), micros(t.RecencyAt), jsonArg(t.Meta))
+		_, err := w.exec(statements.InsertThread, statements.ThreadArgs(&t)...)
 		if isUniqueViolation(err) {
 			return apperr.Wrap(apperr.Conflict, err, "thread %s already exists", t.ID)
 		}
@@ -63,7 +55,7 @@ func writePlan(w *txWriter, p *backend.Plan) error {
 		}
 	}
 	for _, u := range p.UpdateThreads {
-		q, args := threadPatchSQL(u)
+		q, args := statements.ThreadPatch(u)
 		found, err := execOne(w, q, args)
 		if err != nil {
 			return err
@@ -72,16 +64,14 @@ func writePlan(w *txWriter, p *backend.Plan) error {
 			return backend.ThreadNotFound(u.ID)
 		}
 	}
-	if err := assignSeqs(w, p.TurnGroups, bumpTurnSeq, func(i int, seq int64) { p.CreateTurns[i].Seq = seq }); err != nil {
+	if err := assignSeqs(w, p.TurnGroups, statements.BumpTurnSeq, func(i int, seq int64) { p.CreateTurns[i].Seq = seq }); err != nil {
 		return err
 	}
-	if err := assignSeqs(w, p.ItemGroups, bumpItemSeq, func(i int, seq int64) { p.AppendItems[i].Seq = seq }); err != nil {
+	if err := assignSeqs(w, p.ItemGroups, statements.BumpItemSeq, func(i int, seq int64) { p.AppendItems[i].Seq = seq }); err != nil {
 		return err
 	}
 	for _, t := range p.CreateTurns {
-		_, err := w.exec(insertTurn,
-			t.ThreadID, t.ID, t.Seq, t.Status, jsonArg(t.Error),
-			microsPtr(t.StartedAt), microsPtr(t.CompletedAt), jsonArg(t.Meta))
+		_, err := w.exec(statements.InsertTurn, statements.TurnArgs(&t)...)
 		switch {
 		case isUniqueViolation(err):
 			return apperr.Wrap(apperr.Conflict, err, "turn %s already exists in thread %s", t.ID, t.ThreadID)
@@ -92,7 +82,7 @@ func writePlan(w *txWriter, p *backend.Plan) error {
 		}
 	}
 	for _, u := range p.UpdateTurns {
-		q, args := turnPatchSQL(u)
+		q, args := statements.TurnPatch(u)
 		found, err := execOne(w, q, args)
 		if err != nil {
 			return err
@@ -102,7 +92,7 @@ func writePlan(w *txWriter, p *backend.Plan) error {
 		}
 	}
 	for _, it := range p.AppendItems {
-		_, err := w.exec(insertItem, it.ThreadID, it.Seq, it.TurnID, it.ItemID, it.Type, textArg(it.Payload), micros(it.CreatedAt))
+		_, err := w.exec(statements.InsertItem, statements.ItemArgs(&it)...)
 		switch {
 		case isUniqueViolation(err):
 			return apperr.Wrap(apperr.Conflict, err, "item %s already exists in thread %s", it.ItemID, it.ThreadID)
@@ -115,22 +105,10 @@ func writePlan(w *txWriter, p *backend.Plan) error {
 	return nil
 }
 
-// The inserts of writePlan.
-const (
-	insertThread = `INSERT INTO threads (id, name, name_fold, preview, preview_fold, cwd,
-	model_provider, model, source, forked_from_id, archived, created_at, updated_at, recency_at, meta)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
-	insertTurn = `INSERT INTO turns (thread_id, id, seq, status, error, started_at, completed_at, meta)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
-	insertItem = `INSERT INTO items (thread_id, seq, turn_id, item_id, type, payload, created_at)
-	VALUES (?, ?, ?, ?, ?, ?, ?)`
-)
-
-// The counter bumps of assignSeqs.
-const (
-	bumpTurnSeq = `UPDATE threads SET turn_seq = turn_seq + ? WHERE id = ? RETURNING turn_seq`
-	bumpItemSeq = `UPDATE threads SET item_seq = item_seq + ? WHERE id = ? RETURNING item_seq`
-)
+// statements are the write statements in SQLite's dialect. JSON binds as
+// TEXT: a []byte would bind as a BLOB, which SQLite's JSON functions read as
+// JSONB.
+var statements = backend.NewStatements(backend.SQLite, func(raw []byte) any { return textArg(raw) })
 
 // assignSeqs bumps each group's counter once with bump and hands out the
 // range it reserved, in the group's order.
@@ -164,132 +142,4 @@ func execOne(w *txWriter, q string, args []any) (found bool, err error) {
 		return false, storageErr(err)
 	}
 	return n > 0, nil
-}
-
-// patchSQL holds the UPDATE texts of one kind of patch, one for every
-// combination of the fields a patch may set, so that a write looks its text
-// up instead of building it: a turn patch goes out with nearly every tool
-// round.
-type patchSQL []string
-
-// newPatchSQL builds the texts of a patch of table whose optional SET
-// clauses are sets; bit i of an index selects sets[i]. noop is the SET clause
-// of a patch that sets nothing, which must still find its row (or report it
-// missing).
-func newPatchSQL(table string, sets []string, noop, where string) patchSQL {
-	texts := make(patchSQL, 1<<len(sets))
-	for mask := range texts {
-		var set []string
-		for i, s := range sets {
-			if mask&(1<<i) != 0 {
-				set = append(set, s)
-			}
-		}
-		if len(set) == 0 {
-			set = append(set, noop)
-		}
-		texts[mask] = "UPDATE " + table + " SET " + strings.Join(set, ", ") + " WHERE " + where
-	}
-	return texts
-}
-
-// The optional fields of a thread patch, as bits of a threadPatches index.
-const (
-	threadSetName = 1 << iota
-	threadSetPreview
-	threadSetArchived
-	threadSetModel
-	threadSetUpdatedAt
-	threadSetRecencyAt
-	threadSetMeta
-)
-
-// threadPatches is in the order of the threadSet bits.
-var threadPatches = newPatchSQL("threads", []string{
-	"name = ?, name_fold = ?",
-	"preview = ?, preview_fold = ?",
-	"archived = ?",
-	"model = ?",
-	"updated_at = ?",
-	"recency_at = ?",
-	"meta = ?",
-}, "archived = archived", "id = ?")
-
-func threadPatchSQL(u store.ThreadPatch) (string, []any) {
-	// Room for every field and the id, so that one allocation suffices.
-	args := make([]any, 0, 10)
-	mask := 0
-	if u.Name != nil {
-		mask |= threadSetName
-		args = append(args, *u.Name, backend.Fold(*u.Name))
-	}
-	if u.Preview != nil {
-		mask |= threadSetPreview
-		args = append(args, *u.Preview, backend.Fold(*u.Preview))
-	}
-	if u.Archived != nil {
-		mask |= threadSetArchived
-		args = append(args, *u.Archived)
-	}
-	if u.Model != nil {
-		mask |= threadSetModel
-		args = append(args, *u.Model)
-	}
-	if u.UpdatedAt != nil {
-		mask |= threadSetUpdatedAt
-		args = append(args, micros(*u.UpdatedAt))
-	}
-	if u.RecencyAt != nil {
-		mask |= threadSetRecencyAt
-		args = append(args, micros(*u.RecencyAt))
-	}
-	if u.Meta != nil {
-		mask |= threadSetMeta
-		args = append(args, jsonArg(backend.NullableJSON(u.Meta)))
-	}
-	return threadPatches[mask], append(args, u.ID)
-}
-
-// The optional fields of a turn patch, as bits of a turnPatches index.
-const (
-	turnSetStatus = 1 << iota
-	turnSetError
-	turnSetStartedAt
-	turnSetCompletedAt
-	turnSetMeta
-)
-
-// turnPatches is in the order of the turnSet bits.
-var turnPatches = newPatchSQL("turns", []string{
-	"status = ?",
-	"error = ?",
-	"started_at = ?",
-	"completed_at = ?",
-	"meta = ?",
-}, "status = status", "thread_id = ? AND id = ?")
-
-func turnPatchSQL(u store.TurnPatch) (string, []any) {
-	args := make([]any, 0, 7)
-	mask := 0
-	if u.Status != "" {
-		mask |= turnSetStatus
-		args = append(args, u.Status)
-	}
-	if u.Error != nil {
-		mask |= turnSetError
-		args = append(args, jsonArg(backend.NullableJSON(u.Error)))
-	}
-	if u.StartedAt != nil {
-		mask |= turnSetStartedAt
-		args = append(args, micros(*u.StartedAt))
-	}
-	if u.CompletedAt != nil {
-		mask |= turnSetCompletedAt
-		args = append(args, micros(*u.CompletedAt))
-	}
-	if u.Meta != nil {
-		mask |= turnSetMeta
-		args = append(args, jsonArg(backend.NullableJSON(u.Meta)))
-	}
-	return turnPatches[mask], append(args, u.ThreadID, u.ID)
 }

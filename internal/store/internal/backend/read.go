@@ -1,0 +1,374 @@
+package backend
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/appserver/appserver/internal/apperr"
+	"github.com/appserver/appserver/internal/store"
+)
+
+// Row is one result row, as both drivers' single-row queries return it.
+type Row interface {
+	Scan(dest ...any) error
+}
+
+// Rows is a result set being read.
+type Rows interface {
+	Row
+	Next() bool
+	Err() error
+	Close() error
+}
+
+// DB is what the shared reads need of a backend's connections.
+type DB interface {
+	// Query runs a statement that returns rows.
+	Query(ctx context.Context, sql string, args ...any) (Rows, error)
+	// QueryRow runs a statement that returns at most one row; Scan reports
+	// the absence of a row with an error NoRows recognises.
+	QueryRow(ctx context.Context, sql string, args ...any) Row
+	// NoRows reports whether err says QueryRow found no row.
+	NoRows(err error) bool
+	// StorageErr classifies an error of the database or the driver.
+	StorageErr(err error) error
+}
+
+// Reader implements the reads of store.Store once for both backends; a
+// backend's Store embeds it.
+type Reader struct {
+	db      DB
+	d       Dialect
+	observe store.ObserveFunc
+	usable  func() error
+
+	getThread, threadExists, getTurn, getItem, inProgressTurns string
+}
+
+// NewReader returns the reads of a store in dialect d over db; observe, if
+// set, receives every operation, and usable refuses operations once the
+// store is closed.
+func NewReader(d Dialect, db DB, observe store.ObserveFunc, usable func() error) Reader {
+	one := func(columns, table, where string) string {
+		return "SELECT " + columns + " FROM " + table + " WHERE " + where
+	}
+	return Reader{
+		db: db, d: d, observe: observe, usable: usable,
+		getThread:       one(threadColumns, "threads", "id = "+d.Param(1)),
+		threadExists:    one("1", "threads", "id = "+d.Param(1)),
+		getTurn:         one(turnColumns, "turns", "thread_id = "+d.Param(1)+" AND id = "+d.Param(2)),
+		getItem:         one(itemColumns, "items", "thread_id = "+d.Param(1)+" AND item_id = "+d.Param(2)),
+		inProgressTurns: one(turnColumns, "turns", "status = 'inProgress'") + " ORDER BY thread_id, seq",
+	}
+}
+
+const threadColumns = `id, name, preview, cwd, model_provider, model, source, forked_from_id,
+	archived, created_at, updated_at, recency_at, meta`
+
+func scanThread(r Row) (store.Thread, error) {
+	var t store.Thread
+	var created, updated, recency timeCol
+	var meta []byte
+	err := r.Scan(&t.ID, &t.Name, &t.Preview, &t.Cwd, &t.ModelProvider, &t.Model, &t.Source,
+		&t.ForkedFromID, &t.Archived, &created, &updated, &recency, &meta)
+	t.CreatedAt, t.UpdatedAt, t.RecencyAt = created.t, updated.t, recency.t
+	t.Meta = rawJSON(meta)
+	return t, err
+}
+
+const turnColumns = `thread_id, id, seq, status, error, started_at, completed_at, meta`
+
+func scanTurn(r Row) (store.Turn, error) {
+	var t store.Turn
+	var started, completed timeCol
+	var errJSON, meta []byte
+	err := r.Scan(&t.ThreadID, &t.ID, &t.Seq, &t.Status, &errJSON, &started, &completed, &meta)
+	t.StartedAt, t.CompletedAt = started.ptr(), completed.ptr()
+	t.Error, t.Meta = rawJSON(errJSON), rawJSON(meta)
+	return t, err
+}
+
+const itemColumns = `thread_id, seq, turn_id, item_id, type, payload, created_at`
+
+func scanItem(r Row) (store.Item, error) {
+	var it store.Item
+	var created timeCol
+	var payload []byte
+	err := r.Scan(&it.ThreadID, &it.Seq, &it.TurnID, &it.ItemID, &it.Type, &payload, &created)
+	it.CreatedAt = created.t
+	it.Payload = rawJSON(payload)
+	return it, err
+}
+
+// rawJSON maps SQL NULL, which scans as an empty slice, to absent JSON.
+func rawJSON(b []byte) []byte {
+	if len(b) == 0 {
+		return nil
+	}
+	return b
+}
+
+// timeCol scans a time column of either dialect: SQLite's INTEGER
+// microseconds or Postgres's timestamptz, both drivers passing a Scanner
+// the value as database/sql would. NULL leaves it unset.
+type timeCol struct {
+	t     time.Time
+	valid bool
+}
+
+// Scan implements sql.Scanner.
+func (c *timeCol) Scan(src any) error {
+	switch v := src.(type) {
+	case nil:
+		*c = timeCol{}
+	case int64:
+		*c = timeCol{t: time.UnixMicro(v).UTC(), valid: true}
+	case time.Time:
+		*c = timeCol{t: v.UTC(), valid: true}
+	default:
+		return fmt.Errorf("cannot scan %T into a time", src)
+	}
+	return nil
+}
+
+func (c timeCol) ptr() *time.Time {
+	if !c.valid {
+		return nil
+	}
+	return &c.t
+}
+
+// GetThread returns the thread with the given id.
+func (r *Reader) GetThread(ctx context.Context, id string) (t store.Thread, err error) {
+	defer func(start time.Time) { Observe(r.observe, store.OpGetThread, start, err) }(time.Now())
+	if err := r.usable(); err != nil {
+		return t, err
+	}
+	if !store.ValidThreadID(id) {
+		return t, ThreadNotFound(id)
+	}
+	t, err = scanThread(r.db.QueryRow(ctx, r.getThread, CanonicalID(id)))
+	if r.db.NoRows(err) {
+		return store.Thread{}, ThreadNotFound(id)
+	}
+	if err != nil {
+		return store.Thread{}, r.db.StorageErr(err)
+	}
+	return t, nil
+}
+
+// ListThreads returns a page of threads in keyset order on (sort key, id).
+func (r *Reader) ListThreads(ctx context.Context, q store.ListThreadsQuery) (page store.ThreadPage, err error) {
+	defer func(start time.Time) { Observe(r.observe, store.OpListThreads, start, err) }(time.Now())
+	if err := r.usable(); err != nil {
+		return page, err
+	}
+	col, scope, err := SortColumn(q.SortKey)
+	if err != nil {
+		return page, err
+	}
+	k := Keyset{Column: col, Time: true, ID: "id", Desc: q.Desc}
+	if q.Cursor != "" {
+		c, err := DecodeCursor(q.Cursor, scope)
+		if err != nil {
+			return page, err
+		}
+		if !store.ValidThreadID(c.ID) {
+			return page, apperr.New(apperr.Invalid, "invalid cursor: %s", q.Cursor)
+		}
+		k.After = &c
+	}
+	limit := Limit(q.Limit)
+	sql, args := NewQuery(r.d).
+		Eq("archived", q.Archived).
+		In("cwd", q.Cwds).
+		In("model_provider", q.ModelProviders).
+		Contains([]string{"name_fold", "preview_fold"}, Fold(q.SearchTerm)).
+		Page(threadColumns, "threads", k, limit+1)
+	threads, err := queryAll(ctx, r.db, sql, args, scanThread)
+	if err != nil {
+		return page, err
+	}
+	page.Threads, page.NextCursor, page.BackwardsCursor = Page(threads, limit, func(t store.Thread) Cursor {
+		return Cursor{Scope: scope, Value: sortValue(t, col).UnixMicro(), ID: t.ID}
+	})
+	return page, nil
+}
+
+func sortValue(t store.Thread, col string) time.Time {
+	switch col {
+	case "updated_at":
+		return t.UpdatedAt
+	case "recency_at":
+		return t.RecencyAt
+	}
+	return t.CreatedAt
+}
+
+// GetTurn returns one turn of a thread.
+func (r *Reader) GetTurn(ctx context.Context, threadID, turnID string) (t store.Turn, err error) {
+	defer func(start time.Time) { Observe(r.observe, store.OpGetTurn, start, err) }(time.Now())
+	if err := r.usable(); err != nil {
+		return t, err
+	}
+	return r.turn(ctx, threadID, turnID)
+}
+
+func (r *Reader) turn(ctx context.Context, threadID, turnID string) (store.Turn, error) {
+	if !store.ValidThreadID(threadID) {
+		return store.Turn{}, TurnNotFound(threadID, turnID)
+	}
+	t, err := scanTurn(r.db.QueryRow(ctx, r.getTurn, CanonicalID(threadID), turnID))
+	if r.db.NoRows(err) {
+		return store.Turn{}, TurnNotFound(threadID, turnID)
+	}
+	if err != nil {
+		return store.Turn{}, r.db.StorageErr(err)
+	}
+	return t, nil
+}
+
+// ListTurns returns a page of a thread's turns in Seq order.
+func (r *Reader) ListTurns(ctx context.Context, q store.TurnsQuery) (page store.TurnPage, err error) {
+	defer func(start time.Time) { Observe(r.observe, store.OpListTurns, start, err) }(time.Now())
+	if err := r.usable(); err != nil {
+		return page, err
+	}
+	l := seqListing{table: "turns", columns: turnColumns, scopeOf: TurnsScope,
+		threadID: q.ThreadID, cursor: q.Cursor, desc: q.Desc, limit: q.Limit}
+	page.Turns, page.NextCursor, page.BackwardsCursor, err = listBySeq(ctx, r, l, scanTurn,
+		func(t store.Turn) int64 { return t.Seq })
+	return page, err
+}
+
+// GetItem returns one item of a thread by its protocol item id.
+func (r *Reader) GetItem(ctx context.Context, threadID, itemID string) (it store.Item, err error) {
+	defer func(start time.Time) { Observe(r.observe, store.OpGetItem, start, err) }(time.Now())
+	if err := r.usable(); err != nil {
+		return it, err
+	}
+	notFound := apperr.New(apperr.NotFound, "item %s not found in thread %s", itemID, threadID)
+	if !store.ValidThreadID(threadID) {
+		return it, notFound
+	}
+	it, err = scanItem(r.db.QueryRow(ctx, r.getItem, CanonicalID(threadID), itemID))
+	if r.db.NoRows(err) {
+		return store.Item{}, notFound
+	}
+	if err != nil {
+		return store.Item{}, r.db.StorageErr(err)
+	}
+	return it, nil
+}
+
+// ListItems returns a page of a thread's items in Seq order.
+func (r *Reader) ListItems(ctx context.Context, q store.ItemsQuery) (page store.ItemPage, err error) {
+	defer func(start time.Time) { Observe(r.observe, store.OpListItems, start, err) }(time.Now())
+	if err := r.usable(); err != nil {
+		return page, err
+	}
+	l := seqListing{table: "items", columns: itemColumns, scopeOf: ItemsScope,
+		threadID: q.ThreadID, turnID: q.TurnID, afterSeq: q.AfterSeq, cursor: q.Cursor, desc: q.Desc, limit: q.Limit}
+	page.Items, page.NextCursor, page.BackwardsCursor, err = listBySeq(ctx, r, l, scanItem,
+		func(it store.Item) int64 { return it.Seq })
+	return page, err
+}
+
+// seqListing is a page of one thread's turns or items in Seq order.
+type seqListing struct {
+	table, columns string
+	scopeOf        func(threadID string) string
+	threadID       string
+	turnID         string // when set, only the rows of this turn
+	afterSeq       int64  // when positive, only the rows after this Seq
+	cursor         string
+	desc           bool
+	limit          int
+}
+
+// listBySeq returns the page l describes and the cursors of its ends. An
+// empty page of an unknown thread, or of an unknown turn of it, is the
+// NotFound of that thread or turn.
+func listBySeq[T any](ctx context.Context, r *Reader, l seqListing, scan func(Row) (T, error), seqOf func(T) int64) (rows []T, next, back string, err error) {
+	if !store.ValidThreadID(l.threadID) {
+		return nil, "", "", ThreadNotFound(l.threadID)
+	}
+	threadID := CanonicalID(l.threadID)
+	scope := l.scopeOf(threadID)
+	k := Keyset{Column: "seq", Desc: l.desc}
+	if l.cursor != "" {
+		c, err := DecodeCursor(l.cursor, scope)
+		if err != nil {
+			return nil, "", "", err
+		}
+		k.After = &c
+	}
+	query := NewQuery(r.d).Eq("thread_id", threadID)
+	if l.turnID != "" {
+		query.Eq("turn_id", l.turnID)
+	}
+	if l.afterSeq > 0 {
+		query.Greater("seq", l.afterSeq)
+	}
+	limit := Limit(l.limit)
+	sql, args := query.Page(l.columns, l.table, k, limit+1)
+	rows, err = queryAll(ctx, r.db, sql, args, scan)
+	if err != nil {
+		return nil, "", "", err
+	}
+	if len(rows) == 0 {
+		if err := r.exists(ctx, threadID); err != nil {
+			return nil, "", "", err
+		}
+		if l.turnID != "" {
+			if _, err := r.turn(ctx, threadID, l.turnID); err != nil {
+				return nil, "", "", err
+			}
+		}
+	}
+	rows, next, back = Page(rows, limit, func(v T) Cursor { return Cursor{Scope: scope, Value: seqOf(v)} })
+	return rows, next, back, nil
+}
+
+// ListInProgressTurns returns every turn still marked inProgress.
+func (r *Reader) ListInProgressTurns(ctx context.Context) (turns []store.Turn, err error) {
+	defer func(start time.Time) { Observe(r.observe, store.OpListInProgressTurns, start, err) }(time.Now())
+	if err := r.usable(); err != nil {
+		return nil, err
+	}
+	return queryAll(ctx, r.db, r.inProgressTurns, nil, scanTurn)
+}
+
+// exists tells an empty page of an existing thread from an unknown thread.
+func (r *Reader) exists(ctx context.Context, id string) error {
+	var one int
+	err := r.db.QueryRow(ctx, r.threadExists, id).Scan(&one)
+	if r.db.NoRows(err) {
+		return ThreadNotFound(id)
+	}
+	if err != nil {
+		return r.db.StorageErr(err)
+	}
+	return nil
+}
+
+func queryAll[T any](ctx context.Context, db DB, sql string, args []any, scan func(Row) (T, error)) ([]T, error) {
+	rows, err := db.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, db.StorageErr(err)
+	}
+	defer func() { _ = rows.Close() }()
+	var out []T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, db.StorageErr(err)
+		}
+		out = append(out, v)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, db.StorageErr(err)
+	}
+	return out, nil
+}
