@@ -3,12 +3,11 @@ package applypatch
 import (
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // Result is what an applied patch did.
@@ -43,18 +42,23 @@ func (r Result) Summary() string {
 // Apply writes the plan. It first re-checks that every path still
 // resolves inside the roots and that no file the plan read has changed
 // since NewPlan (ErrStale, nothing written); then it runs the hunks in
-// order. If a write fails it undoes the changes already made, as far as
-// the filesystem allows, and returns an ErrIO error saying so. A plan can
-// be applied once.
+// order. Every read, write and removal is resolved below a descriptor of
+// its workspace root without following symlinks (see rootDirs), so a path
+// changed into a symlink after these checks fails the write instead of
+// redirecting it. If a write fails it undoes the changes already made, as
+// far as the filesystem allows, and returns an ErrIO error saying so. A
+// plan can be applied once.
 func (p *Plan) Apply() (Result, error) {
 	if p.applied {
 		return Result{}, errors.New("applypatch: plan already applied")
 	}
 	p.applied = true
-	if err := p.checkUnchanged(); err != nil {
+	dirs := openRoots(p.ws)
+	defer dirs.close()
+	if err := p.checkUnchanged(dirs); err != nil {
 		return Result{}, err
 	}
-	w := &writer{seen: map[string]bool{}, inject: p.inject}
+	w := newWriter(dirs, p.inject)
 	var res Result
 	for _, op := range p.ops {
 		if err := w.run(op); err != nil {
@@ -79,7 +83,7 @@ func (p *Plan) Apply() (Result, error) {
 
 // checkUnchanged re-resolves every target and re-reads every file the
 // plan looked at.
-func (p *Plan) checkUnchanged() error {
+func (p *Plan) checkUnchanged(dirs *rootDirs) error {
 	stale := func(path string) error {
 		return &Error{Kind: ErrStale, Msg: fmt.Sprintf(
 			"apply_patch verification failed: %s changed on disk after the patch was verified; no files were modified. Read the file again and resend the patch.", path)}
@@ -104,7 +108,7 @@ func (p *Plan) checkUnchanged() error {
 	}
 	slices.Sort(paths)
 	for _, path := range paths {
-		now, err := readState(path)
+		now, err := dirs.state(path)
 		if err != nil || now != p.disk[path] {
 			return stale(path)
 		}
@@ -114,19 +118,26 @@ func (p *Plan) checkUnchanged() error {
 
 // snapshot is what a path held before Apply touched it, for rollback.
 type snapshot struct {
-	path    string
-	exists  bool
-	link    string // symlink target when the entry was a symlink
-	content []byte
-	mode    fs.FileMode
+	path     string
+	exists   bool
+	link     string // symlink target when the entry was a symlink
+	content  []byte
+	perm     uint32 // permission bits of a regular file
+	uid, gid uint32
 }
 
-// writer performs the writes of one Apply and remembers how to undo them.
+// writer performs the writes of one Apply through dirs and remembers how
+// to undo them.
 type writer struct {
-	inject  func(path string) error // tests: fail the write or removal of path
+	dirs    *rootDirs
+	inject  func(path string) error // tests: fail (or race) the write or removal of path
 	seen    map[string]bool
 	undo    []snapshot
 	created []string // directories created, outermost first
+}
+
+func newWriter(dirs *rootDirs, inject func(path string) error) *writer {
+	return &writer{dirs: dirs, inject: inject, seen: map[string]bool{}}
 }
 
 // remember records path's current state the first time it is touched.
@@ -135,24 +146,9 @@ func (w *writer) remember(path string) error {
 		return nil
 	}
 	w.seen[path] = true
-	s := snapshot{path: path}
-	fi, err := os.Lstat(path)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-	case err != nil:
+	s, err := w.dirs.snapshot(path)
+	if err != nil {
 		return err
-	case fi.Mode()&fs.ModeSymlink != 0:
-		if s.link, err = os.Readlink(path); err != nil {
-			return err
-		}
-		s.exists = true
-	case fi.Mode().IsRegular():
-		if s.content, err = os.ReadFile(path); err != nil {
-			return err
-		}
-		s.exists, s.mode = true, fi.Mode().Perm()
-	default:
-		return fmt.Errorf("%s is not a regular file", path)
 	}
 	w.undo = append(w.undo, s)
 	return nil
@@ -165,51 +161,41 @@ func (w *writer) injected(path string) error {
 	return w.inject(path)
 }
 
-// mkdirs creates the missing parents of path, recording each one.
-func (w *writer) mkdirs(dir string) error {
-	var missing []string
-	for d := dir; ; d = filepath.Dir(d) {
-		if _, err := os.Lstat(d); err == nil || d == filepath.Dir(d) {
-			break
-		}
-		missing = append(missing, d)
-	}
-	for i := len(missing) - 1; i >= 0; i-- {
-		if err := os.Mkdir(missing[i], 0o777); err != nil && !errors.Is(err, fs.ErrExist) {
-			return err
-		}
-		w.created = append(w.created, missing[i])
-	}
-	return nil
-}
-
 func (w *writer) write(t target) func(content string) error {
 	return func(content string) error {
-		if err := w.mkdirs(filepath.Dir(t.real)); err != nil {
-			return fmt.Errorf("Failed to create parent directories for %s: %s", t.abs, ioText(err))
-		}
-		if err := w.remember(t.real); err != nil {
+		fail := func(err error) error {
 			return fmt.Errorf("Failed to write file %s: %s", t.abs, ioText(err))
 		}
 		if err := w.injected(t.real); err != nil {
-			return fmt.Errorf("Failed to write file %s: %s", t.abs, ioText(err))
+			return fail(err)
 		}
-		if err := os.WriteFile(t.real, []byte(content), 0o666); err != nil {
-			return fmt.Errorf("Failed to write file %s: %s", t.abs, ioText(err))
+		dirfd, err := w.dirs.mkdirAll(filepath.Dir(t.real), &w.created)
+		if err != nil {
+			return fmt.Errorf("Failed to create parent directories for %s: %s", t.abs, ioText(err))
+		}
+		defer unix.Close(dirfd)
+		if err := w.remember(t.real); err != nil {
+			return fail(err)
+		}
+		if err := writeAt(dirfd, filepath.Base(t.real), []byte(content)); err != nil {
+			return fail(err)
 		}
 		return nil
 	}
 }
 
 func (w *writer) remove(t target, context string) error {
-	if err := w.remember(t.entry); err != nil {
+	fail := func(err error) error {
 		return fmt.Errorf("%s %s: %s", context, t.abs, ioText(err))
 	}
 	if err := w.injected(t.entry); err != nil {
-		return fmt.Errorf("%s %s: %s", context, t.abs, ioText(err))
+		return fail(err)
 	}
-	if err := syscall.Unlink(t.entry); err != nil {
-		return fmt.Errorf("%s %s: %s", context, t.abs, ioText(err))
+	if err := w.remember(t.entry); err != nil {
+		return fail(err)
+	}
+	if err := w.dirs.remove(t.entry, false); err != nil {
+		return fail(noFollow(err))
 	}
 	return nil
 }
@@ -236,13 +222,13 @@ func (w *writer) run(op planOp) error {
 func (w *writer) fail(cause error) error {
 	var broken []string
 	for i := len(w.undo) - 1; i >= 0; i-- {
-		if err := restore(w.undo[i]); err != nil {
+		if err := w.dirs.restore(w.undo[i]); err != nil {
 			broken = append(broken, w.undo[i].path)
 		}
 	}
 	for i := len(w.created) - 1; i >= 0; i-- {
 		// Only empty directories go; anything else stays.
-		_ = os.Remove(w.created[i])
+		_ = w.dirs.remove(w.created[i], true)
 	}
 	msg := cause.Error()
 	if len(broken) == 0 {
@@ -251,24 +237,4 @@ func (w *writer) fail(cause error) error {
 		msg += "\nThe patch was only partly applied; these files could not be restored: " + strings.Join(broken, ", ")
 	}
 	return &Error{Kind: ErrIO, Msg: msg, Err: cause}
-}
-
-func restore(s snapshot) error {
-	if !s.exists {
-		if err := os.Remove(s.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return err
-		}
-		return nil
-	}
-	if s.link != "" {
-		_ = os.Remove(s.path)
-		return os.Symlink(s.link, s.path)
-	}
-	if fi, err := os.Lstat(s.path); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
-		_ = os.Remove(s.path)
-	}
-	if err := os.WriteFile(s.path, s.content, s.mode); err != nil {
-		return err
-	}
-	return os.Chmod(s.path, s.mode)
 }

@@ -407,7 +407,9 @@ func TestRollbackRestoresEverything(t *testing.T) {
 	p, err := NewPlan(dir, nil, "*** Begin Patch\n*** Update File: a.txt\n@@\n-a\n+A\n*** Add File: x/y/n.txt\n+n\n"+
 		"*** Update File: m.txt\n*** Move to: z/m.txt\n@@\n-m\n+M\n*** Delete File: l.txt\n*** End Patch")
 	require.NoError(t, err)
-	w := &writer{seen: map[string]bool{}}
+	dirs := openRoots(p.ws)
+	defer dirs.close()
+	w := newWriter(dirs, nil)
 	for _, op := range p.ops {
 		require.NoError(t, w.run(op))
 	}

@@ -17,4 +17,18 @@
 // verified in order (each hunk against the result of the hunks before it)
 // before the first write, so a patch that fails verification leaves every
 // file untouched. Errors carry the reference's model-facing words.
+//
+// Paths are checked once and then never re-resolved by name: a patch
+// cannot be raced into writing outside its roots. Planning resolves each
+// path's symlinks and confines the result to the roots (symlinks inside
+// the workspace keep working). Every later read, write, removal and
+// directory creation starts from a descriptor of the containing root and
+// resolves the checked path below it without following any symlink
+// (openat2 with RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS, or an O_NOFOLLOW walk
+// where the kernel lacks it), then acts on the final directory with *at
+// calls; a write goes to a new file in that directory renamed over the
+// target, so it never goes through a symlink or hard link. A process that
+// swaps a directory for a symlink after the check makes the patch fail
+// ("a symlink appeared on the path after it was checked") and roll back;
+// it cannot redirect a write, removal or rename outside the workspace.
 package applypatch

@@ -2,10 +2,8 @@ package applypatch
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -92,7 +90,7 @@ type Plan struct {
 	changes []FileChange
 	disk    map[string]fileState // every disk path read, as it was
 	applied bool
-	inject  func(path string) error // tests: make a write fail
+	inject  func(path string) error // tests: fail or race a write, just before it
 }
 
 // NewPlan parses patchText, resolves its paths against cwd (absolute),
@@ -119,7 +117,9 @@ func NewPlan(cwd string, roots []string, patchText string) (*Plan, error) {
 		return nil, verifyError(err.Error(), err)
 	}
 	p := &Plan{cwd: cwd, ws: ws, patch: patch, disk: map[string]fileState{}}
-	sim := &simulation{plan: p, files: map[string]fileState{}, dirs: map[string]bool{}}
+	dirs := openRoots(ws)
+	defer dirs.close()
+	sim := &simulation{plan: p, roots: dirs, files: map[string]fileState{}, dirs: map[string]bool{}}
 	seen := map[string]bool{}
 	for _, h := range patch.Hunks {
 		op := planOp{hunk: h}
@@ -206,6 +206,7 @@ func (p *Plan) fileChanges() []FileChange {
 // simulation runs the hunks against an in-memory overlay of the disk.
 type simulation struct {
 	plan  *Plan
+	roots *rootDirs            // reads the disk without following unchecked symlinks
 	files map[string]fileState // real path → state after earlier hunks
 	dirs  map[string]bool      // directories earlier hunks create
 }
@@ -218,44 +219,21 @@ func (s *simulation) stat(path string) (fileState, error) {
 	if s.dirs[path] {
 		return fileState{exists: true, dir: true}, nil
 	}
-	return s.plan.readDisk(path)
+	return s.plan.readDisk(s.roots, path)
 }
 
-// readDisk reads path (following symlinks) once and remembers what it saw,
-// so Apply can tell whether the file changed in between.
-func (p *Plan) readDisk(path string) (fileState, error) {
+// readDisk reads the real path once and remembers what it saw, so Apply
+// can tell whether the file changed in between.
+func (p *Plan) readDisk(roots *rootDirs, path string) (fileState, error) {
 	if st, ok := p.disk[path]; ok {
 		return st, nil
 	}
-	st, err := readState(path)
+	st, err := roots.state(path)
 	if err != nil {
 		return fileState{}, err
 	}
 	p.disk[path] = st
 	return st, nil
-}
-
-func readState(path string) (fileState, error) {
-	fi, err := os.Stat(path)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
-			return fileState{}, nil
-		}
-		return fileState{}, err
-	}
-	switch {
-	case fi.IsDir():
-		return fileState{exists: true, dir: true}, nil
-	case !fi.Mode().IsRegular():
-		return fileState{exists: true, special: true}, nil
-	case fi.Size() > MaxFileSize:
-		return fileState{}, fmt.Errorf("file is too large to patch (%d bytes; the limit is %d)", fi.Size(), MaxFileSize)
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return fileState{}, err
-	}
-	return fileState{exists: true, content: string(b)}, nil
 }
 
 // readText reads the file a delete or update works on: it must be an
