@@ -180,3 +180,13 @@ func TestLandlockInitEndsWithItsLauncher(t *testing.T) {
 	require.Eventually(t, func() bool { return exec.Command("pgrep", "-fx", "sleep 4711.25").Run() != nil }, 5*time.Second, 50*time.Millisecond,
 		"an orphan outlived its launcher's PID namespace")
 }
+
+func TestHiddenPathOptions(t *testing.T) {
+	wd, err := os.Getwd()
+	require.NoError(t, err)
+	sb, err := New(Options{Hidden: []string{"", "data", "/etc/appserver.toml"}})
+	require.NoError(t, err)
+	require.Equal(t, []string{filepath.Join(wd, "data"), "/etc/appserver.toml"}, sb.opts.Hidden)
+	_, err = New(Options{Hidden: []string{"/"}})
+	require.Error(t, err, "hiding / would hide everything")
+}

@@ -69,9 +69,10 @@ type Options struct {
 	// directory, config file, token and secret files) that sandboxed
 	// commands may neither read nor write, under both backends: a
 	// directory is covered by an empty read-only tmpfs, a file by a
-	// read-only bind of /dev/null. Paths are resolved (symlinks followed)
-	// when the sandbox first probes the host; those missing then are
-	// skipped.
+	// read-only bind of /dev/null. Empty entries are ignored, relative ones
+	// taken from the daemon's directory; paths are resolved (symlinks
+	// followed) when the sandbox first probes the host, and those missing
+	// then are skipped.
 	Hidden []string
 }
 
@@ -105,11 +106,19 @@ func New(opts Options) (*Sandbox, error) {
 		return nil, err
 	}
 	opts.Backend = b
+	var hidden []string
 	for _, h := range opts.Hidden {
-		if !filepath.IsAbs(h) || filepath.Clean(h) == "/" {
-			return nil, fmt.Errorf("sandbox: hidden path %q must be absolute and not /", h)
+		if h == "" {
+			continue
 		}
+		// Relative to the daemon's directory, as the daemon opens it.
+		abs, err := filepath.Abs(h)
+		if err != nil || abs == "/" {
+			return nil, fmt.Errorf("sandbox: cannot hide %q from commands", h)
+		}
+		hidden = append(hidden, abs)
 	}
+	opts.Hidden = hidden
 	return &Sandbox{opts: opts}, nil
 }
 
