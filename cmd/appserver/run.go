@@ -327,7 +327,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	// Built-in tools: commands and patches under the thread's approval and
 	// sandbox policies; approvals and user input reach a subscribed client
 	// through reqs (bounded wait when none is connected).
-	tools, err := newBuiltinTools(cfg, log)
+	tools, err := newBuiltinTools(cfg, cf.path(), log)
 	if err != nil {
 		return err
 	}

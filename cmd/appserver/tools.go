@@ -56,12 +56,14 @@ type builtinTools struct {
 	execItems map[string]*execItem // thread + "\x00" + call id
 }
 
-func newBuiltinTools(cfg *config.Config, log *slog.Logger) (*builtinTools, error) {
+func newBuiltinTools(cfg *config.Config, configFile string, log *slog.Logger) (*builtinTools, error) {
 	backend, err := sandbox.ParseBackend(cfg.SandboxBackend)
 	if err != nil {
 		return nil, err
 	}
-	sb, err := sandbox.New(sandbox.Options{Backend: backend})
+	// The daemon's own state: sandboxed commands neither read nor write it.
+	hidden := []string{cfg.DataDir, configFile, cfg.WSTokenFile, cfg.WSSharedSecretFile}
+	sb, err := sandbox.New(sandbox.Options{Backend: backend, Hidden: hidden})
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: %w", err)
 	}

@@ -666,7 +666,7 @@ func TestToolsCommandExec(t *testing.T) {
 // is turns.Config.ThreadUnloaded).
 func TestToolsExecSessionsReapedOnThreadUnload(t *testing.T) {
 	cfg := config.Default()
-	bt, err := newBuiltinTools(&cfg, slog.New(slog.DiscardHandler))
+	bt, err := newBuiltinTools(&cfg, "", slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
 	defer bt.close()
 	mgr, err := bt.execs.Manager("thread-1")

@@ -17,15 +17,17 @@ type bwrapSpec struct {
 	cwd        string // the command's directory
 	tmpdir     string // the command's $TMPDIR
 	mountProc  bool   // mount a fresh /proc for the new PID namespace
-	unshareNet bool   // new network namespace (else the caller's)
-	seccompFD  int    // descriptor with the seccomp program; 0: none
+	hidden     []hiddenPath
+	unshareNet bool // new network namespace (else the caller's)
+	seccompFD  int  // descriptor with the seccomp program; 0: none
 	setenv     [][2]string
 	argv       []string
 }
 
 // args builds the bubblewrap arguments (after argv[0]), following the
 // reference's mount order: read-only root, a minimal /dev, writable roots
-// bound on top, then protected subpaths bound read-only again so they win.
+// bound on top, then protected subpaths bound read-only again so they win,
+// then the daemon's hidden paths masked on top of everything.
 //
 // A protected subpath that is a symlink inside a writable root is masked by
 // binding /dev/null over the link, so it cannot be re-pointed. A protected
@@ -60,12 +62,28 @@ func (b bwrapSpec) args() []string {
 			args = append(args, "--ro-bind", sub, sub)
 		}
 	}
-	args = append(args, "--unshare-pid")
+	// Last, so a writable root bound inside a hidden directory is covered
+	// too.
+	for _, h := range b.hidden {
+		if h.dir {
+			args = append(args, "--tmpfs", h.path, "--remount-ro", h.path)
+		} else {
+			args = append(args, "--ro-bind", "/dev/null", h.path)
+		}
+	}
+	// bubblewrap run by root keeps most capabilities for the command: a
+	// root command could then load modules or open files by handle
+	// around the masks above.
+	args = append(args, "--cap-drop", "ALL", "--unshare-pid")
 	if b.unshareNet {
 		args = append(args, "--unshare-net")
 	}
 	if b.mountProc {
 		args = append(args, "--proc", "/proc")
+	} else {
+		// The host's /proc would show the daemon (its environment, its
+		// pid to signal): where no fresh /proc can be mounted, none.
+		args = append(args, "--tmpfs", "/proc")
 	}
 	for _, kv := range b.setenv {
 		args = append(args, "--setenv", kv[0], kv[1])

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/appserver/appserver/internal/policy"
@@ -39,7 +40,7 @@ func (ls *launchers) probeNetns(exe string) netnsMode {
 
 // get returns the launcher for key, starting one (running setup on its
 // thread) when there is none.
-func (ls *launchers) get(key string, setup func() error) (*launcher, error) {
+func (ls *launchers) get(key string, setup launcherSetup) (*launcher, error) {
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	if l := ls.pool[key]; l != nil {
@@ -97,7 +98,7 @@ func (ls *launchers) close() {
 
 // onPool returns a launch function that starts the command on the pool's
 // launcher for key, replacing a launcher that exited meanwhile.
-func (ls *launchers) onPool(key string, setup func() error) func(func() (int, error)) error {
+func (ls *launchers) onPool(key string, setup launcherSetup) func(func() (int, error)) error {
 	return func(start func() (int, error)) error {
 		for {
 			l, err := ls.get(key, setup)
@@ -126,11 +127,18 @@ func (s *Sandbox) restricted(ctx context.Context, p policy.SandboxPolicy, pcwd, 
 	c := exec.CommandContext(ctx, path)
 	c.Args = append([]string(nil), argv...)
 	c.Env = env
-	c.SysProcAttr = helperProcAttr()
+	// No Pdeathsig: a child in a PID namespace sees its parent as pid 0
+	// and Go's fork would take that for a dead parent and kill the
+	// child. The launcher's init has Pdeathsig instead, and its death
+	// kills every process of the namespace.
+	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if rs.netOff && s.netns == netnsUser {
 		s.netns.apply(c.SysProcAttr)
 	}
-	return newCmd(c, s.threads.onPool(rs.key(), func() error { return rs.restrictThread(netnsFD) })), nil
+	exe, hidden := s.exe, s.hidden
+	return newCmd(c, s.threads.onPool(rs.key(), func() (func(), error) {
+		return rs.setupThread(netnsFD, exe, hidden)
+	})), nil
 }
 
 // bwrapCmd runs the command under bubblewrap, which execs it directly:
@@ -140,7 +148,7 @@ func (s *Sandbox) restricted(ctx context.Context, p policy.SandboxPolicy, pcwd, 
 // namespace (or, where there is none, bwrap unshares one itself).
 func (s *Sandbox) bwrapCmd(ctx context.Context, p policy.SandboxPolicy, pcwd, cwd string, argv, env []string) (*Cmd, error) {
 	rest, loader := splitLoaderEnv(env)
-	spec := bwrapSpec{policy: p, policyCwd: pcwd, cwd: cwd, tmpdir: envValue(env, "TMPDIR"), mountProc: s.bwrapProc, setenv: loader, argv: argv}
+	spec := bwrapSpec{policy: p, policyCwd: pcwd, cwd: cwd, tmpdir: envValue(env, "TMPDIR"), mountProc: s.bwrapProc, hidden: s.hidden, setenv: loader, argv: argv}
 	var extra []*os.File
 	onNetns := false
 	if p.NetworkDisabled() {

@@ -14,10 +14,18 @@
 //     writable roots' identities (path, device, inode), so a recreated
 //     directory gets a fresh launcher. Protected subpaths (.git, .codex,
 //     .agents) under a writable root stay writable: Landlock cannot take a
-//     subtree out of an allowed one (the reference's "legacy" gap).
+//     subtree out of an allowed one (the reference's "legacy" gap). Before
+//     restricting itself the launcher hides the daemon (isolate_linux.go):
+//     a mount namespace of its own with the hidden paths masked, a minimal
+//     /dev and a /proc of a new PID namespace, whose init is the helper;
+//     then it drops every capability. That needs CAP_SYS_ADMIN: without it
+//     the Landlock backend refuses to run commands. From Landlock ABI 6,
+//     signals and abstract Unix sockets are scoped to the domain.
 //   - bubblewrap (`bwrap` on PATH, as Codex does), which execs the command
 //     itself: a read-only bind of /, writable roots bound on top, protected
-//     subpaths re-bound read-only, a new PID namespace with its own /proc.
+//     subpaths re-bound read-only, the hidden paths masked, a new PID
+//     namespace with its own /proc (an empty one where none can be
+//     mounted), no capabilities.
 //     bwrap runs outside the sandbox, so loader variables (LD_*,
 //     GLIBC_TUNABLES, GCONV_PATH) are kept out of its environment and set for
 //     the command with --setenv.
@@ -38,7 +46,12 @@
 // embedded exec.Cmd refuses to start on its own (ErrStartDirectly).
 //
 // The daemon's main still calls MaybeRunHelper first thing: re-executing
-// the binary is how the user-namespace probe tests the kernel.
+// the binary is how the user-namespace probe tests the kernel, and the
+// helper is the init of each Landlock launcher's PID namespace.
+//
+// Options.Hidden names the daemon's own state (data directory, config,
+// token and secret files): under both backends a sandboxed command can
+// neither read nor change it.
 //
 // Denials surface as the command's own failure ("Permission denied" from
 // Landlock, "Read-only file system" from bubblewrap, "Operation not

@@ -5,12 +5,17 @@ import (
 	"os"
 )
 
-// The re-executed binary's only job is a probe: `<exe> __appserver-sandbox
+// The re-executed binary has two jobs: a probe (`<exe> __appserver-sandbox
 // --probe` exits 0 at once, which tells whether the kernel lets us start a
-// process in new user and network namespaces. Commands themselves start on
-// launcher threads (launcher_linux.go) or under bubblewrap, with no helper
-// process in between.
+// process in new user and network namespaces), and the init of each
+// Landlock launcher's PID namespace (--init, isolate_linux.go). Commands
+// themselves start on launcher threads (launcher_linux.go) or under
+// bubblewrap, with no helper process in between.
 const flagProbe = "--probe"
+
+// flagInit makes the helper the init of a Landlock launcher's PID
+// namespace (isolate_linux.go).
+const flagInit = "--init"
 
 // helperPrefix starts every message the helper prints about itself.
 const helperPrefix = "appserver sandbox: "
@@ -25,11 +30,14 @@ func MaybeRunHelper() {
 }
 
 // HelperMain is the helper's entry point: args are the arguments after
-// HelperCommand. It returns the exit code: 0 for a probe, 2 for anything
-// else.
+// HelperCommand. It returns the exit code: 0 for a probe, init's when
+// acting as a PID namespace's init, 2 for anything else.
 func HelperMain(args []string) int {
 	if len(args) == 1 && args[0] == flagProbe {
 		return 0
+	}
+	if len(args) == 1 && args[0] == flagInit {
+		return runInit()
 	}
 	fmt.Fprintf(os.Stderr, "%sunexpected arguments %q\n", helperPrefix, args)
 	return 2

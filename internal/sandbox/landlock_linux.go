@@ -99,16 +99,42 @@ func handledFS(abi int) uint64 {
 	return h
 }
 
-// restrictThread applies rs to the calling thread, which must be locked to
-// its goroutine for good: the network namespace, Landlock (file system,
-// and TCP when the network is off), no_new_privs and the seccomp network
-// filter. On error the thread may be partly restricted and must exit.
-func (rs ruleset) restrictThread(netnsFD int) error {
+// setupThread prepares the calling thread, which must be locked to its
+// goroutine for good, to start the commands of rs: the network namespace,
+// the mount and PID namespaces hiding the daemon (isolateThread), no
+// capabilities, then restrictThread. The cleanup it returns stops the PID
+// namespace's init. On error the thread may be partly restricted and must
+// exit.
+func (rs ruleset) setupThread(netnsFD int, exe string, hidden []hiddenPath) (func(), error) {
 	if rs.joinNetns {
 		if err := unix.Setns(netnsFD, unix.CLONE_NEWNET); err != nil {
-			return fmt.Errorf("setns(network): %w", err)
+			return nil, fmt.Errorf("setns(network): %w", err)
 		}
 	}
+	if rs.abi < 1 {
+		// Fail closed: without Landlock nothing would restrict writes.
+		return nil, fmt.Errorf("landlock is not available on this kernel; cannot restrict the file system")
+	}
+	pid1, err := isolateThread(exe, hidden)
+	if err != nil {
+		return nil, err
+	}
+	if err := dropCapabilities(); err != nil {
+		pid1.stop()
+		return nil, err
+	}
+	if err := rs.restrictThread(); err != nil {
+		pid1.stop()
+		return nil, err
+	}
+	return pid1.stop, nil
+}
+
+// restrictThread applies rs to the calling thread: Landlock (file system,
+// TCP when the network is off, and from ABI 6 signals and abstract Unix
+// sockets scoped to the domain), no_new_privs and the seccomp network
+// filter.
+func (rs ruleset) restrictThread() error {
 	if rs.abi < 1 {
 		// Fail closed: without Landlock nothing would restrict writes.
 		return fmt.Errorf("landlock is not available on this kernel; cannot restrict the file system")
@@ -118,6 +144,11 @@ func (rs ruleset) restrictThread(netnsFD int) error {
 	if rs.netOff && rs.abi >= 4 {
 		// No port rules: every TCP bind and connect is refused.
 		attr.HandledAccessNet = ll.AccessNetBindTCP | ll.AccessNetConnectTCP
+	}
+	if rs.abi >= 6 {
+		// Commands cannot signal, or reach through abstract sockets,
+		// anything outside their domain: init, other launchers' commands.
+		attr.Scoped = ll.ScopeSignal | ll.ScopeAbstractUnixSocket
 	}
 	fd, err := ll.LandlockCreateRuleset(&attr, 0)
 	if err != nil {

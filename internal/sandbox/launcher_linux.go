@@ -22,9 +22,11 @@ import (
 // (re-executing a helper that restricts itself and then execs) saves a
 // whole process start per command.
 //
-// Children are started with Pdeathsig, which fires when the parent
-// *thread* exits; a launcher therefore only exits (retire) once every child
-// it started has exited, which it learns from pidfds.
+// A Landlock launcher's children live in a PID namespace whose init has
+// Pdeathsig, which fires when the parent *thread* exits and takes the whole
+// namespace down (the bubblewrap launcher's children have Pdeathsig
+// themselves); a launcher therefore only exits (retire) once every child it
+// started has exited, which it learns from pidfds.
 type launcher struct {
 	reqs   chan launchReq
 	retire chan struct{} // closed by stop
@@ -47,9 +49,14 @@ var errLauncherGone = errors.New("sandbox: launcher thread exited")
 // launcherPoll is how often a retired launcher checks for live children.
 const launcherPoll = time.Second
 
+// launcherSetup restricts a launcher's thread. It returns what to run when
+// the thread ends (nil for nothing); on error the thread may be
+// half-restricted, and it ends.
+type launcherSetup func() (cleanup func(), err error)
+
 // newLauncher starts a launcher whose thread runs setup first; a setup
-// error ends the thread (it may be half-restricted) and is returned.
-func newLauncher(setup func() error) (*launcher, error) {
+// error ends the thread and is returned.
+func newLauncher(setup launcherSetup) (*launcher, error) {
 	l := &launcher{reqs: make(chan launchReq), retire: make(chan struct{}), exited: make(chan struct{}), lastUse: time.Now()}
 	ready := make(chan error, 1)
 	go l.loop(setup, ready, nil)
@@ -59,7 +66,7 @@ func newLauncher(setup func() error) (*launcher, error) {
 	return l, nil
 }
 
-func (l *launcher) loop(setup func() error, ready chan<- error, locked chan<- struct{}) {
+func (l *launcher) loop(setup launcherSetup, ready chan<- error, locked chan<- struct{}) {
 	// Never unlocked: when this goroutine returns, the runtime ends the
 	// thread instead of reusing it.
 	runtime.LockOSThread()
@@ -77,9 +84,13 @@ func (l *launcher) loop(setup func() error, ready chan<- error, locked chan<- st
 		return
 	}
 	defer close(l.exited)
-	if err := setup(); err != nil {
+	cleanup, err := setup()
+	if err != nil {
 		ready <- err
 		return
+	}
+	if cleanup != nil {
+		defer cleanup()
 	}
 	ready <- nil
 	var kids []int // pidfds of children not yet seen to exit

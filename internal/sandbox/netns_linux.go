@@ -62,13 +62,13 @@ func probeNetns(exe string) (netnsMode, *launcher, int) {
 // namespace and returns it with a descriptor of the namespace.
 func newNetnsLauncher() (*launcher, int, error) {
 	fd := -1
-	l, err := newLauncher(func() error {
+	l, err := newLauncher(func() (func(), error) {
 		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
-			return fmt.Errorf("unshare(network): %w", err)
+			return nil, fmt.Errorf("unshare(network): %w", err)
 		}
 		var err error
 		fd, err = unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		return err
+		return nil, err
 	})
 	if err != nil {
 		return nil, -1, err
@@ -76,7 +76,7 @@ func newNetnsLauncher() (*launcher, int, error) {
 	return l, fd, nil
 }
 
-// helperProcAttr is the process setup of a restricted command or of bwrap:
+// helperProcAttr is the process setup of bwrap:
 // its own process group (so a timeout can kill everything it started) and
 // SIGKILL when the daemon thread that started it dies.
 func helperProcAttr() *syscall.SysProcAttr {

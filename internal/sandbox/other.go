@@ -25,6 +25,8 @@ func (*launchers) close()                      {}
 
 func landlockABI() int { return 0 }
 
+func runInit() int { return 2 }
+
 func (s *Sandbox) restricted(context.Context, policy.SandboxPolicy, string, string, string, []string, []string) (*Cmd, error) {
 	return nil, errUnsupported
 }

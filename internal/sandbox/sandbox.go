@@ -23,10 +23,11 @@ const (
 	// BackendAuto uses bubblewrap when it is installed and works on this
 	// host, and Landlock otherwise. It is the default.
 	BackendAuto Backend = "auto"
-	// BackendLandlock enforces the file-system rules with Landlock in the
-	// re-executed helper. Protected subpaths (.git, .codex, .agents) under a
-	// writable root stay writable: Landlock cannot subtract a subtree from
-	// an allowed one (the reference's "legacy" gap).
+	// BackendLandlock enforces the file-system rules with Landlock on
+	// launcher threads, each in a mount and PID namespace of its own that
+	// hides the daemon (it needs CAP_SYS_ADMIN). Protected subpaths (.git,
+	// .codex, .agents) under a writable root stay writable: Landlock cannot
+	// subtract a subtree from an allowed one (the reference's "legacy" gap).
 	BackendLandlock Backend = "landlock"
 	// BackendBwrap builds the file-system view with bubblewrap: read-only
 	// root, writable roots bound on top, existing protected subpaths bound
@@ -64,6 +65,15 @@ type Options struct {
 	// Executable is the helper binary; "" is os.Executable(). It must call
 	// MaybeRunHelper (or HelperMain) first thing in main.
 	Executable string
+	// Hidden lists absolute paths of the daemon's own state (its data
+	// directory, config file, token and secret files) that sandboxed
+	// commands may neither read nor write, under both backends: a
+	// directory is covered by an empty read-only tmpfs, a file by a
+	// read-only bind of /dev/null. Empty entries are ignored, relative ones
+	// taken from the daemon's directory; paths are resolved (symlinks
+	// followed) when the sandbox first probes the host, and those missing
+	// then are skipped.
+	Hidden []string
 }
 
 // Sandbox builds sandboxed commands. It is safe for concurrent use.
@@ -78,7 +88,14 @@ type Sandbox struct {
 	bwrapProc bool // bwrap may mount a fresh /proc
 	abi       int  // Landlock ABI version, 0 when unavailable
 	netns     netnsMode
-	threads   launchers // launcher threads (launcher_linux.go)
+	hidden    []hiddenPath // Options.Hidden, resolved
+	threads   launchers    // launcher threads (launcher_linux.go)
+}
+
+// hiddenPath is one resolved entry of Options.Hidden.
+type hiddenPath struct {
+	path string
+	dir  bool
 }
 
 // New returns a sandbox with the given options. Probing the host (bwrap
@@ -89,6 +106,19 @@ func New(opts Options) (*Sandbox, error) {
 		return nil, err
 	}
 	opts.Backend = b
+	var hidden []string
+	for _, h := range opts.Hidden {
+		if h == "" {
+			continue
+		}
+		// Relative to the daemon's directory, as the daemon opens it.
+		abs, err := filepath.Abs(h)
+		if err != nil || abs == "/" {
+			return nil, fmt.Errorf("sandbox: cannot hide %q from commands", h)
+		}
+		hidden = append(hidden, abs)
+	}
+	opts.Hidden = hidden
 	return &Sandbox{opts: opts}, nil
 }
 
@@ -215,6 +245,7 @@ func (s *Sandbox) init() {
 		}
 	}
 	s.exe = exe
+	s.hidden = resolveHidden(s.opts.Hidden)
 	s.abi = landlockABI()
 	s.backend = BackendLandlock
 	if s.opts.Backend != BackendLandlock {
@@ -235,6 +266,26 @@ func (s *Sandbox) init() {
 	if !s.opts.NoNetNamespace {
 		s.netns = s.threads.probeNetns(exe)
 	}
+}
+
+// resolveHidden resolves the hidden paths that exist, dropping duplicates
+// and "/" (a symlink may resolve to it; hiding it would hide everything).
+func resolveHidden(paths []string) []hiddenPath {
+	var out []hiddenPath
+	seen := map[string]bool{}
+	for _, p := range paths {
+		real, err := filepath.EvalSymlinks(p)
+		if err != nil || real == "/" || seen[real] {
+			continue
+		}
+		fi, err := os.Stat(real)
+		if err != nil {
+			continue
+		}
+		seen[real] = true
+		out = append(out, hiddenPath{path: real, dir: fi.IsDir()})
+	}
+	return out
 }
 
 // Close retires the sandbox's launcher threads; each exits once the

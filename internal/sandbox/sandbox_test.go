@@ -339,18 +339,23 @@ func TestBwrapArgs(t *testing.T) {
 	ro := bwrapSpec{policy: policy.SandboxPolicy{Kind: policy.ReadOnly}, policyCwd: ws, cwd: ws, mountProc: true, unshareNet: true,
 		seccompFD: 3, setenv: [][2]string{{"LD_PRELOAD", "x.so"}}, argv: []string{"true"}}.args()
 	require.Equal(t, []string{"--new-session", "--die-with-parent", "--ro-bind", "/", "/", "--dev", "/dev",
-		"--unshare-pid", "--unshare-net", "--proc", "/proc", "--setenv", "LD_PRELOAD", "x.so", "--seccomp", "3",
+		"--cap-drop", "ALL", "--unshare-pid", "--unshare-net", "--proc", "/proc", "--setenv", "LD_PRELOAD", "x.so", "--seccomp", "3",
 		"--chdir", ws, "--", "true"}, ro)
 
 	p := workspacePolicy(true)
 	p.WritableRoots = []string{extra, missing}
-	got := bwrapSpec{policy: p, policyCwd: ws, cwd: filepath.Join(ws, "sub"), argv: []string{"ls", "-l"}}.args()
+	hidden := []hiddenPath{{path: filepath.Join(ws, "data"), dir: true}, {path: "/etc/appserver.toml"}}
+	got := bwrapSpec{policy: p, policyCwd: ws, cwd: filepath.Join(ws, "sub"), hidden: hidden, argv: []string{"ls", "-l"}}.args()
 	require.Equal(t, []string{"--new-session", "--die-with-parent", "--ro-bind", "/", "/", "--dev", "/dev",
 		"--bind", extra, extra,
 		"--bind", ws, ws,
 		"--ro-bind", "/dev/null", filepath.Join(extra, ".codex"),
 		"--ro-bind", filepath.Join(ws, ".git"), filepath.Join(ws, ".git"),
-		"--unshare-pid", "--chdir", filepath.Join(ws, "sub"), "--", "ls", "-l"}, got)
+		"--tmpfs", filepath.Join(ws, "data"), "--remount-ro", filepath.Join(ws, "data"),
+		"--ro-bind", "/dev/null", "/etc/appserver.toml",
+		// Without a fresh /proc, the host's must not show through.
+		"--cap-drop", "ALL", "--unshare-pid", "--tmpfs", "/proc",
+		"--chdir", filepath.Join(ws, "sub"), "--", "ls", "-l"}, got)
 
 	// $TMPDIR comes from the command's environment.
 	tmp := t.TempDir()
