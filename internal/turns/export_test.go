@@ -10,3 +10,6 @@ func SetMaxCommitDelay(d time.Duration) (restore func()) {
 	maxCommitDelay = d
 	return func() { maxCommitDelay = old }
 }
+
+// EphemeralThreads returns how many threads the memory store holds.
+func (m *Manager) EphemeralThreads() int { return m.mem.Len() }

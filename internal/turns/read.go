@@ -10,13 +10,24 @@ import (
 	"github.com/appserver/appserver/internal/store"
 )
 
-// allTurns returns every turn of a thread with all its items.
-func (m *Manager) allTurns(ctx context.Context, t *thread) (api.List[api.Turn], error) {
-	turns, err := m.turnRecords(ctx, t)
+// transcript is a thread's turns and items as its store holds them. The
+// read side works on transcripts, so that it reads a loaded thread, a
+// stored one and an ephemeral one alike.
+type transcript struct {
+	store store.Store
+	id    string
+}
+
+// transcript returns where the thread's turns and items are read from.
+func (t *thread) transcript() transcript { return transcript{store: t.store, id: t.id} }
+
+// apiTurns returns every turn of the thread with all its items.
+func (x transcript) apiTurns(ctx context.Context) (api.List[api.Turn], error) {
+	turns, err := x.turns(ctx)
 	if err != nil {
 		return nil, err
 	}
-	items, err := m.itemRecords(ctx, t, "")
+	items, err := x.items(ctx, "")
 	if err != nil {
 		return nil, err
 	}
@@ -35,17 +46,12 @@ func (m *Manager) allTurns(ctx context.Context, t *thread) (api.List[api.Turn], 
 	return out, nil
 }
 
-// turnRecords lists every turn of a thread in order.
-func (m *Manager) turnRecords(ctx context.Context, t *thread) ([]store.Turn, error) {
-	if t != nil && t.ephemeral {
-		t.mu.Lock()
-		defer t.mu.Unlock()
-		return append([]store.Turn(nil), t.memTurns...), nil
-	}
+// turns lists every turn of the thread in order.
+func (x transcript) turns(ctx context.Context) ([]store.Turn, error) {
 	var out []store.Turn
 	cursor := ""
 	for {
-		page, err := m.cfg.Store.ListTurns(ctx, store.TurnsQuery{ThreadID: t.id, Limit: store.MaxLimit, Cursor: cursor})
+		page, err := x.store.ListTurns(ctx, store.TurnsQuery{ThreadID: x.id, Limit: store.MaxLimit, Cursor: cursor})
 		if err != nil {
 			return nil, err
 		}
@@ -57,23 +63,12 @@ func (m *Manager) turnRecords(ctx context.Context, t *thread) ([]store.Turn, err
 	}
 }
 
-// itemRecords lists every item of a thread (or of one turn) in order.
-func (m *Manager) itemRecords(ctx context.Context, t *thread, turnID string) ([]store.Item, error) {
-	if t.ephemeral {
-		t.mu.Lock()
-		defer t.mu.Unlock()
-		var out []store.Item
-		for _, it := range t.memItems {
-			if turnID == "" || it.TurnID == turnID {
-				out = append(out, it)
-			}
-		}
-		return out, nil
-	}
+// items lists every item of the thread (or of one turn) in order.
+func (x transcript) items(ctx context.Context, turnID string) ([]store.Item, error) {
 	var out []store.Item
 	cursor := ""
 	for {
-		page, err := m.cfg.Store.ListItems(ctx, store.ItemsQuery{ThreadID: t.id, TurnID: turnID, Limit: store.MaxLimit, Cursor: cursor})
+		page, err := x.store.ListItems(ctx, store.ItemsQuery{ThreadID: x.id, TurnID: turnID, Limit: store.MaxLimit, Cursor: cursor})
 		if err != nil {
 			return nil, err
 		}
@@ -92,7 +87,7 @@ func (m *Manager) ArchiveThread(ctx context.Context, p api.ThreadArchiveParams) 
 		return nil, err
 	}
 	if t := m.loaded(id); t != nil {
-		if t.ephemeral {
+		if t.ephemeral() {
 			return nil, apperr.New(apperr.Invalid, "ephemeral thread %s cannot be archived", id)
 		}
 		t.mu.Lock()
@@ -236,9 +231,9 @@ func (m *Manager) ReadThread(ctx context.Context, p api.ThreadReadParams) (api.T
 		return api.ThreadReadResult{}, err
 	}
 	var th api.Thread
-	t := m.loaded(id)
-	if t != nil {
-		th = t.apiThread()
+	var x transcript
+	if t := m.loaded(id); t != nil {
+		th, x = t.apiThread(), t.transcript()
 	} else {
 		rec, err := m.cfg.Store.GetThread(ctx, id)
 		if apperr.Is(err, apperr.NotFound) {
@@ -250,10 +245,10 @@ func (m *Manager) ReadThread(ctx context.Context, p api.ThreadReadParams) (api.T
 		if th, err = m.storedThread(rec); err != nil {
 			return api.ThreadReadResult{}, err
 		}
-		t = &thread{id: id}
+		x = transcript{store: m.cfg.Store, id: id}
 	}
 	if p.IncludeTurns != nil && *p.IncludeTurns {
-		turns, err := m.allTurns(ctx, t)
+		turns, err := x.apiTurns(ctx)
 		if err != nil {
 			return api.ThreadReadResult{}, err
 		}
@@ -262,28 +257,27 @@ func (m *Manager) ReadThread(ctx context.Context, p api.ThreadReadParams) (api.T
 	return api.ThreadReadResult{Thread: th}, nil
 }
 
-// knownThread returns a loaded thread, or a stand-in for a stored one whose
-// transcript is read from the store.
-func (m *Manager) knownThread(ctx context.Context, rawID string) (*thread, error) {
+// knownThread returns the transcript of a loaded thread or of a stored one.
+func (m *Manager) knownThread(ctx context.Context, rawID string) (transcript, error) {
 	id, err := parseThreadID(rawID)
 	if err != nil {
-		return nil, err
+		return transcript{}, err
 	}
 	if t := m.loaded(id); t != nil {
-		return t, nil
+		return t.transcript(), nil
 	}
 	if _, err := m.cfg.Store.GetThread(ctx, id); err != nil {
 		if apperr.Is(err, apperr.NotFound) {
-			return nil, apperr.New(apperr.NotFound, "thread not loaded: %s", rawID)
+			return transcript{}, apperr.New(apperr.NotFound, "thread not loaded: %s", rawID)
 		}
-		return nil, err
+		return transcript{}, err
 	}
-	return &thread{id: id}, nil
+	return transcript{store: m.cfg.Store, id: id}, nil
 }
 
 // ListTurns pages a thread's turns (newest first by default).
 func (m *Manager) ListTurns(ctx context.Context, p api.ThreadTurnsListParams) (api.TurnsPage, error) {
-	t, err := m.knownThread(ctx, p.ThreadID)
+	x, err := m.knownThread(ctx, p.ThreadID)
 	if err != nil {
 		return api.TurnsPage{}, err
 	}
@@ -292,37 +286,26 @@ func (m *Manager) ListTurns(ctx context.Context, p api.ThreadTurnsListParams) (a
 		view = *p.ItemsView
 	}
 	desc := p.SortDirection == nil || *p.SortDirection == api.SortDesc
-	var turns []store.Turn
-	var next, back string
-	if t.ephemeral {
-		turns, _ = m.turnRecords(ctx, t)
-		if desc {
-			for i, j := 0, len(turns)-1; i < j; i, j = i+1, j-1 {
-				turns[i], turns[j] = turns[j], turns[i]
-			}
-		}
-	} else {
-		q := store.TurnsQuery{ThreadID: t.id, Desc: desc}
-		if p.Limit != nil {
-			q.Limit = int(*p.Limit)
-		}
-		if p.Cursor != nil {
-			q.Cursor = *p.Cursor
-		}
-		page, err := m.cfg.Store.ListTurns(ctx, q)
-		if err != nil {
-			return api.TurnsPage{}, err
-		}
-		turns, next, back = page.Turns, page.NextCursor, page.BackwardsCursor
+	q := store.TurnsQuery{ThreadID: x.id, Desc: desc}
+	if p.Limit != nil {
+		q.Limit = int(*p.Limit)
 	}
+	if p.Cursor != nil {
+		q.Cursor = *p.Cursor
+	}
+	page, err := x.store.ListTurns(ctx, q)
+	if err != nil {
+		return api.TurnsPage{}, err
+	}
+	turns := page.Turns
 	if len(turns) == 0 && (p.Cursor == nil || *p.Cursor == "") {
-		return api.TurnsPage{}, apperr.New(apperr.Invalid, "thread %s is not materialized yet; thread/turns/list is unavailable before first user message", t.id)
+		return api.TurnsPage{}, apperr.New(apperr.Invalid, "thread %s is not materialized yet; thread/turns/list is unavailable before first user message", x.id)
 	}
-	res := api.TurnsPage{Data: make(api.List[api.Turn], 0, len(turns)), NextCursor: optString(next), BackwardsCursor: optString(back)}
+	res := api.TurnsPage{Data: make(api.List[api.Turn], 0, len(turns)), NextCursor: optString(page.NextCursor), BackwardsCursor: optString(page.BackwardsCursor)}
 	for _, tr := range turns {
 		var items []store.Item
 		if view != api.ItemsNotLoaded {
-			if items, err = m.itemRecords(ctx, t, tr.ID); err != nil {
+			if items, err = x.items(ctx, tr.ID); err != nil {
 				return api.TurnsPage{}, err
 			}
 		}
@@ -337,11 +320,11 @@ func (m *Manager) ListTurns(ctx context.Context, p api.ThreadTurnsListParams) (a
 
 // ListItems pages a thread's persisted items (oldest first by default).
 func (m *Manager) ListItems(ctx context.Context, p api.ThreadItemsListParams) (api.ThreadItemsListResult, error) {
-	t, err := m.knownThread(ctx, p.ThreadID)
+	x, err := m.knownThread(ctx, p.ThreadID)
 	if err != nil {
 		return api.ThreadItemsListResult{}, err
 	}
-	q := store.ItemsQuery{ThreadID: t.id, Desc: p.SortDirection != nil && *p.SortDirection == api.SortDesc}
+	q := store.ItemsQuery{ThreadID: x.id, Desc: p.SortDirection != nil && *p.SortDirection == api.SortDesc}
 	if p.TurnID != nil {
 		q.TurnID = *p.TurnID
 	}
@@ -357,7 +340,7 @@ func (m *Manager) ListItems(ctx context.Context, p api.ThreadItemsListParams) (a
 			if q.Desc {
 				return api.ThreadItemsListResult{}, apperr.New(apperr.Invalid, "an item cursor is only supported with sortDirection asc")
 			}
-			anchor, err := m.anchorItem(ctx, t, c.AnchorItemID)
+			anchor, err := x.anchorItem(ctx, c.AnchorItemID)
 			if err != nil {
 				return api.ThreadItemsListResult{}, err
 			}
@@ -366,23 +349,12 @@ func (m *Manager) ListItems(ctx context.Context, p api.ThreadItemsListParams) (a
 			q.Cursor = c.Opaque
 		}
 	}
-	var items []store.Item
-	var next, back string
-	if t.ephemeral {
-		all, _ := m.itemRecords(ctx, t, q.TurnID)
-		for _, it := range all {
-			if it.Seq > q.AfterSeq {
-				items = append(items, it)
-			}
-		}
-	} else {
-		page, err := m.cfg.Store.ListItems(ctx, q)
-		if err != nil {
-			return api.ThreadItemsListResult{}, err
-		}
-		items, next, back = page.Items, page.NextCursor, page.BackwardsCursor
+	page, err := x.store.ListItems(ctx, q)
+	if err != nil {
+		return api.ThreadItemsListResult{}, err
 	}
-	res := api.ThreadItemsListResult{Data: make(api.List[api.ThreadItemEntry], 0, len(items)), NextCursor: optString(next), BackwardsCursor: optString(back)}
+	items := page.Items
+	res := api.ThreadItemsListResult{Data: make(api.List[api.ThreadItemEntry], 0, len(items)), NextCursor: optString(page.NextCursor), BackwardsCursor: optString(page.BackwardsCursor)}
 	for _, it := range items {
 		var ti api.ThreadItem
 		if err := json.Unmarshal(it.Payload, &ti); err != nil {
@@ -393,17 +365,8 @@ func (m *Manager) ListItems(ctx context.Context, p api.ThreadItemsListParams) (a
 	return res, nil
 }
 
-func (m *Manager) anchorItem(ctx context.Context, t *thread, itemID string) (int64, error) {
-	if t.ephemeral {
-		items, _ := m.itemRecords(ctx, t, "")
-		for _, it := range items {
-			if it.ItemID == itemID {
-				return it.Seq, nil
-			}
-		}
-		return 0, apperr.New(apperr.Invalid, "invalid cursor: item %s not found", itemID)
-	}
-	it, err := m.cfg.Store.GetItem(ctx, t.id, itemID)
+func (x transcript) anchorItem(ctx context.Context, itemID string) (int64, error) {
+	it, err := x.store.GetItem(ctx, x.id, itemID)
 	if apperr.Is(err, apperr.NotFound) {
 		return 0, apperr.New(apperr.Invalid, "invalid cursor: item %s not found", itemID)
 	}
@@ -419,12 +382,11 @@ func (m *Manager) SetName(ctx context.Context, p api.ThreadNameSetParams) (After
 	name := p.Name
 	now := m.now()
 	t := m.loaded(id)
-	patch := store.ThreadPatch{ID: id, Name: &name, UpdatedAt: &now}
-	if t != nil && t.ephemeral {
-		err = t.write(ctx, &store.Batch{UpdateThreads: []store.ThreadPatch{patch}})
-	} else {
-		err = m.cfg.Store.Write(ctx, &store.Batch{UpdateThreads: []store.ThreadPatch{patch}})
+	st := m.cfg.Store
+	if t != nil {
+		st = t.store
 	}
+	err = st.Write(ctx, &store.Batch{UpdateThreads: []store.ThreadPatch{{ID: id, Name: &name, UpdatedAt: &now}}})
 	if apperr.Is(err, apperr.NotFound) {
 		return nil, apperr.New(apperr.NotFound, "no rollout found for thread id %s", p.ThreadID)
 	}

@@ -117,7 +117,7 @@ func (t *thread) settingsResult() api.ThreadStartResult {
 		model = *t.rec.Model
 	}
 	return api.ThreadStartResult{
-		Thread:                threadToAPI(t.rec, t.meta, t.statusLocked(), t.ephemeral),
+		Thread:                threadToAPI(t.rec, t.meta, t.statusLocked(), t.ephemeral()),
 		Model:                 model,
 		ModelProvider:         t.rec.ModelProvider,
 		Cwd:                   t.rec.Cwd,
@@ -185,16 +185,13 @@ func (m *Manager) StartThread(ctx context.Context, c Caller, p api.ThreadStartPa
 		}
 		meta.DynamicTools = reg
 	}
-	ephemeral := p.Ephemeral != nil && *p.Ephemeral
-	t := newThread(m, rec, meta, ephemeral)
-	if !ephemeral {
-		metaJSON, _ := json.Marshal(meta)
-		rec.Meta = metaJSON
-		if err := m.cfg.Store.Write(ctx, &store.Batch{CreateThreads: []*store.Thread{&rec}}); err != nil {
-			return api.ThreadStartResult{}, nil, err
-		}
-		t.rec = rec
+	st := m.storeFor(p.Ephemeral)
+	metaJSON, _ := json.Marshal(meta)
+	rec.Meta = metaJSON
+	if err := st.Write(ctx, &store.Batch{CreateThreads: []*store.Thread{&rec}}); err != nil {
+		return api.ThreadStartResult{}, nil, err
 	}
+	t := newThread(m, rec, meta, st)
 	if err := m.register(t); err != nil {
 		return api.ThreadStartResult{}, nil, err
 	}
@@ -236,7 +233,7 @@ func (m *Manager) ResumeThread(ctx context.Context, c Caller, p api.ThreadResume
 	t.subscribe(c.Conn)
 	base := t.settingsResult()
 	if p.ExcludeTurns == nil || !*p.ExcludeTurns {
-		turns, err := m.allTurns(ctx, t)
+		turns, err := t.transcript().apiTurns(ctx)
 		if err != nil {
 			return api.ThreadResumeResult{}, nil, err
 		}
@@ -301,7 +298,7 @@ func (m *Manager) ForkThread(ctx context.Context, c Caller, p api.ThreadForkPara
 		return api.ThreadStartResult{}, nil, err
 	}
 	defer src.unpin()
-	turns, err := m.turnRecords(ctx, src)
+	turns, err := src.transcript().turns(ctx)
 	if err != nil {
 		return api.ThreadStartResult{}, nil, err
 	}
@@ -320,7 +317,7 @@ func (m *Manager) ForkThread(ctx context.Context, c Caller, p api.ThreadForkPara
 		}
 		turns = turns[:cut+1]
 	}
-	items, err := m.itemRecords(ctx, src, "")
+	items, err := src.transcript().items(ctx, "")
 	if err != nil {
 		return api.ThreadStartResult{}, nil, err
 	}
@@ -348,7 +345,6 @@ func (m *Manager) ForkThread(ctx context.Context, c Caller, p api.ThreadForkPara
 	metaJSON, _ := json.Marshal(meta)
 	rec.Meta = metaJSON
 
-	ephemeral := p.Ephemeral != nil && *p.Ephemeral
 	b := &store.Batch{CreateThreads: []*store.Thread{&rec}}
 	kept := map[string]bool{}
 	var history []model.InputItem
@@ -376,13 +372,11 @@ func (m *Manager) ForkThread(ctx context.Context, c Caller, p api.ThreadForkPara
 		cp.ThreadID = rec.ID
 		b.AppendItems = append(b.AppendItems, &cp)
 	}
-	t := newThread(m, rec, meta, ephemeral)
-	if err := t.write(ctx, b); err != nil {
+	st := m.storeFor(p.Ephemeral)
+	if err := st.Write(ctx, b); err != nil {
 		return api.ThreadStartResult{}, nil, err
 	}
-	if !ephemeral {
-		t.rec = rec
-	}
+	t := newThread(m, rec, meta, st)
 	t.history = history
 	for _, it := range items {
 		t.itemIDs[it.ItemID] = struct{}{}
@@ -393,7 +387,7 @@ func (m *Manager) ForkThread(ctx context.Context, c Caller, p api.ThreadForkPara
 	t.subscribe(c.Conn)
 	res := t.settingsResult()
 	if p.ExcludeTurns == nil || !*p.ExcludeTurns {
-		all, err := m.allTurns(ctx, t)
+		all, err := t.transcript().apiTurns(ctx)
 		if err != nil {
 			return api.ThreadStartResult{}, nil, err
 		}
