@@ -86,7 +86,7 @@ func (r *turnRun) recordUsageAsync(u model.Usage, withHistory bool) *roundCommit
 	t.mu.Unlock()
 	b := &store.Batch{}
 	if withHistory {
-		b.UpdateTurns = []store.TurnPatch{{ThreadID: t.id, ID: r.at.id, Meta: r.metaJSON()}}
+		b.UpdateTurns = []store.TurnPatch{{ThreadID: t.id, ID: r.at.id, Meta: r.hist.metaJSON()}}
 	}
 	items := r.takeDeferred()
 	c := &roundCommit{done: make(chan error, 1), withHistory: withHistory}

@@ -2,12 +2,10 @@ package turns
 
 import (
 	"context"
-	"encoding/json"
 	"strings"
 
 	"github.com/appserver/appserver/api"
 	"github.com/appserver/appserver/internal/apperr"
-	"github.com/appserver/appserver/internal/model"
 )
 
 // StartTurn starts a turn, or, when one is running, adds the input to it
@@ -66,20 +64,12 @@ func (m *Manager) StartTurn(ctx context.Context, c Caller, p api.TurnStartParams
 	}
 	turnCtx, cancel := context.WithCancelCause(context.Background())
 	at := &activeTurn{id: newID(), startedAt: m.now(), settings: settings, ctx: turnCtx, cancel: cancel, done: make(chan struct{})}
+	t.history.ensureWire()
 	run := &turnRun{
 		t: t, at: at,
-		// Share the prior history, capped at its length: the turn appends
-		// only to its own slice, and the thread's grows (by append, which
-		// never writes below this length) only when the turn ends.
-		prior: t.history[:len(t.history):len(t.history)],
+		// The thread's history grows only when the turn ends.
+		prior: t.history.snapshot(),
 	}
-	if len(t.historyWire) != len(t.history) {
-		t.historyWire = make([]json.RawMessage, len(t.history))
-		for i, it := range t.history {
-			t.historyWire[i], _ = model.WireJSON(it)
-		}
-	}
-	run.priorWire = t.historyWire[:len(t.historyWire):len(t.historyWire)]
 	tc := ToolContext{
 		ThreadID: t.id, TurnID: at.id, Cwd: settings.cwd,
 		DynamicTools: t.meta.DynamicTools, Items: run,

@@ -366,7 +366,7 @@ func (m *Manager) hydrate(ctx context.Context, rec store.Thread) (*thread, error
 		if err != nil {
 			return nil, err
 		}
-		t.history = append(t.history, h...)
+		t.history.addUnencoded(h...)
 		t.lastTurnFailed = tr.Status == store.TurnFailed
 	}
 	// Upstream item ids are reused as ThreadItem ids; knowing the stored

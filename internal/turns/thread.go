@@ -66,8 +66,7 @@ type thread struct {
 	subs           map[ConnID]struct{}
 	active         *activeTurn
 	lastTurnFailed bool
-	history        []model.InputItem // model history of finished turns
-	historyWire    []json.RawMessage // history's upstream encodings, when complete
+	history        history // model history of finished turns
 	itemIDs        map[string]struct{}
 	unloadTimer    *time.Timer
 	// pins counts callers using the thread between loading it and

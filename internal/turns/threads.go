@@ -377,7 +377,7 @@ func (m *Manager) ForkThread(ctx context.Context, c Caller, p api.ThreadForkPara
 		return api.ThreadStartResult{}, nil, err
 	}
 	t := newThread(m, rec, meta, st)
-	t.history = history
+	t.history.addUnencoded(history...)
 	for _, it := range items {
 		t.itemIDs[it.ItemID] = struct{}{}
 	}

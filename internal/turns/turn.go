@@ -105,18 +105,13 @@ var (
 
 // turnRun is the agent loop's working state for one turn.
 type turnRun struct {
-	t       *thread
-	at      *activeTurn
-	history []model.InputItem // this turn's additions, persisted in turn meta
-	prior   []model.InputItem // finished turns' history
-	// Each history item is encoded once, when it is added: histStored (as
-	// persisted in the turn meta) and histWire (as sent upstream) run
-	// parallel to history, priorWire to prior; a nil entry is encoded
-	// again when needed.
-	histStored []json.RawMessage
-	histWire   []json.RawMessage
-	priorWire  []json.RawMessage
-	specsJSON  []json.RawMessage // the turn's tool specs, encoded once
+	t  *thread
+	at *activeTurn
+	// hist is this turn's additions to the model history, persisted in
+	// the turn meta; prior is the finished turns' history (a snapshot).
+	hist      history
+	prior     history
+	specsJSON []json.RawMessage // the turn's tool specs, encoded once
 	// reqInput and reqWire are requestInput's slices, reused by every
 	// round (the model client does not keep a request after Stream);
 	// devWire is the developer message's upstream encoding.
@@ -220,13 +215,13 @@ func (r *turnRun) addUserMessage(input []api.UserInput, clientID *string, first 
 	}
 	t.emit("item/started", api.ItemStartedNotification{Item: item, ThreadID: t.id, TurnID: r.at.id, StartedAtMs: ms})
 	item.CompletedAtMs = &ms
-	r.addHistory(userInputToModel(input))
+	r.hist.add(userInputToModel(input))
 
 	b := &store.Batch{}
 	if first {
 		started := r.at.startedAt
 		b.CreateTurns = append(b.CreateTurns, &store.Turn{
-			ThreadID: t.id, ID: r.at.id, Status: store.TurnInProgress, StartedAt: &started, Meta: r.metaJSON(),
+			ThreadID: t.id, ID: r.at.id, Status: store.TurnInProgress, StartedAt: &started, Meta: r.hist.metaJSON(),
 		})
 		t.mu.Lock()
 		if t.rec.Preview == "" {
@@ -237,7 +232,7 @@ func (r *turnRun) addUserMessage(input []api.UserInput, clientID *string, first 
 		}
 		t.mu.Unlock()
 	} else {
-		b.UpdateTurns = append(b.UpdateTurns, store.TurnPatch{ThreadID: t.id, ID: r.at.id, Meta: r.metaJSON()})
+		b.UpdateTurns = append(b.UpdateTurns, store.TurnPatch{ThreadID: t.id, ID: r.at.id, Meta: r.hist.metaJSON()})
 	}
 	sit, err := storeItem(t.id, r.at.id, item, now)
 	if err != nil {
@@ -280,7 +275,7 @@ func (r *turnRun) modelRound() (calls []model.InputItem, usage model.Usage, err 
 			// The previous round's commit failed: that decides the turn,
 			// whatever else ended this response (new input, an interrupt,
 			// a stream error), and the calls read meanwhile never run.
-			r.dropCalls(read)
+			r.hist.dropCalls(read)
 			calls, usage, err = nil, model.Usage{}, serr
 		}
 	}()
@@ -381,7 +376,7 @@ func (r *turnRun) modelRound() (calls []model.InputItem, usage model.Usage, err 
 		if cause := context.Cause(streamCtx); errors.Is(cause, errPreempted) && at.ctx.Err() == nil {
 			// Abandoned for new input: calls of this response never ran, so
 			// they leave the history; completed messages stay.
-			r.dropCalls(read)
+			r.hist.dropCalls(read)
 			return nil, model.Usage{}, errPreempted
 		}
 		if at.ctx.Err() != nil {
@@ -428,18 +423,13 @@ func (r *turnRun) requestInput() ([]model.InputItem, []json.RawMessage) {
 		}
 		wire = append(wire, r.devWire)
 	}
-	out = append(out, r.prior...)
-	out = append(out, r.history...)
-	if len(r.priorWire) != len(r.prior) || len(r.histWire) != len(r.history) {
+	out = append(out, r.prior.items...)
+	out = append(out, r.hist.items...)
+	if !r.prior.wireComplete() || !r.hist.wireComplete() {
 		return out, nil
 	}
-	wire = append(wire, r.priorWire...)
-	wire = append(wire, r.histWire...)
-	for _, w := range wire {
-		if w == nil {
-			return out, nil
-		}
-	}
+	wire = append(wire, r.prior.wire...)
+	wire = append(wire, r.hist.wire...)
 	return out, wire
 }
 
@@ -467,7 +457,7 @@ func (r *turnRun) itemAdded(open map[string]*streamItem, it model.InputItem) {
 // Tool calls are returned for dispatch.
 func (r *turnRun) itemDone(open map[string]*streamItem, it model.InputItem) (*model.InputItem, error) {
 	t := r.t
-	r.addHistory(it)
+	r.hist.add(it)
 	switch it.Type {
 	case model.ItemFunctionCall, model.ItemCustomToolCall:
 		// Committed with its output once the call has run (recordUsage);
@@ -520,7 +510,7 @@ func partsText(parts []model.ContentPart) []string {
 // persistHistory commits the turn's history, with a completed item if one
 // is given, in one atomic batch.
 func (r *turnRun) persistHistory(item *api.ThreadItem) error {
-	b := &store.Batch{UpdateTurns: []store.TurnPatch{{ThreadID: r.t.id, ID: r.at.id, Meta: r.metaJSON()}}}
+	b := &store.Batch{UpdateTurns: []store.TurnPatch{{ThreadID: r.t.id, ID: r.at.id, Meta: r.hist.metaJSON()}}}
 	if item != nil {
 		sit, err := storeItem(r.t.id, r.at.id, *item, r.t.m.now())
 		if err != nil {
@@ -572,7 +562,7 @@ func (r *turnRun) runTools(calls []model.InputItem) error {
 	r.roundCalls = nil // a tool still running after an interrupt commits its own item
 	r.mu.Unlock()
 	for _, o := range outs {
-		r.addHistory(responseItemToModel(o))
+		r.hist.add(responseItemToModel(o))
 	}
 	if err != nil {
 		return err
@@ -636,7 +626,7 @@ func (r *turnRun) finish(runErr error) {
 			turnErr.CodexErrorInfo = &cei
 		}
 	}
-	patch := store.TurnPatch{ThreadID: t.id, ID: at.id, Status: string(status), CompletedAt: &now, Meta: r.metaJSON()}
+	patch := store.TurnPatch{ThreadID: t.id, ID: at.id, Status: string(status), CompletedAt: &now, Meta: r.hist.metaJSON()}
 	if turnErr != nil {
 		patch.Error, _ = json.Marshal(turnErr)
 	}
@@ -650,19 +640,8 @@ func (r *turnRun) finish(runErr error) {
 	}
 	t.metaMu.Unlock()
 
-	closed := closeDanglingCalls(r.history)
 	t.mu.Lock()
-	if len(t.historyWire) == len(t.history) && len(r.histWire) == len(r.history) {
-		// closeDanglingCalls only appends.
-		t.historyWire = append(t.historyWire, r.histWire...)
-		for _, it := range closed[len(r.history):] {
-			w, _ := model.WireJSON(it)
-			t.historyWire = append(t.historyWire, w)
-		}
-	} else {
-		t.historyWire = nil
-	}
-	t.history = append(t.history, closed...)
+	t.history.appendTurn(r.hist)
 	t.lastTurnFailed = status == api.TurnFailed
 	t.rec.UpdatedAt, t.rec.RecencyAt = now, now
 	at.ending = true
