@@ -11,16 +11,103 @@ import (
 	"github.com/appserver/appserver/internal/store"
 )
 
-// settle waits for a commit started by recordUsageAsync, which makes the
-// round's announcements once it is over. Every store write and
-// notification of the turn goroutine comes after it.
-func (r *turnRun) settle() error {
-	p := r.pending
+// roundCommitter overlaps a tool round's commit with the next model
+// request, and holds the round's deferred tool item for that commit.
+//
+// The ordering rule, stated here once: a tool round's commit (the turn's
+// history, the thread's usage and meta, and the round's deferred tool
+// item) starts when the next request has been written, or delay after the
+// request was prepared, whichever is first. It announces what it carries
+// (the deferred item's item/completed, thread/tokenUsage/updated, the
+// turn's diff) itself, as soon as it is over. Until then the turn
+// goroutine writes nothing and announces nothing: it settles first, and
+// reads meanwhile only stream events that need neither (quietEvent). Tool
+// goroutines are not held by this rule: a tool's own items, deltas and
+// notifications (ItemSink, ToolContext.Notify, tool events), and the items
+// of exec sessions that outlive their round, go out when the tool makes
+// them; the turn goroutine orders a round's end after its tools return.
+type roundCommitter struct {
+	// delay bounds how long a commit waits for the request to be written
+	// (Config.MaxCommitDelay).
+	delay time.Duration
+	// pending is the commit not yet settled; turn goroutine only.
+	pending *roundCommit
+
+	mu sync.Mutex // guards roundCalls and deferred; tools run concurrently
+	// roundCalls holds the call ids of the running tool round that have
+	// no completed item yet.
+	roundCalls map[string]bool
+	// deferred is the round's last tool item, committed with its history.
+	deferred []deferredItem
+}
+
+// pipeline makes c the pending commit; it starts as the rule says.
+func (rc *roundCommitter) pipeline(c *roundCommit) { rc.pending = c }
+
+// startOnSend arms the pending commit, if any, to start once req has been
+// written (the model takes far longer to answer than the commit takes, so
+// the two need not compete) or after delay at the latest, so that a large
+// body on a slow link, or a peer that stopped reading, does not hold it
+// back. Call stop once the request is over.
+func (rc *roundCommitter) startOnSend(req *model.Request) (stop func()) {
+	p := rc.pending
+	if p == nil {
+		return func() {}
+	}
+	req.Sent = p.start
+	late := time.AfterFunc(rc.delay, p.start)
+	return func() { late.Stop() }
+}
+
+// settle waits for the pending commit, starting it if need be, and returns
+// its outcome when that decides the turn.
+func (rc *roundCommitter) settle() error {
+	p := rc.pending
 	if p == nil {
 		return nil
 	}
-	r.pending = nil
+	rc.pending = nil
 	return p.wait()
+}
+
+// unsettled reports whether a commit is pending.
+func (rc *roundCommitter) unsettled() bool { return rc.pending != nil }
+
+// beginRound records the call ids of a tool round about to run.
+func (rc *roundCommitter) beginRound(callIDs map[string]bool) {
+	rc.mu.Lock()
+	rc.roundCalls = callIDs
+	rc.mu.Unlock()
+}
+
+// endRound forgets the round's calls: a tool still running after an
+// interrupt commits its own item.
+func (rc *roundCommitter) endRound() { rc.beginRound(nil) }
+
+// deferItem takes the completed item of call id of the running round when
+// it is final and the round's last, and reports whether it did; the
+// round's commit then stores and announces it.
+func (rc *roundCommitter) deferItem(id string, final bool, d deferredItem) bool {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if !rc.roundCalls[id] {
+		return false
+	}
+	delete(rc.roundCalls, id)
+	if !final || len(rc.roundCalls) > 0 {
+		return false
+	}
+	rc.deferred = append(rc.deferred, d)
+	return true
+}
+
+// takeDeferred returns the deferred items and forgets them.
+func (rc *roundCommitter) takeDeferred() []deferredItem {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	d := rc.deferred
+	rc.deferred = nil
+	return d
 }
 
 // recordUsage accumulates token usage and emits thread/tokenUsage/updated.
@@ -31,10 +118,6 @@ func (r *turnRun) settle() error {
 func (r *turnRun) recordUsage(u model.Usage, withHistory bool) error {
 	return r.recordUsageAsync(u, withHistory).wait()
 }
-
-// maxCommitDelay bounds how long a round's commit waits for the next
-// request to be written (a variable for tests).
-var maxCommitDelay = 5 * time.Millisecond
 
 // roundCommit is a commit prepared by recordUsageAsync: start runs it in
 // the background (once, from any goroutine), wait starts it if need be and
@@ -58,9 +141,8 @@ func (c *roundCommit) wait() error {
 }
 
 // recordUsageAsync is recordUsage with the commit prepared on the turn
-// goroutine and run in the background once started; it announces the
-// usage once it is over. The round's deferred tool item (ItemCompleted)
-// goes in the same commit.
+// goroutine and run in the background once started (see roundCommitter);
+// the round's deferred tool item goes in the same commit.
 func (r *turnRun) recordUsageAsync(u model.Usage, withHistory bool) *roundCommit {
 	last := api.TokenUsageBreakdown{
 		TotalTokens:           u.TotalTokens,
@@ -88,7 +170,7 @@ func (r *turnRun) recordUsageAsync(u model.Usage, withHistory bool) *roundCommit
 	if withHistory {
 		b.UpdateTurns = []store.TurnPatch{{ThreadID: t.id, ID: r.at.id, Meta: r.hist.metaJSON()}}
 	}
-	items := r.takeDeferred()
+	items := r.commits.takeDeferred()
 	c := &roundCommit{done: make(chan error, 1), withHistory: withHistory}
 	c.run = func() {
 		// The thread's meta as it is now, with any change made since
@@ -111,11 +193,9 @@ func (r *turnRun) recordUsageAsync(u model.Usage, withHistory bool) *roundCommit
 			itemErr = t.write(r.persistCtx(), &store.Batch{AppendItems: b.AppendItems})
 		}
 		t.metaMu.Unlock()
-		// The round's last tool item and its usage are announced as soon
-		// as they are committed, not when the turn goroutine next settles
-		// (with the next response, which a model may take seconds to
-		// start): the turn goroutine announces nothing before it has
-		// settled, which waits for this.
+		// Announced here rather than when the turn goroutine next
+		// settles, with the next response, which a model may take seconds
+		// to start.
 		r.announceDeferred(items, itemErr)
 		if err != nil && !withHistory {
 			t.m.log.Error("persist token usage", "thread", t.id, "err", err)
@@ -142,8 +222,8 @@ func (r *turnRun) ItemCompleted(_ context.Context, turnID string, item api.Threa
 // ItemCompletedFinal is ItemCompleted for a call that announces nothing
 // after its item (turns.FinalItemSink). When it is the last call of a tool
 // round still running, its item is not committed on its own: it joins the
-// round's history and usage commit, which starts as soon as the round ends
-// (recordUsageAsync), and is announced as soon as that commit is done. That
+// round's history and usage commit (roundCommitter), and is announced as
+// soon as that commit is done. That
 // saves a commit (an fsync on disk) between the tool's answer and the next
 // model request. The other items of a round are committed at once, so that
 // their announcements do not wait for the slowest call; and a tool that
@@ -161,21 +241,10 @@ func (r *turnRun) itemCompleted(turnID string, item api.ThreadItem, final bool) 
 	}
 	note := api.ItemCompletedNotification{Item: item, ThreadID: r.t.id, TurnID: turnID, CompletedAtMs: ms}
 	// A tool's item carries its call id. Items of calls of other rounds
-	// (an exec session ending later) do not count.
-	id := item.Body.ItemID()
-	r.mu.Lock()
-	deferred := false
-	if r.roundCalls[id] && turnID == r.at.id {
-		delete(r.roundCalls, id)
-		deferred = final && len(r.roundCalls) == 0
-	}
-	if deferred {
-		// The commit that takes it encodes it for the store, off the
-		// path from the tool's answer to the next model request.
-		r.deferred = append(r.deferred, deferredItem{at: now, note: note})
-	}
-	r.mu.Unlock()
-	if deferred {
+	// (an exec session ending later) do not count. A deferred item is
+	// encoded for the store by the commit that takes it, off the path
+	// from the tool's answer to the next model request.
+	if turnID == r.at.id && r.commits.deferItem(item.Body.ItemID(), final, deferredItem{at: now, note: note}) {
 		return
 	}
 	sit, err := storeItem(r.t.id, turnID, item, now)
@@ -209,15 +278,6 @@ func (r *turnRun) storeDeferred(items []deferredItem) []*store.Item {
 		out = append(out, sit)
 	}
 	return out
-}
-
-// takeDeferred returns the deferred items and forgets them.
-func (r *turnRun) takeDeferred() []deferredItem {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	d := r.deferred
-	r.deferred = nil
-	return d
 }
 
 // announceDeferred announces items whose commit is over; err is the

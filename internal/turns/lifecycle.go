@@ -67,6 +67,7 @@ func (m *Manager) StartTurn(ctx context.Context, c Caller, p api.TurnStartParams
 	t.history.ensureWire()
 	run := &turnRun{
 		t: t, at: at,
+		commits: roundCommitter{delay: m.cfg.MaxCommitDelay},
 		// The thread's history grows only when the turn ends.
 		prior: t.history.snapshot(),
 	}

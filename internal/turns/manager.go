@@ -139,6 +139,11 @@ type Config struct {
 	// UnloadAfter is how long a thread with no subscribers and no running
 	// turn stays loaded; 0 means one minute.
 	UnloadAfter time.Duration
+	// MaxCommitDelay bounds how long a tool round's commit waits for the
+	// next model request to be written before it starts anyway (the
+	// ordering rule is roundCommitter's); 0 means 5ms, about what writing
+	// a request takes on loopback.
+	MaxCommitDelay time.Duration
 	// ShutdownGrace bounds how long Stop waits for running turns before
 	// interrupting them; 0 means interrupt at once.
 	ShutdownGrace time.Duration
@@ -169,6 +174,9 @@ func New(cfg Config) (*Manager, error) {
 	}
 	if cfg.UnloadAfter <= 0 {
 		cfg.UnloadAfter = time.Minute
+	}
+	if cfg.MaxCommitDelay <= 0 {
+		cfg.MaxCommitDelay = 5 * time.Millisecond
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)

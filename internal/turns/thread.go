@@ -43,9 +43,10 @@ type turnMeta struct {
 	History []model.InputItem `json:"history"`
 }
 
-// thread is one loaded thread. Its lock guards every field below it; the
-// active turn's goroutine is the only emitter of turn and item
-// notifications while the turn runs, so subscribers see one causal order.
+// thread is one loaded thread. Its lock guards every field below it.
+// While a turn runs, its notifications come from the turn goroutine, from
+// the round commits and from tool goroutines; roundCommitter states how
+// they are ordered.
 type thread struct {
 	m  *Manager
 	id string

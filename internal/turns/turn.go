@@ -118,15 +118,13 @@ type turnRun struct {
 	reqInput []model.InputItem
 	reqWire  []json.RawMessage
 	devWire  json.RawMessage
-	pending  *roundCommit    // an unsettled history commit (settle)
+	commits  roundCommitter
 	final    *api.ThreadItem // the last completed agent message
 	total    api.TokenUsageBreakdown
 	specs    []registry.ConfiguredToolSpec
 	registry *registry.Registry
 
 	mu           sync.Mutex      // guards the fields below; tools run concurrently
-	roundCalls   map[string]bool // call ids of the running tool round without a completed item
-	deferred     []deferredItem  // the round's last tool item, committed with its history
 	diff         string          // the turn's aggregate diff (turn/diff/updated)
 	lateResolved []api.RequestID // serverRequest/resolved held until turn/completed
 	finished     bool            // turn/completed was sent
@@ -181,17 +179,15 @@ func (r *turnRun) loop() error {
 			}
 			return err
 		}
-		// The round's history commits in the background, started once
-		// the next request has been written (modelRound); nothing else is
-		// written or announced until the commit is over (settle).
-		r.pending = r.recordUsageAsync(usage, true)
+		// The round's commit overlaps the next request (roundCommitter).
+		r.commits.pipeline(r.recordUsageAsync(usage, true))
 	}
 }
 
 func (r *turnRun) drainSteers() error {
 	steers := r.at.takeSteers()
 	if len(steers) > 0 {
-		if err := r.settle(); err != nil {
+		if err := r.commits.settle(); err != nil {
 			return err
 		}
 	}
@@ -267,7 +263,7 @@ func (r *turnRun) modelRound() (calls []model.InputItem, usage model.Usage, err 
 	var read []model.InputItem
 	var settleErr error
 	defer func() {
-		serr := r.settle()
+		serr := r.commits.settle()
 		if serr == nil {
 			serr = settleErr
 		}
@@ -295,16 +291,7 @@ func (r *turnRun) modelRound() (calls []model.InputItem, usage model.Usage, err 
 		ReasoningSummary:  at.settings.summary,
 		OutputSchema:      at.settings.outputSchema,
 	}
-	if p := r.pending; p != nil {
-		// The previous round's commit waits until this request has been
-		// written, so that it does not compete with sending it (the
-		// model takes far longer to answer than the commit takes), but
-		// no longer than maxCommitDelay: a large body on a slow link, or
-		// a peer that stopped reading, does not hold it back.
-		req.Sent = p.start
-		late := time.AfterFunc(maxCommitDelay, p.start)
-		defer late.Stop()
-	}
+	defer r.commits.startOnSend(&req)()
 	if r.specsJSON == nil {
 		r.specsJSON = make([]json.RawMessage, 0, len(r.specs))
 		for _, s := range r.specs {
@@ -335,8 +322,8 @@ func (r *turnRun) modelRound() (calls []model.InputItem, usage model.Usage, err 
 
 	open := map[string]*streamItem{}
 	res, err := client.Stream(streamCtx, req, func(ev model.Event) error {
-		if r.pending != nil && !quietEvent(ev) {
-			if err := r.settle(); err != nil {
+		if r.commits.unsettled() && !quietEvent(ev) {
+			if err := r.commits.settle(); err != nil {
 				settleErr = err
 				return err
 			}
@@ -389,7 +376,7 @@ func (r *turnRun) modelRound() (calls []model.InputItem, usage model.Usage, err 
 
 // quietEvent reports whether handling ev neither announces nor writes
 // anything, so that it need not wait for the previous round's commit
-// (settle): the start and end of a tool call, only added to the history
+// (roundCommitter): the start and end of a tool call, only added to the history
 // until the call runs, and the response's completion. A response that only
 // calls tools is thus read whole while that commit finishes.
 func quietEvent(ev model.Event) bool {
@@ -554,13 +541,9 @@ func (r *turnRun) runTools(calls []model.InputItem) error {
 	for _, c := range regCalls {
 		round[c.CallID] = true
 	}
-	r.mu.Lock()
-	r.roundCalls = round
-	r.mu.Unlock()
+	r.commits.beginRound(round)
 	outs, err := d.DispatchAll(r.at.ctx, regCalls)
-	r.mu.Lock()
-	r.roundCalls = nil // a tool still running after an interrupt commits its own item
-	r.mu.Unlock()
+	r.commits.endRound()
 	for _, o := range outs {
 		r.hist.add(responseItemToModel(o))
 	}
@@ -594,12 +577,12 @@ func (r *turnRun) emitToolEvent(_ context.Context, ev registry.Event) {
 // turn/completed (protocol.md §8.1–§8.2).
 func (r *turnRun) finish(runErr error) {
 	t, at := r.t, r.at
-	if err := r.settle(); err != nil && runErr == nil {
+	if err := r.commits.settle(); err != nil && runErr == nil {
 		runErr = err
 	}
 	// Every tool round ends with a usage commit that takes the deferred
 	// tool item; should one be left, it still goes out before the turn ends.
-	if items := r.takeDeferred(); len(items) > 0 {
+	if items := r.commits.takeDeferred(); len(items) > 0 {
 		var err error
 		if sits := r.storeDeferred(items); len(sits) > 0 {
 			err = t.write(r.persistCtx(), &store.Batch{AppendItems: sits})
