@@ -1,7 +1,8 @@
 // Package store owns the persistence of transcripts: threads, their turns and
 // the items of those turns. Store is the only persistence interface of
-// appserver; the postgres and sqlite subpackages implement it with the same
-// semantics, which the storetest contract suite checks.
+// appserver; the postgres and sqlite subpackages implement it durably and
+// the memory subpackage in process memory (for ephemeral threads), all with
+// the same semantics, which the storetest contract suite checks.
 package store
 
 import (
@@ -53,7 +54,8 @@ const (
 // is one of the Op constants. It must be cheap and safe for concurrent use.
 type ObserveFunc func(op string, d time.Duration, err error)
 
-// Thread is a stored conversation. Ephemeral threads never reach the store.
+// Thread is a stored conversation. Ephemeral threads never reach a durable
+// store: the turns layer keeps them in a memory store.
 type Thread struct {
 	// ID is a UUID; the store keeps and returns it in canonical lower-case form.
 	ID            string

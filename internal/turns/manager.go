@@ -23,6 +23,7 @@ import (
 	"github.com/appserver/appserver/internal/policy"
 	"github.com/appserver/appserver/internal/registry"
 	"github.com/appserver/appserver/internal/store"
+	"github.com/appserver/appserver/internal/store/memory"
 )
 
 // ConnID identifies a client connection to the Notifier.
@@ -138,6 +139,11 @@ type Config struct {
 	// UnloadAfter is how long a thread with no subscribers and no running
 	// turn stays loaded; 0 means one minute.
 	UnloadAfter time.Duration
+	// MaxCommitDelay bounds how long a tool round's commit waits for the
+	// next model request to be written before it starts anyway (the
+	// ordering rule is roundCommitter's); 0 means 5ms, about what writing
+	// a request takes on loopback.
+	MaxCommitDelay time.Duration
 	// ShutdownGrace bounds how long Stop waits for running turns before
 	// interrupting them; 0 means interrupt at once.
 	ShutdownGrace time.Duration
@@ -150,6 +156,9 @@ type Manager struct {
 	cfg Config
 	log *slog.Logger
 	now func() time.Time
+	// mem holds the ephemeral threads: loaded threads that never reach
+	// cfg.Store. A thread's transcript leaves it when the thread unloads.
+	mem *memory.Store
 
 	mu      sync.Mutex // guards threads, stopped; never held while calling into a thread
 	threads map[string]*thread
@@ -165,6 +174,9 @@ func New(cfg Config) (*Manager, error) {
 	}
 	if cfg.UnloadAfter <= 0 {
 		cfg.UnloadAfter = time.Minute
+	}
+	if cfg.MaxCommitDelay <= 0 {
+		cfg.MaxCommitDelay = 5 * time.Millisecond
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -191,7 +203,11 @@ func New(cfg Config) (*Manager, error) {
 	if d.Instructions == "" {
 		d.Instructions = defaultInstructions
 	}
-	return &Manager{cfg: cfg, log: cfg.Logger, now: cfg.Now, threads: map[string]*thread{}}, nil
+	return &Manager{
+		cfg: cfg, log: cfg.Logger, now: cfg.Now,
+		mem:     memory.New(memory.Config{Now: cfg.Now}),
+		threads: map[string]*thread{},
+	}, nil
 }
 
 const defaultInstructions = "You are a coding agent running in appserver. Work in the user's workspace, " +
@@ -348,8 +364,8 @@ func (m *Manager) hydrate(ctx context.Context, rec store.Thread) (*thread, error
 	if meta.ModelProvider != "" {
 		rec.ModelProvider = meta.ModelProvider
 	}
-	t := newThread(m, rec, meta, false)
-	turns, err := m.turnRecords(ctx, t)
+	t := newThread(m, rec, meta, m.cfg.Store)
+	turns, err := t.transcript().turns(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -358,13 +374,13 @@ func (m *Manager) hydrate(ctx context.Context, rec store.Thread) (*thread, error
 		if err != nil {
 			return nil, err
 		}
-		t.history = append(t.history, h...)
+		t.history.addUnencoded(h...)
 		t.lastTurnFailed = tr.Status == store.TurnFailed
 	}
 	// Upstream item ids are reused as ThreadItem ids; knowing the stored
 	// ones lets a provider that repeats ids (a restarted local server)
 	// get fresh ones instead of a store conflict.
-	items, err := m.itemRecords(ctx, t, "")
+	items, err := t.transcript().items(ctx, "")
 	if err != nil {
 		return nil, err
 	}
@@ -392,6 +408,15 @@ func (m *Manager) isStopped() bool {
 	return m.stopped
 }
 
+// storeFor returns the store of a new thread: the memory store when the
+// client asked for an ephemeral one, else the durable store.
+func (m *Manager) storeFor(ephemeral *bool) store.Store {
+	if ephemeral != nil && *ephemeral {
+		return m.mem
+	}
+	return m.cfg.Store
+}
+
 // register adds a newly created thread to the table.
 func (m *Manager) register(t *thread) error {
 	m.mu.Lock()
@@ -417,6 +442,10 @@ func (m *Manager) unload(t *thread) {
 	}
 	delete(m.threads, t.id)
 	m.mu.Unlock()
+	if t.ephemeral() {
+		// Nothing can load it again: it is not in the durable store.
+		m.mem.Forget(t.id)
+	}
 	if f := m.cfg.ThreadUnloaded; f != nil {
 		f(t.id)
 	}

@@ -50,15 +50,15 @@ func pipelineSetup(t *testing.T) (*turns.Manager, *fakemodel.Server, *noteLog, c
 }
 
 // pipelineSetupWith serves script; wrap, when set, wraps the model client.
-func pipelineSetupWith(t *testing.T, script string, wrap func(model.Client) model.Client) (*turns.Manager, *fakemodel.Server, *noteLog, chan error) {
+func pipelineSetupWith(t *testing.T, script string, wrap func(model.Client) model.Client, opts ...func(*turns.Config)) (*turns.Manager, *fakemodel.Server, *noteLog, chan error) {
 	t.Helper()
-	m, fake, notes, gate, _ := pipelineSetupStore(t, script, wrap)
+	m, fake, notes, gate, _ := pipelineSetupStore(t, script, wrap, opts...)
 	return m, fake, notes, gate
 }
 
 // pipelineSetupStore is pipelineSetupWith that also returns the store
 // under the gate.
-func pipelineSetupStore(t *testing.T, script string, wrap func(model.Client) model.Client) (*turns.Manager, *fakemodel.Server, *noteLog, chan error, store.Store) {
+func pipelineSetupStore(t *testing.T, script string, wrap func(model.Client) model.Client, opts ...func(*turns.Config)) (*turns.Manager, *fakemodel.Server, *noteLog, chan error, store.Store) {
 	t.Helper()
 	st, fake, client := storeAndModel(t, script)
 	if wrap != nil {
@@ -66,13 +66,17 @@ func pipelineSetupStore(t *testing.T, script string, wrap func(model.Client) mod
 	}
 	notes := &noteLog{ch: make(chan string, 1024)}
 	gate := make(chan error, 1)
-	m, err := turns.New(turns.Config{
+	cfg := turns.Config{
 		Store: gatedStore{Store: st, gate: gate}, Notifier: notes, Models: oneProvider{client},
 		Tools: func(tc turns.ToolContext) ([]registry.ConfiguredToolSpec, *registry.Registry, error) {
 			return noArgTools(false, map[string]registry.Handler{"noop": noopTool{}})
 		},
 		Defaults: turns.Defaults{Model: "fake", ModelProvider: "fake", Cwd: t.TempDir()},
-	})
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	m, err := turns.New(cfg)
 	require.NoError(t, err)
 	t.Cleanup(m.Stop)
 	// Runs before m.Stop: a test that failed while a commit was held lets
@@ -314,13 +318,13 @@ func (s *sentWatch) Stream(ctx context.Context, req model.Request, fn func(model
 // A tool round's commit starts once the next request is on the wire, so
 // that it does not compete with sending it.
 func TestRoundCommitStartsOnceRequestSent(t *testing.T) {
-	// The watch waits 100 ms. Restored after the manager has stopped.
-	t.Cleanup(turns.SetMaxCommitDelay(time.Minute))
+	// The watch waits 100 ms.
+	slow := func(c *turns.Config) { c.MaxCommitDelay = time.Minute }
 	commits := make(chan struct{}, 16)
 	watch := &sentWatch{t: t, commits: commits, sawSent: make(chan struct{})}
 	m, fake, notes, gate := pipelineSetupWith(t, `{"steps":[
 		{"tool_calls":[{"call_id":"c1","name":"noop","arguments":{}}]},
-		{"text":"done"}]}`, func(c model.Client) model.Client { watch.Client = c; return watch })
+		{"text":"done"}]}`, func(c model.Client) model.Client { watch.Client = c; return watch }, slow)
 	stop, stopped := make(chan struct{}), make(chan struct{})
 	defer func() { close(stop); <-stopped }()
 	go func() {
@@ -368,7 +372,7 @@ func (s stalledUpload) Stream(ctx context.Context, req model.Request, fn func(mo
 }
 
 // A request that takes long to write does not hold the round's commit
-// back: it starts after maxCommitDelay at the latest.
+// back: it starts after MaxCommitDelay at the latest.
 func TestRoundCommitNotHeldByStalledUpload(t *testing.T) {
 	m, _, notes, gate := pipelineSetupWith(t, `{"steps":[
 		{"tool_calls":[{"call_id":"c1","name":"noop","arguments":{}}]},
@@ -391,7 +395,7 @@ func TestThreadUpdateNotOverwrittenByRoundCommit(t *testing.T) {
 		{"delay_ms":60000,"text":"late"}]}`, nil)
 	thread, turn := startTurnOn(t, m, "")
 	waitRequests(t, fake, 2)          // the round's commit is held by the gate
-	time.Sleep(20 * time.Millisecond) // past maxCommitDelay: it has started
+	time.Sleep(20 * time.Millisecond) // past MaxCommitDelay: it has started
 	never := api.AskForApproval{Policy: api.ApprovalNever}
 	resumed := make(chan error, 1)
 	go func() {

@@ -43,12 +43,17 @@ type turnMeta struct {
 	History []model.InputItem `json:"history"`
 }
 
-// thread is one loaded thread. Its lock guards every field below it; the
-// active turn's goroutine is the only emitter of turn and item
-// notifications while the turn runs, so subscribers see one causal order.
+// thread is one loaded thread. Its lock guards every field below it.
+// While a turn runs, its notifications come from the turn goroutine, from
+// the round commits and from tool goroutines; roundCommitter states how
+// they are ordered.
 type thread struct {
 	m  *Manager
 	id string
+	// store holds the thread's transcript: the Manager's durable store, or
+	// its memory store for an ephemeral thread, which must never reach the
+	// durable one. It never changes.
+	store store.Store
 
 	// metaMu is held from encoding the thread's meta to storing it
 	// (update, a round's commit, finish), so that the store gets the
@@ -59,12 +64,10 @@ type thread struct {
 	mu             sync.Mutex
 	rec            store.Thread
 	meta           threadMeta
-	ephemeral      bool
 	subs           map[ConnID]struct{}
 	active         *activeTurn
 	lastTurnFailed bool
-	history        []model.InputItem // model history of finished turns
-	historyWire    []json.RawMessage // history's upstream encodings, when complete
+	history        history // model history of finished turns
 	itemIDs        map[string]struct{}
 	unloadTimer    *time.Timer
 	// pins counts callers using the thread between loading it and
@@ -73,18 +76,15 @@ type thread struct {
 	// approvals are what the thread's approvals taught (acceptForSession,
 	// amendments); memory only.
 	approvals *policy.SessionApprovals
-	// Ephemeral threads keep their transcript here instead of the store.
-	memTurns []store.Turn
-	memItems []store.Item
 }
 
-func newThread(m *Manager, rec store.Thread, meta threadMeta, ephemeral bool) *thread {
+func newThread(m *Manager, rec store.Thread, meta threadMeta, st store.Store) *thread {
 	return &thread{
 		m:         m,
 		id:        rec.ID,
+		store:     st,
 		rec:       rec,
 		meta:      meta,
-		ephemeral: ephemeral,
 		subs:      map[ConnID]struct{}{},
 		itemIDs:   map[string]struct{}{},
 		approvals: policy.NewSessionApprovals(),
@@ -107,8 +107,11 @@ func (t *thread) statusLocked() api.ThreadStatus {
 func (t *thread) apiThread() api.Thread {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return threadToAPI(t.rec, t.meta, t.statusLocked(), t.ephemeral)
+	return threadToAPI(t.rec, t.meta, t.statusLocked(), t.ephemeral())
 }
+
+// ephemeral reports whether the thread lives in memory only.
+func (t *thread) ephemeral() bool { return t.store == store.Store(t.m.mem) }
 
 // subscribe adds conn; it reports whether it was new.
 func (t *thread) subscribe(conn ConnID) bool {
@@ -224,75 +227,9 @@ func (t *thread) interruptActive(cause error) {
 	}
 }
 
-// write persists a batch unless the thread is ephemeral, in which case the
-// batch is applied to the in-memory transcript.
+// write persists a batch in the thread's store.
 func (t *thread) write(ctx context.Context, b *store.Batch) error {
-	if !t.ephemeral {
-		return t.m.cfg.Store.Write(ctx, b)
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	for _, tr := range b.CreateTurns {
-		tr.Seq = int64(len(t.memTurns) + 1)
-		t.memTurns = append(t.memTurns, *tr)
-	}
-	for _, p := range b.UpdateTurns {
-		for i := range t.memTurns {
-			if t.memTurns[i].ID == p.ID {
-				applyTurnPatch(&t.memTurns[i], p)
-			}
-		}
-	}
-	for _, it := range b.AppendItems {
-		it.Seq = int64(len(t.memItems) + 1)
-		t.memItems = append(t.memItems, *it)
-	}
-	for _, p := range b.UpdateThreads {
-		applyThreadPatch(&t.rec, p)
-	}
-	return nil
-}
-
-func applyTurnPatch(tr *store.Turn, p store.TurnPatch) {
-	if p.Status != "" {
-		tr.Status = p.Status
-	}
-	if p.Error != nil {
-		tr.Error = p.Error
-	}
-	if p.StartedAt != nil {
-		tr.StartedAt = p.StartedAt
-	}
-	if p.CompletedAt != nil {
-		tr.CompletedAt = p.CompletedAt
-	}
-	if p.Meta != nil {
-		tr.Meta = p.Meta
-	}
-}
-
-func applyThreadPatch(rec *store.Thread, p store.ThreadPatch) {
-	if p.Name != nil {
-		rec.Name = p.Name
-	}
-	if p.Preview != nil {
-		rec.Preview = *p.Preview
-	}
-	if p.Archived != nil {
-		rec.Archived = *p.Archived
-	}
-	if p.Model != nil {
-		rec.Model = p.Model
-	}
-	if p.UpdatedAt != nil {
-		rec.UpdatedAt = *p.UpdatedAt
-	}
-	if p.RecencyAt != nil {
-		rec.RecencyAt = *p.RecencyAt
-	}
-	if p.Meta != nil {
-		rec.Meta = p.Meta
-	}
+	return t.store.Write(ctx, b)
 }
 
 // metaJSON encodes the thread metadata; t.mu must be held.

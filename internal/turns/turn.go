@@ -105,33 +105,26 @@ var (
 
 // turnRun is the agent loop's working state for one turn.
 type turnRun struct {
-	t       *thread
-	at      *activeTurn
-	history []model.InputItem // this turn's additions, persisted in turn meta
-	prior   []model.InputItem // finished turns' history
-	// Each history item is encoded once, when it is added: histStored (as
-	// persisted in the turn meta) and histWire (as sent upstream) run
-	// parallel to history, priorWire to prior; a nil entry is encoded
-	// again when needed.
-	histStored []json.RawMessage
-	histWire   []json.RawMessage
-	priorWire  []json.RawMessage
-	specsJSON  []json.RawMessage // the turn's tool specs, encoded once
+	t  *thread
+	at *activeTurn
+	// hist is this turn's additions to the model history, persisted in
+	// the turn meta; prior is the finished turns' history (a snapshot).
+	hist      history
+	prior     history
+	specsJSON []json.RawMessage // the turn's tool specs, encoded once
 	// reqInput and reqWire are requestInput's slices, reused by every
 	// round (the model client does not keep a request after Stream);
 	// devWire is the developer message's upstream encoding.
 	reqInput []model.InputItem
 	reqWire  []json.RawMessage
 	devWire  json.RawMessage
-	pending  *roundCommit    // an unsettled history commit (settle)
+	commits  roundCommitter
 	final    *api.ThreadItem // the last completed agent message
 	total    api.TokenUsageBreakdown
 	specs    []registry.ConfiguredToolSpec
 	registry *registry.Registry
 
 	mu           sync.Mutex      // guards the fields below; tools run concurrently
-	roundCalls   map[string]bool // call ids of the running tool round without a completed item
-	deferred     []deferredItem  // the round's last tool item, committed with its history
 	diff         string          // the turn's aggregate diff (turn/diff/updated)
 	lateResolved []api.RequestID // serverRequest/resolved held until turn/completed
 	finished     bool            // turn/completed was sent
@@ -186,29 +179,15 @@ func (r *turnRun) loop() error {
 			}
 			return err
 		}
-		// The round's history commits in the background, started once
-		// the next request has been written (modelRound); nothing else is
-		// written or announced until the commit is over (settle).
-		r.pending = r.recordUsageAsync(usage, true)
+		// The round's commit overlaps the next request (roundCommitter).
+		r.commits.pipeline(r.recordUsageAsync(usage, true))
 	}
-}
-
-// settle waits for a commit started by recordUsageAsync, which makes the
-// round's announcements once it is over. Every store write and
-// notification of the turn goroutine comes after it.
-func (r *turnRun) settle() error {
-	p := r.pending
-	if p == nil {
-		return nil
-	}
-	r.pending = nil
-	return p.wait()
 }
 
 func (r *turnRun) drainSteers() error {
 	steers := r.at.takeSteers()
 	if len(steers) > 0 {
-		if err := r.settle(); err != nil {
+		if err := r.commits.settle(); err != nil {
 			return err
 		}
 	}
@@ -232,13 +211,13 @@ func (r *turnRun) addUserMessage(input []api.UserInput, clientID *string, first 
 	}
 	t.emit("item/started", api.ItemStartedNotification{Item: item, ThreadID: t.id, TurnID: r.at.id, StartedAtMs: ms})
 	item.CompletedAtMs = &ms
-	r.addHistory(userInputToModel(input))
+	r.hist.add(userInputToModel(input))
 
 	b := &store.Batch{}
 	if first {
 		started := r.at.startedAt
 		b.CreateTurns = append(b.CreateTurns, &store.Turn{
-			ThreadID: t.id, ID: r.at.id, Status: store.TurnInProgress, StartedAt: &started, Meta: r.metaJSON(),
+			ThreadID: t.id, ID: r.at.id, Status: store.TurnInProgress, StartedAt: &started, Meta: r.hist.metaJSON(),
 		})
 		t.mu.Lock()
 		if t.rec.Preview == "" {
@@ -249,7 +228,7 @@ func (r *turnRun) addUserMessage(input []api.UserInput, clientID *string, first 
 		}
 		t.mu.Unlock()
 	} else {
-		b.UpdateTurns = append(b.UpdateTurns, store.TurnPatch{ThreadID: t.id, ID: r.at.id, Meta: r.metaJSON()})
+		b.UpdateTurns = append(b.UpdateTurns, store.TurnPatch{ThreadID: t.id, ID: r.at.id, Meta: r.hist.metaJSON()})
 	}
 	sit, err := storeItem(t.id, r.at.id, item, now)
 	if err != nil {
@@ -266,40 +245,6 @@ func (r *turnRun) addUserMessage(input []api.UserInput, clientID *string, first 
 // persistCtx bounds store writes; they are not cancelled by an interrupt,
 // so that what a client has seen is always durable.
 func (r *turnRun) persistCtx() context.Context { return context.WithoutCancel(r.at.ctx) }
-
-// addHistory appends items to the turn's history with their encodings.
-func (r *turnRun) addHistory(items ...model.InputItem) {
-	for _, it := range items {
-		r.history = append(r.history, it)
-		stored, wire := model.EncodeItem(it)
-		r.histStored = append(r.histStored, stored)
-		r.histWire = append(r.histWire, wire)
-	}
-}
-
-// metaJSON is the turn meta ({"history":[...]}) built from the items'
-// stored encodings.
-func (r *turnRun) metaJSON() json.RawMessage {
-	size := 16
-	for _, s := range r.histStored {
-		size += len(s) + 1
-	}
-	b := make([]byte, 0, size)
-	b = append(b, `{"history":[`...)
-	for i, s := range r.histStored {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		if s == nil {
-			var err error
-			if s, err = json.Marshal(r.history[i]); err != nil {
-				panic(err)
-			}
-		}
-		b = append(b, s...)
-	}
-	return append(b, "]}"...)
-}
 
 // streamItem tracks a ThreadItem being streamed from the model.
 type streamItem struct {
@@ -318,7 +263,7 @@ func (r *turnRun) modelRound() (calls []model.InputItem, usage model.Usage, err 
 	var read []model.InputItem
 	var settleErr error
 	defer func() {
-		serr := r.settle()
+		serr := r.commits.settle()
 		if serr == nil {
 			serr = settleErr
 		}
@@ -326,7 +271,7 @@ func (r *turnRun) modelRound() (calls []model.InputItem, usage model.Usage, err 
 			// The previous round's commit failed: that decides the turn,
 			// whatever else ended this response (new input, an interrupt,
 			// a stream error), and the calls read meanwhile never run.
-			r.dropCalls(read)
+			r.hist.dropCalls(read)
 			calls, usage, err = nil, model.Usage{}, serr
 		}
 	}()
@@ -346,16 +291,7 @@ func (r *turnRun) modelRound() (calls []model.InputItem, usage model.Usage, err 
 		ReasoningSummary:  at.settings.summary,
 		OutputSchema:      at.settings.outputSchema,
 	}
-	if p := r.pending; p != nil {
-		// The previous round's commit waits until this request has been
-		// written, so that it does not compete with sending it (the
-		// model takes far longer to answer than the commit takes), but
-		// no longer than maxCommitDelay: a large body on a slow link, or
-		// a peer that stopped reading, does not hold it back.
-		req.Sent = p.start
-		late := time.AfterFunc(maxCommitDelay, p.start)
-		defer late.Stop()
-	}
+	defer r.commits.startOnSend(&req)()
 	if r.specsJSON == nil {
 		r.specsJSON = make([]json.RawMessage, 0, len(r.specs))
 		for _, s := range r.specs {
@@ -386,8 +322,8 @@ func (r *turnRun) modelRound() (calls []model.InputItem, usage model.Usage, err 
 
 	open := map[string]*streamItem{}
 	res, err := client.Stream(streamCtx, req, func(ev model.Event) error {
-		if r.pending != nil && !quietEvent(ev) {
-			if err := r.settle(); err != nil {
+		if r.commits.unsettled() && !quietEvent(ev) {
+			if err := r.commits.settle(); err != nil {
 				settleErr = err
 				return err
 			}
@@ -427,7 +363,7 @@ func (r *turnRun) modelRound() (calls []model.InputItem, usage model.Usage, err 
 		if cause := context.Cause(streamCtx); errors.Is(cause, errPreempted) && at.ctx.Err() == nil {
 			// Abandoned for new input: calls of this response never ran, so
 			// they leave the history; completed messages stay.
-			r.dropCalls(read)
+			r.hist.dropCalls(read)
 			return nil, model.Usage{}, errPreempted
 		}
 		if at.ctx.Err() != nil {
@@ -440,7 +376,7 @@ func (r *turnRun) modelRound() (calls []model.InputItem, usage model.Usage, err 
 
 // quietEvent reports whether handling ev neither announces nor writes
 // anything, so that it need not wait for the previous round's commit
-// (settle): the start and end of a tool call, only added to the history
+// (roundCommitter): the start and end of a tool call, only added to the history
 // until the call runs, and the response's completion. A response that only
 // calls tools is thus read whole while that commit finishes.
 func quietEvent(ev model.Event) bool {
@@ -474,18 +410,13 @@ func (r *turnRun) requestInput() ([]model.InputItem, []json.RawMessage) {
 		}
 		wire = append(wire, r.devWire)
 	}
-	out = append(out, r.prior...)
-	out = append(out, r.history...)
-	if len(r.priorWire) != len(r.prior) || len(r.histWire) != len(r.history) {
+	out = append(out, r.prior.items...)
+	out = append(out, r.hist.items...)
+	if !r.prior.wireComplete() || !r.hist.wireComplete() {
 		return out, nil
 	}
-	wire = append(wire, r.priorWire...)
-	wire = append(wire, r.histWire...)
-	for _, w := range wire {
-		if w == nil {
-			return out, nil
-		}
-	}
+	wire = append(wire, r.prior.wire...)
+	wire = append(wire, r.hist.wire...)
 	return out, wire
 }
 
@@ -513,7 +444,7 @@ func (r *turnRun) itemAdded(open map[string]*streamItem, it model.InputItem) {
 // Tool calls are returned for dispatch.
 func (r *turnRun) itemDone(open map[string]*streamItem, it model.InputItem) (*model.InputItem, error) {
 	t := r.t
-	r.addHistory(it)
+	r.hist.add(it)
 	switch it.Type {
 	case model.ItemFunctionCall, model.ItemCustomToolCall:
 		// Committed with its output once the call has run (recordUsage);
@@ -566,7 +497,7 @@ func partsText(parts []model.ContentPart) []string {
 // persistHistory commits the turn's history, with a completed item if one
 // is given, in one atomic batch.
 func (r *turnRun) persistHistory(item *api.ThreadItem) error {
-	b := &store.Batch{UpdateTurns: []store.TurnPatch{{ThreadID: r.t.id, ID: r.at.id, Meta: r.metaJSON()}}}
+	b := &store.Batch{UpdateTurns: []store.TurnPatch{{ThreadID: r.t.id, ID: r.at.id, Meta: r.hist.metaJSON()}}}
 	if item != nil {
 		sit, err := storeItem(r.t.id, r.at.id, *item, r.t.m.now())
 		if err != nil {
@@ -578,136 +509,6 @@ func (r *turnRun) persistHistory(item *api.ThreadItem) error {
 		return fmt.Errorf("persist turn history: %w", err)
 	}
 	return nil
-}
-
-func (r *turnRun) dropCalls(calls []model.InputItem) {
-	if len(calls) == 0 {
-		return
-	}
-	drop := map[string]bool{}
-	for _, c := range calls {
-		drop[c.CallID] = true
-	}
-	kept := r.history[:0]
-	stored, wire := r.histStored[:0], r.histWire[:0]
-	for i, it := range r.history {
-		if isToolCall(it) && drop[it.CallID] {
-			continue
-		}
-		kept = append(kept, it)
-		stored, wire = append(stored, r.histStored[i]), append(wire, r.histWire[i])
-	}
-	r.history, r.histStored, r.histWire = kept, stored, wire
-}
-
-// recordUsage accumulates token usage and emits thread/tokenUsage/updated.
-//
-// The usage is committed with the thread (and, with withHistory, the turn's
-// history, tool calls and outputs included) in one batch, so that resume
-// after a crash replays what the client last saw.
-func (r *turnRun) recordUsage(u model.Usage, withHistory bool) error {
-	return r.recordUsageAsync(u, withHistory).wait()
-}
-
-// maxCommitDelay bounds how long a round's commit waits for the next
-// request to be written (a variable for tests).
-var maxCommitDelay = 5 * time.Millisecond
-
-// roundCommit is a commit prepared by recordUsageAsync: start runs it in
-// the background (once, from any goroutine), wait starts it if need be and
-// waits for it.
-type roundCommit struct {
-	once sync.Once
-	run  func()
-	done chan error
-	// withHistory makes a failure the turn's.
-	withHistory bool
-}
-
-func (c *roundCommit) start() { c.once.Do(func() { go c.run() }) }
-
-func (c *roundCommit) wait() error {
-	c.start()
-	if err := <-c.done; err != nil && c.withHistory {
-		return fmt.Errorf("persist turn history: %w", err)
-	}
-	return nil
-}
-
-// recordUsageAsync is recordUsage with the commit prepared on the turn
-// goroutine and run in the background once started; it announces the
-// usage once it is over. The round's deferred tool item (ItemCompleted)
-// goes in the same commit.
-func (r *turnRun) recordUsageAsync(u model.Usage, withHistory bool) *roundCommit {
-	last := api.TokenUsageBreakdown{
-		TotalTokens:           u.TotalTokens,
-		InputTokens:           u.InputTokens,
-		CachedInputTokens:     u.CachedInputTokens,
-		OutputTokens:          u.OutputTokens,
-		ReasoningOutputTokens: u.ReasoningOutputTokens,
-	}
-	t := r.t
-	t.mu.Lock()
-	total := api.TokenUsageBreakdown{}
-	if t.meta.TokenTotal != nil {
-		total = *t.meta.TokenTotal
-	}
-	total.TotalTokens += last.TotalTokens
-	total.InputTokens += last.InputTokens
-	total.CachedInputTokens += last.CachedInputTokens
-	total.OutputTokens += last.OutputTokens
-	total.ReasoningOutputTokens += last.ReasoningOutputTokens
-	t.meta.TokenTotal = &total
-	t.meta.LastUsage = &last
-	t.meta.LastTurnID = r.at.id
-	t.mu.Unlock()
-	b := &store.Batch{}
-	if withHistory {
-		b.UpdateTurns = []store.TurnPatch{{ThreadID: t.id, ID: r.at.id, Meta: r.metaJSON()}}
-	}
-	items := r.takeDeferred()
-	c := &roundCommit{done: make(chan error, 1), withHistory: withHistory}
-	c.run = func() {
-		// The thread's meta as it is now, with any change made since
-		// the usage was added.
-		t.metaMu.Lock()
-		t.mu.Lock()
-		b.UpdateThreads = []store.ThreadPatch{{ID: t.id, Meta: t.metaJSONLocked()}}
-		t.mu.Unlock()
-		b.AppendItems = r.storeDeferred(items)
-		err := t.write(r.persistCtx(), b)
-		itemErr := err
-		if err != nil && len(b.AppendItems) > 0 {
-			// The items may be what failed (a repeated call id is a
-			// unique violation): commit the rest alone, whose outcome
-			// decides the turn as it did before items joined it, then
-			// the items, whose failure is only logged.
-			rest := *b
-			rest.AppendItems = nil
-			err = t.write(r.persistCtx(), &rest)
-			itemErr = t.write(r.persistCtx(), &store.Batch{AppendItems: b.AppendItems})
-		}
-		t.metaMu.Unlock()
-		// The round's last tool item and its usage are announced as soon
-		// as they are committed, not when the turn goroutine next settles
-		// (with the next response, which a model may take seconds to
-		// start): the turn goroutine announces nothing before it has
-		// settled, which waits for this.
-		r.announceDeferred(items, itemErr)
-		if err != nil && !withHistory {
-			t.m.log.Error("persist token usage", "thread", t.id, "err", err)
-		}
-		if err == nil || !withHistory {
-			t.emit("thread/tokenUsage/updated", api.ThreadTokenUsageUpdatedNotification{
-				ThreadID: t.id, TurnID: r.at.id, TokenUsage: api.TokenUsage{Total: total, Last: last},
-			})
-			// The reference repeats the turn's diff after each response's
-			// usage.
-			r.emitDiff()
-		}
-		c.done <- err
-	}
-	return c
 }
 
 // runTools dispatches the model's tool calls and adds their outputs to the
@@ -740,15 +541,11 @@ func (r *turnRun) runTools(calls []model.InputItem) error {
 	for _, c := range regCalls {
 		round[c.CallID] = true
 	}
-	r.mu.Lock()
-	r.roundCalls = round
-	r.mu.Unlock()
+	r.commits.beginRound(round)
 	outs, err := d.DispatchAll(r.at.ctx, regCalls)
-	r.mu.Lock()
-	r.roundCalls = nil // a tool still running after an interrupt commits its own item
-	r.mu.Unlock()
+	r.commits.endRound()
 	for _, o := range outs {
-		r.addHistory(responseItemToModel(o))
+		r.hist.add(responseItemToModel(o))
 	}
 	if err != nil {
 		return err
@@ -780,12 +577,12 @@ func (r *turnRun) emitToolEvent(_ context.Context, ev registry.Event) {
 // turn/completed (protocol.md §8.1–§8.2).
 func (r *turnRun) finish(runErr error) {
 	t, at := r.t, r.at
-	if err := r.settle(); err != nil && runErr == nil {
+	if err := r.commits.settle(); err != nil && runErr == nil {
 		runErr = err
 	}
 	// Every tool round ends with a usage commit that takes the deferred
 	// tool item; should one be left, it still goes out before the turn ends.
-	if items := r.takeDeferred(); len(items) > 0 {
+	if items := r.commits.takeDeferred(); len(items) > 0 {
 		var err error
 		if sits := r.storeDeferred(items); len(sits) > 0 {
 			err = t.write(r.persistCtx(), &store.Batch{AppendItems: sits})
@@ -812,7 +609,7 @@ func (r *turnRun) finish(runErr error) {
 			turnErr.CodexErrorInfo = &cei
 		}
 	}
-	patch := store.TurnPatch{ThreadID: t.id, ID: at.id, Status: string(status), CompletedAt: &now, Meta: r.metaJSON()}
+	patch := store.TurnPatch{ThreadID: t.id, ID: at.id, Status: string(status), CompletedAt: &now, Meta: r.hist.metaJSON()}
 	if turnErr != nil {
 		patch.Error, _ = json.Marshal(turnErr)
 	}
@@ -826,19 +623,8 @@ func (r *turnRun) finish(runErr error) {
 	}
 	t.metaMu.Unlock()
 
-	closed := closeDanglingCalls(r.history)
 	t.mu.Lock()
-	if len(t.historyWire) == len(t.history) && len(r.histWire) == len(r.history) {
-		// closeDanglingCalls only appends.
-		t.historyWire = append(t.historyWire, r.histWire...)
-		for _, it := range closed[len(r.history):] {
-			w, _ := model.WireJSON(it)
-			t.historyWire = append(t.historyWire, w)
-		}
-	} else {
-		t.historyWire = nil
-	}
-	t.history = append(t.history, closed...)
+	t.history.appendTurn(r.hist)
 	t.lastTurnFailed = status == api.TurnFailed
 	t.rec.UpdatedAt, t.rec.RecencyAt = now, now
 	at.ending = true
@@ -887,31 +673,6 @@ func (r *turnRun) apiTurn(status api.TurnStatus, turnErr *api.TurnError, complet
 	return turn
 }
 
-// closeDanglingCalls answers tool calls that never got an output (a turn
-// interrupted mid-call, or a daemon that died), so that replayed history
-// is always well-formed for the model API.
-func closeDanglingCalls(items []model.InputItem) []model.InputItem {
-	answered := map[string]bool{}
-	for _, it := range items {
-		if it.Type == model.ItemFunctionCallOutput || it.Type == model.ItemCustomToolCallOutput {
-			answered[it.CallID] = true
-		}
-	}
-	out := items
-	for _, it := range items {
-		if answered[it.CallID] {
-			continue
-		}
-		switch it.Type {
-		case model.ItemFunctionCall:
-			out = append(out, model.FunctionCallOutput(it.CallID, "aborted"))
-		case model.ItemCustomToolCall:
-			out = append(out, model.CustomToolCallOutput(it.CallID, "aborted"))
-		}
-	}
-	return out
-}
-
 // ItemStarted announces an item a tool started (turns.ItemSink).
 func (r *turnRun) ItemStarted(_ context.Context, turnID string, item api.ThreadItem) {
 	ms := r.t.m.now().UnixMilli()
@@ -919,105 +680,6 @@ func (r *turnRun) ItemStarted(_ context.Context, turnID string, item api.ThreadI
 		ms = *item.StartedAtMs
 	}
 	r.t.emit("item/started", api.ItemStartedNotification{Item: item, ThreadID: r.t.id, TurnID: turnID, StartedAtMs: ms})
-}
-
-// ItemCompleted commits a tool's finished item, then announces it
-// (turns.ItemSink). The commit is not cancelled by an interrupt.
-func (r *turnRun) ItemCompleted(_ context.Context, turnID string, item api.ThreadItem) {
-	r.itemCompleted(turnID, item, false)
-}
-
-// ItemCompletedFinal is ItemCompleted for a call that announces nothing
-// after its item (turns.FinalItemSink). When it is the last call of a tool
-// round still running, its item is not committed on its own: it joins the
-// round's history and usage commit, which starts as soon as the round ends
-// (recordUsageAsync), and is announced as soon as that commit is done. That
-// saves a commit (an fsync on disk) between the tool's answer and the next
-// model request. The other items of a round are committed at once, so that
-// their announcements do not wait for the slowest call; and a tool that
-// announces more after its item (a diff, a status change) must use
-// ItemCompleted, or those would overtake its item/completed.
-func (r *turnRun) ItemCompletedFinal(_ context.Context, turnID string, item api.ThreadItem) {
-	r.itemCompleted(turnID, item, true)
-}
-
-func (r *turnRun) itemCompleted(turnID string, item api.ThreadItem, final bool) {
-	now := r.t.m.now()
-	ms := now.UnixMilli()
-	if item.CompletedAtMs != nil {
-		ms = *item.CompletedAtMs
-	}
-	note := api.ItemCompletedNotification{Item: item, ThreadID: r.t.id, TurnID: turnID, CompletedAtMs: ms}
-	// A tool's item carries its call id. Items of calls of other rounds
-	// (an exec session ending later) do not count.
-	id := item.Body.ItemID()
-	r.mu.Lock()
-	deferred := false
-	if r.roundCalls[id] && turnID == r.at.id {
-		delete(r.roundCalls, id)
-		deferred = final && len(r.roundCalls) == 0
-	}
-	if deferred {
-		// The commit that takes it encodes it for the store, off the
-		// path from the tool's answer to the next model request.
-		r.deferred = append(r.deferred, deferredItem{at: now, note: note})
-	}
-	r.mu.Unlock()
-	if deferred {
-		return
-	}
-	sit, err := storeItem(r.t.id, turnID, item, now)
-	if err == nil {
-		err = r.t.write(r.persistCtx(), &store.Batch{AppendItems: []*store.Item{sit}})
-	}
-	if err != nil {
-		// The item is still announced: the client already saw it start,
-		// and the model gets the tool's output either way.
-		r.t.m.log.Error("persist tool item", "thread", r.t.id, "item", item.Body.ItemID(), "err", err)
-	}
-	r.t.emit("item/completed", note)
-}
-
-// deferredItem is a completed tool item waiting for its round's commit.
-type deferredItem struct {
-	at   time.Time // when it completed: the stored item's creation time
-	note api.ItemCompletedNotification
-}
-
-// storeDeferred encodes deferred items for the store. An item that cannot
-// be encoded is logged and left out; it is announced all the same.
-func (r *turnRun) storeDeferred(items []deferredItem) []*store.Item {
-	var out []*store.Item
-	for _, d := range items {
-		sit, err := storeItem(r.t.id, d.note.TurnID, d.note.Item, d.at)
-		if err != nil {
-			r.t.m.log.Error("persist tool item", "thread", r.t.id, "item", d.note.Item.Body.ItemID(), "err", err)
-			continue
-		}
-		out = append(out, sit)
-	}
-	return out
-}
-
-// takeDeferred returns the deferred items and forgets them.
-func (r *turnRun) takeDeferred() []deferredItem {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	d := r.deferred
-	r.deferred = nil
-	return d
-}
-
-// announceDeferred announces items whose commit is over; err is the
-// commit's outcome (logged: the items are announced either way, as
-// ItemCompleted does).
-func (r *turnRun) announceDeferred(items []deferredItem, err error) {
-	for _, d := range items {
-		if err != nil {
-			r.t.m.log.Error("persist tool item", "thread", r.t.id, "item", d.note.Item.Body.ItemID(), "err", err)
-		}
-		r.t.emit("item/completed", d.note)
-	}
 }
 
 // itemWebSearchCall is the output item of the hosted web_search tool: the

@@ -1,0 +1,546 @@
+// Package memory is a store.Store kept in process memory. The turns layer
+// keeps ephemeral threads in it: they get the transcript semantics of the
+// durable stores (Seqs, cursors, errors; the storetest contract suite
+// checks them) without ever reaching a database, and vanish with the
+// process or when Forget drops them.
+//
+// It must not import the SQL backends or anything above the store.
+package memory
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/appserver/appserver/internal/apperr"
+	"github.com/appserver/appserver/internal/store"
+	"github.com/appserver/appserver/internal/store/internal/backend"
+)
+
+// Config configures a Store; zero fields take defaults.
+type Config struct {
+	// Now supplies the default timestamps of writes (default time.Now).
+	Now func() time.Time
+}
+
+// Store is an in-memory store.Store. It is safe for concurrent use; every
+// Write is applied atomically under one lock.
+type Store struct {
+	now func() time.Time
+
+	mu      sync.RWMutex // guards threads and closed
+	threads map[string]*threadData
+	closed  bool
+}
+
+// threadData is one thread with its transcript; turns[i].Seq == i+1 and
+// items[i].Seq == i+1.
+type threadData struct {
+	rec     store.Thread
+	turns   []store.Turn
+	turnIdx map[string]int // turn id → index in turns
+	items   []store.Item
+	itemIdx map[string]int // item id → index in items
+}
+
+var _ store.Store = (*Store)(nil)
+
+// New returns an empty Store.
+func New(cfg Config) *Store {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Store{now: cfg.Now, threads: map[string]*threadData{}}
+}
+
+// Migrate does nothing: memory has no schema. It is there so that the
+// Store can stand wherever a migrating backend does.
+func (s *Store) Migrate(context.Context) error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.usableLocked()
+}
+
+// Forget drops a thread and its transcript; an unknown id is ignored.
+func (s *Store) Forget(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.threads, backend.CanonicalID(id))
+}
+
+// Len returns how many threads the store holds.
+func (s *Store) Len() int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return len(s.threads)
+}
+
+func (s *Store) usableLocked() error {
+	if s.closed {
+		return apperr.New(apperr.Unavailable, "store is closed")
+	}
+	return nil
+}
+
+// Write applies b atomically: every check runs before anything changes.
+func (s *Store) Write(_ context.Context, b *store.Batch) error {
+	if b.Empty() {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.usableLocked(); err != nil {
+		return err
+	}
+	p, err := backend.NewPlan(b, s.now())
+	if err != nil {
+		return err
+	}
+	if err := s.checkLocked(p); err != nil {
+		return err
+	}
+	s.applyLocked(p)
+	p.FillBack()
+	return nil
+}
+
+// checkLocked finds the error the plan would meet, in the order the SQL
+// backends meet theirs: thread creates, thread updates, turn creates, turn
+// updates, item appends.
+func (s *Store) checkLocked(p *backend.Plan) error {
+	created := map[string]bool{}
+	for _, t := range p.CreateThreads {
+		if s.threads[t.ID] != nil || created[t.ID] {
+			return apperr.New(apperr.Conflict, "thread %s already exists", t.ID)
+		}
+		created[t.ID] = true
+	}
+	exists := func(id string) bool { return s.threads[id] != nil || created[id] }
+	for _, u := range p.UpdateThreads {
+		if !exists(u.ID) {
+			return backend.ThreadNotFound(u.ID)
+		}
+	}
+	newTurns := map[[2]string]bool{}
+	turnExists := func(threadID, turnID string) bool {
+		if newTurns[[2]string{threadID, turnID}] {
+			return true
+		}
+		if td := s.threads[threadID]; td != nil {
+			_, ok := td.turnIdx[turnID]
+			return ok
+		}
+		return false
+	}
+	for _, t := range p.CreateTurns {
+		if !exists(t.ThreadID) {
+			return backend.ThreadNotFound(t.ThreadID)
+		}
+		if turnExists(t.ThreadID, t.ID) {
+			return apperr.New(apperr.Conflict, "turn %s already exists in thread %s", t.ID, t.ThreadID)
+		}
+		newTurns[[2]string{t.ThreadID, t.ID}] = true
+	}
+	for _, u := range p.UpdateTurns {
+		if !turnExists(u.ThreadID, u.ID) {
+			return backend.TurnNotFound(u.ThreadID, u.ID)
+		}
+	}
+	newItems := map[[2]string]bool{}
+	for _, it := range p.AppendItems {
+		if !exists(it.ThreadID) {
+			return backend.ThreadNotFound(it.ThreadID)
+		}
+		if !turnExists(it.ThreadID, it.TurnID) {
+			return backend.TurnNotFound(it.ThreadID, it.TurnID)
+		}
+		key := [2]string{it.ThreadID, it.ItemID}
+		stored := false
+		if td := s.threads[it.ThreadID]; td != nil {
+			_, stored = td.itemIdx[it.ItemID]
+		}
+		if stored || newItems[key] {
+			return apperr.New(apperr.Conflict, "item %s already exists in thread %s", it.ItemID, it.ThreadID)
+		}
+		newItems[key] = true
+	}
+	return nil
+}
+
+// applyLocked writes a checked plan and assigns its Seqs.
+func (s *Store) applyLocked(p *backend.Plan) {
+	for _, t := range p.CreateThreads {
+		s.threads[t.ID] = &threadData{rec: cloneThread(t), turnIdx: map[string]int{}, itemIdx: map[string]int{}}
+	}
+	for _, u := range p.UpdateThreads {
+		patchThread(&s.threads[u.ID].rec, u)
+	}
+	for i := range p.CreateTurns {
+		t := &p.CreateTurns[i]
+		td := s.threads[t.ThreadID]
+		t.Seq = int64(len(td.turns) + 1)
+		td.turnIdx[t.ID] = len(td.turns)
+		td.turns = append(td.turns, cloneTurn(*t))
+	}
+	for _, u := range p.UpdateTurns {
+		td := s.threads[u.ThreadID]
+		patchTurn(&td.turns[td.turnIdx[u.ID]], u)
+	}
+	for i := range p.AppendItems {
+		it := &p.AppendItems[i]
+		td := s.threads[it.ThreadID]
+		it.Seq = int64(len(td.items) + 1)
+		td.itemIdx[it.ItemID] = len(td.items)
+		c := *it
+		c.Payload = cloneJSON(c.Payload)
+		td.items = append(td.items, c)
+	}
+}
+
+func patchThread(rec *store.Thread, u store.ThreadPatch) {
+	if u.Name != nil {
+		rec.Name = ptr(*u.Name)
+	}
+	if u.Preview != nil {
+		rec.Preview = *u.Preview
+	}
+	if u.Archived != nil {
+		rec.Archived = *u.Archived
+	}
+	if u.Model != nil {
+		rec.Model = ptr(*u.Model)
+	}
+	if u.UpdatedAt != nil {
+		rec.UpdatedAt = *u.UpdatedAt
+	}
+	if u.RecencyAt != nil {
+		rec.RecencyAt = *u.RecencyAt
+	}
+	if u.Meta != nil {
+		rec.Meta = cloneJSON(backend.NullableJSON(u.Meta))
+	}
+}
+
+func patchTurn(t *store.Turn, u store.TurnPatch) {
+	if u.Status != "" {
+		t.Status = u.Status
+	}
+	if u.Error != nil {
+		t.Error = cloneJSON(backend.NullableJSON(u.Error))
+	}
+	if u.StartedAt != nil {
+		t.StartedAt = ptr(*u.StartedAt)
+	}
+	if u.CompletedAt != nil {
+		t.CompletedAt = ptr(*u.CompletedAt)
+	}
+	if u.Meta != nil {
+		t.Meta = cloneJSON(backend.NullableJSON(u.Meta))
+	}
+}
+
+// The clones keep the store's records apart from the callers' memory: a
+// caller may reuse what it wrote, and may change what it read.
+
+func cloneThread(t store.Thread) store.Thread {
+	t.Name, t.Model, t.ForkedFromID = clonePtr(t.Name), clonePtr(t.Model), clonePtr(t.ForkedFromID)
+	t.Meta = cloneJSON(t.Meta)
+	return t
+}
+
+func cloneTurn(t store.Turn) store.Turn {
+	t.StartedAt, t.CompletedAt = clonePtr(t.StartedAt), clonePtr(t.CompletedAt)
+	t.Error, t.Meta = cloneJSON(t.Error), cloneJSON(t.Meta)
+	return t
+}
+
+func cloneItem(it store.Item) store.Item {
+	it.Payload = cloneJSON(it.Payload)
+	return it
+}
+
+func cloneJSON(raw json.RawMessage) json.RawMessage {
+	if raw == nil {
+		return nil
+	}
+	return append(json.RawMessage(nil), raw...)
+}
+
+func clonePtr[T any](p *T) *T {
+	if p == nil {
+		return nil
+	}
+	return ptr(*p)
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// threadLocked returns the thread with id, or nil; an id that is no UUID
+// names no thread.
+func (s *Store) threadLocked(id string) *threadData {
+	if !store.ValidThreadID(id) {
+		return nil
+	}
+	return s.threads[backend.CanonicalID(id)]
+}
+
+// GetThread returns the thread with the given id.
+func (s *Store) GetThread(_ context.Context, id string) (store.Thread, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if err := s.usableLocked(); err != nil {
+		return store.Thread{}, err
+	}
+	td := s.threadLocked(id)
+	if td == nil {
+		return store.Thread{}, backend.ThreadNotFound(id)
+	}
+	return cloneThread(td.rec), nil
+}
+
+// ListThreads returns a page of threads in keyset order on (sort key, id).
+func (s *Store) ListThreads(_ context.Context, q store.ListThreadsQuery) (store.ThreadPage, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var page store.ThreadPage
+	if err := s.usableLocked(); err != nil {
+		return page, err
+	}
+	col, scope, err := backend.SortColumn(q.SortKey)
+	if err != nil {
+		return page, err
+	}
+	sortValue := func(t *store.Thread) int64 {
+		switch col {
+		case "updated_at":
+			return t.UpdatedAt.UnixMicro()
+		case "recency_at":
+			return t.RecencyAt.UnixMicro()
+		}
+		return t.CreatedAt.UnixMicro()
+	}
+	order := func(a, b *store.Thread) int {
+		c := cmp.Compare(sortValue(a), sortValue(b))
+		if c == 0 {
+			c = strings.Compare(a.ID, b.ID)
+		}
+		if q.Desc {
+			c = -c
+		}
+		return c
+	}
+	var after *store.Thread
+	if q.Cursor != "" {
+		c, err := backend.DecodeCursor(q.Cursor, scope)
+		if err != nil {
+			return page, err
+		}
+		if !store.ValidThreadID(c.ID) {
+			return page, apperr.New(apperr.Invalid, "invalid cursor: %s", q.Cursor)
+		}
+		// A stand-in with the cursor's sort value in every column.
+		at := time.UnixMicro(c.Value)
+		after = &store.Thread{ID: backend.CanonicalID(c.ID), CreatedAt: at, UpdatedAt: at, RecencyAt: at}
+	}
+	term := backend.Fold(q.SearchTerm)
+	var rows []*store.Thread
+	for _, td := range s.threads {
+		t := &td.rec
+		switch {
+		case t.Archived != q.Archived,
+			len(q.Cwds) > 0 && !slices.Contains(q.Cwds, t.Cwd),
+			len(q.ModelProviders) > 0 && !slices.Contains(q.ModelProviders, t.ModelProvider),
+			term != "" && !matches(t, term),
+			after != nil && order(t, after) <= 0:
+			continue
+		}
+		rows = append(rows, t)
+	}
+	slices.SortFunc(rows, order)
+	limit := backend.Limit(q.Limit)
+	rows, page.NextCursor, page.BackwardsCursor = backend.Page(rows, limit, func(t *store.Thread) backend.Cursor {
+		return backend.Cursor{Scope: scope, Value: sortValue(t), ID: t.ID}
+	})
+	page.Threads = make([]store.Thread, len(rows))
+	for i, t := range rows {
+		page.Threads[i] = cloneThread(*t)
+	}
+	return page, nil
+}
+
+// matches reports whether the thread's name or preview contains the
+// folded search term.
+func matches(t *store.Thread, term string) bool {
+	if t.Name != nil && strings.Contains(backend.Fold(*t.Name), term) {
+		return true
+	}
+	return strings.Contains(backend.Fold(t.Preview), term)
+}
+
+// GetTurn returns one turn of a thread.
+func (s *Store) GetTurn(_ context.Context, threadID, turnID string) (store.Turn, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if err := s.usableLocked(); err != nil {
+		return store.Turn{}, err
+	}
+	td := s.threadLocked(threadID)
+	if td == nil {
+		return store.Turn{}, backend.TurnNotFound(threadID, turnID)
+	}
+	i, ok := td.turnIdx[turnID]
+	if !ok {
+		return store.Turn{}, backend.TurnNotFound(threadID, turnID)
+	}
+	return cloneTurn(td.turns[i]), nil
+}
+
+// ListTurns returns a page of a thread's turns in Seq order.
+func (s *Store) ListTurns(_ context.Context, q store.TurnsQuery) (store.TurnPage, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var page store.TurnPage
+	if err := s.usableLocked(); err != nil {
+		return page, err
+	}
+	td := s.threadLocked(q.ThreadID)
+	if td == nil {
+		return page, backend.ThreadNotFound(q.ThreadID)
+	}
+	scope := backend.TurnsScope(td.rec.ID)
+	turns, next, back, err := seqPage(td.turns, q.Desc, q.Limit, q.Cursor, scope, 0,
+		func(t store.Turn) bool { return true }, func(t store.Turn) int64 { return t.Seq })
+	if err != nil {
+		return page, err
+	}
+	page.NextCursor, page.BackwardsCursor = next, back
+	for _, t := range turns {
+		page.Turns = append(page.Turns, cloneTurn(t))
+	}
+	return page, nil
+}
+
+// GetItem returns one item of a thread by its protocol item id.
+func (s *Store) GetItem(_ context.Context, threadID, itemID string) (store.Item, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if err := s.usableLocked(); err != nil {
+		return store.Item{}, err
+	}
+	if td := s.threadLocked(threadID); td != nil {
+		if i, ok := td.itemIdx[itemID]; ok {
+			return cloneItem(td.items[i]), nil
+		}
+	}
+	return store.Item{}, apperr.New(apperr.NotFound, "item %s not found in thread %s", itemID, threadID)
+}
+
+// ListItems returns a page of a thread's items in Seq order.
+func (s *Store) ListItems(_ context.Context, q store.ItemsQuery) (store.ItemPage, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var page store.ItemPage
+	if err := s.usableLocked(); err != nil {
+		return page, err
+	}
+	td := s.threadLocked(q.ThreadID)
+	if td == nil {
+		return page, backend.ThreadNotFound(q.ThreadID)
+	}
+	if q.TurnID != "" {
+		if _, ok := td.turnIdx[q.TurnID]; !ok {
+			return page, backend.TurnNotFound(td.rec.ID, q.TurnID)
+		}
+	}
+	scope := backend.ItemsScope(td.rec.ID)
+	items, next, back, err := seqPage(td.items, q.Desc, q.Limit, q.Cursor, scope, q.AfterSeq,
+		func(it store.Item) bool { return q.TurnID == "" || it.TurnID == q.TurnID },
+		func(it store.Item) int64 { return it.Seq })
+	if err != nil {
+		return page, err
+	}
+	page.NextCursor, page.BackwardsCursor = next, back
+	for _, it := range items {
+		page.Items = append(page.Items, cloneItem(it))
+	}
+	return page, nil
+}
+
+// seqPage pages rows held in Seq order (Seq i+1 at index i): those that
+// keep accepts, with a Seq above afterSeq and beyond the cursor, in the
+// asked direction.
+func seqPage[T any](rows []T, desc bool, limit int, cursor, scope string, afterSeq int64,
+	keep func(T) bool, seqOf func(T) int64,
+) (page []T, next, back string, err error) {
+	lo, hi := afterSeq, int64(len(rows))+1 // exclusive bounds on Seq
+	if cursor != "" {
+		c, err := backend.DecodeCursor(cursor, scope)
+		if err != nil {
+			return nil, "", "", err
+		}
+		if desc {
+			hi = min(hi, c.Value)
+		} else {
+			lo = max(lo, c.Value)
+		}
+	}
+	limit = backend.Limit(limit)
+	var out []T
+	for k := range max(hi-lo-1, 0) {
+		seq := lo + 1 + k
+		if desc {
+			seq = hi - 1 - k
+		}
+		if r := rows[seq-1]; keep(r) {
+			if out = append(out, r); len(out) > limit {
+				break
+			}
+		}
+	}
+	page, next, back = backend.Page(out, limit, func(r T) backend.Cursor {
+		return backend.Cursor{Scope: scope, Value: seqOf(r)}
+	})
+	return page, next, back, nil
+}
+
+// ListInProgressTurns returns every turn still marked inProgress.
+func (s *Store) ListInProgressTurns(context.Context) ([]store.Turn, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if err := s.usableLocked(); err != nil {
+		return nil, err
+	}
+	var out []store.Turn
+	for _, td := range s.threads {
+		for _, t := range td.turns {
+			if t.Status == store.TurnInProgress {
+				out = append(out, cloneTurn(t))
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b store.Turn) int {
+		return cmp.Or(strings.Compare(a.ThreadID, b.ThreadID), cmp.Compare(a.Seq, b.Seq))
+	})
+	return out, nil
+}
+
+// Ping reports whether the store is open.
+func (s *Store) Ping(context.Context) error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.usableLocked()
+}
+
+// Close drops every thread; later calls fail with Unavailable. Close may be
+// called again.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	s.threads = map[string]*threadData{}
+	return nil
+}

@@ -1,0 +1,293 @@
+package turns
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/appserver/appserver/api"
+	"github.com/appserver/appserver/internal/model"
+	"github.com/appserver/appserver/internal/store"
+)
+
+// roundCommitter overlaps a tool round's commit with the next model
+// request, and holds the round's deferred tool item for that commit.
+//
+// The ordering rule, stated here once: a tool round's commit (the turn's
+// history, the thread's usage and meta, and the round's deferred tool
+// item) starts when the next request has been written, or delay after the
+// request was prepared, whichever is first. It announces what it carries
+// (the deferred item's item/completed, thread/tokenUsage/updated, the
+// turn's diff) itself, as soon as it is over. Until then the turn
+// goroutine writes nothing and announces nothing: it settles first, and
+// reads meanwhile only stream events that need neither (quietEvent). Tool
+// goroutines are not held by this rule: a tool's own items, deltas and
+// notifications (ItemSink, ToolContext.Notify, tool events), and the items
+// of exec sessions that outlive their round, go out when the tool makes
+// them; the turn goroutine orders a round's end after its tools return.
+type roundCommitter struct {
+	// delay bounds how long a commit waits for the request to be written
+	// (Config.MaxCommitDelay).
+	delay time.Duration
+	// pending is the commit not yet settled; turn goroutine only.
+	pending *roundCommit
+
+	mu sync.Mutex // guards roundCalls and deferred; tools run concurrently
+	// roundCalls holds the call ids of the running tool round that have
+	// no completed item yet.
+	roundCalls map[string]bool
+	// deferred is the round's last tool item, committed with its history.
+	deferred []deferredItem
+}
+
+// pipeline makes c the pending commit; it starts as the rule says.
+func (rc *roundCommitter) pipeline(c *roundCommit) { rc.pending = c }
+
+// startOnSend arms the pending commit, if any, to start once req has been
+// written (the model takes far longer to answer than the commit takes, so
+// the two need not compete) or after delay at the latest, so that a large
+// body on a slow link, or a peer that stopped reading, does not hold it
+// back. Call stop once the request is over.
+func (rc *roundCommitter) startOnSend(req *model.Request) (stop func()) {
+	p := rc.pending
+	if p == nil {
+		return func() {}
+	}
+	req.Sent = p.start
+	late := time.AfterFunc(rc.delay, p.start)
+	return func() { late.Stop() }
+}
+
+// settle waits for the pending commit, starting it if need be, and returns
+// its outcome when that decides the turn.
+func (rc *roundCommitter) settle() error {
+	p := rc.pending
+	if p == nil {
+		return nil
+	}
+	rc.pending = nil
+	return p.wait()
+}
+
+// unsettled reports whether a commit is pending.
+func (rc *roundCommitter) unsettled() bool { return rc.pending != nil }
+
+// beginRound records the call ids of a tool round about to run.
+func (rc *roundCommitter) beginRound(callIDs map[string]bool) {
+	rc.mu.Lock()
+	rc.roundCalls = callIDs
+	rc.mu.Unlock()
+}
+
+// endRound forgets the round's calls: a tool still running after an
+// interrupt commits its own item.
+func (rc *roundCommitter) endRound() { rc.beginRound(nil) }
+
+// deferItem takes the completed item of call id of the running round when
+// it is final and the round's last, and reports whether it did; the
+// round's commit then stores and announces it.
+func (rc *roundCommitter) deferItem(id string, final bool, d deferredItem) bool {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if !rc.roundCalls[id] {
+		return false
+	}
+	delete(rc.roundCalls, id)
+	if !final || len(rc.roundCalls) > 0 {
+		return false
+	}
+	rc.deferred = append(rc.deferred, d)
+	return true
+}
+
+// takeDeferred returns the deferred items and forgets them.
+func (rc *roundCommitter) takeDeferred() []deferredItem {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	d := rc.deferred
+	rc.deferred = nil
+	return d
+}
+
+// recordUsage accumulates token usage and emits thread/tokenUsage/updated.
+//
+// The usage is committed with the thread (and, with withHistory, the turn's
+// history, tool calls and outputs included) in one batch, so that resume
+// after a crash replays what the client last saw.
+func (r *turnRun) recordUsage(u model.Usage, withHistory bool) error {
+	return r.recordUsageAsync(u, withHistory).wait()
+}
+
+// roundCommit is a commit prepared by recordUsageAsync: start runs it in
+// the background (once, from any goroutine), wait starts it if need be and
+// waits for it.
+type roundCommit struct {
+	once sync.Once
+	run  func()
+	done chan error
+	// withHistory makes a failure the turn's.
+	withHistory bool
+}
+
+func (c *roundCommit) start() { c.once.Do(func() { go c.run() }) }
+
+func (c *roundCommit) wait() error {
+	c.start()
+	if err := <-c.done; err != nil && c.withHistory {
+		return fmt.Errorf("persist turn history: %w", err)
+	}
+	return nil
+}
+
+// recordUsageAsync is recordUsage with the commit prepared on the turn
+// goroutine and run in the background once started (see roundCommitter);
+// the round's deferred tool item goes in the same commit.
+func (r *turnRun) recordUsageAsync(u model.Usage, withHistory bool) *roundCommit {
+	last := api.TokenUsageBreakdown{
+		TotalTokens:           u.TotalTokens,
+		InputTokens:           u.InputTokens,
+		CachedInputTokens:     u.CachedInputTokens,
+		OutputTokens:          u.OutputTokens,
+		ReasoningOutputTokens: u.ReasoningOutputTokens,
+	}
+	t := r.t
+	t.mu.Lock()
+	total := api.TokenUsageBreakdown{}
+	if t.meta.TokenTotal != nil {
+		total = *t.meta.TokenTotal
+	}
+	total.TotalTokens += last.TotalTokens
+	total.InputTokens += last.InputTokens
+	total.CachedInputTokens += last.CachedInputTokens
+	total.OutputTokens += last.OutputTokens
+	total.ReasoningOutputTokens += last.ReasoningOutputTokens
+	t.meta.TokenTotal = &total
+	t.meta.LastUsage = &last
+	t.meta.LastTurnID = r.at.id
+	t.mu.Unlock()
+	b := &store.Batch{}
+	if withHistory {
+		b.UpdateTurns = []store.TurnPatch{{ThreadID: t.id, ID: r.at.id, Meta: r.hist.metaJSON()}}
+	}
+	items := r.commits.takeDeferred()
+	c := &roundCommit{done: make(chan error, 1), withHistory: withHistory}
+	c.run = func() {
+		// The thread's meta as it is now, with any change made since
+		// the usage was added.
+		t.metaMu.Lock()
+		t.mu.Lock()
+		b.UpdateThreads = []store.ThreadPatch{{ID: t.id, Meta: t.metaJSONLocked()}}
+		t.mu.Unlock()
+		b.AppendItems = r.storeDeferred(items)
+		err := t.write(r.persistCtx(), b)
+		itemErr := err
+		if err != nil && len(b.AppendItems) > 0 {
+			// The items may be what failed (a repeated call id is a
+			// unique violation): commit the rest alone, whose outcome
+			// decides the turn as it did before items joined it, then
+			// the items, whose failure is only logged.
+			rest := *b
+			rest.AppendItems = nil
+			err = t.write(r.persistCtx(), &rest)
+			itemErr = t.write(r.persistCtx(), &store.Batch{AppendItems: b.AppendItems})
+		}
+		t.metaMu.Unlock()
+		// Announced here rather than when the turn goroutine next
+		// settles, with the next response, which a model may take seconds
+		// to start.
+		r.announceDeferred(items, itemErr)
+		if err != nil && !withHistory {
+			t.m.log.Error("persist token usage", "thread", t.id, "err", err)
+		}
+		if err == nil || !withHistory {
+			t.emit("thread/tokenUsage/updated", api.ThreadTokenUsageUpdatedNotification{
+				ThreadID: t.id, TurnID: r.at.id, TokenUsage: api.TokenUsage{Total: total, Last: last},
+			})
+			// The reference repeats the turn's diff after each response's
+			// usage.
+			r.emitDiff()
+		}
+		c.done <- err
+	}
+	return c
+}
+
+// ItemCompleted commits a tool's finished item, then announces it
+// (turns.ItemSink). The commit is not cancelled by an interrupt.
+func (r *turnRun) ItemCompleted(_ context.Context, turnID string, item api.ThreadItem) {
+	r.itemCompleted(turnID, item, false)
+}
+
+// ItemCompletedFinal is ItemCompleted for a call that announces nothing
+// after its item (turns.FinalItemSink). When it is the last call of a tool
+// round still running, its item is not committed on its own: it joins the
+// round's history and usage commit (roundCommitter), and is announced as
+// soon as that commit is done. That
+// saves a commit (an fsync on disk) between the tool's answer and the next
+// model request. The other items of a round are committed at once, so that
+// their announcements do not wait for the slowest call; and a tool that
+// announces more after its item (a diff, a status change) must use
+// ItemCompleted, or those would overtake its item/completed.
+func (r *turnRun) ItemCompletedFinal(_ context.Context, turnID string, item api.ThreadItem) {
+	r.itemCompleted(turnID, item, true)
+}
+
+func (r *turnRun) itemCompleted(turnID string, item api.ThreadItem, final bool) {
+	now := r.t.m.now()
+	ms := now.UnixMilli()
+	if item.CompletedAtMs != nil {
+		ms = *item.CompletedAtMs
+	}
+	note := api.ItemCompletedNotification{Item: item, ThreadID: r.t.id, TurnID: turnID, CompletedAtMs: ms}
+	// A tool's item carries its call id. Items of calls of other rounds
+	// (an exec session ending later) do not count. A deferred item is
+	// encoded for the store by the commit that takes it, off the path
+	// from the tool's answer to the next model request.
+	if turnID == r.at.id && r.commits.deferItem(item.Body.ItemID(), final, deferredItem{at: now, note: note}) {
+		return
+	}
+	sit, err := storeItem(r.t.id, turnID, item, now)
+	if err == nil {
+		err = r.t.write(r.persistCtx(), &store.Batch{AppendItems: []*store.Item{sit}})
+	}
+	if err != nil {
+		// The item is still announced: the client already saw it start,
+		// and the model gets the tool's output either way.
+		r.t.m.log.Error("persist tool item", "thread", r.t.id, "item", item.Body.ItemID(), "err", err)
+	}
+	r.t.emit("item/completed", note)
+}
+
+// deferredItem is a completed tool item waiting for its round's commit.
+type deferredItem struct {
+	at   time.Time // when it completed: the stored item's creation time
+	note api.ItemCompletedNotification
+}
+
+// storeDeferred encodes deferred items for the store. An item that cannot
+// be encoded is logged and left out; it is announced all the same.
+func (r *turnRun) storeDeferred(items []deferredItem) []*store.Item {
+	var out []*store.Item
+	for _, d := range items {
+		sit, err := storeItem(r.t.id, d.note.TurnID, d.note.Item, d.at)
+		if err != nil {
+			r.t.m.log.Error("persist tool item", "thread", r.t.id, "item", d.note.Item.Body.ItemID(), "err", err)
+			continue
+		}
+		out = append(out, sit)
+	}
+	return out
+}
+
+// announceDeferred announces items whose commit is over; err is the
+// commit's outcome (logged: the items are announced either way, as
+// ItemCompleted does).
+func (r *turnRun) announceDeferred(items []deferredItem, err error) {
+	for _, d := range items {
+		if err != nil {
+			r.t.m.log.Error("persist tool item", "thread", r.t.id, "item", d.note.Item.Body.ItemID(), "err", err)
+		}
+		r.t.emit("item/completed", d.note)
+	}
+}

@@ -1,0 +1,193 @@
+package turns
+
+import (
+	"context"
+	"strings"
+
+	"github.com/appserver/appserver/api"
+	"github.com/appserver/appserver/internal/apperr"
+)
+
+// StartTurn starts a turn, or, when one is running, adds the input to it
+// as the reference does (protocol.md §8.3).
+func (m *Manager) StartTurn(ctx context.Context, c Caller, p api.TurnStartParams) (api.TurnStartResult, After, error) {
+	t, err := m.threadFor(ctx, p.ThreadID, "thread not found: %s")
+	if err != nil {
+		return api.TurnStartResult{}, nil, err
+	}
+	defer t.unpin()
+	// Reserve the turn's goroutine first: Manager.mu is never taken while
+	// a thread's lock is held (lock order: Manager.mu, then thread.mu).
+	m.mu.Lock()
+	stopped := m.stopped
+	if !stopped {
+		m.turns.Add(1)
+	}
+	m.mu.Unlock()
+	if stopped {
+		return api.TurnStartResult{}, nil, apperr.New(apperr.Unavailable, "server is shutting down")
+	}
+	launched := false
+	defer func() {
+		if !launched {
+			m.turns.Done()
+		}
+	}()
+	if err := t.update(ctx, overrides{model: p.Model, cwd: p.Cwd, approval: p.ApprovalPolicy, sandboxPolicy: p.SandboxPolicy}); err != nil {
+		return api.TurnStartResult{}, nil, err
+	}
+	if t.subscribe(c.Conn) {
+		m.subscribersChanged(t.id)
+	}
+	input := []api.UserInput(p.Input)
+
+	t.mu.Lock()
+	for t.active != nil {
+		at := t.active
+		t.mu.Unlock()
+		if at.addSteer(steer{input: input, clientID: p.ClientUserMessageID}) {
+			return api.TurnStartResult{Turn: pendingTurn(at.id)}, nil, nil
+		}
+		// The running turn is settling and takes no more input: the
+		// input starts a new turn once it has ended.
+		select {
+		case <-at.done:
+		case <-ctx.Done():
+			return api.TurnStartResult{}, nil, ctx.Err()
+		}
+		t.mu.Lock()
+	}
+	settings, err := t.settingsLocked(p)
+	if err != nil {
+		t.mu.Unlock()
+		return api.TurnStartResult{}, nil, err
+	}
+	turnCtx, cancel := context.WithCancelCause(context.Background())
+	at := &activeTurn{id: newID(), startedAt: m.now(), settings: settings, ctx: turnCtx, cancel: cancel, done: make(chan struct{})}
+	t.history.ensureWire()
+	run := &turnRun{
+		t: t, at: at,
+		commits: roundCommitter{delay: m.cfg.MaxCommitDelay},
+		// The thread's history grows only when the turn ends.
+		prior: t.history.snapshot(),
+	}
+	tc := ToolContext{
+		ThreadID: t.id, TurnID: at.id, Cwd: settings.cwd,
+		DynamicTools: t.meta.DynamicTools, Items: run,
+		Model: settings.model, Provider: settings.provider,
+		ApprovalPolicy: t.meta.ApprovalPolicy, Sandbox: t.meta.Sandbox,
+		Approvals: t.approvals, Client: run, Notify: run.notify,
+		Interrupt: func() { at.cancel(errInterrupted) }, TurnDiff: run.setDiff,
+	}
+	if p.CollaborationMode != nil {
+		tc.CollaborationMode = string(p.CollaborationMode.Mode)
+	}
+	specs, reg, err := m.cfg.Tools(tc)
+	if err != nil {
+		t.mu.Unlock()
+		cancel(nil)
+		return api.TurnStartResult{}, nil, err
+	}
+	run.specs, run.registry = specs, reg
+	t.active = at
+	if t.unloadTimer != nil {
+		t.unloadTimer.Stop()
+		t.unloadTimer = nil
+	}
+	t.mu.Unlock()
+	launched = true
+	return api.TurnStartResult{Turn: pendingTurn(at.id)}, func() {
+		go func() {
+			defer m.turns.Done()
+			run.run(input, p.ClientUserMessageID)
+		}()
+	}, nil
+}
+
+// pendingTurn is the turn/start response: the reference leaves startedAt
+// null and items not loaded until turn/started.
+func pendingTurn(id string) api.Turn {
+	return api.Turn{ID: id, RootTurnID: &id, Items: api.List[api.ThreadItem]{}, ItemsView: api.ItemsNotLoaded, Status: api.TurnInProgress}
+}
+
+// settingsLocked resolves the settings of a new turn; t.mu must be held.
+func (t *thread) settingsLocked(p api.TurnStartParams) (turnSettings, error) {
+	s := turnSettings{provider: t.rec.ModelProvider, cwd: t.rec.Cwd, instructions: t.m.cfg.Defaults.Instructions}
+	if t.rec.Model != nil {
+		s.model = *t.rec.Model
+	}
+	if s.model == "" {
+		return s, apperr.New(apperr.Invalid, "no model configured: set `model` in the config or pass one in thread/start or turn/start")
+	}
+	if t.meta.BaseInstructions != nil {
+		s.instructions = *t.meta.BaseInstructions
+	}
+	if t.meta.DeveloperInstructions != nil {
+		s.developer = *t.meta.DeveloperInstructions
+	}
+	if t.meta.ReasoningEffort != nil {
+		s.effort = *t.meta.ReasoningEffort
+	}
+	if p.Effort != nil {
+		s.effort = *p.Effort
+	}
+	s.summary = t.meta.ReasoningSummary
+	if p.Summary != nil {
+		s.summary = string(*p.Summary)
+	}
+	if len(p.OutputSchema) > 0 && string(p.OutputSchema) != "null" {
+		s.outputSchema = p.OutputSchema
+	}
+	if p.CollaborationMode != nil && p.CollaborationMode.Settings.DeveloperInstructions != nil {
+		s.developer = strings.TrimSpace(s.developer + "\n\n" + *p.CollaborationMode.Settings.DeveloperInstructions)
+	}
+	return s, nil
+}
+
+// activeTurnOf returns the running turn after checking the client's
+// expected id, with the reference's messages.
+func (m *Manager) activeTurnOf(ctx context.Context, rawID, expected, idleMsg string) (*thread, *activeTurn, error) {
+	t, err := m.threadFor(ctx, rawID, "thread not found: %s")
+	if err != nil {
+		return nil, nil, err
+	}
+	defer t.unpin()
+	t.mu.Lock()
+	at := t.active
+	if at != nil && at.ending {
+		// Settled and announcing turn/completed: nothing is left to
+		// interrupt or steer, and the thread already reads as idle.
+		at = nil
+	}
+	t.mu.Unlock()
+	if at == nil {
+		return nil, nil, apperr.New(apperr.Invalid, "%s", idleMsg)
+	}
+	if expected != at.id {
+		return nil, nil, apperr.New(apperr.Invalid, "expected active turn id `%s` but found `%s`", expected, at.id)
+	}
+	return t, at, nil
+}
+
+// SteerTurn adds input to the running turn.
+func (m *Manager) SteerTurn(ctx context.Context, c Caller, p api.TurnSteerParams) (api.TurnSteerResult, error) {
+	_, at, err := m.activeTurnOf(ctx, p.ThreadID, p.ExpectedTurnID, "no active turn to steer")
+	if err != nil {
+		return api.TurnSteerResult{}, err
+	}
+	if !at.addSteer(steer{input: p.Input, clientID: p.ClientUserMessageID}) {
+		// The turn is settling; it will not look at new input again.
+		return api.TurnSteerResult{}, apperr.New(apperr.Invalid, "no active turn to steer")
+	}
+	return api.TurnSteerResult{TurnID: at.id}, nil
+}
+
+// InterruptTurn stops the running turn once the response has been sent; it
+// then completes with status interrupted.
+func (m *Manager) InterruptTurn(ctx context.Context, p api.TurnInterruptParams) (After, error) {
+	_, at, err := m.activeTurnOf(ctx, p.ThreadID, p.TurnID, "no active turn to interrupt")
+	if err != nil {
+		return nil, err
+	}
+	return func() { at.cancel(errInterrupted) }, nil
+}
