@@ -200,6 +200,24 @@ func (c *Conn) dispatch(frame []byte) {
 	c.handler.Handle(c.ctx, req)
 }
 
+// DecodeRequest decodes one frame as a Conn does, for callers that hold a
+// request frame outside a connection; a frame that is not a request or
+// notification is an error.
+func DecodeRequest(frame []byte) (*Request, error) {
+	var e envelope
+	if err := scanEnvelope(frame, &e); err != nil {
+		return nil, err
+	}
+	if e.method == nil {
+		return nil, errShape
+	}
+	req := new(Request)
+	if err := e.request(req); err != nil {
+		return nil, err
+	}
+	return req, nil
+}
+
 // answer hands a client's answer to the call waiting for it.
 func (c *Conn) answer(resp *response) {
 	var p *PendingCall
