@@ -298,3 +298,17 @@ func TestBadApprovalPolicyIsRejectedNotStored(t *testing.T) {
 	read := r.call("thread/resume", map[string]any{"threadId": threadID})
 	require.Contains(t, string(read), `"approvalPolicy":"on-request"`, "the bad value was not stored")
 }
+
+// A NUL byte in turn text is the client's error (-32602) at turn/start, not
+// a turn that fails later with an internal error.
+func TestNULInTurnTextIsInvalidParams(t *testing.T) {
+	fake := startFake(t, `{"steps":[]}`)
+	d := startDaemon(t, append([]string{"--data-dir", t.TempDir()}, fakeArgs(fake, "responses")...)...)
+	r := newRPC(t, d)
+	threadID := startThread(t, r, nil)
+	f := r.callRaw("turn/start", map[string]any{"threadId": threadID,
+		"input": []any{map[string]any{"type": "text", "text": "a\x00b", "text_elements": []any{}}}})
+	require.NotNil(t, f.Error, "turn/start accepted text with a NUL byte")
+	require.Equal(t, -32602, f.Error.Code)
+	require.Equal(t, "Invalid params: input[0].text contains a NUL character", f.Error.Message)
+}

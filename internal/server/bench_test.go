@@ -4,12 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"io"
-	"net/http/httptest"
 	"strconv"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/coder/websocket"
 
@@ -24,7 +20,6 @@ import (
 // benchmarks: initialized, with its session id known.
 type benchConn struct {
 	srv  *server.Server
-	hs   *httptest.Server
 	ws   *websocket.Conn
 	conn turns.ConnID
 	// read, when set, gets a signal for every frame the client read that
@@ -38,15 +33,8 @@ func newBenchConn(b *testing.B) *benchConn {
 	if err != nil {
 		b.Fatal(err)
 	}
-	hs := httptest.NewServer(srv.Handler())
+	ws := server.DialBench(b, srv)
 	ctx := context.Background()
-	ws, resp, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(hs.URL, "http"), nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if resp != nil && resp.Body != nil {
-		resp.Body.Close()
-	}
 	init := `{"id":1,"method":"initialize","params":{"clientInfo":{"name":"bench","version":"1"}}}`
 	if err := ws.Write(ctx, websocket.MessageText, []byte(init)); err != nil {
 		b.Fatal(err)
@@ -54,14 +42,7 @@ func newBenchConn(b *testing.B) *benchConn {
 	if _, _, err := ws.Read(ctx); err != nil {
 		b.Fatal(err)
 	}
-	c := &benchConn{srv: srv, hs: hs, ws: ws, conn: turns.ConnID(srv.Sessions()[0].ID())}
-	b.Cleanup(func() {
-		_ = ws.CloseNow()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.CloseConnections(ctx)
-		hs.Close()
-	})
+	c := &benchConn{srv: srv, ws: ws, conn: turns.ConnID(srv.Sessions()[0].ID())}
 	return c
 }
 
@@ -78,19 +59,8 @@ func (c *benchConn) serve(done chan<- struct{}) {
 		if err != nil {
 			return
 		}
-		buf = buf[:0]
-		for {
-			if len(buf) == cap(buf) {
-				buf = append(buf, 0)[:len(buf)]
-			}
-			n, err := r.Read(buf[len(buf):cap(buf)])
-			buf = buf[:len(buf)+n]
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				return
-			}
+		if buf, err = server.ReadMessage(r, buf); err != nil {
+			return
 		}
 		if !bytes.Contains(buf, []byte(`"method":"item/tool/call"`)) {
 			if c.read != nil {

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/appserver/appserver/api"
+	"github.com/appserver/appserver/internal/jsonscan"
 )
 
 // Info is what the server reports about itself and its configuration in
@@ -93,14 +95,16 @@ func (s *Server) methodLabel(method string) string {
 
 // DecodeParams decodes c.Params into v, first checking that every dotted
 // path in required is present, so that missing fields get the reference's
-// `Invalid request: missing field` message.
+// `Invalid request: missing field` message. The checks read the members
+// found when the frame was read; only v's decode decodes the params.
 func DecodeParams(c *Call, v any, required ...string) error {
 	raw := c.Params
 	if raw == nil || string(raw) == "null" {
 		raw = json.RawMessage("{}")
 	}
+	members, ok := c.members()
 	for _, path := range required {
-		if err := requirePath(raw, strings.Split(path, ".")); err != nil {
+		if err := requireField(raw, members, ok, path); err != nil {
 			return err
 		}
 	}
@@ -110,6 +114,64 @@ func DecodeParams(c *Call, v any, required ...string) error {
 	return nil
 }
 
+// members returns the top-level members of c.Params found when its frame
+// was read; ok is false when there are none to use (c.Params is not an
+// object the scan settled, or c was not made by the connection).
+func (c *Call) members() ([]jsonscan.Member, bool) {
+	if c.req == nil || !sameBytes(c.Params, c.req.Params) {
+		return nil, false
+	}
+	return c.req.Members()
+}
+
+func sameBytes(a, b []byte) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
+}
+
+// requireField checks that the dotted path is present in raw, whose
+// top-level members are given when known: each level must be an object
+// (JSON null counts as an empty one) holding the next key, matched
+// exactly, the last of repeated keys counting, as decoding into a map
+// does. What the scan does not settle goes to requirePath.
+func requireField(raw json.RawMessage, members []jsonscan.Member, known bool, path string) error {
+	var buf [16]jsonscan.Member
+	rest := path
+	for rest != "" {
+		var key string
+		key, rest, _ = strings.Cut(rest, ".")
+		if !known {
+			switch v := bytes.TrimSpace(raw); {
+			case string(v) == "null":
+				members, known = nil, true
+			case len(v) > 0 && v[0] == '{':
+				members, known = jsonscan.Object(v, buf[:0])
+			}
+			if !known {
+				return requirePath(raw, strings.Split(path, "."))
+			}
+		}
+		v, found := lastMember(members, key)
+		if !found {
+			return InvalidRequest("Invalid request: missing field `%s`", key)
+		}
+		raw, members, known = v, nil, false
+	}
+	return nil
+}
+
+// lastMember returns the value of the last member named key.
+func lastMember(members []jsonscan.Member, key string) (json.RawMessage, bool) {
+	var v json.RawMessage
+	found := false
+	for _, m := range members {
+		if m.Plain && string(m.Key) == key || !m.Plain && jsonscan.Unquote(m.Key, true, true) == key {
+			v, found = m.Value, true
+		}
+	}
+	return v, found
+}
+
+// requirePath is requireField by decoding each level into a map.
 func requirePath(raw json.RawMessage, path []string) error {
 	var obj map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &obj); err != nil {

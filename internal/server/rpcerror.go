@@ -5,9 +5,8 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/sourcegraph/jsonrpc2"
-
 	"github.com/appserver/appserver/internal/apperr"
+	"github.com/appserver/appserver/internal/server/rpcws"
 )
 
 // JSON-RPC error codes as the Codex app-server uses them (protocol.md §2.4).
@@ -60,12 +59,11 @@ func toRPCError(err error) *RPCError {
 	}
 }
 
-func (e *RPCError) wire() *jsonrpc2.Error {
-	out := &jsonrpc2.Error{Code: e.Code, Message: e.Message}
+func (e *RPCError) wire() *rpcws.Error {
+	out := &rpcws.Error{Code: e.Code, Message: e.Message}
 	if e.Data != nil {
 		if raw, err := json.Marshal(e.Data); err == nil {
-			msg := json.RawMessage(raw)
-			out.Data = &msg
+			out.Data = raw
 		}
 	}
 	return out

@@ -16,8 +16,8 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/go-chi/chi/v5"
-	"github.com/sourcegraph/jsonrpc2"
 
+	"github.com/appserver/appserver/api"
 	"github.com/appserver/appserver/internal/server/auth"
 	"github.com/appserver/appserver/internal/server/rpcws"
 )
@@ -238,14 +238,13 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request) {
 }
 
 // serveConn starts a session on ws and returns without waiting for it to
-// end. The connection's goroutines are jsonrpc2's reader and watcher, and a
-// stream writer only while frames are queued; when jsonrpc2 closes the
-// stream, connStream.Close starts endConn.
+// end. The connection's goroutines are its reader, which also runs the
+// teardown, and a stream writer only while frames are queued.
 func (s *Server) serveConn(ws *websocket.Conn, batch *rpcws.Batcher, remote string) {
 	sess := &Session{srv: s, id: s.nextSess.Add(1)}
 	sess.log = s.log.With("conn", sess.id, "remote", remote)
 	m := s.metrics
-	sess.stream = rpcws.NewStream(ws, rpcws.Options{
+	stream := rpcws.NewStream(ws, rpcws.Options{
 		OutboundQueue: s.cfg.OutboundQueue,
 		ReadLimit:     s.cfg.MaxMessageBytes,
 		Logger:        sess.log,
@@ -255,78 +254,41 @@ func (s *Server) serveConn(ws *websocket.Conn, batch *rpcws.Batcher, remote stri
 			Dropped:      func(r rpcws.DropReason) { m.DroppedFrames.WithLabelValues(string(r)).Inc() },
 			SlowConsumer: m.SlowConsumers.Inc,
 		},
-		OnResponse: sess.response,
-		Batch:      batch,
+		Batch: batch,
 	})
-	ctx, cancel := context.WithCancel(context.Background())
-	sess.ctx = ctx
+	sess.conn = rpcws.NewConn(stream, sess, rpcws.ConnOptions{OnResponse: sess.response, Logger: sess.log})
 
-	// Register before jsonrpc2 starts reading, since endConn may run as
-	// soon as it does, and count the connection in the same critical
-	// section as CloseConnections' snapshot: a connection is either closed
-	// by CloseConnections and waited for, or refused here.
+	// Count the connection in the same critical section as
+	// CloseConnections' snapshot: a connection is either closed by
+	// CloseConnections and waited for, or refused here.
 	s.mu.Lock()
 	if s.draining.Load() {
 		// Drain raced with this upgrade.
 		s.mu.Unlock()
-		cancel()
 		sess.log.Debug("websocket refused: server is shutting down")
-		sess.stream.CloseWith(websocket.StatusGoingAway, "server shutting down")
-		<-sess.stream.Done()
+		stream.CloseWith(websocket.StatusGoingAway, "server shutting down")
+		<-stream.Done()
 		return
 	}
 	s.conns.Add(1)
 	s.sessions[sess] = struct{}{}
 	s.mu.Unlock()
 	m.OpenConnections.Inc()
-
-	// jsonrpc2's context is not derived from sess.ctx: the connection is
-	// closed by its reader or by Close, never by that context, and an
-	// unrelated parent saves registering a child context per connection.
-	conn := jsonrpc2.NewConn(context.Background(), &connStream{Stream: sess.stream, sess: sess, cancel: cancel},
-		sess, jsonrpc2.SetLogger(slogPrintf{sess.log}))
-	sess.conn.CompareAndSwap(nil, conn)
 	sess.log.Debug("websocket connected")
+	go s.run(sess)
 }
 
-// responseHook sees every response a client sends, on the connection's
-// reader goroutine, before the waiting request gets it: req is the server
-// request it answers, nil when none with its id is outstanding (the
-// response is then dropped); id is the id the client sent. It must not
-// block.
-type responseHook func(sess *Session, req *sentRequest, id jsonrpc2.ID)
-
-// connStream is the stream as jsonrpc2 sees it. jsonrpc2 calls Close exactly
-// once, when the connection ends, after closing DisconnectNotify and
-// cancelling the handlers' context.
-type connStream struct {
-	*rpcws.Stream
-	sess   *Session
-	cancel context.CancelFunc // sess.ctx
-}
-
-// Close fails the server→client requests still waiting for an answer (as
-// jsonrpc2 does with its own calls before closing the stream), cancels the
-// session's context, flushes and closes the websocket (rpcws.Stream.Close
-// returns once the stream has shut down) and hands the rest of the teardown
-// to endConn on a goroutine of its own, so that it can wait for the
-// session's handlers whichever goroutine closed the connection.
-func (c *connStream) Close() error {
-	c.sess.failRequests()
-	c.cancel()
-	err := c.Stream.Close()
-	go c.sess.srv.endConn(c.sess)
-	return err
-}
-
-// endConn finishes a connection's teardown once jsonrpc2 closed it: it waits
-// for the session's handlers, forgets the session, runs its close hooks and
-// only then lets CloseConnections return.
-func (s *Server) endConn(sess *Session) {
+// run serves a connection until it ends and then finishes its teardown:
+// by the time Serve returns, the requests the client was waiting for have
+// failed, the session's context is cancelled, the websocket is closed and
+// every request it was serving has finished. The session is then
+// forgotten, its close hooks run, and only then may CloseConnections
+// return.
+func (s *Server) run(sess *Session) {
 	defer s.conns.Done()
-	sess.handlers.Wait()
-	<-sess.stream.Done()
-
+	if err := sess.conn.Serve(); err != nil {
+		sess.log.Debug("websocket read failed", "err", err)
+	}
 	s.mu.Lock()
 	delete(s.sessions, sess)
 	s.mu.Unlock()
@@ -335,12 +297,12 @@ func (s *Server) endConn(sess *Session) {
 	sess.log.Debug("websocket disconnected")
 }
 
-// slogPrintf routes jsonrpc2's printf logging into slog at debug level.
-type slogPrintf struct{ l *slog.Logger }
-
-func (p slogPrintf) Printf(format string, v ...any) {
-	p.l.Debug(strings.TrimSpace(sprintf(format, v...)))
-}
+// responseHook sees every response a client sends, on the connection's
+// reader goroutine, before the waiting request gets it: call is the server
+// request it answers, nil when none with its id is outstanding (the
+// response is then dropped); id is the id the client sent. It must not
+// block.
+type responseHook func(sess *Session, call *rpcws.PendingCall, id api.RequestID)
 
 // Sessions returns a snapshot of the initialized sessions.
 func (s *Server) Sessions() []*Session {
@@ -392,7 +354,7 @@ func (s *Server) CloseConnections(ctx context.Context) error {
 	s.Drain()
 	s.mu.Lock()
 	for sess := range s.sessions {
-		sess.stream.CloseWith(websocket.StatusGoingAway, "server shutting down")
+		sess.conn.Stream().CloseWith(websocket.StatusGoingAway, "server shutting down")
 	}
 	s.mu.Unlock()
 	done := make(chan struct{})

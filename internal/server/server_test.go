@@ -186,15 +186,33 @@ func TestRequestIDsEchoedExactly(t *testing.T) {
 	ts := newTestServer(t, server.Config{})
 	c := dial(t, ts.url, nil)
 	c.initialize(nil)
-	for _, id := range []string{`0`, `1`, `-5`, `-9223372036854775808`, `9223372036854775807`, `"abc"`, `"n:-5"`, `"s:x"`, `"0194f0d2-7c1e-7c3a-9b1e-1f2e3d4c5b6a"`, `""`} {
+	for _, id := range []string{`0`, `-0`, `1`, `-5`, `-9223372036854775808`, `9223372036854775807`, `"abc"`, `"n:-5"`, `"s:x"`, `"0194f0d2-7c1e-7c3a-9b1e-1f2e3d4c5b6a"`, `""`} {
 		c.sendRaw(`{"id":` + id + `,"method":"account/read","params":{}}`)
 		resp := c.recvResponse()
-		require.JSONEq(t, id, string(resp["id"]), "id %s", id)
+		require.Equal(t, id, string(resp["id"]), "id %s", id)
 		require.Contains(t, resp, "result")
 	}
+	// Error replies too.
+	c.sendRaw(`{"id":-0,"method":"no/such","params":{}}`)
+	require.Equal(t, `-0`, string(c.recvResponse()["id"]))
 	// The jsonrpc member is accepted and ignored on input.
 	c.sendRaw(`{"jsonrpc":"2.0","id":42,"method":"account/read","params":{}}`)
 	require.JSONEq(t, `42`, string(c.recvResponse()["id"]))
+}
+
+// A result the server cannot encode is answered with an internal error,
+// not left unanswered.
+func TestUnencodableResultIsAnInternalError(t *testing.T) {
+	ts := newTestServer(t, server.Config{})
+	ts.srv.Handle("test/bad", func(context.Context, *server.Call) (any, error) {
+		return map[string]any{"f": func() {}}, nil
+	})
+	c := dial(t, ts.url, nil)
+	c.initialize(nil)
+	code, msg := errorOf(t, c.call(1, "test/bad", map[string]any{}))
+	require.Equal(t, -32603, code)
+	require.Equal(t, "internal error", msg)
+	require.Contains(t, c.call(2, "account/read", map[string]any{}), "result")
 }
 
 func TestMalformedFramesAreDroppedNotFatal(t *testing.T) {

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"runtime/debug"
@@ -11,12 +12,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/sourcegraph/jsonrpc2"
-
+	"github.com/appserver/appserver/api"
+	"github.com/appserver/appserver/internal/jsonscan"
 	"github.com/appserver/appserver/internal/server/rpcws"
 )
-
-var sprintf = fmt.Sprintf
 
 // Method handles one JSON-RPC method. It returns the result to send, or an
 // error (an *RPCError, an apperr error, or anything else as internal).
@@ -27,7 +26,10 @@ type Call struct {
 	Session *Session
 	Method  string
 	// Params is nil when the key was absent and "null" when it was null.
-	Params  json.RawMessage
+	Params json.RawMessage
+	// req is the request as the connection decoded it, nil for a Call
+	// made otherwise; its params' members spare DecodeParams a decode.
+	req     *rpcws.Request
 	after   []func()
 	release func()
 }
@@ -47,14 +49,10 @@ func (c *Call) After(f func()) { c.after = append(c.after, f) }
 
 // Session is one websocket connection's JSON-RPC state.
 type Session struct {
-	srv    *Server
-	id     uint64
-	log    *slog.Logger
-	ctx    context.Context
-	stream *rpcws.Stream
-	// conn is set by the first Handle call or after NewConn returns,
-	// whichever is first: jsonrpc2 starts reading before NewConn returns.
-	conn atomic.Pointer[jsonrpc2.Conn]
+	srv  *Server
+	id   uint64
+	log  *slog.Logger
+	conn *rpcws.Conn
 
 	// Written once by initialize (on the reader goroutine) before
 	// initialized is set; read-only afterwards.
@@ -64,8 +62,6 @@ type Session struct {
 	experimental bool
 	optOut       map[string]struct{}
 
-	handlers sync.WaitGroup
-
 	mu         sync.Mutex // guards closeHooks, closed, tails
 	closeHooks []func()
 	closed     bool
@@ -73,28 +69,6 @@ type Session struct {
 	// admitted for it, so that requests naming the same thread are served
 	// in arrival order while unrelated ones run concurrently.
 	tails map[string]chan struct{}
-
-	// The server→client requests waiting for their answer, by id. They are
-	// kept here rather than by jsonrpc2, so that the request frame is
-	// encoded once and the answer decoded once (see rpcws.EncodeRequest);
-	// jsonrpc2 only serves the client's requests. An entry stays until its
-	// answer arrives or the connection closes, even when its waiter gave
-	// up, so that a late answer is still recognised.
-	callMu      sync.Mutex // guards calls, callsClosed
-	calls       map[int64]*sentRequest
-	callsClosed bool
-}
-
-// sentRequest is a server→client request waiting for its answer.
-type sentRequest struct {
-	id     int64
-	method string
-	done   chan struct{} // closed once answered or the connection closed
-	// Set before done is closed: the answer, or closed when the
-	// connection went away first.
-	result json.RawMessage
-	err    *jsonrpc2.Error
-	closed bool
 }
 
 // ID returns the session's process-unique id.
@@ -110,7 +84,7 @@ func (s *Session) Experimental() bool { return s.experimental }
 func (s *Session) ClientName() string { return s.clientName }
 
 // Context is cancelled when the connection closes.
-func (s *Session) Context() context.Context { return s.ctx }
+func (s *Session) Context() context.Context { return s.conn.Context() }
 
 // Logger returns the session's logger.
 func (s *Session) Logger() *slog.Logger { return s.log }
@@ -145,7 +119,7 @@ func (s *Session) Notify(n *Notification) {
 	if _, out := s.optOut[n.Method]; out {
 		return
 	}
-	if err := s.stream.Send(n.frame); err == nil {
+	if err := s.conn.Send(n.frame); err == nil {
 		s.srv.metrics.Notifications.WithLabelValues(n.Method).Inc()
 	}
 }
@@ -166,7 +140,7 @@ func (s *Session) Request(ctx context.Context, method string, params any, onID f
 
 // ErrConnectionClosed is returned by a request's wait when the connection
 // closed before the client answered.
-var ErrConnectionClosed = jsonrpc2.ErrClosed
+var ErrConnectionClosed = rpcws.ErrClosed
 
 // StartRequest queues a server→client request without waiting: it returns
 // the request id and a function that waits for the answer. A client's error
@@ -174,127 +148,62 @@ var ErrConnectionClosed = jsonrpc2.ErrClosed
 // ErrConnectionClosed. Queueing never blocks; ctx is not used by it.
 func (s *Session) StartRequest(ctx context.Context, method string, params any) (int64, func(context.Context) (json.RawMessage, error), error) {
 	id := s.srv.nextReqID.Add(1) - 1
-	frame, err := rpcws.EncodeRequest(id, method, params)
+	call, err := s.conn.Call(id, method, params)
 	if err != nil {
 		return id, nil, err
 	}
-	r := &sentRequest{id: id, method: method, done: make(chan struct{})}
-	// Registered before the frame is queued: the answer may come back at
-	// once.
-	s.callMu.Lock()
-	if s.callsClosed {
-		s.callMu.Unlock()
-		return id, nil, ErrConnectionClosed
-	}
-	if s.calls == nil {
-		s.calls = map[int64]*sentRequest{}
-	}
-	s.calls[id] = r
-	s.callMu.Unlock()
-	if err := s.stream.Send(frame); err != nil {
-		s.callMu.Lock()
-		delete(s.calls, id)
-		closed := s.callsClosed
-		s.callMu.Unlock()
-		if closed {
-			err = ErrConnectionClosed
+	return id, func(ctx context.Context) (json.RawMessage, error) {
+		res, err := call.Wait(ctx)
+		var rerr *rpcws.Error
+		if errors.As(err, &rerr) {
+			return nil, &RPCError{Code: rerr.Code, Message: rerr.Message}
 		}
-		return id, nil, err
-	}
-	return id, r.wait, nil
+		return res, err
+	}, nil
 }
 
-// wait waits for the answer, ctx or the connection to close.
-func (r *sentRequest) wait(ctx context.Context) (json.RawMessage, error) {
-	select {
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	case <-r.done:
-	}
-	switch {
-	case r.closed:
-		return nil, ErrConnectionClosed
-	case r.err != nil:
-		return nil, &RPCError{Code: r.err.Code, Message: r.err.Message}
-	}
-	return r.result, nil
-}
-
-// response takes a client's answer on the connection's reader goroutine:
-// it hands the answer to the request's waiter after the server's response
-// hook saw it.
-func (s *Session) response(resp *rpcws.Response) {
-	var r *sentRequest
-	if !resp.ID.IsString {
-		id := int64(resp.ID.Num)
-		s.callMu.Lock()
-		if r = s.calls[id]; r != nil {
-			delete(s.calls, id)
-		}
-		s.callMu.Unlock()
-	}
+// response sees a client's answer on the connection's reader goroutine,
+// before the waiting request gets it.
+func (s *Session) response(call *rpcws.PendingCall, id api.RequestID) {
 	if h := s.srv.responseHook.Load(); h != nil {
-		(*h)(s, r, resp.ID)
-	}
-	if r == nil {
-		s.log.Debug("ignoring response with no corresponding request", "id", resp.ID.String())
-		return
-	}
-	r.result, r.err = resp.Result, resp.Error
-	close(r.done)
-}
-
-// failRequests fails every request still waiting for its answer, and any
-// later one, with ErrConnectionClosed.
-func (s *Session) failRequests() {
-	s.callMu.Lock()
-	calls := s.calls
-	s.calls = nil
-	s.callsClosed = true
-	s.callMu.Unlock()
-	for _, r := range calls {
-		r.closed = true
-		close(r.done)
+		(*h)(s, call, id)
 	}
 }
 
-// Handle implements jsonrpc2.Handler. It runs on the connection's reader
+// Handle implements rpcws.Handler. It runs on the connection's reader
 // goroutine, so it must not block: initialize is answered inline (so that
-// later requests on the connection see its outcome) and everything else is
-// admitted to the bounded ingress and handled on its own goroutine.
-func (s *Session) Handle(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2.Request) {
-	if s.conn.Load() == nil {
-		s.conn.CompareAndSwap(nil, conn)
-	}
-	if req.Notif {
+// later requests on the connection see its outcome), the requests refused
+// before any work (not initialized, draining, overloaded) are answered
+// inline, and everything else is admitted to the bounded ingress and
+// handled on its own goroutine.
+func (s *Session) Handle(ctx context.Context, req *rpcws.Request) {
+	if req.IsNotification() {
 		// Client notifications (initialized, …) carry nothing we act on.
 		return
 	}
 	if req.Method == "initialize" {
-		s.handlers.Add(1)
 		s.serve(ctx, req, nil)
 		return
 	}
 	if !s.initialized.Load() {
-		s.replyError(ctx, req, InvalidRequest("Not initialized"), time.Now())
+		s.refuse(req, InvalidRequest("Not initialized"))
 		return
 	}
 	if s.srv.draining.Load() {
-		s.replyError(ctx, req, &RPCError{
+		s.refuse(req, &RPCError{
 			Code:    CodeInvalidRequest,
 			Message: "Server is draining; retry after reconnecting",
 			Data:    map[string]string{"reason": "serverShuttingDown"},
-		}, time.Now())
+		})
 		return
 	}
 	select {
 	case s.srv.ingress <- struct{}{}:
 	default:
 		s.srv.metrics.Overloaded.Inc()
-		s.replyError(ctx, req, &RPCError{Code: CodeOverloaded, Message: OverloadedMessage}, time.Now())
+		s.refuse(req, &RPCError{Code: CodeOverloaded, Message: OverloadedMessage})
 		return
 	}
-	s.handlers.Add(1)
 	key := resourceKey(req)
 	prev, mine := s.enqueue(key)
 	go func() {
@@ -312,24 +221,57 @@ func (s *Session) Handle(ctx context.Context, conn *jsonrpc2.Conn, req *jsonrpc2
 	}()
 }
 
+// refuse answers a request that is not served.
+func (s *Session) refuse(req *rpcws.Request, e *RPCError) {
+	s.replyError(req, e, time.Now())
+	s.conn.Finish(req)
+}
+
 // resourceKey names what a request touches for ordering: its thread, or
 // the connection-scoped process id of command/exec and its follow-ups.
-func resourceKey(req *jsonrpc2.Request) string {
+// It reads the params' members found when the frame was read; params the
+// strict scan left alone are decoded by encoding/json as they always were.
+func resourceKey(req *rpcws.Request) string {
 	if req.Params == nil {
 		return ""
 	}
+	names := [2]string{"threadId", "processId"}
+	var vals [2][]byte
+	members, ok := req.Members()
+	if !ok || !jsonscan.Pick(members, names[:], vals[:]) {
+		return decodeResourceKey(req)
+	}
+	// A member that is not a string (nor null) fails the whole decode.
+	var ids [2]string
+	for i, v := range vals {
+		if v == nil || string(v) == "null" {
+			continue
+		}
+		if v[0] != '"' {
+			return ""
+		}
+		ids[i], _ = jsonscan.Text(v)
+	}
+	return keyOf(req.Method, ids[0], ids[1])
+}
+
+func decodeResourceKey(req *rpcws.Request) string {
 	var p struct {
 		ThreadID  string `json:"threadId"`
 		ProcessID string `json:"processId"`
 	}
-	if json.Unmarshal(*req.Params, &p) != nil {
+	if json.Unmarshal(req.Params, &p) != nil {
 		return ""
 	}
-	if p.ThreadID != "" {
-		return "thread:" + p.ThreadID
+	return keyOf(req.Method, p.ThreadID, p.ProcessID)
+}
+
+func keyOf(method, threadID, processID string) string {
+	if threadID != "" {
+		return "thread:" + threadID
 	}
-	if p.ProcessID != "" && strings.HasPrefix(req.Method, "command/exec") {
-		return "process:" + p.ProcessID
+	if processID != "" && strings.HasPrefix(method, "command/exec") {
+		return "process:" + processID
 	}
 	return ""
 }
@@ -363,13 +305,13 @@ func (s *Session) dequeue(key string, mine chan struct{}) {
 	}
 }
 
-func (s *Session) serve(ctx context.Context, req *jsonrpc2.Request, release func()) {
-	defer s.handlers.Done()
+// serve runs a request's method and answers it; the request leaves the
+// connection's in-flight state once the notifications its method queued
+// with After are queued too.
+func (s *Session) serve(ctx context.Context, req *rpcws.Request, release func()) {
+	defer s.conn.Finish(req)
 	start := time.Now()
-	call := &Call{Session: s, Method: req.Method, release: release}
-	if req.Params != nil {
-		call.Params = *req.Params
-	}
+	call := &Call{Session: s, Method: req.Method, Params: req.Params, req: req, release: release}
 	result, err := s.invokeSafely(ctx, call)
 	if err != nil {
 		rerr := toRPCError(err)
@@ -377,14 +319,14 @@ func (s *Session) serve(ctx context.Context, req *jsonrpc2.Request, release func
 			// The client sees a generic message; the cause goes to the log.
 			s.log.Error("request failed", "method", req.Method, "err", err)
 		}
-		s.replyError(ctx, req, rerr, start)
+		s.replyError(req, rerr, start)
 		return
 	}
 	if result == nil {
 		result = struct{}{}
 	}
-	if err := s.conn.Load().Reply(ctx, req.ID, result); err != nil {
-		s.log.Debug("reply not sent", "method", req.Method, "err", err)
+	if err := s.conn.Reply(req, result); err != nil {
+		s.log.Error("reply not sent", "method", req.Method, "err", err)
 	}
 	s.observe(req.Method, 0, start)
 	for _, f := range call.after {
@@ -405,11 +347,11 @@ func (s *Session) invokeSafely(ctx context.Context, c *Call) (result any, err er
 	return s.srv.invoke(ctx, c)
 }
 
-func (s *Session) replyError(ctx context.Context, req *jsonrpc2.Request, e *RPCError, start time.Time) {
+func (s *Session) replyError(req *rpcws.Request, e *RPCError, start time.Time) {
 	if e.Code != CodeInternal {
 		s.log.Debug("request refused", "method", req.Method, "code", e.Code, "message", e.Message)
 	}
-	if err := s.conn.Load().ReplyWithError(ctx, req.ID, e.wire()); err != nil {
+	if err := s.conn.ReplyError(req, e.wire()); err != nil {
 		s.log.Debug("error reply not sent", "method", req.Method, "err", err)
 	}
 	s.observe(req.Method, e.Code, start)

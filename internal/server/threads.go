@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"sync"
 
 	"github.com/appserver/appserver/api"
@@ -24,12 +25,27 @@ var experimentalFields = map[string][]string{
 
 // gateFields rejects experimental params from a client that did not opt in,
 // with the reference's `<method>.<field> requires experimentalApi
-// capability`.
+// capability`. A field counts when present and not null, the last of
+// repeated keys counting, as decoding into a map does.
 func gateFields(c *Call) error {
 	fields := experimentalFields[c.Method]
 	if len(fields) == 0 || c.Session.experimental || len(c.Params) == 0 {
 		return nil
 	}
+	members, ok := c.members()
+	if !ok {
+		return gateFieldsDecoded(c, fields)
+	}
+	for _, f := range fields {
+		if v, ok := lastMember(members, f); ok && string(v) != "null" {
+			return InvalidRequest("%s.%s requires experimentalApi capability", c.Method, f)
+		}
+	}
+	return nil
+}
+
+// gateFieldsDecoded is gateFields for params the scan left alone.
+func gateFieldsDecoded(c *Call, fields []string) error {
 	var obj map[string]json.RawMessage
 	if err := json.Unmarshal(c.Params, &obj); err != nil {
 		return nil // the decode that follows reports it
@@ -63,6 +79,18 @@ func threadMethod[P any, R any](required []string, f func(ctx context.Context, c
 		}
 		return res, nil
 	}
+}
+
+// checkInputText refuses text input holding a NUL byte, which no store can
+// keep (PostgreSQL text cannot hold it): refused here, it is the client's
+// -32602 rather than a turn failing later with an internal error.
+func checkInputText(input api.List[api.UserInput]) error {
+	for i, in := range input {
+		if in.Type == api.UserInputText && strings.IndexByte(in.Text, 0) >= 0 {
+			return InvalidParams("Invalid params: input[%d].text contains a NUL character", i)
+		}
+	}
+	return nil
 }
 
 func caller(c *Call) turns.Caller {
@@ -118,9 +146,15 @@ func (s *Server) RegisterThreads(m *turns.Manager) {
 		return res, nil, err
 	}))
 	s.Handle("turn/start", threadMethod([]string{"threadId", "input"}, func(ctx context.Context, c *Call, p api.TurnStartParams) (api.TurnStartResult, turns.After, error) {
+		if err := checkInputText(p.Input); err != nil {
+			return api.TurnStartResult{}, nil, err
+		}
 		return m.StartTurn(ctx, caller(c), p)
 	}))
 	s.Handle("turn/steer", threadMethod([]string{"threadId", "input", "expectedTurnId"}, func(ctx context.Context, c *Call, p api.TurnSteerParams) (api.TurnSteerResult, turns.After, error) {
+		if err := checkInputText(p.Input); err != nil {
+			return api.TurnSteerResult{}, nil, err
+		}
 		res, err := m.SteerTurn(ctx, caller(c), p)
 		return res, nil, err
 	}))

@@ -8,10 +8,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sourcegraph/jsonrpc2"
-
 	"github.com/appserver/appserver/api"
 	"github.com/appserver/appserver/internal/dynamic"
+	"github.com/appserver/appserver/internal/server/rpcws"
 	"github.com/appserver/appserver/internal/turns"
 )
 
@@ -243,12 +242,12 @@ func (r *ToolRouter) send(sess *Session, p *dynamic.Pending) error {
 // response sees every response a client sends, on the connection's reader
 // goroutine, before the session hands it to the waiting request: req is
 // the request it answers, nil when no request with its id is outstanding.
-func (r *ToolRouter) response(sess *Session, req *sentRequest, respID jsonrpc2.ID) {
+func (r *ToolRouter) response(sess *Session, req *rpcws.PendingCall, respID api.RequestID) {
 	if req != nil {
-		if req.method != "item/tool/call" {
+		if req.Method != "item/tool/call" {
 			return
 		}
-		id := req.id
+		id := req.ID
 		late := false
 		r.mu.Lock()
 		if c := r.conns[sess.id]; c != nil {
@@ -269,7 +268,7 @@ func (r *ToolRouter) response(sess *Session, req *sentRequest, respID jsonrpc2.I
 	reason := dynamic.IgnoredUnknownCall
 	if !respID.IsString {
 		r.mu.Lock()
-		if c := r.conns[sess.id]; c != nil && c.answered(int64(respID.Num)) {
+		if c := r.conns[sess.id]; c != nil && c.answered(respID.Num) {
 			reason = dynamic.IgnoredDuplicate
 		}
 		r.mu.Unlock()

@@ -8,15 +8,12 @@ import (
 	"unicode/utf8"
 )
 
-// Frames the server originates (notifications and server→client requests)
-// are encoded here in Codex framing directly, params encoded once into a
-// pooled buffer. Going through jsonrpc2 and normalizeOutbound instead
-// encodes the params, re-encodes them inside a map, compacts the result
-// at every json.Marshaler level and finally parses and re-encodes the whole
-// frame to drop the "jsonrpc" member: several copies of the params and
-// dozens of allocations per frame. The bytes are the same either way:
-// encoding/json output is already compact and HTML-escaped, which the
-// re-encoding leaves as it is.
+// Every outbound frame (replies, notifications, server→client requests) is
+// encoded here in Codex framing directly, its params or result encoded once
+// into a pooled buffer, in the bytes json.Marshal would give: encoding/json
+// output is compact and HTML-escaped, and the frames used to be re-encoded
+// from it (the tests hold the encoders to encoding/json's framing of the
+// same message).
 
 // frameEncoder is a scratch buffer with a JSON encoder writing into it.
 type frameEncoder struct {
@@ -69,6 +66,11 @@ func (e *frameEncoder) str(s string) error {
 	return nil
 }
 
+// int appends n.
+func (e *frameEncoder) int(n int64) {
+	e.buf.Write(strconv.AppendInt(e.buf.AvailableBuffer(), n, 10))
+}
+
 // frame returns a copy of the encoded frame: the frame outlives the
 // buffer, which goes back to the pool.
 func (e *frameEncoder) frame() []byte {
@@ -89,23 +91,23 @@ func EncodeNotification(method string, params any, emittedAtMs int64) ([]byte, e
 		return nil, err
 	}
 	e.buf.WriteString(`,"emittedAtMs":`)
-	e.buf.Write(strconv.AppendInt(e.buf.AvailableBuffer(), emittedAtMs, 10))
+	e.int(emittedAtMs)
 	e.buf.WriteByte('}')
 	return e.frame(), nil
 }
 
 // EncodeRequest returns the frame of a server→client request:
 // {"id","method","params"}, params as json.Marshal encodes them and left
-// out when nil, as jsonrpc2 does.
+// out when nil.
 func EncodeRequest(id int64, method string, params any) ([]byte, error) {
 	e := getEncoder()
 	defer putEncoder(e)
 	e.buf.WriteString(`{"id":`)
-	e.buf.Write(strconv.AppendInt(e.buf.AvailableBuffer(), id, 10))
+	e.int(id)
 	e.buf.WriteString(`,"method":`)
 	if !utf8.ValidString(method) {
-		// normalizeOutbound decoded and re-encoded the method, which
-		// turned every invalid byte into a literal U+FFFD; keep doing so.
+		// Frames used to be decoded and re-encoded, which turned every
+		// invalid byte of the method into a literal U+FFFD; keep doing so.
 		method = string([]rune(method))
 	}
 	if err := e.str(method); err != nil {

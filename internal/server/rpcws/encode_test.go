@@ -4,24 +4,39 @@ import (
 	"encoding/json"
 	"testing"
 
-	"github.com/sourcegraph/jsonrpc2"
 	"github.com/stretchr/testify/require"
 )
 
-// viaJSONRPC2 is how a server request was framed before EncodeRequest:
-// jsonrpc2's own encoding, normalized.
-func viaJSONRPC2(t testing.TB, id int64, method string, params any) ([]byte, error) {
-	req := &jsonrpc2.Request{Method: method, ID: jsonrpc2.ID{Num: uint64(id)}}
+// requestViaMarshal is a server request framed by encoding/json: the
+// bytes EncodeRequest must give. Invalid UTF-8 in the method comes out as
+// literal U+FFFD, as frames always had it.
+func requestViaMarshal(t testing.TB, id int64, method string, params any) ([]byte, error) {
+	var p json.RawMessage
 	if params != nil {
-		if err := req.SetParams(params); err != nil {
+		var err error
+		if p, err = json.Marshal(params); err != nil {
 			return nil, err
 		}
 	}
-	raw, err := json.Marshal(req)
+	out, err := json.Marshal(struct {
+		ID     int64           `json:"id"`
+		Method json.RawMessage `json:"method"`
+		Params json.RawMessage `json:"params,omitempty"`
+	}{id, literalMethod(t, method), p})
 	if err != nil {
-		t.Fatalf("jsonrpc2 encoding failed: %v", err)
+		t.Fatalf("encoding failed: %v", err)
 	}
-	return normalizeOutbound(raw)
+	return out, nil
+}
+
+// literalMethod encodes method as json.Marshal does, except that each
+// invalid byte becomes a literal U+FFFD instead of the escape \ufffd.
+func literalMethod(t testing.TB, method string) json.RawMessage {
+	enc, err := json.Marshal(string([]rune(method)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return enc
 }
 
 // notificationViaMarshal is how a notification was framed before
@@ -61,10 +76,10 @@ var encodeCases = []struct {
 	{"empty object", "thread/started", struct{}{}},
 }
 
-func TestEncodeRequestMatchesJSONRPC2Framing(t *testing.T) {
+func TestEncodeRequestMatchesMarshal(t *testing.T) {
 	for _, tc := range encodeCases {
 		for _, id := range []int64{0, 1, 42, 1 << 40, -1, -9223372036854775808, 9223372036854775807} {
-			want, werr := viaJSONRPC2(t, id, tc.method, tc.params)
+			want, werr := requestViaMarshal(t, id, tc.method, tc.params)
 			got, gerr := EncodeRequest(id, tc.method, tc.params)
 			require.NoError(t, werr, tc.name)
 			require.NoError(t, gerr, tc.name)
@@ -91,7 +106,7 @@ func TestEncodeNotificationMatchesMarshal(t *testing.T) {
 	require.Error(t, err)
 }
 
-func FuzzEncodeMatchesOldFraming(f *testing.F) {
+func FuzzEncodeMatchesMarshal(f *testing.F) {
 	f.Add("item/tool/call", `{"a":"<b>"}`, "x", int64(3))
 	f.Add("m\u2028", `[1, 2 ,3]`, "\xff\xfe", int64(-1))
 	f.Fuzz(func(t *testing.T, method, raw, s string, n int64) {
@@ -99,7 +114,7 @@ func FuzzEncodeMatchesOldFraming(f *testing.F) {
 		if json.Valid([]byte(raw)) {
 			params["raw"] = json.RawMessage(raw)
 		}
-		want, err := viaJSONRPC2(t, n, method, params)
+		want, err := requestViaMarshal(t, n, method, params)
 		require.NoError(t, err)
 		got, err := EncodeRequest(n, method, params)
 		require.NoError(t, err)

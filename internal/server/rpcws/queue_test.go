@@ -3,7 +3,6 @@ package rpcws
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -94,7 +93,7 @@ func TestQueuedFramesShareOneWrite(t *testing.T) {
 
 	holdWriter(t, s)
 	for i := range 5 {
-		require.NoError(t, s.WriteObject(json.RawMessage(frame(i))))
+		require.NoError(t, s.Send(frame(i)))
 	}
 	before := writes.Load()
 	releaseWriter(s)
@@ -105,7 +104,7 @@ func TestQueuedFramesShareOneWrite(t *testing.T) {
 	}
 	require.Equal(t, int64(1), writes.Load()-before, "five queued frames took more than one write")
 
-	require.NoError(t, s.WriteObject(json.RawMessage(frame(5))))
+	require.NoError(t, s.Send(frame(5)))
 	_, data, err := client.Read(ctx)
 	require.NoError(t, err)
 	require.JSONEq(t, string(frame(5)), string(data))
@@ -142,7 +141,7 @@ func TestBatchIsBounded(t *testing.T) {
 	}
 	holdWriter(t, s)
 	for i := range n {
-		require.NoError(t, s.WriteObject(json.RawMessage(msg(i))))
+		require.NoError(t, s.Send(msg(i)))
 	}
 	before := bc.writes.Load()
 	releaseWriter(s)
@@ -279,8 +278,7 @@ func TestSendNeverWaitsForAStalledControlWrite(t *testing.T) {
 	bc.Conn = sc
 	go func() {
 		for {
-			var v json.RawMessage
-			if s.ReadObject(&v) != nil {
+			if _, err := s.ReadFrame(); err != nil {
 				return
 			}
 		}
@@ -299,7 +297,7 @@ func TestSendNeverWaitsForAStalledControlWrite(t *testing.T) {
 		t.Fatal("the pong write never blocked")
 	}
 	// The writer takes the first frame and gets stuck behind the pong.
-	require.NoError(t, s.WriteObject(json.RawMessage(frame(0))))
+	require.NoError(t, s.Send(frame(0)))
 	require.Eventually(t, func() bool {
 		queued, _, writing, _ := s.state()
 		return queued == 0 && writing
@@ -307,7 +305,7 @@ func TestSendNeverWaitsForAStalledControlWrite(t *testing.T) {
 	time.Sleep(20 * time.Millisecond) // let it get as far as it can
 	start := time.Now()
 	for i := 1; i < 3; i++ {
-		require.NoError(t, s.WriteObject(json.RawMessage(frame(i))))
+		require.NoError(t, s.Send(frame(i)))
 	}
 	require.Less(t, time.Since(start), time.Second, "Send waited for the stalled write")
 	_ = client.CloseNow()
@@ -325,8 +323,7 @@ func TestClientCloseDuringBurst(t *testing.T) {
 		// The server's reader must run for it to answer the close.
 		go func() {
 			for {
-				var v json.RawMessage
-				if err := s.ReadObject(&v); err != nil {
+				if _, err := s.ReadFrame(); err != nil {
 					return
 				}
 			}
@@ -343,7 +340,7 @@ func TestClientCloseDuringBurst(t *testing.T) {
 			}
 		}()
 		for i := range 20 {
-			if s.WriteObject(json.RawMessage(frame(i))) != nil {
+			if s.Send(frame(i)) != nil {
 				break
 			}
 		}

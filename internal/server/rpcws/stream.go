@@ -1,26 +1,15 @@
-// Package rpcws adapts sourcegraph/jsonrpc2 to a websocket with Codex framing:
-// one message per text frame, no "jsonrpc" member on output and none required
-// on input, request ids that are strings or signed 64-bit integers echoed back
-// exactly, frames that are not one of the four message shapes dropped without
-// closing the connection, and a bounded outbound queue whose overflow
-// disconnects the slow client instead of stalling the server.
 package rpcws
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
-	"math"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
-	"github.com/sourcegraph/jsonrpc2"
 )
 
 // DefaultOutboundQueue is the number of frames a connection may have waiting
@@ -35,8 +24,9 @@ const SlowConsumerReason = "disconnecting slow connection after outbound queue f
 // ErrSlowConsumer is returned by writes once the outbound queue overflowed.
 var ErrSlowConsumer = errors.New("rpcws: outbound queue full, connection closed")
 
-// ErrClosed is returned by writes after the stream was closed.
-var ErrClosed = errors.New("rpcws: stream closed")
+// ErrClosed is returned by writes after the stream was closed, and by
+// calls when the connection ended before their answer.
+var ErrClosed = errors.New("rpcws: connection closed")
 
 // DropReason says why an inbound frame was dropped.
 type DropReason string
@@ -68,28 +58,13 @@ type Options struct {
 	FlushTimeout time.Duration
 	Logger       *slog.Logger
 	Hooks        Hooks
-	// OnResponse, when set, receives every valid response frame (a
-	// client's answer to a request the server sent) on the reading
-	// goroutine, in arrival order, instead of ReadObject returning it: the
-	// server keeps the requests it sent itself. It must not block.
-	OnResponse func(*Response)
 	// Batch, from BatchWrites, lets the writer send the frames it finds
 	// queued together in one write; nil writes each frame on its own.
 	Batch *Batcher
 }
 
-// Response is a client's answer to a server→client request.
-type Response struct {
-	// ID is the id the client sent: a number in [0, MaxInt64] or a string.
-	ID jsonrpc2.ID
-	// Result is the result as sent (JSON null included); nil for an error
-	// reply.
-	Result json.RawMessage
-	// Error is the error reply (its code and message), or nil.
-	Error *jsonrpc2.Error
-}
-
-// Stream is a jsonrpc2.ObjectStream over one websocket connection.
+// Stream is the transport of one websocket connection: it reads text
+// frames and writes queued ones.
 //
 // Outbound frames wait in a slice that grows on demand and is released once
 // it drains, so an idle connection holds no queue memory. A writer goroutine
@@ -173,66 +148,39 @@ func NewStream(ws *websocket.Conn, opts Options) *Stream {
 	return s
 }
 
-// ReadObject reads frames until one is a valid message and decodes it into v.
-// Malformed and binary frames are dropped (and counted), never fatal.
-func (s *Stream) ReadObject(v any) error {
+// ReadFrame returns the next text frame, in a slice of its own. Binary
+// frames are dropped (and counted), never fatal. A close frame from the
+// peer ends reading with io.EOF.
+func (s *Stream) ReadFrame() ([]byte, error) {
 	for {
-		decoded, err := s.readFrame(v)
-		if err != nil || decoded {
-			return err
-		}
-	}
-}
-
-// readFrame reads one frame and reports whether it decoded a message into
-// v: it did not when the frame was dropped or handed to OnResponse.
-func (s *Stream) readFrame(v any) (bool, error) {
-	// Reads are not bound to the write deadlines: closing goes through the
-	// writer so that the close frame carries our reason.
-	typ, r, err := s.ws.Reader(s.readCtx)
-	if err != nil {
-		return false, readError(err)
-	}
-	// The frame is read into a pooled buffer, taken only now that a frame
-	// arrived so that idle connections hold none. Nothing keeps the bytes:
-	// the envelope's fields and whatever jsonrpc2 decodes are copies.
-	buf := getReadBuffer()
-	defer putReadBuffer(buf)
-	data, err := buf.readAll(r)
-	if err != nil {
-		return false, readError(err)
-	}
-	if h := s.opts.Hooks.FrameIn; h != nil {
-		h()
-	}
-	if typ != websocket.MessageText {
-		s.drop(DropBinary, "binary frame")
-		return false, nil
-	}
-	m, err := parseInbound(data)
-	if err != nil {
-		s.drop(DropMalformed, err.Error())
-		return false, nil
-	}
-	if m.Method == nil && s.opts.OnResponse != nil {
-		resp, err := m.response()
+		// Reads are not bound to the write deadlines: closing goes through
+		// the writer so that the close frame carries our reason.
+		typ, r, err := s.ws.Reader(s.readCtx)
 		if err != nil {
-			s.drop(DropMalformed, err.Error())
-			return false, nil
+			return nil, readError(err)
 		}
-		s.opts.OnResponse(resp)
-		return false, nil
+		// The frame is read into a pooled buffer, taken only now that a
+		// frame arrived so that idle connections hold none, and copied
+		// out at its exact size: the request decoded from it keeps slices
+		// of it.
+		buf := getReadBuffer()
+		data, err := buf.readAll(r)
+		if err != nil {
+			putReadBuffer(buf)
+			return nil, readError(err)
+		}
+		if h := s.opts.Hooks.FrameIn; h != nil {
+			h()
+		}
+		if typ != websocket.MessageText {
+			putReadBuffer(buf)
+			s.drop(DropBinary, "binary frame")
+			continue
+		}
+		frame := append([]byte(nil), data...)
+		putReadBuffer(buf)
+		return frame, nil
 	}
-	msg, err := m.normalize(data)
-	if err != nil {
-		s.drop(DropMalformed, err.Error())
-		return false, nil
-	}
-	if err := json.Unmarshal(msg, v); err != nil {
-		s.drop(DropMalformed, err.Error())
-		return false, nil
-	}
-	return true, nil
 }
 
 // readError maps a close frame from the peer to io.EOF.
@@ -280,19 +228,6 @@ func (s *Stream) drop(reason DropReason, detail string) {
 	if h := s.opts.Hooks.Dropped; h != nil {
 		h(reason)
 	}
-}
-
-// WriteObject encodes a jsonrpc2 message in Codex framing and queues it.
-func (s *Stream) WriteObject(obj any) error {
-	raw, err := json.Marshal(obj)
-	if err != nil {
-		return err
-	}
-	frame, err := normalizeOutbound(raw)
-	if err != nil {
-		return err
-	}
-	return s.Send(frame)
 }
 
 // Send queues one pre-encoded frame. It never blocks: when OutboundQueue
@@ -353,8 +288,7 @@ func (s *Stream) closeLocked(code websocket.StatusCode, reason string, flush boo
 	s.startWriterLocked()
 }
 
-// Close implements jsonrpc2.ObjectStream: it flushes, sends a close frame and
-// waits for the writer to finish.
+// Close flushes, sends a close frame and waits for the writer to finish.
 func (s *Stream) Close() error {
 	s.CloseWith(websocket.StatusNormalClosure, "")
 	<-s.writerDone
@@ -486,223 +420,4 @@ func (s *Stream) closeSocket(code websocket.StatusCode, text string) {
 		}
 		s.readCancel()
 	})
-}
-
-// inbound is the envelope of any inbound message; RawMessage fields are nil
-// when the key is absent and "null" when it is JSON null.
-type inbound struct {
-	ID     json.RawMessage `json:"id"`
-	Method json.RawMessage `json:"method"`
-	Params json.RawMessage `json:"params"`
-	Result json.RawMessage `json:"result"`
-	Error  json.RawMessage `json:"error"`
-}
-
-// Request ids travel through jsonrpc2 as tagged strings so that negative and
-// string ids survive its unsigned ID type; normalizeOutbound restores them.
-const (
-	tagString = "s:"
-	tagNumber = "n:"
-)
-
-var errShape = errors.New("not a request, notification or response")
-
-// normalizeInbound validates one text frame and rewrites it into the form
-// jsonrpc2 decodes: requests get a tagged string id.
-func normalizeInbound(data []byte) ([]byte, error) {
-	m, err := parseInbound(data)
-	if err != nil {
-		return nil, err
-	}
-	return m.normalize(data)
-}
-
-// parseInbound decodes the envelope of one text frame, which must be a JSON
-// object.
-func parseInbound(data []byte) (*inbound, error) {
-	data = bytes.TrimSpace(data)
-	if len(data) == 0 || data[0] != '{' {
-		return nil, errShape
-	}
-	m := new(inbound)
-	if err := json.Unmarshal(data, m); err != nil {
-		return nil, err
-	}
-	return m, nil
-}
-
-// normalize validates the envelope of data and returns data in the form
-// jsonrpc2 decodes.
-func (m *inbound) normalize(data []byte) ([]byte, error) {
-	data = bytes.TrimSpace(data)
-	hasID := m.ID != nil && !isNull(m.ID)
-	if m.ID != nil && !hasID {
-		return nil, errors.New("null id")
-	}
-	if m.Method != nil {
-		var method string
-		if err := json.Unmarshal(m.Method, &method); err != nil || isNull(m.Method) {
-			return nil, errors.New("method is not a string")
-		}
-		if m.Result != nil || m.Error != nil {
-			return nil, errShape
-		}
-		out := struct {
-			ID     string          `json:"id,omitempty"`
-			Method string          `json:"method"`
-			Params json.RawMessage `json:"params,omitempty"`
-		}{Method: method, Params: m.Params}
-		if !hasID {
-			return json.Marshal(out)
-		}
-		tagged, err := tagID(m.ID)
-		if err != nil {
-			return nil, err
-		}
-		out.ID = tagged
-		return json.Marshal(out)
-	}
-	if _, err := m.checkResponse(); err != nil {
-		return nil, err
-	}
-	if _, err := tagID(m.ID); err != nil {
-		return nil, err
-	}
-	return data, nil
-}
-
-// checkResponse validates the envelope of a response (a frame without
-// "method") and returns its decoded error object, if any.
-func (m *inbound) checkResponse() (*jsonrpc2.Error, error) {
-	if m.ID == nil {
-		return nil, errShape
-	}
-	if isNull(m.ID) {
-		return nil, errors.New("null id")
-	}
-	if (m.Result != nil) == (m.Error != nil) {
-		return nil, errShape
-	}
-	if m.Error == nil {
-		return nil, nil
-	}
-	var e struct {
-		Code    *int64 `json:"code"`
-		Message string `json:"message"`
-	}
-	if err := json.Unmarshal(m.Error, &e); err != nil || e.Code == nil {
-		return nil, errors.New("malformed error object")
-	}
-	return &jsonrpc2.Error{Code: *e.Code, Message: e.Message}, nil
-}
-
-// response validates a response frame and returns it. It accepts exactly
-// what jsonrpc2 used to accept after normalize: ids that are strings or
-// integers in [0, MaxInt64] (jsonrpc2 ids are unsigned).
-func (m *inbound) response() (*Response, error) {
-	rpcErr, err := m.checkResponse()
-	if err != nil {
-		return nil, err
-	}
-	r := &Response{Error: rpcErr}
-	if rpcErr == nil {
-		r.Result = m.Result
-	}
-	raw := bytes.TrimSpace(m.ID)
-	if raw[0] == '"' {
-		if err := json.Unmarshal(raw, &r.ID.Str); err != nil {
-			return nil, err
-		}
-		r.ID.IsString = true
-		return r, nil
-	}
-	n, ok := parseResponseID(raw)
-	if !ok {
-		return nil, errors.New("response id is neither a string nor an integer in [0, 2^63)")
-	}
-	r.ID.Num = n
-	return r, nil
-}
-
-// parseResponseID parses a decimal integer in [0, MaxInt64] without the
-// string conversion strconv needs.
-func parseResponseID(raw []byte) (uint64, bool) {
-	if len(raw) == 0 || len(raw) > 19 { // 19 digits cannot overflow uint64
-		return 0, false
-	}
-	var n uint64
-	for _, c := range raw {
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		n = n*10 + uint64(c-'0')
-	}
-	return n, n <= math.MaxInt64
-}
-
-func isNull(raw json.RawMessage) bool { return string(bytes.TrimSpace(raw)) == "null" }
-
-// tagID accepts a JSON string or an integer that fits in int64.
-func tagID(raw json.RawMessage) (string, error) {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) > 0 && raw[0] == '"' {
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return "", err
-		}
-		return tagString + s, nil
-	}
-	n, err := strconv.ParseInt(string(raw), 10, 64)
-	if err != nil {
-		return "", errors.New("id is neither a string nor a 64-bit integer")
-	}
-	return tagNumber + strconv.FormatInt(n, 10), nil
-}
-
-// outbound is the Codex framing of an outgoing message: no "jsonrpc" member.
-type outbound struct {
-	ID          json.RawMessage `json:"id,omitempty"`
-	Method      string          `json:"method,omitempty"`
-	Params      json.RawMessage `json:"params,omitempty"`
-	Result      json.RawMessage `json:"result,omitempty"`
-	Error       json.RawMessage `json:"error,omitempty"`
-	EmittedAtMs json.RawMessage `json:"emittedAtMs,omitempty"`
-}
-
-// normalizeOutbound drops the "jsonrpc" member and restores tagged ids.
-func normalizeOutbound(raw []byte) ([]byte, error) {
-	var m outbound
-	if err := json.Unmarshal(raw, &m); err != nil {
-		return nil, err
-	}
-	if m.ID != nil {
-		id, err := untagID(m.ID)
-		if err != nil {
-			return nil, err
-		}
-		m.ID = id
-	}
-	return json.Marshal(m)
-}
-
-func untagID(raw json.RawMessage) (json.RawMessage, error) {
-	if len(raw) == 0 || raw[0] != '"' {
-		// A number: our own server→client ids, never above MaxInt64.
-		n, err := strconv.ParseUint(string(raw), 10, 64)
-		if err == nil && n > math.MaxInt64 {
-			return json.RawMessage(strconv.FormatInt(int64(n), 10)), nil
-		}
-		return raw, nil
-	}
-	var s string
-	if err := json.Unmarshal(raw, &s); err != nil {
-		return nil, err
-	}
-	switch {
-	case len(s) >= 2 && s[:2] == tagString:
-		return json.Marshal(s[2:])
-	case len(s) >= 2 && s[:2] == tagNumber:
-		return json.RawMessage(s[2:]), nil
-	}
-	return raw, nil
 }

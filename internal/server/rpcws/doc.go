@@ -1,0 +1,18 @@
+// Package rpcws is the JSON-RPC connection of appserver's websocket
+// clients, in Codex framing: one message per text frame, no "jsonrpc"
+// member on output and none required on input, request ids that are
+// strings or signed 64-bit integers echoed back exactly as written, frames
+// that are not one of the four message shapes dropped without closing the
+// connection, and a bounded outbound queue whose overflow disconnects the
+// slow client instead of stalling the server.
+//
+// A Stream is the transport (frames in, a lazily started writer out); a
+// Conn reads a Stream, decodes each frame once into a Request, hands it to
+// a Handler, encodes each reply once, and keeps the in-flight state of
+// both directions (requests being served, server→client requests awaiting
+// their answer) under one lock, cleaned up when the connection ends.
+//
+// It owns framing and correlation only: which methods exist, who may call
+// them, and in what order they run belong to the caller (internal/server).
+// It must not import internal/server or anything above it.
+package rpcws
