@@ -76,6 +76,7 @@ type TurnEndedError struct {
 	Message string
 }
 
+// Error says how the turn ended, with its message.
 func (e TurnEndedError) Error() string {
 	if e.Message != "" {
 		return fmt.Sprintf("turn %s: %s", e.Status, e.Message)
