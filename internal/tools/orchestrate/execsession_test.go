@@ -116,6 +116,19 @@ func TestExecSessionApproval(t *testing.T) {
 	}
 }
 
+// An approved exec_command whose process cannot start completes the item
+// the request started, as failed.
+func TestExecSessionThatNeverStarts(t *testing.T) {
+	s := newService(t, Config{})
+	ws := workspace(t)
+	tu := newTurn(t, s, ws, turnOpts{approval: "untrusted", answer: decision(`"accept"`)})
+	tu.fn("call_n", "exec_command", map[string]any{"cmd": "touch x", "workdir": filepath.Join(ws, "missing"), "yield_time_ms": 1000})
+	done := tu.sink.waitCompleted(t, "call_n")
+	require.Equal(t, api.StatusFailed, done.command.Status)
+	require.Nil(t, done.command.ProcessID)
+	require.Len(t, tu.sink.snapshot(), 2)
+}
+
 // An exec-policy amendment accepted for one command lets that prefix run
 // without asking in every thread from now on, and after a restart: it is
 // appended to the rules file. Both the shell tools and exec_command apply

@@ -53,6 +53,8 @@ func TestBuildToolSet(t *testing.T) {
 		{name: "apply_patch_tool_type wins", cfg: Config{Providers: map[string]config.ModelProvider{"p": {WireAPI: config.WireAPIChat}},
 			Models: map[string]config.ModelEntry{"m": {ApplyPatchToolType: "freeform"}}}, provide: "p", model: "m",
 			has: []string{"freeform:apply_patch"}},
+		{name: "apply_patch_tool_type function", cfg: Config{Models: map[string]config.ModelEntry{"m": {ApplyPatchToolType: "function"}}}, model: "m",
+			has: []string{"apply_patch"}, hasNot: []string{"freeform:apply_patch"}},
 		{name: "argv shell", cfg: Config{Models: modelShell("m", "default")}, model: "m", has: []string{"shell", "exec_command"}, hasNot: []string{"shell_command"}},
 		{name: "shell disabled", cfg: Config{Models: modelShell("m", "disabled")}, model: "m", hasNot: []string{"shell", "shell_command", "exec_command", "write_stdin"}},
 		{name: "web search", cfg: Config{WebSearch: "live"}, has: []string{"web_search"}},
