@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/appserver/appserver/api"
+	"github.com/appserver/appserver/internal/execclient"
 )
 
 // Tokens of the HTTP API tests: the operator's (the websocket's
@@ -284,7 +285,7 @@ func TestExecStreamsATurn(t *testing.T) {
 		{"match":{"user_text":"again"},"text":"Second answer."},
 		{"match":{"user_text":"fail"},"error":{"status":401,"message":"bad key"}}]}`)
 	d := startDaemon(t, append(append([]string{"--data-dir", t.TempDir()}, fakeArgs(fake, "responses")...), authArgs()...)...)
-	t.Setenv(envExecToken, ciToken)
+	t.Setenv(execclient.EnvToken, ciToken)
 	exec := func(args ...string) (string, string, error) {
 		var out, errb bytes.Buffer
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -328,7 +329,7 @@ func TestExecStreamsATurn(t *testing.T) {
 	// Usage and auth errors.
 	_, _, err = exec()
 	require.Equal(t, 2, exitCode(err))
-	t.Setenv(envExecToken, "wrong")
+	t.Setenv(execclient.EnvToken, "wrong")
 	_, _, err = exec("hello")
 	require.Error(t, err)
 	require.Contains(t, err.Error(), "invalid bearer token")

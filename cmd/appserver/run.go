@@ -27,6 +27,7 @@ import (
 	"github.com/appserver/appserver/internal/store"
 	"github.com/appserver/appserver/internal/store/postgres"
 	"github.com/appserver/appserver/internal/store/sqlite"
+	"github.com/appserver/appserver/internal/tools/orchestrate"
 	"github.com/appserver/appserver/internal/turns"
 )
 
@@ -315,39 +316,37 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		Metrics:          metrics.DynamicMetrics(),
 		Logger:           log,
 	})
-	cat, err := newSkillsCatalog(cfg, log)
+	// The skill catalog: the workspace's own skill folders always (for
+	// skills/list), plus configured roots and remotes.
+	cat, err := skills.New(skillsConfig(cfg), skills.Options{Logger: log})
 	if err != nil {
 		return err
 	}
 	defer cat.Close()
-	var toolSkills *skills.Catalog
-	if skillsConfig(cfg).Configured() {
-		toolSkills = cat
-	}
 	// Built-in tools: commands and patches under the thread's approval and
 	// sandbox policies; approvals and user input reach a subscribed client
 	// through reqs (bounded wait when none is connected).
-	tools, err := newBuiltinTools(cfg, cf.path(), log)
+	tools, err := newTools(cfg, cf.path(), log, broker, cat)
 	if err != nil {
 		return err
 	}
-	defer tools.close()
+	defer tools.Close()
 	var mgr *turns.Manager
 	reqs := srv.NewClientRequests(func(threadID string) []turns.ConnID { return mgr.Subscribers(threadID) }, cfg.ApprovalClientTimeout)
 	httpRequests := httpapi.NewRequests(reqs, 0)
 	mgr, err = turns.New(turns.Config{
 		Store:                st,
 		Notifier:             srv.Notifier(),
-		Models:               newProviders(cfg, log),
-		Tools:                turnTools(log, broker, toolSkills, tools),
-		ValidateDynamicTools: validateDynamicTools,
+		Models:               modelRouter(cfg, log),
+		Tools:                tools.Build,
+		ValidateDynamicTools: orchestrate.ValidateDynamicTools,
 		SubscribersChanged: func(threadID string) {
 			broker.Reoffer(threadID)
 			reqs.SubscribersChanged(threadID)
 		},
 		// HTTP clients see approvals on the event stream too.
 		Requests:       httpRequests,
-		ThreadUnloaded: tools.threadUnloaded,
+		ThreadUnloaded: tools.ThreadUnloaded,
 		Defaults: turns.Defaults{
 			Model:          cfg.Model,
 			ModelProvider:  cfg.ModelProvider,
@@ -370,7 +369,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	srv.RegisterCommandExec(server.CommandExecConfig{Cwd: cwd, Policy: execPolicy, Env: tools.env, Sandbox: tools.sandbox})
+	srv.RegisterCommandExec(server.CommandExecConfig{Cwd: cwd, Policy: execPolicy, Env: tools.Env(), Sandbox: tools.Sandbox()})
 	broker.SetRouter(srv.NewToolRouter(mgr.Subscribers))
 	httpAPI, err := startHTTPAPI(ctx, cfg, log, srv, mgr, broker, httpRequests, st, authn, metrics)
 	if err != nil {
@@ -398,7 +397,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		mgr.Stop()
 		broker.Close()
 		// No orphan processes: every exec session is killed and reaped.
-		tools.close()
+		tools.Close()
 	})
 	// Then HTTP event streams end, after the turns' last events.
 	srv.OnDrain(httpAPI.Stop)

@@ -2,12 +2,10 @@ package main
 
 import (
 	"bufio"
-	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,9 +17,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/appserver/appserver/internal/config"
 	"github.com/appserver/appserver/internal/model/fakemodel"
-	"github.com/appserver/appserver/internal/tools/execsession"
 )
 
 // Built-in tools end to end: a real websocket client, the scripted fake
@@ -660,31 +656,6 @@ func TestToolsCommandExec(t *testing.T) {
 		require.Equal(t, tc.code, f.Error.Code)
 		require.Contains(t, f.Error.Message, tc.msg)
 	}
-}
-
-// Unloading a thread reaps its exec sessions (builtinTools.threadUnloaded
-// is turns.Config.ThreadUnloaded).
-func TestToolsExecSessionsReapedOnThreadUnload(t *testing.T) {
-	cfg := config.Default()
-	bt, err := newBuiltinTools(&cfg, "", slog.New(slog.DiscardHandler))
-	require.NoError(t, err)
-	defer bt.close()
-	mgr, err := bt.execs.Manager("thread-1")
-	require.NoError(t, err)
-	res, err := mgr.Exec(context.Background(), execsession.ExecRequest{
-		Argv: []string{"sh", "-c", "echo pid=$$; exec sleep 60"}, Cwd: t.TempDir(), YieldTime: 300 * time.Millisecond,
-	})
-	require.NoError(t, err)
-	require.NotNil(t, res.SessionID, res.Output)
-	_, rest, ok := strings.Cut(res.Output, "pid=")
-	require.True(t, ok, res.Output)
-	pid, err := strconv.Atoi(strings.TrimSpace(strings.SplitN(rest, "\n", 2)[0]))
-	require.NoError(t, err)
-	require.NoError(t, syscall.Kill(pid, 0))
-
-	bt.threadUnloaded("thread-1")
-	require.True(t, errors.Is(syscall.Kill(pid, 0), syscall.ESRCH), "the session process is gone after the unload")
-	require.Zero(t, bt.execs.LiveSessions())
 }
 
 // request_user_input in plan mode: the question reaches the client as

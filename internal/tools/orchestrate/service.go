@@ -1,0 +1,234 @@
+package orchestrate
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/appserver/appserver/api"
+	"github.com/appserver/appserver/internal/config"
+	"github.com/appserver/appserver/internal/dynamic"
+	"github.com/appserver/appserver/internal/policy"
+	"github.com/appserver/appserver/internal/registry"
+	"github.com/appserver/appserver/internal/registry/planning"
+	"github.com/appserver/appserver/internal/sandbox"
+	"github.com/appserver/appserver/internal/skills"
+	"github.com/appserver/appserver/internal/tools/applypatch"
+	"github.com/appserver/appserver/internal/tools/execsession"
+	"github.com/appserver/appserver/internal/tools/files"
+	"github.com/appserver/appserver/internal/tools/shell"
+	"github.com/appserver/appserver/internal/turns"
+)
+
+// builtinToolNames are the names the built-in tools take (offered or
+// registered as aliases), plus update_plan and the skills namespace; a
+// client's dynamic tools may not use them.
+var builtinToolNames = []string{
+	planning.Name, "skills",
+	shell.ShellName, shell.ShellCommandName, shell.ContainerExecName, shell.LocalShellName,
+	applypatch.Name, execsession.ExecCommandName, execsession.WriteStdinName,
+	files.ReadFileName, files.ListDirName, files.GrepFilesName, files.ViewImageName, files.RequestUserInputName,
+}
+
+// Config configures a Service. Every field is optional.
+type Config struct {
+	// RulesDir holds the exec-policy *.rules files loaded by New; "" loads
+	// none.
+	RulesDir string
+	// RulesFile is where accepted exec-policy amendments are appended so
+	// that they survive a restart; "" keeps them in memory only.
+	RulesFile string
+	// SandboxBackend selects the sandbox backend (sandbox.ParseBackend);
+	// "" is auto.
+	SandboxBackend string
+	// Hidden are the daemon's own files and directories (data dir, config,
+	// token and secret files): sandboxed commands neither read nor write
+	// them (sandbox.Options.Hidden).
+	Hidden []string
+	// WebSearch is "disabled" (or ""), "cached" or "live": the hosted
+	// web_search tool offered to Responses models.
+	WebSearch string
+	// Providers are the configured model providers: a chat provider gets
+	// apply_patch as a JSON function, and every provider's env_key is kept
+	// out of the commands' environment.
+	Providers map[string]config.ModelProvider
+	// Models are the per-model tool choices (shell_type,
+	// apply_patch_tool_type); a model not listed gets shell_command.
+	Models map[string]config.ModelEntry
+	// Logger receives warnings (unknown thread policies, amendments that
+	// could not be applied); nil discards them.
+	Logger *slog.Logger
+	// Now is the clock of item timestamps and tool wall times; nil is
+	// time.Now.
+	Now func() time.Time
+}
+
+// Service builds the tools of each turn and holds what they share across
+// turns: the command environment, the sandbox, the exec-policy rules, the
+// exec sessions of every thread and the commandExecution items of those
+// sessions. It is safe for concurrent use.
+type Service struct {
+	cfg     Config
+	log     *slog.Logger
+	broker  *dynamic.Broker
+	skills  *skills.Catalog
+	env     shell.EnvPolicy
+	sandbox *sandbox.Sandbox
+	// rules are the exec-policy rules; accepted amendments are added.
+	rules *policy.RuleSet
+	execs *execsession.Supervisor
+
+	closeOnce sync.Once
+
+	mu        sync.Mutex
+	execItems map[string]*execItem // thread + "\x00" + call id
+}
+
+// New returns the service. broker serves the calls of client-registered
+// (dynamic) tools; nil refuses turns of threads that registered some.
+// catalog is the skills namespace offered to the model; nil offers none.
+func New(cfg Config, broker *dynamic.Broker, catalog *skills.Catalog) (*Service, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	backend, err := sandbox.ParseBackend(cfg.SandboxBackend)
+	if err != nil {
+		return nil, err
+	}
+	sb, err := sandbox.New(sandbox.Options{Backend: backend, Hidden: cfg.Hidden})
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: %w", err)
+	}
+	var dirs []string
+	if cfg.RulesDir != "" {
+		dirs = append(dirs, cfg.RulesDir)
+	}
+	rules, err := policy.LoadRulesDirs(dirs...)
+	if err != nil {
+		sb.Close()
+		return nil, fmt.Errorf("exec-policy rules: %w", err)
+	}
+	s := &Service{
+		cfg:       cfg,
+		log:       cfg.Logger,
+		broker:    broker,
+		skills:    catalog,
+		sandbox:   sb,
+		rules:     rules,
+		execItems: map[string]*execItem{},
+	}
+	for _, p := range cfg.Providers {
+		if p.EnvKey != "" {
+			s.env.SecretVars = append(s.env.SecretVars, p.EnvKey)
+		}
+	}
+	s.execs = execsession.NewSupervisor(execsession.ManagerConfig{
+		Observer: execObserver{s},
+		Env:      s.commandEnv,
+		Now:      cfg.Now,
+		Logger:   cfg.Logger,
+	})
+	return s, nil
+}
+
+// Close kills and reaps every exec session and releases the sandbox
+// (daemon shutdown). It may be called more than once.
+func (s *Service) Close() {
+	s.closeOnce.Do(func() {
+		_ = s.execs.Close()
+		s.sandbox.Close()
+	})
+}
+
+// Sandbox is the sandbox the tools run commands in, for command/exec to
+// share.
+func (s *Service) Sandbox() *sandbox.Sandbox { return s.sandbox }
+
+// Env is the environment policy of commands, for command/exec to share.
+func (s *Service) Env() shell.EnvPolicy { return s.env }
+
+// ThreadUnloaded reaps the exec sessions of a thread that left memory
+// (turns.Config.ThreadUnloaded).
+func (s *Service) ThreadUnloaded(threadID string) {
+	if err := s.execs.Release(threadID); err != nil {
+		s.log.Warn("closing exec sessions", "thread", threadID, "err", err)
+	}
+}
+
+// LiveSessions is the number of running exec sessions of every thread.
+func (s *Service) LiveSessions() int { return s.execs.LiveSessions() }
+
+// Build is the turns.ToolsFactory: the built-in tools under the thread's
+// policies, update_plan, the skills namespace when configured, then the
+// thread's dynamic tools (served by the broker) if it registered any.
+func (s *Service) Build(tc turns.ToolContext) ([]registry.ConfiguredToolSpec, *registry.Registry, error) {
+	b := registry.NewBuilder(registry.Config{Logger: s.log, Now: s.cfg.Now})
+	if err := s.register(b, tc); err != nil {
+		return nil, nil, err
+	}
+	if err := planning.Register(b, &planning.Handler{}); err != nil {
+		return nil, nil, err
+	}
+	if s.skills != nil {
+		if err := skills.Register(b, s.skills); err != nil {
+			return nil, nil, err
+		}
+	}
+	if len(tc.DynamicTools) == 0 {
+		specs, reg := b.Build()
+		return specs, reg, nil
+	}
+	if s.broker == nil {
+		return nil, nil, errors.New("the thread registered dynamic tools, but no broker serves them")
+	}
+	tools, err := dynamic.Restore(tc.DynamicTools, dynamic.Options{Builtins: builtinToolNames})
+	if err != nil {
+		return nil, nil, err
+	}
+	h := dynamic.NewHandler(dynamic.HandlerConfig{ThreadID: tc.ThreadID, Tools: tools, Broker: s.broker, Items: tc.Items, Logger: s.log})
+	if err := tools.AddTo(b, h); err != nil {
+		return nil, nil, err
+	}
+	specs, reg := b.Build()
+	return tools.OfferedSpecs(specs), reg, nil
+}
+
+// ValidateDynamicTools checks a thread/start registration and returns the
+// form persisted with the thread (turns.Config.ValidateDynamicTools).
+func ValidateDynamicTools(specs []api.DynamicToolSpec) (json.RawMessage, error) {
+	tools, err := dynamic.Validate(specs, dynamic.Options{Builtins: builtinToolNames})
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(tools)
+}
+
+// allowPrefix applies an accepted exec-policy amendment: every thread
+// allows the prefix from now on, and it is appended to the rules file so
+// it survives a restart.
+func (s *Service) allowPrefix(prefix []string) {
+	if err := s.rules.AddPrefixRule(prefix, policy.Allow); err != nil {
+		s.log.Warn("exec-policy amendment not applied", "prefix", prefix, "err", err)
+		return
+	}
+	if s.cfg.RulesFile == "" {
+		return
+	}
+	if err := policy.AppendAllowRule(s.cfg.RulesFile, prefix); err != nil {
+		s.log.Error("exec-policy amendment not persisted", "file", s.cfg.RulesFile, "err", err)
+	}
+}
+
+// commandEnv is the environment of the commands tools run: the daemon's,
+// minus its secrets.
+func (s *Service) commandEnv() []string { return s.env.Build(os.Environ()) }
+
+// nowMs is the clock in Unix milliseconds, as items carry it.
+func (s *Service) nowMs() int64 { return s.cfg.Now().UnixMilli() }
