@@ -19,14 +19,16 @@ import (
 	"github.com/appserver/appserver/internal/sandbox"
 	"github.com/appserver/appserver/internal/server/auth"
 	"github.com/appserver/appserver/internal/store/pgtest"
+	"github.com/appserver/appserver/internal/testenv"
 )
 
 func TestMain(m *testing.M) {
 	// Sandboxed commands re-execute this test binary as the sandbox helper,
 	// as they do the daemon's binary.
 	sandbox.MaybeRunHelper()
+	home := testenv.IsolateHome()
 	defer pgtest.Stop()
-	goleak.VerifyTestMain(m, goleak.IgnoreCurrent(), goleak.IgnoreAnyFunction("github.com/appserver/appserver/internal/sandbox.(*launcher).loop"))
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) { home() }), goleak.IgnoreCurrent(), goleak.IgnoreAnyFunction("github.com/appserver/appserver/internal/sandbox.(*launcher).loop"))
 }
 
 // daemon is an in-process appserver started through run, as main does.

@@ -19,22 +19,16 @@ import (
 	"github.com/appserver/appserver/internal/policy"
 	"github.com/appserver/appserver/internal/registry"
 	"github.com/appserver/appserver/internal/sandbox"
+	"github.com/appserver/appserver/internal/testenv"
 	"github.com/appserver/appserver/internal/turns"
 )
 
 func TestMain(m *testing.M) {
 	// Sandboxed commands re-execute the test binary as the helper.
 	sandbox.MaybeRunHelper()
-	// Commands run in login shells: a HOME of their own keeps the
-	// machine's profile (and whatever slow init it runs) out of the tests.
-	home, err := os.MkdirTemp("", "orchestrate-home-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	os.Setenv("HOME", home)
+	cleanup := testenv.IsolateHome()
 	code := m.Run()
-	os.RemoveAll(home)
+	cleanup()
 	if code == 0 {
 		if err := goleak.Find(goleak.IgnoreAnyFunction("github.com/appserver/appserver/internal/sandbox.(*launcher).loop")); err != nil {
 			fmt.Fprintln(os.Stderr, "goleak:", err)
