@@ -80,6 +80,9 @@ type Session struct {
 	// jsonrpc2 only serves the client's requests. An entry stays until its
 	// answer arrives or the connection closes, even when its waiter gave
 	// up, so that a late answer is still recognised.
+	// sub is the session's hub subscriber, set by initialize.
+	sub atomic.Pointer[wsSub]
+
 	callMu      sync.Mutex // guards calls, callsClosed
 	calls       map[int64]*sentRequest
 	callsClosed bool
@@ -145,7 +148,7 @@ func (s *Session) Notify(n *Notification) {
 	if _, out := s.optOut[n.Method]; out {
 		return
 	}
-	if err := s.stream.Send(n.frame); err == nil {
+	if err := s.stream.Send(n.Frame()); err == nil {
 		s.srv.metrics.Notifications.WithLabelValues(n.Method).Inc()
 	}
 }
@@ -173,10 +176,17 @@ var ErrConnectionClosed = jsonrpc2.ErrClosed
 // reply is returned as an *RPCError; a closed connection as
 // ErrConnectionClosed. Queueing never blocks; ctx is not used by it.
 func (s *Session) StartRequest(ctx context.Context, method string, params any) (int64, func(context.Context) (json.RawMessage, error), error) {
-	id := s.srv.nextReqID.Add(1) - 1
+	id := s.srv.hub.NextRequestID()
+	wait, err := s.startRequest(id, method, params)
+	return id, wait, err
+}
+
+// startRequest is StartRequest with the id chosen by the caller: the hub
+// sends an approval to every subscriber under one id.
+func (s *Session) startRequest(id int64, method string, params any) (func(context.Context) (json.RawMessage, error), error) {
 	frame, err := rpcws.EncodeRequest(id, method, params)
 	if err != nil {
-		return id, nil, err
+		return nil, err
 	}
 	r := &sentRequest{id: id, method: method, done: make(chan struct{})}
 	// Registered before the frame is queued: the answer may come back at
@@ -184,7 +194,7 @@ func (s *Session) StartRequest(ctx context.Context, method string, params any) (
 	s.callMu.Lock()
 	if s.callsClosed {
 		s.callMu.Unlock()
-		return id, nil, ErrConnectionClosed
+		return nil, ErrConnectionClosed
 	}
 	if s.calls == nil {
 		s.calls = map[int64]*sentRequest{}
@@ -199,9 +209,9 @@ func (s *Session) StartRequest(ctx context.Context, method string, params any) (
 		if closed {
 			err = ErrConnectionClosed
 		}
-		return id, nil, err
+		return nil, err
 	}
-	return id, r.wait, nil
+	return r.wait, nil
 }
 
 // wait waits for the answer, ctx or the connection to close.
