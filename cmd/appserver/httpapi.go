@@ -5,12 +5,11 @@ import (
 	"log/slog"
 
 	"github.com/appserver/appserver/api"
-
+	"github.com/appserver/appserver/internal/auth"
 	"github.com/appserver/appserver/internal/config"
-	"github.com/appserver/appserver/internal/dynamic"
 	"github.com/appserver/appserver/internal/httpapi"
+	"github.com/appserver/appserver/internal/hub"
 	"github.com/appserver/appserver/internal/server"
-	"github.com/appserver/appserver/internal/server/auth"
 	"github.com/appserver/appserver/internal/store"
 	"github.com/appserver/appserver/internal/turns"
 )
@@ -19,17 +18,15 @@ import (
 // listener (behind the same origin guard, with the websocket's credentials
 // plus the configured principals) and starts its housekeeping.
 func startHTTPAPI(ctx context.Context, cfg *config.Config, log *slog.Logger, srv *server.Server, mgr *turns.Manager,
-	broker *dynamic.Broker, reqs *httpapi.Requests, st store.Store, authn *auth.Authenticator, metrics *server.Metrics) (*httpapi.API, error) {
+	hb *hub.Hub, st store.Store, authn *auth.Authenticator, metrics *server.Metrics) (*httpapi.API, error) {
 	principals := make(map[string]string, len(cfg.HTTPAPI.Principals))
 	for name, p := range cfg.HTTPAPI.Principals {
 		principals[name] = p.TokenSHA256
 	}
 	a, err := httpapi.New(httpapi.Config{
 		Manager:    mgr,
-		Broker:     broker,
-		Requests:   reqs,
+		Hub:        hb,
 		Store:      st,
-		Sinks:      srv,
 		Auth:       authn,
 		Principals: principals,
 		Ceiling: httpapi.Ceiling{

@@ -15,14 +15,14 @@ import (
 	"time"
 
 	"github.com/appserver/appserver/api"
+	"github.com/appserver/appserver/internal/auth"
 	"github.com/appserver/appserver/internal/config"
-	"github.com/appserver/appserver/internal/dynamic"
 	"github.com/appserver/appserver/internal/gctune"
-	"github.com/appserver/appserver/internal/httpapi"
+	"github.com/appserver/appserver/internal/hub"
 	"github.com/appserver/appserver/internal/model/fakemodel"
 	"github.com/appserver/appserver/internal/policy"
 	"github.com/appserver/appserver/internal/server"
-	"github.com/appserver/appserver/internal/server/auth"
+	"github.com/appserver/appserver/internal/server/rpcws"
 	"github.com/appserver/appserver/internal/skills"
 	"github.com/appserver/appserver/internal/store"
 	"github.com/appserver/appserver/internal/store/postgres"
@@ -288,34 +288,24 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 	}()
 
-	srv, err := server.New(server.Config{
-		AllowedOrigins: cfg.AllowedOrigins,
-		Auth:           authn,
-		Store:          st,
-		Logger:         log,
-		Metrics:        metrics,
-		Info: server.Info{
-			Version:  appVersion(),
-			Home:     cfg.DataDir,
-			Models:   apiModels(cfg),
-			Config:   func() api.ConfigReadResult { return configView(cfg, cf.path()) },
-			Warnings: configWarnings(warnings),
-		},
-	})
-	if err != nil {
-		return err
-	}
 	cwd, err := os.Getwd()
 	if err != nil {
 		return fmt.Errorf("working directory: %w", err)
 	}
-	// Client-registered (dynamic) tool calls go through one broker: each
-	// call waits on its own oneshot for the answer of a subscribed client.
-	broker := dynamic.NewBroker(dynamic.BrokerConfig{
-		ReconnectTimeout: cfg.DynamicToolReconnectTimeout,
-		Metrics:          metrics.DynamicMetrics(),
-		Logger:           log,
+	// The hub: every client of a thread (websocket or HTTP) subscribes
+	// there, notifications fan out from there, and it routes the server
+	// requests (approvals and user input to every subscriber, dynamic tool
+	// calls through its broker to one live client), one timeout rule per
+	// kind.
+	hb := hub.New(hub.Config{
+		Approval:    hub.Timeouts{NoClient: cfg.ApprovalClientTimeout},
+		UserInput:   hub.Timeouts{NoClient: cfg.ApprovalClientTimeout},
+		ToolCall:    hub.Timeouts{NoClient: cfg.DynamicToolReconnectTimeout},
+		Encode:      rpcws.EncodeNotification,
+		ToolMetrics: metrics.DynamicMetrics(),
+		Logger:      log,
 	})
+	broker := hb.Broker()
 	// The skill catalog: the workspace's own skill folders always (for
 	// skills/list), plus configured roots and remotes.
 	cat, err := skills.New(skillsConfig(cfg), skills.Options{Logger: log})
@@ -324,29 +314,22 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	defer cat.Close()
 	// Built-in tools: commands and patches under the thread's approval and
-	// sandbox policies; approvals and user input reach a subscribed client
-	// through reqs (bounded wait when none is connected).
+	// sandbox policies; approvals and user input reach the subscribed
+	// clients through the hub.
 	tools, err := newTools(cfg, cf.path(), log, broker, cat)
 	if err != nil {
 		return err
 	}
 	defer tools.Close()
-	var mgr *turns.Manager
-	reqs := srv.NewClientRequests(func(threadID string) []turns.ConnID { return mgr.Subscribers(threadID) }, cfg.ApprovalClientTimeout)
-	httpRequests := httpapi.NewRequests(reqs, 0)
-	mgr, err = turns.New(turns.Config{
+	mgr, err := turns.New(turns.Config{
 		Store:                st,
-		Notifier:             srv.Notifier(),
+		Notifier:             hb,
+		Subscribers:          hb,
+		Requests:             hb,
 		Models:               modelRouter(cfg, log),
 		Tools:                tools.Build,
 		ValidateDynamicTools: orchestrate.ValidateDynamicTools,
-		SubscribersChanged: func(threadID string) {
-			broker.Reoffer(threadID)
-			reqs.SubscribersChanged(threadID)
-		},
-		// HTTP clients see approvals on the event stream too.
-		Requests:       httpRequests,
-		ThreadUnloaded: tools.ThreadUnloaded,
+		ThreadUnloaded:       tools.ThreadUnloaded,
 		Defaults: turns.Defaults{
 			Model:          cfg.Model,
 			ModelProvider:  cfg.ModelProvider,
@@ -364,14 +347,31 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := mgr.Recover(ctx); err != nil {
 		return fmt.Errorf("recover turns of a previous run: %w", err)
 	}
-	srv.RegisterThreads(mgr)
+	srv, err := server.New(server.Config{
+		AllowedOrigins: cfg.AllowedOrigins,
+		Auth:           authn,
+		Store:          st,
+		Logger:         log,
+		Metrics:        metrics,
+		Hub:            hb,
+		Threads:        mgr,
+		Info: server.Info{
+			Version:  appVersion(),
+			Home:     cfg.DataDir,
+			Models:   apiModels(cfg),
+			Config:   func() api.ConfigReadResult { return configView(cfg, cf.path()) },
+			Warnings: configWarnings(warnings),
+		},
+	})
+	if err != nil {
+		return err
+	}
 	execPolicy, err := policy.ParseSandboxMode(string(cfg.SandboxMode))
 	if err != nil {
 		return err
 	}
 	srv.RegisterCommandExec(server.CommandExecConfig{Cwd: cwd, Policy: execPolicy, Env: tools.Env(), Sandbox: tools.Sandbox()})
-	broker.SetRouter(srv.NewToolRouter(mgr.Subscribers))
-	httpAPI, err := startHTTPAPI(ctx, cfg, log, srv, mgr, broker, httpRequests, st, authn, metrics)
+	httpAPI, err := startHTTPAPI(ctx, cfg, log, srv, mgr, hb, st, authn, metrics)
 	if err != nil {
 		return err
 	}
@@ -395,7 +395,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	// connections are still open to hear turn/completed.
 	srv.OnDrain(func() {
 		mgr.Stop()
-		broker.Close()
+		hb.Close()
 		// No orphan processes: every exec session is killed and reaped.
 		tools.Close()
 	})

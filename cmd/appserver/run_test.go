@@ -16,8 +16,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/appserver/appserver/internal/auth"
 	"github.com/appserver/appserver/internal/sandbox"
-	"github.com/appserver/appserver/internal/server/auth"
 	"github.com/appserver/appserver/internal/store/pgtest"
 	"github.com/appserver/appserver/internal/testenv"
 )

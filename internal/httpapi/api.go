@@ -14,9 +14,8 @@ import (
 
 	"github.com/appserver/appserver/api"
 	"github.com/appserver/appserver/internal/apperr"
-	"github.com/appserver/appserver/internal/dynamic"
-	"github.com/appserver/appserver/internal/server"
-	"github.com/appserver/appserver/internal/server/auth"
+	"github.com/appserver/appserver/internal/auth"
+	"github.com/appserver/appserver/internal/hub"
 	"github.com/appserver/appserver/internal/store"
 	"github.com/appserver/appserver/internal/turns"
 )
@@ -34,26 +33,18 @@ const (
 	DefaultMaxIdempotencyKeys = 10000
 )
 
-// Sinks registers non-websocket subscribers; *server.Server implements it.
-type Sinks interface {
-	AddSink(server.Sink) turns.ConnID
-	RemoveSink(turns.ConnID)
-}
-
-// Config configures the API. Manager, Broker, Store and Sinks are required.
+// Config configures the API. Manager, Hub and Store are required.
 type Config struct {
+	// Manager serves the threads; its Notifier, Subscribers and Requests
+	// must be Hub.
 	Manager *turns.Manager
-	// Broker serves dynamic tool calls; answers posted over HTTP settle
-	// the same pending calls websocket clients answer.
-	Broker *dynamic.Broker
+	// Hub is where the per-thread event logs subscribe: they get the
+	// thread's notifications and server requests like any client, and
+	// answers posted over HTTP settle the same requests websocket clients
+	// answer.
+	Hub *hub.Hub
 	// Store is read for items and turns.
 	Store store.Store
-	// Requests, when set, shows the server requests of the tools
-	// (approvals, user input) to HTTP clients; the same value must be the
-	// turns manager's ServerRequester. Nil answers approvals 501.
-	Requests *Requests
-	// Sinks registers the per-thread event logs as subscribers.
-	Sinks Sinks
 	// Auth is the websocket's authenticator: its credential is the
 	// operator's, who sees every thread. Nil means none.
 	Auth *auth.Authenticator
@@ -122,8 +113,8 @@ type API struct {
 
 // New builds the API.
 func New(cfg Config) (*API, error) {
-	if cfg.Manager == nil || cfg.Broker == nil || cfg.Store == nil || cfg.Sinks == nil {
-		return nil, errors.New("httpapi: Manager, Broker, Store and Sinks are required")
+	if cfg.Manager == nil || cfg.Hub == nil || cfg.Store == nil {
+		return nil, errors.New("httpapi: Manager, Hub and Store are required")
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -161,9 +152,6 @@ func New(cfg Config) (*API, error) {
 		stopping: make(chan struct{}),
 	}
 	a.logs = newLogs(a)
-	if cfg.Requests != nil {
-		cfg.Requests.api.Store(a)
-	}
 	a.idem = newIdempotency(cfg.IdempotencyTTL, cfg.MaxIdempotencyKeys, cfg.Now)
 	a.router = a.routes()
 	return a, nil
@@ -229,7 +217,7 @@ func (a *API) unsubscribe(l *eventLog) {
 		if _, err := a.mgr.Unsubscribe(turns.Caller{Conn: l.conn}, api.ThreadUnsubscribeParams{ThreadID: l.thread}); err != nil {
 			a.log.Debug("http api: unsubscribe event log", "thread", l.thread, "err", err)
 		}
-		a.cfg.Sinks.RemoveSink(l.conn)
+		a.cfg.Hub.Detach(l.conn)
 	})
 }
 

@@ -4,36 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/appserver/appserver/api"
+	"github.com/appserver/appserver/internal/hub"
 	"github.com/appserver/appserver/internal/turns"
 )
-
-// wsRequester stands in for the websocket's requester (the server's
-// ClientRequests): absent answers ErrNoClient at once; otherwise the
-// "client" holds the request until it answers (answer) or ctx ends.
-type wsRequester struct {
-	absent bool
-	answer chan json.RawMessage
-	got    chan struct{} // receives when the request reached the client
-}
-
-func (w *wsRequester) Request(ctx context.Context, _, _ string, _ any) (json.RawMessage, api.RequestID, bool, error) {
-	if w.absent {
-		return nil, api.RequestID{}, false, turns.ErrNoClient
-	}
-	w.got <- struct{}{}
-	select {
-	case raw := <-w.answer:
-		return raw, api.IntRequestID(7), true, nil
-	case <-ctx.Done():
-		return nil, api.IntRequestID(7), true, ctx.Err()
-	}
-}
 
 type requestResult struct {
 	raw  json.RawMessage
@@ -42,11 +22,12 @@ type requestResult struct {
 	err  error
 }
 
-// ask makes a server request as a tool would, on its own goroutine.
-func ask(ctx context.Context, q *Requests, threadID string) chan requestResult {
+// ask makes a server request through the hub as a tool's turn does, on its
+// own goroutine.
+func ask(ctx context.Context, h *hub.Hub, threadID string) chan requestResult {
 	out := make(chan requestResult, 1)
 	go func() {
-		raw, id, sent, err := q.Request(ctx, threadID, "item/commandExecution/requestApproval", api.CommandExecutionRequestApprovalParams{
+		raw, id, sent, err := h.Request(ctx, threadID, "item/commandExecution/requestApproval", api.CommandExecutionRequestApprovalParams{
 			Kind: api.ApprovalKindCommand, ThreadID: threadID, TurnID: "turn-1", ItemID: "item-1",
 		})
 		out <- requestResult{raw, id, sent, err}
@@ -54,13 +35,12 @@ func ask(ctx context.Context, q *Requests, threadID string) chan requestResult {
 	return out
 }
 
-func approvalEnv(t *testing.T, ws *wsRequester, timeout time.Duration) (*env, *Requests, api.Thread, *stream) {
+func approvalEnv(t *testing.T, o envOpts) (*env, api.Thread, *stream) {
 	t.Helper()
-	q := NewRequests(ws, timeout)
-	e := newEnv(t, envOpts{config: func(c *Config) { c.Requests = q }})
+	e := newEnv(t, o)
 	th := e.createThread(nil, nil)
 	s, _ := e.openStream(th.ID, "?after=0", nil, nil)
-	return e, q, th, s
+	return e, th, s
 }
 
 // requestID reads the request's event off the stream.
@@ -77,8 +57,8 @@ func requestID(t *testing.T, s *stream) string {
 }
 
 func TestApprovalAnsweredOverHTTP(t *testing.T) {
-	e, q, th, s := approvalEnv(t, &wsRequester{absent: true}, 0)
-	res := ask(context.Background(), q, th.ID)
+	e, th, s := approvalEnv(t, envOpts{})
+	res := ask(context.Background(), e.hub, th.ID)
 	id := requestID(t, s)
 	path := "/v1/threads/" + th.ID + "/approvals/" + id
 
@@ -94,7 +74,7 @@ func TestApprovalAnsweredOverHTTP(t *testing.T) {
 		require.Equal(t, http.StatusBadRequest, r.status, body)
 		require.Contains(t, r.problem(t).Detail, detail, body)
 	}
-	r := e.do(req{method: "POST", path: "/v1/threads/" + th.ID + "/approvals/http-999", body: `{"decision":"accept"}`})
+	r := e.do(req{method: "POST", path: "/v1/threads/" + th.ID + "/approvals/999", body: `{"decision":"accept"}`})
 	require.Equal(t, http.StatusNotFound, r.status)
 
 	r = e.do(req{method: "POST", path: path, body: `{"decision":"accept"}`})
@@ -106,74 +86,62 @@ func TestApprovalAnsweredOverHTTP(t *testing.T) {
 	require.NoError(t, got.err)
 	require.JSONEq(t, `{"decision":"accept"}`, string(got.raw))
 	require.True(t, got.sent)
-	require.Equal(t, api.StringRequestID(id), got.id, "the turns layer announces the HTTP request as resolved")
+	n, err := strconv.ParseInt(id, 10, 64)
+	require.NoError(t, err)
+	require.Equal(t, api.IntRequestID(n), got.id, "the turns layer announces the request's one id as resolved")
 
 	r = e.do(req{method: "POST", path: path, body: `{"decision":"decline"}`})
 	require.Equal(t, http.StatusConflict, r.status)
 	require.Equal(t, api.ProblemConflict, r.problem(t).Type)
 }
 
+// Both transports get the approval, under one id; the first answer wins.
 func TestApprovalAnsweredOnceAcrossTransports(t *testing.T) {
-	t.Run("http first", func(t *testing.T) {
-		ws := &wsRequester{answer: make(chan json.RawMessage), got: make(chan struct{}, 1)}
-		e, q, th, s := approvalEnv(t, ws, 0)
-		res := ask(context.Background(), q, th.ID)
-		id := requestID(t, s)
-		<-ws.got
-		r := e.do(req{method: "POST", path: "/v1/threads/" + th.ID + "/approvals/" + id, body: `{"decision":"acceptForSession"}`})
-		require.Equal(t, http.StatusOK, r.status, string(r.body))
-		got := <-res
-		require.JSONEq(t, `{"decision":"acceptForSession"}`, string(got.raw))
-		// The websocket client held it: its id is announced as resolved,
-		// and the stream gets its own resolved for the HTTP id.
-		require.Equal(t, api.IntRequestID(7), got.id)
-		evs := s.until("serverRequest/resolved")
-		var n api.ServerRequestResolvedNotification
-		require.NoError(t, json.Unmarshal(evs[len(evs)-1].params, &n))
-		require.Equal(t, api.StringRequestID(id), n.RequestID)
-	})
-	t.Run("websocket first", func(t *testing.T) {
-		ws := &wsRequester{answer: make(chan json.RawMessage, 1), got: make(chan struct{}, 1)}
-		e, q, th, s := approvalEnv(t, ws, 0)
-		res := ask(context.Background(), q, th.ID)
-		id := requestID(t, s)
-		<-ws.got
-		ws.answer <- json.RawMessage(`{"decision":"decline"}`)
-		got := <-res
-		require.JSONEq(t, `{"decision":"decline"}`, string(got.raw))
-		require.Equal(t, api.IntRequestID(7), got.id)
-		s.until("serverRequest/resolved")
-		r := e.do(req{method: "POST", path: "/v1/threads/" + th.ID + "/approvals/" + id, body: `{"decision":"accept"}`})
-		require.Equal(t, http.StatusConflict, r.status)
-	})
+	for _, first := range []string{"http", "websocket"} {
+		t.Run(first+" first", func(t *testing.T) {
+			e, th, s := approvalEnv(t, envOpts{})
+			ws := e.dialWS()
+			ws.call("thread/resume", map[string]any{"threadId": th.ID})
+			res := ask(context.Background(), e.hub, th.ID)
+			id := requestID(t, s)
+			wreq := ws.until("item/commandExecution/requestApproval")
+			require.Equal(t, id, string(wreq.ID), "one request id on every transport")
+			path := "/v1/threads/" + th.ID + "/approvals/" + id
+			if first == "http" {
+				r := e.do(req{method: "POST", path: path, body: `{"decision":"acceptForSession"}`})
+				require.Equal(t, http.StatusOK, r.status, string(r.body))
+				got := <-res
+				require.JSONEq(t, `{"decision":"acceptForSession"}`, string(got.raw))
+				// A late websocket answer changes nothing.
+				ws.write(map[string]any{"id": wreq.ID, "result": map[string]any{"decision": "decline"}})
+				return
+			}
+			ws.write(map[string]any{"id": wreq.ID, "result": map[string]any{"decision": "decline"}})
+			got := <-res
+			require.NoError(t, got.err)
+			require.JSONEq(t, `{"decision":"decline"}`, string(got.raw))
+			r := e.do(req{method: "POST", path: path, body: `{"decision":"accept"}`})
+			require.Equal(t, http.StatusConflict, r.status)
+		})
+	}
 }
 
 func TestApprovalWaitEnds(t *testing.T) {
-	t.Run("no answer within the timeout", func(t *testing.T) {
-		_, q, th, s := approvalEnv(t, &wsRequester{absent: true}, 50*time.Millisecond)
-		res := ask(context.Background(), q, th.ID)
-		requestID(t, s)
-		got := <-res
-		require.ErrorIs(t, got.err, turns.ErrNoClient)
-		require.True(t, got.sent)
-	})
 	t.Run("the turn ends", func(t *testing.T) {
-		ws := &wsRequester{answer: make(chan json.RawMessage), got: make(chan struct{}, 1)}
-		_, q, th, s := approvalEnv(t, ws, 0)
+		e, th, s := approvalEnv(t, envOpts{})
 		ctx, cancel := context.WithCancel(context.Background())
-		res := ask(ctx, q, th.ID)
-		requestID(t, s)
-		<-ws.got
+		res := ask(ctx, e.hub, th.ID)
+		id := requestID(t, s)
 		cancel()
 		got := <-res
 		require.ErrorIs(t, got.err, context.Canceled)
-		require.Equal(t, api.IntRequestID(7), got.id)
+		require.True(t, got.sent)
+		r := e.do(req{method: "POST", path: "/v1/threads/" + th.ID + "/approvals/" + id, body: `{"decision":"accept"}`})
+		require.Equal(t, http.StatusConflict, r.status)
 	})
-	t.Run("a thread without a log goes to the websocket only", func(t *testing.T) {
-		ws := &wsRequester{absent: true}
-		q := NewRequests(ws, 0)
-		_ = newEnv(t, envOpts{config: func(c *Config) { c.Requests = q }})
-		got := <-ask(context.Background(), q, "01a2007c-e7fe-75b3-9b2c-d4ca854a9857")
+	t.Run("no client within the timeout", func(t *testing.T) {
+		e := newEnv(t, envOpts{approval: hub.Timeouts{NoClient: 50 * time.Millisecond}})
+		got := <-ask(context.Background(), e.hub, "01a2007c-e7fe-75b3-9b2c-d4ca854a9857")
 		require.ErrorIs(t, got.err, turns.ErrNoClient)
 		require.False(t, got.sent)
 	})

@@ -12,7 +12,7 @@ import (
 	"strings"
 
 	"github.com/appserver/appserver/api"
-	"github.com/appserver/appserver/internal/server/auth"
+	"github.com/appserver/appserver/internal/auth"
 )
 
 // Originator is the client name the HTTP API creates threads under: a

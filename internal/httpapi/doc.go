@@ -4,16 +4,15 @@
 // waiting for the result), read turns and items, stream a thread's events
 // as server-sent events, and answer dynamic tool calls.
 //
-// It adapts HTTP to turns.Manager like the websocket sessions do. Each
-// thread the API touches gets an event log: a server.Sink subscribed to
-// the thread under its own connection id, which records the thread's
-// notifications in a bounded ring with per-thread sequence numbers
-// (streams resume from any of them without a gap) and holds the thread's
-// dynamic tool calls for HTTP clients. Answers go through the same broker
-// as websocket answers, so a call is answered exactly once. Requests wraps
-// the websocket's requester so that approvals and user-input requests of
-// the built-in tools appear on the stream too and are answered once,
-// whichever transport answers. A log with nothing to do detaches after
+// It adapts HTTP to turns.Manager and the hub like the websocket sessions
+// do. Each thread the API touches gets an event log: a hub subscriber (a
+// recorder) subscribed to the thread under its own connection id, which
+// records the thread's notifications in a bounded ring with per-thread
+// sequence numbers (streams resume from any of them without a gap) and
+// holds the thread's server requests for HTTP clients: dynamic tool calls
+// and approvals and user-input requests. Answers settle the same hub
+// requests websocket answers do, so each is answered exactly once,
+// whichever transport answers first. It must not import internal/server. A log with nothing to do detaches after
 // Config.IdleDetach so the thread can unload.
 //
 // Auth reuses the websocket's authenticator (the operator's credential,

@@ -4,12 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"sort"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/appserver/appserver/api"
-	"github.com/appserver/appserver/internal/dynamic"
-	"github.com/appserver/appserver/internal/server"
+	"github.com/appserver/appserver/internal/hub"
 	"github.com/appserver/appserver/internal/turns"
 )
 
@@ -50,10 +50,10 @@ const (
 )
 
 // eventLog records the notifications of one thread for HTTP clients. It is
-// a server.Sink subscribed to the thread under its own connection id, so
-// turns.Manager treats it like any subscriber: it gets the turn and item
-// notifications, and the tool router gives it the thread's dynamic tool
-// calls. Events get consecutive sequence numbers starting at floor; the
+// a hub subscriber (a recorder) subscribed to the thread under its own
+// connection id, so turns.Manager treats it like any subscriber: it gets
+// the turn and item notifications, and the hub gives it the thread's
+// server requests. Events get consecutive sequence numbers starting at floor; the
 // last EventBuffer of them (at most EventBufferBytes) stay in a ring.
 //
 // Lock order: logs.mu before eventLog.mu.
@@ -79,6 +79,11 @@ type eventLog struct {
 	finished  []string // finished turn ids, oldest first
 	calls     map[string]callState
 	callOrder []string
+	// requests are the approvals and user-input requests shown and not
+	// settled, by requestId; settled remembers the last settled ids (to
+	// answer a late answer 409 rather than 404), oldest first.
+	requests map[string]*hub.Request
+	settled  []string
 }
 
 const (
@@ -104,71 +109,49 @@ func newEventLog(ls *logs, thread string, floor int64) *eventLog {
 		lastUsed: ls.a.now(),
 		turns:    map[string]*turnState{},
 		calls:    map[string]callState{},
+		requests: map[string]*hub.Request{},
 	}
 }
 
-// Notify implements server.Sink.
-func (l *eventLog) Notify(n *server.Notification) {
+// Notify implements hub.Subscriber: the frame is recorded as the event's
+// data, and the typed params keep the log's account of the turns.
+func (l *eventLog) Notify(n *hub.Notification) {
 	data := n.Frame()
-	switch n.Method {
-	case "turn/started", "turn/completed":
-		var f struct {
-			Params struct {
-				Turn api.Turn `json:"turn"`
-			} `json:"params"`
-		}
-		if json.Unmarshal(data, &f) == nil && f.Params.Turn.ID != "" {
-			l.mu.Lock()
-			l.appendLocked(n.Method, data)
-			st := l.turnLocked(f.Params.Turn.ID)
-			if n.Method == "turn/started" {
-				if st.status == api.TurnInProgress && len(st.items) == 0 {
-					st.started = true
-				}
-			} else {
-				st.ended = &f.Params.Turn
-				l.finishLocked(st, f.Params.Turn.Status)
-			}
-			l.mu.Unlock()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.appendLocked(n.Method, data)
+	switch p := n.Params.(type) {
+	case api.TurnStartedNotification:
+		if p.Turn.ID == "" {
 			return
 		}
-	case "item/completed":
-		var f struct {
-			Params struct {
-				TurnID string          `json:"turnId"`
-				Item   json.RawMessage `json:"item"`
-			} `json:"params"`
+		st := l.turnLocked(p.Turn.ID)
+		if st.status == api.TurnInProgress && len(st.items) == 0 {
+			st.started = true
 		}
-		if json.Unmarshal(data, &f) == nil {
-			l.mu.Lock()
-			l.appendLocked(n.Method, data)
-			// Items completing after the turn (an exec session's) count
-			// too, as they do in the store.
-			if st := l.turns[f.Params.TurnID]; st != nil && st.started {
-				st.items = append(st.items, f.Params.Item)
-			}
-			l.mu.Unlock()
+	case api.TurnCompletedNotification:
+		if p.Turn.ID == "" {
 			return
 		}
-	case "thread/tokenUsage/updated":
-		var f struct {
-			Params api.ThreadTokenUsageUpdatedNotification `json:"params"`
-		}
-		if json.Unmarshal(data, &f) == nil {
-			l.mu.Lock()
-			l.appendLocked(n.Method, data)
-			// Only running turns count: resume replays the last usage.
-			if st := l.turns[f.Params.TurnID]; st != nil && st.status == api.TurnInProgress {
-				addUsage(&st.usage, f.Params.TokenUsage.Last)
-				st.hasUsage = true
+		st := l.turnLocked(p.Turn.ID)
+		turn := p.Turn
+		st.ended = &turn
+		l.finishLocked(st, p.Turn.Status)
+	case api.ItemCompletedNotification:
+		// Items completing after the turn (an exec session's) count too,
+		// as they do in the store.
+		if st := l.turns[p.TurnID]; st != nil && st.started {
+			if item, err := json.Marshal(p.Item); err == nil {
+				st.items = append(st.items, item)
 			}
-			l.mu.Unlock()
-			return
+		}
+	case api.ThreadTokenUsageUpdatedNotification:
+		// Only running turns count: resume replays the last usage.
+		if st := l.turns[p.TurnID]; st != nil && st.status == api.TurnInProgress {
+			addUsage(&st.usage, p.TokenUsage.Last)
+			st.hasUsage = true
 		}
 	}
-	l.mu.Lock()
-	l.appendLocked(n.Method, data)
-	l.mu.Unlock()
 }
 
 func addUsage(to *api.TokenUsageBreakdown, u api.TokenUsageBreakdown) {
@@ -180,24 +163,55 @@ func addUsage(to *api.TokenUsageBreakdown, u api.TokenUsageBreakdown) {
 	to.ReasoningOutputTokens += u.ReasoningOutputTokens
 }
 
-// HoldToolCall implements server.Sink: the call becomes an event its HTTP
-// clients answer with POST .../tool-calls/{callId}.
-func (l *eventLog) HoldToolCall(p *dynamic.Pending) bool {
-	data, err := encodeEvent(l.logs.a.now(), api.HTTPToolCallEventMethod, p.Params())
+// Request implements hub.Subscriber. A dynamic tool call becomes an event
+// its HTTP clients answer with POST .../tool-calls/{callId}; an approval
+// or user-input request an event with a top-level requestId, answered with
+// POST .../approvals/{requestId}.
+func (l *eventLog) Request(r *hub.Request, id int64) bool {
+	method, key := r.Method, strconv.FormatInt(id, 10)
+	p, err := json.Marshal(r.Params)
+	if err != nil {
+		return false
+	}
+	ev := api.HTTPEvent{Method: method, Params: p, EmittedAtMs: l.logs.a.now().UnixMilli(), RequestID: &key}
+	if r.Kind == hub.KindToolCall {
+		method = api.HTTPToolCallEventMethod
+		ev.Method, ev.RequestID = method, nil
+	}
+	data, err := json.Marshal(ev)
 	if err != nil {
 		return false
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.appendLocked(api.HTTPToolCallEventMethod, data)
-	l.rememberCallLocked(p.CallID(), callPending)
+	if l.detached {
+		return false
+	}
+	l.appendLocked(method, data)
+	if r.Kind == hub.KindToolCall {
+		l.rememberCallLocked(r.Call.CallID(), callPending)
+	} else {
+		l.requests[key] = r
+	}
 	return true
 }
 
-// ToolCallSettled implements server.Sink.
-func (l *eventLog) ToolCallSettled(p *dynamic.Pending, outcome dynamic.Outcome) {
+// Settled implements hub.Subscriber.
+func (l *eventLog) Settled(r *hub.Request) {
+	if r.Kind != hub.KindToolCall {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		for key, x := range l.requests {
+			if x == r {
+				delete(l.requests, key)
+				l.rememberSettledLocked(key)
+			}
+		}
+		return
+	}
+	p := r.Call
 	data, err := encodeEvent(l.logs.a.now(), api.HTTPToolCallResolvedMethod, api.HTTPToolCallResolved{
-		ThreadID: p.ThreadID(), TurnID: p.Request().TurnID, CallID: p.CallID(), Outcome: string(outcome),
+		ThreadID: p.ThreadID(), TurnID: p.Request().TurnID, CallID: p.CallID(), Outcome: string(r.Outcome()),
 	})
 	if err != nil {
 		return
@@ -420,7 +434,7 @@ func (ls *logs) create() *eventLog {
 	l := newEventLog(ls, "", ls.floorLocked(""))
 	l.uses = 1
 	ls.mu.Unlock()
-	l.conn = ls.a.cfg.Sinks.AddSink(l)
+	ls.attachLog(l)
 	return l
 }
 
@@ -435,7 +449,13 @@ func (ls *logs) bind(l *eventLog, thread string) {
 }
 
 // abandon drops a log made by create whose thread was not created.
-func (ls *logs) abandon(l *eventLog) { ls.a.cfg.Sinks.RemoveSink(l.conn) }
+func (ls *logs) abandon(l *eventLog) { ls.a.cfg.Hub.Detach(l.conn) }
+
+// attachLog makes the log a hub subscriber under a fresh connection id.
+func (ls *logs) attachLog(l *eventLog) {
+	l.conn = ls.a.cfg.Hub.NewConnID()
+	ls.a.cfg.Hub.Attach(l.conn, l, hub.AttachOptions{Recorder: true})
+}
 
 // attach returns the thread's log, subscribing a new one if needed, with
 // one use taken; the caller must release it.
@@ -465,7 +485,7 @@ func (ls *logs) attach(ctx context.Context, thread string) (*eventLog, error) {
 	ls.m[thread] = l
 	ls.mu.Unlock()
 
-	l.conn = ls.a.cfg.Sinks.AddSink(l)
+	ls.attachLog(l)
 	excl := true
 	_, after, err := ls.a.cfg.Manager.ResumeThread(ctx, turns.Caller{Conn: l.conn, ClientName: Originator},
 		api.ThreadResumeParams{ThreadID: thread, ExcludeTurns: &excl})
@@ -477,7 +497,7 @@ func (ls *logs) attach(ctx context.Context, thread string) (*eventLog, error) {
 			delete(ls.m, thread)
 		}
 		ls.mu.Unlock()
-		ls.a.cfg.Sinks.RemoveSink(l.conn)
+		ls.a.cfg.Hub.Detach(l.conn)
 		return nil, err
 	}
 	close(l.ready)

@@ -21,12 +21,13 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/appserver/appserver/api"
+	"github.com/appserver/appserver/internal/auth"
 	"github.com/appserver/appserver/internal/dynamic"
+	"github.com/appserver/appserver/internal/hub"
 	"github.com/appserver/appserver/internal/model"
 	"github.com/appserver/appserver/internal/model/fakemodel"
 	"github.com/appserver/appserver/internal/registry"
 	"github.com/appserver/appserver/internal/server"
-	"github.com/appserver/appserver/internal/server/auth"
 	"github.com/appserver/appserver/internal/store"
 	"github.com/appserver/appserver/internal/store/sqlite"
 	"github.com/appserver/appserver/internal/turns"
@@ -43,6 +44,7 @@ type env struct {
 	st     store.Store
 	srv    *server.Server
 	mgr    *turns.Manager
+	hub    *hub.Hub
 	broker *dynamic.Broker
 	api    *API
 	url    string // http://127.0.0.1:PORT
@@ -61,6 +63,8 @@ type envOpts struct {
 	reconnect time.Duration
 	// manual leaves the housekeeping off: the test detaches idle logs.
 	manual bool
+	// approval is the hub's approval timeout rule.
+	approval hub.Timeouts
 }
 
 func digest(token string) string {
@@ -109,16 +113,15 @@ func newEnv(t testing.TB, o envOpts) *env {
 		authn, err = auth.New(auth.Config{Mode: auth.CapabilityToken, TokenSHA256: digest(o.token)})
 		require.NoError(t, err)
 	}
-	srv, err := server.New(server.Config{Auth: authn})
-	require.NoError(t, err)
 	if o.reconnect == 0 {
 		o.reconnect = time.Minute
 	}
-	broker := dynamic.NewBroker(dynamic.BrokerConfig{ReconnectTimeout: o.reconnect})
+	hb := hub.New(hub.Config{ToolCall: hub.Timeouts{NoClient: o.reconnect}, Approval: o.approval})
+	broker := hb.Broker()
 	client, err := model.New(model.ProviderConfig{BaseURL: fake.URL(), MaxRetries: -1}, slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
 	mgr, err := turns.New(turns.Config{
-		Store: st, Notifier: srv.Notifier(), Models: oneProvider{client}, Tools: dynamicTools(broker),
+		Store: st, Notifier: hb, Models: oneProvider{client}, Tools: dynamicTools(broker),
 		ValidateDynamicTools: func(specs []api.DynamicToolSpec) (json.RawMessage, error) {
 			tools, err := dynamic.Validate(specs, dynamic.Options{})
 			if err != nil {
@@ -126,18 +129,19 @@ func newEnv(t testing.TB, o envOpts) *env {
 			}
 			return json.Marshal(tools)
 		},
-		SubscribersChanged: func(id string) { broker.Reoffer(id) },
-		Defaults:           turns.Defaults{Model: "fake", ModelProvider: "fake", Cwd: t.TempDir()},
+		Subscribers: hb,
+		Requests:    hb,
+		Defaults:    turns.Defaults{Model: "fake", ModelProvider: "fake", Cwd: t.TempDir()},
 	})
 	require.NoError(t, err)
-	srv.RegisterThreads(mgr)
-	broker.SetRouter(srv.NewToolRouter(mgr.Subscribers))
+	srv, err := server.New(server.Config{Auth: authn, Hub: hb, Threads: mgr})
+	require.NoError(t, err)
 	principals := map[string]string{}
 	for name, tok := range o.principals {
 		principals[name] = digest(tok)
 	}
 	cfg := Config{
-		Manager: mgr, Broker: broker, Store: st, Sinks: srv, Auth: authn, Principals: principals,
+		Manager: mgr, Hub: hb, Store: st, Auth: authn, Principals: principals,
 		Draining: srv.Draining, Heartbeat: 50 * time.Millisecond,
 	}
 	if o.config != nil {
@@ -150,7 +154,7 @@ func newEnv(t testing.TB, o envOpts) *env {
 		require.NoError(t, a.Start(context.Background()))
 	}
 	hs := httptest.NewServer(srv.Handler())
-	e := &env{t: t, fake: fake, st: st, srv: srv, mgr: mgr, broker: broker, api: a, url: hs.URL, token: o.token}
+	e := &env{t: t, fake: fake, st: st, srv: srv, mgr: mgr, hub: hb, broker: broker, api: a, url: hs.URL, token: o.token}
 	t.Cleanup(func() {
 		// The order of the daemon's shutdown: turns, broker, streams,
 		// connections, store.

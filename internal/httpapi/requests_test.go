@@ -106,8 +106,8 @@ func TestBadRequestsGetProblems(t *testing.T) {
 			404, api.ProblemNotFound, "no pending tool call c1"},
 		{"wrong method", req{method: "DELETE", path: "/v1/threads/" + th.ID},
 			405, api.ProblemMethodNotAllowed, "DELETE is not allowed"},
-		{"approvals without a requester", req{method: "POST", path: "/v1/threads/" + th.ID + "/approvals/7", body: `{"decision":"accept"}`},
-			501, api.ProblemNotImplemented, "approvals are not available yet"},
+		{"unknown approval", req{method: "POST", path: "/v1/threads/" + th.ID + "/approvals/7", body: `{"decision":"accept"}`},
+			404, api.ProblemNotFound, "no pending request 7"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -33,7 +33,7 @@ func (a *API) answerToolCall(w http.ResponseWriter, r *http.Request) *problem {
 		return invalid("invalid tool call answer: %v", err)
 	}
 	callID := chi.URLParam(r, "callID")
-	pending, ok := a.cfg.Broker.Lookup(th.ID, callID)
+	pending, ok := a.cfg.Hub.Broker().Lookup(th.ID, callID)
 	if !ok {
 		if l := a.logs.lookup(th.ID); l != nil && l.showedCall(callID) {
 			return conflict("tool call %s was already answered or has ended", callID)

@@ -113,9 +113,9 @@ func BenchmarkDynamicToolCall(b *testing.B) {
 	}()
 
 	subs := []turns.ConnID{c.conn}
-	broker := dynamic.NewBroker(dynamic.BrokerConfig{})
+	c.srv.Hub().SubscribersChanged("th", 1, subs)
+	broker := c.srv.Hub().Broker()
 	defer broker.Close()
-	broker.SetRouter(c.srv.NewToolRouter(func(string) []turns.ConnID { return subs }))
 	var specs []api.DynamicToolSpec
 	if err := json.Unmarshal([]byte(`[{"type":"function","name":"lookup_weather","description":"Weather","inputSchema":{"type":"object","properties":{"city":{"type":"string"},"days":{"type":"integer"}},"required":["city"],"additionalProperties":false}}]`), &specs); err != nil {
 		b.Fatal(err)

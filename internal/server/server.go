@@ -18,8 +18,10 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/appserver/appserver/api"
-	"github.com/appserver/appserver/internal/server/auth"
+	"github.com/appserver/appserver/internal/auth"
+	"github.com/appserver/appserver/internal/hub"
 	"github.com/appserver/appserver/internal/server/rpcws"
+	"github.com/appserver/appserver/internal/turns"
 )
 
 // DefaultIngressCapacity is the number of requests that may be queued or in
@@ -55,6 +57,13 @@ type Config struct {
 	Metrics         *Metrics
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// Hub carries notifications and server requests to the sessions, which
+	// attach to it once initialized; nil gives the server a hub of its own
+	// with the default configuration.
+	Hub *hub.Hub
+	// Threads serves the thread and turn methods; nil serves none. Its
+	// Notifier and Subscribers must be Hub.
+	Threads *turns.Manager
 }
 
 // Server owns the listener's handler, the live sessions and the method table.
@@ -67,13 +76,11 @@ type Server struct {
 	methods map[string]Method
 	origins map[string]struct{}
 
-	ingress   chan struct{}
-	nextReqID atomic.Int64 // process-wide server→client request ids
-	nextSess  atomic.Uint64
-	draining  atomic.Bool
+	ingress  chan struct{}
+	hub      *hub.Hub
+	draining atomic.Bool
 
 	byID          sessionIndex
-	sinks         sinkIndex // non-websocket subscribers (the HTTP API's event logs)
 	onInitialized func(*Session)
 	responseHook  atomic.Pointer[responseHook]
 	onDrain       []func()
@@ -103,8 +110,12 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.Hub == nil {
+		cfg.Hub = hub.New(hub.Config{Logger: cfg.Logger, Now: cfg.Now, Encode: rpcws.EncodeNotification})
+	}
 	cfg.Info.setDefaults()
 	s := &Server{
+		hub:      cfg.Hub,
 		cfg:      cfg,
 		log:      cfg.Logger,
 		metrics:  cfg.Metrics,
@@ -118,6 +129,16 @@ func New(cfg Config) (*Server, error) {
 		s.origins[o] = struct{}{}
 	}
 	s.registerCoreMethods()
+	hook := responseHook(func(sess *Session, req *rpcws.PendingCall, id api.RequestID) {
+		if w := sess.sub.Load(); w != nil {
+			w.response(req, id)
+		}
+	})
+	s.responseHook.Store(&hook)
+	s.onInitialized = s.attach
+	if cfg.Threads != nil {
+		s.registerThreads(cfg.Threads)
+	}
 	s.router = s.routes()
 	return s, nil
 }
@@ -241,7 +262,7 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request) {
 // end. The connection's goroutines are its reader, which also runs the
 // teardown, and a stream writer only while frames are queued.
 func (s *Server) serveConn(ws *websocket.Conn, batch *rpcws.Batcher, remote string) {
-	sess := &Session{srv: s, id: s.nextSess.Add(1)}
+	sess := &Session{srv: s, id: uint64(s.hub.NewConnID())}
 	sess.log = s.log.With("conn", sess.id, "remote", remote)
 	m := s.metrics
 	stream := rpcws.NewStream(ws, rpcws.Options{
@@ -326,18 +347,11 @@ func (s *Server) Broadcast(n *Notification) {
 
 // Notification is a server notification encoded once and shared by every
 // connection it is sent to.
-type Notification struct {
-	Method string
-	frame  []byte
-}
+type Notification = hub.Notification
 
 // NewNotification encodes a notification with its emittedAtMs stamp.
 func (s *Server) NewNotification(method string, params any) (*Notification, error) {
-	frame, err := rpcws.EncodeNotification(method, params, s.now().UnixMilli())
-	if err != nil {
-		return nil, err
-	}
-	return &Notification{Method: method, frame: frame}, nil
+	return s.hub.NewNotification(method, params)
 }
 
 // OnDrain registers f to run during shutdown after the server stopped

@@ -69,6 +69,9 @@ type Session struct {
 	// admitted for it, so that requests naming the same thread are served
 	// in arrival order while unrelated ones run concurrently.
 	tails map[string]chan struct{}
+
+	// sub is the session's hub subscriber, set by initialize.
+	sub atomic.Pointer[wsSub]
 }
 
 // ID returns the session's process-unique id.
@@ -119,7 +122,7 @@ func (s *Session) Notify(n *Notification) {
 	if _, out := s.optOut[n.Method]; out {
 		return
 	}
-	if err := s.conn.Send(n.frame); err == nil {
+	if err := s.conn.Send(n.Frame()); err == nil {
 		s.srv.metrics.Notifications.WithLabelValues(n.Method).Inc()
 	}
 }
@@ -147,12 +150,19 @@ var ErrConnectionClosed = rpcws.ErrClosed
 // reply is returned as an *RPCError; a closed connection as
 // ErrConnectionClosed. Queueing never blocks; ctx is not used by it.
 func (s *Session) StartRequest(ctx context.Context, method string, params any) (int64, func(context.Context) (json.RawMessage, error), error) {
-	id := s.srv.nextReqID.Add(1) - 1
+	id := s.srv.hub.NextRequestID()
+	wait, err := s.startRequest(id, method, params)
+	return id, wait, err
+}
+
+// startRequest is StartRequest with the id chosen by the caller: the hub
+// sends an approval to every subscriber under one id.
+func (s *Session) startRequest(id int64, method string, params any) (func(context.Context) (json.RawMessage, error), error) {
 	call, err := s.conn.Call(id, method, params)
 	if err != nil {
-		return id, nil, err
+		return nil, err
 	}
-	return id, func(ctx context.Context) (json.RawMessage, error) {
+	return func(ctx context.Context) (json.RawMessage, error) {
 		res, err := call.Wait(ctx)
 		var rerr *rpcws.Error
 		if errors.As(err, &rerr) {

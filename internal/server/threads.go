@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/appserver/appserver/api"
+	"github.com/appserver/appserver/internal/hub"
 	"github.com/appserver/appserver/internal/turns"
 )
 
@@ -97,13 +98,26 @@ func caller(c *Call) turns.Caller {
 	return turns.Caller{Conn: turns.ConnID(c.Session.id), ClientName: c.Session.clientName}
 }
 
-// RegisterThreads serves the thread and turn methods with m, and routes its
-// notifications to this server's connections.
-func (s *Server) RegisterThreads(m *turns.Manager) {
-	s.onInitialized = func(sess *Session) {
-		sess.OnClose(func() { m.Disconnect(turns.ConnID(sess.id)) })
+// attach makes an initialized session a subscriber of the hub, until it
+// closes; then it also leaves every thread it was subscribed to.
+func (s *Server) attach(sess *Session) {
+	w := newWSSub(sess)
+	sess.sub.Store(w)
+	id := turns.ConnID(sess.id)
+	s.hub.Attach(id, w, hub.AttachOptions{})
+	sess.OnClose(func() {
+		s.hub.Detach(id)
+		if m := s.cfg.Threads; m != nil {
+			m.Disconnect(id)
+		}
+	})
+}
+
+// registerThreads serves the thread and turn methods with m.
+func (s *Server) registerThreads(m *turns.Manager) {
+	if s.cfg.LoadedThreads == nil {
+		s.cfg.LoadedThreads = m.Loaded
 	}
-	s.cfg.LoadedThreads = m.Loaded
 	id := []string{"threadId"}
 	s.Handle("thread/start", threadMethod(nil, func(ctx context.Context, c *Call, p api.ThreadStartParams) (api.ThreadStartResult, turns.After, error) {
 		return m.StartThread(ctx, caller(c), p)
@@ -165,34 +179,11 @@ func (s *Server) RegisterThreads(m *turns.Manager) {
 }
 
 // Notifier returns the turns.Notifier that delivers to this server's
-// connections.
-func (s *Server) Notifier() turns.Notifier { return notifier{s} }
+// connections: its hub.
+func (s *Server) Notifier() turns.Notifier { return s.hub }
 
-type notifier struct{ s *Server }
-
-func (n notifier) Broadcast(method string, params any) {
-	notif, err := n.s.NewNotification(method, params)
-	if err != nil {
-		n.s.log.Error("encode notification", "method", method, "err", err)
-		return
-	}
-	n.s.Broadcast(notif)
-}
-
-func (n notifier) Send(to []turns.ConnID, method string, params any) {
-	notif, err := n.s.NewNotification(method, params)
-	if err != nil {
-		n.s.log.Error("encode notification", "method", method, "err", err)
-		return
-	}
-	for _, id := range to {
-		if sess := n.s.byID.get(uint64(id)); sess != nil {
-			sess.Notify(notif)
-		} else if k := n.s.sinks.get(uint64(id)); k != nil {
-			k.Notify(notif)
-		}
-	}
-}
+// Hub returns the hub the server's sessions are attached to.
+func (s *Server) Hub() *hub.Hub { return s.hub }
 
 // sessionIndex finds initialized sessions by id.
 type sessionIndex struct {

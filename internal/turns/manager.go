@@ -39,6 +39,14 @@ type Notifier interface {
 	Send(to []ConnID, method string, params any)
 }
 
+// SubscriberObserver learns who is subscribed to which thread.
+type SubscriberObserver interface {
+	// SubscribersChanged publishes a thread's subscribers. version grows
+	// with every change of the thread, so that a publication that arrives
+	// after a newer one can be ignored.
+	SubscribersChanged(threadID string, version uint64, subs []ConnID)
+}
+
 // ModelRouter resolves a provider id to its model client.
 type ModelRouter interface {
 	Client(provider string) (model.Client, error)
@@ -125,10 +133,10 @@ type Config struct {
 	// ValidateDynamicTools checks the dynamicTools of thread/start and
 	// returns what to persist with the thread; nil refuses registrations.
 	ValidateDynamicTools func([]api.DynamicToolSpec) (json.RawMessage, error)
-	// SubscribersChanged is called (without locks held) after a connection
-	// subscribed to or left a thread, so that pending client calls can be
-	// offered again.
-	SubscribersChanged func(threadID string)
+	// Subscribers is told (without locks held) every change of a thread's
+	// subscribers, so that the transports' hub routes requests to them and
+	// offers pending ones again; nil tells nobody.
+	Subscribers SubscriberObserver
 	// Requests delivers the server requests tools make (approvals, user
 	// input); nil answers every one with ErrNoClient.
 	Requests ServerRequester
@@ -297,8 +305,13 @@ func (m *Manager) Subscribers(threadID string) []ConnID {
 }
 
 func (m *Manager) subscribersChanged(threadID string) {
-	if f := m.cfg.SubscribersChanged; f != nil {
-		f(threadID)
+	o := m.cfg.Subscribers
+	if o == nil {
+		return
+	}
+	if t := m.loaded(threadID); t != nil {
+		subs, version := t.subscriberList()
+		o.SubscribersChanged(threadID, version, subs)
 	}
 }
 

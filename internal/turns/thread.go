@@ -65,6 +65,7 @@ type thread struct {
 	rec            store.Thread
 	meta           threadMeta
 	subs           map[ConnID]struct{}
+	subsVersion    uint64 // grows with every change of subs
 	active         *activeTurn
 	lastTurnFailed bool
 	history        history // model history of finished turns
@@ -119,6 +120,9 @@ func (t *thread) subscribe(conn ConnID) bool {
 	defer t.mu.Unlock()
 	_, had := t.subs[conn]
 	t.subs[conn] = struct{}{}
+	if !had {
+		t.subsVersion++
+	}
 	if t.unloadTimer != nil {
 		t.unloadTimer.Stop()
 		t.unloadTimer = nil
@@ -134,6 +138,7 @@ func (t *thread) unsubscribe(conn ConnID) bool {
 		return false
 	}
 	delete(t.subs, conn)
+	t.subsVersion++
 	t.armUnloadLocked()
 	return true
 }
@@ -191,13 +196,20 @@ func (t *thread) unloadable() bool {
 
 // subscribers returns a snapshot of the subscribed connections.
 func (t *thread) subscribers() []ConnID {
+	subs, _ := t.subscriberList()
+	return subs
+}
+
+// subscriberList returns a snapshot of the subscribed connections and the
+// version of the set it was taken from.
+func (t *thread) subscriberList() ([]ConnID, uint64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	out := make([]ConnID, 0, len(t.subs))
 	for c := range t.subs {
 		out = append(out, c)
 	}
-	return out
+	return out, t.subsVersion
 }
 
 // emit sends a thread-scoped notification to the subscribers.

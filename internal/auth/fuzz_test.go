@@ -15,7 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/appserver/appserver/internal/server/auth"
+	"github.com/appserver/appserver/internal/auth"
 )
 
 // rejectionMessages are the only bodies codex sends on a refused upgrade.

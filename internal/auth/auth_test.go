@@ -21,7 +21,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/appserver/appserver/internal/apperr"
-	"github.com/appserver/appserver/internal/server/auth"
+	"github.com/appserver/appserver/internal/auth"
 )
 
 func TestMain(m *testing.M) {

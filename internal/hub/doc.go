@@ -1,0 +1,17 @@
+// Package hub is the transport-neutral meeting point of a thread's clients:
+// it owns the subscribers (websocket sessions and the HTTP API's event logs
+// alike, behind Subscriber), the fan-out of typed notifications to them
+// (each encoded once, for every transport) and the one router of
+// server→client requests: approvals and user-input requests, which go to
+// every subscriber of the thread, and dynamic tool calls, which go to one
+// live client (through the dynamic.Broker the hub owns).
+//
+// The turns layer decides who is subscribed to which thread and publishes
+// each change to the hub (SubscribersChanged); the hub never calls back into
+// turns. Transports attach their clients (Attach, Detach), deliver the
+// answers (Request.Answer) and say when a client went away before answering
+// (Request.Lost).
+//
+// It must not import internal/server or internal/httpapi: both are its
+// adapters.
+package hub

@@ -1,0 +1,308 @@
+package hub
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/appserver/appserver/api"
+	"github.com/appserver/appserver/internal/dynamic"
+	"github.com/appserver/appserver/internal/turns"
+)
+
+// Request is one server→client request routed by the hub. Subscribers get
+// it through Subscriber.Request and report back with Answer or Lost.
+type Request struct {
+	h *Hub
+	// Kind says how the request is routed and timed out.
+	Kind Kind
+	// ThreadID is the thread the request belongs to.
+	ThreadID string
+	// Method and Params are the request as sent.
+	Method string
+	Params any
+	// Call is the dynamic tool call of a KindToolCall request, nil
+	// otherwise.
+	Call *dynamic.Pending
+	// ID is the request id every holder of an approval or user-input
+	// request gets (tool calls get one id per delivery).
+	ID int64
+
+	done chan struct{} // closed once settled (approvals and user input)
+
+	mu       sync.Mutex
+	holders  []holder
+	sent     bool // delivered at least once
+	settled  bool
+	result   json.RawMessage
+	err      error
+	outcome  dynamic.Outcome
+	answered map[ConnID]bool // holders whose answer settled the request
+}
+
+// holder is one subscriber's copy of a request.
+type holder struct {
+	id  ConnID
+	sub Subscriber
+}
+
+// Outcome is how a tool call ended; "" until it is settled and for the
+// other kinds.
+func (r *Request) Outcome() dynamic.Outcome {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.outcome
+}
+
+// Answer delivers the answer of the client behind from: a result, or the
+// client's JSON-RPC error as err. It reports whether this answer settled
+// the request; only the first answer does, whichever transport brings it.
+func (r *Request) Answer(from ConnID, result json.RawMessage, err error) bool {
+	if r.Kind == KindToolCall {
+		ok := r.Call.ResolveResponse(result, err)
+		if ok {
+			r.mu.Lock()
+			r.answered[from] = true
+			r.mu.Unlock()
+		}
+		return ok
+	}
+	return r.settle(from, result, err)
+}
+
+// AnsweredBy reports whether the answer of the client behind id settled
+// the request.
+func (r *Request) AnsweredBy(id ConnID) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.answered[id]
+}
+
+// Lost tells that the client behind from went away without answering: the
+// request is offered again to the thread's other subscribers, or waits for
+// one.
+func (r *Request) Lost(from ConnID) {
+	r.mu.Lock()
+	r.holders = slices.DeleteFunc(r.holders, func(h holder) bool { return h.id == from })
+	settled := r.settled
+	r.mu.Unlock()
+	if settled {
+		return
+	}
+	if r.Kind == KindToolCall {
+		r.h.broker.Reoffer(r.ThreadID)
+		return
+	}
+	r.h.mu.Lock()
+	r.h.wakeLocked()
+	r.h.mu.Unlock()
+}
+
+// settle records the outcome of an approval or user-input request once.
+func (r *Request) settle(from ConnID, result json.RawMessage, err error) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.settled {
+		return false
+	}
+	r.settled = true
+	r.result, r.err = result, err
+	if from != 0 {
+		r.answered[from] = true
+	}
+	close(r.done)
+	return true
+}
+
+// holds reports whether the subscriber id holds the request.
+func (r *Request) holds(id ConnID) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.ContainsFunc(r.holders, func(h holder) bool { return h.id == id })
+}
+
+// offer delivers the request to m unless it holds it already; it reports
+// whether m holds it now.
+func (r *Request) offer(m member, id int64) bool {
+	if r.holds(m.id) {
+		return true
+	}
+	if !m.sub.Request(r, id) {
+		return false
+	}
+	r.mu.Lock()
+	r.holders = append(r.holders, holder{m.id, m.sub})
+	r.sent = true
+	r.mu.Unlock()
+	return true
+}
+
+// takeHolders marks the request settled and returns its holders, once.
+func (r *Request) takeHolders() []holder {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.settled = true
+	hs := r.holders
+	r.holders = nil
+	return hs
+}
+
+func (h *Hub) newRequest(kind Kind, threadID, method string, params any) *Request {
+	return &Request{h: h, Kind: kind, ThreadID: threadID, Method: method, Params: params,
+		done: make(chan struct{}), answered: map[ConnID]bool{}}
+}
+
+// Request implements turns.ServerRequester for approvals and user-input
+// requests (see README, "Server requests"): the request goes to every
+// subscriber of the thread, under one id, and to every client that
+// subscribes while it is pending; the first answer is used. While no
+// subscriber holds it, it waits for one at most the kind's NoClient
+// timeout, then fails with turns.ErrNoClient. The caller (turns) announces
+// serverRequest/resolved for the returned id to the thread's subscribers,
+// which tells the other holders that the request is settled.
+func (h *Hub) Request(ctx context.Context, threadID, method string, params any) (json.RawMessage, api.RequestID, bool, error) {
+	kind := KindOf(method)
+	limits := h.timeouts(kind)
+	r := h.newRequest(kind, threadID, method, params)
+	r.ID = h.NextRequestID()
+	defer func() {
+		for _, hd := range r.takeHolders() {
+			hd.sub.Settled(r)
+		}
+	}()
+
+	var noClient, answer <-chan time.Time
+	var noClientTimer *time.Timer
+	if limits.Answer > 0 {
+		t := time.NewTimer(limits.Answer)
+		defer t.Stop()
+		answer = t.C
+	}
+	defer func() {
+		if noClientTimer != nil {
+			noClientTimer.Stop()
+		}
+	}()
+	for {
+		wake := h.wakeup() // before offering: a change after it wakes us
+		held := false
+		for _, m := range h.subscribed(threadID) {
+			if r.offer(m, r.ID) {
+				held = true
+			}
+		}
+		held = held || r.heldByAttached()
+		switch {
+		case held && noClientTimer != nil:
+			noClientTimer.Stop()
+			noClientTimer, noClient = nil, nil
+		case !held && noClientTimer == nil && limits.NoClient >= 0:
+			noClientTimer = time.NewTimer(limits.NoClient)
+			noClient = noClientTimer.C
+		}
+		var fail error
+		select {
+		case <-r.done:
+		case <-wake:
+			continue
+		case <-noClient:
+			fail = turns.ErrNoClient
+		case <-answer:
+			fail = turns.ErrNoClient
+		case <-ctx.Done():
+			fail = ctx.Err()
+		}
+		if fail != nil {
+			r.settle(0, nil, fail) // an answer that won the race is used
+		}
+		r.mu.Lock()
+		res, err, sent := r.result, r.err, r.sent
+		r.mu.Unlock()
+		return res, api.IntRequestID(r.ID), sent, err
+	}
+}
+
+// heldByAttached reports whether a holder of r is still attached: a client
+// that unsubscribed but is still connected may still answer.
+func (r *Request) heldByAttached() bool {
+	r.mu.Lock()
+	ids := make([]ConnID, len(r.holders))
+	for i, hd := range r.holders {
+		ids[i] = hd.id
+	}
+	r.mu.Unlock()
+	for _, id := range ids {
+		if _, ok := r.h.lookup(id); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// toolRouter routes dynamic tool calls; it is the broker's dynamic.Router.
+type toolRouter struct{ h *Hub }
+
+// Offer implements dynamic.Router: every recorder subscribed to the thread
+// holds the call, and so does one live client, the oldest subscriber
+// first (normally the client that registered the tools).
+func (t toolRouter) Offer(_ context.Context, p *dynamic.Pending) error {
+	h := t.h
+	h.mu.Lock()
+	r := h.tools[p]
+	if r == nil {
+		r = h.newRequest(KindToolCall, p.ThreadID(), "item/tool/call", p.Params())
+		r.Call = p
+		h.tools[p] = r
+	}
+	h.mu.Unlock()
+
+	members := h.subscribed(p.ThreadID())
+	recorded := false
+	for _, m := range members {
+		if m.opts.Recorder && r.offer(m, 0) {
+			recorded = true
+		}
+	}
+	for _, m := range members {
+		if !m.opts.Recorder && r.holds(m.id) {
+			return nil // a live client already has it
+		}
+	}
+	for _, m := range members {
+		if m.opts.Recorder {
+			continue
+		}
+		if m.sub.Request(r, h.NextRequestID()) {
+			r.mu.Lock()
+			r.holders = append(r.holders, holder{m.id, m.sub})
+			r.sent = true
+			r.mu.Unlock()
+			return nil
+		}
+	}
+	if recorded {
+		return nil
+	}
+	return dynamic.ErrNoConnection
+}
+
+// Withdraw implements dynamic.Router: every holder is told the call is
+// settled.
+func (t toolRouter) Withdraw(p *dynamic.Pending, outcome dynamic.Outcome) {
+	h := t.h
+	h.mu.Lock()
+	r := h.tools[p]
+	delete(h.tools, p)
+	h.mu.Unlock()
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	r.outcome = outcome
+	r.mu.Unlock()
+	for _, hd := range r.takeHolders() {
+		hd.sub.Settled(r)
+	}
+}
