@@ -9,4 +9,8 @@
 //	go test -run '^$' -bench IdleConnections -benchtime=1x ./bench/
 //
 // See README.md for what each metric means and the targets.
+//
+// It imports no package of the module, and its tests only the fakes of the
+// outside world (internal/model/fakemodel, internal/store/pgtest): it
+// measures the built binary as a deployment sees it.
 package bench

@@ -1,5 +1,3 @@
-// Package migrations embeds the SQL schema migrations of every store backend,
-// one goose-format directory per dialect, so the binary carries its schema.
 package migrations
 
 import "embed"

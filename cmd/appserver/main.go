@@ -1,5 +1,3 @@
-// Command appserver is the daemon that runs coding-agent conversations for
-// remote clients over websocket JSON-RPC (Codex app-server protocol v2).
 package main
 
 import (

@@ -1,6 +1,3 @@
-// Package auth authenticates websocket upgrades the way codex app-server
-// 0.169.0 does (protocol.md §1.2): no auth (loopback only), a capability token
-// compared by SHA-256 digest, or an HS256-signed JWT bearer token.
 package auth
 
 import (

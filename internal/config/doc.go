@@ -52,4 +52,10 @@
 // (`-c listen=5: expected a string`); invalid values, such as a listen
 // address that is not ws://IP:PORT or websocket auth settings that do not
 // fit together, with the key and the source that set it.
+//
+// # Dependencies
+//
+// It must not import any package of the module but internal/apperr: the
+// composition root translates the configuration into each service's own
+// Config, so no service depends on the file's shape.
 package config

@@ -1,5 +1,5 @@
 // Package dynamic implements client-registered ("dynamic") tools
-// (protocol.md §7.4–§7.5, tools.md §5): a client registers its own tools with
+// (docs/protocol.md §7.4–§7.5, docs/tools.md §5): a client registers its own tools with
 // thread/start.dynamicTools, the model calls them, and the daemon forwards each
 // call to a connected client as an item/tool/call server request and waits for
 // the answer.
@@ -41,4 +41,11 @@
 // call, it waits up to ReconnectTimeout; then it fails with a model-readable
 // error and the turn goes on. The turn never waits forever unless the
 // timeout is disabled.
+//
+// # Dependencies
+//
+// It must not import internal/turns, internal/tools/orchestrate, the store,
+// internal/model, the transports (internal/hub, internal/server,
+// internal/httpapi) or cmd: the hub implements its Router and owns the
+// Broker, and the tools layer registers its Handler.
 package dynamic

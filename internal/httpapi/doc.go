@@ -12,7 +12,7 @@
 // holds the thread's server requests for HTTP clients: dynamic tool calls
 // and approvals and user-input requests. Answers settle the same hub
 // requests websocket answers do, so each is answered exactly once,
-// whichever transport answers first. It must not import internal/server. A log with nothing to do detaches after
+// whichever transport answers first. A log with nothing to do detaches after
 // Config.IdleDetach so the thread can unload.
 //
 // Auth reuses the websocket's authenticator (the operator's credential,
@@ -20,4 +20,9 @@
 // token, that see only the threads they created: the thread's originator
 // records the creating principal. Errors are application/problem+json with
 // a stable type per class (api.Problem*).
+//
+// It must not import internal/server (nor internal/server/rpcws): the
+// websocket server and this package are sibling adapters of the hub and
+// turns, and the composition root mounts this one on the server's router.
+// Nor may it import internal/tools/..., the durable store backends or cmd.
 package httpapi

@@ -13,5 +13,6 @@
 // (Request.Lost).
 //
 // It must not import internal/server or internal/httpapi: both are its
-// adapters.
+// adapters. Nor may it import the tool packages (internal/tools/...), the
+// durable store backends or cmd.
 package hub

@@ -1,7 +1,3 @@
-// Package jsonscan is a strict JSON scanner: it finds where values end
-// without decoding them. It accepts exactly what encoding/json accepts
-// (up to MaxDepth of nesting), so that callers with fast paths of their
-// own can leave anything it rejects to encoding/json for the error.
 package jsonscan
 
 import (

@@ -1,5 +1,5 @@
 // Package policy holds the pure decision logic behind tool approvals and
-// sandboxing (tools.md §4): approval policies and sandbox policies with their
+// sandboxing (docs/tools.md §4): approval policies and sandbox policies with their
 // wire forms, the known-safe and dangerous command classifiers, exec-policy
 // prefix rules with amendments, the per-call orchestrator decision (skip,
 // ask, forbid, run unsandboxed) including the retry-after-sandbox-denial
@@ -11,4 +11,7 @@
 //
 // Texts returned for the model (rejections, reasons) use the reference
 // implementation's words so models trained against Codex read them as usual.
+//
+// It must not import any package of the module: the sandbox, the tools and
+// their orchestration build on it.
 package policy

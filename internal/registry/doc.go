@@ -8,4 +8,9 @@
 // live elsewhere (internal/tools, internal/mcp, internal/dynamic, ...); they
 // receive an Invocation and return an Output, and know nothing about threads,
 // transports or storage.
+//
+// It must not import internal/turns, the store, internal/model, any tool
+// package (internal/tools/..., internal/registry/planning, internal/dynamic,
+// internal/skills), the transports (internal/hub, internal/server,
+// internal/httpapi) or cmd: they all depend on it.
 package registry

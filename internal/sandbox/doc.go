@@ -1,5 +1,5 @@
 // Package sandbox runs a command under the operating-system rules of a
-// sandbox policy (tools.md §4.2, §4.10).
+// sandbox policy (docs/tools.md §4.2, §4.10).
 //
 // Two backends enforce the file-system rules; the network rules are the
 // same for both:
@@ -59,4 +59,7 @@
 // the model sees the command's output formatted like any other run, as the
 // reference does. A sandbox that cannot be set up fails the command before
 // it starts, with an error naming the sandbox.
+//
+// It must not import any package of the module but internal/policy: it
+// enforces a policy on a command and knows no tool, thread or transport.
 package sandbox

@@ -1,6 +1,3 @@
-// Package server is appserver's network edge: one chi router serving health
-// probes, Prometheus metrics and websocket upgrades, and JSON-RPC sessions
-// speaking the Codex app-server protocol over those websockets.
 package server
 
 import (

@@ -1,5 +1,5 @@
 // Package skills owns skill catalogs and the bounded skills namespace
-// (tools.md §6).
+// (docs/tools.md §6).
 //
 // A Provider is one authority: the LocalProvider scans skill roots on this
 // machine (SKILL.md front matter), a RemoteProvider discovers and reads
@@ -25,4 +25,9 @@
 // package against its provider's live catalog before routing the resource
 // id to that provider. Results are external context: see
 // ExternalContextReporter.
+//
+// Like every tool handler it knows nothing about threads, storage or
+// transports: it must not import internal/turns, internal/tools/orchestrate,
+// the store, internal/model, internal/hub, internal/server, internal/httpapi
+// or cmd.
 package skills

@@ -1,8 +1,3 @@
-// Package store owns the persistence of transcripts: threads, their turns and
-// the items of those turns. Store is the only persistence interface of
-// appserver; the postgres and sqlite subpackages implement it durably and
-// the memory subpackage in process memory (for ephemeral threads), all with
-// the same semantics, which the storetest contract suite checks.
 package store
 
 import (

@@ -1,5 +1,3 @@
-// Package testenv prepares the process environment of test binaries that
-// run commands the way the daemon does. It is imported by tests only.
 package testenv
 
 import (

@@ -1,9 +1,3 @@
-// Package turns owns threads and turns: the loaded-thread table, one active
-// turn per thread, the agent loop that streams a model response, dispatches
-// tool calls and repeats, the fan-out of thread/turn/item notifications to
-// subscribed connections, and durability (every item is committed before its
-// item/completed is sent). It knows nothing about websockets or HTTP: the
-// server adapts transports to a Notifier and calls the Manager's methods.
 package turns
 
 import (

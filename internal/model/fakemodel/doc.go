@@ -81,4 +81,8 @@
 // output_item.added, content_part.added, output_text.delta, …,
 // response.completed); chat streams send chat.completion.chunk objects and
 // end with data: [DONE].
+//
+// It must not import any package of the module, internal/model included: it
+// stands for a provider's server, so it shares no code with the client it
+// tests. Only test files and the composition root (for mockmodel) import it.
 package fakemodel

@@ -1,6 +1,3 @@
-// Package planning provides the update_plan tool (tools.md §2.9): the model
-// records its plan, the client is told through a turn/plan/updated event, and
-// the model gets "Plan updated" back.
 package planning
 
 import (

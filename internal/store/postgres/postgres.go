@@ -1,5 +1,3 @@
-// Package postgres is the production store.Store: Postgres through a pgx/v5
-// connection pool. Several daemons may share one database.
 package postgres
 
 import (

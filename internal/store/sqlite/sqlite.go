@@ -1,6 +1,3 @@
-// Package sqlite is the embedded default store.Store: one SQLite file in WAL
-// mode through modernc.org/sqlite (no cgo), so appserver runs with zero setup
-// on one machine. It keeps the semantics of the postgres package.
 package sqlite
 
 import (

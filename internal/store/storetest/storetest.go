@@ -1,5 +1,3 @@
-// Package storetest is the store contract suite: every store.Store backend
-// runs it, so that all of them behave alike.
 package storetest
 
 import (

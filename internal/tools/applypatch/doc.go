@@ -1,4 +1,4 @@
-// Package applypatch is the apply_patch tool (tools.md §2.5): the patch
+// Package applypatch is the apply_patch tool (docs/tools.md §2.5): the patch
 // language parser, the lenient replacement algorithm, a planner that
 // verifies a whole patch against the workspace without writing anything,
 // the applier, the protocol file changes and git-style diffs, and the tool
@@ -31,4 +31,9 @@
 // swaps a directory for a symlink after the check makes the patch fail
 // ("a symlink appeared on the path after it was checked") and roll back;
 // it cannot redirect a write, removal or rename outside the workspace.
+//
+// Like every tool handler it knows nothing about threads, storage or
+// transports: it must not import internal/turns, internal/tools/orchestrate
+// (which asks for approval around it), the store, internal/model,
+// internal/hub, internal/server, internal/httpapi or cmd.
 package applypatch

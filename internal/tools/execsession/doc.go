@@ -1,5 +1,5 @@
 // Package execsession implements the unified-exec tools exec_command and
-// write_stdin (tools.md §2.4): commands that run as long-lived sessions, on
+// write_stdin (docs/tools.md §2.4): commands that run as long-lived sessions, on
 // a PTY (tty=true) or on plain pipes, whose output the model collects across
 // calls.
 //
@@ -41,4 +41,11 @@
 // (or a per-thread one) turns session life cycles into commandExecution
 // items, and write_stdin emits TerminalInteraction through the turn's
 // registry.Emitter.
+//
+// # Dependencies
+//
+// Like every tool handler it knows nothing about threads, storage or
+// transports: it must not import internal/turns, internal/tools/orchestrate
+// (which provides the hooks above), the store, internal/model, internal/hub,
+// internal/server, internal/httpapi or cmd.
 package execsession

@@ -1,4 +1,4 @@
-// Package files implements the workspace-reading tools of tools.md §2.6–§2.8
+// Package files implements the workspace-reading tools of docs/tools.md §2.6–§2.8
 // and §2.10–§2.11: read_file (slice and indentation modes), list_dir,
 // grep_files (ripgrep), view_image (a local image attached to the next model
 // request as a data URL) and request_user_input (questions sent to the
@@ -24,4 +24,11 @@
 // serverRequest/resolved and returns ErrCancelled when no client answers;
 // its Mode hook reports the collaboration mode (Codex offers the tool in
 // Plan mode only).
+//
+// # Dependencies
+//
+// Like every tool handler it knows nothing about threads, storage or
+// transports: the hooks above are its only way out. It must not import
+// internal/turns, internal/tools/orchestrate, the store, internal/model,
+// internal/hub, internal/server, internal/httpapi or cmd.
 package files

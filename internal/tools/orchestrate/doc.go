@@ -20,7 +20,7 @@
 //     amendment"): applied to every thread and appended to the rules file;
 //   - the typed conversions between api values and policy values.
 //
-// It must not import internal/server, internal/httpapi or cmd: transports
-// reach it only through the turns interfaces, so it is tested with small
+// It must not import internal/server, internal/httpapi, internal/hub or
+// cmd: transports reach it only through the turns interfaces, so it is tested with small
 // fakes of those and without a websocket.
 package orchestrate

@@ -1,8 +1,8 @@
 // Package shell provides the `shell` (argv) and `shell_command` (string)
-// tools of tools.md §2.1–§2.3, the process runner behind them (Exec), the
+// tools of docs/tools.md §2.1–§2.3, the process runner behind them (Exec), the
 // output shaping of §3 (head+tail truncation with the reference's markers,
 // the structured and freeform formats, the success flag) and the one-off
-// command/exec helper (CommandExec, protocol.md §4.19).
+// command/exec helper (CommandExec, docs/protocol.md §4.19).
 //
 // Approval and sandboxing are decided per call by a Runner, so the turns
 // layer can plan each command with policy.PlanExec; PolicyRunner implements
@@ -17,4 +17,10 @@
 // common provider key variables (DefaultSecretVars) and each configured
 // provider's env_key (EnvPolicy.SecretVars). When the sandbox cuts the
 // network the command also sees CODEX_SANDBOX_NETWORK_DISABLED=1.
+//
+// Like every tool handler it knows nothing about threads, storage or
+// transports: it must not import internal/turns, internal/tools/orchestrate,
+// the store, internal/model, internal/hub, internal/server, internal/httpapi
+// or cmd. The websocket server uses its command/exec helper, not the
+// reverse.
 package shell

@@ -1,8 +1,3 @@
-// Package backend holds what the store backends share beyond the Store
-// contract itself: cursors, query defaults, the normalised write plan, the
-// SQL dialect of each backend with the keyset query builder that takes it,
-// and the reads, written once over a small DB interface each backend adapts
-// its driver to.
 package backend
 
 import (

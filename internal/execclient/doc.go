@@ -1,0 +1,11 @@
+// Package execclient is the client behind `appserver exec`: it runs one
+// turn on a running daemon over its HTTP API (create or continue a thread,
+// post the prompt with an Idempotency-Key, follow the thread's event
+// stream, resume it when it drops) and prints the agent's text to stdout
+// and progress to stderr, for CI jobs and scripts.
+//
+// It speaks only the public HTTP API (the api package's types): it must
+// not import any package of the module but api, the daemon's own packages
+// (internal/server, internal/httpapi, internal/turns, ...) least of all, so
+// that it sees the daemon as any bot does.
+package execclient

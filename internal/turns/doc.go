@@ -1,0 +1,20 @@
+// Package turns owns threads and turns: the loaded-thread table, one active
+// turn per thread, the agent loop that streams a model response, dispatches
+// tool calls and repeats, the history each turn adds (its stored and wire
+// encodings), the round commits and the order of a turn's notifications,
+// thread read, list and archive, and durability (every item is committed
+// before its item/completed is sent). Ephemeral threads live in an
+// internal/store/memory store, so they are read and written through the
+// same Store interface as durable ones.
+//
+// It knows nothing about websockets or HTTP: it publishes notifications to
+// a Notifier, subscriber changes to a SubscriberObserver and server
+// requests to a ServerRequester (the hub implements all three), and the
+// transports call the Manager's methods. Tools come from a ToolsFactory
+// and models from a ModelRouter, both given by the composition root.
+//
+// It must not import the transports (internal/hub, internal/server,
+// internal/httpapi), the tool packages (internal/tools/..., internal/dynamic,
+// internal/skills), internal/sandbox, internal/config, internal/auth, the
+// durable store backends (it sees only store.Store) or cmd.
+package turns
