@@ -1,9 +1,15 @@
 // Package policy holds the pure decision logic behind tool approvals and
-// sandboxing (tools.md §4): approval policies and sandbox policies with their
+// sandboxing (docs/tools.md §4): approval policies and sandbox policies with their
 // wire forms, the known-safe and dangerous command classifiers, exec-policy
 // prefix rules with amendments, the per-call orchestrator decision (skip,
 // ask, forbid, run unsandboxed) including the retry-after-sandbox-denial
-// rule, patch safety, and the per-thread store of session approvals.
+// rule, patch safety, and the per-thread store of session approvals; and
+// the typed conversions between those values and their api wire types
+// (wire.go), the one place they are converted, for the tool layer and for
+// command/exec alike.
+//
+// Of our packages it imports only api, the contract: it must not import a
+// transport, the turns manager or the tool layer.
 //
 // Nothing here runs a process. The only file-system access is the lookup of
 // protected subpaths (.git, .codex, .agents) when writable roots are resolved,

@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"os"
 	"sync"
@@ -107,12 +106,8 @@ func (ce *commandExec) handle(ctx context.Context, c *Call) (any, error) {
 		params.OutputBytesCap = &n
 	}
 	if p.SandboxPolicy != nil {
-		raw, err := json.Marshal(p.SandboxPolicy)
+		sp, err := policy.SandboxFromAPI(*p.SandboxPolicy)
 		if err != nil {
-			return nil, InvalidParams("invalid sandboxPolicy: %v", err)
-		}
-		var sp policy.SandboxPolicy
-		if err := json.Unmarshal(raw, &sp); err != nil {
 			return nil, InvalidParams("invalid sandboxPolicy: %v", err)
 		}
 		params.SandboxPolicy = &sp
