@@ -245,7 +245,7 @@ const (
 	stopConns         // the listener and the websockets close (1001)
 	stopSkills        // the skills watcher, then the catalog
 	stopStore         // last: every writer has stopped
-	stopGC
+	stopGC            // the GC heap floor goes with the daemon
 	numStops
 )
 
