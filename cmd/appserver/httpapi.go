@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"log/slog"
 
 	"github.com/appserver/appserver/api"
@@ -14,10 +13,10 @@ import (
 	"github.com/appserver/appserver/internal/turns"
 )
 
-// startHTTPAPI builds the HTTP/JSON API, mounts it at /v1 on the server's
+// newHTTPAPI builds the HTTP/JSON API and mounts it at /v1 on the server's
 // listener (behind the same origin guard, with the websocket's credentials
-// plus the configured principals) and starts its housekeeping.
-func startHTTPAPI(ctx context.Context, cfg *config.Config, log *slog.Logger, srv *server.Server, mgr *turns.Manager,
+// plus the configured principals); runServe starts it.
+func newHTTPAPI(cfg *config.Config, log *slog.Logger, srv *server.Server, mgr *turns.Manager,
 	hb *hub.Hub, st store.Store, authn *auth.Authenticator, metrics *server.Metrics) (*httpapi.API, error) {
 	principals := make(map[string]string, len(cfg.HTTPAPI.Principals))
 	for name, p := range cfg.HTTPAPI.Principals {
@@ -44,8 +43,5 @@ func startHTTPAPI(ctx context.Context, cfg *config.Config, log *slog.Logger, srv
 		return nil, err
 	}
 	srv.Mount("/v1", a.Handler())
-	if err := a.Start(ctx); err != nil {
-		return nil, err
-	}
 	return a, nil
 }

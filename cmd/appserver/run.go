@@ -234,7 +234,26 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	return st.Close()
 }
 
-func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+// The shutdown of runServe (docs/design.md §5), after Serve stopped taking
+// work (/readyz 503, upgrades refused, requests get the draining error)
+// while the connections stay open to hear the turns end.
+const (
+	stopTurns  = iota // running turns get the grace period, then are interrupted
+	stopHub           // server requests still waiting fail
+	stopTools         // exec sessions are killed and reaped; their items complete
+	stopHTTP          // HTTP event streams end, after the turns' last events
+	stopConns         // the listener and the websockets close (1001)
+	stopSkills        // the skills watcher, then the catalog
+	stopStore         // last: every writer has stopped
+	stopGC            // the GC heap floor goes with the daemon
+	numStops
+)
+
+// runServe builds the daemon, serves until ctx ends and shuts down. Every
+// service is complete when its constructor returns and is stopped once, in
+// the order above: it puts its stop in stops as soon as it runs, so a
+// failure on the way up stops what was started in the same order.
+func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
 	cf := newConfigFlags("serve", stderr)
 	cfg, warnings, err := cf.load(args)
 	if err != nil {
@@ -267,11 +286,26 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return err
 		}
 	}
+	cwd, err := os.Getwd()
+	if err != nil {
+		return fmt.Errorf("working directory: %w", err)
+	}
+	execPolicy, err := policy.ParseSandboxMode(string(cfg.SandboxMode))
+	if err != nil {
+		return err
+	}
 
+	var stops [numStops]func()
+	defer func() {
+		for _, stop := range stops {
+			if stop != nil {
+				stop()
+			}
+		}
+	}()
 	// Keep the collector from running every few MB while the live heap is
 	// small (the tail latency of tool round trips; see internal/gctune).
-	gcFloor := gctune.Start(uint64(cfg.GCHeapFloorMiB) << 20)
-	defer gcFloor.Stop()
+	stops[stopGC] = gctune.Start(uint64(cfg.GCHeapFloorMiB) << 20).Stop
 
 	metrics := server.NewMetrics()
 	backend, where, err := openStore(ctx, cfg, cfg.MigrateOnStart(), metrics.ObserveStoreOp)
@@ -279,18 +313,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	// Items of many threads are committed together (group commit); the
-	// committer owns the backend and closes it last, after every connection
-	// and turn has stopped.
+	// committer owns the backend.
 	st := store.NewGroupCommitter(backend, store.GroupCommitConfig{})
-	defer func() {
+	stops[stopStore] = func() {
 		if err := st.Close(); err != nil {
 			log.Error("closing store", "err", err)
 		}
-	}()
-
-	cwd, err := os.Getwd()
-	if err != nil {
-		return fmt.Errorf("working directory: %w", err)
 	}
 	// The hub: every client of a thread (websocket or HTTP) subscribes
 	// there, notifications fan out from there, and it routes the server
@@ -305,22 +333,26 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		ToolMetrics: metrics.DynamicMetrics(),
 		Logger:      log,
 	})
-	broker := hb.Broker()
+	stops[stopHub] = hb.Close
 	// The skill catalog: the workspace's own skill folders always (for
 	// skills/list), plus configured roots and remotes.
 	cat, err := skills.New(skillsConfig(cfg), skills.Options{Logger: log})
 	if err != nil {
 		return err
 	}
-	defer cat.Close()
+	watcher := cat.NewWatcher(skills.WatcherConfig{
+		Logger:   log,
+		OnChange: func() { hb.Broadcast("skills/changed", struct{}{}) },
+	})
+	stops[stopSkills] = func() { watcher.Stop(); cat.Close() }
 	// Built-in tools: commands and patches under the thread's approval and
 	// sandbox policies; approvals and user input reach the subscribed
 	// clients through the hub.
-	tools, err := newTools(cfg, cf.path(), log, broker, cat)
+	tools, err := newTools(cfg, cf.path(), log, hb.Broker(), cat)
 	if err != nil {
 		return err
 	}
-	defer tools.Close()
+	stops[stopTools] = tools.Close
 	mgr, err := turns.New(turns.Config{
 		Store:                st,
 		Notifier:             hb,
@@ -344,6 +376,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	stops[stopTurns] = mgr.Stop
 	if err := mgr.Recover(ctx); err != nil {
 		return fmt.Errorf("recover turns of a previous run: %w", err)
 	}
@@ -355,6 +388,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		Metrics:        metrics,
 		Hub:            hb,
 		Threads:        mgr,
+		Cwd:            cwd,
+		CommandExec:    &server.CommandExecConfig{Policy: execPolicy, Env: tools.Env(), Sandbox: tools.Sandbox()},
+		Skills:         cat,
 		Info: server.Info{
 			Version:  appVersion(),
 			Home:     cfg.DataDir,
@@ -366,41 +402,24 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	execPolicy, err := policy.ParseSandboxMode(string(cfg.SandboxMode))
-	if err != nil {
-		return err
-	}
-	srv.RegisterCommandExec(server.CommandExecConfig{Cwd: cwd, Policy: execPolicy, Env: tools.Env(), Sandbox: tools.Sandbox()})
-	httpAPI, err := startHTTPAPI(ctx, cfg, log, srv, mgr, hb, st, authn, metrics)
-	if err != nil {
-		return err
-	}
-	defer httpAPI.Stop()
-	srv.Handle("skills/list", func(ctx context.Context, c *server.Call) (any, error) {
-		var p api.SkillsListParams
-		if err := server.DecodeParams(c, &p); err != nil {
-			return nil, err
+	stops[stopConns] = func() {
+		sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownGracePeriod)
+		defer cancel()
+		if serr := srv.Shutdown(sctx); err == nil {
+			err = serr
 		}
-		return cat.SkillsList(ctx, p, cwd)
-	})
-	watcher := cat.NewWatcher(skills.WatcherConfig{
-		Logger:   log,
-		OnChange: func() { srv.Notifier().Broadcast("skills/changed", struct{}{}) },
-	})
+	}
+	httpAPI, err := newHTTPAPI(cfg, log, srv, mgr, hb, st, authn, metrics)
+	if err != nil {
+		return err
+	}
+	if err := httpAPI.Start(ctx); err != nil {
+		return err
+	}
+	stops[stopHTTP] = httpAPI.Stop
 	if err := watcher.Start(ctx); err != nil {
 		return err
 	}
-	defer watcher.Stop()
-	// Running turns get the grace period, then are interrupted, while the
-	// connections are still open to hear turn/completed.
-	srv.OnDrain(func() {
-		mgr.Stop()
-		hb.Close()
-		// No orphan processes: every exec session is killed and reaped.
-		tools.Close()
-	})
-	// Then HTTP event streams end, after the turns' last events.
-	srv.OnDrain(httpAPI.Stop)
 
 	ln, err := net.Listen("tcp", cfg.ListenAddr().String())
 	if err != nil {
@@ -409,7 +428,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	addr := "ws://" + ln.Addr().String()
 	log.Info("appserver listening", "addr", addr, "store", where, "version", appVersion(), "auth", string(cfg.WSAuth))
 	fmt.Fprintf(stdout, "appserver listening on %s\n", addr)
-	return srv.Serve(ctx, ln, cfg.ShutdownGracePeriod)
+	return srv.Serve(ctx, ln)
 }
 
 func configWarnings(ws []config.Warning) []api.ConfigWarningNotification {

@@ -476,21 +476,13 @@ func TestToolsApprovalWithoutClientDeclines(t *testing.T) {
 		}
 	}
 	require.Contains(t, teModelOutput(t, fake, 1, "call_n"), "no client is connected")
-	var read struct {
-		Thread struct {
-			Turns []struct {
-				Status string   `json:"status"`
-				Items  []teItem `json:"items"`
-			} `json:"turns"`
-		} `json:"thread"`
-	}
-	require.NoError(t, json.Unmarshal(watcher.call("thread/read", map[string]any{"threadId": threadID, "includeTurns": true}), &read))
-	require.Len(t, read.Thread.Turns, 1)
-	require.Equal(t, "completed", read.Thread.Turns[0].Status)
+	turns := readTurns(t, watcher, threadID)
+	require.Len(t, turns, 1)
+	require.Equal(t, "completed", turns[0].Status)
 	var cmd *teItem
-	for i := range read.Thread.Turns[0].Items {
-		if read.Thread.Turns[0].Items[i].Type == "commandExecution" {
-			cmd = &read.Thread.Turns[0].Items[i]
+	for i := range turns[0].Items {
+		if turns[0].Items[i].Type == "commandExecution" {
+			cmd = &turns[0].Items[i]
 		}
 	}
 	require.NotNil(t, cmd)

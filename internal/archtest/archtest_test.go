@@ -63,7 +63,7 @@ var rules = []rule{
 		why:     "api is the wire contract: every layer and every client depends on it, so it depends on nothing of ours",
 	},
 	{
-		pkgs:    []string{"internal/apperr", "internal/jsonscan", "internal/lossy", "internal/gctune", "internal/policy", "migrations"},
+		pkgs:    []string{"internal/apperr", "internal/jsonscan", "internal/lossy", "internal/gctune", "migrations"},
 		mustNot: []string{"..."},
 		why:     "foundations used across the layers depend on nothing of ours",
 	},
@@ -77,6 +77,12 @@ var rules = []rule{
 		mustNot: []string{"..."},
 		unless:  []string{"internal/apperr"},
 		why:     "configuration and authentication are read by the composition root and the transports; they must not reach into the services they configure or guard",
+	},
+	{
+		pkgs:    []string{"internal/policy"},
+		mustNot: []string{"..."},
+		unless:  []string{"api"},
+		why:     "policy is pure decision logic over the wire's policy values: the sandbox, the tools and their orchestration build on it",
 	},
 	{
 		pkgs:    []string{"internal/execclient"},
@@ -93,7 +99,7 @@ var rules = []rule{
 	{
 		pkgs:    []string{"internal/sandbox"},
 		mustNot: []string{"..."},
-		unless:  []string{"internal/policy"},
+		unless:  []string{"internal/policy", "api"},
 		why:     "the sandbox enforces a policy on a command; it knows no tool, thread or transport",
 	},
 	{

@@ -3,7 +3,13 @@
 // wire forms, the known-safe and dangerous command classifiers, exec-policy
 // prefix rules with amendments, the per-call orchestrator decision (skip,
 // ask, forbid, run unsandboxed) including the retry-after-sandbox-denial
-// rule, patch safety, and the per-thread store of session approvals.
+// rule, patch safety, and the per-thread store of session approvals; and
+// the typed conversions between those values and their api wire types
+// (wire.go), the one place they are converted, for the tool layer and for
+// command/exec alike.
+//
+// Of our packages it imports only api, the contract: it must not import a
+// transport, the turns manager or the tool layer.
 //
 // Nothing here runs a process. The only file-system access is the lookup of
 // protected subpaths (.git, .codex, .agents) when writable roots are resolved,
@@ -11,7 +17,4 @@
 //
 // Texts returned for the model (rejections, reasons) use the reference
 // implementation's words so models trained against Codex read them as usual.
-//
-// It must not import any package of the module: the sandbox, the tools and
-// their orchestration build on it.
 package policy

@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"os"
 	"sync"
@@ -15,11 +14,10 @@ import (
 	"github.com/appserver/appserver/internal/tools/shell"
 )
 
-// CommandExecConfig configures command/exec (protocol.md §4.19).
+// CommandExecConfig configures command/exec (docs/protocol.md §4.19); it
+// runs in Config.Cwd when the request names no directory, and relative
+// ones are resolved against it.
 type CommandExecConfig struct {
-	// Cwd is the working directory when the request names none, and the
-	// base of relative ones; it must be absolute.
-	Cwd string
 	// Policy is the sandbox policy when the request gives no
 	// sandboxPolicy (the config's sandbox_mode).
 	Policy policy.SandboxPolicy
@@ -33,7 +31,7 @@ type CommandExecConfig struct {
 	Sandbox *sandbox.Sandbox
 }
 
-// RegisterCommandExec serves command/exec: a one-off process outside any
+// registerCommandExec serves command/exec: a one-off process outside any
 // thread, buffered, with its stdout/stderr streamed as
 // command/exec/outputDelta (base64) to the calling connection, with a
 // stdin stream (streamStdin) or on a pseudo-terminal (tty, whose output is
@@ -41,8 +39,8 @@ type CommandExecConfig struct {
 // process exited and every delta was sent. Processes with a client-chosen
 // processId (connection-scoped) are driven by command/exec/write, /resize
 // and /terminate. Closing the connection kills the process group.
-func (s *Server) RegisterCommandExec(cfg CommandExecConfig) {
-	ce := &commandExec{cfg: cfg, active: map[uint64]map[string]*execEntry{}}
+func (s *Server) registerCommandExec(cfg CommandExecConfig) {
+	ce := &commandExec{cfg: cfg, cwd: s.cfg.Cwd, active: map[uint64]map[string]*execEntry{}}
 	s.Handle(api.MethodCommandExec, ce.handle)
 	s.Handle(api.MethodCommandExecWrite, ce.write)
 	s.Handle(api.MethodCommandExecResize, ce.resize)
@@ -51,6 +49,7 @@ func (s *Server) RegisterCommandExec(cfg CommandExecConfig) {
 
 type commandExec struct {
 	cfg CommandExecConfig
+	cwd string
 
 	mu     sync.Mutex
 	active map[uint64]map[string]*execEntry // per connection: processIds running
@@ -107,12 +106,8 @@ func (ce *commandExec) handle(ctx context.Context, c *Call) (any, error) {
 		params.OutputBytesCap = &n
 	}
 	if p.SandboxPolicy != nil {
-		raw, err := json.Marshal(p.SandboxPolicy)
+		sp, err := policy.SandboxFromAPI(*p.SandboxPolicy)
 		if err != nil {
-			return nil, InvalidParams("invalid sandboxPolicy: %v", err)
-		}
-		var sp policy.SandboxPolicy
-		if err := json.Unmarshal(raw, &sp); err != nil {
 			return nil, InvalidParams("invalid sandboxPolicy: %v", err)
 		}
 		params.SandboxPolicy = &sp
@@ -133,7 +128,7 @@ func (ce *commandExec) handle(ctx context.Context, c *Call) (any, error) {
 	sess := c.Session
 	opts := shell.CommandExecOptions{
 		BaseEnv:        ce.cfg.Env.Build(base()),
-		DefaultCwd:     ce.cfg.Cwd,
+		DefaultCwd:     ce.cwd,
 		DefaultPolicy:  ce.cfg.Policy,
 		DefaultTimeout: ce.cfg.Timeout,
 		Sandbox:        ce.cfg.Sandbox,

@@ -319,6 +319,16 @@ func (s *Server) loadedList(_ context.Context, c *Call) (any, error) {
 	return api.ThreadLoadedListResult{Data: page, NextCursor: next}, nil
 }
 
+// skillsList answers skills/list from Config.Skills, for the daemon's
+// working directory when the request names none.
+func (s *Server) skillsList(ctx context.Context, c *Call) (any, error) {
+	var p api.SkillsListParams
+	if err := DecodeParams(c, &p); err != nil {
+		return nil, err
+	}
+	return s.cfg.Skills.SkillsList(ctx, p, s.cfg.Cwd)
+}
+
 func (s *Server) hooksList(_ context.Context, c *Call) (any, error) {
 	var p api.HooksListParams
 	if err := DecodeParams(c, &p); err != nil {

@@ -61,6 +61,20 @@ type Config struct {
 	// Threads serves the thread and turn methods; nil serves none. Its
 	// Notifier and Subscribers must be Hub.
 	Threads *turns.Manager
+	// Cwd is the daemon's working directory, absolute: command/exec runs
+	// there and skills/list lists it when the request names no directory.
+	Cwd string
+	// CommandExec serves command/exec and its write, resize and terminate
+	// methods; nil serves none of them.
+	CommandExec *CommandExecConfig
+	// Skills answers skills/list; nil does not serve it.
+	Skills SkillLister
+}
+
+// SkillLister answers skills/list for the request's directories, or for
+// defaultCwd when it names none; *skills.Catalog is one.
+type SkillLister interface {
+	SkillsList(ctx context.Context, p api.SkillsListParams, defaultCwd string) (api.SkillsListResult, error)
 }
 
 // Server owns the listener's handler, the live sessions and the method table.
@@ -80,11 +94,12 @@ type Server struct {
 	byID          sessionIndex
 	onInitialized func(*Session)
 	responseHook  atomic.Pointer[responseHook]
-	onDrain       []func()
 
-	mu       sync.Mutex // guards sessions
+	mu       sync.Mutex // guards sessions, hs and served
 	sessions map[*Session]struct{}
 	conns    sync.WaitGroup // one per websocket connection handler
+	hs       *http.Server   // the listener's server once Serve ran
+	served   chan struct{}  // closed when hs.Serve has returned
 }
 
 // New builds a Server; Handler returns what to serve.
@@ -135,6 +150,12 @@ func New(cfg Config) (*Server, error) {
 	s.onInitialized = s.attach
 	if cfg.Threads != nil {
 		s.registerThreads(cfg.Threads)
+	}
+	if cfg.CommandExec != nil {
+		s.registerCommandExec(*cfg.CommandExec)
+	}
+	if cfg.Skills != nil {
+		s.Handle("skills/list", s.skillsList)
 	}
 	s.router = s.routes()
 	return s, nil
@@ -351,10 +372,6 @@ func (s *Server) NewNotification(method string, params any) (*Notification, erro
 	return s.hub.NewNotification(method, params)
 }
 
-// OnDrain registers f to run during shutdown after the server stopped
-// taking new work and before connections are closed.
-func (s *Server) OnDrain(f func()) { s.onDrain = append(s.onDrain, f) }
-
 // Drain stops accepting new work: /readyz turns 503, new upgrades are
 // refused and requests are answered with the draining error.
 func (s *Server) Drain() { s.draining.Store(true) }
@@ -381,42 +398,68 @@ func (s *Server) CloseConnections(ctx context.Context) error {
 	}
 }
 
-// Serve serves on ln until ctx is cancelled, then drains: it stops
-// accepting, closes websockets (flushing their queues) and returns once
-// everything has stopped or grace has passed.
-func (s *Server) Serve(ctx context.Context, ln net.Listener, grace time.Duration) error {
+// Serve serves on ln until ctx is cancelled or the listener fails, then
+// stops accepting new work (Drain) and returns the listener's error, nil
+// when ctx ended. The websockets stay open, so that they still hear the
+// end of the turns running; Shutdown closes them and the listener.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	hs := &http.Server{
 		Handler:           s.router,
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 	}
+	served := make(chan struct{})
+	s.mu.Lock()
+	if s.hs != nil {
+		s.mu.Unlock()
+		return errors.New("server: Serve called twice")
+	}
+	s.hs, s.served = hs, served
+	s.mu.Unlock()
 	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
-	var serveErr error
+	go func() {
+		defer close(served)
+		errc <- hs.Serve(ln)
+	}()
+	var err error
 	select {
-	case serveErr = <-errc:
-		// The listener failed: shut down just the same, so that turns stop
-		// and connections close before the caller closes the store.
-		s.log.Error("listener failed", "err", serveErr)
+	case err = <-errc:
+		// The listener failed: stop accepting just the same, so that the
+		// caller's shutdown finds the same state as after ctx ended.
+		s.log.Error("listener failed", "err", err)
 	case <-ctx.Done():
+		s.log.Info("shutting down")
 	}
-	s.log.Info("shutting down", "grace", grace)
 	s.Drain()
-	for _, f := range s.onDrain {
-		f()
+	return err
+}
+
+// Shutdown stops accepting new work, closes the listener and every
+// websocket (after flushing what is queued) and waits for their handlers
+// and for Serve's listener goroutine, or for ctx. It tolerates a server
+// that never served and being called twice.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.Drain()
+	s.mu.Lock()
+	hs, served := s.hs, s.served
+	s.mu.Unlock()
+	var err error
+	if hs != nil {
+		if err = hs.Shutdown(ctx); errors.Is(err, http.ErrServerClosed) {
+			err = nil
+		}
 	}
-	sctx, cancel := context.WithTimeout(context.Background(), grace)
-	defer cancel()
-	err := hs.Shutdown(sctx)
-	if cerr := s.CloseConnections(sctx); err == nil {
+	if cerr := s.CloseConnections(ctx); err == nil {
 		err = cerr
 	}
-	if serveErr != nil {
-		return serveErr
-	}
-	<-errc
-	if errors.Is(err, http.ErrServerClosed) {
-		err = nil
+	if served != nil {
+		select {
+		case <-served:
+		case <-ctx.Done():
+			if err == nil {
+				err = errors.New("timed out waiting for the listener to close")
+			}
+		}
 	}
 	return err
 }

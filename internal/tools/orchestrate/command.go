@@ -83,7 +83,7 @@ func (tt *turnTools) approvalParams(it *api.CommandExecutionItem, reason string,
 	p := &api.CommandExecutionRequestApprovalParams{
 		Kind: api.ApprovalKindCommand, ThreadID: tt.tc.ThreadID, TurnID: tt.tc.TurnID, ItemID: it.ID,
 		EnvironmentID: &env, Command: &cmd, Cwd: &cwd, CommandActions: it.CommandActions,
-		ProposedExecpolicyAmendment: amendment, AvailableDecisions: APIDecisions(decisions),
+		ProposedExecpolicyAmendment: amendment, AvailableDecisions: policy.APIDecisions(decisions),
 	}
 	if reason != "" {
 		p.Reason = &reason

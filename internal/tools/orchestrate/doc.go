@@ -17,8 +17,10 @@
 //     exec_command sessions (which may outlive the call), fileChange items
 //     of apply_patch, including `apply_patch` run through a shell tool;
 //   - exec-policy amendments accepted by a client ("approved with
-//     amendment"): applied to every thread and appended to the rules file;
-//   - the typed conversions between api values and policy values.
+//     amendment"): applied to every thread and appended to the rules file.
+//
+// The conversions between api and policy values are policy's (wire.go),
+// shared with command/exec.
 //
 // It must not import internal/server, internal/httpapi, internal/hub or
 // cmd: transports reach it only through the turns interfaces, so it is tested with small

@@ -126,11 +126,11 @@ type turnTools struct {
 func (s *Service) newTurnTools(tc turns.ToolContext) *turnTools {
 	tt := &turnTools{s: s, tc: tc, tracker: applypatch.NewDiffTracker(tc.Cwd), patches: map[string]*patchCall{}}
 	var err error
-	if tt.approval, err = ApprovalPolicy(tc.ApprovalPolicy); err != nil {
+	if tt.approval, err = policy.ApprovalFromAPI(tc.ApprovalPolicy); err != nil {
 		s.log.Warn("unknown approval policy; using on-request", "policy", tc.ApprovalPolicy, "err", err)
 		tt.approval = policy.ApprovalPolicy{Mode: policy.OnRequest}
 	}
-	if tt.sandbox, err = SandboxPolicy(tc.Sandbox); err != nil {
+	if tt.sandbox, err = policy.SandboxFromAPI(tc.Sandbox); err != nil {
 		s.log.Warn("unknown sandbox policy; using read-only", "policy", tc.Sandbox, "err", err)
 		tt.sandbox = policy.SandboxPolicy{Kind: policy.ReadOnly}
 	}

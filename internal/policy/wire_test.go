@@ -1,4 +1,4 @@
-package orchestrate
+package policy_test
 
 import (
 	"encoding/json"
@@ -10,7 +10,7 @@ import (
 	"github.com/appserver/appserver/internal/policy"
 )
 
-func TestApprovalPolicy(t *testing.T) {
+func TestApprovalFromAPI(t *testing.T) {
 	for _, tc := range []struct {
 		in      api.AskForApproval
 		want    policy.ApprovalPolicy
@@ -27,7 +27,7 @@ func TestApprovalPolicy(t *testing.T) {
 		{in: api.AskForApproval{Policy: "sometimes"}, wantErr: true},
 		{in: api.AskForApproval{}, wantErr: true},
 	} {
-		got, err := ApprovalPolicy(tc.in)
+		got, err := policy.ApprovalFromAPI(tc.in)
 		if tc.wantErr {
 			require.Error(t, err, "%+v", tc.in)
 			continue
@@ -39,7 +39,7 @@ func TestApprovalPolicy(t *testing.T) {
 	}
 }
 
-func TestSandboxPolicy(t *testing.T) {
+func TestSandboxFromAPI(t *testing.T) {
 	for _, tc := range []struct {
 		in      api.SandboxPolicy
 		want    policy.SandboxPolicy
@@ -60,7 +60,7 @@ func TestSandboxPolicy(t *testing.T) {
 		{in: api.SandboxPolicy{Type: "workspace-write"}, wantErr: true},
 		{in: api.SandboxPolicy{}, wantErr: true},
 	} {
-		got, err := SandboxPolicy(tc.in)
+		got, err := policy.SandboxFromAPI(tc.in)
 		if tc.wantErr {
 			require.Error(t, err, "%+v", tc.in)
 			continue
@@ -71,14 +71,14 @@ func TestSandboxPolicy(t *testing.T) {
 	}
 	// The converted roots are the policy's own: the thread's stay as they were.
 	in := api.SandboxPolicy{Type: api.SandboxPolicyWorkspaceWrite, WritableRoots: []string{"/a"}}
-	got, err := SandboxPolicy(in)
+	got, err := policy.SandboxFromAPI(in)
 	require.NoError(t, err)
 	got.WritableRoots[0] = "/changed"
 	require.Equal(t, "/a", in.WritableRoots[0])
 }
 
 func TestAPIDecisions(t *testing.T) {
-	require.Nil(t, APIDecisions(nil), "no decisions: the field is omitted")
+	require.Nil(t, policy.APIDecisions(nil), "no decisions: the field is omitted")
 	for _, tc := range []struct {
 		in   policy.ReviewDecision
 		want string
@@ -94,7 +94,7 @@ func TestAPIDecisions(t *testing.T) {
 			`{"applyNetworkPolicyAmendment":{"network_policy_amendment":{"host":"example.com","action":"allow"}}}`},
 		{policy.ReviewDecision{Kind: policy.ApplyNetworkPolicyAmendment}, `{"applyNetworkPolicyAmendment":{"network_policy_amendment":{"host":"","action":""}}}`},
 	} {
-		got := APIDecisions([]policy.ReviewDecision{tc.in})
+		got := policy.APIDecisions([]policy.ReviewDecision{tc.in})
 		require.Len(t, got, 1)
 		require.JSONEq(t, tc.want, mustJSON(t, got[0]), "%+v", tc.in)
 		// The wire form is the one the policy package writes.
@@ -102,7 +102,7 @@ func TestAPIDecisions(t *testing.T) {
 	}
 	// The default choices of a command approval, in order.
 	ds := policy.DefaultAvailableDecisions(false, []string{"touch"}, nil, false)
-	require.JSONEq(t, `["accept",{"acceptWithExecpolicyAmendment":{"execpolicy_amendment":["touch"]}},"cancel"]`, mustJSON(t, APIDecisions(ds)))
+	require.JSONEq(t, `["accept",{"acceptWithExecpolicyAmendment":{"execpolicy_amendment":["touch"]}},"cancel"]`, mustJSON(t, policy.APIDecisions(ds)))
 }
 
 func mustJSON(t *testing.T, v any) string {

@@ -1,18 +1,17 @@
-package orchestrate
+package policy
 
 import (
 	"fmt"
 	"slices"
 
 	"github.com/appserver/appserver/api"
-	"github.com/appserver/appserver/internal/policy"
 )
 
-// ApprovalPolicy converts a thread's approval policy from its wire type to
-// the policy package's; an unknown string policy is an error.
-func ApprovalPolicy(a api.AskForApproval) (policy.ApprovalPolicy, error) {
+// ApprovalFromAPI converts a thread's approval policy from its wire type;
+// an unknown string policy is an error.
+func ApprovalFromAPI(a api.AskForApproval) (ApprovalPolicy, error) {
 	if g := a.Granular; g != nil {
-		return policy.ApprovalPolicy{Mode: policy.Granular, Granular: policy.GranularApproval{
+		return ApprovalPolicy{Mode: Granular, Granular: GranularApproval{
 			SandboxApproval:    g.SandboxApproval,
 			Rules:              g.Rules,
 			SkillApproval:      g.SkillApproval,
@@ -20,19 +19,19 @@ func ApprovalPolicy(a api.AskForApproval) (policy.ApprovalPolicy, error) {
 			McpElicitations:    g.McpElicitations,
 		}}, nil
 	}
-	return policy.ParseApprovalPolicy(string(a.Policy))
+	return ParseApprovalPolicy(string(a.Policy))
 }
 
-// SandboxPolicy converts a thread's sandbox policy from its wire type to
-// the policy package's; an unknown variant or external network setting is
-// an error.
-func SandboxPolicy(p api.SandboxPolicy) (policy.SandboxPolicy, error) {
+// SandboxFromAPI converts a sandbox policy (a thread's, or command/exec's
+// sandboxPolicy) from its wire type; an unknown variant or external
+// network setting is an error.
+func SandboxFromAPI(p api.SandboxPolicy) (SandboxPolicy, error) {
 	switch p.Type {
 	case api.SandboxPolicyReadOnly:
-		return policy.SandboxPolicy{Kind: policy.ReadOnly, NetworkAccess: p.NetworkAccess}, nil
+		return SandboxPolicy{Kind: ReadOnly, NetworkAccess: p.NetworkAccess}, nil
 	case api.SandboxPolicyWorkspaceWrite:
-		out := policy.SandboxPolicy{
-			Kind:                policy.WorkspaceWrite,
+		out := SandboxPolicy{
+			Kind:                WorkspaceWrite,
 			NetworkAccess:       p.NetworkAccess,
 			ExcludeTmpdirEnvVar: p.ExcludeTmpdirEnvVar,
 			ExcludeSlashTmp:     p.ExcludeSlashTmp,
@@ -42,25 +41,25 @@ func SandboxPolicy(p api.SandboxPolicy) (policy.SandboxPolicy, error) {
 		}
 		return out, nil
 	case api.SandboxPolicyDangerFullAccess:
-		return policy.SandboxPolicy{Kind: policy.DangerFullAccess}, nil
+		return SandboxPolicy{Kind: DangerFullAccess}, nil
 	case api.SandboxPolicyExternalSandbox:
 		switch p.ExternalNetworkAccess {
 		case "", api.NetworkRestricted:
-			return policy.SandboxPolicy{Kind: policy.ExternalSandbox}, nil
+			return SandboxPolicy{Kind: ExternalSandbox}, nil
 		case api.NetworkEnabled:
-			return policy.SandboxPolicy{Kind: policy.ExternalSandbox, NetworkAccess: true}, nil
+			return SandboxPolicy{Kind: ExternalSandbox, NetworkAccess: true}, nil
 		}
-		return policy.SandboxPolicy{}, fmt.Errorf("unknown variant `%s`, expected `restricted` or `enabled`", p.ExternalNetworkAccess)
+		return SandboxPolicy{}, fmt.Errorf("unknown variant `%s`, expected `restricted` or `enabled`", p.ExternalNetworkAccess)
 	}
-	return policy.SandboxPolicy{}, fmt.Errorf("unknown variant `%s`, expected one of `dangerFullAccess`, `readOnly`, `externalSandbox`, `workspaceWrite`", p.Type)
+	return SandboxPolicy{}, fmt.Errorf("unknown variant `%s`, expected one of `dangerFullAccess`, `readOnly`, `externalSandbox`, `workspaceWrite`", p.Type)
 }
 
 // APIDecision converts a decision offered to the client to its wire type.
-func APIDecision(d policy.ReviewDecision) api.CommandExecutionApprovalDecision {
+func APIDecision(d ReviewDecision) api.CommandExecutionApprovalDecision {
 	switch d.Kind {
-	case policy.AcceptWithExecpolicyAmendment:
+	case AcceptWithExecpolicyAmendment:
 		return api.CommandExecutionApprovalDecision{Decision: api.DecisionAcceptWithExecpolicyAmendment, ExecpolicyAmendment: slices.Clone(d.ExecpolicyAmendment)}
-	case policy.ApplyNetworkPolicyAmendment:
+	case ApplyNetworkPolicyAmendment:
 		a := &api.NetworkPolicyAmendment{}
 		if d.NetworkAmendment != nil {
 			a.Host, a.Action = d.NetworkAmendment.Host, api.NetworkPolicyRuleAction(d.NetworkAmendment.Action)
@@ -73,7 +72,7 @@ func APIDecision(d policy.ReviewDecision) api.CommandExecutionApprovalDecision {
 
 // APIDecisions converts the decisions offered with an approval request;
 // none is nil (the field is then omitted).
-func APIDecisions(ds []policy.ReviewDecision) []api.CommandExecutionApprovalDecision {
+func APIDecisions(ds []ReviewDecision) []api.CommandExecutionApprovalDecision {
 	if len(ds) == 0 {
 		return nil
 	}
