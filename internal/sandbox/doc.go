@@ -60,6 +60,7 @@
 // reference does. A sandbox that cannot be set up fails the command before
 // it starts, with an error naming the sandbox.
 //
-// It must not import any package of the module but internal/policy: it
-// enforces a policy on a command and knows no tool, thread or transport.
+// It must not import any package of the module but internal/policy (and api,
+// the wire contract policy builds on): it enforces a policy on a command and
+// knows no tool, thread or transport.
 package sandbox
