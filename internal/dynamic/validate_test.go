@@ -1,12 +1,15 @@
 package dynamic
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/appserver/appserver/api"
 )
 
 func TestArgumentValidation(t *testing.T) {
@@ -171,4 +174,23 @@ func TestParseArguments(t *testing.T) {
 	assert.Error(t, err)
 	_, _, err = parseArguments(`{} {}`)
 	assert.Error(t, err)
+}
+
+// TestUncompilableSchemaRegistrationAndRestore checks that a schema the
+// validator cannot compile is refused at registration with the tool named,
+// while a thread stored with one (registered before validation was full)
+// still resumes, its arguments forwarded unvalidated.
+func TestUncompilableSchemaRegistrationAndRestore(t *testing.T) {
+	spec := `[{"type":"function","name":"odd","description":"d","inputSchema":{"type":"whatever"}}]`
+	var specs []api.DynamicToolSpec
+	require.NoError(t, json.Unmarshal([]byte(spec), &specs))
+	_, err := Validate(specs, Options{})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "dynamic tool input schema is not supported for odd: not a valid JSON Schema")
+
+	tools, err := Restore([]byte(spec), Options{})
+	require.NoError(t, err)
+	tool, ok := tools.Lookup("", "odd")
+	require.True(t, ok)
+	assert.NoError(t, tool.ValidateArguments(map[string]any{"any": true}))
 }
