@@ -174,13 +174,20 @@ type Tools struct {
 //   - a missing or unsupported input schema (registry.Sanitize);
 //   - too many tools, or a description or schema over the limits.
 func Validate(specs []api.DynamicToolSpec, opts Options) (*Tools, error) {
+	return validate(specs, opts, false)
+}
+
+// validate is Validate; restoring says the specs were accepted before and
+// are read back from storage.
+func validate(specs []api.DynamicToolSpec, opts Options, restoring bool) (*Tools, error) {
 	lim := opts.Limits.withDefaults()
 	v := &validation{
-		lim:      lim,
-		builtins: make(map[string]bool, len(opts.Builtins)),
-		t:        &Tools{byKey: map[toolKey]*Tool{}},
-		nsIndex:  map[string]int{},
-		topLevel: map[string]string{},
+		restoring: restoring,
+		lim:       lim,
+		builtins:  make(map[string]bool, len(opts.Builtins)),
+		t:         &Tools{byKey: map[toolKey]*Tool{}},
+		nsIndex:   map[string]int{},
+		topLevel:  map[string]string{},
 	}
 	for _, b := range opts.Builtins {
 		v.builtins[b] = true
@@ -197,12 +204,16 @@ func Validate(specs []api.DynamicToolSpec, opts Options) (*Tools, error) {
 }
 
 type validation struct {
-	lim      Limits
-	builtins map[string]bool
-	t        *Tools
-	total    int
-	nsIndex  map[string]int    // namespace → index in t.groups
-	topLevel map[string]string // top-level name → "function" or "namespace"
+	// restoring keeps a stored tool whose schema the argument validator
+	// cannot compile (one registered before validation was full), without
+	// argument validation, rather than fail to resume its thread.
+	restoring bool
+	lim       Limits
+	builtins  map[string]bool
+	t         *Tools
+	total     int
+	nsIndex   map[string]int    // namespace → index in t.groups
+	topLevel  map[string]string // top-level name → "function" or "namespace"
 }
 
 func invalid(format string, args ...any) error {
@@ -339,7 +350,7 @@ func (v *validation) function(ns string, spec api.DynamicToolSpec) (*Tool, api.D
 		return nil, api.DynamicToolSpec{}, invalid("dynamic tool input schema is not supported for %s: %v", display, err)
 	}
 	val, err := newArgValidator(compact.Bytes())
-	if err != nil {
+	if err != nil && !v.restoring {
 		return nil, api.DynamicToolSpec{}, invalid("dynamic tool input schema is not supported for %s: %v", display, err)
 	}
 	v.total += len(spec.Description) + compact.Len()
@@ -432,7 +443,7 @@ func Restore(data []byte, opts Options) (*Tools, error) {
 	if err := json.Unmarshal(data, &specs); err != nil {
 		return nil, apperr.Wrap(apperr.Invalid, err, "stored dynamic tools do not decode")
 	}
-	return Validate(specs, opts)
+	return validate(specs, opts, true)
 }
 
 // MarshalJSON encodes the normalized specs, [] when there are none.

@@ -1,13 +1,21 @@
 package dynamic
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/big"
-	"net/url"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/santhosh-tekuri/jsonschema/v6/kind"
+	"golang.org/x/text/language"
+	"golang.org/x/text/message"
 )
 
 // Argument validation.
@@ -16,35 +24,144 @@ import (
 // against the sanitized copy sent to the model: sanitizing is lossy in ways
 // that would reject arguments the client accepts (a typeless node becomes
 // "string", a boolean schema `true` becomes "string", an enum of numbers
-// without a type gets type "string"). The validator therefore implements the
-// subset the registry models — type (one name or several), properties,
-// required, additionalProperties, items, enum, anyOf — plus const, allOf,
-// oneOf (checked like anyOf), prefixItems/array-form items and local "#..."
-// $refs, and ignores every other keyword. It is never stricter than the
-// client's schema for the keywords it knows, and it gives up (accepts) on
-// pathological schemas rather than spend unbounded time.
+// without a type gets type "string"). The schema is compiled once, when the
+// thread's tools are registered or restored, by a full JSON Schema
+// validator: every keyword of the schema's draft ($schema, else 2020-12, or
+// draft-07 for a schema only valid there, such as array-form items) is
+// checked, except that format stays an annotation (as the drafts say by
+// default) and nothing is ever loaded: a $ref must point into the schema
+// itself.
+//
+// Two things keep it from being stricter than the client or slower than a
+// call should be: a pattern Go's regexp cannot compile (lookaround, for
+// one) matches everything rather than failing the registration, and one
+// validation evaluates a bounded number of schema objects (anyOf inside
+// anyOf is exponential); past that the arguments are accepted.
 
+// The budget of one validation in schema-object evaluations: a base plus a
+// share per value in the arguments, so that honest schemas, whose cost is
+// linear in the arguments, are always judged, while a schema that branches
+// without end costs at most a few milliseconds (each evaluation that fails
+// builds an error the library keeps).
 const (
-	// maxValidateDepth bounds the recursion of one validation; past it the
-	// value is accepted.
-	maxValidateDepth = 256
-	// maxValidateSteps bounds the schema nodes visited by one validation
-	// (anyOf inside anyOf is exponential); past it the value is accepted.
-	maxValidateSteps = 1 << 18
+	baseValidateSteps     = 1 << 12
+	validateStepsPerValue = 64
 )
 
-// argValidator validates call arguments against one input schema.
+// argValidator validates call arguments against one compiled input schema.
 type argValidator struct {
-	root any
+	schema *jsonschema.Schema
+
+	// mu serializes validations, whose step count is kept here: the
+	// validator library has no per-validation state of ours.
+	mu       sync.Mutex
+	steps    int // guarded by mu
+	maxSteps int // guarded by mu
 }
 
-// newArgValidator decodes a schema for validation.
+// argumentsSchemaURL names the registered schema inside the compiler; it
+// is never fetched.
+const argumentsSchemaURL = "urn:appserver:dynamic-tool-arguments"
+
+// newArgValidator compiles a schema for validation.
 func newArgValidator(schema []byte) (*argValidator, error) {
-	root, err := decodeJSONValue(schema)
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(schema))
 	if err != nil {
 		return nil, err
 	}
-	return &argValidator{root: root}, nil
+	v := &argValidator{}
+	v.schema, err = v.compile(doc, jsonschema.Draft2020)
+	if err == nil {
+		return v, nil
+	}
+	if obj, ok := doc.(map[string]any); ok {
+		if _, declared := obj["$schema"]; !declared {
+			if sch, err7 := v.compile(doc, jsonschema.Draft7); err7 == nil {
+				v.schema = sch
+				return v, nil
+			}
+		}
+	}
+	return nil, schemaError(err)
+}
+
+func (v *argValidator) compile(doc any, draft *jsonschema.Draft) (*jsonschema.Schema, error) {
+	c := jsonschema.NewCompiler()
+	c.DefaultDraft(draft)
+	c.UseLoader(refuseLoader{})
+	c.UseRegexpEngine(lenientRegexp)
+	c.RegisterVocabulary(&jsonschema.Vocabulary{
+		URL: "urn:appserver:step-budget",
+		Compile: func(*jsonschema.CompilerContext, map[string]any) (jsonschema.SchemaExt, error) {
+			return stepCounter{v}, nil
+		},
+	})
+	// Our vocabulary must apply to every schema object whatever its draft
+	// and $vocabulary say.
+	c.AssertVocabs()
+	if err := c.AddResource(argumentsSchemaURL, doc); err != nil {
+		return nil, err
+	}
+	return c.Compile(argumentsSchemaURL)
+}
+
+// schemaError shortens a compiler error to its cause, without the
+// compiler's internal schema URL.
+func schemaError(err error) error {
+	var se *jsonschema.SchemaValidationError
+	var ve *jsonschema.ValidationError
+	if errors.As(err, &se) && errors.As(se.Err, &ve) {
+		path, reason := describe(ve, nil)
+		if path == "" {
+			return fmt.Errorf("not a valid JSON Schema: %s", reason)
+		}
+		return fmt.Errorf("not a valid JSON Schema: %s: %s", path, reason)
+	}
+	return errors.New(strings.ReplaceAll(err.Error(), argumentsSchemaURL, "schema"))
+}
+
+// refuseLoader loads nothing: a registered schema must not make the daemon
+// read files or fetch URLs.
+type refuseLoader struct{}
+
+// Load refuses every URL.
+func (refuseLoader) Load(url string) (any, error) {
+	return nil, fmt.Errorf("$ref to %s: only references inside the schema are supported", url)
+}
+
+// lenientRegexp compiles patterns with Go's regexp; a pattern it cannot
+// compile (ECMA-262 lookaround, backreferences) matches every string, so a
+// client's schema is never rejected, nor its arguments, for a dialect gap.
+func lenientRegexp(s string) (jsonschema.Regexp, error) {
+	re, err := regexp.Compile(s)
+	if err != nil {
+		return anyString(s), nil
+	}
+	return re, nil
+}
+
+// anyString is a pattern that matches everything.
+type anyString string
+
+// MatchString reports true.
+func (anyString) MatchString(string) bool { return true }
+
+// String returns the pattern as written.
+func (a anyString) String() string { return string(a) }
+
+// stepCounter is the extension run for every schema object evaluated; it
+// ends a validation that has spent its budget.
+type stepCounter struct{ v *argValidator }
+
+// errBudget is the panic value that unwinds an over-budget validation.
+var errBudget = errors.New("validation budget exhausted")
+
+// Validate counts one schema evaluation.
+func (s stepCounter) Validate(*jsonschema.ValidatorContext, any) {
+	s.v.steps++
+	if s.v.steps > s.v.maxSteps {
+		panic(errBudget)
+	}
 }
 
 // ArgumentsError is an argument validation failure, answered to the model
@@ -67,263 +184,162 @@ func (e *ArgumentsError) Error() string {
 	return fmt.Sprintf("invalid arguments for %s: %s: %s", e.Tool, e.Path, e.Reason)
 }
 
-type violation struct {
-	path   string
-	reason string
-}
-
-func (v *argValidator) validate(args any) error {
-	s := &validatorState{root: v.root}
-	if vio := s.check(v.root, args, "", 0); vio != nil {
-		return &ArgumentsError{Path: vio.path, Reason: vio.reason}
-	}
-	return nil
-}
-
-type validatorState struct {
-	root  any
-	steps int
-}
-
-// check validates val at path against schema; nil means valid.
-func (s *validatorState) check(schema, val any, path string, depth int) *violation {
-	s.steps++
-	if depth > maxValidateDepth || s.steps > maxValidateSteps {
+func (v *argValidator) validate(args any) (err error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.steps = 0
+	v.maxSteps = baseValidateSteps + validateStepsPerValue*countValues(args)
+	defer func() {
+		if r := recover(); r != nil {
+			if r != errBudget { //nolint:errorlint // the panic value itself
+				panic(r)
+			}
+			err = nil // the schema is too costly to judge: accept
+		}
+	}()
+	verr := v.schema.Validate(args)
+	if verr == nil {
 		return nil
 	}
-	switch sc := schema.(type) {
-	case bool:
-		if !sc {
-			return &violation{path, "no value is allowed here"}
-		}
-		return nil
-	case map[string]any:
-		return s.checkObject(sc, val, path, depth)
-	default:
-		return nil
+	var ve *jsonschema.ValidationError
+	if !errors.As(verr, &ve) {
+		return &ArgumentsError{Reason: verr.Error()}
 	}
+	path, reason := describe(ve, args)
+	return &ArgumentsError{Path: path, Reason: reason}
 }
 
-func (s *validatorState) checkObject(sc map[string]any, val any, path string, depth int) *violation {
-	if ref, ok := sc["$ref"].(string); ok && strings.HasPrefix(ref, "#") {
-		if target, ok := resolvePointer(s.root, ref); ok {
-			if vio := s.check(target, val, path, depth+1); vio != nil {
-				return vio
-			}
+// describe returns the JSON pointer and the reason of the first failure in
+// an error tree, in words a model can act on. instance is the validated
+// value (nil when describing a schema error), used to name the type of an
+// offending value.
+func describe(e *jsonschema.ValidationError, instance any) (string, string) {
+	path := pointer(e.InstanceLocation)
+	switch k := e.ErrorKind.(type) {
+	case *kind.Schema, *kind.Group, *kind.AllOf, *kind.Reference:
+		if first := firstCause(e); first != nil {
+			return describe(first, instance)
 		}
+	case *kind.AnyOf:
+		return path, noBranch(e, instance)
+	case *kind.OneOf:
+		if len(k.Subschemas) == 2 {
+			return path, fmt.Sprintf("matches more than one of the allowed schemas (%d and %d)", k.Subschemas[0]+1, k.Subschemas[1]+1)
+		}
+		return path, noBranch(e, instance)
+	case *kind.Type:
+		got := k.Got
+		if instance != nil {
+			got = kindOf(valueAt(instance, e.InstanceLocation))
+		}
+		return path, fmt.Sprintf("expected %s, got %s", strings.Join(k.Want, " or "), got)
+	case *kind.Required:
+		return path, fmt.Sprintf("missing required property %q", k.Missing[0])
+	case *kind.AdditionalProperties:
+		return path, fmt.Sprintf("unexpected property %q", k.Properties[0])
+	case *kind.Enum:
+		return path, "must be one of " + previewList(k.Want)
+	case *kind.Const:
+		return path, "must be " + preview(k.Want)
+	case *kind.FalseSchema:
+		return path, "no value is allowed here"
+	case *kind.Not:
+		return path, "must not match the excluded schema"
+	case *kind.RefCycle:
+		return path, "the tool's schema refers to itself without end and accepts no value"
 	}
-	if t, ok := sc["type"]; ok && !typeAllows(t, val) {
-		return &violation{path, fmt.Sprintf("expected %s, got %s", strings.Join(typeNames(t), " or "), kindOf(val))}
-	}
-	if c, ok := sc["const"]; ok && !jsonEqual(c, val) {
-		return &violation{path, "must be " + preview(c)}
-	}
-	if e, ok := sc["enum"].([]any); ok {
-		found := false
-		for _, allowed := range e {
-			if jsonEqual(allowed, val) {
-				found = true
-				break
-			}
-		}
-		if !found {
-			return &violation{path, "must be one of " + previewList(e)}
-		}
-	}
-	switch v := val.(type) {
-	case map[string]any:
-		if vio := s.checkProperties(sc, v, path, depth); vio != nil {
-			return vio
-		}
-	case []any:
-		if vio := s.checkItems(sc, v, path, depth); vio != nil {
-			return vio
-		}
-	}
-	if all, ok := sc["allOf"].([]any); ok {
-		for _, branch := range all {
-			if vio := s.check(branch, val, path, depth+1); vio != nil {
-				return vio
-			}
-		}
-	}
-	for _, key := range []string{"anyOf", "oneOf"} {
-		branches, ok := sc[key].([]any)
-		if !ok || len(branches) == 0 {
-			continue
-		}
-		var first *violation
-		matched := false
-		for _, branch := range branches {
-			vio := s.check(branch, val, path, depth+1)
-			if vio == nil {
-				matched = true
-				break
-			}
-			if first == nil {
-				first = vio
-			}
-		}
-		if !matched {
-			if len(branches) == 1 {
-				return first
-			}
-			return &violation{path, fmt.Sprintf("does not match any of the %d allowed schemas (first: %s)", len(branches), first.describe())}
-		}
-	}
-	return nil
+	return path, e.ErrorKind.LocalizedString(englishPrinter)
 }
 
-func (s *validatorState) checkProperties(sc map[string]any, obj map[string]any, path string, depth int) *violation {
-	props, _ := sc["properties"].(map[string]any)
-	if req, ok := sc["required"].([]any); ok {
-		for _, r := range req {
-			name, ok := r.(string)
-			if !ok {
-				continue
-			}
-			if _, present := obj[name]; !present {
-				return &violation{path, fmt.Sprintf("missing required property %q", name)}
-			}
-		}
+var englishPrinter = message.NewPrinter(language.English)
+
+// noBranch describes a value that matches none of an anyOf / oneOf.
+func noBranch(e *jsonschema.ValidationError, instance any) string {
+	first := firstCause(e)
+	if first == nil {
+		return "does not match any of the allowed schemas"
 	}
-	// Properties are checked in a stable order so the reported error does
-	// not depend on map iteration.
-	var small [8]string
-	for _, name := range appendSortedKeys(small[:0], obj) {
-		pv := obj[name]
-		child := path + "/" + escapePointer(name)
-		if ps, declared := props[name]; declared {
-			if vio := s.check(ps, pv, child, depth+1); vio != nil {
-				return vio
-			}
-			continue
+	p, r := describe(first, instance)
+	if len(e.Causes) == 1 {
+		if p == "" {
+			return r
 		}
-		if _, hasPatterns := sc["patternProperties"]; hasPatterns {
-			continue // not modelled: do not judge extra properties
-		}
-		switch ap := sc["additionalProperties"].(type) {
-		case bool:
-			if !ap {
-				return &violation{path, fmt.Sprintf("unexpected property %q", name)}
-			}
+		return p + ": " + r
+	}
+	if p != "" {
+		r = p + ": " + r
+	}
+	return fmt.Sprintf("does not match any of the %d allowed schemas (first: %s)", len(e.Causes), r)
+}
+
+// firstCause picks the cause to report: for anyOf / oneOf the first branch,
+// otherwise the one at the smallest instance location, so that the message
+// does not depend on the order in which the library visits properties.
+func firstCause(e *jsonschema.ValidationError) *jsonschema.ValidationError {
+	if len(e.Causes) == 0 {
+		return nil
+	}
+	switch e.ErrorKind.(type) {
+	case *kind.AnyOf, *kind.OneOf:
+		return e.Causes[0]
+	}
+	return slices.MinFunc(e.Causes, func(a, b *jsonschema.ValidationError) int {
+		return slices.Compare(a.InstanceLocation, b.InstanceLocation)
+	})
+}
+
+// pointer renders an instance location as a JSON pointer.
+func pointer(loc []string) string {
+	var b strings.Builder
+	for _, tok := range loc {
+		b.WriteByte('/')
+		b.WriteString(escapePointer(tok))
+	}
+	return b.String()
+}
+
+// valueAt returns the value at loc inside v.
+func valueAt(v any, loc []string) any {
+	for _, tok := range loc {
+		switch c := v.(type) {
 		case map[string]any:
-			if vio := s.check(ap, pv, child, depth+1); vio != nil {
-				return vio
+			v = c[tok]
+		case []any:
+			i, err := strconv.Atoi(tok)
+			if err != nil || i < 0 || i >= len(c) {
+				return nil
 			}
+			v = c[i]
+		default:
+			return nil
 		}
 	}
-	return nil
+	return v
 }
 
-func (s *validatorState) checkItems(sc map[string]any, arr []any, path string, depth int) *violation {
-	prefix, _ := sc["prefixItems"].([]any)
-	if tuple, ok := sc["items"].([]any); ok && prefix == nil {
-		prefix = tuple // draft-04..2019 array form of items
-	}
-	for i, el := range arr {
-		child := path + "/" + strconv.Itoa(i)
-		if i < len(prefix) {
-			if vio := s.check(prefix[i], el, child, depth+1); vio != nil {
-				return vio
-			}
-			continue
+// countValues returns the number of JSON values in v, v included.
+func countValues(v any) int {
+	n := 1
+	switch c := v.(type) {
+	case map[string]any:
+		for _, e := range c {
+			n += countValues(e)
 		}
-		if items, ok := sc["items"]; ok {
-			if _, isTuple := items.([]any); isTuple {
-				continue
-			}
-			if vio := s.check(items, el, child, depth+1); vio != nil {
-				return vio
-			}
-		}
-	}
-	return nil
-}
-
-// typeNames returns the known JSON Schema type names of a "type" value.
-func typeNames(t any) []string {
-	var names []string
-	add := func(v any) {
-		if n, ok := v.(string); ok && knownType(n) {
-			names = append(names, n)
-		}
-	}
-	switch t := t.(type) {
 	case []any:
-		for _, e := range t {
-			add(e)
+		for _, e := range c {
+			n += countValues(e)
 		}
-	default:
-		add(t)
 	}
-	return names
+	return n
 }
 
-// typeAllows reports whether val matches a "type" value: one of its known
-// type names, or any value when it names none. It is typeNames and a match
-// without building the list, which only an error message needs.
-func typeAllows(t any, val any) bool {
-	known := false
-	check := func(v any) bool {
-		n, ok := v.(string)
-		if !ok || !knownType(n) {
-			return false
-		}
-		known = true
-		return matchesType(n, val)
+// isInteger reports whether n has an integral value (3, 3.0, 1e2).
+func isInteger(n json.Number) bool {
+	if plainInteger(n) {
+		return true // what big.Rat would say, without its allocations
 	}
-	if list, ok := t.([]any); ok {
-		for _, e := range list {
-			if check(e) {
-				return true
-			}
-		}
-	} else if check(t) {
-		return true
-	}
-	return !known
-}
-
-func knownType(n string) bool {
-	switch n {
-	case "string", "number", "integer", "boolean", "object", "array", "null":
-		return true
-	}
-	return false
-}
-
-func matchesType(name string, val any) bool {
-	switch name {
-	case "null":
-		return val == nil
-	case "boolean":
-		_, ok := val.(bool)
-		return ok
-	case "string":
-		_, ok := val.(string)
-		return ok
-	case "number":
-		_, ok := val.(json.Number)
-		return ok
-	case "integer":
-		n, ok := val.(json.Number)
-		if !ok {
-			return false
-		}
-		if plainInteger(n) {
-			return true // what big.Rat would say, without its allocations
-		}
-		r, ok := new(big.Rat).SetString(string(n))
-		return ok && r.IsInt()
-	case "object":
-		_, ok := val.(map[string]any)
-		return ok
-	case "array":
-		_, ok := val.([]any)
-		return ok
-	}
-	return false
+	r, ok := new(big.Rat).SetString(string(n))
+	return ok && r.IsInt()
 }
 
 // plainInteger reports whether n is written as an integer: an optional
@@ -350,7 +366,7 @@ func kindOf(val any) string {
 	case string:
 		return "string"
 	case json.Number:
-		if matchesType("integer", v) {
+		if isInteger(v) {
 			return "integer"
 		}
 		return "number"
@@ -362,100 +378,8 @@ func kindOf(val any) string {
 	return fmt.Sprintf("%T", val)
 }
 
-// jsonEqual compares two decoded JSON values; numbers compare by value.
-func jsonEqual(a, b any) bool {
-	switch a := a.(type) {
-	case nil:
-		return b == nil
-	case bool:
-		bb, ok := b.(bool)
-		return ok && a == bb
-	case string:
-		bs, ok := b.(string)
-		return ok && a == bs
-	case json.Number:
-		bn, ok := b.(json.Number)
-		if !ok {
-			return false
-		}
-		if a == bn {
-			return true
-		}
-		ra, oka := new(big.Rat).SetString(string(a))
-		rb, okb := new(big.Rat).SetString(string(bn))
-		return oka && okb && ra.Cmp(rb) == 0
-	case []any:
-		bs, ok := b.([]any)
-		if !ok || len(a) != len(bs) {
-			return false
-		}
-		for i := range a {
-			if !jsonEqual(a[i], bs[i]) {
-				return false
-			}
-		}
-		return true
-	case map[string]any:
-		bm, ok := b.(map[string]any)
-		if !ok || len(a) != len(bm) {
-			return false
-		}
-		for k, av := range a {
-			bv, ok := bm[k]
-			if !ok || !jsonEqual(av, bv) {
-				return false
-			}
-		}
-		return true
-	}
-	return false
-}
-
-// resolvePointer resolves a "#/a/b" JSON Pointer (URI fragment form) in
-// root.
-func resolvePointer(root any, ref string) (any, bool) {
-	frag := strings.TrimPrefix(ref, "#")
-	if unescaped, err := url.PathUnescape(frag); err == nil {
-		frag = unescaped
-	}
-	if frag == "" {
-		return root, true
-	}
-	if !strings.HasPrefix(frag, "/") {
-		return nil, false // named anchors are not supported
-	}
-	cur := root
-	for _, tok := range strings.Split(frag[1:], "/") {
-		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
-		switch c := cur.(type) {
-		case map[string]any:
-			next, ok := c[tok]
-			if !ok {
-				return nil, false
-			}
-			cur = next
-		case []any:
-			i, err := strconv.Atoi(tok)
-			if err != nil || i < 0 || i >= len(c) {
-				return nil, false
-			}
-			cur = c[i]
-		default:
-			return nil, false
-		}
-	}
-	return cur, true
-}
-
 func escapePointer(s string) string {
 	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
-}
-
-func (v *violation) describe() string {
-	if v.path == "" {
-		return v.reason
-	}
-	return v.path + ": " + v.reason
 }
 
 func preview(v any) string {
@@ -480,15 +404,4 @@ func previewList(vs []any) string {
 		parts = append(parts, preview(v))
 	}
 	return "[" + strings.Join(parts, ", ") + "]"
-}
-
-// appendSortedKeys appends the keys of m to keys, sorted; callers pass a
-// small array of their own so that typical argument objects need no
-// allocation.
-func appendSortedKeys(keys []string, m map[string]any) []string {
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }

@@ -11,6 +11,10 @@
 // Of our packages it imports only api, the contract: it must not import a
 // transport, the turns manager or the tool layer.
 //
+// Rules files are Starlark programs (go.starlark.net) run with the rule
+// built-ins, without while loops, recursion or load, and within a step
+// limit, so a rules file can neither hang the daemon nor reach outside it.
+//
 // Nothing here runs a process. The only file-system access is the lookup of
 // protected subpaths (.git, .codex, .agents) when writable roots are resolved,
 // and appending an allow rule to a rules file on request.

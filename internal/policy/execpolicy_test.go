@@ -150,8 +150,6 @@ func TestParseRulesErrors(t *testing.T) {
 		"positional after kw":     `prefix_rule(pattern=["a"], "allow")`,
 		"too many args":           `prefix_rule(["a"], "allow", None, None, "j", "extra")`,
 		"unknown function":        `load("x.star", "y")`,
-		"assignment":              `x = ["a"]`,
-		"expression":              `prefix_rule(pattern=["a"] + ["b"])`,
 		"two statements one line": `prefix_rule(pattern=["a"]) prefix_rule(pattern=["b"])`,
 		"unterminated string":     `prefix_rule(pattern=["a)`,
 		"unclosed paren":          `prefix_rule(pattern=["a"]`,

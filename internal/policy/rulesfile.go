@@ -6,9 +6,12 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	starresolve "go.starlark.net/resolve"
+	"go.starlark.net/starlark"
+	"go.starlark.net/syntax"
 )
 
 // RulesError is a rules-file load error with its location.
@@ -27,6 +30,23 @@ func (e *RulesError) Error() string {
 		return fmt.Sprintf("%s:%d: %s", e.File, e.Line, e.Msg)
 	}
 	return fmt.Sprintf("%s: %s", e.File, e.Msg)
+}
+
+// MaxRulesSteps bounds the Starlark computation of one rules file. A rules
+// file is read by the daemon at thread start, so a file that loops for ever
+// (a loop over a huge range) must fail instead of hanging it; a rule
+// statement takes about ten steps, so the bound leaves room for tens of
+// thousands of rules.
+const MaxRulesSteps = 1_000_000
+
+// rulesFileOptions is the Starlark dialect of rules files. Top-level for
+// and if statements and reassigned globals are allowed, as the reference
+// implementation's dialect does; while loops and recursion stay off, so
+// every loop ranges over a finite value and the step limit is the only
+// bound that is ever needed.
+var rulesFileOptions = &syntax.FileOptions{
+	TopLevelControl: true,
+	GlobalReassign:  true,
 }
 
 // LoadRulesDirs reads every *.rules file (sorted by name) of each directory,
@@ -72,524 +92,308 @@ func ParseRules(name, src string) (*RuleSet, error) {
 	return set, nil
 }
 
-// Parse parses a rules file and adds its rules to s; on error nothing is
-// added. The accepted language is the literal subset of Starlark that rules
-// files use: calls of prefix_rule, network_rule and host_executable, one per
-// statement, with string, list and None arguments (positional or keyword),
-// '#' comments, and Starlark string escapes and triple quotes. Example
-// commands in match / not_match are validated against the rules of their
-// own call, as Codex does at load time.
+// Parse evaluates a rules file, a Starlark program, and adds the rules it
+// declares to s; on error nothing is added. The program sees the Starlark
+// built-ins plus prefix_rule, network_rule and host_executable; variables,
+// functions, loops and expressions are evaluated as Starlark does, without
+// while loops, recursion or load, and within MaxRulesSteps. After the file
+// has run, the match / not_match examples of each prefix_rule call are
+// checked against the rules of that call (with every host_executable the
+// file and the set declare), as Codex does at load time. Every error names
+// the file and, where known, the line.
 func (s *RuleSet) Parse(name, src string) error {
-	toks, err := lexRules(name, src)
-	if err != nil {
-		return err
+	if !utf8.ValidString(src) {
+		return &RulesError{File: name, Msg: "rules file is not valid UTF-8"}
 	}
-	p := rulesParser{name: name, toks: toks, out: NewRuleSet()}
+	ev := &rulesEval{name: name, out: NewRuleSet()}
 	s.mu.RLock()
 	for k, v := range s.hostExec {
-		if p.out.hostExec == nil {
-			p.out.hostExec = map[string][]string{}
+		if ev.out.hostExec == nil {
+			ev.out.hostExec = map[string][]string{}
 		}
-		p.out.hostExec[k] = slices.Clone(v)
+		ev.out.hostExec[k] = slices.Clone(v)
 	}
 	s.mu.RUnlock()
-	if err := p.parse(); err != nil {
+	thread := &starlark.Thread{
+		Name: "rules " + name,
+		// print() output has nowhere useful to go in a daemon, and a rules
+		// file must not be able to write to its stderr.
+		Print: func(*starlark.Thread, string) {},
+	}
+	thread.SetMaxExecutionSteps(MaxRulesSteps)
+	if _, err := starlark.ExecFileOptions(rulesFileOptions, thread, name, src, ev.builtins()); err != nil {
+		return ev.locate(err)
+	}
+	if err := ev.checkExamples(); err != nil {
 		return err
 	}
-	s.Merge(p.out)
+	s.Merge(ev.out)
 	return nil
 }
 
-type tokKind int
-
-const (
-	tokEOF tokKind = iota
-	tokIdent
-	tokString
-	tokPunct // ( ) [ ] , = ;
-	tokNewline
-)
-
-type token struct {
-	kind tokKind
-	text string // identifier, punctuation, or the decoded string
-	line int
+// rulesEval is the state of one rules-file evaluation: what the file
+// declared so far and the examples still to check.
+type rulesEval struct {
+	name    string
+	out     *RuleSet
+	pending []pendingExamples
 }
 
-func lexRules(name, src string) ([]token, error) {
-	var toks []token
-	line, depth := 1, 0
-	fail := func(msg string) error { return &RulesError{File: name, Line: line, Msg: msg} }
-	if !utf8.ValidString(src) {
-		return nil, fail("rules file is not valid UTF-8")
-	}
-	for i := 0; i < len(src); {
-		c := src[i]
-		switch {
-		case c == '\n':
-			if depth == 0 {
-				toks = append(toks, token{kind: tokNewline, line: line})
-			}
-			line++
-			i++
-		case c == ' ' || c == '\t' || c == '\r':
-			i++
-		case c == '\\' && i+1 < len(src) && src[i+1] == '\n':
-			line++
-			i += 2
-		case c == '#':
-			for i < len(src) && src[i] != '\n' {
-				i++
-			}
-		case strings.IndexByte("()[],=;", c) >= 0:
-			switch c {
-			case '(', '[':
-				depth++
-			case ')', ']':
-				depth--
-				if depth < 0 {
-					return nil, fail(fmt.Sprintf("unexpected %q", c))
-				}
-			}
-			toks = append(toks, token{kind: tokPunct, text: string(c), line: line})
-			i++
-		case c == '"' || c == '\'' || (c == 'r' || c == 'R') && i+1 < len(src) && (src[i+1] == '"' || src[i+1] == '\''):
-			start := line
-			s, n, lines, err := lexString(src[i:])
-			if err != nil {
-				return nil, fail(err.Error())
-			}
-			toks = append(toks, token{kind: tokString, text: s, line: start})
-			line += lines
-			i += n
-		case c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z':
-			j := i
-			for j < len(src) && (src[j] == '_' || src[j] >= 'a' && src[j] <= 'z' || src[j] >= 'A' && src[j] <= 'Z' || src[j] >= '0' && src[j] <= '9') {
-				j++
-			}
-			toks = append(toks, token{kind: tokIdent, text: src[i:j], line: line})
-			i = j
-		default:
-			r, _ := utf8.DecodeRuneInString(src[i:])
-			return nil, fail(fmt.Sprintf("unsupported syntax %q (rules files may only call prefix_rule, network_rule and host_executable with literal arguments)", r))
-		}
-	}
-	if depth != 0 {
-		return nil, fail("unexpected end of file: unclosed bracket")
-	}
-	return append(toks, token{kind: tokEOF, line: line}), nil
+// pendingExamples are the match / not_match examples of one prefix_rule
+// call, checked once the whole file has run so a host_executable declared
+// later in the file counts, as in the reference implementation.
+type pendingExamples struct {
+	rules      []*PrefixRule
+	matches    [][]string
+	notMatches [][]string
+	line       int
 }
 
-// lexString decodes a Starlark string literal at the start of s and returns
-// the value, the bytes consumed and the newlines crossed.
-func lexString(s string) (string, int, int, error) {
-	i := 0
-	raw := false
-	if s[0] == 'r' || s[0] == 'R' {
-		raw = true
-		i++
+func (ev *rulesEval) builtins() starlark.StringDict {
+	return starlark.StringDict{
+		"prefix_rule":     starlark.NewBuiltin("prefix_rule", ev.prefixRule),
+		"network_rule":    starlark.NewBuiltin("network_rule", ev.networkRule),
+		"host_executable": starlark.NewBuiltin("host_executable", ev.hostExecutable),
 	}
-	q := s[i]
-	triple := strings.HasPrefix(s[i:], strings.Repeat(string(q), 3))
-	if triple {
-		i += 3
-	} else {
-		i++
-	}
-	var b strings.Builder
-	lines := 0
-	for i < len(s) {
-		c := s[i]
-		if triple && strings.HasPrefix(s[i:], strings.Repeat(string(q), 3)) {
-			return b.String(), i + 3, lines, nil
-		}
-		if !triple && c == q {
-			return b.String(), i + 1, lines, nil
-		}
-		if c == '\n' {
-			if !triple {
-				return "", 0, 0, errors.New("unterminated string literal")
-			}
-			lines++
-		}
-		if c != '\\' {
-			b.WriteByte(c)
-			i++
-			continue
-		}
-		if i+1 >= len(s) {
-			break
-		}
-		n := s[i+1]
-		if raw {
-			// In a raw string a backslash is literal, but still keeps the next
-			// quote from ending the string.
-			b.WriteByte('\\')
-			b.WriteByte(n)
-			if n == '\n' {
-				lines++
-			}
-			i += 2
-			continue
-		}
-		i += 2
-		switch n {
-		case '\n':
-			lines++
-		case '\\', '\'', '"':
-			b.WriteByte(n)
-		case 'n':
-			b.WriteByte('\n')
-		case 't':
-			b.WriteByte('\t')
-		case 'r':
-			b.WriteByte('\r')
-		case 'a':
-			b.WriteByte('\a')
-		case 'b':
-			b.WriteByte('\b')
-		case 'f':
-			b.WriteByte('\f')
-		case 'v':
-			b.WriteByte('\v')
-		case 'x', 'u', 'U':
-			width := map[byte]int{'x': 2, 'u': 4, 'U': 8}[n]
-			if i+width > len(s) {
-				return "", 0, 0, fmt.Errorf("truncated escape \\%c", n)
-			}
-			v, err := strconv.ParseUint(s[i:i+width], 16, 32)
-			if err != nil || !utf8.ValidRune(rune(v)) {
-				return "", 0, 0, fmt.Errorf("invalid escape \\%c%s", n, s[i:i+width])
-			}
-			b.WriteRune(rune(v))
-			i += width
-		default:
-			if n >= '0' && n <= '7' {
-				j := i - 1
-				for j < len(s) && j < i+2 && s[j] >= '0' && s[j] <= '7' {
-					j++
-				}
-				v, _ := strconv.ParseUint(s[i-1:j], 8, 32)
-				b.WriteRune(rune(v))
-				i = j
-			} else {
-				return "", 0, 0, fmt.Errorf("invalid escape sequence \\%c", n)
-			}
-		}
-	}
-	return "", 0, 0, errors.New("unterminated string literal")
 }
 
-// value is a parsed argument: a string, a list of values, or None.
-type value struct {
-	str    *string
-	list   []value
-	isList bool
+// fail is the error of a rule built-in: the message at the line of the
+// statement in the file that called it.
+func (ev *rulesEval) fail(thread *starlark.Thread, err error) error {
+	return &RulesError{File: ev.name, Line: int(thread.CallFrame(1).Pos.Line), Msg: err.Error()}
 }
 
-func (v value) isNone() bool { return v.str == nil && !v.isList }
-
-func (v value) typeName() string {
+// locate turns a Starlark error into a RulesError at the line it names.
+func (ev *rulesEval) locate(err error) error {
+	var re *RulesError
+	if errors.As(err, &re) {
+		return re
+	}
+	var se syntax.Error
+	var rl starresolve.ErrorList
+	var ee *starlark.EvalError
 	switch {
-	case v.str != nil:
-		return "string"
-	case v.isList:
-		return "list"
-	default:
-		return "NoneType"
-	}
-}
-
-type rulesParser struct {
-	name string
-	toks []token
-	pos  int
-	out  *RuleSet
-}
-
-func (p *rulesParser) peek() token { return p.toks[p.pos] }
-
-func (p *rulesParser) next() token {
-	t := p.toks[p.pos]
-	if t.kind != tokEOF {
-		p.pos++
-	}
-	return t
-}
-
-func (p *rulesParser) errAt(t token, format string, args ...any) error {
-	return &RulesError{File: p.name, Line: t.line, Msg: fmt.Sprintf(format, args...)}
-}
-
-func (p *rulesParser) expect(punct string) error {
-	t := p.next()
-	if t.kind != tokPunct || t.text != punct {
-		return p.errAt(t, "expected %q", punct)
-	}
-	return nil
-}
-
-func (p *rulesParser) parse() error {
-	for {
-		t := p.peek()
-		switch {
-		case t.kind == tokEOF:
-			return nil
-		case t.kind == tokNewline || t.kind == tokPunct && t.text == ";":
-			p.next()
-			continue
-		case t.kind != tokIdent:
-			return p.errAt(t, "expected a rule call")
+	case errors.As(err, &se):
+		return &RulesError{File: ev.name, Line: int(se.Pos.Line), Msg: se.Msg}
+	case errors.As(err, &rl):
+		return &RulesError{File: ev.name, Line: int(rl[0].Pos.Line), Msg: rl[0].Msg}
+	case errors.As(err, &ee):
+		// The innermost frame in this file is the statement that failed; the
+		// frames above it are built-ins.
+		line := 0
+		for i := len(ee.CallStack) - 1; i >= 0; i-- {
+			if pos := ee.CallStack[i].Pos; pos.Filename() == ev.name {
+				line = int(pos.Line)
+				break
+			}
 		}
-		if err := p.call(); err != nil {
-			return err
-		}
-		if t := p.peek(); t.kind != tokEOF && t.kind != tokNewline && !(t.kind == tokPunct && t.text == ";") {
-			return p.errAt(t, "expected a new line after a statement")
-		}
+		return &RulesError{File: ev.name, Line: line, Msg: ee.Msg}
 	}
+	return &RulesError{File: ev.name, Msg: err.Error()}
 }
 
-var ruleParams = map[string][]string{
-	"prefix_rule":     {"pattern", "decision", "match", "not_match", "justification"},
-	"network_rule":    {"host", "protocol", "decision", "justification"},
-	"host_executable": {"name", "paths"},
+// optional returns v, or nil when the argument was left out or is None.
+func optional(v starlark.Value) starlark.Value {
+	if v == starlark.None {
+		return nil
+	}
+	return v
 }
 
-func (p *rulesParser) call() error {
-	fn := p.next()
-	params, ok := ruleParams[fn.text]
+// str returns v as a Go string; rule words and hosts are text, as in the
+// reference implementation whose Starlark strings are always UTF-8.
+func str(v starlark.Value, what string) (string, error) {
+	s, ok := v.(starlark.String)
 	if !ok {
-		return p.errAt(fn, "unsupported statement %q (only prefix_rule, network_rule and host_executable are supported)", fn.text)
+		return "", fmt.Errorf("%s must be a string (got %s)", what, v.Type())
 	}
-	if err := p.expect("("); err != nil {
-		return err
+	if !utf8.ValidString(string(s)) {
+		return "", fmt.Errorf("%s is not valid UTF-8", what)
 	}
-	args := map[string]value{}
-	positional := 0
-	sawKeyword := false
-	for {
-		t := p.peek()
-		if t.kind == tokPunct && t.text == ")" {
-			p.next()
-			break
-		}
-		name := ""
-		if t.kind == tokIdent && p.toks[p.pos+1].kind == tokPunct && p.toks[p.pos+1].text == "=" {
-			name = t.text
-			p.pos += 2
-			if !slices.Contains(params, name) {
-				return p.errAt(t, "%s() got an unexpected keyword argument %q", fn.text, name)
-			}
-			sawKeyword = true
-		} else {
-			if sawKeyword {
-				return p.errAt(t, "positional argument after a keyword argument")
-			}
-			if positional >= len(params) {
-				return p.errAt(t, "%s() takes at most %d arguments", fn.text, len(params))
-			}
-			name = params[positional]
-			positional++
-		}
-		if _, dup := args[name]; dup {
-			return p.errAt(t, "%s() got multiple values for %q", fn.text, name)
-		}
-		v, err := p.value()
-		if err != nil {
-			return err
-		}
-		args[name] = v
-		if t := p.peek(); t.kind == tokPunct && t.text == "," {
-			p.next()
-		} else if !(t.kind == tokPunct && t.text == ")") {
-			return p.errAt(t, "expected ',' or ')'")
-		}
-	}
-	var err error
-	switch fn.text {
-	case "prefix_rule":
-		err = p.prefixRule(args)
-	case "network_rule":
-		err = p.networkRule(args)
-	default:
-		err = p.hostExecutable(args)
-	}
-	if err != nil {
-		return p.errAt(fn, "%s", err.Error())
-	}
-	return nil
+	return string(s), nil
 }
 
-func (p *rulesParser) value() (value, error) {
-	t := p.next()
-	switch {
-	case t.kind == tokString:
-		s := t.text
-		return value{str: &s}, nil
-	case t.kind == tokIdent && t.text == "None":
-		return value{}, nil
-	case t.kind == tokPunct && t.text == "[":
-		v := value{isList: true}
-		for {
-			if t := p.peek(); t.kind == tokPunct && t.text == "]" {
-				p.next()
-				return v, nil
-			}
-			item, err := p.value()
-			if err != nil {
-				return value{}, err
-			}
-			v.list = append(v.list, item)
-			if t := p.peek(); t.kind == tokPunct && t.text == "," {
-				p.next()
-			} else if !(t.kind == tokPunct && t.text == "]") {
-				return value{}, p.errAt(t, "expected ',' or ']'")
-			}
-		}
-	}
-	return value{}, p.errAt(t, "expected a string, a list or None")
-}
-
-func optString(args map[string]value, name string) (string, bool, error) {
-	v, ok := args[name]
-	if !ok || v.isNone() {
+// optString reads an optional string argument.
+func optString(v starlark.Value, name string) (string, bool, error) {
+	if v = optional(v); v == nil {
 		return "", false, nil
 	}
-	if v.str == nil {
-		return "", false, fmt.Errorf("%s must be a string (got %s)", name, v.typeName())
-	}
-	return *v.str, true, nil
+	s, err := str(v, name)
+	return s, err == nil, err
 }
 
-func reqString(args map[string]value, fn, name string) (string, error) {
-	s, ok, err := optString(args, name)
-	if err == nil && !ok {
-		err = fmt.Errorf("%s() missing required argument %q", fn, name)
+// list returns the elements of a Starlark list.
+func list(v starlark.Value, what string) ([]starlark.Value, error) {
+	l, ok := v.(*starlark.List)
+	if !ok {
+		return nil, fmt.Errorf("%s must be a list (got %s)", what, v.Type())
 	}
-	return s, err
+	out := make([]starlark.Value, l.Len())
+	for i := range out {
+		out[i] = l.Index(i)
+	}
+	return out, nil
 }
 
-func justification(args map[string]value) (string, error) {
-	j, ok, err := optString(args, "justification")
+func justification(v starlark.Value) (string, error) {
+	j, ok, err := optString(v, "justification")
 	if err == nil && ok && strings.TrimSpace(j) == "" {
 		err = errors.New("justification cannot be empty")
 	}
 	return j, err
 }
 
-func (p *rulesParser) prefixRule(args map[string]value) error {
-	pv, ok := args["pattern"]
-	if !ok || pv.isNone() {
-		return errors.New(`prefix_rule() missing required argument "pattern"`)
+// prefixRule implements prefix_rule(pattern, decision, match, not_match,
+// justification).
+func (ev *rulesEval) prefixRule(thread *starlark.Thread, fn *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	var patternV, decisionV, matchV, notMatchV, justV starlark.Value
+	if err := starlark.UnpackArgs(fn.Name(), args, kwargs,
+		"pattern", &patternV, "decision?", &decisionV, "match?", &matchV,
+		"not_match?", &notMatchV, "justification?", &justV); err != nil {
+		return nil, err
 	}
-	if !pv.isList {
-		return fmt.Errorf("pattern must be a list (got %s)", pv.typeName())
+	rules, matches, notMatches, err := buildPrefixRules(patternV, decisionV, matchV, notMatchV, justV)
+	if err != nil {
+		return nil, ev.fail(thread, err)
 	}
-	if len(pv.list) == 0 {
-		return errors.New("pattern cannot be empty")
+	ev.pending = append(ev.pending, pendingExamples{
+		rules: rules, matches: matches, notMatches: notMatches,
+		line: int(thread.CallFrame(1).Pos.Line),
+	})
+	ev.out.mu.Lock()
+	for _, r := range rules {
+		ev.out.addLocked(r)
 	}
-	pattern := make([][]string, len(pv.list))
-	for i, el := range pv.list {
-		switch {
-		case el.str != nil:
-			pattern[i] = []string{*el.str}
-		case el.isList:
-			if len(el.list) == 0 {
-				return errors.New("pattern alternatives cannot be empty")
+	ev.out.mu.Unlock()
+	return starlark.None, nil
+}
+
+// buildPrefixRules checks the arguments of one prefix_rule call and returns
+// one rule per alternative program with the call's examples.
+func buildPrefixRules(patternV, decisionV, matchV, notMatchV, justV starlark.Value) (rules []*PrefixRule, matches, notMatches [][]string, err error) {
+	if optional(patternV) == nil {
+		return nil, nil, nil, errors.New(`prefix_rule() missing required argument "pattern"`)
+	}
+	elems, err := list(patternV, "pattern")
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if len(elems) == 0 {
+		return nil, nil, nil, errors.New("pattern cannot be empty")
+	}
+	pattern := make([][]string, len(elems))
+	for i, el := range elems {
+		switch el := el.(type) {
+		case starlark.String:
+			w, err := str(el, "pattern element")
+			if err != nil {
+				return nil, nil, nil, err
 			}
-			for _, alt := range el.list {
-				if alt.str == nil {
-					return fmt.Errorf("pattern alternative must be a string (got %s)", alt.typeName())
+			pattern[i] = []string{w}
+		case *starlark.List:
+			if el.Len() == 0 {
+				return nil, nil, nil, errors.New("pattern alternatives cannot be empty")
+			}
+			for j := range el.Len() {
+				alt, err := str(el.Index(j), "pattern alternative")
+				if err != nil {
+					return nil, nil, nil, err
 				}
-				pattern[i] = append(pattern[i], *alt.str)
+				pattern[i] = append(pattern[i], alt)
 			}
 		default:
-			return fmt.Errorf("pattern element must be a string or list of strings (got %s)", el.typeName())
+			return nil, nil, nil, fmt.Errorf("pattern element must be a string or list of strings (got %s)", el.Type())
 		}
 	}
 	decision := Allow
-	if d, ok, err := optString(args, "decision"); err != nil {
-		return err
+	if d, ok, err := optString(decisionV, "decision"); err != nil {
+		return nil, nil, nil, err
 	} else if ok {
 		if decision, err = ParseDecision(d); err != nil {
-			return err
+			return nil, nil, nil, err
 		}
 	}
-	just, err := justification(args)
+	just, err := justification(justV)
 	if err != nil {
-		return err
+		return nil, nil, nil, err
 	}
-	matches, err := examples(args, "match")
-	if err != nil {
-		return err
+	if matches, err = examples(matchV, "match"); err != nil {
+		return nil, nil, nil, err
 	}
-	notMatches, err := examples(args, "not_match")
-	if err != nil {
-		return err
+	if notMatches, err = examples(notMatchV, "not_match"); err != nil {
+		return nil, nil, nil, err
 	}
-	// One rule per alternative program.
-	local := NewRuleSet()
-	local.hostExec = p.out.hostExec
-	var rules []*PrefixRule
 	for _, head := range pattern[0] {
 		pat := append([][]string{{head}}, pattern[1:]...)
 		rules = append(rules, &PrefixRule{Pattern: pat, Decision: decision, Justification: just})
 	}
-	for _, r := range rules {
-		local.addLocked(r)
-	}
-	for _, ex := range notMatches {
-		if m := matchesFor([]*RuleSet{local}, ex); len(m) > 0 {
-			return fmt.Errorf("example %s matches rule %s but is listed in not_match", ShellJoin(ex), m[0].Rule)
+	return rules, matches, notMatches, nil
+}
+
+// checkExamples checks every prefix_rule call's examples against the rules
+// of that call alone.
+func (ev *rulesEval) checkExamples() error {
+	for _, p := range ev.pending {
+		local := NewRuleSet()
+		local.hostExec = ev.out.hostExec
+		for _, r := range p.rules {
+			local.addLocked(r)
+		}
+		fail := func(format string, args ...any) error {
+			return &RulesError{File: ev.name, Line: p.line, Msg: fmt.Sprintf(format, args...)}
+		}
+		for _, ex := range p.notMatches {
+			if m := matchesFor([]*RuleSet{local}, ex); len(m) > 0 {
+				return fail("example %s matches rule %s but is listed in not_match", ShellJoin(ex), m[0].Rule)
+			}
+		}
+		var unmatched []string
+		for _, ex := range p.matches {
+			if len(matchesFor([]*RuleSet{local}, ex)) == 0 {
+				unmatched = append(unmatched, ShellJoin(ex))
+			}
+		}
+		if len(unmatched) > 0 {
+			return fail("examples do not match the rule: %s", strings.Join(unmatched, ", "))
 		}
 	}
-	var unmatched []string
-	for _, ex := range matches {
-		if len(matchesFor([]*RuleSet{local}, ex)) == 0 {
-			unmatched = append(unmatched, ShellJoin(ex))
-		}
-	}
-	if len(unmatched) > 0 {
-		return fmt.Errorf("examples do not match the rule: %s", strings.Join(unmatched, ", "))
-	}
-	p.out.mu.Lock()
-	for _, r := range rules {
-		p.out.addLocked(r)
-	}
-	p.out.mu.Unlock()
 	return nil
 }
 
 // examples reads a match / not_match list: each example is a shell-split
 // string or a list of strings, never empty.
-func examples(args map[string]value, name string) ([][]string, error) {
-	v, ok := args[name]
-	if !ok || v.isNone() {
+func examples(v starlark.Value, name string) ([][]string, error) {
+	if v = optional(v); v == nil {
 		return nil, nil
 	}
-	if !v.isList {
-		return nil, fmt.Errorf("%s must be a list (got %s)", name, v.typeName())
+	items, err := list(v, name)
+	if err != nil {
+		return nil, err
 	}
 	var out [][]string
-	for _, ex := range v.list {
+	for _, ex := range items {
 		var words []string
-		switch {
-		case ex.str != nil:
-			w, ok := ShellSplit(*ex.str)
+		switch ex := ex.(type) {
+		case starlark.String:
+			s, err := str(ex, "example")
+			if err != nil {
+				return nil, err
+			}
+			w, ok := ShellSplit(s)
 			if !ok {
 				return nil, errors.New("example string has invalid shell syntax")
 			}
 			words = w
-		case ex.isList:
-			for _, t := range ex.list {
-				if t.str == nil {
-					return nil, fmt.Errorf("example tokens must be strings (got %s)", t.typeName())
+		case *starlark.List:
+			for j := range ex.Len() {
+				w, err := str(ex.Index(j), "example token")
+				if err != nil {
+					return nil, err
 				}
-				words = append(words, *t.str)
+				words = append(words, w)
 			}
 		default:
-			return nil, fmt.Errorf("example must be a string or list of strings (got %s)", ex.typeName())
+			return nil, fmt.Errorf("example must be a string or list of strings (got %s)", ex.Type())
 		}
 		if len(words) == 0 {
 			return nil, errors.New("example cannot be empty")
@@ -599,42 +403,57 @@ func examples(args map[string]value, name string) ([][]string, error) {
 	return out, nil
 }
 
-func (p *rulesParser) networkRule(args map[string]value) error {
-	host, err := reqString(args, "network_rule", "host")
-	if err != nil {
-		return err
+// networkRule implements network_rule(host, protocol, decision,
+// justification).
+func (ev *rulesEval) networkRule(thread *starlark.Thread, fn *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	var hostV, protoV, decisionV, justV starlark.Value
+	if err := starlark.UnpackArgs(fn.Name(), args, kwargs,
+		"host", &hostV, "protocol", &protoV, "decision", &decisionV, "justification?", &justV); err != nil {
+		return nil, err
 	}
-	proto, err := reqString(args, "network_rule", "protocol")
+	r, err := buildNetworkRule(hostV, protoV, decisionV, justV)
 	if err != nil {
-		return err
+		return nil, ev.fail(thread, err)
+	}
+	ev.out.network = append(ev.out.network, r)
+	return starlark.None, nil
+}
+
+func buildNetworkRule(hostV, protoV, decisionV, justV starlark.Value) (NetworkRule, error) {
+	host, err := str(hostV, "network_rule host")
+	if err != nil {
+		return NetworkRule{}, err
+	}
+	proto, err := str(protoV, "network_rule protocol")
+	if err != nil {
+		return NetworkRule{}, err
 	}
 	switch proto {
 	case "http", "socks5_tcp", "socks5_udp":
 	case "https", "https_connect", "http-connect":
 		proto = "https"
 	default:
-		return fmt.Errorf("network_rule protocol must be one of http, https, socks5_tcp, socks5_udp (got %s)", proto)
+		return NetworkRule{}, fmt.Errorf("network_rule protocol must be one of http, https, socks5_tcp, socks5_udp (got %s)", proto)
 	}
-	ds, err := reqString(args, "network_rule", "decision")
+	ds, err := str(decisionV, "network_rule decision")
 	if err != nil {
-		return err
+		return NetworkRule{}, err
 	}
 	var d Decision
 	if ds == "deny" {
 		d = Forbidden
 	} else if d, err = ParseDecision(ds); err != nil {
-		return err
+		return NetworkRule{}, err
 	}
-	just, err := justification(args)
+	just, err := justification(justV)
 	if err != nil {
-		return err
+		return NetworkRule{}, err
 	}
 	h, err := normalizeHost(host)
 	if err != nil {
-		return err
+		return NetworkRule{}, err
 	}
-	p.out.network = append(p.out.network, NetworkRule{Host: h, Protocol: proto, Decision: d, Justification: just})
-	return nil
+	return NetworkRule{Host: h, Protocol: proto, Decision: d, Justification: just}, nil
 }
 
 // normalizeHost lower-cases a host, strips a port and a trailing dot, and
@@ -673,46 +492,59 @@ func normalizeHost(raw string) (string, error) {
 	return h, nil
 }
 
-func (p *rulesParser) hostExecutable(args map[string]value) error {
-	name, err := reqString(args, "host_executable", "name")
+// hostExecutable implements host_executable(name, paths).
+func (ev *rulesEval) hostExecutable(thread *starlark.Thread, fn *starlark.Builtin, args starlark.Tuple, kwargs []starlark.Tuple) (starlark.Value, error) {
+	var nameV, pathsV starlark.Value
+	if err := starlark.UnpackArgs(fn.Name(), args, kwargs, "name", &nameV, "paths", &pathsV); err != nil {
+		return nil, err
+	}
+	name, paths, err := buildHostExecutable(nameV, pathsV)
 	if err != nil {
-		return err
+		return nil, ev.fail(thread, err)
+	}
+	if ev.out.hostExec == nil {
+		ev.out.hostExec = map[string][]string{}
+	}
+	ev.out.hostExec[name] = paths
+	return starlark.None, nil
+}
+
+func buildHostExecutable(nameV, pathsV starlark.Value) (string, []string, error) {
+	name, err := str(nameV, "host_executable name")
+	if err != nil {
+		return "", nil, err
 	}
 	if name == "" || strings.ContainsRune(name, '/') || name == "." || name == ".." {
-		return fmt.Errorf("host_executable name must be a bare executable name (got %s)", name)
+		return "", nil, fmt.Errorf("host_executable name must be a bare executable name (got %s)", name)
 	}
-	pv, ok := args["paths"]
-	if !ok || !pv.isList {
-		return errors.New("host_executable paths must be a list of strings")
+	items, err := list(pathsV, "host_executable paths")
+	if err != nil {
+		return "", nil, err
 	}
 	var paths []string
-	for _, v := range pv.list {
-		if v.str == nil {
-			return fmt.Errorf("host_executable paths must be strings (got %s)", v.typeName())
+	for _, v := range items {
+		raw, err := str(v, "host_executable paths")
+		if err != nil {
+			return "", nil, err
 		}
-		raw := *v.str
 		path := raw
 		if strings.HasPrefix(raw, "~/") {
 			home, err := os.UserHomeDir()
 			if err != nil {
-				return fmt.Errorf("host_executable path %s: %w", raw, err)
+				return "", nil, fmt.Errorf("host_executable path %s: %w", raw, err)
 			}
 			path = filepath.Join(home, raw[2:])
 		}
 		if !filepath.IsAbs(path) {
-			return fmt.Errorf("host_executable paths must be absolute or use `~/...` home-relative syntax (got %s)", raw)
+			return "", nil, fmt.Errorf("host_executable paths must be absolute or use `~/...` home-relative syntax (got %s)", raw)
 		}
 		path = filepath.Clean(path)
 		if filepath.Base(path) != name {
-			return fmt.Errorf("host_executable path `%s` must have basename `%s`", raw, name)
+			return "", nil, fmt.Errorf("host_executable path `%s` must have basename `%s`", raw, name)
 		}
 		if !slices.Contains(paths, path) {
 			paths = append(paths, path)
 		}
 	}
-	if p.out.hostExec == nil {
-		p.out.hostExec = map[string][]string{}
-	}
-	p.out.hostExec[name] = paths
-	return nil
+	return name, paths, nil
 }

@@ -30,10 +30,11 @@ func writeFile(t testing.TB, path, content string) {
 	require.NoError(t, os.WriteFile(path, []byte(content), 0o644))
 }
 
-// writeSkill creates <dir>/SKILL.md with the given front matter fields.
+// writeSkill creates <dir>/SKILL.md with the given front matter fields. The
+// description is double-quoted, since a plain YAML scalar cannot hold ": ".
 func writeSkill(t testing.TB, dir, name, description string) {
 	t.Helper()
-	writeFile(t, filepath.Join(dir, SkillFileName), fmt.Sprintf("---\nname: %s\ndescription: %s\n---\n\n# %s\n\nInstructions.\n", name, description, name))
+	writeFile(t, filepath.Join(dir, SkillFileName), fmt.Sprintf("---\nname: %s\ndescription: %q\n---\n\n# %s\n\nInstructions.\n", name, description, name))
 }
 
 // fakeClock is an injectable clock the test moves by hand.
