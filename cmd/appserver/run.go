@@ -19,6 +19,7 @@ import (
 	"github.com/appserver/appserver/internal/config"
 	"github.com/appserver/appserver/internal/gctune"
 	"github.com/appserver/appserver/internal/hub"
+	"github.com/appserver/appserver/internal/mcp"
 	"github.com/appserver/appserver/internal/model/fakemodel"
 	"github.com/appserver/appserver/internal/policy"
 	"github.com/appserver/appserver/internal/server"
@@ -111,6 +112,8 @@ type configFlags struct {
 	file      string
 	overrides repeated
 	origins   repeated
+	// sources are what load read, for reloading.
+	sources config.Sources
 }
 
 // flagKeys are the config keys exposed as dedicated flags.
@@ -183,12 +186,25 @@ func (cf *configFlags) load(args []string) (*config.Config, []config.Warning, er
 	if len(cf.origins) > 0 {
 		set["allowed_origins"] = strings.Join(cf.origins, ",")
 	}
-	return config.Load(config.Sources{
+	cf.sources = config.Sources{
 		File:      cf.file,
 		Env:       os.Environ(),
 		Flags:     set,
 		Overrides: cf.overrides,
-	})
+	}
+	return config.Load(cf.sources)
+}
+
+// reloadMCPServers reads the configuration again, from the same sources
+// and the current environment, for config/mcpServer/reload.
+func (cf *configFlags) reloadMCPServers() (map[string]config.MCPServer, error) {
+	src := cf.sources
+	src.Env = os.Environ()
+	cfg, _, err := config.Load(src)
+	if err != nil {
+		return nil, err
+	}
+	return cfg.MCPServers, nil
 }
 
 func newLogger(cfg *config.Config, w io.Writer) *slog.Logger {
@@ -313,10 +329,28 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer cat.Close()
+	// MCP servers connect in the background; a turn gets the tools of
+	// those connected when it starts, and status changes are broadcast.
+	mcpServers, err := mcp.New(mcp.Config{
+		Servers:       cfg.MCPServers,
+		ClientVersion: appVersion(),
+		OnStatus: func(n api.McpServerStartupStatusUpdatedNotification) {
+			hb.Broadcast(api.MethodMcpServerStartupStatusUpdated, n)
+		},
+		Metrics: mcp.NewMetrics(metrics.Registry),
+		Logger:  log,
+	})
+	if err != nil {
+		return err
+	}
+	if err := mcpServers.Start(ctx); err != nil {
+		return err
+	}
+	defer mcpServers.Stop()
 	// Built-in tools: commands and patches under the thread's approval and
 	// sandbox policies; approvals and user input reach the subscribed
 	// clients through the hub.
-	tools, err := newTools(cfg, cf.path(), log, broker, cat)
+	tools, err := newTools(cfg, cf.path(), log, broker, cat, mcpServers)
 	if err != nil {
 		return err
 	}
@@ -370,6 +404,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	srv.RegisterMCP(server.MCPConfig{Manager: mcpServers, Reload: cf.reloadMCPServers})
 	srv.RegisterCommandExec(server.CommandExecConfig{Cwd: cwd, Policy: execPolicy, Env: tools.Env(), Sandbox: tools.Sandbox()})
 	httpAPI, err := startHTTPAPI(ctx, cfg, log, srv, mgr, hb, st, authn, metrics)
 	if err != nil {
@@ -396,8 +431,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	srv.OnDrain(func() {
 		mgr.Stop()
 		hb.Close()
-		// No orphan processes: every exec session is killed and reaped.
+		// No orphan processes: every exec session is killed and reaped,
+		// and so is every stdio MCP server's process group.
 		tools.Close()
+		mcpServers.Stop()
 	})
 	// Then HTTP event streams end, after the turns' last events.
 	srv.OnDrain(httpAPI.Stop)
