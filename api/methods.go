@@ -250,6 +250,10 @@ const (
 	MethodMcpServerStatusList = "mcpServerStatus/list"
 	// MethodMcpServerToolCall calls an MCP tool directly.
 	MethodMcpServerToolCall = "mcpServer/tool/call"
+	// MethodMcpServerResourceRead reads a resource of an MCP server.
+	MethodMcpServerResourceRead = "mcpServer/resource/read"
+	// MethodConfigMcpServerReload reloads the [mcp_servers] configuration.
+	MethodConfigMcpServerReload = "config/mcpServer/reload"
 	// MethodCommandExec runs a one-off process outside any thread.
 	MethodCommandExec = "command/exec"
 	// MethodCommandExecWrite writes to (or closes) a command/exec stdin.

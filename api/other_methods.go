@@ -187,6 +187,25 @@ type McpServerToolCallResult struct {
 	Meta json.RawMessage `json:"_meta,omitempty"`
 }
 
+// McpResourceReadParams are the params of mcpServer/resource/read.
+type McpResourceReadParams struct {
+	// ThreadID is the thread, or null.
+	ThreadID *string `json:"threadId,omitempty"`
+	// Server is the MCP server; required.
+	Server string `json:"server"`
+	// URI is the resource; required.
+	URI string `json:"uri"`
+}
+
+// McpResourceReadResult is the result of mcpServer/resource/read.
+type McpResourceReadResult struct {
+	// Contents are the MCP resource contents (text or blob blocks).
+	Contents List[json.RawMessage] `json:"contents"`
+}
+
+// McpServerRefreshResult is the (empty) result of config/mcpServer/reload.
+type McpServerRefreshResult struct{}
+
 // CommandExecParams are the params of command/exec (protocol.md §4.19).
 type CommandExecParams struct {
 	// Command is argv; required and non-empty.

@@ -279,6 +279,52 @@ type DynamicToolCallResult struct {
 	Success bool `json:"success"`
 }
 
+// McpServerElicitationRequestParams are the params of the server request
+// mcpServer/elicitation/request: an MCP server's elicitation/create, or a
+// tool-call approval (_meta.codex_approval_kind "mcp_tool_call"), flattened
+// with the thread it belongs to.
+type McpServerElicitationRequestParams struct {
+	// ThreadID is the thread.
+	ThreadID string `json:"threadId"`
+	// TurnID is the turn the elicitation was observed in, or null.
+	TurnID *string `json:"turnId"`
+	// ServerName is the MCP server.
+	ServerName string `json:"serverName"`
+	// Mode is "form" or "url".
+	Mode string `json:"mode"`
+	// Message is what to show the user.
+	Message string `json:"message"`
+	// RequestedSchema is the form's schema (form mode), omitted otherwise.
+	RequestedSchema json.RawMessage `json:"requestedSchema,omitempty"`
+	// URL is the page to open (url mode), omitted otherwise.
+	URL string `json:"url,omitempty"`
+	// ElicitationID identifies a url-mode elicitation, omitted otherwise.
+	ElicitationID string `json:"elicitationId,omitempty"`
+	// Meta is the request's _meta, omitted when unset.
+	Meta json.RawMessage `json:"_meta,omitempty"`
+}
+
+// McpServerElicitationAction is the user's answer to an elicitation.
+type McpServerElicitationAction string
+
+// The elicitation actions.
+const (
+	ElicitationAccept  McpServerElicitationAction = "accept"
+	ElicitationDecline McpServerElicitationAction = "decline"
+	ElicitationCancel  McpServerElicitationAction = "cancel"
+)
+
+// McpServerElicitationRequestResult is the client's answer to
+// mcpServer/elicitation/request.
+type McpServerElicitationRequestResult struct {
+	// Action is accept, decline or cancel; required.
+	Action McpServerElicitationAction `json:"action"`
+	// Content is the form's data when accepted, or null.
+	Content json.RawMessage `json:"content,omitempty"`
+	// Meta is client metadata, or null.
+	Meta json.RawMessage `json:"_meta,omitempty"`
+}
+
 // DynamicToolSpecType is the discriminator of DynamicToolSpec.
 type DynamicToolSpecType string
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/appserver/appserver/internal/config"
 	"github.com/appserver/appserver/internal/dynamic"
+	"github.com/appserver/appserver/internal/mcp"
 	"github.com/appserver/appserver/internal/model"
 	"github.com/appserver/appserver/internal/policy"
 	"github.com/appserver/appserver/internal/skills"
@@ -52,7 +53,7 @@ func skillsConfig(cfg *config.Config) skills.Config {
 // newTools builds the tool orchestration: the exec-policy rules live in
 // data_dir/rules; the skills namespace is offered only when [skills]
 // configures roots or remotes.
-func newTools(cfg *config.Config, configFile string, log *slog.Logger, broker *dynamic.Broker, cat *skills.Catalog) (*orchestrate.Service, error) {
+func newTools(cfg *config.Config, configFile string, log *slog.Logger, broker *dynamic.Broker, cat *skills.Catalog, mcpServers *mcp.Manager) (*orchestrate.Service, error) {
 	if !skillsConfig(cfg).Configured() {
 		cat = nil
 	}
@@ -65,6 +66,7 @@ func newTools(cfg *config.Config, configFile string, log *slog.Logger, broker *d
 		WebSearch: cfg.WebSearch,
 		Providers: cfg.ModelProviders,
 		Models:    cfg.ModelCatalog,
+		MCP:       mcpServers,
 		Logger:    log,
 	}, broker, cat)
 }

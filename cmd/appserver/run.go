@@ -19,6 +19,7 @@ import (
 	"github.com/appserver/appserver/internal/config"
 	"github.com/appserver/appserver/internal/gctune"
 	"github.com/appserver/appserver/internal/hub"
+	"github.com/appserver/appserver/internal/mcp"
 	"github.com/appserver/appserver/internal/model/fakemodel"
 	"github.com/appserver/appserver/internal/policy"
 	"github.com/appserver/appserver/internal/server"
@@ -111,6 +112,8 @@ type configFlags struct {
 	file      string
 	overrides repeated
 	origins   repeated
+	// sources are what load read, for reloading.
+	sources config.Sources
 }
 
 // flagKeys are the config keys exposed as dedicated flags.
@@ -183,12 +186,25 @@ func (cf *configFlags) load(args []string) (*config.Config, []config.Warning, er
 	if len(cf.origins) > 0 {
 		set["allowed_origins"] = strings.Join(cf.origins, ",")
 	}
-	return config.Load(config.Sources{
+	cf.sources = config.Sources{
 		File:      cf.file,
 		Env:       os.Environ(),
 		Flags:     set,
 		Overrides: cf.overrides,
-	})
+	}
+	return config.Load(cf.sources)
+}
+
+// reloadMCPServers reads the configuration again, from the same sources
+// and the current environment, for config/mcpServer/reload.
+func (cf *configFlags) reloadMCPServers() (map[string]config.MCPServer, error) {
+	src := cf.sources
+	src.Env = os.Environ()
+	cfg, _, err := config.Load(src)
+	if err != nil {
+		return nil, err
+	}
+	return cfg.MCPServers, nil
 }
 
 func newLogger(cfg *config.Config, w io.Writer) *slog.Logger {
@@ -241,6 +257,7 @@ const (
 	stopTurns  = iota // running turns get the grace period, then are interrupted
 	stopHub           // server requests still waiting fail
 	stopTools         // exec sessions are killed and reaped; their items complete
+	stopMCP           // stdio MCP servers' process groups are killed
 	stopHTTP          // HTTP event streams end, after the turns' last events
 	stopConns         // the listener and the websockets close (1001)
 	stopSkills        // the skills watcher, then the catalog
@@ -345,10 +362,28 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 		OnChange: func() { hb.Broadcast("skills/changed", struct{}{}) },
 	})
 	stops[stopSkills] = func() { watcher.Stop(); cat.Close() }
+	// MCP servers connect in the background; a turn gets the tools of
+	// those connected when it starts, and status changes are broadcast.
+	mcpServers, err := mcp.New(mcp.Config{
+		Servers:       cfg.MCPServers,
+		ClientVersion: appVersion(),
+		OnStatus: func(n api.McpServerStartupStatusUpdatedNotification) {
+			hb.Broadcast(api.MethodMcpServerStartupStatusUpdated, n)
+		},
+		Metrics: mcp.NewMetrics(metrics.Registry),
+		Logger:  log,
+	})
+	if err != nil {
+		return err
+	}
+	if err := mcpServers.Start(ctx); err != nil {
+		return err
+	}
+	stops[stopMCP] = mcpServers.Stop
 	// Built-in tools: commands and patches under the thread's approval and
 	// sandbox policies; approvals and user input reach the subscribed
 	// clients through the hub.
-	tools, err := newTools(cfg, cf.path(), log, hb.Broker(), cat)
+	tools, err := newTools(cfg, cf.path(), log, hb.Broker(), cat, mcpServers)
 	if err != nil {
 		return err
 	}
@@ -391,6 +426,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 		Cwd:            cwd,
 		CommandExec:    &server.CommandExecConfig{Policy: execPolicy, Env: tools.Env(), Sandbox: tools.Sandbox()},
 		Skills:         cat,
+		MCP:            &server.MCPConfig{Manager: mcpServers, Reload: cf.reloadMCPServers},
 		Info: server.Info{
 			Version:  appVersion(),
 			Home:     cfg.DataDir,

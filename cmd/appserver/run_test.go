@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"github.com/appserver/appserver/internal/mcp/mcptest"
 	"io"
 	"net/http"
 	"os"
@@ -26,9 +27,11 @@ func TestMain(m *testing.M) {
 	// Sandboxed commands re-execute this test binary as the sandbox helper,
 	// as they do the daemon's binary.
 	sandbox.MaybeRunHelper()
+	// Built before HOME moves, so that it uses the real build cache.
+	_, _ = mcptest.Build()
 	home := testenv.IsolateHome()
 	defer pgtest.Stop()
-	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) { home() }), goleak.IgnoreCurrent(), goleak.IgnoreAnyFunction("github.com/appserver/appserver/internal/sandbox.(*launcher).loop"))
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) { home(); mcptest.Cleanup() }), goleak.IgnoreCurrent(), goleak.IgnoreAnyFunction("github.com/appserver/appserver/internal/sandbox.(*launcher).loop"))
 }
 
 // daemon is an in-process appserver started through run, as main does.

@@ -139,6 +139,16 @@ var rules = []rule{
 		why:     "tool orchestration reaches clients only through the turns interfaces, so it is tested without a transport",
 	},
 	{
+		pkgs:    []string{"internal/mcp"},
+		mustNot: append([]string{"internal/turns", "internal/tools/...", "internal/dynamic", "internal/skills", "internal/sandbox", "internal/store/...", "internal/model/...", "cmd/..."}, transports...),
+		why:     "MCP connections are a tool provider like the others: tools reach turns and clients through the registry and the orchestrator's adapters",
+	},
+	{
+		pkgs:    []string{"internal/mcp/mcptest"},
+		mustNot: []string{"..."},
+		why:     "test helpers stand for the outside world (here an MCP server) and share no code with what they test",
+	},
+	{
 		pkgs:    []string{"internal/hub"},
 		mustNot: []string{"internal/server/...", "internal/httpapi", "internal/tools/...", "internal/store/postgres", "internal/store/sqlite", "cmd/..."},
 		why:     "the hub is transport-neutral: the websocket server and the HTTP API are its adapters, never the reverse",

@@ -311,6 +311,16 @@ type MCPServer struct {
 	BearerTokenEnvVar string `toml:"bearer_token_env_var"`
 	// HTTPHeaders are sent to the HTTP server.
 	HTTPHeaders map[string]string `toml:"http_headers"`
+	// EnvHTTPHeaders are sent to the HTTP server: header → the name of the
+	// environment variable holding its value (unset variables send none).
+	EnvHTTPHeaders map[string]string `toml:"env_http_headers"`
+	// DefaultToolsApprovalMode is the approval mode of the server's tools
+	// that Tools does not name: "auto" (the default: no prompt),
+	// "approve" (no prompt), "prompt" (ask a client before each call) or
+	// "writes" (ask unless the tool is annotated read-only).
+	DefaultToolsApprovalMode MCPApprovalMode `toml:"default_tools_approval_mode"`
+	// Tools are per-tool settings ([mcp_servers.<id>.tools.<tool>]).
+	Tools map[string]MCPTool `toml:"tools"`
 	// StartupTimeoutSec bounds initialisation and tool listing, in seconds.
 	StartupTimeoutSec float64 `toml:"startup_timeout_sec"`
 	// ToolTimeoutSec bounds one tool call, in seconds.
@@ -321,6 +331,28 @@ type MCPServer struct {
 	EnabledTools []string `toml:"enabled_tools"`
 	// DisabledTools are removed after EnabledTools is applied.
 	DisabledTools []string `toml:"disabled_tools"`
+}
+
+// MCPApprovalMode says whether an MCP tool call asks a client first.
+type MCPApprovalMode string
+
+// The MCP approval modes (Codex's names).
+const (
+	// MCPApprovalAuto does not ask (the default, as in Codex).
+	MCPApprovalAuto MCPApprovalMode = "auto"
+	// MCPApprovalApprove never asks: every call is approved.
+	MCPApprovalApprove MCPApprovalMode = "approve"
+	// MCPApprovalPrompt asks the thread's clients before every call.
+	MCPApprovalPrompt MCPApprovalMode = "prompt"
+	// MCPApprovalWrites asks unless the tool is annotated readOnlyHint.
+	MCPApprovalWrites MCPApprovalMode = "writes"
+)
+
+// MCPTool is one [mcp_servers.<id>.tools.<tool>] table.
+type MCPTool struct {
+	// ApprovalMode overrides the server's default_tools_approval_mode for
+	// this tool; "" keeps the default.
+	ApprovalMode MCPApprovalMode `toml:"approval_mode"`
 }
 
 // HTTPAPI is the [http_api] table. The HTTP API takes the websocket's

@@ -182,9 +182,9 @@ var codexNestedKeys = map[reflect.Type]map[string]bool{
 		"websocket_connect_timeout_ms",
 	),
 	reflect.TypeFor[MCPServer](): setOf(
-		"default_tools_approval_mode", "env_http_headers", "env_vars", "environment_id",
+		"env_vars", "environment_id",
 		"name", "oauth", "oauth_resource", "required", "scopes", "startup_timeout_ms",
-		"supports_parallel_tool_calls", "tools",
+		"supports_parallel_tool_calls",
 	),
 }
 

@@ -59,6 +59,7 @@ func TestRedactedShape(t *testing.T) {
 	}}, m["models"])
 	require.Equal(t, map[string]any{
 		"command": "x", "cwd": "", "url": "", "bearer_token_env_var": "", "env": map[string]any{}, "http_headers": map[string]any{},
+		"env_http_headers": map[string]any{}, "default_tools_approval_mode": "", "tools": map[string]any{},
 		"startup_timeout_sec": 10.0, "tool_timeout_sec": 60.0, "enabled": true,
 	}, m["mcp_servers"].(map[string]any)["m"], "unset lists (args, enabled_tools, disabled_tools) are left out")
 

@@ -282,7 +282,7 @@ func (c *Config) validateMCPServers() error {
 				}
 			}
 		} else {
-			for _, f := range []flagged{{"bearer_token_env_var", m.BearerTokenEnvVar != ""}, {"http_headers", len(m.HTTPHeaders) > 0}} {
+			for _, f := range []flagged{{"bearer_token_env_var", m.BearerTokenEnvVar != ""}, {"http_headers", len(m.HTTPHeaders) > 0}, {"env_http_headers", len(m.EnvHTTPHeaders) > 0}} {
 				if f.set {
 					return c.invalid(at(f.field), "only applies to streamable HTTP servers (set with url), not command")
 				}
@@ -294,8 +294,24 @@ func (c *Config) validateMCPServers() error {
 		if m.ToolTimeoutSec < 0 {
 			return c.invalid(at("tool_timeout_sec"), "must not be negative")
 		}
+		if err := c.validateMCPApproval(at("default_tools_approval_mode"), m.DefaultToolsApprovalMode); err != nil {
+			return err
+		}
+		for _, tool := range sortedKeys(m.Tools) {
+			if err := c.validateMCPApproval(key("mcp_servers", id, "tools", tool, "approval_mode"), m.Tools[tool].ApprovalMode); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
+}
+
+func (c *Config) validateMCPApproval(at []string, mode MCPApprovalMode) error {
+	switch mode {
+	case "", MCPApprovalAuto, MCPApprovalApprove, MCPApprovalPrompt, MCPApprovalWrites:
+		return nil
+	}
+	return c.invalid(at, `expected "auto", "approve", "prompt" or "writes", got %q`, mode)
 }
 
 func (c *Config) validateModels() error {

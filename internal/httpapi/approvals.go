@@ -79,6 +79,16 @@ func decodeRequestAnswer(b []byte) func(method string) (json.RawMessage, *proble
 			if _, ok := present["answers"]; !ok {
 				return nil, invalid("missing field answers")
 			}
+		case "mcpServer/elicitation/request":
+			var v api.McpServerElicitationRequestResult
+			if p := decodeStrict(b, &v); p != nil {
+				return nil, p
+			}
+			switch v.Action {
+			case api.ElicitationAccept, api.ElicitationDecline, api.ElicitationCancel:
+			default:
+				return nil, invalid("action must be accept, decline or cancel")
+			}
 		}
 		return json.RawMessage(b), nil
 	}

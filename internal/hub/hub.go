@@ -45,6 +45,10 @@ const (
 	KindUserInput
 	// KindToolCall: item/tool/call, sent to one live client.
 	KindToolCall
+	// KindElicitation: mcpServer/elicitation/request (MCP tool approvals
+	// and MCP servers' own elicitations), sent to every subscriber, with
+	// the approvals' timeouts.
+	KindElicitation
 )
 
 // String names the kind for logs.
@@ -56,6 +60,8 @@ func (k Kind) String() string {
 		return "userInput"
 	case KindToolCall:
 		return "toolCall"
+	case KindElicitation:
+		return "elicitation"
 	}
 	return "unknown"
 }
@@ -67,6 +73,8 @@ func KindOf(method string) Kind {
 		return KindUserInput
 	case "item/tool/call":
 		return KindToolCall
+	case "mcpServer/elicitation/request":
+		return KindElicitation
 	}
 	return KindApproval
 }

@@ -69,6 +69,9 @@ type Config struct {
 	CommandExec *CommandExecConfig
 	// Skills answers skills/list; nil does not serve it.
 	Skills SkillLister
+	// MCP serves the MCP status, call, resource and reload methods; nil
+	// leaves them unanswered (-32601).
+	MCP *MCPConfig
 }
 
 // SkillLister answers skills/list for the request's directories, or for
@@ -156,6 +159,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.Skills != nil {
 		s.Handle("skills/list", s.skillsList)
+	}
+	if cfg.MCP != nil {
+		s.registerMCP(*cfg.MCP)
 	}
 	s.router = s.routes()
 	return s, nil

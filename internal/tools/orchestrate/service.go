@@ -12,6 +12,7 @@ import (
 	"github.com/appserver/appserver/api"
 	"github.com/appserver/appserver/internal/config"
 	"github.com/appserver/appserver/internal/dynamic"
+	"github.com/appserver/appserver/internal/mcp"
 	"github.com/appserver/appserver/internal/policy"
 	"github.com/appserver/appserver/internal/registry"
 	"github.com/appserver/appserver/internal/registry/planning"
@@ -59,6 +60,8 @@ type Config struct {
 	// Models are the per-model tool choices (shell_type,
 	// apply_patch_tool_type); a model not listed gets shell_command.
 	Models map[string]config.ModelEntry
+	// MCP serves the tools of the configured MCP servers; nil offers none.
+	MCP *mcp.Manager
 	// Logger receives warnings (unknown thread policies, amendments that
 	// could not be applied); nil discards them.
 	Logger *slog.Logger
@@ -166,8 +169,10 @@ func (s *Service) ThreadUnloaded(threadID string) {
 func (s *Service) LiveSessions() int { return s.execs.LiveSessions() }
 
 // Build is the turns.ToolsFactory: the built-in tools under the thread's
-// policies, update_plan, the skills namespace when configured, then the
-// thread's dynamic tools (served by the broker) if it registered any.
+// policies, update_plan, the skills namespace when configured, the
+// thread's dynamic tools (served by the broker) if it registered any, then
+// the tools of the connected MCP servers (a name taken already is not
+// offered again).
 func (s *Service) Build(tc turns.ToolContext) ([]registry.ConfiguredToolSpec, *registry.Registry, error) {
 	b := registry.NewBuilder(registry.Config{Logger: s.log, Now: s.cfg.Now})
 	if err := s.register(b, tc); err != nil {
@@ -182,6 +187,9 @@ func (s *Service) Build(tc turns.ToolContext) ([]registry.ConfiguredToolSpec, *r
 		}
 	}
 	if len(tc.DynamicTools) == 0 {
+		if err := s.registerMCP(b, tc); err != nil {
+			return nil, nil, err
+		}
 		specs, reg := b.Build()
 		return specs, reg, nil
 	}
@@ -196,8 +204,19 @@ func (s *Service) Build(tc turns.ToolContext) ([]registry.ConfiguredToolSpec, *r
 	if err := tools.AddTo(b, h); err != nil {
 		return nil, nil, err
 	}
+	if err := s.registerMCP(b, tc); err != nil {
+		return nil, nil, err
+	}
 	specs, reg := b.Build()
 	return tools.OfferedSpecs(specs), reg, nil
+}
+
+// registerMCP adds the MCP tools of the turn, when MCP is configured.
+func (s *Service) registerMCP(b *registry.Builder, tc turns.ToolContext) error {
+	if s.cfg.MCP == nil {
+		return nil
+	}
+	return s.cfg.MCP.Register(b, s.mcpTurn(tc))
 }
 
 // ValidateDynamicTools checks a thread/start registration and returns the

@@ -1,0 +1,31 @@
+// Package mcp connects the daemon to the MCP servers of [mcp_servers] and
+// offers their tools and resources to the model (docs/tools.md §1.7, §1.9,
+// §2.13).
+//
+// It owns:
+//   - one connection per enabled server, through the official Go SDK: a
+//     stdio server runs in a process group of its own (killed on Stop and
+//     reload, its stderr logged with bounds), a streamable HTTP server gets
+//     its bearer token and headers; each connection has a supervisor
+//     goroutine that starts it within startup_timeout_sec and restarts it
+//     with backoff when it dies;
+//   - the tools of the connected servers as registry handlers under their
+//     qualified names (mcp__server__tool, sanitized, capped at 64 bytes with
+//     a hash suffix), the resource tools, and the mcpToolCall items of
+//     their calls;
+//   - approvals (approval_mode = "prompt") and the elicitations servers
+//     send, both asked through the turn's Asker (mcpServer/elicitation/
+//     request);
+//   - the data behind mcpServerStatus/list, mcpServer/tool/call,
+//     mcpServer/resource/read and config/mcpServer/reload.
+//
+// A server that is starting, restarting or failed never holds back a turn:
+// the tools of a turn are what is connected when the turn starts, and a
+// call to a server that is down fails at once with a text the model can
+// read.
+//
+// It depends on internal/registry, internal/config, internal/apperr and api
+// only, and must not import the turns layer, a transport, another tool
+// package or the store: the turns layer reaches it through Turn (see
+// internal/tools/orchestrate).
+package mcp

@@ -1,0 +1,355 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/appserver/appserver/api"
+	"github.com/appserver/appserver/internal/config"
+	"github.com/appserver/appserver/internal/mcp/mcptest"
+	"github.com/appserver/appserver/internal/registry"
+)
+
+func TestStdioToolsAndResults(t *testing.T) {
+	srv := stdioServer(t)
+	srv.DisabledTools = []string{"crash"}
+	h := newHarness(t, map[string]config.MCPServer{"t": srv})
+	h.waitState("t", StateReady)
+	require.Equal(t, []string{"starting", "ready"}, h.history("t"))
+
+	rec := &recorder{}
+	specs, reg := h.build(rec.turn())
+	names := specNames(specs)
+	require.Contains(t, names, "mcp__t__echo")
+	require.Contains(t, names, "mcp__t__add")
+	require.NotContains(t, names, "mcp__t__crash", "disabled_tools removes a tool")
+	require.Contains(t, names, ListResourcesName)
+
+	out := call(t, reg, "mcp__t__echo", `{"text":"hi"}`)
+	require.Equal(t, `[{"type":"text","text":"echo: hi"}]`, out.Output.Text)
+	require.True(t, out.Output.Succeeded())
+	item := rec.lastDone(t)
+	require.Equal(t, api.StatusCompleted, item.Status)
+	require.Equal(t, "t", item.Server)
+	require.Equal(t, "echo", item.Tool)
+	require.JSONEq(t, `{"text":"hi"}`, string(item.Arguments))
+	require.NotNil(t, item.DurationMs)
+	require.Len(t, rec.started, 1)
+	require.Equal(t, api.StatusInProgress, rec.started[0].Body.(*api.McpToolCallItem).Status)
+
+	out = call(t, reg, "mcp__t__add", `{"a":2,"b":3}`)
+	require.Equal(t, `{"sum":5}`, out.Output.Text, "structuredContent wins")
+	require.JSONEq(t, `{"sum":5}`, string(rec.lastDone(t).Result.StructuredContent))
+
+	out = call(t, reg, "mcp__t__image", ``)
+	require.Len(t, out.Output.Content, 2)
+	require.Equal(t, registry.ContentInputImage, out.Output.Content[1].Type)
+	require.True(t, strings.HasPrefix(out.Output.Content[1].ImageURL, "data:image/png;base64,"))
+	require.Equal(t, "null", string(rec.lastDone(t).Arguments))
+
+	out = call(t, reg, "mcp__t__fail", `{}`)
+	require.False(t, out.Output.Succeeded(), "isError is a failed output")
+	require.Contains(t, out.Output.Text, "the tool failed on purpose")
+	require.Equal(t, api.StatusCompleted, rec.lastDone(t).Status)
+
+	out = call(t, reg, "mcp__t__echo", `{not json`)
+	require.False(t, out.Output.Succeeded())
+	require.Contains(t, out.Output.Text, "failed to parse function arguments")
+
+	// tools/call direct (mcpServer/tool/call) refuses a disabled tool.
+	_, _, err := h.m.CallTool(context.Background(), nil, "", "t", "crash", nil)
+	require.ErrorContains(t, err, "tool 'crash' is disabled for MCP server 't'")
+}
+
+func TestOutputTruncated(t *testing.T) {
+	h := newHarness(t, map[string]config.MCPServer{"t": stdioServer(t)}, func(c *Config) { c.MaxOutputBytes = 100 })
+	h.waitState("t", StateReady)
+	_, reg := h.build((&recorder{}).turn())
+	out := call(t, reg, "mcp__t__big", `{"bytes":5000}`)
+	require.Contains(t, out.Output.Text, "[output truncated: 100 of ")
+	require.Less(t, len(out.Output.Text), 200)
+}
+
+func TestHTTPServerWithBearerToken(t *testing.T) {
+	hs, err := mcptest.StartHTTP(context.Background(), "s3cret")
+	require.NoError(t, err)
+	defer hs.Stop()
+	env := map[string]string{"TEST_MCP_TOKEN": "s3cret", "TEST_TEAM": "agents"}
+	servers := map[string]config.MCPServer{
+		"web": {URL: hs.URL, BearerTokenEnvVar: "TEST_MCP_TOKEN", EnvHTTPHeaders: map[string]string{"X-Team": "TEST_TEAM"},
+			Enabled: true, StartupTimeoutSec: 10, ToolTimeoutSec: 10},
+		"notoken": {URL: hs.URL, BearerTokenEnvVar: "TEST_MISSING", Enabled: true, StartupTimeoutSec: 10, ToolTimeoutSec: 10},
+	}
+	h := newHarness(t, servers, func(c *Config) { c.Getenv = func(k string) string { return env[k] } })
+	h.waitState("web", StateReady)
+	h.waitState("notoken", StateFailed)
+
+	rec := &recorder{}
+	specs, reg := h.build(rec.turn())
+	require.Contains(t, specNames(specs), "mcp__web__echo")
+	require.NotContains(t, specNames(specs), "mcp__notoken__echo")
+	out := call(t, reg, "mcp__web__echo", `{"text":"over http"}`)
+	require.Equal(t, `[{"type":"text","text":"echo: over http"}]`, out.Output.Text)
+
+	st, err := h.m.StatusList(context.Background(), api.McpServerStatusListParams{})
+	require.NoError(t, err)
+	require.Len(t, st.Data, 2)
+	require.Equal(t, "notoken", st.Data[0].Name)
+	require.Equal(t, "failed", *st.Data[0].RuntimeStatus)
+	require.Contains(t, *st.Data[0].ToolsError, "TEST_MISSING")
+	web := st.Data[1]
+	require.Equal(t, "connected", *web.RuntimeStatus)
+	require.Equal(t, "bearerToken", web.AuthStatus)
+	require.Contains(t, web.Tools, "echo")
+	require.Len(t, web.Resources, 1)
+	require.Len(t, web.ResourceTemplates, 1)
+}
+
+func TestCrashMidCallRestarts(t *testing.T) {
+	h := newHarness(t, map[string]config.MCPServer{"t": stdioServer(t)})
+	h.waitState("t", StateReady)
+	rec := &recorder{}
+	_, reg := h.build(rec.turn())
+	out := call(t, reg, "mcp__t__crash", `{}`)
+	require.False(t, out.Output.Succeeded())
+	require.Contains(t, out.Output.Text, "tool call failed")
+	require.Equal(t, api.StatusFailed, rec.lastDone(t).Status)
+
+	h.waitHistory("t", "failed")
+	h.waitState("t", StateReady)
+	// The turn's registry still routes to the restarted server.
+	out = call(t, reg, "mcp__t__echo", `{"text":"back"}`)
+	require.True(t, out.Output.Succeeded(), out.Output.Text)
+}
+
+func TestToolTimeout(t *testing.T) {
+	srv := stdioServer(t)
+	srv.ToolTimeoutSec = 0.3
+	h := newHarness(t, map[string]config.MCPServer{"t": srv})
+	h.waitState("t", StateReady)
+	_, reg := h.build((&recorder{}).turn())
+	out := call(t, reg, "mcp__t__sleep", `{"ms":20000}`)
+	require.False(t, out.Output.Succeeded())
+	require.Contains(t, out.Output.Text, "tool_timeout_sec")
+	// The server is still usable.
+	out = call(t, reg, "mcp__t__echo", `{"text":"still here"}`)
+	require.True(t, out.Output.Succeeded(), out.Output.Text)
+}
+
+func TestNeverStartingServerDoesNotBlock(t *testing.T) {
+	slow := stdioServer(t, "-hang")
+	slow.StartupTimeoutSec = 0.3
+	h := newHarness(t, map[string]config.MCPServer{"good": stdioServer(t), "slow": slow})
+	h.waitState("good", StateReady)
+
+	// The turn is built while "slow" is starting or failed: only the good
+	// server's tools, at once.
+	specs, _ := h.build((&recorder{}).turn())
+	require.Contains(t, specNames(specs), "mcp__good__echo")
+	for _, n := range specNames(specs) {
+		require.False(t, strings.HasPrefix(n, "mcp__slow__"), n)
+	}
+	h.waitState("slow", StateFailed)
+	s, _ := h.m.server("slow")
+	_, errText, _, _ := s.snapshot()
+	require.Contains(t, errText, "startup_timeout_sec")
+
+	_, _, err := h.m.CallTool(context.Background(), nil, "", "slow", "echo", nil)
+	require.Error(t, err)
+	require.Regexp(t, "MCP server 'slow' is (not running|still starting)", err.Error())
+}
+
+func TestElicitationForwarded(t *testing.T) {
+	h := newHarness(t, map[string]config.MCPServer{"t": stdioServer(t)})
+	h.waitState("t", StateReady)
+	rec := &recorder{answer: func(api.McpServerElicitationRequestParams) (json.RawMessage, error) {
+		return json.RawMessage(`{"action":"accept","content":{"name":"Ada"}}`), nil
+	}}
+	_, reg := h.build(rec.turn())
+	out := call(t, reg, "mcp__t__ask_name", `{}`)
+	require.Equal(t, `[{"type":"text","text":"hello Ada"}]`, out.Output.Text)
+	require.Len(t, rec.asked, 1)
+	p := rec.asked[0]
+	require.Equal(t, "thr", p.ThreadID)
+	require.Equal(t, "turn", *p.TurnID)
+	require.Equal(t, "t", p.ServerName)
+	require.Equal(t, "form", p.Mode)
+	require.Equal(t, "What is your name?", p.Message)
+	require.Contains(t, string(p.RequestedSchema), `"name"`)
+
+	rec.answer = func(api.McpServerElicitationRequestParams) (json.RawMessage, error) {
+		return json.RawMessage(`{"action":"decline"}`), nil
+	}
+	out = call(t, reg, "mcp__t__ask_name", `{}`)
+	require.Equal(t, `[{"type":"text","text":"elicitation decline"}]`, out.Output.Text)
+
+	// Under the policy never the client is not asked.
+	never := rec.turn()
+	never.NeverAsk = true
+	_, reg = h.build(never)
+	out = call(t, reg, "mcp__t__ask_name", `{}`)
+	require.Equal(t, `[{"type":"text","text":"elicitation decline"}]`, out.Output.Text)
+	require.Len(t, rec.asked, 2)
+}
+
+func TestApprovalPrompt(t *testing.T) {
+	srv := stdioServer(t)
+	srv.DefaultToolsApprovalMode = config.MCPApprovalPrompt
+	srv.Tools = map[string]config.MCPTool{"add": {ApprovalMode: config.MCPApprovalApprove}}
+	h := newHarness(t, map[string]config.MCPServer{"t": srv})
+	h.waitState("t", StateReady)
+
+	rec := &recorder{answer: func(api.McpServerElicitationRequestParams) (json.RawMessage, error) {
+		return json.RawMessage(`{"action":"accept","content":{}}`), nil
+	}}
+	_, reg := h.build(rec.turn())
+	out := call(t, reg, "mcp__t__echo", `{"text":"ok"}`)
+	require.True(t, out.Output.Succeeded(), out.Output.Text)
+	require.Len(t, rec.asked, 1)
+	p := rec.asked[0]
+	require.Equal(t, `Allow the t MCP server to run tool "echo"?`, p.Message)
+	require.JSONEq(t, `{"type":"object","properties":{}}`, string(p.RequestedSchema))
+	var meta map[string]any
+	require.NoError(t, json.Unmarshal(p.Meta, &meta))
+	require.Equal(t, "mcp_tool_call", meta["codex_approval_kind"])
+	require.Equal(t, map[string]any{"text": "ok"}, meta["tool_params"])
+
+	out = call(t, reg, "mcp__t__add", `{"a":1,"b":1}`)
+	require.True(t, out.Output.Succeeded())
+	require.Len(t, rec.asked, 1, "approval_mode approve does not ask")
+
+	rec.answer = func(api.McpServerElicitationRequestParams) (json.RawMessage, error) {
+		return json.RawMessage(`{"action":"decline"}`), nil
+	}
+	out = call(t, reg, "mcp__t__echo", `{"text":"no"}`)
+	require.Equal(t, "user rejected MCP tool call", out.Output.Text)
+	item := rec.lastDone(t)
+	require.Equal(t, api.StatusFailed, item.Status)
+	require.Equal(t, "user rejected MCP tool call", item.Error.Message)
+
+	never := rec.turn()
+	never.NeverAsk = true
+	_, reg = h.build(never)
+	out = call(t, reg, "mcp__t__echo", `{"text":"no"}`)
+	require.Equal(t, "user rejected MCP tool call", out.Output.Text)
+	require.Len(t, rec.asked, 2, "policy never rejects without asking")
+}
+
+func TestResourceTools(t *testing.T) {
+	h := newHarness(t, map[string]config.MCPServer{"a": stdioServer(t), "b": stdioServer(t)})
+	h.waitState("a", StateReady)
+	h.waitState("b", StateReady)
+	rec := &recorder{}
+	_, reg := h.build(rec.turn())
+
+	out := call(t, reg, ListResourcesName, `{}`)
+	require.True(t, out.Output.Succeeded(), out.Output.Text)
+	require.JSONEq(t, `{"resources":[
+		{"server":"a","uri":"test://greeting","name":"greeting","mimeType":"text/plain"},
+		{"server":"b","uri":"test://greeting","name":"greeting","mimeType":"text/plain"}]}`, out.Output.Text)
+	item := rec.lastDone(t)
+	require.Equal(t, "codex", item.Server)
+	require.Equal(t, ListResourcesName, item.Tool)
+
+	out = call(t, reg, ListResourceTemplatesName, `{"server":"b"}`)
+	require.JSONEq(t, `{"server":"b","resourceTemplates":[{"server":"b","uriTemplate":"test://items/{id}","name":"item"}]}`, out.Output.Text)
+
+	out = call(t, reg, ReadResourceName, `{"server":"a","uri":"test://items/7"}`)
+	require.JSONEq(t, `{"server":"a","uri":"test://items/7","contents":[{"uri":"test://items/7","text":"item 7"}]}`, out.Output.Text)
+
+	out = call(t, reg, ListResourcesName, `{"cursor":"x"}`)
+	require.Equal(t, "cursor can only be used when a server is specified", out.Output.Text)
+	out = call(t, reg, ReadResourceName, `{"server":"nope","uri":"test://greeting"}`)
+	require.Equal(t, "unknown MCP server 'nope'", out.Output.Text)
+}
+
+func TestReload(t *testing.T) {
+	a := stdioServer(t)
+	h := newHarness(t, map[string]config.MCPServer{"a": a, "b": stdioServer(t)})
+	h.waitState("a", StateReady)
+	h.waitState("b", StateReady)
+	bServer, _ := h.m.server("b")
+	_, _, _, bConn := bServer.snapshot()
+	bPid := bConn.proc.cmd.Process.Pid
+
+	a2 := a
+	a2.EnabledTools = []string{"echo"}
+	require.NoError(t, h.m.Reload(map[string]config.MCPServer{"a": a2, "c": stdioServer(t)}))
+	h.waitState("a", StateReady)
+	h.waitState("c", StateReady)
+	require.Eventually(t, func() bool { return !alive(bPid) }, waitTimeout, 5*time.Millisecond,
+		"a removed server's process is gone after reload")
+
+	specs, _ := h.build((&recorder{}).turn())
+	var mcpNames []string
+	for _, n := range specNames(specs) {
+		if strings.HasPrefix(n, "mcp__") {
+			mcpNames = append(mcpNames, n)
+		}
+	}
+	require.Contains(t, mcpNames, "mcp__a__echo")
+	require.NotContains(t, mcpNames, "mcp__a__add", "enabled_tools applies after reload")
+	require.Contains(t, mcpNames, "mcp__c__add")
+	for _, n := range mcpNames {
+		require.False(t, strings.HasPrefix(n, "mcp__b__"), n)
+	}
+}
+
+func TestStopKillsProcessGroup(t *testing.T) {
+	h := newHarness(t, map[string]config.MCPServer{"t": stdioServer(t)})
+	h.waitState("t", StateReady)
+	_, reg := h.build((&recorder{}).turn())
+	out := call(t, reg, "mcp__t__spawn", `{}`)
+	require.True(t, out.Output.Succeeded(), out.Output.Text)
+	var blocks []struct{ Text string }
+	require.NoError(t, json.Unmarshal([]byte(out.Output.Text), &blocks))
+	pid, err := strconv.Atoi(blocks[0].Text)
+	require.NoError(t, err)
+	require.True(t, alive(pid))
+	h.m.Stop()
+	require.Eventually(t, func() bool { return !alive(pid) }, waitTimeout, 5*time.Millisecond,
+		"the server's grandchild is killed with its group")
+}
+
+func TestProgressForwarded(t *testing.T) {
+	h := newHarness(t, map[string]config.MCPServer{"t": stdioServer(t)})
+	h.waitState("t", StateReady)
+	rec := &recorder{}
+	_, reg := h.build(rec.turn())
+	out := call(t, reg, "mcp__t__progress", `{}`)
+	require.True(t, out.Output.Succeeded())
+	deadline := time.Now().Add(waitTimeout)
+	for {
+		rec.mu.Lock()
+		n := len(rec.notes)
+		rec.mu.Unlock()
+		if n > 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	require.Equal(t, []any{api.McpToolCallProgressNotification{ThreadID: "thr", TurnID: "turn", ItemID: "call_mcp__t__progress", Message: "half way"}}, rec.notes)
+}
+
+// alive reports whether pid is a live (not zombie) process.
+func alive(pid int) bool {
+	if syscall.Kill(pid, 0) != nil {
+		return false
+	}
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	_, rest, _ := strings.Cut(string(stat), ") ")
+	return !strings.HasPrefix(rest, "Z")
+}

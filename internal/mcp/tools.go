@@ -1,0 +1,261 @@
+package mcp
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"unicode/utf8"
+
+	"github.com/appserver/appserver/api"
+	"github.com/appserver/appserver/internal/apperr"
+	"github.com/appserver/appserver/internal/config"
+	"github.com/appserver/appserver/internal/registry"
+)
+
+// inputSchema is a tool's inputSchema after the MCP fix-up (an object
+// schema without properties gets an empty one) and the registry's
+// sanitize.
+func inputSchema(schema any) (*registry.Schema, error) {
+	m, _ := schema.(map[string]any)
+	if m == nil {
+		m = map[string]any{"type": "object"}
+	}
+	if p, ok := m["properties"]; !ok || p == nil {
+		c := make(map[string]any, len(m)+1)
+		for k, v := range m {
+			c[k] = v
+		}
+		c["properties"] = map[string]any{}
+		m = c
+	}
+	raw, err := json.Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	return registry.Sanitize(raw)
+}
+
+// Register adds to b, for one turn, the tools of every server that has
+// listed its tools (servers that are restarting keep theirs, and calls to
+// them fail until they are back), under their qualified names in order,
+// and the resource tools when any server is enabled. It never waits for a
+// server.
+func (m *Manager) Register(b *registry.Builder, t *Turn) error {
+	var refs []toolRef
+	anyEnabled := false
+	for _, s := range m.list() {
+		st, _, tools, _ := s.snapshot()
+		if st == StateDisabled {
+			continue
+		}
+		anyEnabled = true
+		for _, ti := range tools {
+			refs = append(refs, toolRef{Server: s.name, Tool: ti.tool.Name, info: ti})
+		}
+	}
+	if !anyEnabled {
+		return nil
+	}
+	refs = assignNames(refs, func(r toolRef, reason string) {
+		m.log.Warn("MCP tool skipped", "server", r.Server, "tool", r.Tool, "reason", reason)
+	})
+	h := &toolHandler{m: m, turn: t, tools: make(map[string]toolRef, len(refs))}
+	for _, r := range refs {
+		h.tools[r.Name] = r
+		spec := registry.FunctionSpec{Name: r.Name, Description: r.info.tool.Description, Parameters: r.info.params}
+		readOnly := r.info.tool.Annotations != nil && r.info.tool.Annotations.ReadOnlyHint
+		if err := b.Register(spec, h, readOnly); err != nil {
+			// A built-in already has the name: the built-in wins.
+			m.log.Warn("MCP tool skipped", "server", r.Server, "tool", r.Tool, "err", err)
+		}
+	}
+	return m.registerResourceTools(b, t)
+}
+
+// toolHandler serves the MCP tools of one turn.
+type toolHandler struct {
+	m     *Manager
+	turn  *Turn
+	tools map[string]toolRef // by model name
+}
+
+// Kind is function: the model calls MCP tools as plain functions.
+func (*toolHandler) Kind() registry.PayloadKind { return registry.PayloadFunction }
+
+// MatchesKind accepts function and MCP payloads.
+func (*toolHandler) MatchesKind(p registry.Payload) bool {
+	k := p.Kind()
+	return k == registry.PayloadFunction || k == registry.PayloadMCP
+}
+
+// IsMutating is false, as in the reference: approvals, not the gate,
+// guard MCP tools.
+func (*toolHandler) IsMutating(context.Context, registry.Invocation) bool { return false }
+
+// Handle runs one call: the mcpToolCall item, the approval when the tool's
+// mode asks for one, then tools/call.
+func (h *toolHandler) Handle(ctx context.Context, inv registry.Invocation) (registry.Output, error) {
+	ref, ok := h.tools[inv.Name]
+	if !ok {
+		return registry.Output{}, fmt.Errorf("unsupported call: %s", inv.DisplayName())
+	}
+	var rawArgs string
+	switch p := inv.Payload.(type) {
+	case registry.FunctionPayload:
+		rawArgs = p.Arguments
+	case registry.MCPPayload:
+		rawArgs = p.RawArguments
+	}
+	args := json.RawMessage(bytes.TrimSpace([]byte(rawArgs)))
+	if len(args) > 0 && !json.Valid(args) {
+		var v any
+		err := json.Unmarshal(args, &v)
+		return registry.Output{}, fmt.Errorf("failed to parse function arguments: %v", err)
+	}
+	return h.m.runCall(ctx, h.turn, inv.CallID, ref.Server, ref.Tool, ref.info, args)
+}
+
+// runCall is one model call of an MCP tool, with its item and approval.
+func (m *Manager) runCall(ctx context.Context, t *Turn, callID, server, tool string, info *toolInfo, args json.RawMessage) (registry.Output, error) {
+	var readOnly *bool
+	if info.tool.Annotations != nil {
+		ro := info.tool.Annotations.ReadOnlyHint
+		readOnly = &ro
+	}
+	finish := m.startItem(ctx, t, callID, server, tool, args, readOnly)
+	if needsApproval(m.serverConfig(server), tool, info) && !m.approve(ctx, t, server, info, args) {
+		m.metrics.observeCall(server, OutcomeRejected, 0)
+		finish(nil, errRejected)
+		return registry.Output{}, errRejected
+	}
+	res, _, err := m.CallTool(ctx, t, callID, server, tool, args)
+	if err != nil {
+		finish(nil, err)
+		return registry.Output{}, err
+	}
+	finish(&res, nil)
+	return m.modelOutput(res), nil
+}
+
+// startItem announces the mcpToolCall item of a call and returns what
+// completes it: with the result, or failed with the error's text.
+func (m *Manager) startItem(ctx context.Context, t *Turn, callID, server, tool string, args json.RawMessage, readOnly *bool) func(*api.McpServerToolCallResult, error) {
+	start := m.now()
+	item := &api.McpToolCallItem{ID: callID, Server: server, Tool: tool, Status: api.StatusInProgress, Arguments: args, ReadOnlyHint: readOnly}
+	if len(args) == 0 {
+		item.Arguments = json.RawMessage("null")
+	}
+	startedAt := start.UnixMilli()
+	if t.Items != nil {
+		t.Items.ItemStarted(ctx, t.TurnID, api.ThreadItem{Body: item, StartedAtMs: &startedAt})
+	}
+	return func(res *api.McpServerToolCallResult, callErr error) {
+		done := *item
+		done.DurationMs = durationMs(m.now().Sub(start))
+		if callErr != nil {
+			done.Status = api.StatusFailed
+			done.Error = &api.McpToolCallError{Message: errorMessage(callErr)}
+		} else {
+			done.Status = api.StatusCompleted
+			done.Result = &api.McpToolCallResult{Content: res.Content, StructuredContent: res.StructuredContent, Meta: res.Meta}
+		}
+		if t.Items != nil {
+			completedAt := m.now().UnixMilli()
+			t.Items.ItemCompleted(context.WithoutCancel(ctx), t.TurnID, api.ThreadItem{Body: &done, StartedAtMs: &startedAt, CompletedAtMs: &completedAt})
+		}
+	}
+}
+
+// errorMessage is the client-safe text of an error.
+func errorMessage(err error) string {
+	if e, ok := err.(*apperr.Error); ok {
+		return e.Message
+	}
+	return err.Error()
+}
+
+// serverConfig is the current table of a server.
+func (m *Manager) serverConfig(name string) config.MCPServer {
+	if s, ok := m.server(name); ok {
+		return s.cfg
+	}
+	return config.MCPServer{}
+}
+
+// needsApproval applies the tool's approval mode: its own
+// tools.<tool>.approval_mode, else the server's
+// default_tools_approval_mode, else auto (no prompt, as the reference).
+func needsApproval(cfg config.MCPServer, tool string, info *toolInfo) bool {
+	mode := cfg.DefaultToolsApprovalMode
+	if tc, ok := cfg.Tools[tool]; ok && tc.ApprovalMode != "" {
+		mode = tc.ApprovalMode
+	}
+	switch mode {
+	case config.MCPApprovalPrompt:
+		return true
+	case config.MCPApprovalWrites:
+		return info == nil || info.tool.Annotations == nil || !info.tool.Annotations.ReadOnlyHint
+	}
+	return false
+}
+
+// approve asks the thread's clients whether the call may run, as an
+// elicitation in form mode marked as a tool-call approval. Under the
+// policy never, or with nobody to ask, the call is rejected unasked.
+func (m *Manager) approve(ctx context.Context, t *Turn, server string, info *toolInfo, args json.RawMessage) bool {
+	if t.NeverAsk || t.Asker == nil {
+		return false
+	}
+	meta := map[string]any{"codex_approval_kind": "mcp_tool_call"}
+	if len(args) > 0 {
+		meta["tool_params"] = args
+	}
+	if info.tool.Description != "" {
+		meta["tool_description"] = info.tool.Description
+	}
+	if info.tool.Title != "" {
+		meta["tool_title"] = info.tool.Title
+	}
+	rawMeta, err := json.Marshal(meta)
+	if err != nil {
+		return false
+	}
+	params := api.McpServerElicitationRequestParams{
+		ThreadID: t.ThreadID, ServerName: server, Mode: "form",
+		Message:         fmt.Sprintf("Allow the %s MCP server to run tool %q?", server, info.tool.Name),
+		RequestedSchema: json.RawMessage(`{"type":"object","properties":{}}`),
+		Meta:            rawMeta,
+	}
+	if t.TurnID != "" {
+		params.TurnID = &t.TurnID
+	}
+	ans, err := askElicitation(ctx, t.Asker, params)
+	if err != nil {
+		m.log.Info("MCP tool approval not answered; rejecting", "server", server, "tool", info.tool.Name, "err", err)
+		return false
+	}
+	return ans.Action == api.ElicitationAccept
+}
+
+// modelOutput is the result as the model reads it (docs/tools.md §1.9),
+// with a text longer than MaxOutputBytes replaced by a preview.
+func (m *Manager) modelOutput(res api.McpServerToolCallResult) registry.Output {
+	out := registry.MCPOutput(registry.MCPCallToolResult{Content: res.Content, StructuredContent: res.StructuredContent, IsError: res.IsError})
+	if out.Content == nil && len(out.Text) > m.cfg.MaxOutputBytes {
+		out.Text = truncateUTF8(out.Text, m.cfg.MaxOutputBytes) +
+			fmt.Sprintf("\n[output truncated: %d of %d bytes shown]", m.cfg.MaxOutputBytes, len(out.Text))
+	}
+	return out
+}
+
+// truncateUTF8 cuts s to at most n bytes without splitting a character.
+func truncateUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
