@@ -293,6 +293,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		Store:          st,
 		Logger:         log,
 		Metrics:        metrics,
+		InboundBytes:   int64(cfg.WSMaxInboundInflightMiB) << 20,
+		OutboundBytes:  int64(cfg.WSMaxOutboundQueuedMiB) << 20,
 		Info: server.Info{
 			Version:  appVersion(),
 			Home:     cfg.DataDir,

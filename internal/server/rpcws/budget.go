@@ -3,9 +3,9 @@ package rpcws
 import "sync/atomic"
 
 // DefaultInboundBytes is the default bound on the inbound frame bytes in
-// flight across every connection sharing an InboundBudget: sixteen
+// flight across every connection sharing an InboundBudget: eight
 // frames of the largest size (16 MiB) the server reads.
-const DefaultInboundBytes = 256 << 20
+const DefaultInboundBytes = 128 << 20
 
 // OverloadedMessage is the message of the api.CodeServerOverloaded error a
 // request gets when its frame does not fit in the inbound budget: the
