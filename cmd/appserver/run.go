@@ -421,6 +421,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 		Store:          st,
 		Logger:         log,
 		Metrics:        metrics,
+		InboundBytes:   int64(cfg.WSMaxInboundInflightMiB) << 20,
+		OutboundBytes:  int64(cfg.WSMaxOutboundQueuedMiB) << 20,
 		Hub:            hb,
 		Threads:        mgr,
 		Cwd:            cwd,

@@ -134,6 +134,12 @@ const (
 	DefaultShutdownGracePeriod = 10 * time.Second
 	// DefaultGCHeapFloorMiB is the default gc_heap_floor_mib.
 	DefaultGCHeapFloorMiB = 16
+	// DefaultWSMaxInboundInflightMiB is the default
+	// ws_max_inbound_inflight_mib (rpcws.DefaultInboundBytes).
+	DefaultWSMaxInboundInflightMiB = 128
+	// DefaultWSMaxOutboundQueuedMiB is the default
+	// ws_max_outbound_queued_mib (rpcws.DefaultOutboundBytes).
+	DefaultWSMaxOutboundQueuedMiB = 32
 	// DefaultDynamicToolReconnectTimeout is how long a client-registered
 	// tool call waits for a connection that can answer it.
 	DefaultDynamicToolReconnectTimeout = 5 * time.Minute
@@ -214,6 +220,14 @@ type Config struct {
 	WSAudience string `toml:"ws_audience"`
 	// WSMaxClockSkewSeconds widens the JWT exp/nbf checks.
 	WSMaxClockSkewSeconds int `toml:"ws_max_clock_skew_seconds"`
+	// WSMaxInboundInflightMiB bounds the inbound websocket frames read and
+	// not yet done being handled, across all connections; frames beyond it
+	// are refused (requests answered -32001).
+	WSMaxInboundInflightMiB int `toml:"ws_max_inbound_inflight_mib"`
+	// WSMaxOutboundQueuedMiB bounds the bytes waiting to be written to one
+	// connection; a client that lets more wait is disconnected as a slow
+	// consumer.
+	WSMaxOutboundQueuedMiB int `toml:"ws_max_outbound_queued_mib"`
 
 	// Model is the default model for new threads; always listed by Models.
 	Model string `toml:"model"`
@@ -426,6 +440,8 @@ func defaults(getenv func(string) string, goos string) Config {
 		WebSearch:                   "disabled",
 		ApprovalClientTimeout:       DefaultApprovalClientTimeout,
 		WSMaxClockSkewSeconds:       DefaultWSMaxClockSkewSeconds,
+		WSMaxInboundInflightMiB:     DefaultWSMaxInboundInflightMiB,
+		WSMaxOutboundQueuedMiB:      DefaultWSMaxOutboundQueuedMiB,
 		ModelProvider:               DefaultModelProvider,
 		ApprovalPolicy:              ApprovalOnRequest,
 		SandboxMode:                 SandboxReadOnly,

@@ -132,6 +132,13 @@ func (c *Config) validateServer() error {
 	if c.GCHeapFloorMiB < 0 || c.GCHeapFloorMiB > 1<<20 {
 		return c.invalid(key("gc_heap_floor_mib"), "must be between 0 and 1048576")
 	}
+	// At least one frame of the largest size (16 MiB) must fit in flight.
+	if c.WSMaxInboundInflightMiB < 16 || c.WSMaxInboundInflightMiB > 1<<20 {
+		return c.invalid(key("ws_max_inbound_inflight_mib"), "must be between 16 and 1048576")
+	}
+	if c.WSMaxOutboundQueuedMiB < 1 || c.WSMaxOutboundQueuedMiB > 1<<20 {
+		return c.invalid(key("ws_max_outbound_queued_mib"), "must be between 1 and 1048576")
+	}
 	if c.ShutdownGracePeriod < 0 {
 		return c.invalid(key("shutdown_grace_period"), "must not be negative")
 	}

@@ -2,11 +2,14 @@ package server
 
 import (
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/appserver/appserver/internal/server/rpcws"
 )
 
 // Metrics holds the daemon's Prometheus collectors on a private registry, so
@@ -30,6 +33,10 @@ type Metrics struct {
 	DynamicPending        prometheus.Gauge
 	DynamicLatency        prometheus.Histogram
 	DynamicIgnoredAnswers *prometheus.CounterVec
+
+	// inbound is the budget of the server using these metrics, read by
+	// the appserver_inbound_inflight_bytes gauge when scraped.
+	inbound atomic.Pointer[rpcws.InboundBudget]
 }
 
 // NewMetrics creates and registers every collector, plus the Go runtime and
@@ -57,11 +64,11 @@ func NewMetrics() *Metrics {
 		}, []string{"direction"}),
 		DroppedFrames: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "appserver_dropped_frames_total",
-			Help: "Inbound frames dropped without a reply, by reason (malformed, binary).",
+			Help: "Inbound frames dropped without a reply, by reason (malformed, binary, overloaded).",
 		}, []string{"reason"}),
 		Overloaded: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "appserver_overload_rejections_total",
-			Help: "Requests answered -32001 because the inbound queue was full.",
+			Help: "Frames refused because the inbound queue was full or they did not fit in the inbound byte budget (requests are answered -32001).",
 		}),
 		SlowConsumers: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "appserver_slow_consumer_disconnects_total",
@@ -102,8 +109,12 @@ func NewMetrics() *Metrics {
 			Help: "Client answers to dynamic tool calls that were not used, by reason (duplicate, unknown_call).",
 		}, []string{"reason"}),
 	}
+	inflight := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "appserver_inbound_inflight_bytes",
+		Help: "Bytes of inbound websocket frames read and not yet done being handled, across connections.",
+	}, func() float64 { return float64(m.inbound.Load().InFlight()) })
 	reg.MustRegister(
-		m.OpenConnections, m.Requests, m.RequestDuration, m.Frames, m.DroppedFrames,
+		inflight, m.OpenConnections, m.Requests, m.RequestDuration, m.Frames, m.DroppedFrames,
 		m.Overloaded, m.SlowConsumers, m.Notifications, m.StoreOpDuration,
 		m.AuthFailures, m.OriginRejections,
 		m.DynamicCalls, m.DynamicPending, m.DynamicLatency, m.DynamicIgnoredAnswers,

@@ -19,7 +19,7 @@ const (
 )
 
 // OverloadedMessage is the exact message of a -32001 answer.
-const OverloadedMessage = "Server overloaded; retry later."
+const OverloadedMessage = rpcws.OverloadedMessage
 
 // RPCError is an error answered to the client as a JSON-RPC error object.
 type RPCError struct {

@@ -48,6 +48,14 @@ type Config struct {
 	IngressCapacity int
 	// OutboundQueue bounds each connection's unsent frames; 0 means 1024.
 	OutboundQueue int
+	// OutboundBytes bounds each connection's unsent bytes (a client that
+	// lets more wait is disconnected as a slow consumer); 0 means
+	// rpcws.DefaultOutboundBytes (32 MiB).
+	OutboundBytes int64
+	// InboundBytes bounds the inbound frame bytes in flight across all
+	// connections (frames beyond it are refused, requests answered
+	// -32001); 0 means rpcws.DefaultInboundBytes (128 MiB).
+	InboundBytes int64
 	// MaxMessageBytes bounds one inbound websocket message; 0 means 16 MiB.
 	MaxMessageBytes int64
 	Logger          *slog.Logger
@@ -91,6 +99,7 @@ type Server struct {
 	origins map[string]struct{}
 
 	ingress  chan struct{}
+	inbound  *rpcws.InboundBudget
 	hub      *hub.Hub
 	draining atomic.Bool
 
@@ -138,11 +147,13 @@ func New(cfg Config) (*Server, error) {
 		methods:  map[string]Method{},
 		origins:  map[string]struct{}{},
 		ingress:  make(chan struct{}, cfg.IngressCapacity),
+		inbound:  rpcws.NewInboundBudget(cfg.InboundBytes),
 		sessions: map[*Session]struct{}{},
 	}
 	for _, o := range cfg.AllowedOrigins {
 		s.origins[o] = struct{}{}
 	}
+	s.metrics.inbound.Store(s.inbound)
 	s.registerCoreMethods()
 	hook := responseHook(func(sess *Session, req *rpcws.PendingCall, id api.RequestID) {
 		if w := sess.sub.Load(); w != nil {
@@ -291,13 +302,16 @@ func (s *Server) serveConn(ws *websocket.Conn, batch *rpcws.Batcher, remote stri
 	m := s.metrics
 	stream := rpcws.NewStream(ws, rpcws.Options{
 		OutboundQueue: s.cfg.OutboundQueue,
+		OutboundBytes: s.cfg.OutboundBytes,
 		ReadLimit:     s.cfg.MaxMessageBytes,
+		Inbound:       s.inbound,
 		Logger:        sess.log,
 		Hooks: rpcws.Hooks{
 			FrameIn:      m.Frames.WithLabelValues("in").Inc,
 			FrameOut:     m.Frames.WithLabelValues("out").Inc,
 			Dropped:      func(r rpcws.DropReason) { m.DroppedFrames.WithLabelValues(string(r)).Inc() },
 			SlowConsumer: m.SlowConsumers.Inc,
+			Overloaded:   m.Overloaded.Inc,
 		},
 		Batch: batch,
 	})

@@ -35,12 +35,17 @@ func (x transcript) apiTurns(ctx context.Context) (api.List[api.Turn], error) {
 	for _, it := range items {
 		byTurn[it.TurnID] = append(byTurn[it.TurnID], it)
 	}
+	// Only byTurn holds the stored items now, and each turn's are
+	// forgotten once converted, so that a big thread's stored items and
+	// their converted form are not both held whole.
+	items = nil
 	out := make(api.List[api.Turn], 0, len(turns))
 	for _, tr := range turns {
 		at, err := turnToAPI(tr, byTurn[tr.ID], api.ItemsFull)
 		if err != nil {
 			return nil, apperr.Wrap(apperr.Internal, err, "corrupt item")
 		}
+		delete(byTurn, tr.ID)
 		out = append(out, at)
 	}
 	return out, nil

@@ -43,7 +43,10 @@ type Request struct {
 	members   []jsonscan.Member
 	membersOK bool
 	memberBuf [8]jsonscan.Member
-	finished  atomic.Bool
+	// held is what the request's frame holds of the inbound budget until
+	// Finish.
+	held     int64
+	finished atomic.Bool
 }
 
 // IsNotification reports whether the message has no id, so that it gets no
@@ -137,11 +140,15 @@ func (c *Conn) Context() context.Context { return c.ctx }
 func (c *Conn) Serve() error {
 	var err error
 	for {
-		var frame []byte
-		if frame, err = c.stream.ReadFrame(); err != nil {
+		var f inFrame
+		if f, err = c.stream.readFrame(); err != nil {
 			break
 		}
-		c.dispatch(frame)
+		if f.refused {
+			c.refuse(f.data)
+			continue
+		}
+		c.dispatch(f)
 	}
 	c.mu.Lock()
 	c.closed = true
@@ -171,33 +178,76 @@ func (c *Conn) Serve() error {
 }
 
 // dispatch decodes one frame and hands it on; frames that are not one of
-// the four message shapes are dropped.
-func (c *Conn) dispatch(frame []byte) {
+// the four message shapes are dropped. A request's frame stays in the
+// inbound budget until the request is finished; any other frame leaves it
+// once dispatched.
+func (c *Conn) dispatch(f inFrame) {
+	budget := c.stream.opts.Inbound
 	var e envelope
-	if err := scanEnvelope(frame, &e); err != nil {
+	if err := scanEnvelope(f.data, &e); err != nil {
+		budget.release(f.held)
 		c.stream.drop(DropMalformed, err.Error())
 		return
 	}
 	if e.method == nil {
 		resp, err := e.response()
 		if err != nil {
+			budget.release(f.held)
 			c.stream.drop(DropMalformed, err.Error())
 			return
 		}
 		c.answer(resp)
+		budget.release(f.held)
 		return
 	}
 	req := new(Request)
 	if err := e.request(req); err != nil {
+		budget.release(f.held)
 		c.stream.drop(DropMalformed, err.Error())
 		return
 	}
-	if !req.IsNotification() {
-		c.mu.Lock()
-		c.serving++
-		c.mu.Unlock()
+	if req.IsNotification() {
+		c.handler.Handle(c.ctx, req)
+		budget.release(f.held)
+		return
 	}
+	req.held = f.held
+	c.mu.Lock()
+	c.serving++
+	c.mu.Unlock()
 	c.handler.Handle(c.ctx, req)
+}
+
+// refuse answers a frame that did not fit in the inbound budget, of which
+// only prefix, its first chunk, was kept: a request whose id and method
+// lie in it is answered api.CodeServerOverloaded; a response to a call
+// fails that call with the same error, so that what waits for it does not
+// wait for an answer that was thrown away. Anything else is dropped.
+func (c *Conn) refuse(prefix []byte) {
+	if h := c.stream.opts.Hooks.Overloaded; h != nil {
+		h()
+	}
+	overloaded := &Error{Code: api.CodeServerOverloaded, Message: OverloadedMessage}
+	e := scanPrefix(prefix)
+	if e.method != nil {
+		method, ok := jsonscan.Text(e.method)
+		req := new(Request)
+		if ok && e.id != nil && validRequestID(e.id) {
+			req.rawID, req.Method = e.id, method
+			c.log.Warn("request refused: inbound bytes over budget", "method", method, "id", req.IDText())
+			if err := c.ReplyError(req, overloaded); err != nil {
+				c.log.Debug("overloaded reply not sent", "err", err)
+			}
+			return
+		}
+	} else if e.id != nil && (e.result != nil || e.err != nil) {
+		if id, err := responseID(e.id); err == nil {
+			c.log.Warn("response dropped: inbound bytes over budget", "id", id.String())
+			c.answer(&response{id: id, err: overloaded})
+			return
+		}
+	}
+	c.stream.drop(DropOverloaded, "inbound bytes over budget")
 }
 
 // DecodeRequest decodes one frame as a Conn does, for callers that hold a
@@ -245,6 +295,7 @@ func (c *Conn) Finish(req *Request) {
 	if req.IsNotification() || req.finished.Swap(true) {
 		return
 	}
+	c.stream.opts.Inbound.release(req.held)
 	c.mu.Lock()
 	c.serving--
 	if c.serving == 0 && c.idle != nil {

@@ -3,8 +3,15 @@
 // member on output and none required on input, request ids that are
 // strings or signed 64-bit integers echoed back exactly as written, frames
 // that are not one of the four message shapes dropped without closing the
-// connection, and a bounded outbound queue whose overflow disconnects the
-// slow client instead of stalling the server.
+// connection, and an outbound queue bounded in frames and in bytes whose
+// overflow disconnects the slow client instead of stalling the server.
+//
+// Memory is bounded in bytes: an InboundBudget shared by the server's
+// connections holds the inbound frames in flight (read and not yet done
+// being handled); a frame that does not fit is refused with -32001 rather
+// than waited for (see InboundBudget for why). Large frames are read in
+// chunks and copied once into a slice of their size, and the pools keep no
+// buffer above 64 KiB, so a burst of large frames leaves nothing pooled.
 //
 // A Stream is the transport (frames in, a lazily started writer out); a
 // Conn reads a Stream, decodes each frame once into a Request, hands it to

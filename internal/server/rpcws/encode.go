@@ -71,9 +71,16 @@ func (e *frameEncoder) int(n int64) {
 	e.buf.Write(strconv.AppendInt(e.buf.AvailableBuffer(), n, 10))
 }
 
-// frame returns a copy of the encoded frame: the frame outlives the
-// buffer, which goes back to the pool.
+// frame returns the encoded frame. It is a copy, as the frame outlives
+// the buffer, which goes back to the pool; but a buffer too large to be
+// pooled that the frame mostly fills (a big thread/read reply) is handed
+// over instead, so that such a frame is not held twice while it is copied.
 func (e *frameEncoder) frame() []byte {
+	if n := e.buf.Len(); e.buf.Cap() > maxPooledFrame && n >= e.buf.Cap()/4*3 {
+		b := e.buf.Bytes()
+		e.buf = bytes.Buffer{} // e.enc writes to &e.buf, which stays
+		return b
+	}
 	return append([]byte(nil), e.buf.Bytes()...)
 }
 

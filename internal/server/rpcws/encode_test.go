@@ -2,6 +2,9 @@ package rpcws
 
 import (
 	"encoding/json"
+	"math"
+	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -125,4 +128,37 @@ func FuzzEncodeMatchesMarshal(f *testing.F) {
 		require.NoError(t, err)
 		require.Equal(t, string(want), string(got))
 	})
+}
+
+// A large frame is encoded into a buffer of its size and handed over, not
+// copied out of it: encoding it allocates about its size once (and what
+// encoding/json allocates for itself), not twice. The frames handed over
+// stay intact while the encoder is reused.
+func TestLargeFrameNotCopied(t *testing.T) {
+	const size = 4 << 20
+	params := map[string]string{"text": strings.Repeat("x", size)}
+	other := map[string]string{"text": strings.Repeat("y", size)}
+	best := uint64(math.MaxUint64)
+	var first []byte
+	for range 4 {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		f, err := EncodeNotification("item/completed", params, 1)
+		runtime.ReadMemStats(&after)
+		require.NoError(t, err)
+		best = min(best, after.TotalAlloc-before.TotalAlloc)
+		if first == nil {
+			first = f
+		}
+		_, err = EncodeNotification("item/completed", other, 1)
+		require.NoError(t, err)
+	}
+	want, err := notificationViaMarshal("item/completed", params, 1)
+	require.NoError(t, err)
+	require.Equal(t, string(want), string(first))
+	if raceEnabled {
+		t.Skip("allocations are not counted in race builds")
+	}
+	// encoding/json's own buffer is pooled (by it) after the first run.
+	require.Less(t, best, uint64(size*3/2), "encoding a %d-byte frame allocated %d bytes", size, best)
 }

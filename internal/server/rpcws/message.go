@@ -162,24 +162,32 @@ func (e *envelope) response() (*response, error) {
 		}
 		r.err = &Error{Code: *obj.Code, Message: obj.Message}
 	}
-	raw := bytes.TrimSpace(e.id)
-	if raw[0] == '"' {
+	id, err := responseID(e.id)
+	if err != nil {
+		return nil, err
+	}
+	r.id = id
+	return r, nil
+}
+
+// responseID parses the id of a response, as response accepts it.
+func responseID(id []byte) (api.RequestID, error) {
+	raw := bytes.TrimSpace(id)
+	if len(raw) > 0 && raw[0] == '"' {
 		s, ok := jsonscan.Text(raw)
 		if !ok {
-			return nil, errors.New("malformed string id")
+			return api.RequestID{}, errors.New("malformed string id")
 		}
-		r.id = api.StringRequestID(s)
-		return r, nil
+		return api.StringRequestID(s), nil
 	}
 	if len(raw) == 0 || raw[0] == '-' || raw[0] == '+' {
-		return nil, errors.New("response id is neither a string nor an integer in [0, 2^63)")
+		return api.RequestID{}, errors.New("response id is neither a string nor an integer in [0, 2^63)")
 	}
 	n, ok := parseInt64(raw)
 	if !ok {
-		return nil, errors.New("response id is neither a string nor an integer in [0, 2^63)")
+		return api.RequestID{}, errors.New("response id is neither a string nor an integer in [0, 2^63)")
 	}
-	r.id = api.IntRequestID(n)
-	return r, nil
+	return api.IntRequestID(n), nil
 }
 
 // appendID appends the id of a reply: the request's id as the client wrote
@@ -208,4 +216,52 @@ func idText(raw []byte) string {
 		return s
 	}
 	return string(raw)
+}
+
+// scanPrefix finds what it can of the envelope of a frame of which only
+// prefix, its start, is known: the members before the first one that runs
+// past the prefix. Result and error are set (to their partial bytes) as
+// soon as their key is seen. Keys written with escapes are not matched.
+func scanPrefix(prefix []byte) envelope {
+	var e envelope
+	i := jsonscan.Space(prefix, 0)
+	if i >= len(prefix) || prefix[i] != '{' {
+		return e
+	}
+	i = jsonscan.Space(prefix, i+1)
+	for i < len(prefix) && prefix[i] == '"' {
+		end, _, _, ok := jsonscan.String(prefix, i)
+		if !ok {
+			return e
+		}
+		key := string(prefix[i+1 : end-1])
+		i = jsonscan.Space(prefix, end)
+		if i >= len(prefix) || prefix[i] != ':' {
+			return e
+		}
+		i = jsonscan.Space(prefix, i+1)
+		end, ok = jsonscan.Value(prefix, i)
+		switch key {
+		case "result":
+			e.result = prefix[i:end]
+		case "error":
+			e.err = prefix[i:end]
+		}
+		next := jsonscan.Space(prefix, end)
+		// A value the prefix ends with (a number) may go on past it.
+		if !ok || next >= len(prefix) {
+			return e
+		}
+		switch key {
+		case "id":
+			e.id = prefix[i:end]
+		case "method":
+			e.method = prefix[i:end]
+		}
+		if prefix[next] != ',' {
+			return e
+		}
+		i = jsonscan.Space(prefix, next+1)
+	}
+	return e
 }

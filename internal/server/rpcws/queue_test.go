@@ -548,7 +548,8 @@ func TestConcurrentSendersKeepTheirOrder(t *testing.T) {
 
 func TestFlushBoundedByFlushTimeout(t *testing.T) {
 	const n = 64
-	s, _ := pair(t, Options{OutboundQueue: n, FlushTimeout: 200 * time.Millisecond})
+	// No byte bound: 64 MiB must queue without overflowing.
+	s, _ := pair(t, Options{OutboundQueue: n, OutboundBytes: 1 << 30, FlushTimeout: 200 * time.Millisecond})
 	// The client never reads: the writer blocks once the socket buffers
 	// are full, and closing must not wait for it beyond FlushTimeout.
 	big := []byte(`{"method":"n","params":"` + strings.Repeat("x", 1<<20) + `"}`)
@@ -570,7 +571,8 @@ func TestFlushBoundedByFlushTimeout(t *testing.T) {
 
 func TestWriteTimeoutDropsStalledConnection(t *testing.T) {
 	const n = 64
-	s, _ := pair(t, Options{OutboundQueue: n, WriteTimeout: 200 * time.Millisecond})
+	// No byte bound: the queue must not overflow before a write stalls.
+	s, _ := pair(t, Options{OutboundQueue: n, OutboundBytes: 1 << 30, WriteTimeout: 200 * time.Millisecond})
 	// The client never reads: once the socket buffers are full a write
 	// stalls, and WriteTimeout must end the connection without any Close.
 	big := []byte(`{"method":"n","params":"` + strings.Repeat("x", 1<<20) + `"}`)

@@ -17,6 +17,12 @@ import (
 // reference server sizes it).
 const DefaultOutboundQueue = 1024
 
+// DefaultOutboundBytes is the number of bytes a connection may have
+// waiting to be written (the frame being written included) before it is
+// disconnected as a slow consumer: whatever the frame count, a client that
+// reads slowly holds at most this much and one frame more.
+const DefaultOutboundBytes = 32 << 20
+
 // SlowConsumerReason is the close reason sent to a client whose outbound
 // queue overflowed.
 const SlowConsumerReason = "disconnecting slow connection after outbound queue filled"
@@ -35,6 +41,10 @@ type DropReason string
 const (
 	DropBinary    DropReason = "binary"
 	DropMalformed DropReason = "malformed"
+	// DropOverloaded is a frame that did not fit in the inbound budget
+	// and could not be answered (a notification, or one whose id lies
+	// past its first chunk).
+	DropOverloaded DropReason = "overloaded"
 )
 
 // Hooks receive events for metrics. Every field may be nil.
@@ -43,6 +53,9 @@ type Hooks struct {
 	FrameOut     func()
 	Dropped      func(DropReason)
 	SlowConsumer func()
+	// Overloaded counts the frames refused because they did not fit in
+	// the inbound budget.
+	Overloaded func()
 }
 
 // Options configure a Stream.
@@ -50,14 +63,21 @@ type Options struct {
 	// OutboundQueue bounds the frames waiting to be written; 0 means
 	// DefaultOutboundQueue.
 	OutboundQueue int
+	// OutboundBytes bounds the bytes of those frames and of the frame
+	// being written: a frame is queued only while fewer are waiting; 0
+	// means DefaultOutboundBytes.
+	OutboundBytes int64
 	// ReadLimit is the largest inbound message in bytes; 0 means 16 MiB.
 	ReadLimit int64
 	// WriteTimeout bounds one frame write; 0 means 10 s.
 	WriteTimeout time.Duration
 	// FlushTimeout bounds how long Close waits for queued frames; 0 means 1 s.
 	FlushTimeout time.Duration
-	Logger       *slog.Logger
-	Hooks        Hooks
+	// Inbound, shared by the server's streams, bounds the inbound bytes
+	// in flight across them; nil bounds nothing.
+	Inbound *InboundBudget
+	Logger  *slog.Logger
+	Hooks   Hooks
 	// Batch, from BatchWrites, lets the writer send the frames it finds
 	// queued together in one write; nil writes each frame on its own.
 	Batch *Batcher
@@ -85,6 +105,11 @@ type Stream struct {
 	// queue holds the frames not yet taken by the writer, oldest first. It
 	// is nil whenever it is empty, so a burst does not pin its backing array.
 	queue [][]byte
+	// queuedBytes is the size of the frames in queue plus that of the
+	// frame being written (writingBytes), which is held until its write
+	// returns.
+	queuedBytes  int64
+	writingBytes int64
 	// writing is set while a writer goroutine runs. The writer clears it
 	// when it finds the queue empty, unless the stream is closing: the
 	// writer that closes the socket is the last one.
@@ -122,6 +147,9 @@ func NewStream(ws *websocket.Conn, opts Options) *Stream {
 	if opts.OutboundQueue <= 0 {
 		opts.OutboundQueue = DefaultOutboundQueue
 	}
+	if opts.OutboundBytes <= 0 {
+		opts.OutboundBytes = DefaultOutboundBytes
+	}
 	if opts.ReadLimit <= 0 {
 		opts.ReadLimit = 16 << 20
 	}
@@ -148,38 +176,52 @@ func NewStream(ws *websocket.Conn, opts Options) *Stream {
 	return s
 }
 
+// inFrame is one inbound text frame as read.
+type inFrame struct {
+	// data is the frame, in a slice of its own; only its first chunk
+	// (the first readChunk bytes or fewer) when it was refused.
+	data []byte
+	// held is what the frame holds of the inbound budget, given back
+	// once it is done being handled.
+	held int64
+	// refused is set when the frame did not fit in the inbound budget.
+	refused bool
+}
+
 // ReadFrame returns the next text frame, in a slice of its own. Binary
 // frames are dropped (and counted), never fatal. A close frame from the
-// peer ends reading with io.EOF.
+// peer ends reading with io.EOF. It is readFrame without the inbound
+// budget's bookkeeping: the frame's bytes are given back at once, and a
+// frame that did not fit is returned cut to its first chunk.
 func (s *Stream) ReadFrame() ([]byte, error) {
+	f, err := s.readFrame()
+	s.opts.Inbound.release(f.held)
+	return f.data, err
+}
+
+// readFrame returns the next text frame, holding its bytes in the inbound
+// budget.
+func (s *Stream) readFrame() (inFrame, error) {
 	for {
 		// Reads are not bound to the write deadlines: closing goes through
 		// the writer so that the close frame carries our reason.
 		typ, r, err := s.ws.Reader(s.readCtx)
 		if err != nil {
-			return nil, readError(err)
+			return inFrame{}, readError(err)
 		}
-		// The frame is read into a pooled buffer, taken only now that a
-		// frame arrived so that idle connections hold none, and copied
-		// out at its exact size: the request decoded from it keeps slices
-		// of it.
-		buf := getReadBuffer()
-		data, err := buf.readAll(r)
+		f, err := s.readMessage(r)
 		if err != nil {
-			putReadBuffer(buf)
-			return nil, readError(err)
+			return inFrame{}, readError(err)
 		}
 		if h := s.opts.Hooks.FrameIn; h != nil {
 			h()
 		}
 		if typ != websocket.MessageText {
-			putReadBuffer(buf)
+			s.opts.Inbound.release(f.held)
 			s.drop(DropBinary, "binary frame")
 			continue
 		}
-		frame := append([]byte(nil), data...)
-		putReadBuffer(buf)
-		return frame, nil
+		return f, nil
 	}
 }
 
@@ -191,34 +233,118 @@ func readError(err error) error {
 	return err
 }
 
-// readBuffer holds one inbound frame while it is decoded.
+// readChunk is the size of the first piece of an inbound frame: frames
+// up to it are read into a pooled buffer and copied out at their exact
+// size. maxReadChunk bounds the later pieces of a larger frame.
+const (
+	readChunk    = 64 << 10
+	maxReadChunk = 1 << 20
+)
+
+// readMessage reads one message, its bytes taken from the inbound budget
+// as they are read. A message longer than readChunk is read in chunks and
+// copied into one slice of its exact size at the end: growing one buffer
+// instead (as io.ReadAll does) allocates about five times the frame's
+// size on the way to 16 MiB and may keep twice its size, and that is what
+// large frames cost while in flight.
+func (s *Stream) readMessage(r io.Reader) (inFrame, error) {
+	budget := s.opts.Inbound
+	buf := getReadBuffer()
+	head, more, err := buf.readHead(r)
+	if err != nil {
+		putReadBuffer(buf)
+		return inFrame{}, err
+	}
+	if !more {
+		f := inFrame{data: append([]byte(nil), head...)}
+		putReadBuffer(buf)
+		if budget.reserve(int64(len(f.data))) {
+			f.held = int64(len(f.data))
+		} else {
+			f.refused = true
+		}
+		return f, nil
+	}
+	// The full head becomes the frame's first chunk, no longer pooled.
+	buf.b = nil
+	putReadBuffer(buf)
+	held := int64(len(head))
+	if !budget.reserve(held) {
+		return discardRest(r, head)
+	}
+	chunks := [][]byte{head}
+	for {
+		c := make([]byte, min(held, maxReadChunk))
+		n, err := io.ReadFull(r, c)
+		if !budget.reserve(int64(n)) {
+			budget.release(held)
+			return discardRest(r, head)
+		}
+		held += int64(n)
+		chunks = append(chunks, c[:n])
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			break
+		}
+		if err != nil {
+			budget.release(held)
+			return inFrame{}, err
+		}
+	}
+	// The chunks are garbage once copied: the frame holds its own size.
+	frame := make([]byte, 0, held)
+	for _, c := range chunks {
+		frame = append(frame, c...)
+	}
+	return inFrame{data: frame, held: held}, nil
+}
+
+// discardRest reads the rest of a refused frame without keeping it: the
+// frame is refused with head, its first chunk, to find its id in.
+func discardRest(r io.Reader, head []byte) (inFrame, error) {
+	if _, err := io.Copy(io.Discard, r); err != nil {
+		return inFrame{}, err
+	}
+	return inFrame{data: head, refused: true}, nil
+}
+
+// readBuffer holds the first chunk of one inbound frame while it is read.
 type readBuffer struct{ b []byte }
 
 var readBuffers = sync.Pool{New: func() any { return &readBuffer{b: make([]byte, 0, 512)} }}
 
 func getReadBuffer() *readBuffer { return readBuffers.Get().(*readBuffer) }
 
+// putReadBuffer pools buf unless it is larger than maxPooledFrame: the
+// pools keep only buffers of the size most frames need, so that a burst
+// of large frames leaves nothing behind once it is over.
 func putReadBuffer(buf *readBuffer) {
-	if cap(buf.b) <= maxPooledFrame { // do not keep a huge frame's buffer
+	if cap(buf.b) <= maxPooledFrame {
 		readBuffers.Put(buf)
 	}
 }
 
-// readAll reads r to its end into the buffer, as io.ReadAll does.
-func (buf *readBuffer) readAll(r io.Reader) ([]byte, error) {
+// readHead reads r into the buffer up to readChunk bytes; more is set
+// when the buffer filled up before r ended.
+func (buf *readBuffer) readHead(r io.Reader) (head []byte, more bool, err error) {
 	b := buf.b[:0]
 	for {
 		if len(b) == cap(b) {
-			b = append(b, 0)[:len(b)]
+			if len(b) >= readChunk {
+				buf.b = b
+				return b, true, nil
+			}
+			grown := make([]byte, len(b), min(max(2*cap(b), 512), readChunk))
+			copy(grown, b)
+			b = grown
 		}
 		n, err := r.Read(b[len(b):cap(b)])
 		b = b[:len(b)+n]
 		if err != nil {
 			buf.b = b
 			if err == io.EOF {
-				return b, nil
+				return b, false, nil
 			}
-			return nil, err
+			return nil, false, err
 		}
 	}
 }
@@ -231,25 +357,34 @@ func (s *Stream) drop(reason DropReason, detail string) {
 }
 
 // Send queues one pre-encoded frame. It never blocks: when OutboundQueue
-// frames are already waiting the connection is closed as a slow consumer,
-// its queue discarded, and ErrSlowConsumer returned.
+// frames, or OutboundBytes bytes, are already waiting the connection is
+// closed as a slow consumer, its queue discarded, and ErrSlowConsumer
+// returned.
 func (s *Stream) Send(frame []byte) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closing {
 		return ErrClosed
 	}
-	if len(s.queue) < s.opts.OutboundQueue {
+	if len(s.queue) < s.opts.OutboundQueue && s.queuedBytes < s.opts.OutboundBytes {
 		s.queue = append(s.queue, frame)
+		s.queuedBytes += int64(len(frame))
 		s.startWriterLocked()
 		return nil
 	}
-	s.log.Warn(SlowConsumerReason, "queued", len(s.queue))
+	s.log.Warn(SlowConsumerReason, "queued", len(s.queue), "queuedBytes", s.queuedBytes)
 	if h := s.opts.Hooks.SlowConsumer; h != nil {
 		h()
 	}
 	s.closeLocked(websocket.StatusPolicyViolation, SlowConsumerReason, false)
 	return ErrSlowConsumer
+}
+
+// discardQueueLocked drops the queued frames; s.mu must be held. The
+// frame being written, if any, stays counted until its write returns.
+func (s *Stream) discardQueueLocked() {
+	s.queue = nil
+	s.queuedBytes = s.writingBytes
 }
 
 // startWriterLocked starts a writer goroutine unless one is running; s.mu
@@ -277,7 +412,7 @@ func (s *Stream) closeLocked(code websocket.StatusCode, reason string, flush boo
 	}
 	s.closing = true
 	if !flush {
-		s.queue = nil
+		s.discardQueueLocked()
 	}
 	s.closeCode, s.closeText = code, reason
 	// Bound the flush (or the write in progress when discarding) so a peer
@@ -324,18 +459,21 @@ func (s *Stream) writeLoop() {
 		} else {
 			s.writeTimer.Reset(s.opts.WriteTimeout)
 		}
+		s.writingBytes = int64(len(frame))
 		s.inWrite.Store(true)
 		s.mu.Unlock()
 		ok := s.writeFrame(frame)
 		s.inWrite.Store(false)
 		s.mu.Lock()
+		s.queuedBytes -= s.writingBytes
+		s.writingBytes = 0
 		s.writeTimer.Stop()
 		if !ok {
 			// The writer failed: stop accepting frames (a no-op if the
 			// stream was already closing) and drop what is queued.
 			s.aborted = true
 			s.closing = true
-			s.queue = nil
+			s.discardQueueLocked()
 			break
 		}
 	}
@@ -350,7 +488,7 @@ func (s *Stream) writeLoop() {
 	}
 	// The stream is closing and the queue is flushed, discarded or past its
 	// flush deadline: this is the last writer.
-	s.queue = nil
+	s.discardQueueLocked()
 	code, text := s.closeCode, s.closeText
 	s.mu.Unlock()
 	s.closeSocket(code, text)
