@@ -85,6 +85,12 @@ var rules = []rule{
 		why:     "policy is pure decision logic over the wire's policy values: the sandbox, the tools and their orchestration build on it",
 	},
 	{
+		pkgs:    []string{"internal/config/configview"},
+		mustNot: []string{"..."},
+		unless:  []string{"api", "internal/config", "internal/apperr"},
+		why:     "the wire views of the configuration are read by the composition root; they know no service",
+	},
+	{
 		pkgs:    []string{"internal/execclient"},
 		mustNot: []string{"..."},
 		unless:  []string{"api"},
