@@ -148,6 +148,7 @@ func benchTurns(b *testing.B, storeKind string, tc turnsCase) {
 	}
 
 	durs := make([]time.Duration, 0, tc.total*b.N)
+	answers := make([]time.Duration, 0, tc.total*b.N)
 	var wall time.Duration
 	cpu0, err := procCPUTime(d.pid())
 	if err != nil {
@@ -159,9 +160,10 @@ func benchTurns(b *testing.B, storeKind string, tc turnsCase) {
 		start := time.Now()
 		var mu sync.Mutex
 		ctx, cancel := context.WithTimeout(context.Background(), turnsTimeout)
-		err := runTurns(ctx, workers, tc.total, func(d time.Duration) {
+		err := runTurns(ctx, workers, tc.total, func(d, answer time.Duration) {
 			mu.Lock()
 			durs = append(durs, d)
+			answers = append(answers, answer)
 			mu.Unlock()
 		})
 		cancel()
@@ -202,6 +204,9 @@ func benchTurns(b *testing.B, storeKind string, tc turnsCase) {
 	p50, p99 := percentile(durs, 0.50), percentile(durs, 0.99)
 	b.ReportMetric(ms(p50), "p50-ms")
 	b.ReportMetric(ms(p99), "p99-ms")
+	// The turn/start answer waits for the turn and its input to be stored.
+	slices.Sort(answers)
+	b.ReportMetric(ms(percentile(answers, 0.50)), "start-p50-ms")
 	b.ReportMetric(float64(n)/wall.Seconds(), "turns/s")
 	b.ReportMetric(float64(wall.Nanoseconds())/float64(n), "ns/op")
 	b.ReportMetric(float64(hwm)/(1<<20), "peak-rss-MB")
@@ -216,7 +221,7 @@ func benchTurns(b *testing.B, storeKind string, tc turnsCase) {
 // runTurns runs total turns across the workers, each worker taking the next
 // one as soon as its previous turn completed, and passes each turn's
 // latency to record (if set). The first error stops every worker.
-func runTurns(ctx context.Context, workers []*turnWorker, total int, record func(time.Duration)) error {
+func runTurns(ctx context.Context, workers []*turnWorker, total int, record func(turn, answer time.Duration)) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	var left atomic.Int64
@@ -225,13 +230,13 @@ func runTurns(ctx context.Context, workers []*turnWorker, total int, record func
 	for _, w := range workers {
 		wg.Go(func() {
 			for left.Add(-1) >= 0 {
-				d, err := w.turn(ctx)
+				d, answer, err := w.turn(ctx)
 				if err != nil {
 					cancel(err)
 					return
 				}
 				if record != nil {
-					record(d)
+					record(d, answer)
 				}
 			}
 		})
@@ -337,8 +342,9 @@ func (w *turnWorker) call(ctx context.Context, method string, params any) (json.
 var turnCompleted = []byte(`"turn/completed"`)
 
 // turn runs one turn and returns the time from writing turn/start to
-// reading turn/completed for the worker's thread.
-func (w *turnWorker) turn(ctx context.Context) (time.Duration, error) {
+// reading turn/completed for the worker's thread, and to reading the
+// turn/start response.
+func (w *turnWorker) turn(ctx context.Context) (elapsed, answer time.Duration, err error) {
 	ctx, cancel := context.WithTimeout(ctx, turnTimeout)
 	defer cancel()
 	start := time.Now()
@@ -347,13 +353,13 @@ func (w *turnWorker) turn(ctx context.Context) (time.Duration, error) {
 		"input":    []any{map[string]any{"type": "text", "text": "hi"}},
 	})
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	answered := false
 	for {
 		_, data, err := w.ws.Read(ctx)
 		if err != nil {
-			return 0, fmt.Errorf("turn/start: waiting for turn/completed (answered %v): %w", answered, err)
+			return 0, 0, fmt.Errorf("turn/start: waiting for turn/completed (answered %v): %w", answered, err)
 		}
 		w.frames++
 		// Most frames are notifications this loop does not look at; decode
@@ -361,20 +367,21 @@ func (w *turnWorker) turn(ctx context.Context) (time.Duration, error) {
 		if !answered && !bytes.Contains(data, []byte(`"method"`)) {
 			var f rpcFrame
 			if err := json.Unmarshal(data, &f); err != nil {
-				return 0, fmt.Errorf("bad frame %q: %w", data, err)
+				return 0, 0, fmt.Errorf("bad frame %q: %w", data, err)
 			}
 			if string(f.ID) == id {
 				if len(f.Error) > 0 && string(f.Error) != "null" {
-					return 0, fmt.Errorf("turn/start: error %s", f.Error)
+					return 0, 0, fmt.Errorf("turn/start: error %s", f.Error)
 				}
 				answered = true
+				answer = time.Since(start)
 			}
 			continue
 		}
 		if !bytes.Contains(data, turnCompleted) {
 			continue
 		}
-		elapsed := time.Since(start)
+		elapsed = time.Since(start)
 		var f struct {
 			Method string `json:"method"`
 			Params struct {
@@ -386,18 +393,18 @@ func (w *turnWorker) turn(ctx context.Context) (time.Duration, error) {
 			} `json:"params"`
 		}
 		if err := json.Unmarshal(data, &f); err != nil {
-			return 0, fmt.Errorf("bad frame %q: %w", data, err)
+			return 0, 0, fmt.Errorf("bad frame %q: %w", data, err)
 		}
 		if f.Method != "turn/completed" || f.Params.ThreadID != w.threadID {
 			continue
 		}
 		if !answered {
-			return 0, errors.New("turn/completed arrived before the turn/start response")
+			return 0, 0, errors.New("turn/completed arrived before the turn/start response")
 		}
 		if f.Params.Turn.Status != "completed" {
-			return 0, fmt.Errorf("turn ended with status %q, error %s", f.Params.Turn.Status, f.Params.Turn.Error)
+			return 0, 0, fmt.Errorf("turn ended with status %q, error %s", f.Params.Turn.Status, f.Params.Turn.Error)
 		}
-		return elapsed, nil
+		return elapsed, answer, nil
 	}
 }
 

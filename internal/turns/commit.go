@@ -19,13 +19,16 @@ import (
 // item) starts when the next request has been written, or delay after the
 // request was prepared, whichever is first. It announces what it carries
 // (the deferred item's item/completed, thread/tokenUsage/updated, the
-// turn's diff) itself, as soon as it is over. Until then the turn
+// turn's diff) itself, as soon as it has succeeded; a failed commit
+// announces none of it and fails the turn. Until then the turn
 // goroutine writes nothing and announces nothing: it settles first, and
 // reads meanwhile only stream events that need neither (quietEvent). Tool
 // goroutines are not held by this rule: a tool's own items, deltas and
 // notifications (ItemSink, ToolContext.Notify, tool events), and the items
 // of exec sessions that outlive their round, go out when the tool makes
-// them; the turn goroutine orders a round's end after its tools return.
+// them, a completed item once it is stored (an item whose write fails is
+// never announced and fails the turn); the turn goroutine orders a round's
+// end after its tools return.
 type roundCommitter struct {
 	// delay bounds how long a commit waits for the request to be written
 	// (Config.MaxCommitDelay).
@@ -126,16 +129,19 @@ type roundCommit struct {
 	once sync.Once
 	run  func()
 	done chan error
-	// withHistory makes a failure the turn's.
-	withHistory bool
+	// what names the commit in its error: the turn's history, or the
+	// last response's token usage.
+	what string
 }
 
 func (c *roundCommit) start() { c.once.Do(func() { go c.run() }) }
 
+// wait returns the commit's failure, which decides the turn: nothing the
+// commit carried has been announced.
 func (c *roundCommit) wait() error {
 	c.start()
-	if err := <-c.done; err != nil && c.withHistory {
-		return fmt.Errorf("persist turn history: %w", err)
+	if err := <-c.done; err != nil {
+		return fmt.Errorf("persist %s: %w", c.what, err)
 	}
 	return nil
 }
@@ -167,11 +173,13 @@ func (r *turnRun) recordUsageAsync(u model.Usage, withHistory bool) *roundCommit
 	t.meta.LastTurnID = r.at.id
 	t.mu.Unlock()
 	b := &store.Batch{}
+	what := "token usage"
 	if withHistory {
 		b.UpdateTurns = []store.TurnPatch{{ThreadID: t.id, ID: r.at.id, Meta: r.hist.metaJSON()}}
+		what = "turn history"
 	}
 	items := r.commits.takeDeferred()
-	c := &roundCommit{done: make(chan error, 1), withHistory: withHistory}
+	c := &roundCommit{done: make(chan error, 1), what: what}
 	c.run = func() {
 		// The thread's meta as it is now, with any change made since
 		// the usage was added.
@@ -179,28 +187,19 @@ func (r *turnRun) recordUsageAsync(u model.Usage, withHistory bool) *roundCommit
 		t.mu.Lock()
 		b.UpdateThreads = []store.ThreadPatch{{ID: t.id, Meta: t.metaJSONLocked()}}
 		t.mu.Unlock()
-		b.AppendItems = r.storeDeferred(items)
-		err := t.write(r.persistCtx(), b)
-		itemErr := err
-		if err != nil && len(b.AppendItems) > 0 {
-			// The items may be what failed (a repeated call id is a
-			// unique violation): commit the rest alone, whose outcome
-			// decides the turn as it did before items joined it, then
-			// the items, whose failure is only logged.
-			rest := *b
-			rest.AppendItems = nil
-			err = t.write(r.persistCtx(), &rest)
-			itemErr = t.write(r.persistCtx(), &store.Batch{AppendItems: b.AppendItems})
+		sits, err := r.storeDeferred(items)
+		if err == nil {
+			b.AppendItems = sits
+			err = t.write(r.persistCtx(), b)
 		}
 		t.metaMu.Unlock()
+		// A failed commit announces nothing it carried: the turn fails
+		// (wait), so a client never sees an item or usage the store lacks.
 		// Announced here rather than when the turn goroutine next
 		// settles, with the next response, which a model may take seconds
 		// to start.
-		r.announceDeferred(items, itemErr)
-		if err != nil && !withHistory {
-			t.m.log.Error("persist token usage", "thread", t.id, "err", err)
-		}
-		if err == nil || !withHistory {
+		if err == nil {
+			r.announceDeferred(items)
 			t.emit("thread/tokenUsage/updated", api.ThreadTokenUsageUpdatedNotification{
 				ThreadID: t.id, TurnID: r.at.id, TokenUsage: api.TokenUsage{Total: total, Last: last},
 			})
@@ -252,9 +251,13 @@ func (r *turnRun) itemCompleted(turnID string, item api.ThreadItem, final bool) 
 		err = r.t.write(r.persistCtx(), &store.Batch{AppendItems: []*store.Item{sit}})
 	}
 	if err != nil {
-		// The item is still announced: the client already saw it start,
-		// and the model gets the tool's output either way.
+		// Never announced: a client must not see completed what the store
+		// lacks. The turn fails instead, if it still runs.
 		r.t.m.log.Error("persist tool item", "thread", r.t.id, "item", item.Body.ItemID(), "err", err)
+		if turnID == r.at.id {
+			r.at.cancel(fmt.Errorf("persist tool item: %w", err))
+		}
+		return
 	}
 	r.t.emit("item/completed", note)
 }
@@ -266,28 +269,22 @@ type deferredItem struct {
 }
 
 // storeDeferred encodes deferred items for the store. An item that cannot
-// be encoded is logged and left out; it is announced all the same.
-func (r *turnRun) storeDeferred(items []deferredItem) []*store.Item {
-	var out []*store.Item
+// be encoded fails the commit that would carry it, as a failed write does.
+func (r *turnRun) storeDeferred(items []deferredItem) ([]*store.Item, error) {
+	out := make([]*store.Item, 0, len(items))
 	for _, d := range items {
 		sit, err := storeItem(r.t.id, d.note.TurnID, d.note.Item, d.at)
 		if err != nil {
-			r.t.m.log.Error("persist tool item", "thread", r.t.id, "item", d.note.Item.Body.ItemID(), "err", err)
-			continue
+			return nil, err
 		}
 		out = append(out, sit)
 	}
-	return out
+	return out, nil
 }
 
-// announceDeferred announces items whose commit is over; err is the
-// commit's outcome (logged: the items are announced either way, as
-// ItemCompleted does).
-func (r *turnRun) announceDeferred(items []deferredItem, err error) {
+// announceDeferred announces items whose commit succeeded.
+func (r *turnRun) announceDeferred(items []deferredItem) {
 	for _, d := range items {
-		if err != nil {
-			r.t.m.log.Error("persist tool item", "thread", r.t.id, "item", d.note.Item.Body.ItemID(), "err", err)
-		}
 		r.t.emit("item/completed", d.note)
 	}
 }

@@ -177,18 +177,19 @@ func TestOnlyTheLastFinalItemIsDeferred(t *testing.T) {
 	require.Equal(t, []string{"userMessage", "dynamicToolCall", "agentMessage"}, log.snapshot())
 }
 
-// A repeated call id makes the deferred item's insert a unique violation;
-// the round's history still commits and the turn completes, the item's
-// failure only logged, as for an item committed on its own.
-func TestDeferredItemFailureDoesNotFailTheTurn(t *testing.T) {
+// A repeated call id makes the deferred item's insert a unique violation:
+// the round's commit fails, so neither the item nor the round's usage is
+// announced, and the turn fails (nothing announced is missing from the
+// store).
+func TestDeferredItemFailureFailsTheTurn(t *testing.T) {
 	log, notes := finalItemScript(t, `[{"tool_calls":[{"call_id":"c1","name":"fast","arguments":{}}]},
 		{"tool_calls":[{"call_id":"c1","name":"fast","arguments":{}}]},{"text":"done"}]`, toolGates{})
 	log.release()
 	notes.wait(t, "turn/completed")
 	lines := notes.snapshot()
-	require.Equal(t, 0, countOf(lines, "error"), "%v", lines)
-	require.Equal(t, 4, countOf(lines, "item/completed"), "user message, both tool items, the answer: %v", lines)
-	require.Equal(t, 2, countOf(lines, "thread/tokenUsage/updated")-1, "both tool rounds' usage was committed: %v", lines)
+	require.Equal(t, api.TurnFailed, notes.lastEnded(t).Status, "%v", lines)
+	require.Equal(t, 2, countOf(lines, "item/completed"), "the user message and the first round's item only: %v", lines)
+	require.Equal(t, 1, countOf(lines, "thread/tokenUsage/updated"), "only the first round's usage was committed: %v", lines)
 }
 
 // An item completed by a call of an earlier round (an exec session ending)

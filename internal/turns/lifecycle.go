@@ -2,6 +2,7 @@ package turns
 
 import (
 	"context"
+	"fmt"
 	"strings"
 
 	"github.com/appserver/appserver/api"
@@ -63,7 +64,7 @@ func (m *Manager) StartTurn(ctx context.Context, c Caller, p api.TurnStartParams
 		return api.TurnStartResult{}, nil, err
 	}
 	turnCtx, cancel := context.WithCancelCause(context.Background())
-	at := &activeTurn{id: newID(), startedAt: m.now(), settings: settings, ctx: turnCtx, cancel: cancel, done: make(chan struct{})}
+	at := &activeTurn{id: newID(), startedAt: m.now(), settings: settings, ctx: turnCtx, cancel: cancel, done: make(chan struct{}), stored: make(chan struct{})}
 	t.history.ensureWire()
 	run := &turnRun{
 		t: t, at: at,
@@ -89,19 +90,54 @@ func (m *Manager) StartTurn(ctx context.Context, c Caller, p api.TurnStartParams
 		return api.TurnStartResult{}, nil, err
 	}
 	run.specs, run.registry = specs, reg
+	// The turn is reserved (a concurrent turn/start waits for it, steers
+	// wait until it is stored) while its record is written without the lock.
 	t.active = at
 	if t.unloadTimer != nil {
 		t.unloadTimer.Stop()
 		t.unloadTimer = nil
 	}
 	t.mu.Unlock()
+	first, err := run.storeFirst(ctx, input, p.ClientUserMessageID)
+	if err != nil {
+		at.closeInput(false)
+		close(at.stored)
+		cancel(nil)
+		t.mu.Lock()
+		t.active = nil
+		t.armUnloadLocked()
+		t.mu.Unlock()
+		close(at.done)
+		return api.TurnStartResult{}, nil, err
+	}
+	close(at.stored)
 	launched = true
 	return api.TurnStartResult{Turn: pendingTurn(at.id)}, func() {
 		go func() {
 			defer m.turns.Done()
-			run.run(input, p.ClientUserMessageID)
+			run.run(first)
 		}()
 	}, nil
+}
+
+// storeFirst stores the turn record with its user message before
+// turn/start answers, so that an acknowledged turn survives a crash with
+// its input (Recover marks it interrupted); the group commit keeps this to
+// a share of one transaction. It returns the message to announce.
+func (r *turnRun) storeFirst(ctx context.Context, input []api.UserInput, clientID *string) (api.ThreadItem, error) {
+	item, b, preview, err := r.userMessage(input, clientID, true)
+	if err == nil {
+		err = r.t.write(ctx, b)
+	}
+	if err != nil {
+		return item, fmt.Errorf("store turn: %w", err)
+	}
+	if preview != "" {
+		r.t.mu.Lock()
+		r.t.rec.Preview = preview
+		r.t.mu.Unlock()
+	}
+	return item, nil
 }
 
 // pendingTurn is the turn/start response: the reference leaves startedAt

@@ -167,6 +167,8 @@ type Manager struct {
 	stopped bool
 
 	turns sync.WaitGroup // running turn goroutines
+	// ends stores again the ends of turns the store missed.
+	ends *turnEnds
 }
 
 // New returns a Manager; call Recover once before serving.
@@ -209,6 +211,7 @@ func New(cfg Config) (*Manager, error) {
 		cfg: cfg, log: cfg.Logger, now: cfg.Now,
 		mem:     memory.New(memory.Config{Now: cfg.Now}),
 		threads: map[string]*thread{},
+		ends:    newTurnEnds(cfg.Logger),
 	}, nil
 }
 
@@ -236,8 +239,9 @@ func (m *Manager) Recover(ctx context.Context) error {
 	return m.cfg.Store.Write(ctx, b)
 }
 
-// Stop interrupts running turns (after ShutdownGrace) and waits for them.
-// It tolerates being called twice and before any use.
+// Stop interrupts running turns (after ShutdownGrace), waits for them, and
+// makes a last attempt at storing the ends the store missed. It tolerates
+// being called twice and before any use.
 func (m *Manager) Stop() {
 	m.mu.Lock()
 	m.stopped = true
@@ -259,6 +263,7 @@ func (m *Manager) Stop() {
 		t.stopUnloadTimer()
 	}
 	<-done
+	m.ends.Stop()
 }
 
 var errShutdown = errors.New("server shutting down")

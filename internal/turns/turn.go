@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/appserver/appserver/api"
+	"github.com/appserver/appserver/internal/apperr"
 	"github.com/appserver/appserver/internal/model"
 	"github.com/appserver/appserver/internal/registry"
 	"github.com/appserver/appserver/internal/store"
@@ -42,6 +43,9 @@ type activeTurn struct {
 	ctx       context.Context
 	cancel    context.CancelCauseFunc
 	done      chan struct{}
+	// stored is closed once StartTurn has stored the turn and its input
+	// (or failed to, closing its input): only then does it take more.
+	stored chan struct{}
 	// ending is set (under the thread's lock) once the turn has settled
 	// and is announcing its end: the thread then reports its end status.
 	ending bool
@@ -64,6 +68,7 @@ func (at *activeTurn) flags() []api.ThreadActiveFlag { return at.flagSet.list() 
 // fresh request carries the new input (protocol.md §8.3). It reports false,
 // queueing nothing, once the turn has stopped taking input.
 func (at *activeTurn) addSteer(s steer) bool {
+	<-at.stored
 	at.mu.Lock()
 	if at.closed {
 		at.mu.Unlock()
@@ -130,20 +135,16 @@ type turnRun struct {
 	finished     bool            // turn/completed was sent
 }
 
-// run is the turn's goroutine: it emits turn/started, runs model rounds
+// run is the turn's goroutine: it emits turn/started and the turn's user
+// message (stored by StartTurn before it answered), runs model rounds
 // until the model stops calling tools, and finishes the turn.
-func (r *turnRun) run(input []api.UserInput, clientID *string) {
+func (r *turnRun) run(first api.ThreadItem) {
 	defer close(r.at.done)
-	t, at := r.t, r.at
+	t := r.t
 	t.broadcastStatus()
 	t.emit("turn/started", api.TurnStartedNotification{ThreadID: t.id, Turn: r.apiTurn(api.TurnInProgress, nil, nil)})
-
-	err := r.addUserMessage(input, clientID, true)
-	if err == nil {
-		err = r.loop()
-	}
-	r.finish(err)
-	_ = at
+	r.announceUserMessage(first)
+	r.finish(r.loop())
 }
 
 // loop runs model rounds.
@@ -192,28 +193,43 @@ func (r *turnRun) drainSteers() error {
 		}
 	}
 	for _, s := range steers {
-		if err := r.addUserMessage(s.input, s.clientID, false); err != nil {
+		if err := r.addUserMessage(s.input, s.clientID); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// addUserMessage emits and persists a userMessage item and adds it to the
-// model history. The first one of a turn also creates the turn record.
-func (r *turnRun) addUserMessage(input []api.UserInput, clientID *string, first bool) error {
+// addUserMessage persists a userMessage item of steered input, adds it to
+// the model history and announces it.
+func (r *turnRun) addUserMessage(input []api.UserInput, clientID *string) error {
+	item, b, _, err := r.userMessage(input, clientID, false)
+	if err != nil {
+		return err
+	}
+	if err := r.t.write(r.persistCtx(), b); err != nil {
+		return fmt.Errorf("persist user message: %w", err)
+	}
+	r.announceUserMessage(item)
+	return nil
+}
+
+// userMessage prepares a userMessage item and the batch that stores it,
+// and adds the input to the model history. The first one of a turn also
+// creates the turn record and returns the thread preview the batch sets
+// ("" when the thread has one); t.mu must not be held.
+func (r *turnRun) userMessage(input []api.UserInput, clientID *string, first bool) (api.ThreadItem, *store.Batch, string, error) {
 	t := r.t
 	now := t.m.now()
 	ms := now.UnixMilli()
 	item := api.ThreadItem{
 		Body:        &api.UserMessageItem{ID: newID(), ClientID: clientID, Content: input},
-		StartedAtMs: &ms,
+		StartedAtMs: &ms, CompletedAtMs: &ms,
 	}
-	t.emit("item/started", api.ItemStartedNotification{Item: item, ThreadID: t.id, TurnID: r.at.id, StartedAtMs: ms})
-	item.CompletedAtMs = &ms
 	r.hist.add(userInputToModel(input))
 
 	b := &store.Batch{}
+	var preview string
 	if first {
 		started := r.at.startedAt
 		b.CreateTurns = append(b.CreateTurns, &store.Turn{
@@ -222,7 +238,7 @@ func (r *turnRun) addUserMessage(input []api.UserInput, clientID *string, first 
 		t.mu.Lock()
 		if t.rec.Preview == "" {
 			if p := previewOf(input); p != "" {
-				t.rec.Preview = p
+				preview = p
 				b.UpdateThreads = append(b.UpdateThreads, store.ThreadPatch{ID: t.id, Preview: &p, UpdatedAt: &now, RecencyAt: &now})
 			}
 		}
@@ -232,14 +248,18 @@ func (r *turnRun) addUserMessage(input []api.UserInput, clientID *string, first 
 	}
 	sit, err := storeItem(t.id, r.at.id, item, now)
 	if err != nil {
-		return err
+		return item, nil, "", err
 	}
 	b.AppendItems = append(b.AppendItems, sit)
-	if err := t.write(r.persistCtx(), b); err != nil {
-		return fmt.Errorf("persist user message: %w", err)
-	}
-	t.emit("item/completed", api.ItemCompletedNotification{Item: item, ThreadID: t.id, TurnID: r.at.id, CompletedAtMs: ms})
-	return nil
+	return item, b, preview, nil
+}
+
+// announceUserMessage announces a stored userMessage item.
+func (r *turnRun) announceUserMessage(item api.ThreadItem) {
+	started := item
+	started.CompletedAtMs = nil
+	r.t.emit("item/started", api.ItemStartedNotification{Item: started, ThreadID: r.t.id, TurnID: r.at.id, StartedAtMs: *item.StartedAtMs})
+	r.t.emit("item/completed", api.ItemCompletedNotification{Item: item, ThreadID: r.t.id, TurnID: r.at.id, CompletedAtMs: *item.CompletedAtMs})
 }
 
 // persistCtx bounds store writes; they are not cancelled by an interrupt,
@@ -581,34 +601,22 @@ func (r *turnRun) finish(runErr error) {
 		runErr = err
 	}
 	// Every tool round ends with a usage commit that takes the deferred
-	// tool item; should one be left, it still goes out before the turn ends.
+	// tool item; should one be left, it still goes out before the turn
+	// ends, once stored.
 	if items := r.commits.takeDeferred(); len(items) > 0 {
-		var err error
-		if sits := r.storeDeferred(items); len(sits) > 0 {
+		sits, err := r.storeDeferred(items)
+		if err == nil {
 			err = t.write(r.persistCtx(), &store.Batch{AppendItems: sits})
 		}
-		r.announceDeferred(items, err)
+		if err == nil {
+			r.announceDeferred(items)
+		} else if runErr == nil {
+			runErr = fmt.Errorf("persist tool item: %w", err)
+		}
 	}
 	at.closeInput(false)
 	now := t.m.now()
-	status := api.TurnCompleted
-	var turnErr *api.TurnError
-	switch {
-	case runErr == nil:
-	case errors.Is(runErr, errInterrupted) || errors.Is(runErr, errShutdown):
-		status = api.TurnInterrupted
-	default:
-		status = api.TurnFailed
-		msg, info := model.TurnError(runErr)
-		if !isModelError(runErr) {
-			t.m.log.Error("turn failed", "thread", t.id, "turn", at.id, "err", runErr)
-		}
-		turnErr = &api.TurnError{Message: msg}
-		var cei api.CodexErrorInfo
-		if json.Unmarshal(info, &cei) == nil {
-			turnErr.CodexErrorInfo = &cei
-		}
-	}
+	status, turnErr := r.endStatus(runErr)
 	patch := store.TurnPatch{ThreadID: t.id, ID: at.id, Status: string(status), CompletedAt: &now, Meta: r.hist.metaJSON()}
 	if turnErr != nil {
 		patch.Error, _ = json.Marshal(turnErr)
@@ -619,7 +627,14 @@ func (r *turnRun) finish(runErr error) {
 	threadPatch := store.ThreadPatch{ID: t.id, UpdatedAt: &now, RecencyAt: &now, Meta: t.metaJSONLocked()}
 	t.mu.Unlock()
 	if err := t.write(r.persistCtx(), &store.Batch{UpdateTurns: []store.TurnPatch{patch}, UpdateThreads: []store.ThreadPatch{threadPatch}}); err != nil {
-		t.m.log.Error("persist turn end", "thread", t.id, "turn", at.id, "err", err)
+		// The end the client is told is the one the store gets: the
+		// commit failed, so the turn did; that status is written again
+		// until the store takes it (turnEnds), so that the turn does not
+		// stay inProgress in the store while the daemon runs.
+		status, turnErr = r.endStatus(fmt.Errorf("persist turn end: %w", err))
+		patch.Status = string(status)
+		patch.Error, _ = json.Marshal(turnErr)
+		t.m.ends.add(t.store, patch)
 	}
 	t.metaMu.Unlock()
 
@@ -648,6 +663,31 @@ func (r *turnRun) finish(runErr error) {
 	t.active = nil
 	t.armUnloadLocked()
 	t.mu.Unlock()
+}
+
+// endStatus is the status and error a turn ends with after runErr.
+func (r *turnRun) endStatus(runErr error) (api.TurnStatus, *api.TurnError) {
+	switch {
+	case runErr == nil:
+		return api.TurnCompleted, nil
+	case errors.Is(runErr, errInterrupted) || errors.Is(runErr, errShutdown):
+		return api.TurnInterrupted, nil
+	}
+	msg, info := model.TurnError(runErr)
+	if !isModelError(runErr) {
+		r.t.m.log.Error("turn failed", "thread", r.t.id, "turn", r.at.id, "err", runErr)
+		if apperr.Is(runErr, apperr.Unavailable) {
+			// The store's own words ("storage unavailable"): the client
+			// can tell an outage from a bug.
+			msg = apperr.MessageOf(runErr)
+		}
+	}
+	turnErr := &api.TurnError{Message: msg}
+	var cei api.CodexErrorInfo
+	if json.Unmarshal(info, &cei) == nil {
+		turnErr.CodexErrorInfo = &cei
+	}
+	return api.TurnFailed, turnErr
 }
 
 func isModelError(err error) bool {

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/jackc/puddle/v2"
 
 	"github.com/appserver/appserver/internal/apperr"
 	"github.com/appserver/appserver/internal/store"
@@ -129,8 +130,14 @@ const (
 // storageErr classifies an error of the database or the driver. Callers
 // handle the codes that mean NotFound or Conflict in their context first.
 func storageErr(err error) error {
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	if errors.Is(err, context.Canceled) {
 		return apperr.Wrap(apperr.Unavailable, err, "storage request canceled")
+	}
+	// A deadline passes before the database answers when it is down or
+	// hung; a connection the driver closed (cut mid-use) or a pool being
+	// closed are the same outage seen later.
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, pgconn.ErrConnClosed) || errors.Is(err, puddle.ErrClosedPool) {
+		return apperr.Wrap(apperr.Unavailable, err, "storage unavailable")
 	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -39,8 +40,9 @@ func (s *Store) Write(ctx context.Context, b *store.Batch) (err error) {
 		return err
 	}
 	if err := tx.Commit(ctx); err != nil {
-		// The outcome is unknown to us; the caller may retry.
-		return apperr.Wrap(apperr.Unavailable, err, "storage commit failed")
+		// The outcome is unknown to us (the log says the commit failed);
+		// the caller may retry. Clients get the outage's usual words.
+		return apperr.Wrap(apperr.Unavailable, fmt.Errorf("commit: %w", err), "storage unavailable")
 	}
 	p.FillBack()
 	return nil

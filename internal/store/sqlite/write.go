@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/appserver/appserver/internal/apperr"
@@ -35,7 +36,9 @@ func (s *Store) Write(ctx context.Context, b *store.Batch) (err error) {
 		return err
 	}
 	if err := tx.Commit(); err != nil {
-		return apperr.Wrap(apperr.Unavailable, err, "storage commit failed")
+		// The outcome is unknown to us (the log says the commit failed);
+		// the caller may retry. Clients get the outage's usual words.
+		return apperr.Wrap(apperr.Unavailable, fmt.Errorf("commit: %w", err), "storage unavailable")
 	}
 	p.FillBack()
 	if len(w.missed) > 0 {

@@ -1,0 +1,277 @@
+package turns_test
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/appserver/appserver/api"
+	"github.com/appserver/appserver/internal/apperr"
+	"github.com/appserver/appserver/internal/registry"
+	"github.com/appserver/appserver/internal/store"
+	"github.com/appserver/appserver/internal/turns"
+)
+
+// outageStore is a store that goes down at the first write trip matches
+// and stays down until up is called: every write then fails as a backend's
+// does when its database is unreachable. Reads keep working, so that the
+// test can look at what was stored.
+type outageStore struct {
+	store.Store
+	trip func(*store.Batch) bool
+
+	mu    sync.Mutex
+	down  bool
+	armed bool
+	// tripped is closed when the store goes down.
+	tripped chan struct{}
+	failed  int // writes refused
+}
+
+func newOutageStore(st store.Store, trip func(*store.Batch) bool) *outageStore {
+	return &outageStore{Store: st, trip: trip, tripped: make(chan struct{}), armed: true}
+}
+
+// arm makes trip count from now on (a store starts armed).
+func (o *outageStore) arm(on bool) {
+	o.mu.Lock()
+	o.armed = on
+	o.mu.Unlock()
+}
+
+func (o *outageStore) Write(ctx context.Context, b *store.Batch) error {
+	o.mu.Lock()
+	if o.armed && !o.down && o.trip != nil && o.trip(b) {
+		o.down = true
+		o.trip = nil
+		close(o.tripped)
+	}
+	down := o.down
+	if down {
+		o.failed++
+	}
+	o.mu.Unlock()
+	if down {
+		return apperr.New(apperr.Unavailable, "storage unavailable")
+	}
+	return o.Store.Write(ctx, b)
+}
+
+// up ends the outage.
+func (o *outageStore) up() {
+	o.mu.Lock()
+	o.down = false
+	o.mu.Unlock()
+}
+
+// announced records what a client was told: completed items and turn ends.
+type announced struct {
+	mu    sync.Mutex
+	items []api.ItemCompletedNotification
+	ended []api.TurnCompletedNotification
+	ch    chan string
+}
+
+func (a *announced) add(method string, params any) {
+	a.mu.Lock()
+	switch p := params.(type) {
+	case api.ItemCompletedNotification:
+		a.items = append(a.items, p)
+	case api.TurnCompletedNotification:
+		a.ended = append(a.ended, p)
+	}
+	a.mu.Unlock()
+	select {
+	case a.ch <- method:
+	default:
+	}
+}
+
+func (a *announced) Broadcast(method string, params any)              { a.add(method, params) }
+func (a *announced) Send(_ []turns.ConnID, method string, params any) { a.add(method, params) }
+
+// waitEnded waits until n turns have ended.
+func (a *announced) waitEnded(t *testing.T, n int) []api.TurnCompletedNotification {
+	t.Helper()
+	timeout := time.After(20 * time.Second)
+	for {
+		a.mu.Lock()
+		ended := slices.Clone(a.ended)
+		a.mu.Unlock()
+		if len(ended) >= n {
+			return ended
+		}
+		select {
+		case <-a.ch:
+		case <-timeout:
+			t.Fatalf("%d of %d turns ended", len(ended), n)
+		}
+	}
+}
+
+// hasItem reports whether b appends an item of type typ.
+func hasItem(b *store.Batch, typ string) bool {
+	return slices.ContainsFunc(b.AppendItems, func(it *store.Item) bool { return it.Type == typ })
+}
+
+// During a store outage nothing is announced completed that the store
+// lacks afterwards, the turn fails, and once the store is back its end is
+// stored as the client saw it, without a restart: whichever write the
+// outage hits first (a tool's own item, the round commit carrying the
+// round's last item, the last response's usage, the turn's end).
+func TestStoreOutageLosesNothingAnnounced(t *testing.T) {
+	const threads = 4
+	onlyTurnEnd := func(b *store.Batch) bool { return len(b.UpdateTurns) == 1 && b.UpdateTurns[0].Status != "" }
+	for _, tc := range []struct {
+		name string
+		trip func(*store.Batch) bool
+	}{
+		{"tool item", func(b *store.Batch) bool { return hasItem(b, "dynamicToolCall") && len(b.UpdateTurns) == 0 }},
+		{"round commit", func(b *store.Batch) bool { return hasItem(b, "dynamicToolCall") && len(b.UpdateTurns) == 1 }},
+		{"last usage", func(b *store.Batch) bool {
+			return len(b.UpdateTurns) == 0 && len(b.UpdateThreads) == 1 && len(b.AppendItems) == 0
+		}},
+		{"turn end", onlyTurnEnd},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// Each response calls a plain tool (its item committed on its
+			// own) and a final one (its item joins the round's commit).
+			sqlite, _, client := storeAndModel(t, `{"steps":[
+				{"tool_calls":[{"call_id":"p1","name":"plain","arguments":{}},{"call_id":"f1","name":"fast","arguments":{}}]},
+				{"text":"done"}]}`)
+			st := newOutageStore(sqlite, tc.trip)
+			notes := &announced{ch: make(chan string, 1)}
+			m, err := turns.New(turns.Config{
+				Store: st, Notifier: notes, Models: oneProvider{client},
+				Tools: func(tc turns.ToolContext) ([]registry.ConfiguredToolSpec, *registry.Registry, error) {
+					return noArgTools(false, map[string]registry.Handler{
+						"plain": itemTool{items: tc.Items},
+						"fast":  itemTool{items: tc.Items, final: true},
+					})
+				},
+				Defaults: turns.Defaults{Model: "fake", ModelProvider: "fake", Cwd: t.TempDir()},
+			})
+			require.NoError(t, err)
+			t.Cleanup(m.Stop)
+			// The turns start together, so that the outage hits them all
+			// mid-turn.
+			st.arm(false)
+			ctx := context.Background()
+			caller := turns.Caller{Conn: 1}
+			var launch []turns.After
+			for range threads {
+				th, after, err := m.StartThread(ctx, caller, api.ThreadStartParams{})
+				require.NoError(t, err)
+				after()
+				_, after, err = m.StartTurn(ctx, caller, api.TurnStartParams{ThreadID: th.Thread.ID, Input: api.List[api.UserInput]{}})
+				require.NoError(t, err)
+				launch = append(launch, after)
+			}
+			st.arm(true)
+			for _, after := range launch {
+				after()
+			}
+			ended := notes.waitEnded(t, threads)
+			select {
+			case <-st.tripped:
+			default:
+				t.Fatal("the outage never started")
+			}
+			st.up()
+			// Nothing announced completed is missing from the store.
+			notes.mu.Lock()
+			items := slices.Clone(notes.items)
+			notes.mu.Unlock()
+			for _, n := range items {
+				_, err := sqlite.GetItem(ctx, n.ThreadID, n.Item.Body.ItemID())
+				require.NoError(t, err, "item %s of type %T was announced completed but is not stored", n.Item.Body.ItemID(), n.Item.Body)
+			}
+
+			// The turns' ends are stored again once the store is back.
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				left, err := sqlite.ListInProgressTurns(ctx)
+				require.NoError(t, err)
+				if len(left) == 0 {
+					break
+				}
+				require.True(t, time.Now().Before(deadline), "%d turns stay inProgress in the store after the outage", len(left))
+				time.Sleep(20 * time.Millisecond)
+			}
+			for _, e := range ended {
+				stored, err := sqlite.GetTurn(ctx, e.ThreadID, e.Turn.ID)
+				require.NoError(t, err)
+				require.Equal(t, string(e.Turn.Status), stored.Status, "the store holds the end the client saw")
+			}
+			failed := 0
+			for _, e := range ended {
+				if e.Turn.Status == api.TurnFailed {
+					failed++
+					require.Equal(t, "storage unavailable", e.Turn.Error.Message, "the client is told the store's own words")
+				}
+			}
+			require.Positive(t, failed, "a turn whose writes failed must fail")
+		})
+	}
+}
+
+// turn/start answers once the turn and its user message are stored: a
+// daemon killed right after the answer still has the turn (Recover marks
+// it interrupted), with its input.
+func TestTurnStoredBeforeTurnStartAnswers(t *testing.T) {
+	m, st, _ := setup(t, `{"steps":[{"text":"done"}]}`, time.Minute)
+	ctx := context.Background()
+	caller := turns.Caller{Conn: 1}
+	th, after, err := m.StartThread(ctx, caller, api.ThreadStartParams{})
+	require.NoError(t, err)
+	after()
+	res, after, err := m.StartTurn(ctx, caller, api.TurnStartParams{ThreadID: th.Thread.ID,
+		Input: api.List[api.UserInput]{{Type: api.UserInputText, Text: "remember me"}}})
+	require.NoError(t, err)
+	// Not yet launched: this is what a crash right after the answer leaves.
+	stored, err := st.GetTurn(ctx, th.Thread.ID, res.Turn.ID)
+	require.NoError(t, err, "the acknowledged turn is not stored")
+	require.Equal(t, store.TurnInProgress, stored.Status)
+	page, err := st.ListItems(ctx, store.ItemsQuery{ThreadID: th.Thread.ID, TurnID: res.Turn.ID})
+	require.NoError(t, err)
+	require.Len(t, page.Items, 1)
+	require.Equal(t, "userMessage", page.Items[0].Type)
+	require.Contains(t, string(page.Items[0].Payload), "remember me")
+	after()
+}
+
+// A turn/start the store cannot take is refused with the store's error,
+// and starts nothing: the thread takes the next turn/start.
+func TestTurnStartRefusedWhileStoreIsDown(t *testing.T) {
+	sqlite, _, client := storeAndModel(t, `{"steps":[{"text":"done"}]}`)
+	st := newOutageStore(sqlite, func(b *store.Batch) bool { return len(b.CreateTurns) > 0 })
+	notes := &announced{ch: make(chan string, 1)}
+	m, err := turns.New(turns.Config{
+		Store: st, Notifier: notes, Models: oneProvider{client},
+		Defaults: turns.Defaults{Model: "fake", ModelProvider: "fake", Cwd: t.TempDir()},
+	})
+	require.NoError(t, err)
+	t.Cleanup(m.Stop)
+	ctx := context.Background()
+	caller := turns.Caller{Conn: 1}
+	th, after, err := m.StartThread(ctx, caller, api.ThreadStartParams{})
+	require.NoError(t, err)
+	after()
+	params := api.TurnStartParams{ThreadID: th.Thread.ID, Input: api.List[api.UserInput]{{Type: api.UserInputText, Text: "hi"}}}
+	_, _, err = m.StartTurn(ctx, caller, params)
+	require.Error(t, err)
+	require.Equal(t, apperr.Unavailable, apperr.CodeOf(err))
+	require.Equal(t, "storage unavailable", apperr.MessageOf(err))
+
+	st.up()
+	res, after, err := m.StartTurn(ctx, caller, params)
+	require.NoError(t, err)
+	after()
+	ended := notes.waitEnded(t, 1)
+	require.Equal(t, res.Turn.ID, ended[0].Turn.ID)
+	require.Equal(t, api.TurnCompleted, ended[0].Turn.Status)
+}
