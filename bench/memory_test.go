@@ -224,7 +224,7 @@ func BenchmarkSlowReader(b *testing.B) {
 		sampler := sampleRSS(d)
 		for _, id := range ids {
 			driver.threadID = id
-			if _, err := driver.turn(ctx); err != nil {
+			if _, _, err := driver.turn(ctx); err != nil {
 				b.Fatal(err)
 			}
 		}
