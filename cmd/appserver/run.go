@@ -18,17 +18,13 @@ import (
 	"github.com/appserver/appserver/internal/auth"
 	"github.com/appserver/appserver/internal/config"
 	"github.com/appserver/appserver/internal/gctune"
-	"github.com/appserver/appserver/internal/hub"
 	"github.com/appserver/appserver/internal/model/fakemodel"
 	"github.com/appserver/appserver/internal/policy"
 	"github.com/appserver/appserver/internal/server"
-	"github.com/appserver/appserver/internal/server/rpcws"
 	"github.com/appserver/appserver/internal/skills"
 	"github.com/appserver/appserver/internal/store"
 	"github.com/appserver/appserver/internal/store/postgres"
 	"github.com/appserver/appserver/internal/store/sqlite"
-	"github.com/appserver/appserver/internal/tools/orchestrate"
-	"github.com/appserver/appserver/internal/turns"
 )
 
 // version is set at build time with -ldflags "-X main.version=…"; otherwise
@@ -64,6 +60,7 @@ commands:
   serve     run the daemon (default)
   migrate   apply database migrations and exit
   exec      run one turn on a running daemon over its HTTP API (for CI jobs)
+  mcp       serve the codex and codex-reply MCP tools on stdin/stdout (for MCP hosts)
   mockmodel run the scripted fake model server (offline integration work)
   version   print the version and exit
 
@@ -84,6 +81,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runMigrate(ctx, args, stdout, stderr)
 	case "exec":
 		return runExec(ctx, args, stdout, stderr)
+	case "mcp":
+		return runMCP(ctx, args, os.Stdin, stdout, stderr)
 	case "mockmodel":
 		return fakemodel.Run(ctx, args, stdout, stderr)
 	case "version":
@@ -273,77 +272,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	gcFloor := gctune.Start(uint64(cfg.GCHeapFloorMiB) << 20)
 	defer gcFloor.Stop()
 
-	metrics := server.NewMetrics()
-	backend, where, err := openStore(ctx, cfg, cfg.MigrateOnStart(), metrics.ObserveStoreOp)
+	c, err := newCore(ctx, cfg, cf.path(), log)
 	if err != nil {
 		return err
 	}
-	// Items of many threads are committed together (group commit); the
-	// committer owns the backend and closes it last, after every connection
-	// and turn has stopped.
-	st := store.NewGroupCommitter(backend, store.GroupCommitConfig{})
-	defer func() {
-		if err := st.Close(); err != nil {
-			log.Error("closing store", "err", err)
-		}
-	}()
-
-	cwd, err := os.Getwd()
-	if err != nil {
-		return fmt.Errorf("working directory: %w", err)
-	}
-	// The hub: every client of a thread (websocket or HTTP) subscribes
-	// there, notifications fan out from there, and it routes the server
-	// requests (approvals and user input to every subscriber, dynamic tool
-	// calls through its broker to one live client), one timeout rule per
-	// kind.
-	hb := hub.New(hub.Config{
-		Approval:    hub.Timeouts{NoClient: cfg.ApprovalClientTimeout},
-		UserInput:   hub.Timeouts{NoClient: cfg.ApprovalClientTimeout},
-		ToolCall:    hub.Timeouts{NoClient: cfg.DynamicToolReconnectTimeout},
-		Encode:      rpcws.EncodeNotification,
-		ToolMetrics: metrics.DynamicMetrics(),
-		Logger:      log,
-	})
-	broker := hb.Broker()
-	// The skill catalog: the workspace's own skill folders always (for
-	// skills/list), plus configured roots and remotes.
-	cat, err := skills.New(skillsConfig(cfg), skills.Options{Logger: log})
-	if err != nil {
-		return err
-	}
-	defer cat.Close()
-	// Built-in tools: commands and patches under the thread's approval and
-	// sandbox policies; approvals and user input reach the subscribed
-	// clients through the hub.
-	tools, err := newTools(cfg, cf.path(), log, broker, cat)
-	if err != nil {
-		return err
-	}
-	defer tools.Close()
-	mgr, err := turns.New(turns.Config{
-		Store:                st,
-		Notifier:             hb,
-		Subscribers:          hb,
-		Requests:             hb,
-		Models:               modelRouter(cfg, log),
-		Tools:                tools.Build,
-		ValidateDynamicTools: orchestrate.ValidateDynamicTools,
-		ThreadUnloaded:       tools.ThreadUnloaded,
-		Defaults: turns.Defaults{
-			Model:          cfg.Model,
-			ModelProvider:  cfg.ModelProvider,
-			ApprovalPolicy: string(cfg.ApprovalPolicy),
-			SandboxMode:    string(cfg.SandboxMode),
-			Cwd:            cwd,
-			CLIVersion:     appVersion(),
-		},
-		ShutdownGrace: cfg.ShutdownGracePeriod,
-		Logger:        log,
-	})
-	if err != nil {
-		return err
-	}
+	defer c.close()
+	metrics, st, where, cwd, hb, cat, tools, mgr := c.metrics, c.st, c.where, c.cwd, c.hb, c.cat, c.tools, c.mgr
 	if err := mgr.Recover(ctx); err != nil {
 		return fmt.Errorf("recover turns of a previous run: %w", err)
 	}
@@ -376,6 +310,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer httpAPI.Stop()
+	mcpSrv, err := startMCP(cfg, log, srv, mgr, hb, httpAPI)
+	if err != nil {
+		return err
+	}
+	defer mcpSrv.Stop()
 	srv.Handle("skills/list", func(ctx context.Context, c *server.Call) (any, error) {
 		var p api.SkillsListParams
 		if err := server.DecodeParams(c, &p); err != nil {
@@ -399,7 +338,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		// No orphan processes: every exec session is killed and reaped.
 		tools.Close()
 	})
-	// Then HTTP event streams end, after the turns' last events.
+	// Then MCP sessions and HTTP event streams end, after the turns' last
+	// events.
+	srv.OnDrain(mcpSrv.Stop)
 	srv.OnDrain(httpAPI.Stop)
 
 	ln, err := net.Listen("tcp", cfg.ListenAddr().String())
