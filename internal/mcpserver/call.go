@@ -205,10 +205,10 @@ func (c *call) result(turn api.Turn) *mcp.CallToolResult {
 // approvalDecisions map the reference's ReviewDecision values, which hosts
 // written for it put in the elicitation's content, onto ours.
 var approvalDecisions = map[string]string{
-	"approved":             api.DecisionAccept,
-	"approved_for_session": api.DecisionAcceptForSession,
-	"denied":               api.DecisionDecline,
-	"abort":                api.DecisionCancel,
+	"approved":                   api.DecisionAccept,
+	"approved_for_session":       api.DecisionAcceptForSession,
+	"denied":                     api.DecisionDecline,
+	"abort":                      api.DecisionCancel,
 	api.DecisionAccept:           api.DecisionAccept,
 	api.DecisionAcceptForSession: api.DecisionAcceptForSession,
 	api.DecisionDecline:          api.DecisionDecline,

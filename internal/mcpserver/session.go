@@ -31,7 +31,7 @@ type session struct {
 	mu     sync.Mutex
 	ss     *mcp.ServerSession
 	conn   *eventConn
-	calls  map[string]*call                      // running calls by thread id
+	calls  map[string]*call                    // running calls by thread id
 	asks   map[*hub.Request]context.CancelFunc // elicitations in flight
 	closed bool
 	wg     sync.WaitGroup // tool calls and elicitations
