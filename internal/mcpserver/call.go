@@ -30,7 +30,7 @@ type call struct {
 
 	mu     sync.Mutex
 	turnID string
-	queue  []*hub.Notification
+	queue  []event
 	wake   chan struct{} // a token when queue is not empty
 	steps  float64       // progress notifications sent
 	last   *string       // the turn's last agent message
@@ -44,9 +44,51 @@ func newCall(sess *session, ctx context.Context, req *mcp.CallToolRequest, threa
 	}
 }
 
+// event is a notification of the call's thread as the call forwards it:
+// encoded when it is published, since the turn goes on changing the items
+// it carries.
+type event struct {
+	turnID    string
+	msgs      []json.RawMessage
+	types     []string
+	agentText *string   // a completed agent message
+	end       *api.Turn // the turn ended: id, status and error only
+}
+
+func newEvent(n *hub.Notification) (event, bool) {
+	_, turn, ok := threadOf(n)
+	if !ok {
+		return event{}, false
+	}
+	ev := event{turnID: turn}
+	switch p := n.Params.(type) {
+	case api.TurnCompletedNotification:
+		ev.end = &api.Turn{ID: p.Turn.ID, Status: p.Turn.Status, Error: p.Turn.Error}
+		return ev, true
+	case api.ItemCompletedNotification:
+		if m, ok := p.Item.Body.(*api.AgentMessageItem); ok {
+			text := m.Text
+			ev.agentText = &text
+		}
+	}
+	for _, msg := range msgsOf(n) {
+		b, err := json.Marshal(msg)
+		if err != nil {
+			continue
+		}
+		ev.msgs = append(ev.msgs, b)
+		ev.types = append(ev.types, msgType(msg))
+	}
+	return ev, true
+}
+
 func (c *call) push(n *hub.Notification) {
+	ev, ok := newEvent(n)
+	if !ok {
+		return
+	}
 	c.mu.Lock()
-	c.queue = append(c.queue, n)
+	c.queue = append(c.queue, ev)
 	c.mu.Unlock()
 	select {
 	case c.wake <- struct{}{}:
@@ -54,7 +96,7 @@ func (c *call) push(n *hub.Notification) {
 	}
 }
 
-func (c *call) take() []*hub.Notification {
+func (c *call) take() []event {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	q := c.queue
@@ -64,7 +106,7 @@ func (c *call) take() []*hub.Notification {
 
 // emit sends one codex/event, and MCP progress for every event but
 // deltas when the caller asked for progress.
-func (c *call) emit(ctx context.Context, id string, msg any) {
+func (c *call) emit(ctx context.Context, id string, msg any, typ string) {
 	c.sess.mu.Lock()
 	conn := c.sess.conn
 	ss := c.sess.ss
@@ -81,7 +123,6 @@ func (c *call) emit(ctx context.Context, id string, msg any) {
 	if c.progress == nil || ss == nil {
 		return
 	}
-	typ := msgType(msg)
 	if typ == "agent_message_delta" {
 		return
 	}
@@ -92,7 +133,7 @@ func (c *call) emit(ctx context.Context, id string, msg any) {
 	_ = ss.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: c.progress, Progress: step, Message: typ})
 }
 
-// msgType is the type tag of a msg.
+// msgType is the type tag of a msg (not a hot path: once per event).
 func msgType(msg any) string {
 	b, err := json.Marshal(msg)
 	if err != nil {
@@ -137,8 +178,8 @@ func (c *call) run(ctx context.Context, prompt string) *mcp.CallToolResult {
 	for {
 		select {
 		case <-c.wake:
-			for _, n := range c.take() {
-				if turn, ended := c.forward(ctx, n); ended {
+			for _, ev := range c.take() {
+				if turn, ended := c.forward(ctx, ev); ended {
 					return c.result(turn)
 				}
 			}
@@ -164,25 +205,22 @@ func (c *call) interrupt() {
 	}
 }
 
-// forward sends the events of one notification of the call's turn; it
-// reports the turn when the notification ended it.
-func (c *call) forward(ctx context.Context, n *hub.Notification) (api.Turn, bool) {
-	_, turn, _ := threadOf(n)
-	if turn != c.turnID {
+// forward sends the codex/events of one event of the call's turn; it
+// reports the turn when the event ended it.
+func (c *call) forward(ctx context.Context, ev event) (api.Turn, bool) {
+	if ev.turnID != c.turnID {
 		return api.Turn{}, false
 	}
-	if p, ok := n.Params.(api.TurnCompletedNotification); ok {
-		c.emit(ctx, c.eventID, endMsg(p.Turn, c.last))
-		return p.Turn, true
+	if ev.end != nil {
+		end := endMsg(*ev.end, c.last)
+		c.emit(ctx, c.eventID, end, msgType(end))
+		return *ev.end, true
 	}
-	if p, ok := n.Params.(api.ItemCompletedNotification); ok {
-		if m, ok := p.Item.Body.(*api.AgentMessageItem); ok {
-			text := m.Text
-			c.last = &text
-		}
+	if ev.agentText != nil {
+		c.last = ev.agentText
 	}
-	for _, msg := range msgsOf(n) {
-		c.emit(ctx, c.eventID, msg)
+	for i, msg := range ev.msgs {
+		c.emit(ctx, c.eventID, msg, ev.types[i])
 	}
 	return api.Turn{}, false
 }
@@ -220,7 +258,14 @@ var approvalDecisions = map[string]string{
 // they mean on the websocket (cancel also interrupts the turn).
 func (c *call) ask(ctx context.Context, r *hub.Request) (json.RawMessage, error) {
 	kind, msg, ev := "exec-approval", "", approvalRequestMsg{Type: "exec_approval_request"}
-	switch p := r.Params.(type) {
+	params := r.Params
+	switch p := params.(type) { // the tools pass pointers or values
+	case *api.CommandExecutionRequestApprovalParams:
+		params = *p
+	case *api.FileChangeRequestApprovalParams:
+		params = *p
+	}
+	switch p := params.(type) {
 	case api.CommandExecutionRequestApprovalParams:
 		cmd, cwd := "", ""
 		if p.Command != nil {
@@ -241,7 +286,7 @@ func (c *call) ask(ctx context.Context, r *hub.Request) (json.RawMessage, error)
 	default:
 		return nil, fmt.Errorf("unsupported request %s", r.Method)
 	}
-	c.emit(c.ctx, c.eventID, ev)
+	c.emit(c.ctx, c.eventID, ev, ev.Type)
 	c.sess.mu.Lock()
 	ss := c.sess.ss
 	c.sess.mu.Unlock()

@@ -243,11 +243,11 @@ func (sess *session) codex(ctx context.Context, req *mcp.CallToolRequest) (*mcp.
 		return errorResult(res.Thread.ID, err), nil
 	}
 	defer sess.end(c)
-	c.emit(ctx, "", sessionConfiguredMsg{
+	c.emit(ctx, "", &sessionConfiguredMsg{
 		Type: "session_configured", SessionID: res.Thread.ID, ThreadID: res.Thread.ID,
 		Model: res.Model, ModelProvider: res.ModelProvider, ApprovalPolicy: res.ApprovalPolicy,
 		SandboxPolicy: res.Sandbox, Cwd: res.Cwd, ReasoningEffort: res.ReasoningEffort,
-	})
+	}, "session_configured")
 	return c.run(ctx, text), nil
 }
 
