@@ -34,7 +34,7 @@ func TestKillNineRightAfterTurnStartAnswers(t *testing.T) {
 	// The threads outlive every daemon; each iteration's turn/start loads
 	// them again.
 	d := startAppserverProc(t, bin, args...)
-	r := newRPC(t, &daemon{addr: d.addr})
+	r := newRPC(t, &testDaemon{addr: d.addr})
 	threads := make([]string, clients)
 	for i := range threads {
 		threads[i] = startThread(t, r, nil)
@@ -51,7 +51,7 @@ func TestKillNineRightAfterTurnStartAnswers(t *testing.T) {
 		d := startAppserverProc(t, bin, args...)
 		conns := make([]*rpc, clients)
 		for i := range conns {
-			conns[i] = newRPC(t, &daemon{addr: d.addr})
+			conns[i] = newRPC(t, &testDaemon{addr: d.addr})
 		}
 		first := make(chan struct{})
 		var once sync.Once
@@ -82,7 +82,7 @@ func TestKillNineRightAfterTurnStartAnswers(t *testing.T) {
 	}
 
 	d = startAppserverProc(t, bin, args...)
-	r = newRPC(t, &daemon{addr: d.addr})
+	r = newRPC(t, &testDaemon{addr: d.addr})
 	lost := 0
 	for _, threadID := range threads {
 		var read struct {

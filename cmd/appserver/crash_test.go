@@ -122,7 +122,7 @@ func crashTakeCompleted(t *testing.T, r *rpc) []crashSeenItem {
 
 func testKillNineMidTurnAndResume(t *testing.T, bin string, fake *fakemodel.Server, args []string) {
 	d1 := startAppserverProc(t, bin, args...)
-	r := newRPC(t, &daemon{addr: d1.addr})
+	r := newRPC(t, &testDaemon{addr: d1.addr})
 	threadID := startThread(t, r, nil)
 	r.seen = nil
 
@@ -154,7 +154,7 @@ func testKillNineMidTurnAndResume(t *testing.T, bin string, fake *fakemodel.Serv
 	// Restart on the same store. Before anyone loads it the thread is
 	// notLoaded and turn 2 is already settled as interrupted.
 	d2 := startAppserverProc(t, bin, args...)
-	r2 := newRPC(t, &daemon{addr: d2.addr})
+	r2 := newRPC(t, &testDaemon{addr: d2.addr})
 	var read struct {
 		Thread crashThread `json:"thread"`
 	}

@@ -32,7 +32,7 @@ func dlScript(callID, args, text string) string {
 }
 
 // dlSetup starts the fake model and a daemon (embedded store) using it.
-func dlSetup(t *testing.T, script string, extra ...string) (*fakemodel.Server, *daemon) {
+func dlSetup(t *testing.T, script string, extra ...string) (*fakemodel.Server, *testDaemon) {
 	t.Helper()
 	fake := startFake(t, script)
 	args := append([]string{"--data-dir", t.TempDir()}, fakeArgs(fake, "responses")...)
@@ -163,7 +163,7 @@ func dlModelOutput(t *testing.T, fake *fakemodel.Server, i int, callID string) s
 
 // dlMetric scrapes /metrics and returns the sample name{labels} (labels in
 // the exposition's order, e.g. `outcome="success"`), 0 when absent.
-func dlMetric(t *testing.T, d *daemon, name, labels string) float64 {
+func dlMetric(t *testing.T, d *testDaemon, name, labels string) float64 {
 	t.Helper()
 	resp, err := http.Get(d.httpURL("/metrics"))
 	require.NoError(t, err)
@@ -188,15 +188,15 @@ func dlMetric(t *testing.T, d *daemon, name, labels string) float64 {
 	return 0
 }
 
-func dlOutcome(t *testing.T, d *daemon, outcome string) float64 {
+func dlOutcome(t *testing.T, d *testDaemon, outcome string) float64 {
 	return dlMetric(t, d, "appserver_dynamic_tool_calls_total", `outcome="`+outcome+`"`)
 }
 
-func dlIgnored(t *testing.T, d *daemon, reason string) float64 {
+func dlIgnored(t *testing.T, d *testDaemon, reason string) float64 {
 	return dlMetric(t, d, "appserver_dynamic_tool_ignored_answers_total", `reason="`+reason+`"`)
 }
 
-func dlPending(t *testing.T, d *daemon) float64 {
+func dlPending(t *testing.T, d *testDaemon) float64 {
 	return dlMetric(t, d, "appserver_dynamic_tool_calls_pending", "")
 }
 

@@ -58,7 +58,7 @@ func needTools(t *testing.T, tools ...string) {
 
 // runBash runs a bash script against the daemon with the API's URL and a
 // token in the environment, in dir.
-func runBash(t *testing.T, d *daemon, dir, script, token string) (stdout, stderr string) {
+func runBash(t *testing.T, d *testDaemon, dir, script, token string) (stdout, stderr string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -87,7 +87,7 @@ func kv(out string) map[string]string {
 }
 
 // authRPC is newRPC with the operator's token.
-func authRPC(t *testing.T, d *daemon) *rpc {
+func authRPC(t *testing.T, d *testDaemon) *rpc {
 	t.Helper()
 	c, _, err := dialDaemon(t, d, http.Header{"Authorization": {"Bearer " + operatorToken}})
 	require.NoError(t, err)
@@ -194,7 +194,7 @@ func TestCIBotScript(t *testing.T) {
 	}
 }
 
-func httpDo(t *testing.T, d *daemon, method, path, token string, body any) *http.Response {
+func httpDo(t *testing.T, d *testDaemon, method, path, token string, body any) *http.Response {
 	t.Helper()
 	var rd *bytes.Reader
 	if body != nil {
@@ -218,7 +218,7 @@ func httpDo(t *testing.T, d *daemon, method, path, token string, body any) *http
 	return resp
 }
 
-func httpGet[T any](t *testing.T, d *daemon, path, token string) T {
+func httpGet[T any](t *testing.T, d *testDaemon, path, token string) T {
 	t.Helper()
 	resp := httpDo(t, d, "GET", path, token, nil)
 	require.Equal(t, http.StatusOK, resp.StatusCode)

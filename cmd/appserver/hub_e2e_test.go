@@ -31,7 +31,7 @@ var hubRunScript = teCallScript(`[`+teShellCall("call_run", "echo run >> runs.tx
 // hubPair starts the fake model with script, a daemon using it, and two
 // websocket clients on one thread: a started it with params, b joined with
 // thread/resume.
-func hubPair(t *testing.T, script string, params map[string]any) (fake *fakemodel.Server, d *daemon, a, b *rpc, threadID string) {
+func hubPair(t *testing.T, script string, params map[string]any) (fake *fakemodel.Server, d *testDaemon, a, b *rpc, threadID string) {
 	t.Helper()
 	fake, d, a = teDaemon(t, script)
 	threadID = startThread(t, a, params)
@@ -160,7 +160,7 @@ type hubSSE struct {
 // hubEvents opens the thread's event stream; once it returns, the HTTP
 // API's event log is subscribed to the thread. The stream is read on a
 // goroutine that ends when the test closes the stream.
-func hubEvents(t *testing.T, d *daemon, threadID string) *hubSSE {
+func hubEvents(t *testing.T, d *testDaemon, threadID string) *hubSSE {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	req, err := http.NewRequestWithContext(ctx, "GET", d.httpURL("/v1/threads/"+threadID+"/events"), nil)
@@ -222,7 +222,7 @@ func (s *hubSSE) until(method string) api.HTTPEvent {
 }
 
 // hubPostApproval answers a request over HTTP and returns the status.
-func hubPostApproval(t *testing.T, d *daemon, threadID, requestID string, answer any) int {
+func hubPostApproval(t *testing.T, d *testDaemon, threadID, requestID string, answer any) int {
 	t.Helper()
 	return httpDo(t, d, "POST", "/v1/threads/"+threadID+"/approvals/"+requestID, "", answer).StatusCode
 }

@@ -18,19 +18,11 @@ import (
 	"github.com/appserver/appserver/internal/auth"
 	"github.com/appserver/appserver/internal/config"
 	"github.com/appserver/appserver/internal/config/configview"
+	"github.com/appserver/appserver/internal/daemon"
 	"github.com/appserver/appserver/internal/gctune"
-	"github.com/appserver/appserver/internal/hub"
-	"github.com/appserver/appserver/internal/mcp"
 	"github.com/appserver/appserver/internal/model/fakemodel"
 	"github.com/appserver/appserver/internal/policy"
 	"github.com/appserver/appserver/internal/server"
-	"github.com/appserver/appserver/internal/server/rpcws"
-	"github.com/appserver/appserver/internal/skills"
-	"github.com/appserver/appserver/internal/store"
-	"github.com/appserver/appserver/internal/store/postgres"
-	"github.com/appserver/appserver/internal/store/sqlite"
-	"github.com/appserver/appserver/internal/tools/orchestrate"
-	"github.com/appserver/appserver/internal/turns"
 )
 
 // version is set at build time with -ldflags "-X main.version=…"; otherwise
@@ -66,6 +58,7 @@ commands:
   serve     run the daemon (default)
   migrate   apply database migrations and exit
   exec      run one turn on a running daemon over its HTTP API (for CI jobs)
+  mcp       serve the codex and codex-reply MCP tools on stdin/stdout (for MCP hosts)
   mockmodel run the scripted fake model server (offline integration work)
   version   print the version and exit
 
@@ -86,6 +79,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runMigrate(ctx, args, stdout, stderr)
 	case "exec":
 		return runExec(ctx, args, stdout, stderr)
+	case "mcp":
+		return runMCP(ctx, args, os.Stdin, stdout, stderr)
 	case "mockmodel":
 		return fakemodel.Run(ctx, args, stdout, stderr)
 	case "version":
@@ -218,21 +213,6 @@ func newLogger(cfg *config.Config, w io.Writer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, opts))
 }
 
-// openStore opens the configured backend: Postgres when database_url is
-// set, otherwise the embedded store inside data_dir (created on first run).
-func openStore(ctx context.Context, cfg *config.Config, migrate bool, observe store.ObserveFunc) (store.Store, string, error) {
-	if cfg.DatabaseURL != "" {
-		st, err := postgres.Open(ctx, postgres.Config{URL: cfg.DatabaseURL, Migrate: migrate, Observe: observe})
-		return st, "postgres", err
-	}
-	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
-		return nil, "", fmt.Errorf("create data dir: %w", err)
-	}
-	path := filepath.Join(cfg.DataDir, "appserver.db")
-	st, err := sqlite.Open(ctx, sqlite.Config{Path: path, Migrate: migrate, Observe: observe})
-	return st, "embedded:" + path, err
-}
-
 func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cf := newConfigFlags("migrate", stderr)
 	cfg, warnings, err := cf.load(args)
@@ -243,29 +223,13 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	for _, w := range warnings {
 		log.Warn("config", "warning", w.String())
 	}
-	st, where, err := openStore(ctx, cfg, true, nil)
+	st, where, err := daemon.OpenStore(ctx, cfg, true, nil)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "migrations applied (%s)\n", where)
 	return st.Close()
 }
-
-// The shutdown of runServe (docs/design.md §5), after Serve stopped taking
-// work (/readyz 503, upgrades refused, requests get the draining error)
-// while the connections stay open to hear the turns end.
-const (
-	stopTurns  = iota // running turns get the grace period, then are interrupted
-	stopHub           // server requests still waiting fail
-	stopTools         // exec sessions are killed and reaped; their items complete
-	stopMCP           // stdio MCP servers' process groups are killed
-	stopHTTP          // HTTP event streams end, after the turns' last events
-	stopConns         // the listener and the websockets close (1001)
-	stopSkills        // the skills watcher, then the catalog
-	stopStore         // last: every writer has stopped
-	stopGC            // the GC heap floor goes with the daemon
-	numStops
-)
 
 // runServe builds the daemon, serves until ctx ends and shuts down. Every
 // service is complete when its constructor returns and is stopped once, in
@@ -304,115 +268,22 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 			return err
 		}
 	}
-	cwd, err := os.Getwd()
-	if err != nil {
-		return fmt.Errorf("working directory: %w", err)
-	}
 	execPolicy, err := policy.ParseSandboxMode(string(cfg.SandboxMode))
 	if err != nil {
 		return err
 	}
 
-	var stops [numStops]func()
-	defer func() {
-		for _, stop := range stops {
-			if stop != nil {
-				stop()
-			}
-		}
-	}()
+	var stops daemon.Stops
+	defer stops.Run()
 	// Keep the collector from running every few MB while the live heap is
 	// small (the tail latency of tool round trips; see internal/gctune).
-	stops[stopGC] = gctune.Start(uint64(cfg.GCHeapFloorMiB) << 20).Stop
+	stops[daemon.StopGC] = gctune.Start(uint64(cfg.GCHeapFloorMiB) << 20).Stop
 
-	metrics := server.NewMetrics()
-	backend, where, err := openStore(ctx, cfg, cfg.MigrateOnStart(), metrics.ObserveStoreOp)
+	c, err := daemon.NewCore(ctx, cfg, cf.path(), appVersion(), log, &stops)
 	if err != nil {
 		return err
 	}
-	// Items of many threads are committed together (group commit); the
-	// committer owns the backend.
-	st := store.NewGroupCommitter(backend, store.GroupCommitConfig{})
-	stops[stopStore] = func() {
-		if err := st.Close(); err != nil {
-			log.Error("closing store", "err", err)
-		}
-	}
-	// The hub: every client of a thread (websocket or HTTP) subscribes
-	// there, notifications fan out from there, and it routes the server
-	// requests (approvals and user input to every subscriber, dynamic tool
-	// calls through its broker to one live client), one timeout rule per
-	// kind.
-	hb := hub.New(hub.Config{
-		Approval:    hub.Timeouts{NoClient: cfg.ApprovalClientTimeout},
-		UserInput:   hub.Timeouts{NoClient: cfg.ApprovalClientTimeout},
-		ToolCall:    hub.Timeouts{NoClient: cfg.DynamicToolReconnectTimeout},
-		Encode:      rpcws.EncodeNotification,
-		ToolMetrics: metrics.DynamicMetrics(),
-		Logger:      log,
-	})
-	stops[stopHub] = hb.Close
-	// The skill catalog: the workspace's own skill folders always (for
-	// skills/list), plus configured roots and remotes.
-	cat, err := skills.New(skillsConfig(cfg), skills.Options{Logger: log})
-	if err != nil {
-		return err
-	}
-	watcher := cat.NewWatcher(skills.WatcherConfig{
-		Logger:   log,
-		OnChange: func() { hb.Broadcast("skills/changed", struct{}{}) },
-	})
-	stops[stopSkills] = func() { watcher.Stop(); cat.Close() }
-	// MCP servers connect in the background; a turn gets the tools of
-	// those connected when it starts, and status changes are broadcast.
-	mcpServers, err := mcp.New(mcp.Config{
-		Servers:       cfg.MCPServers,
-		ClientVersion: appVersion(),
-		OnStatus: func(n api.McpServerStartupStatusUpdatedNotification) {
-			hb.Broadcast(api.MethodMcpServerStartupStatusUpdated, n)
-		},
-		Metrics: mcp.NewMetrics(metrics.Registry),
-		Logger:  log,
-	})
-	if err != nil {
-		return err
-	}
-	if err := mcpServers.Start(ctx); err != nil {
-		return err
-	}
-	stops[stopMCP] = mcpServers.Stop
-	// Built-in tools: commands and patches under the thread's approval and
-	// sandbox policies; approvals and user input reach the subscribed
-	// clients through the hub.
-	tools, err := newTools(cfg, cf.path(), log, hb.Broker(), cat, mcpServers)
-	if err != nil {
-		return err
-	}
-	stops[stopTools] = tools.Close
-	mgr, err := turns.New(turns.Config{
-		Store:                st,
-		Notifier:             hb,
-		Subscribers:          hb,
-		Requests:             hb,
-		Models:               modelRouter(cfg, log),
-		Tools:                tools.Build,
-		ValidateDynamicTools: orchestrate.ValidateDynamicTools,
-		ThreadUnloaded:       tools.ThreadUnloaded,
-		Defaults: turns.Defaults{
-			Model:          cfg.Model,
-			ModelProvider:  cfg.ModelProvider,
-			ApprovalPolicy: string(cfg.ApprovalPolicy),
-			SandboxMode:    string(cfg.SandboxMode),
-			Cwd:            cwd,
-			CLIVersion:     appVersion(),
-		},
-		ShutdownGrace: cfg.ShutdownGracePeriod,
-		Logger:        log,
-	})
-	if err != nil {
-		return err
-	}
-	stops[stopTurns] = mgr.Stop
+	metrics, st, hb, cat, tools, mgr := c.Metrics, c.Store, c.Hub, c.Catalog, c.Tools, c.Manager
 	if err := mgr.Recover(ctx); err != nil {
 		return fmt.Errorf("recover turns of a previous run: %w", err)
 	}
@@ -426,10 +297,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 		OutboundBytes:  int64(cfg.WSMaxOutboundQueuedMiB) << 20,
 		Hub:            hb,
 		Threads:        mgr,
-		Cwd:            cwd,
+		Cwd:            c.Cwd,
 		CommandExec:    &server.CommandExecConfig{Policy: execPolicy, Env: tools.Env(), Sandbox: tools.Sandbox()},
 		Skills:         cat,
-		MCP:            &server.MCPConfig{Manager: mcpServers, Reload: cf.reloadMCPServers},
+		MCP:            &server.MCPConfig{Manager: c.MCP, Reload: cf.reloadMCPServers},
 		Info: server.Info{
 			Version:  appVersion(),
 			Home:     cfg.DataDir,
@@ -441,7 +312,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 	if err != nil {
 		return err
 	}
-	stops[stopConns] = func() {
+	stops[daemon.StopConns] = func() {
 		sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownGracePeriod)
 		defer cancel()
 		if serr := srv.Shutdown(sctx); err == nil {
@@ -455,8 +326,13 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 	if err := httpAPI.Start(ctx); err != nil {
 		return err
 	}
-	stops[stopHTTP] = httpAPI.Stop
-	if err := watcher.Start(ctx); err != nil {
+	stops[daemon.StopHTTP] = httpAPI.Stop
+	mcpSrv, err := startMCP(log, srv, mgr, hb, httpAPI)
+	if err != nil {
+		return err
+	}
+	stops[daemon.StopMCPSessions] = mcpSrv.Stop
+	if err := c.Watcher.Start(ctx); err != nil {
 		return err
 	}
 
@@ -465,7 +341,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}
 	addr := "ws://" + ln.Addr().String()
-	log.Info("appserver listening", "addr", addr, "store", where, "version", appVersion(), "auth", string(cfg.WSAuth))
+	log.Info("appserver listening", "addr", addr, "store", c.Where, "version", appVersion(), "auth", string(cfg.WSAuth))
 	fmt.Fprintf(stdout, "appserver listening on %s\n", addr)
 	return srv.Serve(ctx, ln)
 }

@@ -34,18 +34,18 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) { home(); mcptest.Cleanup() }), goleak.IgnoreCurrent(), goleak.IgnoreAnyFunction("github.com/appserver/appserver/internal/sandbox.(*launcher).loop"))
 }
 
-// daemon is an in-process appserver started through run, as main does.
-type daemon struct {
+// testDaemon is an in-process appserver started through run, as main does.
+type testDaemon struct {
 	addr   string // ws://host:port
 	cancel context.CancelFunc
 	done   chan error
 }
 
-func startDaemon(t *testing.T, args ...string) *daemon {
+func startDaemon(t *testing.T, args ...string) *testDaemon {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
-	d := &daemon{cancel: cancel, done: make(chan error, 1)}
+	d := &testDaemon{cancel: cancel, done: make(chan error, 1)}
 	go func() {
 		err := run(ctx, append([]string{"serve", "--listen", "ws://127.0.0.1:0", "--log-level", "warn"}, args...), pw, io.Discard)
 		pw.CloseWithError(io.EOF)
@@ -67,7 +67,7 @@ func startDaemon(t *testing.T, args ...string) *daemon {
 	return d
 }
 
-func (d *daemon) stop(t *testing.T) {
+func (d *testDaemon) stop(t *testing.T) {
 	t.Helper()
 	if d.cancel == nil {
 		return
@@ -82,7 +82,7 @@ func (d *daemon) stop(t *testing.T) {
 	}
 }
 
-func (d *daemon) httpURL(path string) string {
+func (d *testDaemon) httpURL(path string) string {
 	return "http" + strings.TrimPrefix(d.addr, "ws") + path
 }
 
@@ -91,7 +91,7 @@ type wsClient struct {
 	ws *websocket.Conn
 }
 
-func dialDaemon(t *testing.T, d *daemon, hdr http.Header) (*wsClient, *http.Response, error) {
+func dialDaemon(t *testing.T, d *testDaemon, hdr http.Header) (*wsClient, *http.Response, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	ws, resp, err := websocket.Dial(ctx, d.addr, &websocket.DialOptions{HTTPHeader: hdr})

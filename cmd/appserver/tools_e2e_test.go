@@ -210,7 +210,7 @@ func teModelOutput(t *testing.T, fake *fakemodel.Server, i int, callID string) s
 }
 
 // teDaemon starts the fake model with script and a daemon using it.
-func teDaemon(t *testing.T, script string, extra ...string) (*fakemodel.Server, *daemon, *rpc) {
+func teDaemon(t *testing.T, script string, extra ...string) (*fakemodel.Server, *testDaemon, *rpc) {
 	t.Helper()
 	fake := startFake(t, script)
 	args := append([]string{"--data-dir", t.TempDir()}, fakeArgs(fake, "responses")...)

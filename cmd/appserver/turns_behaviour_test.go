@@ -186,7 +186,7 @@ func bhError(t *testing.T, r *rpc, method string, params any) (int, string) {
 }
 
 // bhNewRPCCaps is newRPC with the given initialize capabilities.
-func bhNewRPCCaps(t *testing.T, d *daemon, caps map[string]any) *rpc {
+func bhNewRPCCaps(t *testing.T, d *testDaemon, caps map[string]any) *rpc {
 	t.Helper()
 	c, _, err := dialDaemon(t, d, nil)
 	require.NoError(t, err)

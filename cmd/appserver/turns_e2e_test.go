@@ -36,7 +36,7 @@ type rpc struct {
 	seen   []frame
 }
 
-func newRPC(t *testing.T, d *daemon) *rpc {
+func newRPC(t *testing.T, d *testDaemon) *rpc {
 	t.Helper()
 	c, _, err := dialDaemon(t, d, nil)
 	require.NoError(t, err)

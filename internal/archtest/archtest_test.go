@@ -160,6 +160,23 @@ var rules = []rule{
 		why:     "the hub is transport-neutral: the websocket server and the HTTP API are its adapters, never the reverse",
 	},
 	{
+		pkgs:    []string{"internal/mcpserver"},
+		mustNot: []string{"internal/server/...", "internal/httpapi", "internal/tools/...", "internal/store/postgres", "internal/store/sqlite", "internal/daemon", "cmd/..."},
+		why:     "the MCP front door is a sibling of the websocket server and the HTTP API: an adapter of the hub and turns, authenticated by whoever mounts it",
+	},
+	{
+		pkgs:    []string{"internal/daemon"},
+		mustNot: []string{"internal/mcpserver", "internal/httpapi", "cmd/..."},
+		why:     "the daemon's core is shared by every front door; the front doors are added on top of it by cmd/appserver",
+	},
+	{
+		pkgs:    []string{"..."},
+		except:  []string{"cmd/appserver"},
+		mustNot: []string{"internal/daemon"},
+		tests:   true,
+		why:     "the daemon's core is the composition root's library: only cmd/appserver builds it",
+	},
+	{
 		pkgs:    []string{"internal/server/rpcws"},
 		mustNot: []string{"internal/server", "internal/httpapi", "internal/hub", "internal/turns", "internal/tools/...", "internal/dynamic", "internal/store/...", "cmd/..."},
 		why:     "the JSON-RPC connection owns framing and correlation only; its caller decides what the methods mean",

@@ -1,0 +1,244 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/appserver/appserver/api"
+	"github.com/appserver/appserver/internal/config"
+	"github.com/appserver/appserver/internal/dynamic"
+	"github.com/appserver/appserver/internal/hub"
+	"github.com/appserver/appserver/internal/mcp"
+	"github.com/appserver/appserver/internal/model"
+	"github.com/appserver/appserver/internal/policy"
+	"github.com/appserver/appserver/internal/server"
+	"github.com/appserver/appserver/internal/server/rpcws"
+	"github.com/appserver/appserver/internal/skills"
+	"github.com/appserver/appserver/internal/store"
+	"github.com/appserver/appserver/internal/store/postgres"
+	"github.com/appserver/appserver/internal/store/sqlite"
+	"github.com/appserver/appserver/internal/tools/orchestrate"
+	"github.com/appserver/appserver/internal/turns"
+)
+
+// The steps of the daemon's shutdown, in order (docs/design.md §5): they
+// run after the server stopped taking work (/readyz 503, upgrades refused,
+// requests get the draining error) while the connections stay open to hear
+// the turns end.
+const (
+	StopTurns       = iota // running turns get the grace period, then are interrupted
+	StopHub                // server requests still waiting fail
+	StopTools              // exec sessions are killed and reaped; their items complete
+	StopMCP                // stdio MCP servers' process groups are killed
+	StopMCPSessions        // MCP host sessions end, after the turns' last events
+	StopHTTP               // HTTP event streams end, after the turns' last events
+	StopConns              // the listener and the websockets close (1001)
+	StopSkills             // the skills watcher, then the catalog
+	StopStore              // last: every writer has stopped
+	StopGC                 // the GC heap floor goes with the daemon
+	NumStops
+)
+
+// Stops holds the stop of each step that has started; Run runs them in
+// order, each once.
+type Stops [NumStops]func()
+
+// Run runs the stops that were set, in order, and clears them.
+func (s *Stops) Run() {
+	for i, stop := range s {
+		if stop != nil {
+			s[i] = nil
+			stop()
+		}
+	}
+}
+
+// Core is what serve and mcp share, built from one configuration: the
+// store, the hub, the skill catalog and its watcher, the MCP connections,
+// the built-in tools and the turns manager.
+type Core struct {
+	Metrics *server.Metrics
+	Store   store.Store // the group committer, which owns the backend
+	Where   string
+	Cwd     string
+	Hub     *hub.Hub
+	Catalog *skills.Catalog
+	Watcher *skills.Watcher
+	MCP     *mcp.Manager
+	Tools   *orchestrate.Service
+	Manager *turns.Manager
+}
+
+// NewCore builds the core. Each part puts its stop in stops as soon as it
+// runs, in the shutdown order of runServe, so the caller stops what was
+// built whether or not the rest could be.
+func NewCore(ctx context.Context, cfg *config.Config, configFile, version string, log *slog.Logger, stops *Stops) (*Core, error) {
+	c := &Core{Metrics: server.NewMetrics()}
+	var err error
+	if c.Cwd, err = os.Getwd(); err != nil {
+		return nil, fmt.Errorf("working directory: %w", err)
+	}
+	backend, where, err := OpenStore(ctx, cfg, cfg.MigrateOnStart(), c.Metrics.ObserveStoreOp)
+	if err != nil {
+		return nil, err
+	}
+	c.Where = where
+	// Items of many threads are committed together (group commit); the
+	// committer owns the backend.
+	c.Store = store.NewGroupCommitter(backend, store.GroupCommitConfig{})
+	stops[StopStore] = func() {
+		if err := c.Store.Close(); err != nil {
+			log.Error("closing store", "err", err)
+		}
+	}
+	// The hub: every client of a thread (websocket, HTTP or MCP) subscribes
+	// there, notifications fan out from there, and it routes the server
+	// requests (approvals and user input to every subscriber, dynamic tool
+	// calls through its broker to one live client), one timeout rule per
+	// kind.
+	c.Hub = hub.New(hub.Config{
+		Approval:    hub.Timeouts{NoClient: cfg.ApprovalClientTimeout},
+		UserInput:   hub.Timeouts{NoClient: cfg.ApprovalClientTimeout},
+		ToolCall:    hub.Timeouts{NoClient: cfg.DynamicToolReconnectTimeout},
+		Encode:      rpcws.EncodeNotification,
+		ToolMetrics: c.Metrics.DynamicMetrics(),
+		Logger:      log,
+	})
+	stops[StopHub] = c.Hub.Close
+	// The skill catalog: the workspace's own skill folders always (for
+	// skills/list), plus configured roots and remotes.
+	if c.Catalog, err = skills.New(skillsConfig(cfg), skills.Options{Logger: log}); err != nil {
+		return nil, err
+	}
+	c.Watcher = c.Catalog.NewWatcher(skills.WatcherConfig{
+		Logger:   log,
+		OnChange: func() { c.Hub.Broadcast("skills/changed", struct{}{}) },
+	})
+	stops[StopSkills] = func() { c.Watcher.Stop(); c.Catalog.Close() }
+	// MCP servers connect in the background; a turn gets the tools of
+	// those connected when it starts, and status changes are broadcast.
+	c.MCP, err = mcp.New(mcp.Config{
+		Servers:       cfg.MCPServers,
+		ClientVersion: version,
+		OnStatus: func(n api.McpServerStartupStatusUpdatedNotification) {
+			c.Hub.Broadcast(api.MethodMcpServerStartupStatusUpdated, n)
+		},
+		Metrics: mcp.NewMetrics(c.Metrics.Registry),
+		Logger:  log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := c.MCP.Start(ctx); err != nil {
+		return nil, err
+	}
+	stops[StopMCP] = c.MCP.Stop
+	// Built-in tools: commands and patches under the thread's approval and
+	// sandbox policies; approvals and user input reach the subscribed
+	// clients through the hub.
+	if c.Tools, err = newTools(cfg, configFile, log, c.Hub.Broker(), c.Catalog, c.MCP); err != nil {
+		return nil, err
+	}
+	stops[StopTools] = c.Tools.Close
+	c.Manager, err = turns.New(turns.Config{
+		Store:                c.Store,
+		Notifier:             c.Hub,
+		Subscribers:          c.Hub,
+		Requests:             c.Hub,
+		Models:               modelRouter(cfg, log),
+		Tools:                c.Tools.Build,
+		ValidateDynamicTools: orchestrate.ValidateDynamicTools,
+		ThreadUnloaded:       c.Tools.ThreadUnloaded,
+		Defaults: turns.Defaults{
+			Model:          cfg.Model,
+			ModelProvider:  cfg.ModelProvider,
+			ApprovalPolicy: string(cfg.ApprovalPolicy),
+			SandboxMode:    string(cfg.SandboxMode),
+			Cwd:            c.Cwd,
+			CLIVersion:     version,
+		},
+		ShutdownGrace: cfg.ShutdownGracePeriod,
+		Logger:        log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	stops[StopTurns] = c.Manager.Stop
+	return c, nil
+}
+
+// OpenStore opens the configured backend: Postgres when database_url is
+// set, otherwise the embedded store inside data_dir (created on first run).
+func OpenStore(ctx context.Context, cfg *config.Config, migrate bool, observe store.ObserveFunc) (store.Store, string, error) {
+	if cfg.DatabaseURL != "" {
+		st, err := postgres.Open(ctx, postgres.Config{URL: cfg.DatabaseURL, Migrate: migrate, Observe: observe})
+		return st, "postgres", err
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, "", fmt.Errorf("create data dir: %w", err)
+	}
+	path := filepath.Join(cfg.DataDir, "appserver.db")
+	st, err := sqlite.Open(ctx, sqlite.Config{Path: path, Migrate: migrate, Observe: observe})
+	return st, "embedded:" + path, err
+}
+
+// modelRouter maps [model_providers] to the model clients' router.
+func modelRouter(cfg *config.Config, log *slog.Logger) *model.Router {
+	providers := make(map[string]model.ProviderSource, len(cfg.ModelProviders))
+	for id, pc := range cfg.ModelProviders {
+		// The config counts retries (0 = none); the client's 0 means its
+		// default and a negative count none.
+		retries := pc.RequestMaxRetries
+		if retries <= 0 {
+			retries = -1
+		}
+		providers[id] = model.ProviderSource{
+			Config: model.ProviderConfig{
+				Name:              pc.Name,
+				BaseURL:           pc.BaseURL,
+				WireAPI:           string(pc.WireAPI),
+				Headers:           pc.HTTPHeaders,
+				QueryParams:       pc.QueryParams,
+				MaxRetries:        retries,
+				StreamIdleTimeout: time.Duration(pc.StreamIdleTimeoutMS) * time.Millisecond,
+			},
+			APIKeyEnv: pc.EnvKey,
+			HeaderEnv: pc.EnvHTTPHeaders,
+		}
+	}
+	return model.NewRouter(model.RouterConfig{Providers: providers, Logger: log})
+}
+
+// skillsConfig maps the [skills] config section.
+func skillsConfig(cfg *config.Config) skills.Config {
+	sc := skills.Config{Roots: cfg.Skills.Roots, Remote: map[string]skills.RemoteConfig{}}
+	for id, r := range cfg.Skills.Remote {
+		sc.Remote[id] = skills.RemoteConfig{URL: r.URL, BearerTokenEnv: r.BearerTokenEnv}
+	}
+	return sc
+}
+
+// newTools builds the tool orchestration: the exec-policy rules live in
+// data_dir/rules; the skills namespace is offered only when [skills]
+// configures roots or remotes.
+func newTools(cfg *config.Config, configFile string, log *slog.Logger, broker *dynamic.Broker, cat *skills.Catalog, mcpServers *mcp.Manager) (*orchestrate.Service, error) {
+	if !skillsConfig(cfg).Configured() {
+		cat = nil
+	}
+	return orchestrate.New(orchestrate.Config{
+		RulesDir:       filepath.Join(cfg.DataDir, "rules"),
+		RulesFile:      policy.DefaultRulesFile(cfg.DataDir),
+		SandboxBackend: cfg.SandboxBackend,
+		// The daemon's own state: sandboxed commands neither read nor write it.
+		Hidden:    []string{cfg.DataDir, configFile, cfg.WSTokenFile, cfg.WSSharedSecretFile},
+		WebSearch: cfg.WebSearch,
+		Providers: cfg.ModelProviders,
+		Models:    cfg.ModelCatalog,
+		MCP:       mcpServers,
+		Logger:    log,
+	}, broker, cat)
+}

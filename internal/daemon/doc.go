@@ -1,0 +1,10 @@
+// Package daemon builds the services every front door shares from one
+// configuration: the store (through the group committer), the hub, the
+// skill catalog and its watcher, the MCP connections, the built-in tools
+// and the turns manager; and it names the steps of their shutdown, in
+// order. cmd/appserver adds the listeners (websocket, HTTP API, /mcp) or
+// the stdio MCP session on top, and keeps flags and configuration loading.
+//
+// It is the composition root's library: it may import every service
+// package, and nothing but cmd/appserver imports it.
+package daemon
