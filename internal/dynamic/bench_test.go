@@ -203,8 +203,8 @@ func BenchmarkHandlerRoundTrip(b *testing.B) {
 
 type discardItems struct{}
 
-func (discardItems) ItemStarted(context.Context, string, api.ThreadItem)   {}
-func (discardItems) ItemCompleted(context.Context, string, api.ThreadItem) {}
+func (discardItems) ItemStarted(api.ThreadItem)        {}
+func (discardItems) ItemCompletedFinal(api.ThreadItem) {}
 
 func TestBenchRouterQuantile(t *testing.T) {
 	l := latencies{3, 1, 2}

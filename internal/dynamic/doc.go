@@ -26,7 +26,7 @@
 //     in the registry. It validates the arguments against the registered
 //     schema (invalid arguments are answered to the model, the client is not
 //     asked), emits the dynamicToolCall item (item/started, item/completed)
-//     through an ItemEmitter, forwards the call through the Broker and turns
+//     through an ItemSink, forwards the call through the Broker and turns
 //     the client's contentItems into the model output.
 //
 // # Disconnects and reconnects

@@ -13,27 +13,21 @@ import (
 	"github.com/appserver/appserver/internal/registry"
 )
 
-// ItemEmitter publishes the dynamicToolCall item of a call. The turns layer
-// implements it for a thread: ItemStarted sends item/started
-// ({item, threadId, turnId, startedAtMs}) to the thread's subscribers;
-// ItemCompleted commits the final item to the store, then sends
-// item/completed ({item, threadId, turnId, contentTokenCount:null,
-// completedAtMs}). The item carries its StartedAtMs / CompletedAtMs. Neither
-// may block on a slow client. The context of ItemCompleted is not cancelled
-// by the turn's interruption.
-type ItemEmitter interface {
+// ItemSink publishes the dynamicToolCall item of a call to the turn the
+// call belongs to; it is the part of the turns layer's ToolSink this
+// package uses. ItemStarted sends item/started ({item, threadId, turnId,
+// startedAtMs}) to the thread's subscribers; ItemCompletedFinal commits the
+// final item to the store, with the rest of its tool round when the call is
+// the round's last, then sends item/completed ({item, threadId, turnId,
+// contentTokenCount:null, completedAtMs}). The item carries its StartedAtMs
+// / CompletedAtMs. Neither may block on a slow client, and the commit is not
+// cancelled by the turn's interruption.
+type ItemSink interface {
 	// ItemStarted announces the item in its inProgress state.
-	ItemStarted(ctx context.Context, turnID string, item api.ThreadItem)
-	// ItemCompleted persists and announces the item in its final state.
-	ItemCompleted(ctx context.Context, turnID string, item api.ThreadItem)
-}
-
-// FinalItemEmitter is an ItemEmitter that can commit a call's completed
-// item together with the rest of its tool round: ItemCompletedFinal is
-// ItemCompleted for a call that announces nothing after its item, which is
-// true of every dynamic call. The handler uses it when Items has it.
-type FinalItemEmitter interface {
-	ItemCompletedFinal(ctx context.Context, turnID string, item api.ThreadItem)
+	ItemStarted(item api.ThreadItem)
+	// ItemCompletedFinal persists and announces the item in its final
+	// state; a dynamic call announces nothing after its item.
+	ItemCompletedFinal(item api.ThreadItem)
 }
 
 // HandlerConfig configures the Handler of one thread.
@@ -45,7 +39,7 @@ type HandlerConfig struct {
 	// Broker forwards the calls; required.
 	Broker *Broker
 	// Items publishes the dynamicToolCall items; nil discards them.
-	Items ItemEmitter
+	Items ItemSink
 	// Now is the clock of item timestamps and durations; nil uses time.Now.
 	Now func() time.Time
 	// Logger receives debug logs; nil discards them.
@@ -59,7 +53,7 @@ type Handler struct {
 	threadID string
 	tools    *Tools
 	broker   *Broker
-	items    ItemEmitter
+	items    ItemSink
 	now      func() time.Time
 	log      *slog.Logger
 }
@@ -130,7 +124,7 @@ func (h *Handler) Handle(ctx context.Context, inv registry.Invocation) (registry
 	}
 	if h.items != nil {
 		startItem := item
-		h.items.ItemStarted(ctx, turnID, api.ThreadItem{Body: &startItem, StartedAtMs: &startedMs})
+		h.items.ItemStarted(api.ThreadItem{Body: &startItem, StartedAtMs: &startedMs})
 	}
 
 	res, callErr := h.broker.Call(ctx, CallRequest{
@@ -166,12 +160,7 @@ func (h *Handler) Handle(ctx context.Context, inv registry.Invocation) (registry
 		item.Status = api.StatusCompleted
 	}
 	if h.items != nil {
-		done := api.ThreadItem{Body: &item, StartedAtMs: &startedMs, CompletedAtMs: &completedMs}
-		if f, ok := h.items.(FinalItemEmitter); ok {
-			f.ItemCompletedFinal(context.WithoutCancel(ctx), turnID, done)
-		} else {
-			h.items.ItemCompleted(context.WithoutCancel(ctx), turnID, done)
-		}
+		h.items.ItemCompletedFinal(api.ThreadItem{Body: &item, StartedAtMs: &startedMs, CompletedAtMs: &completedMs})
 	}
 	if callErr != nil {
 		return registry.Output{}, callErr

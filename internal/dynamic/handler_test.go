@@ -14,8 +14,8 @@ import (
 	"github.com/appserver/appserver/internal/registry"
 )
 
-// itemRecorder is the turns layer's ItemEmitter: it records the item
-// notifications in order.
+// itemRecorder is the turn's ItemSink: it records the item notifications
+// in order.
 type itemRecorder struct {
 	mu     sync.Mutex
 	events []itemEvent
@@ -23,27 +23,25 @@ type itemRecorder struct {
 
 type itemEvent struct {
 	method string
-	turnID string
 	json   string
-	ctxErr error
 }
 
-func (r *itemRecorder) record(ctx context.Context, method, turnID string, item api.ThreadItem) {
+func (r *itemRecorder) record(method string, item api.ThreadItem) {
 	b, err := json.Marshal(item)
 	if err != nil {
 		panic(err)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.events = append(r.events, itemEvent{method, turnID, string(b), ctx.Err()})
+	r.events = append(r.events, itemEvent{method, string(b)})
 }
 
-func (r *itemRecorder) ItemStarted(ctx context.Context, turnID string, item api.ThreadItem) {
-	r.record(ctx, api.MethodItemStarted, turnID, item)
+func (r *itemRecorder) ItemStarted(item api.ThreadItem) {
+	r.record(api.MethodItemStarted, item)
 }
 
-func (r *itemRecorder) ItemCompleted(ctx context.Context, turnID string, item api.ThreadItem) {
-	r.record(ctx, api.MethodItemCompleted, turnID, item)
+func (r *itemRecorder) ItemCompletedFinal(item api.ThreadItem) {
+	r.record(api.MethodItemCompleted, item)
 }
 
 func (r *itemRecorder) all() []itemEvent {
@@ -118,7 +116,6 @@ func TestHandlerSuccessTranscript(t *testing.T) {
 	ev := e.items.all()
 	require.Len(t, ev, 2)
 	assert.Equal(t, api.MethodItemStarted, ev[0].method)
-	assert.Equal(t, "turn-1", ev[0].turnID)
 	assert.JSONEq(t, `{"type":"dynamicToolCall","id":"call-1","namespace":null,"tool":"lookup_weather","arguments":{"city":"Paris"},
 		"status":"inProgress","contentItems":null,"success":null,"durationMs":null,"startedAtMs":1000,"completedAtMs":null}`, ev[0].json)
 	assert.Equal(t, api.MethodItemCompleted, ev[1].method)
@@ -211,7 +208,6 @@ func TestHandlerInterrupted(t *testing.T) {
 	assert.Regexp(t, `^aborted by user after \d+\.\ds$`, item.Output.Text)
 	ev := e.items.all()
 	require.Len(t, ev, 2)
-	assert.NoError(t, ev[1].ctxErr, "completion is emitted with an uncancelled context")
 	assert.JSONEq(t, `{"type":"dynamicToolCall","id":"call-1","namespace":null,"tool":"lookup_weather","arguments":{"city":"Paris"},
 		"status":"failed","contentItems":[],"success":false,"durationMs":5,"startedAtMs":1000,"completedAtMs":1005}`, ev[1].json)
 	_, notices, _ := c.state()

@@ -88,7 +88,7 @@ func dynamicTools(b *dynamic.Broker) turns.ToolsFactory {
 		if err != nil {
 			return nil, nil, err
 		}
-		h := dynamic.NewHandler(dynamic.HandlerConfig{ThreadID: tc.ThreadID, Tools: tools, Broker: b, Items: tc.Items})
+		h := dynamic.NewHandler(dynamic.HandlerConfig{ThreadID: tc.ThreadID, Tools: tools, Broker: b, Items: tc.Sink})
 		if err := tools.AddTo(bld, h); err != nil {
 			return nil, nil, err
 		}

@@ -43,9 +43,9 @@ type Turn struct {
 	// Asker asks the thread's clients (approvals, server elicitations);
 	// nil declines whatever would be asked.
 	Asker Asker
-	// Notify sends a thread notification (item/mcpToolCall/progress);
-	// params carry threadId and turnId. nil sends none.
-	Notify func(method string, params any)
+	// Progress announces a server's progress report on a call
+	// (item/mcpToolCall/progress); nil announces none.
+	Progress func(api.McpToolCallProgressNotification)
 	// NeverAsk is true under the approval policy "never": a call whose
 	// approval mode prompts is rejected without asking, and servers'
 	// elicitations are declined.
@@ -236,7 +236,7 @@ func (s *server) progress(_ context.Context, req *mcpsdk.ProgressNotificationCli
 		}
 	}
 	s.mu.Unlock()
-	if f == nil || f.turn.Notify == nil {
+	if f == nil || f.turn.Progress == nil {
 		return
 	}
 	msg := req.Params.Message
@@ -247,7 +247,7 @@ func (s *server) progress(_ context.Context, req *mcpsdk.ProgressNotificationCli
 			msg = fmt.Sprintf("%g", req.Params.Progress)
 		}
 	}
-	f.turn.Notify(api.MethodMcpToolCallProgress, api.McpToolCallProgressNotification{
+	f.turn.Progress(api.McpToolCallProgressNotification{
 		ThreadID: f.turn.ThreadID, TurnID: f.turn.TurnID, ItemID: f.callID, Message: msg,
 	})
 }

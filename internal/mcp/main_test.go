@@ -156,14 +156,14 @@ func (r *recorder) Ask(_ context.Context, method string, params any) (json.RawMe
 	return answer(p)
 }
 
-func (r *recorder) notify(method string, params any) {
+func (r *recorder) progress(params api.McpToolCallProgressNotification) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.notes = append(r.notes, params)
 }
 
 func (r *recorder) turn() *Turn {
-	return &Turn{ThreadID: "thr", TurnID: "turn", Items: r, Asker: r, Notify: r.notify}
+	return &Turn{ThreadID: "thr", TurnID: "turn", Items: r, Asker: r, Progress: r.progress}
 }
 
 func (r *recorder) lastDone(t *testing.T) *api.McpToolCallItem {

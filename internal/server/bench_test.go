@@ -89,12 +89,12 @@ type benchItems struct {
 	turn string
 }
 
-func (e benchItems) ItemStarted(_ context.Context, turnID string, item api.ThreadItem) {
-	e.n.Send(e.to, "item/started", api.ItemStartedNotification{Item: item, ThreadID: e.th, TurnID: turnID, StartedAtMs: *item.StartedAtMs})
+func (e benchItems) ItemStarted(item api.ThreadItem) {
+	e.n.Send(e.to, "item/started", api.ItemStartedNotification{Item: item, ThreadID: e.th, TurnID: e.turn, StartedAtMs: *item.StartedAtMs})
 }
 
-func (e benchItems) ItemCompleted(_ context.Context, turnID string, item api.ThreadItem) {
-	e.n.Send(e.to, "item/completed", api.ItemCompletedNotification{Item: item, ThreadID: e.th, TurnID: turnID, CompletedAtMs: *item.CompletedAtMs})
+func (e benchItems) ItemCompletedFinal(item api.ThreadItem) {
+	e.n.Send(e.to, "item/completed", api.ItemCompletedNotification{Item: item, ThreadID: e.th, TurnID: e.turn, CompletedAtMs: *item.CompletedAtMs})
 }
 
 // BenchmarkDynamicToolCall measures the websocket side of one dynamic tool
@@ -125,7 +125,7 @@ func BenchmarkDynamicToolCall(b *testing.B) {
 		b.Fatal(err)
 	}
 	h := dynamic.NewHandler(dynamic.HandlerConfig{ThreadID: "th", Tools: tools, Broker: broker,
-		Items: benchItems{n: c.srv.Notifier(), to: subs, th: "th"}})
+		Items: benchItems{n: c.srv.Notifier(), to: subs, th: "th", turn: "turn"}})
 	ctx := context.Background()
 	inv := registry.Invocation{
 		Call: registry.Call{Name: "lookup_weather", Payload: registry.FunctionPayload{Arguments: `{"city":"Paris","days":3}`}},

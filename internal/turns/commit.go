@@ -1,7 +1,6 @@
 package turns
 
 import (
-	"context"
 	"fmt"
 	"sync"
 	"time"
@@ -24,11 +23,10 @@ import (
 // goroutine writes nothing and announces nothing: it settles first, and
 // reads meanwhile only stream events that need neither (quietEvent). Tool
 // goroutines are not held by this rule: a tool's own items, deltas and
-// notifications (ItemSink, ToolContext.Notify, tool events), and the items
-// of exec sessions that outlive their round, go out when the tool makes
-// them, a completed item once it is stored (an item whose write fails is
-// never announced and fails the turn); the turn goroutine orders a round's
-// end after its tools return.
+// notifications (ToolSink), and the items of exec sessions that outlive
+// their round, go out when the tool makes them, a completed item once it is
+// stored (an item whose write fails is never announced and fails the turn);
+// the turn goroutine orders a round's end after its tools return.
 type roundCommitter struct {
 	// delay bounds how long a commit waits for the request to be written
 	// (Config.MaxCommitDelay).
@@ -213,13 +211,13 @@ func (r *turnRun) recordUsageAsync(u model.Usage, withHistory bool) *roundCommit
 }
 
 // ItemCompleted commits a tool's finished item, then announces it
-// (turns.ItemSink). The commit is not cancelled by an interrupt.
-func (r *turnRun) ItemCompleted(_ context.Context, turnID string, item api.ThreadItem) {
-	r.itemCompleted(turnID, item, false)
+// (ToolSink). The commit is not cancelled by an interrupt.
+func (r *turnRun) ItemCompleted(item api.ThreadItem) {
+	r.itemCompleted(r.at.id, item, false)
 }
 
 // ItemCompletedFinal is ItemCompleted for a call that announces nothing
-// after its item (turns.FinalItemSink). When it is the last call of a tool
+// after its item (ToolSink). When it is the last call of a tool
 // round still running, its item is not committed on its own: it joins the
 // round's history and usage commit (roundCommitter), and is announced as
 // soon as that commit is done. That
@@ -228,8 +226,8 @@ func (r *turnRun) ItemCompleted(_ context.Context, turnID string, item api.Threa
 // their announcements do not wait for the slowest call; and a tool that
 // announces more after its item (a diff, a status change) must use
 // ItemCompleted, or those would overtake its item/completed.
-func (r *turnRun) ItemCompletedFinal(_ context.Context, turnID string, item api.ThreadItem) {
-	r.itemCompleted(turnID, item, true)
+func (r *turnRun) ItemCompletedFinal(item api.ThreadItem) {
+	r.itemCompleted(r.at.id, item, true)
 }
 
 func (r *turnRun) itemCompleted(turnID string, item api.ThreadItem, final bool) {

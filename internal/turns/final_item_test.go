@@ -63,12 +63,12 @@ func join(s []string) string {
 	return out
 }
 
-// itemTool completes a dynamicToolCall item through the turn's item sink,
+// itemTool completes a dynamicToolCall item through the turn's ToolSink,
 // with ItemCompletedFinal when final is set, after waiting for release.
 // With later set it returns at once and completes an item of its own (as
 // an exec session that ends after its call does) once later is closed.
 type itemTool struct {
-	items   turns.ItemSink
+	items   turns.ToolSink
 	final   bool
 	release chan struct{}
 	later   chan struct{}
@@ -84,16 +84,15 @@ func (t itemTool) Handle(ctx context.Context, inv registry.Invocation) (registry
 	if t.later != nil {
 		go func() {
 			<-t.later
-			t.items.ItemCompleted(context.Background(), inv.Turn.TurnID,
-				api.ThreadItem{Body: &api.DynamicToolCallItem{ID: "session-" + inv.CallID, Tool: inv.Name, Status: api.StatusCompleted, Success: &ok}})
+			t.items.ItemCompleted(api.ThreadItem{Body: &api.DynamicToolCallItem{ID: "session-" + inv.CallID, Tool: inv.Name, Status: api.StatusCompleted, Success: &ok}})
 		}()
 		return registry.TextOutput("started", true), nil
 	}
 	item := api.ThreadItem{Body: &api.DynamicToolCallItem{ID: inv.CallID, Tool: inv.Name, Status: api.StatusCompleted, Success: &ok}}
 	if t.final {
-		t.items.(turns.FinalItemSink).ItemCompletedFinal(ctx, inv.Turn.TurnID, item)
+		t.items.ItemCompletedFinal(item)
 	} else {
-		t.items.ItemCompleted(ctx, inv.Turn.TurnID, item)
+		t.items.ItemCompleted(item)
 	}
 	return registry.TextOutput("ok", true), nil
 }
@@ -124,11 +123,11 @@ func finalItemScript(t *testing.T, steps string, g toolGates) (*batchLog, *noteL
 		Store: log, Notifier: notes, Models: oneProvider{client},
 		Tools: func(tc turns.ToolContext) ([]registry.ConfiguredToolSpec, *registry.Registry, error) {
 			return noArgTools(true, map[string]registry.Handler{
-				"fast":  itemTool{items: tc.Items, final: true},
-				"slow":  itemTool{items: tc.Items, final: true, release: g.slow},
-				"gated": itemTool{items: tc.Items, final: true, release: g.gated},
-				"plain": itemTool{items: tc.Items},
-				"late":  itemTool{items: tc.Items, later: g.later},
+				"fast":  itemTool{items: tc.Sink, final: true},
+				"slow":  itemTool{items: tc.Sink, final: true, release: g.slow},
+				"gated": itemTool{items: tc.Sink, final: true, release: g.gated},
+				"plain": itemTool{items: tc.Sink},
+				"late":  itemTool{items: tc.Sink, later: g.later},
 			})
 		},
 		Defaults: turns.Defaults{Model: "fake", ModelProvider: "fake", Cwd: t.TempDir()},

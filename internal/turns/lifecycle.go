@@ -74,11 +74,11 @@ func (m *Manager) StartTurn(ctx context.Context, c Caller, p api.TurnStartParams
 	}
 	tc := ToolContext{
 		ThreadID: t.id, TurnID: at.id, Cwd: settings.cwd,
-		DynamicTools: t.meta.DynamicTools, Items: run,
+		DynamicTools: t.meta.DynamicTools, Sink: run,
 		Model: settings.model, Provider: settings.provider,
 		ApprovalPolicy: t.meta.ApprovalPolicy, Sandbox: t.meta.Sandbox,
-		Approvals: t.approvals, Client: run, Notify: run.notify,
-		Interrupt: func() { at.cancel(errInterrupted) }, TurnDiff: run.setDiff,
+		Approvals: t.approvals, Client: run,
+		Interrupt: func() { at.cancel(errInterrupted) },
 	}
 	if p.CollaborationMode != nil {
 		tc.CollaborationMode = string(p.CollaborationMode.Mode)

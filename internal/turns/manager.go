@@ -58,9 +58,9 @@ type ToolContext struct {
 	// DynamicTools is the thread's registration as ValidateDynamicTools
 	// returned it (nil when the thread has none).
 	DynamicTools json.RawMessage
-	// Items lets a tool publish items of its own (dynamicToolCall, …):
-	// started items are announced, completed ones committed then announced.
-	Items ItemSink
+	// Sink is how the turn's tools speak to its subscribers: their items,
+	// output deltas, the turn's diff and handler events all go through it.
+	Sink ToolSink
 
 	// Model and Provider are the turn's model and model provider id.
 	Model, Provider string
@@ -78,30 +78,44 @@ type ToolContext struct {
 	// Client sends server requests (approvals, user input) to a client of
 	// the thread, with the status flags and serverRequest/resolved.
 	Client ClientRequests
-	// Notify sends a thread-scoped notification to the subscribers; params
-	// must carry threadId and turnId themselves.
-	Notify func(method string, params any)
 	// Interrupt stops the turn as turn/interrupt does (an approval
 	// answered "cancel").
 	Interrupt func()
-	// TurnDiff records the turn's aggregate diff and announces it with
-	// turn/diff/updated (repeated after each token usage update).
-	TurnDiff func(diff string)
 }
 
-// ItemSink publishes items produced by tools during a turn. It is safe for
-// concurrent use and keeps working after the turn is interrupted.
-type ItemSink interface {
-	ItemStarted(ctx context.Context, turnID string, item api.ThreadItem)
-	ItemCompleted(ctx context.Context, turnID string, item api.ThreadItem)
-}
-
-// FinalItemSink is implemented by the ItemSink of a turn: ItemCompletedFinal
-// is ItemCompleted for a call that announces nothing after its item (a
-// dynamic tool call), which lets the item of a round's last call be
-// committed together with the round's history rather than on its own.
-type FinalItemSink interface {
-	ItemCompletedFinal(ctx context.Context, turnID string, item api.ThreadItem)
+// ToolSink is the one way a tool speaks to its turn's subscribers. The
+// turn implements it; every notification it sends carries the turn's
+// thread and turn ids, which is why no method takes them. It is safe for
+// concurrent use, does not block on a slow client, and keeps working after
+// the turn was interrupted or ended (an exec session's item completes when
+// its process does). The ordering rule that holds its announcements against
+// the turn's own is roundCommitter's.
+//
+// Packages below turns (dynamic, files) declare the subset they use; the
+// registry's handlers reach Emit through registry.TurnContext.
+type ToolSink interface {
+	// ItemStarted announces a tool's item in its inProgress state
+	// (item/started); the item's StartedAtMs is used when set.
+	ItemStarted(item api.ThreadItem)
+	// ItemCompleted commits a tool's item in its final state, then
+	// announces it (item/completed); the item's CompletedAtMs is used when
+	// set. The commit is not cancelled by an interrupt.
+	ItemCompleted(item api.ThreadItem)
+	// ItemCompletedFinal is ItemCompleted for a call that announces
+	// nothing after its item (a dynamic tool call): the item of a round's
+	// last call is then committed with the round's history instead of on
+	// its own, and announced once that commit is done.
+	ItemCompletedFinal(item api.ThreadItem)
+	// CommandOutputDelta streams a piece of a commandExecution item's
+	// output (item/commandExecution/outputDelta).
+	CommandOutputDelta(itemID, delta string)
+	// TurnDiff records the turn's aggregate diff and announces it
+	// (turn/diff/updated); it is announced again after each token usage
+	// update of the turn.
+	TurnDiff(diff string)
+	// Emitter sends a registry handler's event (turn/plan/updated, a
+	// terminal interaction) with the thread and turn ids added.
+	registry.Emitter
 }
 
 // Defaults are the settings a thread gets when its client does not choose.

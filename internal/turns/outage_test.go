@@ -149,8 +149,8 @@ func TestStoreOutageLosesNothingAnnounced(t *testing.T) {
 				Store: st, Notifier: notes, Models: oneProvider{client},
 				Tools: func(tc turns.ToolContext) ([]registry.ConfiguredToolSpec, *registry.Registry, error) {
 					return noArgTools(false, map[string]registry.Handler{
-						"plain": itemTool{items: tc.Items},
-						"fast":  itemTool{items: tc.Items, final: true},
+						"plain": itemTool{items: tc.Sink},
+						"fast":  itemTool{items: tc.Sink, final: true},
 					})
 				},
 				Defaults: turns.Defaults{Model: "fake", ModelProvider: "fake", Cwd: t.TempDir()},

@@ -141,26 +141,3 @@ func (r *turnRun) flushResolved() {
 		r.t.emit("serverRequest/resolved", api.ServerRequestResolvedNotification{ThreadID: r.t.id, RequestID: id})
 	}
 }
-
-// setDiff records the turn's aggregate diff and announces it
-// (turn/diff/updated); it is announced again after every token usage
-// update of the turn, as the reference does.
-func (r *turnRun) setDiff(diff string) {
-	r.mu.Lock()
-	r.diff = diff
-	r.mu.Unlock()
-	r.emitDiff()
-}
-
-func (r *turnRun) emitDiff() {
-	r.mu.Lock()
-	diff := r.diff
-	r.mu.Unlock()
-	if diff == "" {
-		return
-	}
-	r.t.emit("turn/diff/updated", api.TurnDiffUpdatedNotification{ThreadID: r.t.id, TurnID: r.at.id, Diff: diff})
-}
-
-// notify sends a thread-scoped notification to the subscribers as is.
-func (r *turnRun) notify(method string, params any) { r.t.emit(method, params) }

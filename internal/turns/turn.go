@@ -555,7 +555,7 @@ func (r *turnRun) runTools(calls []model.InputItem) error {
 	d := r.registry.NewDispatcher(registry.DispatcherConfig{Turn: registry.TurnContext{
 		TurnID:  r.at.id,
 		Cwd:     r.at.settings.cwd,
-		Emitter: registry.EmitterFunc(r.emitToolEvent),
+		Emitter: r, // the turn's ToolSink
 	}})
 	round := make(map[string]bool, len(regCalls))
 	for _, c := range regCalls {
@@ -574,23 +574,6 @@ func (r *turnRun) runTools(calls []model.InputItem) error {
 		return context.Cause(r.at.ctx)
 	}
 	return nil
-}
-
-// emitToolEvent forwards a tool's event as a notification, adding the
-// thread and turn ids to its params.
-func (r *turnRun) emitToolEvent(_ context.Context, ev registry.Event) {
-	raw, err := json.Marshal(ev)
-	if err != nil {
-		r.t.m.log.Error("encode tool event", "method", ev.Method(), "err", err)
-		return
-	}
-	var params map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &params); err != nil || params == nil {
-		params = map[string]json.RawMessage{}
-	}
-	params["threadId"], _ = json.Marshal(r.t.id)
-	params["turnId"], _ = json.Marshal(r.at.id)
-	r.t.emit(ev.Method(), params)
 }
 
 // finish settles the turn: status persisted, then the status change and
@@ -711,15 +694,6 @@ func (r *turnRun) apiTurn(status api.TurnStatus, turnErr *api.TurnError, complet
 		}
 	}
 	return turn
-}
-
-// ItemStarted announces an item a tool started (turns.ItemSink).
-func (r *turnRun) ItemStarted(_ context.Context, turnID string, item api.ThreadItem) {
-	ms := r.t.m.now().UnixMilli()
-	if item.StartedAtMs != nil {
-		ms = *item.StartedAtMs
-	}
-	r.t.emit("item/started", api.ItemStartedNotification{Item: item, ThreadID: r.t.id, TurnID: turnID, StartedAtMs: ms})
 }
 
 // itemWebSearchCall is the output item of the hosted web_search tool: the

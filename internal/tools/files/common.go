@@ -1,7 +1,6 @@
 package files
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -20,15 +19,16 @@ import (
 // empty result leaves the call unconfined.
 type RootsFunc func(inv registry.Invocation) []string
 
-// ItemEmitter publishes the items a tool produces (the imageView item of
-// view_image). Its method set matches turns.ItemSink, so the ToolContext's
-// sink can be passed as is: ItemStarted announces the item, ItemCompleted
-// persists and announces its final state. Neither may block on a client.
-type ItemEmitter interface {
+// ItemSink publishes the items a tool produces (the imageView item of
+// view_image) to the turn the call belongs to; it is the part of the turns
+// layer's ToolSink this package uses, so the turn's sink is passed as is.
+// ItemStarted announces the item, ItemCompleted persists and announces its
+// final state. Neither may block on a client.
+type ItemSink interface {
 	// ItemStarted announces the item.
-	ItemStarted(ctx context.Context, turnID string, item api.ThreadItem)
+	ItemStarted(item api.ThreadItem)
 	// ItemCompleted persists and announces the item's final state.
-	ItemCompleted(ctx context.Context, turnID string, item api.ThreadItem)
+	ItemCompleted(item api.ThreadItem)
 }
 
 // functionArgs returns the raw arguments of a function payload.

@@ -17,8 +17,8 @@
 //
 // grep_files needs ripgrep (`rg`) on PATH; without it every call answers
 // "failed to launch rg: … Ensure ripgrep is installed and on PATH.".
-// view_image takes the turn's item sink (turns.ItemSink satisfies
-// ItemEmitter) for its imageView item. request_user_input takes an Asker
+// view_image takes the turn's sink (turns.ToolSink satisfies ItemSink)
+// for its imageView item. request_user_input takes an Asker
 // that sends item/tool/requestUserInput to the thread's client, sets the
 // thread status flag waitingOnUserInput while it waits, emits
 // serverRequest/resolved and returns ErrCancelled when no client answers;

@@ -57,7 +57,7 @@ func ViewImageSpec() registry.FunctionSpec {
 type ViewImage struct {
 	// Items, when set, receives the imageView item of each successful call
 	// (item/started then item/completed).
-	Items ItemEmitter
+	Items ItemSink
 	// MaxBytes caps the file size; 0 means DefaultMaxImageBytes.
 	MaxBytes int64
 	// MaxPixels caps width × height; 0 means DefaultMaxImagePixels.
@@ -114,10 +114,10 @@ func (h *ViewImage) Handle(ctx context.Context, inv registry.Invocation) (regist
 	if h.Items != nil {
 		startMs := started.UnixMilli()
 		item := api.ThreadItem{Body: &api.ImageViewItem{ID: inv.CallID, Path: abs}, StartedAtMs: &startMs}
-		h.Items.ItemStarted(ctx, inv.Turn.TurnID, item)
+		h.Items.ItemStarted(item)
 		doneMs := h.now().UnixMilli()
 		item.CompletedAtMs = &doneMs
-		h.Items.ItemCompleted(context.WithoutCancel(ctx), inv.Turn.TurnID, item)
+		h.Items.ItemCompleted(item)
 	}
 	return registry.ContentOutput([]registry.ContentItem{registry.InputImage(url)}, true), nil
 }

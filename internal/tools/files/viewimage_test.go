@@ -2,7 +2,6 @@ package files
 
 import (
 	"bytes"
-	"context"
 	"encoding/base64"
 	"encoding/json"
 	"image"
@@ -26,17 +25,17 @@ type itemLog struct {
 	items  []api.ThreadItem
 }
 
-func (l *itemLog) ItemStarted(_ context.Context, turnID string, item api.ThreadItem) {
+func (l *itemLog) ItemStarted(item api.ThreadItem) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.events = append(l.events, "started:"+turnID)
+	l.events = append(l.events, "started")
 	l.items = append(l.items, item)
 }
 
-func (l *itemLog) ItemCompleted(_ context.Context, turnID string, item api.ThreadItem) {
+func (l *itemLog) ItemCompleted(item api.ThreadItem) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.events = append(l.events, "completed:"+turnID)
+	l.events = append(l.events, "completed")
 	l.items = append(l.items, item)
 }
 
@@ -107,7 +106,7 @@ func TestViewImageAttachesDataURL(t *testing.T) {
 	// The imageView item: started then completed, id = call id, absolute path.
 	log.mu.Lock()
 	defer log.mu.Unlock()
-	if strings.Join(log.events, ",") != "started:turn-1,completed:turn-1" {
+	if strings.Join(log.events, ",") != "started,completed" {
 		t.Fatalf("events %v", log.events)
 	}
 	iv, ok := log.items[1].Body.(*api.ImageViewItem)

@@ -91,18 +91,17 @@ func (tt *turnTools) approvalParams(it *api.CommandExecutionItem, reason string,
 	return p
 }
 
-// completeItem completes a commandExecution item now.
-func (s *Service) completeItem(items turns.ItemSink, turnID string, it *api.CommandExecutionItem, startedMs int64) {
+// completeItem completes a commandExecution item now, through the sink of
+// the turn that started it.
+func (s *Service) completeItem(sink turns.ToolSink, it *api.CommandExecutionItem, startedMs int64) {
 	done := s.nowMs()
-	items.ItemCompleted(context.Background(), turnID, api.ThreadItem{Body: it, StartedAtMs: &startedMs, CompletedAtMs: &done})
+	sink.ItemCompleted(api.ThreadItem{Body: it, StartedAtMs: &startedMs, CompletedAtMs: &done})
 }
 
 // outputDelta streams a shell command's output as
 // item/commandExecution/outputDelta (plain text).
 func (tt *turnTools) outputDelta(_ context.Context, inv registry.Invocation, d shell.OutputDelta) {
-	tt.tc.Notify("item/commandExecution/outputDelta", api.ItemDeltaNotification{
-		ThreadID: tt.tc.ThreadID, TurnID: tt.tc.TurnID, ItemID: inv.CallID, Delta: string(d.Data),
-	})
+	tt.tc.Sink.CommandOutputDelta(inv.CallID, string(d.Data))
 }
 
 // Run implements shell.Runner: the policy flow of shell.PolicyRunner
@@ -120,7 +119,7 @@ func (tt *turnTools) Run(ctx context.Context, req shell.RunRequest) (shell.ExecR
 		if !started {
 			started = true
 			startedMs = s.nowMs()
-			tt.tc.Items.ItemStarted(context.Background(), tt.tc.TurnID, api.ThreadItem{Body: it, StartedAtMs: &startedMs})
+			tt.tc.Sink.ItemStarted(api.ThreadItem{Body: it, StartedAtMs: &startedMs})
 		}
 	}
 	plan := policy.PlanExec(policy.ExecRequest{
@@ -173,7 +172,7 @@ func (tt *turnTools) Run(ctx context.Context, req shell.RunRequest) (shell.ExecR
 			it.AggregatedOutput, it.DurationMs = &out, &dur
 		}
 	}
-	s.completeItem(tt.tc.Items, tt.tc.TurnID, it, startedMs)
+	s.completeItem(tt.tc.Sink, it, startedMs)
 	if errors.Is(err, shell.ErrInterruptTurn) {
 		// Interrupted first: the turn's end announces the status.
 		tt.tc.Interrupt()

@@ -36,7 +36,6 @@ func TestCommandItemLifeCycle(t *testing.T) {
 		require.Len(t, evs, 2, "one item, started then completed")
 		start, done := evs[0], evs[1]
 		require.False(t, start.completed)
-		require.Equal(t, "turn-1", start.turnID)
 		require.Equal(t, "call_1", start.command.ID)
 		require.Equal(t, api.StatusInProgress, start.command.Status)
 		require.Equal(t, api.CommandSourceAgent, start.command.Source)

@@ -17,10 +17,9 @@ import (
 // starts at the approval request or when the process is spawned, and
 // completes when the process ends (possibly after the call returned).
 type execItem struct {
-	items     turns.ItemSink
-	notify    func(method string, params any)
-	threadID  string
-	turnID    string
+	// sink is the sink of the turn that started the session; the item
+	// ends there even when the process outlives that turn.
+	sink      turns.ToolSink
 	item      *api.CommandExecutionItem
 	startedMs int64
 	started   bool
@@ -52,7 +51,7 @@ func (e *execTool) Handle(ctx context.Context, inv registry.Invocation) (registr
 		s.mu.Unlock()
 		if ei != nil && ei.started {
 			ei.item.Status = api.StatusFailed
-			s.completeItem(ei.items, ei.turnID, ei.item, ei.startedMs)
+			s.completeItem(ei.sink, ei.item, ei.startedMs)
 		}
 	}
 	return out, err
@@ -74,8 +73,7 @@ func (tt *turnTools) execPrepare(ctx context.Context, inv registry.Invocation, a
 		return nil, errors.New(plan.Reason)
 	}
 	ei := &execItem{
-		items: tt.tc.Items, notify: tt.tc.Notify, threadID: tt.tc.ThreadID, turnID: tt.tc.TurnID,
-		item: commandItem(inv.CallID, req.Argv, req.Cwd, api.CommandSourceAgent), startedMs: s.nowMs(),
+		sink: tt.tc.Sink, item: commandItem(inv.CallID, req.Argv, req.Cwd, api.CommandSourceAgent), startedMs: s.nowMs(),
 	}
 	sandboxed := plan.Action == policy.ActionSkip
 	if plan.Action == policy.ActionNeedsApproval {
@@ -84,7 +82,7 @@ func (tt *turnTools) execPrepare(ctx context.Context, inv registry.Invocation, a
 		d := tt.ask(ctx, "item/commandExecution/requestApproval", params, func() {
 			ei.started, ei.startedMs = true, s.nowMs()
 			params.StartedAtMs = ei.startedMs
-			tt.tc.Items.ItemStarted(ctx, tt.tc.TurnID, api.ThreadItem{Body: ei.item, StartedAtMs: &ei.startedMs})
+			tt.tc.Sink.ItemStarted(api.ThreadItem{Body: ei.item, StartedAtMs: &ei.startedMs})
 		}, out)
 		res := policy.Resolve(plan, d, tt.tc.Approvals)
 		if len(res.PersistAllowPrefix) > 0 {
@@ -93,7 +91,7 @@ func (tt *turnTools) execPrepare(ctx context.Context, inv registry.Invocation, a
 		if !res.Run {
 			var err error
 			ei.item.Status, err = out.rejection("exec command", errors.New(res.Message))
-			s.completeItem(ei.items, ei.turnID, ei.item, ei.startedMs)
+			s.completeItem(ei.sink, ei.item, ei.startedMs)
 			if res.InterruptTurn {
 				tt.tc.Interrupt()
 			}
@@ -154,7 +152,7 @@ func (o execObserver) SessionStarted(info execsession.SessionInfo) {
 	startedMs := ei.startedMs
 	s.mu.Unlock()
 	if start {
-		ei.items.ItemStarted(context.Background(), ei.turnID, api.ThreadItem{Body: &item, StartedAtMs: &startedMs})
+		ei.sink.ItemStarted(api.ThreadItem{Body: &item, StartedAtMs: &startedMs})
 	}
 }
 
@@ -164,9 +162,7 @@ func (o execObserver) SessionOutput(info execsession.SessionInfo, chunk []byte) 
 	if ei == nil {
 		return
 	}
-	ei.notify("item/commandExecution/outputDelta", api.ItemDeltaNotification{
-		ThreadID: ei.threadID, TurnID: ei.turnID, ItemID: info.CallID, Delta: string(chunk),
-	})
+	ei.sink.CommandOutputDelta(info.CallID, string(chunk))
 }
 
 // SessionEnded completes the item with the process's exit code and
@@ -189,5 +185,5 @@ func (o execObserver) SessionEnded(info execsession.SessionInfo, end execsession
 	if end.ExitCode != 0 {
 		ei.item.Status = api.StatusFailed
 	}
-	s.completeItem(ei.items, ei.turnID, ei.item, ei.startedMs)
+	s.completeItem(ei.sink, ei.item, ei.startedMs)
 }

@@ -62,7 +62,6 @@ func (c *testClock) Now() time.Time {
 // published (the tools keep mutating their item structs afterwards).
 type sinkEvent struct {
 	completed bool
-	turnID    string
 	command   *api.CommandExecutionItem
 	file      *api.FileChangeItem
 	startedMs *int64
@@ -71,17 +70,25 @@ type sinkEvent struct {
 	raised int
 }
 
-// fakeSink is the turn's turns.ItemSink.
+// fakeSink is the turn's turns.ToolSink: it keeps the items, output deltas,
+// diffs and handler events the tools send.
 type fakeSink struct {
 	mu     sync.Mutex
 	events []sinkEvent
+	deltas []delta
+	diffs  []string
 	client *fakeClient
-	// changed is signalled after every event.
+	// changed is signalled after every item event.
 	changed chan struct{}
 }
 
-func (s *fakeSink) record(completed bool, turnID string, it api.ThreadItem) {
-	ev := sinkEvent{completed: completed, turnID: turnID, startedMs: it.StartedAtMs, doneMs: it.CompletedAtMs, raised: s.client.raisedNow()}
+// delta is one item/commandExecution/outputDelta a tool sent.
+type delta struct{ itemID, text string }
+
+var _ turns.ToolSink = (*fakeSink)(nil)
+
+func (s *fakeSink) record(completed bool, it api.ThreadItem) {
+	ev := sinkEvent{completed: completed, startedMs: it.StartedAtMs, doneMs: it.CompletedAtMs, raised: s.client.raisedNow()}
 	switch b := it.Body.(type) {
 	case *api.CommandExecutionItem:
 		c := *b
@@ -99,13 +106,28 @@ func (s *fakeSink) record(completed bool, turnID string, it api.ThreadItem) {
 	}
 }
 
-func (s *fakeSink) ItemStarted(_ context.Context, turnID string, it api.ThreadItem) {
-	s.record(false, turnID, it)
+func (s *fakeSink) ItemStarted(it api.ThreadItem)   { s.record(false, it) }
+func (s *fakeSink) ItemCompleted(it api.ThreadItem) { s.record(true, it) }
+
+// ItemCompletedFinal is recorded as ItemCompleted: the two differ only in
+// when the turn commits the item.
+func (s *fakeSink) ItemCompletedFinal(it api.ThreadItem) { s.record(true, it) }
+
+func (s *fakeSink) CommandOutputDelta(itemID, text string) {
+	s.mu.Lock()
+	s.deltas = append(s.deltas, delta{itemID, text})
+	s.mu.Unlock()
 }
 
-func (s *fakeSink) ItemCompleted(_ context.Context, turnID string, it api.ThreadItem) {
-	s.record(true, turnID, it)
+func (s *fakeSink) TurnDiff(d string) {
+	s.mu.Lock()
+	s.diffs = append(s.diffs, d)
+	s.mu.Unlock()
 }
+
+// Emit discards the registry handlers' events (update_plan, write_stdin):
+// they are the turns layer's and those handlers' to test.
+func (s *fakeSink) Emit(context.Context, registry.Event) {}
 
 func (s *fakeSink) snapshot() []sinkEvent {
 	s.mu.Lock()
@@ -200,12 +222,6 @@ func decision(d string) answerFunc {
 	}
 }
 
-// note is one thread notification a tool sent.
-type note struct {
-	method string
-	params any
-}
-
 // turn is one turn's tool context with fakes behind every interface the
 // turns layer hands the tools.
 type turn struct {
@@ -217,8 +233,6 @@ type turn struct {
 	specs   []registry.ConfiguredToolSpec
 	reg     *registry.Registry
 	mu      sync.Mutex
-	notes   []note
-	diffs   []string
 	stopped int // Interrupt calls
 }
 
@@ -263,23 +277,13 @@ func newTurn(t *testing.T, s *Service, cwd string, o turnOpts) *turn {
 	client := &fakeClient{answer: o.answer, raised: map[api.ThreadActiveFlag]int{}}
 	tu := &turn{t: t, s: s, client: client, sink: &fakeSink{client: client, changed: make(chan struct{}, 1)}}
 	tu.tc = turns.ToolContext{
-		ThreadID: o.threadID, TurnID: "turn-1", Cwd: cwd, Items: tu.sink,
+		ThreadID: o.threadID, TurnID: "turn-1", Cwd: cwd, Sink: tu.sink,
 		Model: o.model, ApprovalPolicy: api.AskForApproval{Policy: api.ApprovalPolicy(o.approval)},
 		Sandbox:           api.SandboxPolicy{Type: o.sandbox},
 		CollaborationMode: o.mode, Approvals: o.approvals, Client: client,
-		Notify: func(method string, params any) {
-			tu.mu.Lock()
-			tu.notes = append(tu.notes, note{method, params})
-			tu.mu.Unlock()
-		},
 		Interrupt: func() {
 			tu.mu.Lock()
 			tu.stopped++
-			tu.mu.Unlock()
-		},
-		TurnDiff: func(d string) {
-			tu.mu.Lock()
-			tu.diffs = append(tu.diffs, d)
 			tu.mu.Unlock()
 		},
 	}
@@ -292,7 +296,7 @@ func newTurn(t *testing.T, s *Service, cwd string, o turnOpts) *turn {
 // call dispatches one call as the turn's agent loop does.
 func (tu *turn) call(ctx context.Context, callID, name string, payload registry.Payload) registry.Output {
 	tu.t.Helper()
-	d := tu.reg.NewDispatcher(registry.DispatcherConfig{Turn: registry.TurnContext{TurnID: tu.tc.TurnID, Cwd: tu.tc.Cwd}})
+	d := tu.reg.NewDispatcher(registry.DispatcherConfig{Turn: registry.TurnContext{TurnID: tu.tc.TurnID, Cwd: tu.tc.Cwd, Emitter: tu.sink}})
 	item, err := d.Dispatch(ctx, registry.Call{CallID: callID, Name: name, Payload: payload})
 	require.NoError(tu.t, err)
 	return item.Output
@@ -313,19 +317,19 @@ func (tu *turn) interrupts() int {
 }
 
 func (tu *turn) turnDiffs() []string {
-	tu.mu.Lock()
-	defer tu.mu.Unlock()
-	return append([]string(nil), tu.diffs...)
+	tu.sink.mu.Lock()
+	defer tu.sink.mu.Unlock()
+	return append([]string(nil), tu.sink.diffs...)
 }
 
-// deltas joins the outputDelta notifications of item id.
+// deltas joins the output deltas of item id.
 func (tu *turn) deltas(id string) string {
-	tu.mu.Lock()
-	defer tu.mu.Unlock()
+	tu.sink.mu.Lock()
+	defer tu.sink.mu.Unlock()
 	out := ""
-	for _, n := range tu.notes {
-		if d, ok := n.params.(api.ItemDeltaNotification); ok && n.method == "item/commandExecution/outputDelta" && d.ItemID == id {
-			out += d.Delta
+	for _, d := range tu.sink.deltas {
+		if d.itemID == id {
+			out += d.text
 		}
 	}
 	return out

@@ -17,9 +17,10 @@ func (s *Service) mcpTurn(tc turns.ToolContext) *mcp.Turn {
 	tt := s.newTurnTools(tc)
 	never := tt.approval.Mode == policy.Never ||
 		(tt.approval.Mode == policy.Granular && !tt.approval.Granular.McpElicitations)
-	t := &mcp.Turn{ThreadID: tc.ThreadID, TurnID: tc.TurnID, Notify: tc.Notify, NeverAsk: never}
-	if tc.Items != nil {
-		t.Items = tc.Items
+	t := &mcp.Turn{ThreadID: tc.ThreadID, TurnID: tc.TurnID, NeverAsk: never}
+	if tc.Sink != nil {
+		t.Items = mcpItems{tc.Sink}
+		t.Progress = func(n api.McpToolCallProgressNotification) { tc.Sink.Emit(context.Background(), mcpProgress{n}) }
 	}
 	if tc.Client != nil {
 		t.Asker = mcpAsker{tc.Client}
@@ -39,3 +40,23 @@ func (a mcpAsker) Ask(ctx context.Context, method string, params any) (json.RawM
 	}
 	return res, err
 }
+
+// mcpItems lends the turn's sink to the MCP tools, which name their turn
+// (the sink's own) and a context the sink does not need.
+type mcpItems struct{ s turns.ToolSink }
+
+func (m mcpItems) ItemStarted(_ context.Context, _ string, it api.ThreadItem) {
+	m.s.ItemStarted(it)
+}
+
+func (m mcpItems) ItemCompleted(_ context.Context, _ string, it api.ThreadItem) {
+	m.s.ItemCompleted(it)
+}
+
+// mcpProgress is a server's progress report as a tool event.
+type mcpProgress struct {
+	api.McpToolCallProgressNotification
+}
+
+// Method implements registry.Event.
+func (mcpProgress) Method() string { return api.MethodMcpToolCallProgress }

@@ -78,7 +78,7 @@ func (tt *turnTools) patchPlanned(ctx context.Context, inv registry.Invocation, 
 	tt.mu.Lock()
 	tt.patches[inv.CallID] = pc
 	tt.mu.Unlock()
-	tt.tc.Items.ItemStarted(ctx, tt.tc.TurnID, api.ThreadItem{Body: pc.item, StartedAtMs: &pc.startedMs})
+	tt.tc.Sink.ItemStarted(api.ThreadItem{Body: pc.item, StartedAtMs: &pc.startedMs})
 	if pl.Action != policy.ActionNeedsApproval {
 		return nil
 	}
@@ -110,7 +110,7 @@ func (tt *turnTools) completePatch(callID string) {
 		return
 	}
 	done := tt.s.nowMs()
-	tt.tc.Items.ItemCompleted(context.Background(), tt.tc.TurnID, api.ThreadItem{Body: pc.item, StartedAtMs: &pc.startedMs, CompletedAtMs: &done})
+	tt.tc.Sink.ItemCompleted(api.ThreadItem{Body: pc.item, StartedAtMs: &pc.startedMs, CompletedAtMs: &done})
 }
 
 // patchFinished completes the fileChange item and, for an applied patch,
@@ -129,7 +129,7 @@ func (tt *turnTools) patchFinished(_ context.Context, inv registry.Invocation, p
 	tt.completePatch(inv.CallID)
 	if err == nil {
 		tt.tracker.Track(plan)
-		tt.tc.TurnDiff(tt.tracker.Diff())
+		tt.tc.Sink.TurnDiff(tt.tracker.Diff())
 	}
 }
 

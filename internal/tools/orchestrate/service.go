@@ -200,7 +200,7 @@ func (s *Service) Build(tc turns.ToolContext) ([]registry.ConfiguredToolSpec, *r
 	if err != nil {
 		return nil, nil, err
 	}
-	h := dynamic.NewHandler(dynamic.HandlerConfig{ThreadID: tc.ThreadID, Tools: tools, Broker: s.broker, Items: tc.Items, Logger: s.log})
+	h := dynamic.NewHandler(dynamic.HandlerConfig{ThreadID: tc.ThreadID, Tools: tools, Broker: s.broker, Items: tc.Sink, Logger: s.log})
 	if err := tools.AddTo(b, h); err != nil {
 		return nil, nil, err
 	}

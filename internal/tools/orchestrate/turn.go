@@ -92,7 +92,7 @@ func (s *Service) register(b *registry.Builder, tc turns.ToolContext) error {
 		(&files.ReadFile{}).Register,
 		(&files.ListDir{}).Register,
 		(&files.GrepFiles{}).Register,
-		(&files.ViewImage{Items: tc.Items}).Register,
+		(&files.ViewImage{Items: tc.Sink}).Register,
 	} {
 		if err := reg(b); err != nil {
 			return err
