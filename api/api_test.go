@@ -425,7 +425,7 @@ func TestUnionDecodings(t *testing.T) {
 	})
 }
 
-// protocolCoreMethods are the client methods of protocol.md §4 and §9.1.
+// protocolCoreMethods are the client methods of docs/protocol.md §4 and §9.1.
 var protocolCoreMethods = []string{
 	"initialize", "thread/start", "thread/resume", "thread/fork", "thread/archive",
 	"thread/unarchive", "thread/list", "thread/read", "thread/turns/list",

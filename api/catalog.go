@@ -30,7 +30,7 @@ const (
 	InputAudio InputModality = "audio"
 )
 
-// Model describes one selectable model (protocol.md §4.15).
+// Model describes one selectable model (docs/protocol.md §4.15).
 type Model struct {
 	// ID is the model's identifier.
 	ID string `json:"id"`

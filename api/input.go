@@ -27,7 +27,7 @@ const (
 	ImageDetailOriginal ImageDetail = "original"
 )
 
-// UserInput is one piece of user input, tagged by type (protocol.md §3.4).
+// UserInput is one piece of user input, tagged by type (docs/protocol.md §3.4).
 // It is a flat struct holding the union of the variants' fields; MarshalJSON
 // writes exactly the keys of the selected variant: text always carries
 // text_elements (an array, never null); image and audio carry url or fileId

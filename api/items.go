@@ -45,7 +45,7 @@ type ThreadItemBody interface {
 	ItemID() string
 }
 
-// ThreadItem is one unit of a turn (protocol.md §6): a tagged union on
+// ThreadItem is one unit of a turn (docs/protocol.md §6): a tagged union on
 // "type" whose variant lives in Body, plus the startedAtMs / completedAtMs
 // keys common to every variant.
 //

@@ -7,7 +7,7 @@ import (
 	"strconv"
 )
 
-// JSON-RPC error codes used by the protocol (protocol.md §2.4).
+// JSON-RPC error codes used by the protocol (docs/protocol.md §2.4).
 const (
 	// CodeParseError is defined by JSON-RPC but never sent: bad frames are dropped.
 	CodeParseError = -32700

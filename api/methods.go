@@ -208,7 +208,7 @@ var LegacyClientMethods = []string{
 	"gitDiffToRemote",
 }
 
-// Client→server request methods that appserver implements (protocol.md §4, §9.1).
+// Client→server request methods that appserver implements (docs/protocol.md §4, §9.1).
 const (
 	// MethodInitialize opens the session and negotiates capabilities.
 	MethodInitialize = "initialize"
@@ -280,7 +280,7 @@ const (
 	MethodInitialized = "initialized"
 )
 
-// Server→client notification methods (protocol.md §4.19, §5).
+// Server→client notification methods (docs/protocol.md §4.19, §5).
 const (
 	// MethodThreadStarted announces a new thread to every connection.
 	MethodThreadStarted = "thread/started"
@@ -350,7 +350,7 @@ const (
 	MethodCommandExecOutputDelta = "command/exec/outputDelta"
 )
 
-// Server→client request methods (protocol.md §7).
+// Server→client request methods (docs/protocol.md §7).
 const (
 	// MethodCommandExecutionRequestApproval asks the client to approve a command.
 	MethodCommandExecutionRequestApproval = "item/commandExecution/requestApproval"

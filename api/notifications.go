@@ -1,6 +1,6 @@
 package api
 
-// Notification params of protocol.md §5. Every notification frame also
+// Notification params of docs/protocol.md §5. Every notification frame also
 // carries a top-level "emittedAtMs" next to "method" and "params"; that
 // envelope belongs to the transport.
 

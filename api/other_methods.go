@@ -2,7 +2,7 @@ package api
 
 import "encoding/json"
 
-// SkillsListParams are the params of skills/list (protocol.md §4.16).
+// SkillsListParams are the params of skills/list (docs/protocol.md §4.16).
 type SkillsListParams struct {
 	// Cwds are the directories to list skills for; omitted means the server cwd.
 	Cwds []string `json:"cwds,omitempty"`
@@ -111,7 +111,7 @@ type SkillErrorInfo struct {
 	Message string `json:"message"`
 }
 
-// McpServerStatusListParams are the params of mcpServerStatus/list (protocol.md §4.17).
+// McpServerStatusListParams are the params of mcpServerStatus/list (docs/protocol.md §4.17).
 type McpServerStatusListParams struct {
 	// Cursor is an opaque paging cursor, or null.
 	Cursor *string `json:"cursor,omitempty"`
@@ -161,7 +161,7 @@ type McpServerStatus struct {
 	AuthStatus string `json:"authStatus"`
 }
 
-// McpServerToolCallParams are the params of mcpServer/tool/call (protocol.md §4.18).
+// McpServerToolCallParams are the params of mcpServer/tool/call (docs/protocol.md §4.18).
 type McpServerToolCallParams struct {
 	// ThreadID is the thread; required.
 	ThreadID string `json:"threadId"`
@@ -206,7 +206,7 @@ type McpResourceReadResult struct {
 // McpServerRefreshResult is the (empty) result of config/mcpServer/reload.
 type McpServerRefreshResult struct{}
 
-// CommandExecParams are the params of command/exec (protocol.md §4.19).
+// CommandExecParams are the params of command/exec (docs/protocol.md §4.19).
 type CommandExecParams struct {
 	// Command is argv; required and non-empty.
 	Command []string `json:"command"`

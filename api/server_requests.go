@@ -16,7 +16,7 @@ const (
 )
 
 // CommandExecutionRequestApprovalParams are the params of the server request
-// item/commandExecution/requestApproval (protocol.md §7.1). Optional keys are
+// item/commandExecution/requestApproval (docs/protocol.md §7.1). Optional keys are
 // omitted when nil, as 0.169.0 does.
 type CommandExecutionRequestApprovalParams struct {
 	// Kind says what is being approved.
@@ -177,7 +177,7 @@ type CommandExecutionRequestApprovalResult struct {
 }
 
 // FileChangeRequestApprovalParams are the params of the server request
-// item/fileChange/requestApproval (protocol.md §7.2).
+// item/fileChange/requestApproval (docs/protocol.md §7.2).
 type FileChangeRequestApprovalParams struct {
 	// ThreadID is the thread.
 	ThreadID string `json:"threadId"`
@@ -203,7 +203,7 @@ type FileChangeRequestApprovalResult struct {
 }
 
 // ToolRequestUserInputParams are the params of the server request
-// item/tool/requestUserInput (protocol.md §7.3).
+// item/tool/requestUserInput (docs/protocol.md §7.3).
 type ToolRequestUserInputParams struct {
 	// ThreadID is the thread.
 	ThreadID string `json:"threadId"`
@@ -255,7 +255,7 @@ type ToolRequestUserInputAnswer struct {
 	Answers List[string] `json:"answers"`
 }
 
-// DynamicToolCallParams are the params of the server request item/tool/call (protocol.md §7.4).
+// DynamicToolCallParams are the params of the server request item/tool/call (docs/protocol.md §7.4).
 type DynamicToolCallParams struct {
 	// ThreadID is the thread.
 	ThreadID string `json:"threadId"`
@@ -334,7 +334,7 @@ const (
 	DynamicToolNamespace DynamicToolSpecType = "namespace"
 )
 
-// DynamicToolSpec registers a client tool (protocol.md §7.5): a function
+// DynamicToolSpec registers a client tool (docs/protocol.md §7.5): a function
 // {type, name, description, inputSchema, deferLoading?} or a namespace
 // {type, name, description, tools: function specs}. A missing type decodes
 // as "" and should be treated as a function, as 0.169.0 does.

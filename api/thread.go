@@ -14,7 +14,7 @@ const (
 	HistoryPaginated ThreadHistoryMode = "paginated"
 )
 
-// Thread is a conversation (protocol.md §3.1); every field is always written.
+// Thread is a conversation (docs/protocol.md §3.1); every field is always written.
 type Thread struct {
 	// ID is the thread's UUIDv7.
 	ID string `json:"id"`
@@ -246,7 +246,7 @@ const (
 	ItemsFull      TurnItemsView = "full"
 )
 
-// Turn is one user request and the agent's work on it (protocol.md §3.3).
+// Turn is one user request and the agent's work on it (docs/protocol.md §3.3).
 type Turn struct {
 	// ID is the turn's UUIDv7.
 	ID string `json:"id"`

@@ -14,7 +14,7 @@ const (
 	StartSourceClear   ThreadStartSource = "clear"
 )
 
-// ThreadStartParams are the params of thread/start (protocol.md §4.2).
+// ThreadStartParams are the params of thread/start (docs/protocol.md §4.2).
 type ThreadStartParams struct {
 	// Model overrides the model, or null.
 	Model *string `json:"model,omitempty"`
@@ -112,7 +112,7 @@ type ActivePermissionProfile struct {
 	Extends *string `json:"extends"`
 }
 
-// ThreadResumeParams are the params of thread/resume (protocol.md §4.3).
+// ThreadResumeParams are the params of thread/resume (docs/protocol.md §4.3).
 type ThreadResumeParams struct {
 	// ThreadID is the thread to resume; required.
 	ThreadID string `json:"threadId"`
@@ -202,7 +202,7 @@ type TurnsPage struct {
 	BackwardsCursor *string `json:"backwardsCursor"`
 }
 
-// ThreadForkParams are the params of thread/fork (protocol.md §4.4).
+// ThreadForkParams are the params of thread/fork (docs/protocol.md §4.4).
 type ThreadForkParams struct {
 	// ThreadID is the source thread; required.
 	ThreadID string `json:"threadId"`
@@ -268,7 +268,7 @@ type ThreadUnarchiveResult struct {
 	Thread Thread `json:"thread"`
 }
 
-// ThreadListParams are the params of thread/list (protocol.md §4.6).
+// ThreadListParams are the params of thread/list (docs/protocol.md §4.6).
 type ThreadListParams struct {
 	// Cursor is an opaque paging cursor, or null.
 	Cursor *string `json:"cursor,omitempty"`
@@ -491,7 +491,7 @@ type ThreadUnsubscribeResult struct {
 	Status ThreadUnsubscribeStatus `json:"status"`
 }
 
-// TurnStartParams are the params of turn/start (protocol.md §4.12).
+// TurnStartParams are the params of turn/start (docs/protocol.md §4.12).
 type TurnStartParams struct {
 	// ThreadID is the thread; required.
 	ThreadID string `json:"threadId"`

@@ -138,7 +138,7 @@ func TestCommandExecStreamStdin(t *testing.T) {
 		"command": []string{"cat"}, "processId": "in1", "streamStdin": true,
 	})
 	// Sent at once, without waiting for any output: requests naming the
-	// same process id are served in arrival order (protocol.md §2.5), so
+	// same process id are served in arrival order (docs/protocol.md §2.5), so
 	// the write waits until command/exec has registered the process.
 	x.ok("command/exec/write", map[string]any{"processId": "in1", "deltaBase64": b64("hello\n")})
 	x.ok("command/exec/write", map[string]any{"processId": "in1", "deltaBase64": b64("world\n"), "closeStdin": true})

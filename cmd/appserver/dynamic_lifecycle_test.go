@@ -523,7 +523,7 @@ const dtReference = `
 `
 
 // dtNoise are the notifications 0.169.0 sends around a turn that appserver
-// does not (protocol.md §8: optional noise clients tolerate).
+// does not (docs/protocol.md §8: optional noise clients tolerate).
 var dtNoise = map[string]bool{"warning": true, "account/rateLimits/updated": true, "thread/readState/changed": true}
 
 // dtUsage is the reference fake model's usage for every response.

@@ -43,7 +43,7 @@ type knownDifferences struct {
 }
 
 // referenceNoise is what 0.169.0 sends around a turn that appserver does
-// not (protocol.md §8: clients tolerate it, we need not send it).
+// not (docs/protocol.md §8: clients tolerate it, we need not send it).
 var referenceNoise = []string{"warning", "account/rateLimits/updated", "thread/readState/changed"}
 
 const goldenUsage = `"usage":{"input_tokens":120,"cached_input_tokens":20,"output_tokens":30,"reasoning_output_tokens":10,"total_tokens":150}`
@@ -95,7 +95,7 @@ var goldenCases = []goldenCase{
 //     found…") before the turn/start response, `account/rateLimits/updated`
 //     after each `thread/tokenUsage/updated` and `thread/readState/changed`
 //     before the final `thread/status/changed`; appserver sends none of
-//     them (protocol.md §8: optional noise);
+//     them (docs/protocol.md §8: optional noise);
 //   - `thread/tokenUsage/updated` `tokenUsage.modelContextWindow` is a
 //     number in the reference (258400, from codex's fallback model
 //     metadata) and null from appserver, which does not know the window of
@@ -120,7 +120,7 @@ var goldenCases = []goldenCase{
 //     thread/started, which the reference broadcast late (after turn/start
 //     had been sent), was removed from the stored reference.
 //
-// As in 0.169.0 (threads.jsonl dynamic-tool and shell turns; protocol.md
+// As in 0.169.0 (threads.jsonl dynamic-tool and shell turns; docs/protocol.md
 // §8.1), a response's thread/tokenUsage/updated follows its tool calls, so
 // turn/plan/updated comes before it.
 func TestGoldenTranscripts(t *testing.T) {

@@ -195,7 +195,7 @@ func skCall(callID, name string, args any) fakemodel.ToolCall {
 	return fakemodel.ToolCall{CallID: callID, Name: name, Arguments: raw}
 }
 
-// The wire shapes of the skills tools (tools.md §6.1).
+// The wire shapes of the skills tools (docs/tools.md §6.1).
 type (
 	skAuthority struct {
 		Kind string `json:"kind"`

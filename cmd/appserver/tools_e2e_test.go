@@ -83,7 +83,7 @@ func teInput(threadID, text string) map[string]any {
 // teNormalise renders frames as comparable lines: method, item type and
 // status, status type and flags. Noise the reference sends and we do not
 // (warning, rate limits, read state, settings) and output deltas (timing
-// dependent: "may miss early output", protocol.md §8.1) are left out.
+// dependent: "may miss early output", docs/protocol.md §8.1) are left out.
 func teNormalise(t *testing.T, frames []frame) []string {
 	t.Helper()
 	var out []string

@@ -260,7 +260,7 @@ func (a *Authenticator) Check(r *http.Request) *Failure {
 
 // Middleware rejects requests that fail Check with the 401 codex sends and
 // passes the others to next. Wrap only the websocket upgrade: health probes
-// are not behind auth (protocol.md §1.1).
+// are not behind auth (docs/protocol.md §1.1).
 func (a *Authenticator) Middleware(next http.Handler) http.Handler {
 	if !a.Enabled() {
 		return next

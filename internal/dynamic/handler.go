@@ -75,7 +75,7 @@ func NewHandler(cfg HandlerConfig) *Handler {
 // Kind returns registry.PayloadFunction.
 func (h *Handler) Kind() registry.PayloadKind { return registry.PayloadFunction }
 
-// IsMutating returns true: a client tool may do anything (tools.md §1.8).
+// IsMutating returns true: a client tool may do anything (docs/tools.md §1.8).
 func (h *Handler) IsMutating(context.Context, registry.Invocation) bool { return true }
 
 // Handle runs one call:

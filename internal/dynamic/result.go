@@ -14,7 +14,7 @@ import (
 
 // The texts the reference substitutes for an unusable client answer, and the
 // one it gives the model when a call ends without an answer
-// (protocol.md §7.4, tools.md §5).
+// (docs/protocol.md §7.4, docs/tools.md §5).
 const (
 	// RequestFailedText replaces the result when the client answered
 	// item/tool/call with a JSON-RPC error.

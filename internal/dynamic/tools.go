@@ -500,7 +500,7 @@ func (t *Tools) Lookup(namespace, name string) (*Tool, bool) {
 
 // AddTo registers every dynamic tool on b, deferred ones included, with h as
 // their handler. Top-level functions become FunctionSpecs, namespaces
-// NamespaceSpecs; none is parallel-capable (tools.md §5). Deferred functions
+// NamespaceSpecs; none is parallel-capable (docs/tools.md §5). Deferred functions
 // carry DeferLoading; pass the builder's spec list through OfferedSpecs
 // before sending it to the model. A clash with a name registered earlier on
 // b is returned as the builder's error.

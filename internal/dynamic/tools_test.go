@@ -22,7 +22,7 @@ func decodeSpecs(t *testing.T, s string) []api.DynamicToolSpec {
 }
 
 // tuiTools is what codex-tui 0.169.0 registers on its startup thread
-// (protocol.md §7.5), abridged.
+// (docs/protocol.md §7.5), abridged.
 const tuiTools = `[{"type":"namespace","name":"codex_tui","description":"TUI tools","tools":[
 	{"type":"function","name":"list_threads","description":"List threads","inputSchema":{"type":"object","properties":{"limit":{"type":"integer"}}},"deferLoading":true},
 	{"type":"function","name":"set_thread_title","description":"Set a title","inputSchema":{"type":"object","properties":{"threadId":{"type":"string"},"title":{"type":"string"}},"required":["threadId","title"]},"deferLoading":true}

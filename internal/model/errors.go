@@ -162,7 +162,7 @@ func (e *Error) TurnErrorMessage() string {
 // {"httpConnectionFailed":{"httpStatusCode":null}}.
 //
 // A stream that broke before completion maps to "other", which is what
-// codex-cli 0.169.0 sent (protocol.md §3.3), not to the
+// codex-cli 0.169.0 sent (docs/protocol.md §3.3), not to the
 // responseStreamDisconnected object.
 func (e *Error) CodexErrorInfo() json.RawMessage {
 	switch e.Kind {

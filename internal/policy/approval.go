@@ -6,7 +6,7 @@ import (
 	"fmt"
 )
 
-// ApprovalMode is the kind of approval policy (tools.md §4.1).
+// ApprovalMode is the kind of approval policy (docs/tools.md §4.1).
 type ApprovalMode int
 
 // The approval modes. The zero value is OnRequest, Codex's default.

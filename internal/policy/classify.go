@@ -7,7 +7,7 @@ import (
 )
 
 // IsKnownSafe reports whether argv is a known-safe read-only command
-// (tools.md §4.5): one of the always-safe programs, base64/find/rg/git/sed
+// (docs/tools.md §4.5): one of the always-safe programs, base64/find/rg/git/sed
 // without their unsafe options, an exact `<program> --version` probe, or a
 // `bash|zsh -lc` plain script (see ParsePlainScript) every command of which
 // is itself known safe. zsh is treated like bash. Program names must be bare
@@ -190,7 +190,7 @@ func allDigits(s string) bool {
 	return true
 }
 
-// MightBeDangerous reports whether argv looks destructive (tools.md §4.6):
+// MightBeDangerous reports whether argv looks destructive (docs/tools.md §4.6):
 // `git reset`, `git rm`, `git branch -d/-D/--delete`, force or deleting
 // `git push` forms, `git clean -f`, `rm` with a force or recursive flag (or
 // --no-preserve-root), each also behind `sudo [options]` and inside a

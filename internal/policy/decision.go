@@ -10,7 +10,7 @@ import (
 // ReviewKind is the kind of a client's answer to an approval request.
 type ReviewKind int
 
-// The review decision kinds (tools.md §4.3 table).
+// The review decision kinds (docs/tools.md §4.3 table).
 const (
 	// Accept runs once ("accept").
 	Accept ReviewKind = iota

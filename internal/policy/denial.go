@@ -31,7 +31,7 @@ type SandboxRun struct {
 	Stdout, Stderr, Aggregated string
 }
 
-// IsSandboxDenial applies the sandbox-denial heuristic (tools.md §4.9) to a
+// IsSandboxDenial applies the sandbox-denial heuristic (docs/tools.md §4.9) to a
 // run: only a sandboxed, failed run that did not time out can be a denial;
 // it is one when any output contains a denial keyword, and otherwise when
 // the exit code is neither 2, 126 nor 127 but is SIGSYS (128+31).

@@ -83,7 +83,7 @@ func (a PatchAssessment) ModelMessage() string {
 }
 
 // AssessPatch decides whether a patch may be applied without asking
-// (tools.md §4.8, Codex assess_patch_safety): an empty patch is rejected;
+// (docs/tools.md §4.8, Codex assess_patch_safety): an empty patch is rejected;
 // untrusted always asks; when every touched path is writable (full access:
 // always; read-only: never; workspace-write: under one of roots, which the
 // caller builds from the sandbox policy and the session's granted roots) or

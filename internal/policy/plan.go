@@ -17,7 +17,7 @@ const (
 // Action is what the caller must do with a call before running it.
 type Action int
 
-// The actions (tools.md §4.3 flow, step 1 and 2).
+// The actions (docs/tools.md §4.3 flow, step 1 and 2).
 const (
 	// ActionSkip runs the call in the sandbox without asking.
 	ActionSkip Action = iota
@@ -92,7 +92,7 @@ type ExecRequest struct {
 	Session *SessionApprovals
 }
 
-// PlanExec decides how to run a command (tools.md §4.3): an escalation (or
+// PlanExec decides how to run a command (docs/tools.md §4.3): an escalation (or
 // additional-permissions) request outside on-request is refused with
 // EscalationRejection; otherwise the exec-policy
 // requirement decides. A prompt the session already approved runs without
@@ -237,7 +237,7 @@ func resolve(p Plan, d ReviewDecision, session *SessionApprovals, sandboxed bool
 // RetryAction is what to do after a sandboxed attempt was denied.
 type RetryAction int
 
-// The retry actions (tools.md §4.3 step 3).
+// The retry actions (docs/tools.md §4.3 step 3).
 const (
 	// RetryReturnDenial gives the failed run's output to the model.
 	RetryReturnDenial RetryAction = iota

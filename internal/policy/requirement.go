@@ -6,7 +6,7 @@ import (
 )
 
 // SandboxPermissions is what the model asked for with sandbox_permissions
-// (tools.md §4.7).
+// (docs/tools.md §4.7).
 type SandboxPermissions int
 
 // The sandbox permission requests.
@@ -92,7 +92,7 @@ const (
 	RequirementForbidden
 )
 
-// Requirement is the per-call approval requirement (tools.md §4.3).
+// Requirement is the per-call approval requirement (docs/tools.md §4.3).
 type Requirement struct {
 	// Kind selects skip / needs approval / forbidden.
 	Kind RequirementKind
@@ -108,7 +108,7 @@ type Requirement struct {
 	ProposedAmendment []string
 }
 
-// The rejection texts of the reference (tools.md §3.5).
+// The rejection texts of the reference (docs/tools.md §3.5).
 const (
 	// ReasonPromptUnderNever rejects a prompt-level decision under "never".
 	ReasonPromptUnderNever = "approval required by policy, but AskForApproval is set to Never"
@@ -154,7 +154,7 @@ func DefaultRequirement(approval ApprovalPolicy, sandbox SandboxPolicy) Requirem
 }
 
 // UnmatchedDecision is the heuristic verdict for a command no exec-policy
-// rule matches (tools.md §4.4): known safe → allow, unless the model asked
+// rule matches (docs/tools.md §4.4): known safe → allow, unless the model asked
 // to leave (or widen) a restricted sandbox; dangerous → prompt (forbidden
 // under never); never / on-failure → allow; untrusted → prompt; on-request /
 // granular → allow under full access, and in a restricted sandbox prompt
@@ -197,7 +197,7 @@ func CommandsForPolicy(argv []string) [][]string {
 // ExecRequirement computes the approval requirement of a command from the
 // exec-policy rules (any number of sets, e.g. the loaded rules and a
 // session's learned amendments) and the unmatched-command heuristic
-// (tools.md §4.4, Codex create_exec_approval_requirement_for_command).
+// (docs/tools.md §4.4, Codex create_exec_approval_requirement_for_command).
 func ExecRequirement(argv []string, approval ApprovalPolicy, sandbox SandboxPolicy, esc Escalation, rules ...*RuleSet) Requirement {
 	commands := CommandsForPolicy(argv)
 	fallback := func(c []string) Decision { return UnmatchedDecision(c, approval, sandbox, esc) }

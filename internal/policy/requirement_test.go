@@ -35,7 +35,7 @@ const (
 )
 
 // TestUnmatchedDecisionMatrix pins the heuristic for every approval policy ×
-// sandbox × command class × escalation (tools.md §4.4 table). Columns are
+// sandbox × command class × escalation (docs/tools.md §4.4 table). Columns are
 // read-only, workspace-write, danger-full-access, external sandbox.
 func TestUnmatchedDecisionMatrix(t *testing.T) {
 	policies := []struct {
@@ -79,7 +79,7 @@ func TestUnmatchedDecisionMatrix(t *testing.T) {
 }
 
 // TestDefaultRequirementMatrix pins the requirement of tools without their
-// own (tools.md §4.3).
+// own (docs/tools.md §4.3).
 func TestDefaultRequirementMatrix(t *testing.T) {
 	const (
 		S = policy.RequirementSkip

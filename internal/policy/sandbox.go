@@ -9,7 +9,7 @@ import (
 	"strings"
 )
 
-// SandboxKind is the kind of sandbox policy (tools.md §4.2).
+// SandboxKind is the kind of sandbox policy (docs/tools.md §4.2).
 type SandboxKind int
 
 // The sandbox kinds. The zero value is ReadOnly, the most restrictive.

@@ -13,7 +13,7 @@ import (
 	"github.com/appserver/appserver/internal/apperr"
 )
 
-// ReadyGate is a turn's tool-call gate (tools.md §1.8): a readiness
+// ReadyGate is a turn's tool-call gate (docs/tools.md §1.8): a readiness
 // barrier mutating calls wait on until it is marked ready, e.g. once a
 // pre-turn snapshot finished. It does not serialize calls. The zero value is
 // not usable; a nil *ReadyGate is always ready.
@@ -150,7 +150,7 @@ type DispatcherConfig struct {
 
 // Dispatcher runs the tool calls of one turn. It owns the turn's parallel
 // lock: a call runs exclusively when its spec is not parallel-capable or its
-// handler reports it mutating (our stricter rule, tools.md §1.8); other calls
+// handler reports it mutating (our stricter rule, docs/tools.md §1.8); other calls
 // share the lock and run concurrently. Calls are admitted in the order they
 // are dispatched. It is safe for concurrent use.
 type Dispatcher struct {

@@ -5,7 +5,7 @@ import (
 )
 
 // PayloadKind names the shape of what the model sent for a tool call
-// (tools.md §1.2). The string values are the ones used in hook events.
+// (docs/tools.md §1.2). The string values are the ones used in hook events.
 type PayloadKind string
 
 // The payload kinds the model can produce.

@@ -13,7 +13,7 @@ import (
 const previewLimit = 2048
 
 // AfterToolUseEvent describes an executed call to after-tool-use hooks
-// (tools.md §7, classic AfterToolUse).
+// (docs/tools.md §7, classic AfterToolUse).
 type AfterToolUseEvent struct {
 	// TurnID is the turn the call belongs to.
 	TurnID string

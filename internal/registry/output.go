@@ -10,7 +10,7 @@ import (
 // ContentItemType is the type tag of a function output content item.
 type ContentItemType string
 
-// The content item types a function output may carry (tools.md §1.9).
+// The content item types a function output may carry (docs/tools.md §1.9).
 const (
 	// ContentInputText is a text content item.
 	ContentInputText ContentItemType = "input_text"
@@ -122,7 +122,7 @@ func (o Output) PlainText() string {
 // ResponseItemType is the type tag of an output item sent to the model.
 type ResponseItemType string
 
-// The output item types (tools.md §1.9).
+// The output item types (docs/tools.md §1.9).
 const (
 	// FunctionCallOutput answers function, local_shell and MCP calls.
 	FunctionCallOutput ResponseItemType = "function_call_output"
@@ -184,7 +184,7 @@ type MCPCallToolResult struct {
 	IsError *bool `json:"isError,omitempty"`
 }
 
-// MCPOutput converts an MCP tool result to the model output (tools.md
+// MCPOutput converts an MCP tool result to the model output (docs/tools.md
 // §1.9): non-null structuredContent → its JSON as text; else, if any block is
 // an image → content items (text → input_text, image → data URL input_image,
 // other blocks → their JSON as input_text); else the JSON of the content

@@ -19,7 +19,7 @@ import (
 const maxRefNodes = 1 << 16
 
 // Sanitize turns an arbitrary JSON Schema (from an MCP server or a dynamic
-// tool) into the supported subset, following tools.md §1.6 step by step, and
+// tool) into the supported subset, following docs/tools.md §1.6 step by step, and
 // decodes the result, dropping keywords outside the subset. It fails with an
 // apperr.Invalid error for invalid JSON, for a result that is not a schema
 // object, and for a root whose type is exactly "null" ("tool input schema
@@ -354,7 +354,7 @@ func typeValue(types []string) any {
 }
 
 // mergeInto folds the sibling keywords of a $ref (overlay) into the resolved
-// target (base), following the merge rules of tools.md §1.6. base is owned by
+// target (base), following the merge rules of docs/tools.md §1.6. base is owned by
 // the caller and modified in place; overlay is only read.
 func mergeInto(base, overlay map[string]any) {
 	for k, ov := range overlay {

@@ -11,7 +11,7 @@ import (
 	"github.com/appserver/appserver/internal/apperr"
 )
 
-// sanitizeCases has one row per rule of tools.md §1.6 (plus the decode step
+// sanitizeCases has one row per rule of docs/tools.md §1.6 (plus the decode step
 // of §1.5), each with its input and the expected sanitized, decoded schema.
 var sanitizeCases = []struct {
 	name string

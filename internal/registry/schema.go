@@ -13,7 +13,7 @@ import (
 // SchemaType is a JSON Schema primitive type name.
 type SchemaType string
 
-// The type names of the supported subset (tools.md §1.5).
+// The type names of the supported subset (docs/tools.md §1.5).
 const (
 	// TypeString is a JSON string.
 	TypeString SchemaType = "string"
@@ -149,7 +149,7 @@ func (a *AdditionalProperties) UnmarshalJSON(data []byte) error {
 }
 
 // Schema is the JSON Schema subset sent to the model (the "current" model of
-// tools.md §1.5). Fields left at their zero value are not serialized; a
+// docs/tools.md §1.5). Fields left at their zero value are not serialized; a
 // non-nil empty Properties map is serialized as {}.
 type Schema struct {
 	// Type is the type name or names.
@@ -342,7 +342,7 @@ func escapePointerToken(s string) string {
 }
 
 // Classic returns a copy of s in the classic Codex model, for providers that
-// choke on the current one (tools.md §1.6 "classic differences"): type arrays
+// choke on the current one (docs/tools.md §1.6 "classic differences"): type arrays
 // collapse to their first member among object, array, string, number,
 // integer, boolean (so ["null","string"] becomes string; no supported member
 // gives string); integer becomes number; enum and anyOf are dropped; objects
@@ -388,7 +388,7 @@ func (s *Schema) Classic() *Schema {
 }
 
 // ValidateStrict checks the OpenAI Structured Outputs rules required for
-// strict:true (tools.md §1.4): the root is an object schema without anyOf;
+// strict:true (docs/tools.md §1.4): the root is an object schema without anyOf;
 // every object has additionalProperties:false and a required list naming
 // exactly its declared properties; the same applies inside properties,
 // array items and anyOf branches. Size limits are not checked.

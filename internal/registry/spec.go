@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 )
 
-// ToolSpec is one entry of the request's tools array (tools.md §1.3). It is
+// ToolSpec is one entry of the request's tools array (docs/tools.md §1.3). It is
 // one of FunctionSpec, FreeformSpec, LocalShellSpec, WebSearchSpec or
 // NamespaceSpec; each encodes to its exact wire JSON, tagged by "type".
 type ToolSpec interface {

@@ -16,7 +16,7 @@ var update = flag.Bool("update", false, "rewrite golden files under testdata/")
 
 func ptr[T any](v T) *T { return &v }
 
-// goldenSpecs are the spec variants of tools.md §1.3, each compared with
+// goldenSpecs are the spec variants of docs/tools.md §1.3, each compared with
 // testdata/specs/<name>.json.
 var goldenSpecs = []struct {
 	name string

@@ -9,7 +9,7 @@ import (
 	"github.com/appserver/appserver/internal/server/rpcws"
 )
 
-// JSON-RPC error codes as the Codex app-server uses them (protocol.md §2.4).
+// JSON-RPC error codes as the Codex app-server uses them (docs/protocol.md §2.4).
 const (
 	CodeInvalidRequest = -32600
 	CodeMethodNotFound = -32601

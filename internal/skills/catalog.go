@@ -138,7 +138,7 @@ func (c *Catalog) Close() {
 	}
 }
 
-// SkillsList answers the skills/list method (protocol.md §4.16): one entry
+// SkillsList answers the skills/list method (docs/protocol.md §4.16): one entry
 // per requested directory (defaultCwd when none is given) with the local
 // skills available there and the SKILL.md files that failed to load.
 // Remote skills are not part of it.
@@ -185,7 +185,7 @@ func (c *Catalog) ListCwd(ctx context.Context, cwd string, forceReload bool) (ap
 	return entry, nil
 }
 
-// Limits of listed metadata (tools.md §6.1), in bytes.
+// Limits of listed metadata (docs/tools.md §6.1), in bytes.
 const (
 	maxListedNameBytes        = 256
 	maxListedDescriptionBytes = 512

@@ -18,7 +18,7 @@ const (
 // LocalAuthorityID is the id of the local provider's authority.
 const LocalAuthorityID = "local"
 
-// MaxAuthorityIDBytes bounds an authority id (tools.md §6.1).
+// MaxAuthorityIDBytes bounds an authority id (docs/tools.md §6.1).
 const MaxAuthorityIDBytes = 256
 
 // Authority identifies the provider that owns a skill package. The model

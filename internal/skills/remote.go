@@ -32,7 +32,7 @@ type RemoteConfig struct {
 	BearerTokenEnv string `toml:"bearer_token_env"`
 }
 
-// Remote discovery and read limits (tools.md §6.1).
+// Remote discovery and read limits (docs/tools.md §6.1).
 const (
 	// SkillMIMEType marks the resources/list entries that are skills.
 	SkillMIMEType = "mcp/skill"

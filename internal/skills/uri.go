@@ -10,7 +10,7 @@ import (
 // URIScheme is the only scheme a skill package or resource handle may use.
 const URIScheme = "skill"
 
-// Length limits of skill handles, in bytes (tools.md §6.1).
+// Length limits of skill handles, in bytes (docs/tools.md §6.1).
 const (
 	// MaxPackageURIBytes bounds a package URI.
 	MaxPackageURIBytes = 1024

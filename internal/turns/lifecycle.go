@@ -10,7 +10,7 @@ import (
 )
 
 // StartTurn starts a turn, or, when one is running, adds the input to it
-// as the reference does (protocol.md §8.3).
+// as the reference does (docs/protocol.md §8.3).
 func (m *Manager) StartTurn(ctx context.Context, c Caller, p api.TurnStartParams) (api.TurnStartResult, After, error) {
 	t, err := m.threadFor(ctx, p.ThreadID, "thread not found: %s")
 	if err != nil {

@@ -117,7 +117,7 @@ func (r *turnRun) Request(ctx context.Context, req ClientRequest) (json.RawMessa
 }
 
 // resolved announces a settled server request, or keeps it for after
-// turn/completed when the turn is being interrupted (protocol.md §8.2).
+// turn/completed when the turn is being interrupted (docs/protocol.md §8.2).
 func (r *turnRun) resolved(id api.RequestID) {
 	r.mu.Lock()
 	if r.at.ctx.Err() != nil && !r.finished {

@@ -99,7 +99,7 @@ func (a askTool) Handle(ctx context.Context, _ registry.Invocation) (registry.Ou
 
 // An approval pending when the turn is interrupted: the flag is shown while
 // it waits, and serverRequest/resolved follows turn/completed
-// (protocol.md §8.2).
+// (docs/protocol.md §8.2).
 func TestPendingRequestInterrupted(t *testing.T) {
 	st, err := sqlite.Open(context.Background(), sqlite.Config{Path: filepath.Join(t.TempDir(), "a.db"), Migrate: true})
 	require.NoError(t, err)

@@ -65,7 +65,7 @@ type activeTurn struct {
 func (at *activeTurn) flags() []api.ThreadActiveFlag { return at.flagSet.list() }
 
 // addSteer queues input and abandons the model stream in flight, so that a
-// fresh request carries the new input (protocol.md §8.3). It reports false,
+// fresh request carries the new input (docs/protocol.md §8.3). It reports false,
 // queueing nothing, once the turn has stopped taking input.
 func (at *activeTurn) addSteer(s steer) bool {
 	<-at.stored
@@ -577,7 +577,7 @@ func (r *turnRun) runTools(calls []model.InputItem) error {
 }
 
 // finish settles the turn: status persisted, then the status change and
-// turn/completed (protocol.md §8.1–§8.2).
+// turn/completed (docs/protocol.md §8.1–§8.2).
 func (r *turnRun) finish(runErr error) {
 	t, at := r.t, r.at
 	if err := r.commits.settle(); err != nil && runErr == nil {

@@ -162,7 +162,7 @@ func dropTrailingEmpty(ops []ChunkLine) []ChunkLine {
 	return slices.Delete(ops, oldIdx, oldIdx+1)
 }
 
-// computeReplacements locates every chunk in lines (tools.md §2.5, "the
+// computeReplacements locates every chunk in lines (docs/tools.md §2.5, "the
 // replacement algorithm", as codex-cli 0.169 runs it) and returns the
 // replacements sorted by position. path is the absolute path used in error
 // messages.

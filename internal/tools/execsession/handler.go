@@ -94,7 +94,7 @@ type HandlerConfig struct {
 	// /bin/sh.
 	Shell string
 	// DisableLoginShell makes login default to false and rejects an explicit
-	// login=true (tools.md: login is only advertised when allowed).
+	// login=true (docs/tools.md: login is only advertised when allowed).
 	DisableLoginShell bool
 	// TruncationTokens caps max_output_tokens with the model's truncation
 	// budget in tokens (10 000 for the 0.169 catalog); 0 means no cap

@@ -21,7 +21,7 @@ import (
 	"github.com/appserver/appserver/internal/lossy"
 )
 
-// Limits and defaults of tools.md §2.4.
+// Limits and defaults of docs/tools.md §2.4.
 const (
 	// DefaultExecYieldTime is how long exec_command collects output by default.
 	DefaultExecYieldTime = 10 * time.Second

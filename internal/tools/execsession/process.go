@@ -33,7 +33,7 @@ func DefaultCommand(argv []string) (*sandbox.Cmd, error) {
 	return sandbox.Plain(exec.Command(argv[0], argv[1:]...)), nil
 }
 
-// ForcedEnv are the variables set for every session process (tools.md
+// ForcedEnv are the variables set for every session process (docs/tools.md
 // §2.4), overriding inherited values.
 var ForcedEnv = []string{
 	"NO_COLOR=1",

@@ -6,7 +6,7 @@ import (
 	"unicode/utf8"
 )
 
-// bytesPerToken is the token estimate of tools.md §3.1: a token is about
+// bytesPerToken is the token estimate of docs/tools.md §3.1: a token is about
 // four bytes.
 const bytesPerToken = 4
 

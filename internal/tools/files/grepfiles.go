@@ -19,7 +19,7 @@ import (
 // GrepFilesName is the tool name.
 const GrepFilesName = "grep_files"
 
-// grep_files limits (tools.md §2.8).
+// grep_files limits (docs/tools.md §2.8).
 const (
 	// GrepDefaultLimit is the default number of paths returned.
 	GrepDefaultLimit = 100

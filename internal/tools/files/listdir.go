@@ -17,7 +17,7 @@ import (
 // ListDirName is the tool name.
 const ListDirName = "list_dir"
 
-// list_dir defaults (tools.md §2.7).
+// list_dir defaults (docs/tools.md §2.7).
 const (
 	// ListDirDefaultLimit is the default number of entries returned.
 	ListDirDefaultLimit = 25

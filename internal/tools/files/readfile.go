@@ -17,7 +17,7 @@ import (
 // ReadFileName is the tool name.
 const ReadFileName = "read_file"
 
-// read_file limits and defaults (tools.md §2.6).
+// read_file limits and defaults (docs/tools.md §2.6).
 const (
 	// ReadFileDefaultLimit is the default number of lines returned.
 	ReadFileDefaultLimit = 2000

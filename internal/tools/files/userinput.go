@@ -43,7 +43,7 @@ func RequestUserInputSpec() registry.FunctionSpec {
 var ErrCancelled = errors.New("request cancelled")
 
 // Asker sends the item/tool/requestUserInput server request to the thread's
-// client and returns its answer (protocol.md §7.3). The integration fills
+// client and returns its answer (docs/protocol.md §7.3). The integration fills
 // params.ThreadID, sets the thread status flag waitingOnUserInput while the
 // request is pending, and emits serverRequest/resolved once it is settled.
 // No ThreadItem is emitted for this tool. AskUserInput must return when ctx

@@ -13,7 +13,7 @@ import (
 	"github.com/appserver/appserver/internal/sandbox"
 )
 
-// CommandExecParams are the parameters of command/exec (protocol.md §4.19)
+// CommandExecParams are the parameters of command/exec (docs/protocol.md §4.19)
 // that concern the process; processId bookkeeping and the transport stay
 // with the server.
 type CommandExecParams struct {

@@ -17,7 +17,7 @@ import (
 	"github.com/appserver/appserver/internal/sandbox"
 )
 
-// Capture and streaming limits (tools.md §3.3).
+// Capture and streaming limits (docs/tools.md §3.3).
 const (
 	// DefaultMaxOutputBytes caps the captured output (per stream, and the
 	// aggregate); the excess is read and dropped.

@@ -19,7 +19,7 @@ const TimeoutExitCode = 124
 const signalExitBase = 128
 
 // FormatStructured renders a run in the structured form of the shell tool
-// (tools.md §3.3): the JSON string
+// (docs/tools.md §3.3): the JSON string
 // {"output":"<formatted_truncate_text>","metadata":{"exit_code":N,"duration_seconds":S}}.
 func FormatStructured(r ExecResult, p TruncationPolicy) string {
 	out := FormattedTruncateText(contentWithTimeout(r), p)
@@ -31,7 +31,7 @@ func FormatStructured(r ExecResult, p TruncationPolicy) string {
 }
 
 // FormatFreeform renders a run in the freeform form of shell_command
-// (tools.md §3.3):
+// (docs/tools.md §3.3):
 //
 //	Exit code: N
 //	Wall time: S seconds

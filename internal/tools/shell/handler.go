@@ -40,7 +40,7 @@ type Config struct {
 	// MaxOutputDeltas chunks per call; they never split a UTF-8 character.
 	OnOutputDelta func(ctx context.Context, inv registry.Invocation, d OutputDelta)
 	// InterceptApplyPatch, when set, is offered every argv first; when it
-	// reports handled, its output is the call's (tools.md §2.2: apply_patch
+	// reports handled, its output is the call's (docs/tools.md §2.2: apply_patch
 	// invocations run through the patch engine).
 	InterceptApplyPatch func(ctx context.Context, inv registry.Invocation, argv []string, cwd string) (out registry.Output, handled bool, err error)
 }
@@ -234,7 +234,7 @@ func ResolveWorkdir(turnCwd, workdir string) string {
 	return filepath.Join(turnCwd, workdir)
 }
 
-// Handle runs the call through the Runner and shapes the result (tools.md
+// Handle runs the call through the Runner and shapes the result (docs/tools.md
 // §3.3): structured JSON for the argv tools, freeform text for
 // shell_command; success is exit code 0.
 func (h *Handler) Handle(ctx context.Context, inv registry.Invocation) (registry.Output, error) {
@@ -275,7 +275,7 @@ func (h *Handler) Handle(ctx context.Context, inv registry.Invocation) (registry
 
 // Shape formats a finished run for the model: the freeform text
 // (shell_command) or the structured JSON (the argv tools), with success
-// true only for exit code 0 (tools.md §3.4).
+// true only for exit code 0 (docs/tools.md §3.4).
 func Shape(r ExecResult, freeformText bool, p TruncationPolicy) registry.Output {
 	text := FormatStructured(r, p)
 	if freeformText {
@@ -285,7 +285,7 @@ func Shape(r ExecResult, freeformText bool, p TruncationPolicy) registry.Output 
 }
 
 // Register adds the shell tools to b for a model whose shell_type is t
-// (tools.md §2.1): the offered spec is parallel-capable, and every alias
+// (docs/tools.md §2.1): the offered spec is parallel-capable, and every alias
 // (shell, container.exec, local_shell, shell_command) gets a handler.
 func Register(b *registry.Builder, t ToolType, cfg Config, opts SpecOptions) error {
 	if t == ToolDisabled {
@@ -322,7 +322,7 @@ func Register(b *registry.Builder, t ToolType, cfg Config, opts SpecOptions) err
 // ToolType is the model's shell_type: which shell tool is offered.
 type ToolType int
 
-// The shell types (tools.md §2.1).
+// The shell types (docs/tools.md §2.1).
 const (
 	// ToolShell offers `shell` (shell_type "default").
 	ToolShell ToolType = iota

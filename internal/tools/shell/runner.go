@@ -95,7 +95,7 @@ type interruptError struct{ msg string }
 func (e *interruptError) Error() string        { return e.msg }
 func (e *interruptError) Is(target error) bool { return target == ErrInterruptTurn }
 
-// PolicyRunner runs the orchestrator flow of tools.md §4.3 with
+// PolicyRunner runs the orchestrator flow of docs/tools.md §4.3 with
 // policy.PlanExec: forbidden commands are refused, approvals are asked
 // through Ask, the first attempt is sandboxed unless the plan says
 // otherwise, and a sandbox denial may lead to a retry prompt and an

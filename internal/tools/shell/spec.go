@@ -2,7 +2,7 @@ package shell
 
 import "github.com/appserver/appserver/internal/registry"
 
-// Tool names (tools.md §2.1). Every alias is registered whichever tool is
+// Tool names (docs/tools.md §2.1). Every alias is registered whichever tool is
 // offered, so old transcripts keep working.
 const (
 	// ShellName is the argv tool.
@@ -52,7 +52,7 @@ func approvalParams(props map[string]*registry.Schema) {
 	props["prefix_rule"] = registry.Array(registry.String(""), descPrefixRule)
 }
 
-// ShellSpec is the `shell` function spec (argv form, tools.md §2.2).
+// ShellSpec is the `shell` function spec (argv form, docs/tools.md §2.2).
 func ShellSpec() registry.FunctionSpec {
 	props := map[string]*registry.Schema{
 		"command":    registry.Array(registry.String(""), descShellCommandArgv),
@@ -68,7 +68,7 @@ func ShellSpec() registry.FunctionSpec {
 }
 
 // ShellCommandSpec is the `shell_command` function spec (string form,
-// tools.md §2.3).
+// docs/tools.md §2.3).
 func ShellCommandSpec(opts SpecOptions) registry.FunctionSpec {
 	props := map[string]*registry.Schema{
 		"command":    registry.String(descShellCommandScript),

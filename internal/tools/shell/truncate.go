@@ -9,7 +9,7 @@ import (
 // TruncationMode says whether a truncation budget counts bytes or tokens.
 type TruncationMode int
 
-// The truncation modes (tools.md §3.1).
+// The truncation modes (docs/tools.md §3.1).
 const (
 	// TruncateTokens budgets approximate tokens (4 bytes each); the marker
 	// reads "…N tokens truncated…". Every model of the 0.169 catalog uses it.

@@ -17,7 +17,7 @@ type UserShell struct {
 // Kind is the shell's base name ("bash", "zsh", "sh", ...).
 func (s UserShell) Kind() string { return filepath.Base(s.Path) }
 
-// Argv builds the invocation of script (tools.md §2.3): bash, zsh and sh
+// Argv builds the invocation of script (docs/tools.md §2.3): bash, zsh and sh
 // get [path, "-lc"|"-c", script] (-lc for login semantics); other shells
 // get [path, "-c", script].
 func (s UserShell) Argv(script string, login bool) []string {
