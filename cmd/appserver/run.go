@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -28,6 +29,7 @@ import (
 	"github.com/appserver/appserver/internal/store"
 	"github.com/appserver/appserver/internal/store/postgres"
 	"github.com/appserver/appserver/internal/store/sqlite"
+	"github.com/appserver/appserver/internal/tlscert"
 	"github.com/appserver/appserver/internal/tools/orchestrate"
 	"github.com/appserver/appserver/internal/turns"
 )
@@ -179,7 +181,9 @@ type configFlags struct {
 
 // flagKeys are the config keys exposed as dedicated flags.
 var flagKeys = []struct{ key, help string }{
-	{"listen", "listen address, ws://IP:PORT"},
+	{"listen", "listen address, ws://IP:PORT, or wss://IP:PORT for TLS"},
+	{"tls_cert_file", "absolute path of the PEM certificate chain served with wss:// (re-read on SIGHUP)"},
+	{"tls_key_file", "absolute path of the PEM private key of --tls-cert-file"},
 	{"database_url", "Postgres URL (postgres://…); empty uses the embedded store in --data-dir"},
 	{"data_dir", "directory for local state and the embedded store"},
 	{"log_format", "log format: text or json"},
@@ -305,6 +309,7 @@ const (
 	stopTools         // exec sessions are killed and reaped; their items complete
 	stopHTTP          // HTTP event streams end, after the turns' last events
 	stopConns         // the listener and the websockets close (1001)
+	stopCerts         // SIGHUP no longer reloads the TLS certificate
 	stopSkills        // the skills watcher, then the catalog
 	stopStore         // last: every writer has stopped
 	stopGC            // the GC heap floor goes with the daemon
@@ -488,6 +493,22 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}
 	addr := "ws://" + ln.Addr().String()
+	if cfg.ListenTLS() {
+		// wss:// and https:// on the one listener, the certificate
+		// re-read from its files on SIGHUP.
+		certs, err := tlscert.New(tlscert.Config{CertFile: cfg.TLSCertFile, KeyFile: cfg.TLSKeyFile, Logger: log})
+		if err != nil {
+			_ = ln.Close()
+			return err
+		}
+		if err := certs.Start(ctx); err != nil {
+			_ = ln.Close()
+			return err
+		}
+		stops[stopCerts] = certs.Stop
+		ln = tls.NewListener(ln, certs.TLSConfig())
+		addr = "wss://" + ln.Addr().String()
+	}
 	log.Info(listeningMsg, "addr", addr, "store", where, "version", appVersion(), "auth", string(cfg.WSAuth))
 	announce(stdout, cfg.LogFormat, addr)
 	return srv.Serve(ctx, ln)
