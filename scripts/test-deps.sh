@@ -19,6 +19,8 @@ command -v bwrap >/dev/null 2>&1 || missing+=(bubblewrap)
 # The HTTP API's README examples and testdata/ci_bot.sh run with curl and jq.
 command -v curl >/dev/null 2>&1 || missing+=(curl)
 command -v jq >/dev/null 2>&1 || missing+=(jq)
+# deploy/appserver.service is scored with systemd-analyze.
+command -v systemd-analyze >/dev/null 2>&1 || missing+=(systemd)
 # api/openapi.yaml is linted with Redocly CLI, an npm package.
 command -v node >/dev/null 2>&1 || missing+=(nodejs)
 command -v npm >/dev/null 2>&1 || missing+=(npm)
@@ -50,6 +52,7 @@ if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
   command -v curl >/dev/null 2>&1 || { echo "test-deps: curl still missing after install" >&2; exit 1; }
   command -v jq >/dev/null 2>&1 || { echo "test-deps: jq still missing after install" >&2; exit 1; }
   command -v npm >/dev/null 2>&1 || { echo "test-deps: npm still missing after install" >&2; exit 1; }
+  command -v systemd-analyze >/dev/null 2>&1 || { echo "test-deps: systemd-analyze still missing after install" >&2; exit 1; }
   install_linters
   exit 0
 fi

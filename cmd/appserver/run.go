@@ -10,9 +10,11 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"runtime/debug"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/appserver/appserver/api"
@@ -493,6 +495,13 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}
 	addr := "ws://" + ln.Addr().String()
+	// SIGHUP reloads the TLS certificate (below); without TLS there is
+	// nothing to reload, and `systemctl reload` must not kill the daemon.
+	// A caught signal, unlike an ignored one, is not inherited by the
+	// commands the agent runs; what this channel misses is dropped.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	if cfg.ListenTLS() {
 		// wss:// and https:// on the one listener, the certificate
 		// re-read from its files on SIGHUP.

@@ -110,3 +110,11 @@ func TestServeTLS(t *testing.T) {
 	require.Contains(t, string(data), `"id":2`)
 	_ = ws.CloseNow()
 }
+
+// Without TLS a SIGHUP (`systemctl reload`) has nothing to reload and must
+// not kill the daemon.
+func TestSIGHUPWithoutTLSKeepsServing(t *testing.T) {
+	d := startDaemon(t, "--data-dir", t.TempDir())
+	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGHUP))
+	require.Equal(t, http.StatusOK, httpStatus(t, d.httpURL("/readyz")))
+}

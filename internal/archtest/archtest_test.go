@@ -166,6 +166,12 @@ var rules = []rule{
 		why:     "the end-to-end benchmarks drive the built binary as a deployment would; they may use the fakes of the outside world only",
 	},
 	{
+		pkgs:    []string{"deploy"},
+		mustNot: []string{"..."},
+		tests:   true,
+		why:     "the deployment files are checked as an operator reads them, not through our code",
+	},
+	{
 		pkgs:    []string{"internal/archtest"},
 		mustNot: []string{"..."},
 		tests:   true,
