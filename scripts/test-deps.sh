@@ -19,8 +19,25 @@ command -v bwrap >/dev/null 2>&1 || missing+=(bubblewrap)
 # The HTTP API's README examples and testdata/ci_bot.sh run with curl and jq.
 command -v curl >/dev/null 2>&1 || missing+=(curl)
 command -v jq >/dev/null 2>&1 || missing+=(jq)
+# deploy/appserver.service is scored with systemd-analyze.
+command -v systemd-analyze >/dev/null 2>&1 || missing+=(systemd)
+# api/openapi.yaml is linted with Redocly CLI, an npm package.
+command -v node >/dev/null 2>&1 || missing+=(nodejs)
+command -v npm >/dev/null 2>&1 || missing+=(npm)
+
+# install_linters fetches the pinned OpenAPI linter once (into a cache
+# directory), so that the test that runs it does not download.
+install_linters() {
+  command -v npm >/dev/null 2>&1 || return 0
+  if ! "$(dirname "$0")/openapi-lint.sh" --install; then
+    echo "test-deps: could not install the OpenAPI linter from the npm registry" >&2
+    [ "${CI:-}" = "true" ] && exit 1
+  fi
+  return 0
+}
 
 if [ ${#missing[@]} -eq 0 ]; then
+  install_linters
   exit 0
 fi
 
@@ -34,6 +51,9 @@ if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
   command -v bwrap >/dev/null 2>&1 || { echo "test-deps: bubblewrap still missing after install" >&2; exit 1; }
   command -v curl >/dev/null 2>&1 || { echo "test-deps: curl still missing after install" >&2; exit 1; }
   command -v jq >/dev/null 2>&1 || { echo "test-deps: jq still missing after install" >&2; exit 1; }
+  command -v npm >/dev/null 2>&1 || { echo "test-deps: npm still missing after install" >&2; exit 1; }
+  command -v systemd-analyze >/dev/null 2>&1 || { echo "test-deps: systemd-analyze still missing after install" >&2; exit 1; }
+  install_linters
   exit 0
 fi
 
@@ -43,3 +63,4 @@ if [ "${CI:-}" = "true" ]; then
   exit 1
 fi
 echo "test-deps: tests that need them will be skipped; install them to run everything" >&2
+install_linters

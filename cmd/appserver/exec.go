@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -16,9 +15,15 @@ const execUsage = `usage: appserver exec [flags] "prompt"
 
 Runs one turn on a running daemon over its HTTP API: creates a thread (or
 continues --thread), posts the prompt, streams the agent's text to stdout
-and progress to stderr, and exits non-zero unless the turn completes.
-The bearer token is read from $APPSERVER_TOKEN. A prompt of "-" is read
-from stdin.
+and progress to stderr. The bearer token is read from $APPSERVER_TOKEN.
+A prompt of "-" is read from stdin.
+
+exit status:
+  0  the turn completed
+  1  the turn failed or was interrupted
+  2  bad usage
+  3  the daemon could not be reached or was lost (connection, TLS, 5xx)
+  4  the daemon refused the request (4xx: token, unknown thread, input)
 
 flags:
 `
@@ -27,11 +32,6 @@ flags:
 func runExec(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	o := execclient.Options{Token: os.Getenv(execclient.EnvToken), Stdout: stdout, Stderr: stderr}
 	fs := flag.NewFlagSet("exec", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, execUsage)
-		fs.PrintDefaults()
-	}
 	defServer := os.Getenv(execclient.EnvServer)
 	if defServer == "" {
 		defServer = execclient.DefaultServer
@@ -42,11 +42,8 @@ func runExec(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.StringVar(&o.Cwd, "cwd", "", "working directory of a new thread (default: the current directory)")
 	fs.StringVar(&o.Model, "model", "", "model of a new thread (default: the daemon's)")
 	fs.StringVar(&o.IdempotencyKey, "idempotency-key", "", "Idempotency-Key of the turn; a rerun with the same key never starts a second turn (default: random)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return usageError{err.Error()}
+	if err := parseFlags(fs, args, execUsage, stdout); err != nil {
+		return err
 	}
 	prompt := strings.Join(fs.Args(), " ")
 	if prompt == "-" {
@@ -57,12 +54,14 @@ func runExec(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		prompt = string(b)
 	}
 	if strings.TrimSpace(prompt) == "" {
-		fs.Usage()
-		return usageError{"exec needs a prompt"}
+		return usageError{`exec needs a prompt (run "appserver exec -h" for usage)`}
 	}
 	c, err := execclient.New(o)
 	if err != nil {
 		return usageError{err.Error()}
 	}
-	return c.Run(ctx, prompt)
+	if err := c.Run(ctx, prompt); err != nil {
+		return execError{err}
+	}
+	return nil
 }

@@ -298,7 +298,7 @@ func TestExecStreamsATurn(t *testing.T) {
 	require.NoError(t, err, progress)
 	require.Equal(t, "First answer, streamed.\n", out, "only the agent's text goes to stdout")
 	require.Contains(t, progress, "thread ")
-	require.Contains(t, progress, "completed (13 tokens: 9 in, 4 out)")
+	require.Regexp(t, `turn \S+ completed in \d+(\.\d+)?m?s \(13 tokens: 9 in, 4 out\)`, progress)
 	threadID := strings.Fields(strings.SplitN(progress, "thread ", 2)[1])[0]
 
 	out, progress, err = exec("--thread", threadID, "--json", "again")
@@ -329,12 +329,20 @@ func TestExecStreamsATurn(t *testing.T) {
 	// Usage and auth errors.
 	_, _, err = exec()
 	require.Equal(t, 2, exitCode(err))
+	_, _, err = exec("--thread", "01a2007c-e7fe-75b3-9b2c-d4ca854a9857", "hello")
+	require.Error(t, err)
+	require.Equal(t, execclient.ExitRejected, exitCode(err), "an unknown thread: %v", err)
 	t.Setenv(execclient.EnvToken, "wrong")
 	_, _, err = exec("hello")
 	require.Error(t, err)
 	require.Contains(t, err.Error(), "invalid bearer token")
-	_, _, err = exec("--thread", "01a2007c-e7fe-75b3-9b2c-d4ca854a9857", "hello")
+	require.Equal(t, execclient.ExitRejected, exitCode(err), "a wrong token: %v", err)
+
+	// A daemon that is gone is told apart from a failed turn.
+	d.stop(t)
+	_, _, err = exec("hello")
 	require.Error(t, err)
+	require.Equal(t, execclient.ExitUnreachable, exitCode(err), "%v", err)
 }
 
 // TestExecUnknownThreadIsNotFound checks the error a CI log shows.

@@ -31,12 +31,21 @@ func startMCP(log *slog.Logger, srv *server.Server, mgr *turns.Manager, hb *hub.
 	return m, nil
 }
 
+const mcpUsage = `usage: appserver mcp [flags]
+
+Serves the codex and codex-reply MCP tools on stdin and stdout, for an MCP
+host that starts appserver as a process, with the configuration and store
+of serve. Logs go to stderr.
+
+flags:
+`
+
 // runMCP is `appserver mcp`: one MCP session on stdin and stdout, with the
 // configuration and store of serve. Logs go to stderr, since stdout
 // carries the protocol.
 func runMCP(ctx context.Context, args []string, stdin io.ReadCloser, stdout, stderr io.Writer) error {
-	cf := newConfigFlags("mcp", stderr)
-	cfg, warnings, err := cf.load(args)
+	cf := newConfigFlags("mcp")
+	cfg, warnings, err := cf.load(args, mcpUsage, stdout)
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -9,9 +10,11 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"runtime/debug"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/appserver/appserver/api"
@@ -19,10 +22,12 @@ import (
 	"github.com/appserver/appserver/internal/config"
 	"github.com/appserver/appserver/internal/config/configview"
 	"github.com/appserver/appserver/internal/daemon"
+	"github.com/appserver/appserver/internal/execclient"
 	"github.com/appserver/appserver/internal/gctune"
 	"github.com/appserver/appserver/internal/model/fakemodel"
 	"github.com/appserver/appserver/internal/policy"
 	"github.com/appserver/appserver/internal/server"
+	"github.com/appserver/appserver/internal/tlscert"
 )
 
 // version is set at build time with -ldflags "-X main.version=…"; otherwise
@@ -44,12 +49,42 @@ type usageError struct{ msg string }
 
 func (e usageError) Error() string { return e.msg }
 
+// execError is an error of `appserver exec`'s turn, whose exit status says
+// what went wrong (execclient.ExitCode).
+type execError struct{ err error }
+
+func (e execError) Error() string { return e.err.Error() }
+func (e execError) Unwrap() error { return e.err }
+
 func exitCode(err error) int {
 	var u usageError
-	if errors.As(err, &u) || errors.Is(err, flag.ErrHelp) {
+	var e execError
+	switch {
+	case errors.As(err, &u):
 		return 2
+	case errors.As(err, &e):
+		return execclient.ExitCode(e.err)
 	}
 	return 1
+}
+
+// parseFlags parses a command's flags. -h and --help print the command's
+// usage and flags to stdout, as users expect, and return flag.ErrHelp,
+// which run turns into success; a bad flag is a usage error naming it.
+func parseFlags(fs *flag.FlagSet, args []string, usage string, stdout io.Writer) error {
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	err := fs.Parse(args)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprint(stdout, usage)
+		fs.SetOutput(stdout)
+		fs.PrintDefaults()
+		return err
+	}
+	if err != nil {
+		return usageError{fmt.Sprintf("%v (run \"appserver %s -h\" for the flags)", err, fs.Name())}
+	}
+	return nil
 }
 
 const usage = `usage: appserver [command] [flags]
@@ -60,17 +95,50 @@ commands:
   exec      run one turn on a running daemon over its HTTP API (for CI jobs)
   mcp       serve the codex and codex-reply MCP tools on stdin/stdout (for MCP hosts)
   mockmodel run the scripted fake model server (offline integration work)
-  version   print the version and exit
+  version   print the version and exit (also --version)
 
 Run "appserver <command> -h" for the flags of a command.
+`
+
+const serveUsage = `usage: appserver serve [flags]
+
+Runs the daemon: the websocket JSON-RPC protocol and the HTTP API on one
+listener, until SIGINT or SIGTERM (SIGHUP reloads the TLS certificate).
+Every flag sets the config key of the same name (dashes for underscores),
+over the config file and the APPSERVER_* environment.
+
+flags:
+`
+
+const migrateUsage = `usage: appserver migrate [flags]
+
+Applies the store's schema migrations and exits.
+
+flags:
 `
 
 // run is the whole program, callable in-process by tests: it parses args,
 // runs the chosen command until ctx is cancelled and returns its error.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if err := runCommand(ctx, args, stdout, stderr); !errors.Is(err, flag.ErrHelp) {
+		return err
+	}
+	return nil // the command printed its help
+}
+
+func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	cmd := "serve"
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		cmd, args = args[0], args[1:]
+	if len(args) > 0 {
+		switch args[0] {
+		case "-h", "-help", "--help":
+			cmd, args = "help", args[1:]
+		case "-version", "--version":
+			cmd, args = "version", args[1:]
+		default:
+			if !strings.HasPrefix(args[0], "-") {
+				cmd, args = args[0], args[1:]
+			}
+		}
 	}
 	switch cmd {
 	case "serve":
@@ -114,7 +182,9 @@ type configFlags struct {
 
 // flagKeys are the config keys exposed as dedicated flags.
 var flagKeys = []struct{ key, help string }{
-	{"listen", "listen address, ws://IP:PORT"},
+	{"listen", "listen address, ws://IP:PORT, or wss://IP:PORT for TLS"},
+	{"tls_cert_file", "absolute path of the PEM certificate chain served with wss:// (re-read on SIGHUP)"},
+	{"tls_key_file", "absolute path of the PEM private key of --tls-cert-file"},
 	{"database_url", "Postgres URL (postgres://…); empty uses the embedded store in --data-dir"},
 	{"data_dir", "directory for local state and the embedded store"},
 	{"log_format", "log format: text or json"},
@@ -133,9 +203,8 @@ var flagKeys = []struct{ key, help string }{
 	{"sandbox_mode", "read-only, workspace-write or danger-full-access"},
 }
 
-func newConfigFlags(name string, stderr io.Writer) *configFlags {
+func newConfigFlags(name string) *configFlags {
 	cf := &configFlags{fs: flag.NewFlagSet(name, flag.ContinueOnError)}
-	cf.fs.SetOutput(stderr)
 	cf.fs.StringVar(&cf.file, "config", "", "TOML config file (default $APPSERVER_CONFIG)")
 	cf.fs.Var(&cf.overrides, "c", "override a config value: -c key=value (TOML value, dotted key; repeatable)")
 	cf.fs.Var(&cf.origins, "allowed-origin", "allow this exact Origin (repeatable)")
@@ -161,12 +230,11 @@ func (cf *configFlags) path() string {
 	return p
 }
 
-func (cf *configFlags) load(args []string) (*config.Config, []config.Warning, error) {
-	if err := cf.fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil, nil, err
-		}
-		return nil, nil, usageError{err.Error()}
+// load parses args (printing the help to stdout for -h) and loads the
+// configuration they select.
+func (cf *configFlags) load(args []string, usage string, stdout io.Writer) (*config.Config, []config.Warning, error) {
+	if err := parseFlags(cf.fs, args, usage, stdout); err != nil {
+		return nil, nil, err
 	}
 	if cf.fs.NArg() > 0 {
 		return nil, nil, usageError{fmt.Sprintf("unexpected argument %q", cf.fs.Arg(0))}
@@ -214,8 +282,8 @@ func newLogger(cfg *config.Config, w io.Writer) *slog.Logger {
 }
 
 func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	cf := newConfigFlags("migrate", stderr)
-	cfg, warnings, err := cf.load(args)
+	cf := newConfigFlags("migrate")
+	cfg, warnings, err := cf.load(args, migrateUsage, stdout)
 	if err != nil {
 		return err
 	}
@@ -236,8 +304,8 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 // the order above: it puts its stop in stops as soon as it runs, so a
 // failure on the way up stops what was started in the same order.
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) (err error) {
-	cf := newConfigFlags("serve", stderr)
-	cfg, warnings, err := cf.load(args)
+	cf := newConfigFlags("serve")
+	cfg, warnings, err := cf.load(args, serveUsage, stdout)
 	if err != nil {
 		return err
 	}
@@ -341,7 +409,46 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}
 	addr := "ws://" + ln.Addr().String()
-	log.Info("appserver listening", "addr", addr, "store", c.Where, "version", appVersion(), "auth", string(cfg.WSAuth))
-	fmt.Fprintf(stdout, "appserver listening on %s\n", addr)
+	// SIGHUP reloads the TLS certificate (below); without TLS there is
+	// nothing to reload, and `systemctl reload` must not kill the daemon.
+	// A caught signal, unlike an ignored one, is not inherited by the
+	// commands the agent runs; what this channel misses is dropped.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	if cfg.ListenTLS() {
+		// wss:// and https:// on the one listener, the certificate
+		// re-read from its files on SIGHUP.
+		certs, err := tlscert.New(tlscert.Config{CertFile: cfg.TLSCertFile, KeyFile: cfg.TLSKeyFile, Logger: log})
+		if err != nil {
+			_ = ln.Close()
+			return err
+		}
+		if err := certs.Start(ctx); err != nil {
+			_ = ln.Close()
+			return err
+		}
+		stops[daemon.StopCerts] = certs.Stop
+		ln = tls.NewListener(ln, certs.TLSConfig())
+		addr = "wss://" + ln.Addr().String()
+	}
+	log.Info(listeningMsg, "addr", addr, "store", c.Where, "version", appVersion(), "auth", string(cfg.WSAuth))
+	announce(stdout, cfg.LogFormat, addr)
 	return srv.Serve(ctx, ln)
 }
+
+// announce tells whoever started the daemon (a script, a test, a service
+// manager) the address it listens on, on stdout whatever the log level: a
+// plain line, or under log_format json a JSON record like the log's, so
+// that a pipeline reading JSON never meets a line of text.
+func announce(stdout io.Writer, format config.LogFormat, addr string) {
+	if format == config.LogFormatJSON {
+		slog.New(slog.NewJSONHandler(stdout, nil)).Info(listeningMsg, "addr", addr)
+		return
+	}
+	fmt.Fprintf(stdout, "%s on %s\n", listeningMsg, addr)
+}
+
+// listeningMsg starts the line (or is the msg of the record) announce
+// writes.
+const listeningMsg = "appserver listening"

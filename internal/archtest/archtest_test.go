@@ -63,12 +63,12 @@ var rules = []rule{
 		why:     "api is the wire contract: every layer and every client depends on it, so it depends on nothing of ours",
 	},
 	{
-		pkgs:    []string{"internal/apperr", "internal/jsonscan", "internal/lossy", "internal/gctune", "migrations"},
+		pkgs:    []string{"internal/apperr", "internal/jsonscan", "internal/lossy", "internal/gctune", "internal/tlscert", "migrations"},
 		mustNot: []string{"..."},
 		why:     "foundations used across the layers depend on nothing of ours",
 	},
 	{
-		pkgs:    []string{"internal/testenv", "internal/store/pgtest", "internal/model/fakemodel"},
+		pkgs:    []string{"internal/testenv", "internal/store/pgtest", "internal/model/fakemodel", "internal/tlscert/tlscerttest"},
 		mustNot: []string{"..."},
 		why:     "test helpers stand for the outside world (an environment, a database, a model server) and share no code with what they test",
 	},
@@ -197,6 +197,12 @@ var rules = []rule{
 		unless:  []string{"internal/model/fakemodel", "internal/store/pgtest"},
 		tests:   true,
 		why:     "the end-to-end benchmarks drive the built binary as a deployment would; they may use the fakes of the outside world only",
+	},
+	{
+		pkgs:    []string{"deploy"},
+		mustNot: []string{"..."},
+		tests:   true,
+		why:     "the deployment files are checked as an operator reads them, not through our code",
 	},
 	{
 		pkgs:    []string{"internal/archtest"},

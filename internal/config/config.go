@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"time"
 )
 
@@ -167,8 +168,16 @@ const (
 // of config.toml (a Codex config.toml is accepted as is); Load fills it from
 // all layers and validates it.
 type Config struct {
-	// Listen is the websocket listen address, ws://IP:PORT (port 0 picks one).
+	// Listen is the listen address of the websocket and the HTTP API,
+	// ws://IP:PORT, or wss://IP:PORT to serve TLS (wss:// and https://)
+	// with TLSCertFile and TLSKeyFile (port 0 picks one).
 	Listen string `toml:"listen"`
+	// TLSCertFile is the absolute path of the PEM certificate chain served
+	// on a wss:// listener; re-read on SIGHUP. Required with wss://.
+	TLSCertFile string `toml:"tls_cert_file"`
+	// TLSKeyFile is the absolute path of the PEM private key of
+	// TLSCertFile; re-read with it. Required with wss://.
+	TLSKeyFile string `toml:"tls_key_file"`
 	// DatabaseURL is a postgres:// URL; empty selects the embedded store in
 	// DataDir.
 	DatabaseURL string `toml:"database_url"`
@@ -522,6 +531,12 @@ func (c *Config) ListenAddr() netip.AddrPort {
 		return netip.AddrPort{}
 	}
 	return ap
+}
+
+// ListenTLS reports whether the listen address is wss://: the listener
+// serves TLS with TLSCertFile and TLSKeyFile.
+func (c *Config) ListenTLS() bool {
+	return strings.HasPrefix(c.Listen, "wss://")
 }
 
 // ListenHost returns the IP of the listen address, without brackets.

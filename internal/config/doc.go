@@ -50,7 +50,7 @@
 // error naming its source: TOML syntax errors with the file's path, line and
 // column; type errors with the key and the expected type
 // (`-c listen=5: expected a string`); invalid values, such as a listen
-// address that is not ws://IP:PORT or websocket auth settings that do not
+// address that is not ws://IP:PORT (or wss://) or websocket auth settings that do not
 // fit together, with the key and the source that set it.
 //
 // # Dependencies

@@ -12,16 +12,20 @@ import (
 	"github.com/appserver/appserver/internal/apperr"
 )
 
-// ParseListen parses a listen address of the form ws://IP:PORT, where IP is
-// an IPv4 or bracketed IPv6 literal (not a host name) and PORT is 0-65535.
+// ParseListen parses a listen address of the form ws://IP:PORT, or
+// wss://IP:PORT for TLS, where IP is an IPv4 or bracketed IPv6 literal (not
+// a host name) and PORT is 0-65535.
 func ParseListen(s string) (netip.AddrPort, error) {
 	rest, ok := strings.CutPrefix(s, "ws://")
 	if !ok {
-		return netip.AddrPort{}, fmt.Errorf("expected ws://IP:PORT, got %q", s)
+		rest, ok = strings.CutPrefix(s, "wss://")
+	}
+	if !ok {
+		return netip.AddrPort{}, fmt.Errorf("expected ws://IP:PORT or wss://IP:PORT, got %q", s)
 	}
 	ap, err := netip.ParseAddrPort(rest)
 	if err != nil {
-		return netip.AddrPort{}, fmt.Errorf("expected ws://IP:PORT with an IP address literal and a port, got %q", s)
+		return netip.AddrPort{}, fmt.Errorf("expected ws://IP:PORT or wss://IP:PORT with an IP address literal and a port, got %q", s)
 	}
 	return ap, nil
 }
@@ -82,6 +86,9 @@ func (c *Config) validate() error {
 func (c *Config) validateServer() error {
 	if _, err := ParseListen(c.Listen); err != nil {
 		return c.invalid(key("listen"), "%s", err.Error())
+	}
+	if err := c.validateTLS(); err != nil {
+		return err
 	}
 	if c.DatabaseURL != "" {
 		// The URL may hold a password: never echo it.
@@ -208,6 +215,24 @@ func (c *Config) validateWSAuth() error {
 	}
 	if c.WSMaxClockSkewSeconds < 0 {
 		return c.invalid(key("ws_max_clock_skew_seconds"), "must not be negative")
+	}
+	return nil
+}
+
+// validateTLS checks that wss:// comes with a certificate and a key, and
+// that they are not set for a plain ws:// listener, where they would
+// silently do nothing.
+func (c *Config) validateTLS() error {
+	files := []struct{ key, path string }{{"tls_cert_file", c.TLSCertFile}, {"tls_key_file", c.TLSKeyFile}}
+	for _, f := range files {
+		switch {
+		case c.ListenTLS() && f.path == "":
+			return c.invalid(key("listen"), "wss:// needs tls_cert_file and tls_key_file (no %s)", f.key)
+		case !c.ListenTLS() && f.path != "":
+			return c.invalid(key(f.key), "requires a wss:// listen address (listen is %q)", c.Listen)
+		case f.path != "" && !filepath.IsAbs(f.path):
+			return c.invalid(key(f.key), "expected an absolute path, got %q", f.path)
+		}
 	}
 	return nil
 }

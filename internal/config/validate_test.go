@@ -83,6 +83,33 @@ func TestWSAuthErrorsNameTheirSource(t *testing.T) {
 		loadError(t, Sources{Flags: map[string]string{"ws_issuer": "me"}}))
 }
 
+// wss:// listens with TLS and needs both files, given as absolute paths;
+// the files without wss:// are refused rather than silently unused.
+func TestListenTLS(t *testing.T) {
+	cfg, _ := mustLoad(t, Sources{Flags: map[string]string{"listen": "wss://0.0.0.0:8443", "tls_cert_file": "/etc/appserver/cert.pem", "tls_key_file": "/etc/appserver/key.pem"}})
+	require.True(t, cfg.ListenTLS())
+	require.Equal(t, "0.0.0.0", cfg.ListenHost())
+	require.Equal(t, 8443, cfg.ListenPort())
+	require.Equal(t, "/etc/appserver/cert.pem", cfg.TLSCertFile)
+	ap, err := ParseListen("wss://[::1]:443")
+	require.NoError(t, err)
+	require.Equal(t, netip.MustParseAddrPort("[::1]:443"), ap)
+	cfg, _ = mustLoad(t, Sources{})
+	require.False(t, cfg.ListenTLS())
+
+	for _, tc := range []struct {
+		flags map[string]string
+		want  string
+	}{
+		{map[string]string{"listen": "wss://127.0.0.1:0"}, "flag --listen: wss:// needs tls_cert_file and tls_key_file (no tls_cert_file)"},
+		{map[string]string{"listen": "wss://127.0.0.1:0", "tls_cert_file": "/c.pem"}, "wss:// needs tls_cert_file and tls_key_file (no tls_key_file)"},
+		{map[string]string{"tls_cert_file": "/c.pem", "tls_key_file": "/k.pem"}, `requires a wss:// listen address (listen is "ws://127.0.0.1:7878")`},
+		{map[string]string{"listen": "wss://127.0.0.1:0", "tls_cert_file": "c.pem", "tls_key_file": "/k.pem"}, `expected an absolute path, got "c.pem"`},
+	} {
+		require.Contains(t, loadError(t, Sources{Flags: tc.flags}), tc.want, "%v", tc.flags)
+	}
+}
+
 func TestParseListen(t *testing.T) {
 	valid := []struct {
 		in   string
@@ -115,7 +142,7 @@ func TestParseListen(t *testing.T) {
 		"ws://::1:80",
 		"ws://[::1]",
 		"ws://256.0.0.1:80",
-		"wss://127.0.0.1:80",
+		"wss://localhost:443",
 		"http://127.0.0.1:80",
 		"127.0.0.1:80",
 		"stdio://",
@@ -126,12 +153,12 @@ func TestParseListen(t *testing.T) {
 			_, err := ParseListen(in)
 			require.Error(t, err)
 			msg := loadError(t, Sources{Flags: map[string]string{"listen": in}})
-			require.Contains(t, msg, "flag --listen: expected ws://IP:PORT")
+			require.Contains(t, msg, "flag --listen: expected ws://IP:PORT or wss://IP:PORT")
 			require.Contains(t, msg, `got "`+in+`"`)
 		})
 	}
 
-	require.Equal(t, `-c listen=ws://localhost:1: expected ws://IP:PORT with an IP address literal and a port, got "ws://localhost:1"`,
+	require.Equal(t, `-c listen=ws://localhost:1: expected ws://IP:PORT or wss://IP:PORT with an IP address literal and a port, got "ws://localhost:1"`,
 		loadError(t, Sources{Overrides: []string{"listen=ws://localhost:1"}}))
 
 	var zero Config

@@ -37,6 +37,7 @@ const (
 	StopMCPSessions        // MCP host sessions end, after the turns' last events
 	StopHTTP               // HTTP event streams end, after the turns' last events
 	StopConns              // the listener and the websockets close (1001)
+	StopCerts              // SIGHUP no longer reloads the TLS certificate
 	StopSkills             // the skills watcher, then the catalog
 	StopStore              // last: every writer has stopped
 	StopGC                 // the GC heap floor goes with the daemon

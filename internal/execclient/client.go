@@ -54,6 +54,8 @@ type Options struct {
 	JSON bool
 	// HTTPClient sends the requests; nil is a new http.Client.
 	HTTPClient *http.Client
+	// Now is the clock that times the turn; nil is time.Now.
+	Now func() time.Time
 	// Stdout receives the agent's text (or the JSON turn); Stderr the
 	// progress lines. Nil discards.
 	Stdout, Stderr io.Writer
@@ -85,6 +87,8 @@ type Client struct {
 	// Text printed to stdout so far, per agent message item.
 	printed  map[string]bool
 	lastByte byte
+	// started is when the turn was posted.
+	started time.Time
 }
 
 // New checks the options and returns the client; a Server that is not an
@@ -108,6 +112,9 @@ func New(o Options) (*Client, error) {
 	}
 	if c.stderr == nil {
 		c.stderr = io.Discard
+	}
+	if c.opts.Now == nil {
+		c.opts.Now = time.Now
 	}
 	return c, nil
 }
@@ -222,6 +229,7 @@ func (c *Client) Run(ctx context.Context, prompt string) error {
 		c.progress("thread %s", threadID)
 	}
 
+	c.started = c.opts.Now()
 	turn, err := c.postTurn(ctx, threadID, prompt)
 	if err != nil {
 		return err
@@ -406,12 +414,14 @@ func (c *Client) handle(turnID string, data []byte) (bool, error) {
 		}
 	case "item/started", "item/completed":
 		var it struct {
-			Type    string `json:"type"`
-			ID      string `json:"id"`
-			Text    string `json:"text"`
-			Tool    string `json:"tool"`
-			Command string `json:"command"`
-			Status  string `json:"status"`
+			Type       string `json:"type"`
+			ID         string `json:"id"`
+			Text       string `json:"text"`
+			Tool       string `json:"tool"`
+			Command    string `json:"command"`
+			Status     string `json:"status"`
+			ExitCode   *int   `json:"exitCode"`
+			DurationMs *int64 `json:"durationMs"`
 		}
 		_ = json.Unmarshal(p.Item, &it)
 		switch {
@@ -425,7 +435,7 @@ func (c *Client) handle(turnID string, data []byte) (bool, error) {
 				}
 			}
 		case it.Type == "agentMessage", it.Type == "userMessage", it.Type == "reasoning":
-		case ev.Method == "item/started":
+		default:
 			label := it.Type
 			if it.Tool != "" {
 				label += " " + it.Tool
@@ -433,7 +443,23 @@ func (c *Client) handle(turnID string, data []byte) (bool, error) {
 			if it.Command != "" {
 				label += ": " + it.Command
 			}
-			c.progress("%s", label)
+			if ev.Method == "item/started" {
+				c.progress("%s", label)
+				break
+			}
+			// How it ended: a command's exit status, else the item's
+			// status, and how long it ran when the item says.
+			outcome := it.Status
+			if it.ExitCode != nil {
+				outcome = fmt.Sprintf("exit %d", *it.ExitCode)
+			}
+			if outcome == "" {
+				outcome = "done"
+			}
+			if it.DurationMs != nil {
+				outcome += " in " + humanDuration(time.Duration(*it.DurationMs)*time.Millisecond)
+			}
+			c.progress("%s -> %s", label, outcome)
 		}
 	case api.HTTPToolCallEventMethod:
 		c.progress("tool call %s (%s) is waiting for a client that registered the tool", p.Tool, p.CallID)
@@ -470,7 +496,7 @@ func (c *Client) finish(t api.HTTPTurn) error {
 			c.print("\n")
 		}
 	}
-	msg := fmt.Sprintf("turn %s %s", t.ID, t.Status)
+	msg := fmt.Sprintf("turn %s %s in %s", t.ID, t.Status, humanDuration(c.opts.Now().Sub(c.started)))
 	if t.Usage != nil {
 		msg += fmt.Sprintf(" (%d tokens: %d in, %d out)", t.Usage.TotalTokens, t.Usage.InputTokens, t.Usage.OutputTokens)
 	}
@@ -483,4 +509,13 @@ func (c *Client) finish(t api.HTTPTurn) error {
 		e.Message = t.Error.Message
 	}
 	return e
+}
+
+// humanDuration rounds d for a progress line: milliseconds below a second,
+// tenths of a second above.
+func humanDuration(d time.Duration) string {
+	if d < time.Second {
+		return d.Round(time.Millisecond).String()
+	}
+	return d.Round(100 * time.Millisecond).String()
 }

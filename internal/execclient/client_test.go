@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -143,16 +144,23 @@ func TestRunStreamsAndResumes(t *testing.T) {
 		delta(6, "Hel"), // then the connection ends
 		delta(7, "lo") +
 			sse(8, "item/started", map[string]any{"turnId": "tu-1", "item": map[string]any{"type": "commandExecution", "id": "c1", "command": "make test"}}) +
-			sse(9, "item/completed", map[string]any{"turnId": "tu-1", "item": map[string]any{"type": "agentMessage", "id": "msg-1", "text": "Hello"}}) +
-			sse(10, "turn/completed", map[string]any{"turn": map[string]any{"id": "tu-1"}}),
+			sse(9, "item/completed", map[string]any{"turnId": "tu-1", "item": map[string]any{"type": "commandExecution", "id": "c1", "command": "make test", "status": "failed", "exitCode": 2, "durationMs": 1234}}) +
+			sse(10, "item/completed", map[string]any{"turnId": "tu-1", "item": map[string]any{"type": "dynamicToolCall", "id": "d1", "tool": "lookup", "status": "completed", "durationMs": 30}}) +
+			sse(11, "item/completed", map[string]any{"turnId": "tu-1", "item": map[string]any{"type": "agentMessage", "id": "msg-1", "text": "Hello"}}) +
+			sse(12, "turn/completed", map[string]any{"turn": map[string]any{"id": "tu-1"}}),
 	}}
-	out, progress, err := run(t, f, Options{Token: "tok", Cwd: "/work"}, "say hello")
+	// The clock moves 3.4 s between the turn's start and its end.
+	clock := time.Unix(1000, 0)
+	now := func() time.Time { t := clock; clock = clock.Add(3400 * time.Millisecond); return t }
+	out, progress, err := run(t, f, Options{Token: "tok", Cwd: "/work", Now: now}, "say hello")
 	require.NoError(t, err, progress)
 	require.Equal(t, "Hello\n", out)
 	require.Equal(t, []string{"5", "6"}, f.afters, "resumed after the last event seen")
 	require.Contains(t, progress, "thread th-1 created")
-	require.Contains(t, progress, "commandExecution: make test")
-	require.Contains(t, progress, "turn tu-1 completed (13 tokens: 9 in, 4 out)")
+	require.Contains(t, progress, "[exec] commandExecution: make test\n")
+	require.Contains(t, progress, "[exec] commandExecution: make test -> exit 2 in 1.2s\n", "a command's exit status and run time")
+	require.Contains(t, progress, "[exec] dynamicToolCall lookup -> completed in 30ms\n")
+	require.Contains(t, progress, "turn tu-1 completed in 3.4s (13 tokens: 9 in, 4 out)")
 	for _, a := range f.auth {
 		require.Equal(t, "Bearer tok", a)
 	}
@@ -200,4 +208,41 @@ func TestRunFailedTurn(t *testing.T) {
 	var turn api.HTTPTurn
 	require.NoError(t, json.Unmarshal([]byte(out), &turn), out)
 	require.Equal(t, "tu-1", turn.ID)
+}
+
+// Each way exec can end has its own exit status: a CI job tells the
+// agent's failure (1) from a daemon it cannot reach (3) and from a request
+// the daemon refuses (4).
+func TestExitCodes(t *testing.T) {
+	turnEnd := []string{sse(6, "turn/completed", map[string]any{"turn": map[string]any{"id": "tu-1"}})}
+	failed := `{"id":"tu-1","threadId":"th-1","status":"failed","items":[],"error":{"message":"401 bad key"}}`
+	for _, tc := range []struct {
+		name string
+		f    *fakeAPI
+		o    Options
+		want int
+	}{
+		{"completed", &fakeAPI{final: completed, streams: turnEnd}, Options{}, ExitCompleted},
+		{"turn failed", &fakeAPI{final: failed, streams: turnEnd}, Options{}, ExitTurnFailed},
+		{"unknown thread", &fakeAPI{}, Options{Thread: "th-2"}, ExitRejected},
+		{"idempotency key reused", &fakeAPI{turnPosts: []int{422}}, Options{}, ExitRejected},
+		{"draining past the retries", &fakeAPI{turnPosts: []int{503, 503, 503, 503, 503}}, Options{}, ExitUnreachable},
+		{"stream fails", &fakeAPI{}, Options{}, ExitUnreachable},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.f.t = t
+			_, progress, err := run(t, tc.f, tc.o, "go")
+			require.Equal(t, tc.want, ExitCode(err), "%v\n%s", err, progress)
+		})
+	}
+
+	// Nothing listens: connection refused.
+	srv := httptest.NewServer(http.NotFoundHandler())
+	addr := srv.URL
+	srv.Close()
+	c, err := New(Options{Server: addr})
+	require.NoError(t, err)
+	err = c.Run(context.Background(), "go")
+	require.Error(t, err)
+	require.Equal(t, ExitUnreachable, ExitCode(err), "%v", err)
 }

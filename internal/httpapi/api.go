@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -231,6 +232,7 @@ func (a *API) routes() chi.Router {
 		writeProblem(w, r, newProblem(http.StatusMethodNotAllowed, api.ProblemMethodNotAllowed,
 			"%s is not allowed on %s", r.Method, r.URL.Path))
 	})
+	r.Method(http.MethodGet, "/openapi.yaml", http.HandlerFunc(serveOpenAPI))
 	r.Method(http.MethodPost, "/threads", a.handle(a.createThread))
 	r.Method(http.MethodGet, "/threads", a.handle(a.listThreads))
 	r.Method(http.MethodGet, "/threads/{threadID}", a.handle(a.getThread))
@@ -242,6 +244,14 @@ func (a *API) routes() chi.Router {
 	r.Method(http.MethodPost, "/threads/{threadID}/tool-calls/{callID}", a.handle(a.answerToolCall))
 	r.Method(http.MethodPost, "/threads/{threadID}/approvals/{requestID}", a.handle(a.answerApproval))
 	return r
+}
+
+// serveOpenAPI answers with the API's description, the one built into this
+// binary, so that a client can be generated for the daemon it talks to.
+func serveOpenAPI(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/yaml")
+	w.Header().Set("Content-Length", strconv.Itoa(len(api.OpenAPI)))
+	_, _ = io.WriteString(w, api.OpenAPI)
 }
 
 // handlerFunc is an API handler: it writes its answer, or returns the

@@ -1,8 +1,9 @@
 // Package httpapi serves the HTTP/JSON API for CI bots and scripts
-// (api/openapi.yaml), mounted by the server at /v1 on the websocket's
-// listener: create and list threads, post turns (idempotently, optionally
-// waiting for the result), read turns and items, stream a thread's events
-// as server-sent events, and answer dynamic tool calls.
+// (api/openapi.yaml, which it serves at /v1/openapi.yaml), mounted by the
+// server at /v1 on the websocket's listener: create and list threads, post
+// turns (idempotently, optionally waiting for the result), read turns and
+// items, stream a thread's events as server-sent events, and answer dynamic
+// tool calls.
 //
 // It adapts HTTP to turns.Manager and the hub like the websocket sessions
 // do. Each thread the API touches gets an event log: a hub subscriber (a
