@@ -78,6 +78,7 @@ func (m *Manager) StartTurn(ctx context.Context, c Caller, p api.TurnStartParams
 		ApprovalPolicy: t.meta.ApprovalPolicy, Sandbox: t.meta.Sandbox,
 		Approvals: t.approvals, Client: run, Notify: run.notify,
 		Interrupt: func() { at.cancel(errInterrupted) }, TurnDiff: run.setDiff,
+		Config: t.meta.Config,
 	}
 	if p.CollaborationMode != nil {
 		tc.CollaborationMode = string(p.CollaborationMode.Mode)

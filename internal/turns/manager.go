@@ -87,6 +87,10 @@ type ToolContext struct {
 	// TurnDiff records the turn's aggregate diff and announces it with
 	// turn/diff/updated (repeated after each token usage update).
 	TurnDiff func(diff string)
+	// Config is the thread's config overrides (thread/start `config`),
+	// flattened to dotted keys (`features.shell_tool`); nil when it gave
+	// none. Read-only: it is shared with the thread.
+	Config map[string]json.RawMessage
 }
 
 // ItemSink publishes items produced by tools during a turn. It is safe for

@@ -172,6 +172,9 @@ func (m *Manager) StartThread(ctx context.Context, c Caller, p api.ThreadStartPa
 	}); err != nil {
 		return api.ThreadStartResult{}, nil, err
 	}
+	if err := applyConfig(&meta, p.Config, p.Sandbox != nil); err != nil {
+		return api.ThreadStartResult{}, nil, err
+	}
 	if rec.Cwd == "" {
 		return api.ThreadStartResult{}, nil, apperr.New(apperr.Invalid, "cwd is required: the server has no default working directory")
 	}
@@ -340,6 +343,9 @@ func (m *Manager) ForkThread(ctx context.Context, c Caller, p api.ThreadForkPara
 		model: p.Model, provider: p.ModelProvider, cwd: p.Cwd, approval: p.ApprovalPolicy,
 		sandboxMode: p.Sandbox, base: p.BaseInstructions, developer: p.DeveloperInstructions,
 	}); err != nil {
+		return api.ThreadStartResult{}, nil, err
+	}
+	if err := applyConfig(&meta, p.Config, p.Sandbox != nil); err != nil {
 		return api.ThreadStartResult{}, nil, err
 	}
 	metaJSON, _ := json.Marshal(meta)
