@@ -591,3 +591,19 @@ type TurnInterruptParams struct {
 
 // TurnInterruptResult is the (empty) result of turn/interrupt.
 type TurnInterruptResult struct{}
+
+// ThreadShellCommandParams are the params of thread/shellCommand: a
+// command the user typed (`!cmd` in the TUI), run in the thread's cwd.
+type ThreadShellCommandParams struct {
+	// ThreadID is the thread; required.
+	ThreadID string `json:"threadId"`
+	// Command is a shell script, run by the user's shell unsandboxed;
+	// required.
+	Command string `json:"command"`
+	// TimeoutMs bounds the run (milliseconds, ≥ 0); null is one hour.
+	TimeoutMs *int64 `json:"timeoutMs,omitempty"`
+}
+
+// ThreadShellCommandResult is the (empty) result of thread/shellCommand;
+// the command runs in a turn of its own, announced after it.
+type ThreadShellCommandResult struct{}

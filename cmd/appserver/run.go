@@ -362,6 +362,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 		Tools:                tools.Build,
 		ValidateDynamicTools: orchestrate.ValidateDynamicTools,
 		ThreadUnloaded:       tools.ThreadUnloaded,
+		UserShell:            tools,
 		Defaults: turns.Defaults{
 			Model:          cfg.Model,
 			ModelProvider:  cfg.ModelProvider,

@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -121,4 +124,120 @@ func TestThreadConfigDefaultPermissions(t *testing.T) {
 	f := r.callRaw("thread/start", map[string]any{"cwd": t.TempDir(), "config": map[string]any{"default_permissions": ":nope"}})
 	require.NotNil(t, f.Error)
 	require.Contains(t, f.Error.Message, "unknown permission profile")
+}
+
+// A user's `!cmd` (thread/shellCommand) runs in a turn of its own, as
+// the reference runs it (shell_command.jsonl): unsandboxed in the thread's
+// cwd, a commandExecution item with source userShell, and a
+// <user_shell_command> message in the history the model reads next turn.
+func TestShellCommandMatchesReference(t *testing.T) {
+	const capture = "shell_command.jsonl"
+	var refFrames []frame
+	sentShell := false
+	for _, l := range referenceFrames(t, capture) {
+		var f frame
+		require.NoError(t, json.Unmarshal(l.Frame, &f))
+		if l.Dir == "send" {
+			if f.Method == "turn/start" && sentShell {
+				break
+			}
+			sentShell = sentShell || f.Method == "thread/shellCommand"
+			continue
+		}
+		if sentShell {
+			refFrames = append(refFrames, f)
+		}
+	}
+	var refModel struct {
+		Msgs []struct {
+			Content []struct {
+				Text string `json:"text"`
+			} `json:"content"`
+		} `json:"input_last_user_shell"`
+	}
+	raw, err := os.ReadFile(filepath.Join("testdata", "golden", "reference", "shell_command_model.json"))
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(raw, &refModel))
+	refText := refModel.Msgs[0].Content[0].Text
+
+	for name, storeArgs := range storeBackends(t) {
+		t.Run(name, func(t *testing.T) {
+			fake := startFake(t, `{"steps":[{"text":"It printed one."}]}`)
+			d := startDaemon(t, append(storeArgs, fakeArgs(fake, "responses")...)...)
+			r := newRPC(t, d)
+			cwd := t.TempDir()
+			require.NoError(t, os.WriteFile(filepath.Join(cwd, "notes.txt"), []byte("one\n"), 0o644))
+			threadID := startThread(t, r, map[string]any{"cwd": cwd, "sandbox": "read-only"})
+
+			r.seen = nil
+			res := r.call("thread/shellCommand", map[string]any{"threadId": threadID, "command": "cat notes.txt", "timeoutMs": nil})
+			require.JSONEq(t, `{}`, string(res))
+			var frames []frame
+			frames = append(frames, r.seen...)
+			r.seen = nil
+			for len(frames) == 0 || frames[len(frames)-1].Method != "turn/completed" {
+				f, err := r.read(20 * time.Second)
+				require.NoError(t, err)
+				frames = append(frames, f)
+			}
+			require.Equal(t, teNormalise(t, refFrames), teNormalise(t, frames))
+			var item teItem
+			for _, f := range frames {
+				if f.Method == "item/completed" {
+					var p struct {
+						Item teItem `json:"item"`
+					}
+					require.NoError(t, json.Unmarshal(f.Params, &p))
+					item = p.Item
+				}
+			}
+			require.Equal(t, "userShell", item.Source)
+			require.Equal(t, "completed", item.Status)
+			require.Equal(t, "one\n", *item.AggregatedOutput)
+			require.Equal(t, 0, *item.ExitCode)
+			require.Equal(t, cwd, item.Cwd)
+			require.Contains(t, item.Command, "cat notes.txt")
+			require.JSONEq(t, `[{"type":"read","command":"cat notes.txt","name":"notes.txt","path":"`+filepath.Join(cwd, "notes.txt")+`"}]`, string(mustJSON(t, item.CommandActions)))
+
+			// Unsandboxed although the thread is read-only; a failure is
+			// a failed item with its exit code.
+			r.call("thread/shellCommand", map[string]any{"threadId": threadID, "command": "touch made.txt; echo err >&2; exit 3"})
+			done := r.until("turn/completed")
+			require.NotNil(t, done)
+			_, err := os.Stat(filepath.Join(cwd, "made.txt"))
+			require.NoError(t, err, "the user's command runs unsandboxed")
+
+			r.call("turn/start", teInput(threadID, "What did it print?"))
+			r.until("turn/completed")
+			reqs := fake.Requests()
+			require.Len(t, reqs, 1)
+			var body struct {
+				Input []struct {
+					Role    string `json:"role"`
+					Content []struct {
+						Text string `json:"text"`
+					} `json:"content"`
+				} `json:"input"`
+			}
+			require.NoError(t, reqs[0].Decode(&body))
+			var shellMsgs []string
+			for _, in := range body.Input {
+				if in.Role == "user" && len(in.Content) == 1 && strings.HasPrefix(in.Content[0].Text, "<user_shell_command>") {
+					shellMsgs = append(shellMsgs, in.Content[0].Text)
+				}
+			}
+			require.Len(t, shellMsgs, 2)
+			durRE := regexp.MustCompile(`Duration: [0-9.]+ seconds`)
+			require.Equal(t, durRE.ReplaceAllString(refText, "Duration: X seconds"), durRE.ReplaceAllString(shellMsgs[0], "Duration: X seconds"))
+			require.Contains(t, shellMsgs[1], "Exit code: 3\n")
+			require.Contains(t, shellMsgs[1], "Output:\nerr\n")
+		})
+	}
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	require.NoError(t, err)
+	return b
 }

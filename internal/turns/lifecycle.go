@@ -11,6 +11,13 @@ import (
 // StartTurn starts a turn, or, when one is running, adds the input to it
 // as the reference does (protocol.md §8.3).
 func (m *Manager) StartTurn(ctx context.Context, c Caller, p api.TurnStartParams) (api.TurnStartResult, After, error) {
+	return m.startTurn(ctx, c, p, nil)
+}
+
+// startTurn starts a turn that runs the model on p's input, or, when shell
+// is set, a turn that runs a user's shell command: that one never joins a
+// running turn, it waits for it to end.
+func (m *Manager) startTurn(ctx context.Context, c Caller, p api.TurnStartParams, shell *UserShellRequest) (api.TurnStartResult, After, error) {
 	t, err := m.threadFor(ctx, p.ThreadID, "thread not found: %s")
 	if err != nil {
 		return api.TurnStartResult{}, nil, err
@@ -45,11 +52,12 @@ func (m *Manager) StartTurn(ctx context.Context, c Caller, p api.TurnStartParams
 	for t.active != nil {
 		at := t.active
 		t.mu.Unlock()
-		if at.addSteer(steer{input: input, clientID: p.ClientUserMessageID}) {
+		if shell == nil && at.addSteer(steer{input: input, clientID: p.ClientUserMessageID}) {
 			return api.TurnStartResult{Turn: pendingTurn(at.id)}, nil, nil
 		}
-		// The running turn is settling and takes no more input: the
-		// input starts a new turn once it has ended.
+		// The running turn is settling and takes no more input (or this
+		// is a shell command): the input starts a new turn once it has
+		// ended.
 		select {
 		case <-at.done:
 		case <-ctx.Done():
@@ -100,6 +108,10 @@ func (m *Manager) StartTurn(ctx context.Context, c Caller, p api.TurnStartParams
 	return api.TurnStartResult{Turn: pendingTurn(at.id)}, func() {
 		go func() {
 			defer m.turns.Done()
+			if shell != nil {
+				run.runShell(tc, *shell)
+				return
+			}
 			run.run(input, p.ClientUserMessageID)
 		}()
 	}, nil

@@ -141,7 +141,9 @@ type Config struct {
 	// ThreadUnloaded is called (without locks held) after a thread left
 	// memory, e.g. to reap its exec sessions.
 	ThreadUnloaded func(threadID string)
-	Defaults       Defaults
+	// UserShell runs thread/shellCommand; nil refuses the method.
+	UserShell UserShellRunner
+	Defaults  Defaults
 	// UnloadAfter is how long a thread with no subscribers and no running
 	// turn stays loaded; 0 means one minute.
 	UnloadAfter time.Duration

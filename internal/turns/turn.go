@@ -242,6 +242,19 @@ func (r *turnRun) addUserMessage(input []api.UserInput, clientID *string, first 
 	return nil
 }
 
+// createTurn stores the turn record of a turn that starts without a user
+// message (a user shell command).
+func (r *turnRun) createTurn() error {
+	started := r.at.startedAt
+	b := &store.Batch{CreateTurns: []*store.Turn{{
+		ThreadID: r.t.id, ID: r.at.id, Status: store.TurnInProgress, StartedAt: &started, Meta: r.hist.metaJSON(),
+	}}}
+	if err := r.t.write(r.persistCtx(), b); err != nil {
+		return fmt.Errorf("persist turn: %w", err)
+	}
+	return nil
+}
+
 // persistCtx bounds store writes; they are not cancelled by an interrupt,
 // so that what a client has seen is always durable.
 func (r *turnRun) persistCtx() context.Context { return context.WithoutCancel(r.at.ctx) }
