@@ -2,9 +2,12 @@ package main
 
 import (
 	"log/slog"
+	"maps"
 	"path/filepath"
+	"slices"
 	"time"
 
+	"github.com/appserver/appserver/api"
 	"github.com/appserver/appserver/internal/config"
 	"github.com/appserver/appserver/internal/dynamic"
 	"github.com/appserver/appserver/internal/model"
@@ -67,4 +70,38 @@ func newTools(cfg *config.Config, configFile string, log *slog.Logger, broker *d
 		Models:    cfg.ModelCatalog,
 		Logger:    log,
 	}, broker, cat)
+}
+
+// apiProviders answers modelProvider/list from [model_providers]: the
+// default provider first, then the others by id. A provider that uses
+// OpenAI's own authentication (the built-in openai) is reported as the
+// reference reports it; any other is a custom gateway, authenticated by its env_key when it has one. None is editable
+// by clients: the configuration is the operator's.
+func apiProviders(cfg *config.Config) api.ModelProviderListResult {
+	ids := slices.Sorted(maps.Keys(cfg.ModelProviders))
+	if i := slices.Index(ids, cfg.ModelProvider); i > 0 {
+		ids = append(append([]string{ids[i]}, ids[:i]...), ids[i+1:]...)
+	}
+	res := api.ModelProviderListResult{DefaultProviderID: cfg.ModelProvider}
+	for _, id := range ids {
+		pc := cfg.ModelProviders[id]
+		sum := api.ModelProviderSummary{ID: id, Name: pc.Name, Settings: api.ProviderSettings{Type: "customGateway"}}
+		if sum.Name == "" {
+			sum.Name = id
+		}
+		if pc.RequiresOpenAIAuth {
+			sum.Settings.Type = "openai"
+		} else {
+			if pc.BaseURL != "" {
+				u := pc.BaseURL
+				sum.BaseURL = &u
+			}
+			sum.Settings.Auth = &api.GatewayAuth{Mode: "none"}
+			if pc.EnvKey != "" {
+				sum.Settings.Auth = &api.GatewayAuth{Mode: "environmentVariable", EnvKey: pc.EnvKey}
+			}
+		}
+		res.Data = append(res.Data, sum)
+	}
+	return res
 }

@@ -393,11 +393,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 		CommandExec:    &server.CommandExecConfig{Policy: execPolicy, Env: tools.Env(), Sandbox: tools.Sandbox()},
 		Skills:         cat,
 		Info: server.Info{
-			Version:  appVersion(),
-			Home:     cfg.DataDir,
-			Models:   apiModels(cfg),
-			Config:   func() api.ConfigReadResult { return configView(cfg, cf.path()) },
-			Warnings: configWarnings(warnings),
+			Version:   appVersion(),
+			Home:      cfg.DataDir,
+			Models:    apiModels(cfg),
+			Config:    func() api.ConfigReadResult { return configView(cfg, cf.path()) },
+			Warnings:  configWarnings(warnings),
+			Providers: apiProviders(cfg),
 		},
 	})
 	if err != nil {

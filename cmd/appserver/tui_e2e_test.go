@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/stretchr/testify/require"
 )
 
@@ -181,6 +183,12 @@ func TestShellCommandMatchesReference(t *testing.T) {
 				frames = append(frames, f)
 			}
 			require.Equal(t, teNormalise(t, refFrames), teNormalise(t, frames))
+			schemaValidate(t, "ThreadShellCommandResponse", res)
+			for _, f := range frames {
+				if name, ok := notificationSchemas[f.Method]; ok {
+					schemaValidate(t, name, f.Params)
+				}
+			}
 			var item teItem
 			for _, f := range frames {
 				if f.Method == "item/completed" {
@@ -240,4 +248,52 @@ func mustJSON(t *testing.T, v any) []byte {
 	b, err := json.Marshal(v)
 	require.NoError(t, err)
 	return b
+}
+
+// notificationSchemas names the schema of the notifications tests validate.
+var notificationSchemas = map[string]string{
+	"item/started": "ItemStartedNotification", "item/completed": "ItemCompletedNotification",
+	"turn/started": "TurnStartedNotification", "turn/completed": "TurnCompletedNotification",
+}
+
+// schemaValidate checks raw against the 0.169.0 schema of message name
+// (testdata/schema/<name>.json).
+func schemaValidate(t *testing.T, name string, raw []byte) {
+	t.Helper()
+	sch, err := jsonschema.NewCompiler().Compile(filepath.Join("testdata", "schema", name+".json"))
+	require.NoError(t, err)
+	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+	require.NoError(t, err)
+	require.NoError(t, sch.Validate(inst), "%s: %s", name, raw)
+}
+
+// The informational methods the TUI calls at start-up and for /permissions
+// answer in the reference's shape.
+func TestStartupMethodsMatchSchema(t *testing.T) {
+	d := startDaemon(t, "--data-dir", t.TempDir(), "-c", `model_provider="local"`,
+		"-c", `model_providers.local={name="Local", base_url="http://127.0.0.1:1/v1", env_key="LOCAL_KEY"}`)
+	r := newRPC(t, d)
+	for _, tc := range []struct {
+		method, schema string
+		params         any
+		want           string
+	}{
+		{"permissionProfile/list", "PermissionProfileListResponse", map[string]any{},
+			`{"data":[{"id":":read-only","description":null,"allowed":true},{"id":":workspace","description":null,"allowed":true},{"id":":danger-full-access","description":null,"allowed":true}],"nextCursor":null}`},
+		{"permissionProfile/list", "PermissionProfileListResponse", map[string]any{"limit": 2},
+			`{"data":[{"id":":read-only","description":null,"allowed":true},{"id":":workspace","description":null,"allowed":true}],"nextCursor":"2"}`},
+		{"permissionProfile/list", "PermissionProfileListResponse", map[string]any{"cursor": "2"},
+			`{"data":[{"id":":danger-full-access","description":null,"allowed":true}],"nextCursor":null}`},
+		{"modelProvider/list", "ModelProviderListResponse", map[string]any{},
+			`{"data":[{"id":"local","name":"Local","canEdit":false,"baseUrl":"http://127.0.0.1:1/v1","settings":{"type":"customGateway","auth":{"mode":"environmentVariable","envKey":"LOCAL_KEY"}}},
+			{"id":"openai","name":"OpenAI","canEdit":false,"baseUrl":null,"settings":{"type":"openai"}}],"defaultProviderId":"local","canChangeDefault":false}`},
+		{"plugin/installed", "PluginInstalledResponse", map[string]any{"cwds": []string{t.TempDir()}, "installSuggestionPluginNames": nil},
+			`{"marketplaces":[],"marketplaceLoadErrors":[]}`},
+		{"account/bedrock/checkGovCloudRequirements", "BedrockCheckGovCloudRequirementsResponse", map[string]any{},
+			`{"isGovCloud":false,"shouldWarn":false}`},
+	} {
+		res := r.call(tc.method, tc.params)
+		require.JSONEq(t, tc.want, string(res), tc.method)
+		schemaValidate(t, tc.schema, res)
+	}
 }

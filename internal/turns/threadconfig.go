@@ -17,6 +17,10 @@ const (
 	ProfileDangerFull = ":danger-full-access"
 )
 
+// PermissionProfiles are the built-in permission profiles, in the order
+// permissionProfile/list reports them.
+var PermissionProfiles = []string{ProfileReadOnly, ProfileWorkspace, ProfileDangerFull}
+
 // profileSandbox maps a built-in permission profile to the sandbox mode it
 // stands for.
 var profileSandbox = map[string]string{
