@@ -359,3 +359,49 @@ type GovCloudRequirementsResult struct {
 	// ShouldWarn asks the client to warn the user.
 	ShouldWarn bool `json:"shouldWarn"`
 }
+
+// ConfigEdit is one change of config/value/write or config/batchWrite.
+type ConfigEdit struct {
+	// KeyPath is the dotted key; required.
+	KeyPath string `json:"keyPath"`
+	// Value is the new value; null removes the key.
+	Value json.RawMessage `json:"value"`
+	// MergeStrategy is "replace" or "upsert" (merge into a table).
+	MergeStrategy string `json:"mergeStrategy"`
+}
+
+// ConfigValueWriteParams are the params of config/value/write.
+type ConfigValueWriteParams struct {
+	ConfigEdit
+	// FilePath names the file to write; appserver writes only its
+	// per-user overlay, so it must be null or that file.
+	FilePath *string `json:"filePath,omitempty"`
+	// ExpectedVersion, when set, must be the file's current version.
+	ExpectedVersion *string `json:"expectedVersion,omitempty"`
+}
+
+// ConfigBatchWriteParams are the params of config/batchWrite.
+type ConfigBatchWriteParams struct {
+	// Edits are applied in order, all or none; required.
+	Edits []ConfigEdit `json:"edits"`
+	// FilePath is as in ConfigValueWriteParams.
+	FilePath *string `json:"filePath,omitempty"`
+	// ExpectedVersion is as in ConfigValueWriteParams.
+	ExpectedVersion *string `json:"expectedVersion,omitempty"`
+	// ReloadUserConfig asks for loaded threads to pick the change up; new
+	// values apply to threads started after a restart.
+	ReloadUserConfig bool `json:"reloadUserConfig,omitempty"`
+}
+
+// ConfigWriteResult is the result of config/value/write and
+// config/batchWrite.
+type ConfigWriteResult struct {
+	// Status is "ok" ("okOverridden" when a later layer hides the value).
+	Status string `json:"status"`
+	// Version is the written file's version ("sha256:<hex>").
+	Version string `json:"version"`
+	// FilePath is the file written.
+	FilePath string `json:"filePath"`
+	// OverriddenMetadata says which layer hides the value, or null.
+	OverriddenMetadata json.RawMessage `json:"overriddenMetadata"`
+}

@@ -111,6 +111,8 @@ type configFlags struct {
 	file      string
 	overrides repeated
 	origins   repeated
+	// sources are what load loaded, kept to validate config writes.
+	sources config.Sources
 }
 
 // flagKeys are the config keys exposed as dedicated flags.
@@ -183,12 +185,13 @@ func (cf *configFlags) load(args []string) (*config.Config, []config.Warning, er
 	if len(cf.origins) > 0 {
 		set["allowed_origins"] = strings.Join(cf.origins, ",")
 	}
-	return config.Load(config.Sources{
+	cf.sources = config.Sources{
 		File:      cf.file,
 		Env:       os.Environ(),
 		Flags:     set,
 		Overrides: cf.overrides,
-	})
+	}
+	return config.Load(cf.sources)
 }
 
 func newLogger(cfg *config.Config, w io.Writer) *slog.Logger {
@@ -392,6 +395,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 		Cwd:            cwd,
 		CommandExec:    &server.CommandExecConfig{Policy: execPolicy, Env: tools.Env(), Sandbox: tools.Sandbox()},
 		Skills:         cat,
+		ConfigWriter:   &configWriter{dir: cfg.DataDir, sources: cf.sources},
 		Info: server.Info{
 			Version:   appVersion(),
 			Home:      cfg.DataDir,

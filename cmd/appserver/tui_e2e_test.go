@@ -297,3 +297,50 @@ func TestStartupMethodsMatchSchema(t *testing.T) {
 		schemaValidate(t, tc.schema, res)
 	}
 }
+
+// The TUI's /model saves the default with config/batchWrite: the value is
+// written to the per-user overlay in data_dir and survives a restart; a
+// value the configuration refuses is not written at all.
+func TestConfigWriteSurvivesRestart(t *testing.T) {
+	for name, storeArgs := range storeBackends(t) {
+		t.Run(name, func(t *testing.T) {
+			dataDir := t.TempDir()
+			args := append(append([]string{}, storeArgs...), "--data-dir", dataDir)
+			d := startDaemon(t, args...)
+			r := newRPC(t, d)
+			res := r.call("config/batchWrite", map[string]any{"edits": []any{
+				map[string]any{"keyPath": "model", "value": "saved-model", "mergeStrategy": "replace"},
+				map[string]any{"keyPath": "model_reasoning_effort", "value": "high", "mergeStrategy": "replace"},
+			}, "filePath": nil, "expectedVersion": nil, "reloadUserConfig": true})
+			schemaValidate(t, "ConfigWriteResponse", res)
+			var wr struct {
+				Status   string `json:"status"`
+				Version  string `json:"version"`
+				FilePath string `json:"filePath"`
+			}
+			require.NoError(t, json.Unmarshal(res, &wr))
+			require.Equal(t, "ok", wr.Status)
+			require.Equal(t, filepath.Join(dataDir, "user-config.toml"), wr.FilePath)
+
+			f := r.callRaw("config/value/write", map[string]any{"keyPath": "approval_policy", "value": "sometimes", "mergeStrategy": "replace"})
+			require.NotNil(t, f.Error, "an invalid value is refused")
+			f = r.callRaw("config/value/write", map[string]any{"keyPath": "data_dir", "value": "/elsewhere", "mergeStrategy": "replace"})
+			require.NotNil(t, f.Error, "clients do not move the data dir")
+			f = r.callRaw("config/value/write", map[string]any{"keyPath": "model", "value": "x", "mergeStrategy": "replace", "expectedVersion": "sha256:00"})
+			require.NotNil(t, f.Error, "a stale expectedVersion is refused")
+			res = r.call("config/value/write", map[string]any{"keyPath": "approval_policy", "value": "never", "mergeStrategy": "replace", "expectedVersion": wr.Version})
+			schemaValidate(t, "ConfigWriteResponse", res)
+			d.stop(t)
+
+			d = startDaemon(t, args...)
+			r = newRPC(t, d)
+			var st struct {
+				Model          string `json:"model"`
+				ApprovalPolicy string `json:"approvalPolicy"`
+			}
+			require.NoError(t, json.Unmarshal(r.call("thread/start", map[string]any{"cwd": t.TempDir()}), &st))
+			require.Equal(t, "saved-model", st.Model)
+			require.Equal(t, "never", st.ApprovalPolicy)
+		})
+	}
+}

@@ -17,6 +17,9 @@ const (
 	LayerDefault Layer = "default"
 	// LayerFile is the TOML file given by --config or APPSERVER_CONFIG.
 	LayerFile Layer = "file"
+	// LayerUser is the per-user overlay in data_dir that clients write
+	// (config/value/write, config/batchWrite); it comes after the file.
+	LayerUser Layer = "user"
 	// LayerEnv is an APPSERVER_* environment variable.
 	LayerEnv Layer = "env"
 	// LayerFlag is a dedicated command-line flag such as --listen.

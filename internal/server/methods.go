@@ -59,6 +59,20 @@ func (s *Server) registerCoreMethods() {
 		return s.cfg.Info.Providers, nil
 	})
 	s.Handle("permissionProfile/list", s.permissionProfileList)
+	s.Handle("config/value/write", func(ctx context.Context, c *Call) (any, error) {
+		var p api.ConfigValueWriteParams
+		if err := DecodeParams(c, &p, "keyPath", "mergeStrategy"); err != nil {
+			return nil, err
+		}
+		return s.writeConfig(ctx, api.ConfigBatchWriteParams{Edits: []api.ConfigEdit{p.ConfigEdit}, FilePath: p.FilePath, ExpectedVersion: p.ExpectedVersion})
+	})
+	s.Handle("config/batchWrite", func(ctx context.Context, c *Call) (any, error) {
+		var p api.ConfigBatchWriteParams
+		if err := DecodeParams(c, &p, "edits"); err != nil {
+			return nil, err
+		}
+		return s.writeConfig(ctx, p)
+	})
 	s.Handle("plugin/installed", func(context.Context, *Call) (any, error) {
 		// No plugin marketplaces: the TUI calls this at start-up and on
 		// every composer refresh, and takes the empty answer as "none".
@@ -78,6 +92,20 @@ func (s *Server) registerCoreMethods() {
 			{Name: "Default", Mode: &def},
 		}}, nil
 	})
+}
+
+// writeConfig checks the edits' merge strategies and hands them to the
+// ConfigWriter.
+func (s *Server) writeConfig(ctx context.Context, p api.ConfigBatchWriteParams) (any, error) {
+	if s.cfg.ConfigWriter == nil {
+		return nil, InvalidRequest("config writes are not supported by this server")
+	}
+	for _, e := range p.Edits {
+		if e.MergeStrategy != "replace" && e.MergeStrategy != "upsert" {
+			return nil, InvalidRequest("Invalid request: unknown variant `%s`, expected `replace` or `upsert`", e.MergeStrategy)
+		}
+	}
+	return s.cfg.ConfigWriter.WriteConfig(ctx, p)
 }
 
 // permissionProfileList lists the built-in permission profiles (every one

@@ -69,6 +69,15 @@ type Config struct {
 	CommandExec *CommandExecConfig
 	// Skills answers skills/list; nil does not serve it.
 	Skills SkillLister
+	// ConfigWriter persists config/value/write and config/batchWrite; nil
+	// refuses them.
+	ConfigWriter ConfigWriter
+}
+
+// ConfigWriter applies clients' config edits (all of them or none) and
+// says where they were written.
+type ConfigWriter interface {
+	WriteConfig(ctx context.Context, p api.ConfigBatchWriteParams) (api.ConfigWriteResult, error)
 }
 
 // SkillLister answers skills/list for the request's directories, or for
