@@ -105,3 +105,18 @@ func apiProviders(cfg *config.Config) api.ModelProviderListResult {
 	}
 	return res
 }
+
+// defaultContextWindow is Codex's context window for a model its catalog
+// does not describe.
+const defaultContextWindow = 272_000
+
+// contextWindow is the context window clients are told: 95% of
+// model_context_window (or of the default), the share Codex lets a
+// conversation fill, as the reference reports it.
+func contextWindow(cfg *config.Config) int64 {
+	w := int64(cfg.ModelContextWindow)
+	if w == 0 {
+		w = defaultContextWindow
+	}
+	return w * 95 / 100
+}

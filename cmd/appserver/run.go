@@ -373,6 +373,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 			SandboxMode:    string(cfg.SandboxMode),
 			Cwd:            cwd,
 			CLIVersion:     appVersion(),
+			ContextWindow:  contextWindow(cfg),
 		},
 		ShutdownGrace: cfg.ShutdownGracePeriod,
 		Logger:        log,

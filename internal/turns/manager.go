@@ -120,6 +120,10 @@ type Defaults struct {
 	Instructions string
 	// CLIVersion is reported as Thread.cliVersion.
 	CLIVersion string
+	// ContextWindow is the model context window clients are told with
+	// every token usage update (the TUI's /status shows it); 0 reports
+	// none.
+	ContextWindow int64
 }
 
 // Config configures a Manager. Store, Notifier and Models are required.
@@ -477,4 +481,12 @@ func parseThreadID(id string) (string, error) {
 		return "", apperr.New(apperr.Invalid, "invalid thread id: %v", err)
 	}
 	return u.String(), nil
+}
+
+// contextWindow is Defaults.ContextWindow as token usage carries it.
+func (m *Manager) contextWindow() *int64 {
+	if w := m.cfg.Defaults.ContextWindow; w > 0 {
+		return &w
+	}
+	return nil
 }

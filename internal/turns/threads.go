@@ -265,7 +265,7 @@ func (t *thread) replayUsage(conn ConnID) {
 		return
 	}
 	t.m.cfg.Notifier.Send([]ConnID{conn}, "thread/tokenUsage/updated", api.ThreadTokenUsageUpdatedNotification{
-		ThreadID: t.id, TurnID: turnID, TokenUsage: api.TokenUsage{Total: *total, Last: *last},
+		ThreadID: t.id, TurnID: turnID, TokenUsage: api.TokenUsage{Total: *total, Last: *last, ModelContextWindow: t.m.contextWindow()},
 	})
 }
 
