@@ -607,3 +607,29 @@ type ThreadShellCommandParams struct {
 // ThreadShellCommandResult is the (empty) result of thread/shellCommand;
 // the command runs in a turn of its own, announced after it.
 type ThreadShellCommandResult struct{}
+
+// ThreadSettingsUpdateParams are the params of thread/settings/update
+// (experimental): settings for the thread's next turns, each null field
+// left as it is. Fields appserver has no use for are accepted and ignored.
+type ThreadSettingsUpdateParams struct {
+	// ThreadID is the thread; required.
+	ThreadID string `json:"threadId"`
+	// Cwd changes the working directory, or null.
+	Cwd *string `json:"cwd,omitempty"`
+	// ApprovalPolicy changes the approval policy, or null.
+	ApprovalPolicy *AskForApproval `json:"approvalPolicy,omitempty"`
+	// ApprovalsReviewer is accepted and ignored: approvals go to the user.
+	ApprovalsReviewer *ApprovalsReviewer `json:"approvalsReviewer,omitempty"`
+	// SandboxPolicy changes the sandbox, or null.
+	SandboxPolicy *SandboxPolicy `json:"sandboxPolicy,omitempty"`
+	// Permissions selects a built-in permission profile (":read-only",
+	// ":workspace", ":danger-full-access"), or null; not with SandboxPolicy.
+	Permissions *string `json:"permissions,omitempty"`
+	// Model changes the model, or null.
+	Model *string `json:"model,omitempty"`
+	// Effort changes the reasoning effort, or null.
+	Effort *ReasoningEffort `json:"effort,omitempty"`
+}
+
+// ThreadSettingsUpdateResult is the (empty) result of thread/settings/update.
+type ThreadSettingsUpdateResult struct{}

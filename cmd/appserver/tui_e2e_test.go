@@ -344,3 +344,36 @@ func TestConfigWriteSurvivesRestart(t *testing.T) {
 		})
 	}
 }
+
+// The TUI's /permissions (and /model on a running thread) change the
+// thread's settings with thread/settings/update; its next turns use them.
+func TestThreadSettingsUpdate(t *testing.T) {
+	d := startDaemon(t, "--data-dir", t.TempDir(), "-c", `model="m1"`)
+	r := newRPC(t, d)
+	threadID := startThread(t, r, map[string]any{"sandbox": "read-only"})
+	res := r.call("thread/settings/update", map[string]any{
+		"threadId": threadID, "disabledPluginIds": nil, "cwd": nil, "environments": nil, "approvalPolicy": "never",
+		"approvalsReviewer": "user", "sandboxPolicy": nil, "permissions": ":workspace", "model": "m2", "effort": "high",
+		"summary": nil, "collaborationMode": nil, "multiAgentMode": nil, "personality": nil,
+	})
+	schemaValidate(t, "ThreadSettingsUpdateResponse", res)
+	var st struct {
+		Model           string `json:"model"`
+		ApprovalPolicy  string `json:"approvalPolicy"`
+		ReasoningEffort string `json:"reasoningEffort"`
+		Sandbox         struct {
+			Type string `json:"type"`
+		} `json:"sandbox"`
+	}
+	require.NoError(t, json.Unmarshal(r.call("thread/resume", map[string]any{"threadId": threadID}), &st))
+	require.Equal(t, "m2", st.Model)
+	require.Equal(t, "never", st.ApprovalPolicy)
+	require.Equal(t, "high", st.ReasoningEffort)
+	require.Equal(t, "workspaceWrite", st.Sandbox.Type)
+
+	f := r.callRaw("thread/settings/update", map[string]any{"threadId": threadID, "permissions": ":read-only", "sandboxPolicy": map[string]any{"type": "readOnly"}})
+	require.NotNil(t, f.Error)
+	f = r.callRaw("thread/settings/update", map[string]any{"threadId": threadID, "permissions": ":everything"})
+	require.NotNil(t, f.Error)
+	require.Contains(t, f.Error.Message, "unknown permission profile")
+}

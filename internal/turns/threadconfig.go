@@ -2,9 +2,11 @@ package turns
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"maps"
 
+	"github.com/appserver/appserver/api"
 	"github.com/appserver/appserver/internal/apperr"
 )
 
@@ -101,4 +103,28 @@ func applyConfig(meta *threadMeta, raw map[string]json.RawMessage, sandboxChosen
 	maps.Copy(merged, cfg)
 	meta.Config = merged
 	return nil
+}
+
+// UpdateSettings applies thread/settings/update: the thread's next turns
+// use the new model, effort, cwd, approval policy and sandbox (a built-in
+// permission profile's, when the client names one).
+func (m *Manager) UpdateSettings(ctx context.Context, p api.ThreadSettingsUpdateParams) (api.ThreadSettingsUpdateResult, error) {
+	t, err := m.threadFor(ctx, p.ThreadID, "thread not found: %s")
+	if err != nil {
+		return api.ThreadSettingsUpdateResult{}, err
+	}
+	defer t.unpin()
+	o := overrides{model: p.Model, cwd: p.Cwd, approval: p.ApprovalPolicy, sandboxPolicy: p.SandboxPolicy, effort: p.Effort}
+	if p.Permissions != nil {
+		if p.SandboxPolicy != nil {
+			return api.ThreadSettingsUpdateResult{}, apperr.New(apperr.Invalid, "Invalid request: `permissions` cannot be combined with `sandboxPolicy`")
+		}
+		mode, ok := profileSandbox[*p.Permissions]
+		if !ok {
+			return api.ThreadSettingsUpdateResult{}, apperr.New(apperr.Invalid, "Invalid request: unknown permission profile `%s`", *p.Permissions)
+		}
+		sm := api.SandboxMode(mode)
+		o.sandboxMode = &sm
+	}
+	return api.ThreadSettingsUpdateResult{}, t.update(ctx, o)
 }

@@ -30,6 +30,7 @@ type overrides struct {
 	sandboxMode          *api.SandboxMode
 	sandboxPolicy        *api.SandboxPolicy
 	base, developer      *string
+	effort               *string
 }
 
 // apply validates and applies the overrides to a thread record and meta.
@@ -80,6 +81,9 @@ func (m *Manager) apply(rec *store.Thread, meta *threadMeta, o overrides) error 
 	}
 	if o.developer != nil {
 		meta.DeveloperInstructions = o.developer
+	}
+	if o.effort != nil {
+		meta.ReasoningEffort = o.effort
 	}
 	return nil
 }
