@@ -236,6 +236,8 @@ const (
 	MethodThreadNameSet = "thread/name/set"
 	// MethodThreadUnsubscribe stops thread events for the caller.
 	MethodThreadUnsubscribe = "thread/unsubscribe"
+	// MethodThreadShellCommand runs a user's shell command in a turn of its own.
+	MethodThreadShellCommand = "thread/shellCommand"
 	// MethodTurnStart starts a turn (or steers the active one).
 	MethodTurnStart = "turn/start"
 	// MethodTurnSteer adds input to the active turn.

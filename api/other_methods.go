@@ -289,3 +289,138 @@ type CommandExecResult struct {
 	// Stderr is the buffered (non-streamed) stderr.
 	Stderr string `json:"stderr"`
 }
+
+// PermissionProfileListParams are the params of permissionProfile/list.
+type PermissionProfileListParams struct {
+	// Cursor is a previous page's nextCursor, or null.
+	Cursor *string `json:"cursor,omitempty"`
+	// Cwd resolves project config layers, or null.
+	Cwd *string `json:"cwd,omitempty"`
+	// Limit is the page size, or null for every profile.
+	Limit *uint32 `json:"limit,omitempty"`
+}
+
+// PermissionProfileSummary is one permission profile a client may select.
+type PermissionProfileSummary struct {
+	// ID names the profile (":read-only", ":workspace", ...).
+	ID string `json:"id"`
+	// Description is shown by clients, or null.
+	Description *string `json:"description"`
+	// Allowed reports whether the requirements allow selecting it.
+	Allowed bool `json:"allowed"`
+}
+
+// PermissionProfileListResult is the result of permissionProfile/list.
+type PermissionProfileListResult struct {
+	// Data are the profiles.
+	Data List[PermissionProfileSummary] `json:"data"`
+	// NextCursor continues the listing, or null at its end.
+	NextCursor *string `json:"nextCursor"`
+}
+
+// ModelProviderSummary is one configured model provider (modelProvider/list).
+type ModelProviderSummary struct {
+	// ID is the provider's config id.
+	ID string `json:"id"`
+	// Name is its display name.
+	Name string `json:"name"`
+	// CanEdit reports whether a client may edit it; appserver's config is
+	// the operator's, so false.
+	CanEdit bool `json:"canEdit"`
+	// BaseURL is the endpoint, or null when it is not shown.
+	BaseURL *string `json:"baseUrl"`
+	// Settings describe the provider's kind and authentication.
+	Settings ProviderSettings `json:"settings"`
+}
+
+// ProviderSettings are a provider's kind ("openai" or "customGateway") and,
+// for a gateway, its authentication.
+type ProviderSettings struct {
+	// Type is "openai" or "customGateway".
+	Type string `json:"type"`
+	// Auth is the gateway's authentication (customGateway only).
+	Auth *GatewayAuth `json:"auth,omitempty"`
+}
+
+// GatewayAuth is a custom gateway's authentication: mode "none" or
+// "environmentVariable" with the variable's name.
+type GatewayAuth struct {
+	// Mode is "none" or "environmentVariable".
+	Mode string `json:"mode"`
+	// EnvKey names the variable holding the key (environmentVariable).
+	EnvKey string `json:"envKey,omitempty"`
+}
+
+// ModelProviderListResult is the result of modelProvider/list.
+type ModelProviderListResult struct {
+	// Data are the configured providers.
+	Data List[ModelProviderSummary] `json:"data"`
+	// DefaultProviderID is the provider new threads use.
+	DefaultProviderID string `json:"defaultProviderId"`
+	// CanChangeDefault reports whether a client may change the default.
+	CanChangeDefault bool `json:"canChangeDefault"`
+}
+
+// PluginInstalledResult is the result of plugin/installed: appserver has
+// no plugin marketplaces, so both lists are empty.
+type PluginInstalledResult struct {
+	// Marketplaces are the installed marketplaces with their plugins.
+	Marketplaces List[json.RawMessage] `json:"marketplaces"`
+	// MarketplaceLoadErrors are marketplaces that failed to load.
+	MarketplaceLoadErrors List[json.RawMessage] `json:"marketplaceLoadErrors"`
+}
+
+// GovCloudRequirementsResult is the result of
+// account/bedrock/checkGovCloudRequirements.
+type GovCloudRequirementsResult struct {
+	// IsGovCloud reports a GovCloud Bedrock account.
+	IsGovCloud bool `json:"isGovCloud"`
+	// ShouldWarn asks the client to warn the user.
+	ShouldWarn bool `json:"shouldWarn"`
+}
+
+// ConfigEdit is one change of config/value/write or config/batchWrite.
+type ConfigEdit struct {
+	// KeyPath is the dotted key; required.
+	KeyPath string `json:"keyPath"`
+	// Value is the new value; null removes the key.
+	Value json.RawMessage `json:"value"`
+	// MergeStrategy is "replace" or "upsert" (merge into a table).
+	MergeStrategy string `json:"mergeStrategy"`
+}
+
+// ConfigValueWriteParams are the params of config/value/write.
+type ConfigValueWriteParams struct {
+	ConfigEdit
+	// FilePath names the file to write; appserver writes only its
+	// per-user overlay, so it must be null or that file.
+	FilePath *string `json:"filePath,omitempty"`
+	// ExpectedVersion, when set, must be the file's current version.
+	ExpectedVersion *string `json:"expectedVersion,omitempty"`
+}
+
+// ConfigBatchWriteParams are the params of config/batchWrite.
+type ConfigBatchWriteParams struct {
+	// Edits are applied in order, all or none; required.
+	Edits []ConfigEdit `json:"edits"`
+	// FilePath is as in ConfigValueWriteParams.
+	FilePath *string `json:"filePath,omitempty"`
+	// ExpectedVersion is as in ConfigValueWriteParams.
+	ExpectedVersion *string `json:"expectedVersion,omitempty"`
+	// ReloadUserConfig asks for loaded threads to pick the change up; new
+	// values apply to threads started after a restart.
+	ReloadUserConfig bool `json:"reloadUserConfig,omitempty"`
+}
+
+// ConfigWriteResult is the result of config/value/write and
+// config/batchWrite.
+type ConfigWriteResult struct {
+	// Status is "ok" ("okOverridden" when a later layer hides the value).
+	Status string `json:"status"`
+	// Version is the written file's version ("sha256:<hex>").
+	Version string `json:"version"`
+	// FilePath is the file written.
+	FilePath string `json:"filePath"`
+	// OverriddenMetadata says which layer hides the value, or null.
+	OverriddenMetadata json.RawMessage `json:"overriddenMetadata"`
+}

@@ -591,3 +591,45 @@ type TurnInterruptParams struct {
 
 // TurnInterruptResult is the (empty) result of turn/interrupt.
 type TurnInterruptResult struct{}
+
+// ThreadShellCommandParams are the params of thread/shellCommand: a
+// command the user typed (`!cmd` in the TUI), run in the thread's cwd.
+type ThreadShellCommandParams struct {
+	// ThreadID is the thread; required.
+	ThreadID string `json:"threadId"`
+	// Command is a shell script, run by the user's shell unsandboxed;
+	// required.
+	Command string `json:"command"`
+	// TimeoutMs bounds the run (milliseconds, ≥ 0); null is one hour.
+	TimeoutMs *int64 `json:"timeoutMs,omitempty"`
+}
+
+// ThreadShellCommandResult is the (empty) result of thread/shellCommand;
+// the command runs in a turn of its own, announced after it.
+type ThreadShellCommandResult struct{}
+
+// ThreadSettingsUpdateParams are the params of thread/settings/update
+// (experimental): settings for the thread's next turns, each null field
+// left as it is. Fields appserver has no use for are accepted and ignored.
+type ThreadSettingsUpdateParams struct {
+	// ThreadID is the thread; required.
+	ThreadID string `json:"threadId"`
+	// Cwd changes the working directory, or null.
+	Cwd *string `json:"cwd,omitempty"`
+	// ApprovalPolicy changes the approval policy, or null.
+	ApprovalPolicy *AskForApproval `json:"approvalPolicy,omitempty"`
+	// ApprovalsReviewer is accepted and ignored: approvals go to the user.
+	ApprovalsReviewer *ApprovalsReviewer `json:"approvalsReviewer,omitempty"`
+	// SandboxPolicy changes the sandbox, or null.
+	SandboxPolicy *SandboxPolicy `json:"sandboxPolicy,omitempty"`
+	// Permissions selects a built-in permission profile (":read-only",
+	// ":workspace", ":danger-full-access"), or null; not with SandboxPolicy.
+	Permissions *string `json:"permissions,omitempty"`
+	// Model changes the model, or null.
+	Model *string `json:"model,omitempty"`
+	// Effort changes the reasoning effort, or null.
+	Effort *ReasoningEffort `json:"effort,omitempty"`
+}
+
+// ThreadSettingsUpdateResult is the (empty) result of thread/settings/update.
+type ThreadSettingsUpdateResult struct{}

@@ -59,7 +59,6 @@ var goldenCases = []goldenCase{
 			"text":"Hello there!","chunks":2,` + goldenUsage + `}]}`,
 		known: knownDifferences{
 			referenceOnly: referenceNoise,
-			nullInOurs:    []string{"thread/tokenUsage/updated params.tokenUsage.modelContextWindow"},
 		},
 	},
 	{
@@ -74,7 +73,6 @@ var goldenCases = []goldenCase{
 		known: knownDifferences{
 			referenceOnly: referenceNoise,
 			oursOnly:      []string{"turn/plan/updated"},
-			nullInOurs:    []string{"thread/tokenUsage/updated params.tokenUsage.modelContextWindow"},
 		},
 	},
 }
@@ -95,11 +93,7 @@ var goldenCases = []goldenCase{
 //     found…") before the turn/start response, `account/rateLimits/updated`
 //     after each `thread/tokenUsage/updated` and `thread/readState/changed`
 //     before the final `thread/status/changed`; appserver sends none of
-//     them (docs/protocol.md §8: optional noise);
-//   - `thread/tokenUsage/updated` `tokenUsage.modelContextWindow` is a
-//     number in the reference (258400, from codex's fallback model
-//     metadata) and null from appserver, which does not know the window of
-//     a configured model.
+//     them (docs/protocol.md §8: optional noise).
 //
 // Everything else matches: method order, every key, null vs absent
 // (`contentTokenCount: null`, `completedAtMs: null` in item/started,
@@ -115,8 +109,7 @@ var goldenCases = []goldenCase{
 //   - 0.169.0 does not offer update_plan in that configuration and answers
 //     the call with the output "unsupported call: update_plan", so it
 //     sends no `turn/plan/updated`; appserver runs the tool and sends one;
-//   - the rateLimits/readState noise and the modelContextWindow difference
-//     are as for plain_turn (no warning: gpt-5.5 has model metadata);
+//   - the rateLimits/readState noise is as for plain_turn (no warning: gpt-5.5 has model metadata);
 //     thread/started, which the reference broadcast late (after turn/start
 //     had been sent), was removed from the stored reference.
 //

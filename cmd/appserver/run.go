@@ -176,7 +176,8 @@ type configFlags struct {
 	file      string
 	overrides repeated
 	origins   repeated
-	// sources are what load read, for reloading.
+	// sources are what load read, for reloading and to check config
+	// writes.
 	sources config.Sources
 }
 
@@ -369,12 +370,14 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 		CommandExec:    &server.CommandExecConfig{Policy: execPolicy, Env: tools.Env(), Sandbox: tools.Sandbox()},
 		Skills:         cat,
 		MCP:            &server.MCPConfig{Manager: c.MCP, Reload: cf.reloadMCPServers},
+		ConfigWriter:   configview.NewWriter(cfg.DataDir, cf.sources),
 		Info: server.Info{
-			Version:  appVersion(),
-			Home:     cfg.DataDir,
-			Models:   configview.Models(cfg),
-			Config:   func() api.ConfigReadResult { return configview.Read(cfg, cf.path()) },
-			Warnings: configview.Warnings(warnings),
+			Version:   appVersion(),
+			Home:      cfg.DataDir,
+			Models:    configview.Models(cfg),
+			Config:    func() api.ConfigReadResult { return configview.Read(cfg, cf.path()) },
+			Warnings:  configview.Warnings(warnings),
+			Providers: configview.Providers(cfg),
 		},
 	})
 	if err != nil {

@@ -18,6 +18,9 @@ const (
 	LayerDefault Layer = "default"
 	// LayerFile is the TOML file given by --config or APPSERVER_CONFIG.
 	LayerFile Layer = "file"
+	// LayerUser is the per-user overlay in data_dir that clients write
+	// (config/value/write, config/batchWrite); it comes after the file.
+	LayerUser Layer = "user"
 	// LayerEnv is an APPSERVER_* environment variable.
 	LayerEnv Layer = "env"
 	// LayerFlag is a dedicated command-line flag such as --listen.
@@ -196,6 +199,11 @@ type Config struct {
 	// ShutdownGracePeriod is how long shutdown lets running turns finish
 	// before interrupting them; written as a duration string such as "10s".
 	ShutdownGracePeriod time.Duration `toml:"shutdown_grace_period"`
+	// ModelContextWindow is the models' context window in tokens (Codex's
+	// model_context_window); 0 is Codex's default for a model its catalog
+	// does not know, 272 000. Clients are told 95% of it, the part Codex
+	// lets a conversation use.
+	ModelContextWindow int `toml:"model_context_window"`
 	// WebSearch is Codex's web_search mode: "disabled", "cached" (the
 	// provider's index) or "live"; when enabled the hosted web_search tool
 	// is offered to Responses-API models.

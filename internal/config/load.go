@@ -66,7 +66,26 @@ func (w Warning) String() string {
 // validates it. Unknown keys become warnings; malformed input, type errors
 // and invalid values are apperr.Invalid errors naming the source and key.
 // Warnings gathered before an error are returned with it.
+//
+// The per-user overlay (OverlayFile in the resulting data_dir), when it
+// exists, is applied right after the config file: what clients wrote wins
+// over the operator's file but not over the environment or the command
+// line.
 func Load(src Sources) (*Config, []Warning, error) {
+	cfg, warnings, err := load(src, "")
+	if err != nil {
+		return cfg, warnings, err
+	}
+	overlay := OverlayFile(cfg.DataDir)
+	if _, statErr := os.Stat(overlay); statErr != nil {
+		return cfg, warnings, nil
+	}
+	return load(src, overlay)
+}
+
+// load is Load with the overlay file to apply after the config file ("" for
+// none).
+func load(src Sources, overlay string) (*Config, []Warning, error) {
 	env := envMap(src.Env)
 	cfg := defaults(func(k string) string { return env[k] }, runtime.GOOS)
 	l := &loader{cfg: &cfg, origins: map[string]origin{}}
@@ -77,6 +96,11 @@ func Load(src Sources) (*Config, []Warning, error) {
 	}
 	if file != "" {
 		if err := l.loadFile(file); err != nil {
+			return nil, l.warnings, err
+		}
+	}
+	if overlay != "" {
+		if err := l.loadTOML(overlay, source{layer: LayerUser, name: "user config " + overlay}); err != nil {
 			return nil, l.warnings, err
 		}
 	}
@@ -115,23 +139,28 @@ func envMap(environ []string) map[string]string {
 }
 
 func (l *loader) loadFile(path string) error {
+	return l.loadTOML(path, source{layer: LayerFile, name: "config file " + path})
+}
+
+// loadTOML applies the TOML file at path as source s.
+func (l *loader) loadTOML(path string, s source) error {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return apperr.Wrap(apperr.Invalid, err, "config file %s: not found", path)
+			return apperr.Wrap(apperr.Invalid, err, "%s: not found", s.name)
 		}
-		return apperr.Wrap(apperr.Invalid, err, "config file %s: cannot read", path)
+		return apperr.Wrap(apperr.Invalid, err, "%s: cannot read", s.name)
 	}
 	var tree map[string]any
 	if _, err := toml.Decode(string(data), &tree); err != nil {
 		var perr toml.ParseError
 		if errors.As(err, &perr) {
-			return apperr.New(apperr.Invalid, "config file %s: line %d, column %d: %s",
-				path, perr.Position.Line, perr.Position.Col, perr.Message)
+			return apperr.New(apperr.Invalid, "%s: line %d, column %d: %s",
+				s.name, perr.Position.Line, perr.Position.Col, perr.Message)
 		}
-		return apperr.Wrap(apperr.Invalid, err, "config file %s: invalid TOML", path)
+		return apperr.Wrap(apperr.Invalid, err, "%s: invalid TOML", s.name)
 	}
-	return l.apply(source{layer: LayerFile, name: "config file " + path}, tree)
+	return l.apply(s, tree)
 }
 
 // loadEnv applies every APPSERVER_* variable but APPSERVER_CONFIG. The name
@@ -231,4 +260,12 @@ func nest(path []string, value any) map[string]any {
 		value = map[string]any{path[i]: value}
 	}
 	return map[string]any{path[0]: value}
+}
+
+// CheckOverlay loads the configuration of src with overlay as its per-user
+// overlay and reports what is wrong, so that an overlay is validated before
+// it replaces the current one.
+func CheckOverlay(src Sources, overlay string) error {
+	_, _, err := load(src, overlay)
+	return err
 }

@@ -530,7 +530,7 @@ func TestCodexConfigFile(t *testing.T) {
 	for _, key := range []string{
 		"disable_response_storage", "experimental_use_exec_command_tool", "features", "file_opener",
 		"hide_agent_reasoning", "history", `mcp_servers."figma.remote".startup_timeout_ms`,
-		"model_context_window", "model_providers.azure.experimental_bearer_token",
+		"model_providers.azure.experimental_bearer_token",
 		"model_reasoning_effort", "model_reasoning_summary", "model_verbosity", "notify", "otel",
 		"profile", "profiles", "projects", "sandbox_workspace_write", "shell_environment_policy",
 		"tools", "tui",

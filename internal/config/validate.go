@@ -248,6 +248,9 @@ func (c *Config) validateAgent() error {
 	default:
 		return c.invalid(key("sandbox_mode"), `expected "read-only", "workspace-write" or "danger-full-access", got %q`, c.SandboxMode)
 	}
+	if c.ModelContextWindow < 0 {
+		return c.invalid(key("model_context_window"), "must not be negative, got %d", c.ModelContextWindow)
+	}
 	return nil
 }
 

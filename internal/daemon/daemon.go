@@ -10,6 +10,7 @@ import (
 
 	"github.com/appserver/appserver/api"
 	"github.com/appserver/appserver/internal/config"
+	"github.com/appserver/appserver/internal/config/configview"
 	"github.com/appserver/appserver/internal/dynamic"
 	"github.com/appserver/appserver/internal/hub"
 	"github.com/appserver/appserver/internal/mcp"
@@ -154,6 +155,7 @@ func NewCore(ctx context.Context, cfg *config.Config, configFile, version string
 		Tools:                c.Tools.Build,
 		ValidateDynamicTools: orchestrate.ValidateDynamicTools,
 		ThreadUnloaded:       c.Tools.ThreadUnloaded,
+		UserShell:            c.Tools,
 		Defaults: turns.Defaults{
 			Model:          cfg.Model,
 			ModelProvider:  cfg.ModelProvider,
@@ -161,6 +163,7 @@ func NewCore(ctx context.Context, cfg *config.Config, configFile, version string
 			SandboxMode:    string(cfg.SandboxMode),
 			Cwd:            c.Cwd,
 			CLIVersion:     version,
+			ContextWindow:  configview.ContextWindow(cfg),
 		},
 		ShutdownGrace: cfg.ShutdownGracePeriod,
 		Logger:        log,

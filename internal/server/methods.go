@@ -8,10 +8,12 @@ import (
 	"os"
 	"runtime"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/appserver/appserver/api"
 	"github.com/appserver/appserver/internal/jsonscan"
+	"github.com/appserver/appserver/internal/turns"
 )
 
 // Info is what the server reports about itself and its configuration in
@@ -27,6 +29,8 @@ type Info struct {
 	Config func() api.ConfigReadResult
 	// Warnings are sent as configWarning notifications after initialize.
 	Warnings []api.ConfigWarningNotification
+	// Providers answers modelProvider/list.
+	Providers api.ModelProviderListResult
 }
 
 func (i *Info) setDefaults() {
@@ -51,6 +55,33 @@ func (s *Server) registerCoreMethods() {
 	s.Handle("model/list", s.modelList)
 	s.Handle("hooks/list", s.hooksList)
 	s.Handle("thread/loaded/list", s.loadedList)
+	s.Handle("modelProvider/list", func(context.Context, *Call) (any, error) {
+		return s.cfg.Info.Providers, nil
+	})
+	s.Handle("permissionProfile/list", s.permissionProfileList)
+	s.Handle("config/value/write", func(ctx context.Context, c *Call) (any, error) {
+		var p api.ConfigValueWriteParams
+		if err := DecodeParams(c, &p, "keyPath", "mergeStrategy"); err != nil {
+			return nil, err
+		}
+		return s.writeConfig(ctx, api.ConfigBatchWriteParams{Edits: []api.ConfigEdit{p.ConfigEdit}, FilePath: p.FilePath, ExpectedVersion: p.ExpectedVersion})
+	})
+	s.Handle("config/batchWrite", func(ctx context.Context, c *Call) (any, error) {
+		var p api.ConfigBatchWriteParams
+		if err := DecodeParams(c, &p, "edits"); err != nil {
+			return nil, err
+		}
+		return s.writeConfig(ctx, p)
+	})
+	s.Handle("plugin/installed", func(context.Context, *Call) (any, error) {
+		// No plugin marketplaces: the TUI calls this at start-up and on
+		// every composer refresh, and takes the empty answer as "none".
+		return api.PluginInstalledResult{}, nil
+	})
+	s.Handle("account/bedrock/checkGovCloudRequirements", func(context.Context, *Call) (any, error) {
+		// No Bedrock accounts: nothing for the TUI to warn about.
+		return api.GovCloudRequirementsResult{}, nil
+	})
 	s.Handle("collaborationMode/list", func(context.Context, *Call) (any, error) {
 		// The two built-in modes the reference offers; the TUI's plan mode
 		// toggles between them.
@@ -61,6 +92,51 @@ func (s *Server) registerCoreMethods() {
 			{Name: "Default", Mode: &def},
 		}}, nil
 	})
+}
+
+// writeConfig checks the edits' merge strategies and hands them to the
+// ConfigWriter.
+func (s *Server) writeConfig(ctx context.Context, p api.ConfigBatchWriteParams) (any, error) {
+	if s.cfg.ConfigWriter == nil {
+		return nil, InvalidRequest("config writes are not supported by this server")
+	}
+	for _, e := range p.Edits {
+		if e.MergeStrategy != "replace" && e.MergeStrategy != "upsert" {
+			return nil, InvalidRequest("Invalid request: unknown variant `%s`, expected `replace` or `upsert`", e.MergeStrategy)
+		}
+	}
+	return s.cfg.ConfigWriter.WriteConfig(ctx, p)
+}
+
+// permissionProfileList lists the built-in permission profiles (every one
+// allowed), paged by an index cursor when the client gives a limit.
+func (s *Server) permissionProfileList(_ context.Context, c *Call) (any, error) {
+	var p api.PermissionProfileListParams
+	if err := DecodeParams(c, &p); err != nil {
+		return nil, err
+	}
+	all := turns.PermissionProfiles
+	start := 0
+	if p.Cursor != nil {
+		n, err := strconv.Atoi(*p.Cursor)
+		if err != nil || n < 0 || n > len(all) {
+			return nil, InvalidRequest("invalid cursor: %s", *p.Cursor)
+		}
+		start = n
+	}
+	end := len(all)
+	if p.Limit != nil && *p.Limit > 0 && start+int(*p.Limit) < end {
+		end = start + int(*p.Limit)
+	}
+	res := api.PermissionProfileListResult{Data: api.List[api.PermissionProfileSummary]{}}
+	for _, id := range all[start:end] {
+		res.Data = append(res.Data, api.PermissionProfileSummary{ID: id, Allowed: true})
+	}
+	if end < len(all) {
+		next := strconv.Itoa(end)
+		res.NextCursor = &next
+	}
+	return res, nil
 }
 
 // invoke runs the handler of c.Method after the protocol-level checks: the

@@ -80,6 +80,15 @@ type Config struct {
 	// MCP serves the MCP status, call, resource and reload methods; nil
 	// leaves them unanswered (-32601).
 	MCP *MCPConfig
+	// ConfigWriter persists config/value/write and config/batchWrite; nil
+	// refuses them.
+	ConfigWriter ConfigWriter
+}
+
+// ConfigWriter applies clients' config edits (all of them or none) and
+// says where they were written.
+type ConfigWriter interface {
+	WriteConfig(ctx context.Context, p api.ConfigBatchWriteParams) (api.ConfigWriteResult, error)
 }
 
 // SkillLister answers skills/list for the request's directories, or for

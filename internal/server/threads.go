@@ -159,6 +159,16 @@ func (s *Server) registerThreads(m *turns.Manager) {
 		res, err := m.Unsubscribe(caller(c), p)
 		return res, nil, err
 	}))
+	s.Handle("thread/settings/update", threadMethod(id, func(ctx context.Context, _ *Call, p api.ThreadSettingsUpdateParams) (api.ThreadSettingsUpdateResult, turns.After, error) {
+		res, err := m.UpdateSettings(ctx, p)
+		return res, nil, err
+	}))
+	s.Handle("thread/shellCommand", threadMethod([]string{"threadId", "command"}, func(ctx context.Context, c *Call, p api.ThreadShellCommandParams) (api.ThreadShellCommandResult, turns.After, error) {
+		if strings.IndexByte(p.Command, 0) >= 0 {
+			return api.ThreadShellCommandResult{}, nil, InvalidParams("Invalid params: command contains a NUL character")
+		}
+		return m.ShellCommand(ctx, caller(c), p)
+	}))
 	s.Handle("turn/start", threadMethod([]string{"threadId", "input"}, func(ctx context.Context, c *Call, p api.TurnStartParams) (api.TurnStartResult, turns.After, error) {
 		if err := checkInputText(p.Input); err != nil {
 			return api.TurnStartResult{}, nil, err

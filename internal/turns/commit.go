@@ -199,7 +199,7 @@ func (r *turnRun) recordUsageAsync(u model.Usage, withHistory bool) *roundCommit
 		if err == nil {
 			r.announceDeferred(items)
 			t.emit("thread/tokenUsage/updated", api.ThreadTokenUsageUpdatedNotification{
-				ThreadID: t.id, TurnID: r.at.id, TokenUsage: api.TokenUsage{Total: total, Last: last},
+				ThreadID: t.id, TurnID: r.at.id, TokenUsage: api.TokenUsage{Total: total, Last: last, ModelContextWindow: t.m.contextWindow()},
 			})
 			// The reference repeats the turn's diff after each response's
 			// usage.

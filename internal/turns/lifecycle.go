@@ -12,6 +12,13 @@ import (
 // StartTurn starts a turn, or, when one is running, adds the input to it
 // as the reference does (docs/protocol.md §8.3).
 func (m *Manager) StartTurn(ctx context.Context, c Caller, p api.TurnStartParams) (api.TurnStartResult, After, error) {
+	return m.startTurn(ctx, c, p, nil)
+}
+
+// startTurn starts a turn that runs the model on p's input, or, when shell
+// is set, a turn that runs a user's shell command: that one never joins a
+// running turn, it waits for it to end.
+func (m *Manager) startTurn(ctx context.Context, c Caller, p api.TurnStartParams, shell *UserShellRequest) (api.TurnStartResult, After, error) {
 	t, err := m.threadFor(ctx, p.ThreadID, "thread not found: %s")
 	if err != nil {
 		return api.TurnStartResult{}, nil, err
@@ -46,11 +53,12 @@ func (m *Manager) StartTurn(ctx context.Context, c Caller, p api.TurnStartParams
 	for t.active != nil {
 		at := t.active
 		t.mu.Unlock()
-		if at.addSteer(steer{input: input, clientID: p.ClientUserMessageID}) {
+		if shell == nil && at.addSteer(steer{input: input, clientID: p.ClientUserMessageID}) {
 			return api.TurnStartResult{Turn: pendingTurn(at.id)}, nil, nil
 		}
-		// The running turn is settling and takes no more input: the
-		// input starts a new turn once it has ended.
+		// The running turn is settling and takes no more input (or this
+		// is a shell command): the input starts a new turn once it has
+		// ended.
 		select {
 		case <-at.done:
 		case <-ctx.Done():
@@ -79,6 +87,7 @@ func (m *Manager) StartTurn(ctx context.Context, c Caller, p api.TurnStartParams
 		ApprovalPolicy: t.meta.ApprovalPolicy, Sandbox: t.meta.Sandbox,
 		Approvals: t.approvals, Client: run,
 		Interrupt: func() { at.cancel(errInterrupted) },
+		Config:    t.meta.Config,
 	}
 	if p.CollaborationMode != nil {
 		tc.CollaborationMode = string(p.CollaborationMode.Mode)
@@ -98,7 +107,14 @@ func (m *Manager) StartTurn(ctx context.Context, c Caller, p api.TurnStartParams
 		t.unloadTimer = nil
 	}
 	t.mu.Unlock()
-	first, err := run.storeFirst(ctx, input, p.ClientUserMessageID)
+	// Stored before the answer: an acknowledged turn is at worst
+	// interrupted. A shell command's turn has no user message.
+	var first api.ThreadItem
+	if shell != nil {
+		err = run.createTurn()
+	} else {
+		first, err = run.storeFirst(ctx, input, p.ClientUserMessageID)
+	}
 	if err != nil {
 		at.closeInput(false)
 		close(at.stored)
@@ -115,6 +131,10 @@ func (m *Manager) StartTurn(ctx context.Context, c Caller, p api.TurnStartParams
 	return api.TurnStartResult{Turn: pendingTurn(at.id)}, func() {
 		go func() {
 			defer m.turns.Done()
+			if shell != nil {
+				run.runShell(tc, *shell)
+				return
+			}
 			run.run(first)
 		}()
 	}, nil

@@ -81,6 +81,10 @@ type ToolContext struct {
 	// Interrupt stops the turn as turn/interrupt does (an approval
 	// answered "cancel").
 	Interrupt func()
+	// Config is the thread's config overrides (thread/start `config`),
+	// flattened to dotted keys (`features.shell_tool`); nil when it gave
+	// none. Read-only: it is shared with the thread.
+	Config map[string]json.RawMessage
 }
 
 // ToolSink is the one way a tool speaks to its turn's subscribers. The
@@ -130,6 +134,10 @@ type Defaults struct {
 	Instructions string
 	// CLIVersion is reported as Thread.cliVersion.
 	CLIVersion string
+	// ContextWindow is the model context window clients are told with
+	// every token usage update (the TUI's /status shows it); 0 reports
+	// none.
+	ContextWindow int64
 }
 
 // Config configures a Manager. Store, Notifier and Models are required.
@@ -151,7 +159,9 @@ type Config struct {
 	// ThreadUnloaded is called (without locks held) after a thread left
 	// memory, e.g. to reap its exec sessions.
 	ThreadUnloaded func(threadID string)
-	Defaults       Defaults
+	// UserShell runs thread/shellCommand; nil refuses the method.
+	UserShell UserShellRunner
+	Defaults  Defaults
 	// UnloadAfter is how long a thread with no subscribers and no running
 	// turn stays loaded; 0 means one minute.
 	UnloadAfter time.Duration
@@ -490,4 +500,12 @@ func parseThreadID(id string) (string, error) {
 		return "", apperr.New(apperr.Invalid, "invalid thread id: %v", err)
 	}
 	return u.String(), nil
+}
+
+// contextWindow is Defaults.ContextWindow as token usage carries it.
+func (m *Manager) contextWindow() *int64 {
+	if w := m.cfg.Defaults.ContextWindow; w > 0 {
+		return &w
+	}
+	return nil
 }

@@ -34,6 +34,10 @@ type threadMeta struct {
 	LastUsage             *api.TokenUsageBreakdown `json:"lastUsage,omitempty"`
 	// DynamicTools is the client's tool registration, validated.
 	DynamicTools json.RawMessage `json:"dynamicTools,omitempty"`
+	// Config is the thread's config overrides (thread/start and
+	// thread/fork `config`), flattened to dotted keys; the ToolsFactory
+	// reads the ones that shape the tool set.
+	Config map[string]json.RawMessage `json:"config,omitempty"`
 }
 
 // turnMeta is kept in store.Turn.Meta: the exact model history the turn

@@ -30,6 +30,7 @@ type overrides struct {
 	sandboxMode          *api.SandboxMode
 	sandboxPolicy        *api.SandboxPolicy
 	base, developer      *string
+	effort               *string
 }
 
 // apply validates and applies the overrides to a thread record and meta.
@@ -80,6 +81,9 @@ func (m *Manager) apply(rec *store.Thread, meta *threadMeta, o overrides) error 
 	}
 	if o.developer != nil {
 		meta.DeveloperInstructions = o.developer
+	}
+	if o.effort != nil {
+		meta.ReasoningEffort = o.effort
 	}
 	return nil
 }
@@ -172,6 +176,9 @@ func (m *Manager) StartThread(ctx context.Context, c Caller, p api.ThreadStartPa
 	}); err != nil {
 		return api.ThreadStartResult{}, nil, err
 	}
+	if err := applyConfig(&meta, p.Config, p.Sandbox != nil); err != nil {
+		return api.ThreadStartResult{}, nil, err
+	}
 	if rec.Cwd == "" {
 		return api.ThreadStartResult{}, nil, apperr.New(apperr.Invalid, "cwd is required: the server has no default working directory")
 	}
@@ -262,7 +269,7 @@ func (t *thread) replayUsage(conn ConnID) {
 		return
 	}
 	t.m.cfg.Notifier.Send([]ConnID{conn}, "thread/tokenUsage/updated", api.ThreadTokenUsageUpdatedNotification{
-		ThreadID: t.id, TurnID: turnID, TokenUsage: api.TokenUsage{Total: *total, Last: *last},
+		ThreadID: t.id, TurnID: turnID, TokenUsage: api.TokenUsage{Total: *total, Last: *last, ModelContextWindow: t.m.contextWindow()},
 	})
 }
 
@@ -340,6 +347,9 @@ func (m *Manager) ForkThread(ctx context.Context, c Caller, p api.ThreadForkPara
 		model: p.Model, provider: p.ModelProvider, cwd: p.Cwd, approval: p.ApprovalPolicy,
 		sandboxMode: p.Sandbox, base: p.BaseInstructions, developer: p.DeveloperInstructions,
 	}); err != nil {
+		return api.ThreadStartResult{}, nil, err
+	}
+	if err := applyConfig(&meta, p.Config, p.Sandbox != nil); err != nil {
 		return api.ThreadStartResult{}, nil, err
 	}
 	metaJSON, _ := json.Marshal(meta)

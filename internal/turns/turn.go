@@ -262,6 +262,19 @@ func (r *turnRun) announceUserMessage(item api.ThreadItem) {
 	r.t.emit("item/completed", api.ItemCompletedNotification{Item: item, ThreadID: r.t.id, TurnID: r.at.id, CompletedAtMs: *item.CompletedAtMs})
 }
 
+// createTurn stores the turn record of a turn that starts without a user
+// message (a user shell command).
+func (r *turnRun) createTurn() error {
+	started := r.at.startedAt
+	b := &store.Batch{CreateTurns: []*store.Turn{{
+		ThreadID: r.t.id, ID: r.at.id, Status: store.TurnInProgress, StartedAt: &started, Meta: r.hist.metaJSON(),
+	}}}
+	if err := r.t.write(r.persistCtx(), b); err != nil {
+		return fmt.Errorf("persist turn: %w", err)
+	}
+	return nil
+}
+
 // persistCtx bounds store writes; they are not cancelled by an interrupt,
 // so that what a client has seen is always durable.
 func (r *turnRun) persistCtx() context.Context { return context.WithoutCancel(r.at.ctx) }

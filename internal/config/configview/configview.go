@@ -1,6 +1,9 @@
 package configview
 
 import (
+	"maps"
+	"slices"
+
 	"github.com/appserver/appserver/api"
 	"github.com/appserver/appserver/internal/config"
 )
@@ -60,4 +63,53 @@ func Read(cfg *config.Config, file string) api.ConfigReadResult {
 		origins[key] = api.ConfigLayerMetadata{Name: src, Version: string(layer)}
 	}
 	return api.ConfigReadResult{Config: cfg.Redacted(), Origins: origins}
+}
+
+// Providers answers modelProvider/list from [model_providers]: the
+// default provider first, then the others by id. A provider that uses
+// OpenAI's own authentication (the built-in openai) is reported as the
+// reference reports it; any other is a custom gateway, authenticated by its env_key when it has one. None is editable
+// by clients: the configuration is the operator's.
+func Providers(cfg *config.Config) api.ModelProviderListResult {
+	ids := slices.Sorted(maps.Keys(cfg.ModelProviders))
+	if i := slices.Index(ids, cfg.ModelProvider); i > 0 {
+		ids = append(append([]string{ids[i]}, ids[:i]...), ids[i+1:]...)
+	}
+	res := api.ModelProviderListResult{DefaultProviderID: cfg.ModelProvider}
+	for _, id := range ids {
+		pc := cfg.ModelProviders[id]
+		sum := api.ModelProviderSummary{ID: id, Name: pc.Name, Settings: api.ProviderSettings{Type: "customGateway"}}
+		if sum.Name == "" {
+			sum.Name = id
+		}
+		if pc.RequiresOpenAIAuth {
+			sum.Settings.Type = "openai"
+		} else {
+			if pc.BaseURL != "" {
+				u := pc.BaseURL
+				sum.BaseURL = &u
+			}
+			sum.Settings.Auth = &api.GatewayAuth{Mode: "none"}
+			if pc.EnvKey != "" {
+				sum.Settings.Auth = &api.GatewayAuth{Mode: "environmentVariable", EnvKey: pc.EnvKey}
+			}
+		}
+		res.Data = append(res.Data, sum)
+	}
+	return res
+}
+
+// defaultContextWindow is Codex's context window for a model its catalog
+// does not describe.
+const defaultContextWindow = 272_000
+
+// ContextWindow is the context window clients are told: 95% of
+// model_context_window (or of the default), the share Codex lets a
+// conversation fill, as the reference reports it.
+func ContextWindow(cfg *config.Config) int64 {
+	w := int64(cfg.ModelContextWindow)
+	if w == 0 {
+		w = defaultContextWindow
+	}
+	return w * 95 / 100
 }

@@ -18,15 +18,16 @@ import (
 func commandItem(callID string, argv []string, cwd string, source api.CommandExecutionSource) *api.CommandExecutionItem {
 	return &api.CommandExecutionItem{
 		ID: callID, Command: policy.ShellJoin(argv), Cwd: cwd, Source: source,
-		Status: api.StatusInProgress, CommandActions: commandActions(argv),
+		Status: api.StatusInProgress, CommandActions: commandActions(argv, cwd),
 	}
 }
 
 // commandActions classifies a command for the client (read / listFiles /
 // search / unknown) from its plain shell script, as Codex's parse_command
 // does for the common cases; anything else is one unknown action carrying
-// the script.
-func commandActions(argv []string) api.List[api.CommandAction] {
+// the script. A read's path is resolved against cwd, as the reference
+// reports it.
+func commandActions(argv []string, cwd string) api.List[api.CommandAction] {
 	text := policy.ShellJoin(argv)
 	cmds := [][]string{argv}
 	if script, ok := policy.ShellScript(argv); ok {
@@ -51,7 +52,11 @@ func commandActions(argv []string) api.List[api.CommandAction] {
 	switch filepath.Base(cmd[0]) {
 	case "cat", "head", "tail", "nl", "less", "more", "bat":
 		if len(operands) == 1 {
-			return api.List[api.CommandAction]{{Type: api.ActionRead, Command: text, Name: filepath.Base(operands[0]), Path: str(operands[0])}}
+			path := operands[0]
+			if !filepath.IsAbs(path) && cwd != "" {
+				path = filepath.Join(cwd, path)
+			}
+			return api.List[api.CommandAction]{{Type: api.ActionRead, Command: text, Name: filepath.Base(operands[0]), Path: str(path)}}
 		}
 	case "ls", "tree":
 		a := api.CommandAction{Type: api.ActionListFiles, Command: text}

@@ -172,16 +172,19 @@ func (s *Service) LiveSessions() int { return s.execs.LiveSessions() }
 // policies, update_plan, the skills namespace when configured, the
 // thread's dynamic tools (served by the broker) if it registered any, then
 // the tools of the connected MCP servers (a name taken already is not
-// offered again).
+// offered again). The thread's config overrides turn tools off (switches).
 func (s *Service) Build(tc turns.ToolContext) ([]registry.ConfiguredToolSpec, *registry.Registry, error) {
 	b := registry.NewBuilder(registry.Config{Logger: s.log, Now: s.cfg.Now})
-	if err := s.register(b, tc); err != nil {
+	sw := parseSwitches(tc.Config)
+	if err := s.register(b, tc, sw); err != nil {
 		return nil, nil, err
 	}
-	if err := planning.Register(b, &planning.Handler{}); err != nil {
-		return nil, nil, err
+	if !sw.disabled[planning.Name] {
+		if err := planning.Register(b, &planning.Handler{}); err != nil {
+			return nil, nil, err
+		}
 	}
-	if s.skills != nil {
+	if s.skills != nil && sw.skills {
 		if err := skills.Register(b, s.skills); err != nil {
 			return nil, nil, err
 		}

@@ -45,6 +45,7 @@ func TestBuildToolSet(t *testing.T) {
 		has     []string
 		hasNot  []string
 		provide string
+		thread  map[string]string // the thread's config overrides, dotted
 	}{
 		{name: "defaults", has: []string{"shell_command", "freeform:apply_patch", "exec_command", "write_stdin", "update_plan", "read_file", "list_dir", "grep_files", "view_image"},
 			hasNot: []string{"shell", "request_user_input", "web_search", "apply_patch"}},
@@ -59,11 +60,21 @@ func TestBuildToolSet(t *testing.T) {
 		{name: "shell disabled", cfg: Config{Models: modelShell("m", "disabled")}, model: "m", hasNot: []string{"shell", "shell_command", "exec_command", "write_stdin"}},
 		{name: "web search", cfg: Config{WebSearch: "live"}, has: []string{"web_search"}},
 		{name: "plan mode asks the user", mode: "plan", has: []string{"request_user_input"}},
+		{name: "unified exec off keeps the shell", thread: map[string]string{"features.unified_exec": "false"},
+			has: []string{"shell_command", "freeform:apply_patch"}, hasNot: []string{"exec_command", "write_stdin"}},
+		{name: "update_plan off as a table", thread: map[string]string{"tools.update_plan.enabled": "false", "web_search": `"cached"`},
+			has: []string{"shell_command", "web_search"}, hasNot: []string{"update_plan"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newService(t, tc.cfg)
 			tu := newTurn(t, s, ws, turnOpts{model: tc.model, mode: tc.mode})
 			tu.tc.Provider = tc.provide
+			for k, v := range tc.thread {
+				if tu.tc.Config == nil {
+					tu.tc.Config = map[string]json.RawMessage{}
+				}
+				tu.tc.Config[k] = json.RawMessage(v)
+			}
 			specs, _, err := s.Build(tu.tc)
 			require.NoError(t, err)
 			names := specNames(specs)
@@ -75,6 +86,37 @@ func TestBuildToolSet(t *testing.T) {
 			}
 		})
 	}
+}
+
+// titleThreadConfig is the config the real TUI (0.169.0) sends in the
+// thread/start of its hidden title thread, as recorded.
+func titleThreadConfig() map[string]string {
+	return map[string]string{
+		"features.tool_suggest": "false", "features.goals": "false", "features.unified_exec": "false",
+		"features.enable_fanout": "false", "features.view_image": "false", "features.apps": "false",
+		"features.memories": "false", "features.token_budget": "false", "skills.include_instructions": "false",
+		"features.code_mode": "false", "mcp_servers": "{}", "features.image_generation": "false",
+		"features.request_permissions_tool": "false", "features.shell_snapshot": "false",
+		"features.context_management": "false", "features.standalone_web_search": "false",
+		"tools.experimental_request_user_input.enabled": "false", "features.shell_tool": "false",
+		"features.hooks": "false", "features.multi_agent": "false", "web_search": `"disabled"`,
+		"features.code_mode_only": "false", "features.deferred_executor": "false", "features.plugins": "false",
+		"default_permissions": `":read-only"`, "tools.update_plan.enabled": "false",
+		"features.current_time_reminder": "false", "cloud.skills.enabled": "false", "features.multi_agent_v2": "false",
+	}
+}
+
+// A thread whose config turns every tool off gets an empty tool set.
+func TestBuildTitleThreadOffersNothing(t *testing.T) {
+	s := newService(t, Config{WebSearch: "live"})
+	tu := newTurn(t, s, workspace(t), turnOpts{mode: "plan"})
+	tu.tc.Config = map[string]json.RawMessage{}
+	for k, v := range titleThreadConfig() {
+		tu.tc.Config[k] = json.RawMessage(v)
+	}
+	specs, _, err := s.Build(tu.tc)
+	require.NoError(t, err)
+	require.Empty(t, specNames(specs))
 }
 
 // request_user_input in plan mode: the question goes to the client with

@@ -31,11 +31,15 @@ import (
 //     elsewhere get the reference's refusal).
 //
 // Commands and patches follow the thread's approval and sandbox policies.
-func (s *Service) register(b *registry.Builder, tc turns.ToolContext) error {
-	if s.cfg.WebSearch != "" && s.cfg.WebSearch != "disabled" {
+func (s *Service) register(b *registry.Builder, tc turns.ToolContext, sw switches) error {
+	webSearch := s.cfg.WebSearch
+	if sw.webSearch != "" {
+		webSearch = sw.webSearch
+	}
+	if webSearch != "" && webSearch != "disabled" {
 		// Hosted: the provider runs it and its web_search_call items
 		// become webSearch items; Chat Completions models do not get it.
-		live := s.cfg.WebSearch == "live"
+		live := webSearch == "live"
 		if err := b.AddSpec(registry.WebSearchSpec{ExternalWebAccess: &live}, false); err != nil {
 			return err
 		}
@@ -49,6 +53,12 @@ func (s *Service) register(b *registry.Builder, tc turns.ToolContext) error {
 	toolType, err := shell.ParseToolType(shellType)
 	if err != nil {
 		return err
+	}
+	if !sw.unifiedExec && toolType == shell.ToolUnifiedExec {
+		toolType = shell.ToolShellCommand
+	}
+	if !sw.shell {
+		toolType = shell.ToolDisabled
 	}
 	patchH := &applypatch.Handler{Roots: tt.patchRoots, Planned: tt.patchPlanned, Finished: tt.patchFinished, Now: s.cfg.Now}
 	tt.interceptPatch = &applypatch.Handler{Roots: tt.patchRoots, Planned: tt.patchPlanned, Finished: tt.patchFinished, Format: applypatch.OutputStructured, Now: s.cfg.Now}
@@ -68,10 +78,12 @@ func (s *Service) register(b *registry.Builder, tc turns.ToolContext) error {
 	case "function":
 		freeform = false
 	}
-	if err := applypatch.Register(b, patchH, freeform); err != nil {
-		return err
+	if sw.shell && sw.applyPatch {
+		if err := applypatch.Register(b, patchH, freeform); err != nil {
+			return err
+		}
 	}
-	if toolType != shell.ToolDisabled {
+	if toolType != shell.ToolDisabled && sw.unifiedExec {
 		mgr, err := s.execs.Manager(tc.ThreadID)
 		if err != nil {
 			return err
@@ -88,18 +100,20 @@ func (s *Service) register(b *registry.Builder, tc turns.ToolContext) error {
 			return err
 		}
 	}
-	for _, reg := range []func(*registry.Builder) error{
-		(&files.ReadFile{}).Register,
-		(&files.ListDir{}).Register,
-		(&files.GrepFiles{}).Register,
-		(&files.ViewImage{Items: tc.Sink}).Register,
-	} {
+	var fileTools []func(*registry.Builder) error
+	if sw.shell {
+		fileTools = append(fileTools, (&files.ReadFile{}).Register, (&files.ListDir{}).Register, (&files.GrepFiles{}).Register)
+	}
+	if sw.viewImage {
+		fileTools = append(fileTools, (&files.ViewImage{Items: tc.Sink}).Register)
+	}
+	for _, reg := range fileTools {
 		if err := reg(b); err != nil {
 			return err
 		}
 	}
 	ask := &files.RequestUserInput{Asker: tt, Mode: func(registry.Invocation) string { return tt.modeName() }}
-	if tt.modeName() == "Plan" {
+	if tt.modeName() == "Plan" && !sw.disabled[files.RequestUserInputName] {
 		return ask.Register(b)
 	}
 	return b.AddHandler(files.RequestUserInputName, ask)

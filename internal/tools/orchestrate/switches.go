@@ -1,0 +1,73 @@
+package orchestrate
+
+import (
+	"encoding/json"
+	"strings"
+)
+
+// switches are the tool switches of a thread's config overrides
+// (turns.ToolContext.Config), as the real TUI sends them for its hidden
+// title thread: every switch defaults to "on", a thread turns tools off.
+type switches struct {
+	// shell is features.shell_tool: false offers no tool that reaches the
+	// workspace (the shell tools, exec_command, apply_patch, read_file,
+	// list_dir, grep_files); a thread without a shell is one that must
+	// not touch the workspace.
+	shell bool
+	// unifiedExec is features.unified_exec: false offers no
+	// exec_command/write_stdin.
+	unifiedExec bool
+	// applyPatch is include_apply_patch_tool.
+	applyPatch bool
+	// viewImage is features.view_image (or tools.view_image).
+	viewImage bool
+	// skills is skills.include_instructions: false offers no skills
+	// namespace (the form our skills take in the model's request).
+	skills bool
+	// webSearch is web_search ("disabled", "cached", "live"), "" when the
+	// thread did not choose.
+	webSearch string
+	// disabled are the tools named by tools.<name>.enabled = false
+	// (tools.update_plan.enabled,
+	// tools.experimental_request_user_input.enabled).
+	disabled map[string]bool
+}
+
+// parseSwitches reads the tool switches of a thread's config; values of
+// the wrong type are ignored as absent, as unknown keys are.
+func parseSwitches(cfg map[string]json.RawMessage) switches {
+	sw := switches{shell: true, unifiedExec: true, applyPatch: true, viewImage: true, skills: true}
+	flag := func(key string, dst *bool) {
+		var b bool
+		if v, ok := cfg[key]; ok && json.Unmarshal(v, &b) == nil {
+			*dst = b
+		}
+	}
+	flag("features.shell_tool", &sw.shell)
+	flag("features.unified_exec", &sw.unifiedExec)
+	flag("include_apply_patch_tool", &sw.applyPatch)
+	flag("features.view_image", &sw.viewImage)
+	flag("tools.view_image", &sw.viewImage)
+	flag("skills.include_instructions", &sw.skills)
+	if v, ok := cfg["web_search"]; ok {
+		_ = json.Unmarshal(v, &sw.webSearch)
+	}
+	for k, v := range cfg {
+		name, ok := strings.CutPrefix(k, "tools.")
+		if !ok {
+			continue
+		}
+		name, ok = strings.CutSuffix(name, ".enabled")
+		var on bool
+		if !ok || json.Unmarshal(v, &on) != nil || on {
+			continue
+		}
+		if sw.disabled == nil {
+			sw.disabled = map[string]bool{}
+		}
+		// The reference names request_user_input's switch after its
+		// experimental status.
+		sw.disabled[strings.TrimPrefix(name, "experimental_")] = true
+	}
+	return sw
+}
