@@ -46,6 +46,8 @@ func TestBadRequestsGetProblems(t *testing.T) {
 			400, api.ProblemInvalidRequest, "the request body is empty"},
 		{"no input", req{method: "POST", path: turns, body: `{"input":[]}`},
 			400, api.ProblemInvalidRequest, "input must hold at least one item"},
+		{"NUL in text", req{method: "POST", path: turns, body: `{"input":[{"type":"text","text":"a\u0000b"}]}`},
+			400, api.ProblemInvalidRequest, `input[0].text contains a NUL character`},
 		{"unknown field in an input item", req{method: "POST", path: turns, body: `{"input":[{"type":"text","text":"x","txet":"y"}]}`},
 			400, api.ProblemInvalidRequest, `input[0]: unknown field "txet"`},
 		{"unknown field nested in an input item", req{method: "POST", path: turns, body: `{"input":[{"type":"text","text":"x","text_elements":[{"byteRange":{"start":0,"end":1},"placeholder":null,"extra":1}]}]}`},

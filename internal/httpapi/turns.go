@@ -123,6 +123,11 @@ func validateInput(in api.List[api.UserInput]) *problem {
 	for i, u := range in {
 		switch u.Type {
 		case api.UserInputText:
+			// No store keeps a NUL in text: refused here, not as a
+			// failed turn.
+			if strings.IndexByte(u.Text, 0) >= 0 {
+				return invalid("input[%d].text contains a NUL character", i)
+			}
 		case api.UserInputImage, api.UserInputAudio:
 			if u.URL == "" && u.FileID == "" {
 				return invalid("input[%d]: %s needs url or fileId", i, u.Type)
