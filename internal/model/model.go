@@ -72,6 +72,9 @@ type Result struct {
 	// Items are the completed output items in the order the model produced
 	// them; append them to the history to continue the conversation.
 	Items []InputItem
+	// Attempts is how many HTTP requests the response took, retries
+	// included (0 when none was made).
+	Attempts int
 }
 
 // Usage is the token accounting of one model response.
