@@ -195,4 +195,9 @@ func TestTelemetryAfterTurns(t *testing.T) {
 	}
 	retry := logRecords(t, text, "model request failed; retrying")[0]
 	require.IsType(t, "", retry["delay"], "the retry delay is text")
+	require.Equal(t, threadID, retry["thread"])
+	require.NotEmpty(t, retry["turn"])
+	require.Equal(t, "fake", retry["provider"])
+	require.Equal(t, 503.0, retry["status"])
+	require.Equal(t, 1.0, retry["attempt"])
 }

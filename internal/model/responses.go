@@ -167,7 +167,7 @@ func (c *responsesClient) Stream(ctx context.Context, req Request, fn func(Event
 	body.sent = req.Sent
 	h := &responsesHandler{emit: emitter(fn)}
 	var err error
-	h.res.Attempts, err = c.t.run(ctx, body, h)
+	h.res.Attempts, err = c.t.run(ctx, body, h, req.LogAttrs)
 	return h.res, err
 }
 

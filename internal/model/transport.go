@@ -88,9 +88,9 @@ type sseHandler interface {
 }
 
 // run sends body, retrying failures to obtain a stream, and feeds the
-// stream to h. It returns how many HTTP requests it made and drops the
-// caller's reference to body.
-func (t *transport) run(ctx context.Context, body *requestBody, h sseHandler) (int, error) {
+// stream to h; logAttrs are added to its log lines. It returns how many
+// HTTP requests it made and drops the caller's reference to body.
+func (t *transport) run(ctx context.Context, body *requestBody, h sseHandler, logAttrs []slog.Attr) (int, error) {
 	defer body.done()
 	for attempt := 1; ; attempt++ {
 		err := t.attempt(ctx, body, h)
@@ -118,8 +118,9 @@ func (t *transport) run(ctx context.Context, body *requestBody, h sseHandler) (i
 		if !ok {
 			return attempt, me
 		}
-		t.log.Warn("model request failed; retrying", "kind", me.Kind, "status", me.HTTPStatus,
-			"message", me.Message, "attempt", attempt, "delay", delay)
+		t.log.LogAttrs(ctx, slog.LevelWarn, "model request failed; retrying", append([]slog.Attr{
+			slog.String("kind", string(me.Kind)), slog.Int("status", me.HTTPStatus), slog.String("message", me.Message),
+			slog.Int("attempt", attempt), slog.Duration("delay", delay)}, logAttrs...)...)
 		if err := t.deps.sleep(ctx, delay); err != nil {
 			return attempt, canceled(err)
 		}

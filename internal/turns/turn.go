@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"time"
@@ -323,6 +324,7 @@ func (r *turnRun) modelRound() (calls []model.InputItem, usage model.Usage, err 
 		ReasoningEffort:   at.settings.effort,
 		ReasoningSummary:  at.settings.summary,
 		OutputSchema:      at.settings.outputSchema,
+		LogAttrs:          []slog.Attr{slog.String("thread", t.id), slog.String("turn", at.id)},
 	}
 	defer r.commits.startOnSend(&req)()
 	if r.specsJSON == nil {
