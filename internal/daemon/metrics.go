@@ -117,9 +117,14 @@ func newTelemetry(reg prometheus.Registerer, version string) *telemetry {
 	return m
 }
 
-// registerCounts registers the gauges read from the turns manager when
-// scraped.
-func registerCounts(reg prometheus.Registerer, mgr *turns.Manager) {
+// counter is what the loaded-thread and running-turn gauges read when
+// scraped: the turns manager.
+type counter interface {
+	Counts() (loaded, running int)
+}
+
+// registerCounts registers the gauges read from mgr when scraped.
+func registerCounts(reg prometheus.Registerer, mgr counter) {
 	reg.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "appserver_threads_loaded",
