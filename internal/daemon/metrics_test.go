@@ -90,3 +90,17 @@ func TestMetricsLintClean(t *testing.T) {
 type fixedCounts struct{ loaded, running int }
 
 func (c fixedCounts) Counts() (int, int) { return c.loaded, c.running }
+
+// BenchmarkTelemetryPerTurn is what the series cost a turn of one model
+// request and one tool call.
+func BenchmarkTelemetryPerTurn(b *testing.B) {
+	tel := newTelemetry(server.NewMetrics().Registry, "bench")
+	stats := turns.ModelRequestStats{Provider: "openai", Model: "gpt-5.1-codex", Outcome: "ok", Duration: time.Second,
+		FirstEvent: 300 * time.Millisecond, Usage: model.Usage{InputTokens: 1000, CachedInputTokens: 800, OutputTokens: 50, ReasoningOutputTokens: 20}}
+	b.ReportAllocs()
+	for b.Loop() {
+		tel.ModelRequest(stats)
+		tel.ToolCall("shell_command", "ok", 20*time.Millisecond)
+		tel.TurnEnded(api.TurnCompleted, 2*time.Second)
+	}
+}
