@@ -154,6 +154,8 @@ func TestTelemetryAfterTurns(t *testing.T) {
 	// off): the request duration covers it.
 	require.Greater(t, m[`appserver_model_request_duration_seconds_sum{model="fake-model",provider="fake"}`], 0.15)
 	require.Greater(t, m[`appserver_store_operation_duration_seconds_count{op="write",outcome="ok"}`], 0.0)
+	require.Greater(t, m[`appserver_store_group_commit_batches_count`], 0.0)
+	require.GreaterOrEqual(t, m[`appserver_store_group_commit_batches_sum`], m[`appserver_store_group_commit_batches_count`], "a commit carries a batch at least")
 	var build string
 	for k, v := range m {
 		if strings.HasPrefix(k, "appserver_build_info{") {

@@ -92,7 +92,7 @@ func NewCore(ctx context.Context, cfg *config.Config, configFile, version string
 	c.Where = where
 	// Items of many threads are committed together (group commit); the
 	// committer owns the backend.
-	c.Store = store.NewGroupCommitter(backend, store.GroupCommitConfig{})
+	c.Store = store.NewGroupCommitter(backend, store.GroupCommitConfig{OnCommit: tel.ObserveCommit})
 	stops[StopStore] = func() {
 		if err := c.Store.Close(); err != nil {
 			log.Error("closing store", "err", err)

@@ -44,6 +44,7 @@ type telemetry struct {
 	toolDuration   *prometheus.HistogramVec
 	approvals      prometheus.Gauge
 	approvalsTaken *prometheus.CounterVec
+	commitBatches  prometheus.Histogram
 }
 
 // newTelemetry registers the series on reg, with appserver_build_info.
@@ -97,6 +98,11 @@ func newTelemetry(reg prometheus.Registerer, version string) *telemetry {
 			Name: "appserver_approval_decisions_total",
 			Help: "Approval requests settled, by kind (approval, elicitation) and decision (accept, acceptForSession, decline, cancel, ..., no_client, canceled, error).",
 		}, []string{"kind", "decision"}),
+		commitBatches: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "appserver_store_group_commit_batches",
+			Help:    "Callers' batches carried by each group commit (one transaction); its latency is appserver_store_operation_duration_seconds{op=\"write\"}.",
+			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128},
+		}),
 	}
 	revision := "unknown"
 	if bi, ok := debug.ReadBuildInfo(); ok {
@@ -113,7 +119,7 @@ func newTelemetry(reg prometheus.Registerer, version string) *telemetry {
 	})
 	buildInfo.Set(1)
 	reg.MustRegister(m.turns, m.turnDuration, m.modelRequests, m.modelDuration, m.modelFirst, m.modelRetries,
-		m.tokens, m.toolCalls, m.toolDuration, m.approvals, m.approvalsTaken, buildInfo)
+		m.tokens, m.toolCalls, m.toolDuration, m.approvals, m.approvalsTaken, m.commitBatches, buildInfo)
 	return m
 }
 
@@ -175,4 +181,10 @@ func (m *telemetry) ApprovalPending(delta int) { m.approvals.Add(float64(delta))
 // ApprovalDecided implements hub.ApprovalMetrics.
 func (m *telemetry) ApprovalDecided(kind, decision string) {
 	m.approvalsTaken.WithLabelValues(kind, decision).Inc()
+}
+
+// ObserveCommit records one group commit (store.GroupCommitConfig's
+// OnCommit).
+func (m *telemetry) ObserveCommit(batches int, _ time.Duration) {
+	m.commitBatches.Observe(float64(batches))
 }

@@ -40,6 +40,7 @@ func TestMetricsLintClean(t *testing.T) {
 	tel.ApprovalDecided("approval", "accept")
 	m.ObserveStoreOp("write", time.Millisecond, nil)
 	registerCounts(m.Registry, fixedCounts{loaded: 3, running: 2})
+	tel.ObserveCommit(3, time.Millisecond)
 
 	mfs, err := m.Registry.Gather()
 	require.NoError(t, err)
