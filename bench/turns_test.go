@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"slices"
 	"strconv"
@@ -184,6 +186,7 @@ func benchTurns(b *testing.B, storeKind string, tc turnsCase) {
 		b.Fatal(err)
 	}
 	rss, _ := procStatusBytes(d.pid(), "VmRSS:")
+	checkTurnSeries(b, d, len(durs)+tc.threads)
 	for _, w := range workers {
 		_ = w.ws.Close(websocket.StatusNormalClosure, "")
 	}
@@ -494,3 +497,47 @@ func percentile(sorted []time.Duration, p float64) time.Duration {
 }
 
 func ms(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e6 }
+
+// checkTurnSeries scrapes the daemon after the load: every turn run (warm-up
+// included) is counted as completed, each with one model request, and the
+// turn, model and store series are logged.
+func checkTurnSeries(b *testing.B, d *daemon, turns int) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, d.http+"/metrics", nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var lines []string
+	series := map[string]string{}
+	for _, line := range strings.Split(string(raw), "\n") {
+		for _, prefix := range []string{"appserver_turn", "appserver_model_", "appserver_threads_loaded", "appserver_tool_", "appserver_store_operation_duration_seconds_sum{op=\"write\"", "appserver_store_operation_duration_seconds_count{op=\"write\""} {
+			if strings.HasPrefix(line, prefix) && !strings.Contains(line, "_bucket{") {
+				lines = append(lines, line)
+				if i := strings.LastIndexByte(line, ' '); i > 0 {
+					series[line[:i]] = line[i+1:]
+				}
+			}
+		}
+	}
+	want := strconv.Itoa(turns)
+	for _, name := range []string{
+		`appserver_turns_total{status="completed"}`,
+		`appserver_model_requests_total{model="fake",outcome="ok",provider="fake"}`,
+		`appserver_model_time_to_first_token_seconds_count{model="fake",provider="fake"}`,
+	} {
+		if series[name] != want {
+			b.Fatalf("%s = %q after %d turns; scrape:\n%s", name, series[name], turns, strings.Join(lines, "\n"))
+		}
+	}
+	b.Logf("series after the load:\n%s", strings.Join(lines, "\n"))
+}

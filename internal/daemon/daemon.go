@@ -80,6 +80,7 @@ type Core struct {
 // built whether or not the rest could be.
 func NewCore(ctx context.Context, cfg *config.Config, configFile, version string, log *slog.Logger, stops *Stops) (*Core, error) {
 	c := &Core{Metrics: server.NewMetrics()}
+	tel := newTelemetry(c.Metrics.Registry, version)
 	var err error
 	if c.Cwd, err = os.Getwd(); err != nil {
 		return nil, fmt.Errorf("working directory: %w", err)
@@ -91,7 +92,7 @@ func NewCore(ctx context.Context, cfg *config.Config, configFile, version string
 	c.Where = where
 	// Items of many threads are committed together (group commit); the
 	// committer owns the backend.
-	c.Store = store.NewGroupCommitter(backend, store.GroupCommitConfig{})
+	c.Store = store.NewGroupCommitter(backend, store.GroupCommitConfig{OnCommit: tel.ObserveCommit})
 	stops[StopStore] = func() {
 		if err := c.Store.Close(); err != nil {
 			log.Error("closing store", "err", err)
@@ -103,12 +104,13 @@ func NewCore(ctx context.Context, cfg *config.Config, configFile, version string
 	// calls through its broker to one live client), one timeout rule per
 	// kind.
 	c.Hub = hub.New(hub.Config{
-		Approval:    hub.Timeouts{NoClient: cfg.ApprovalClientTimeout},
-		UserInput:   hub.Timeouts{NoClient: cfg.ApprovalClientTimeout},
-		ToolCall:    hub.Timeouts{NoClient: cfg.DynamicToolReconnectTimeout},
-		Encode:      rpcws.EncodeNotification,
-		ToolMetrics: c.Metrics.DynamicMetrics(),
-		Logger:      log,
+		Approval:        hub.Timeouts{NoClient: cfg.ApprovalClientTimeout},
+		UserInput:       hub.Timeouts{NoClient: cfg.ApprovalClientTimeout},
+		ToolCall:        hub.Timeouts{NoClient: cfg.DynamicToolReconnectTimeout},
+		Encode:          rpcws.EncodeNotification,
+		ToolMetrics:     c.Metrics.DynamicMetrics(),
+		ApprovalMetrics: tel,
+		Logger:          log,
 	})
 	stops[StopHub] = c.Hub.Close
 	// The skill catalog: the workspace's own skill folders always (for
@@ -166,12 +168,14 @@ func NewCore(ctx context.Context, cfg *config.Config, configFile, version string
 			ContextWindow:  configview.ContextWindow(cfg),
 		},
 		ShutdownGrace: cfg.ShutdownGracePeriod,
+		Observer:      tel,
 		Logger:        log,
 	})
 	if err != nil {
 		return nil, err
 	}
 	stops[StopTurns] = c.Manager.Stop
+	registerCounts(c.Metrics.Registry, c.Manager)
 	return c, nil
 }
 

@@ -117,6 +117,9 @@ type Config struct {
 	// ToolMetrics receives the dynamic tool call measurements; nil
 	// discards them.
 	ToolMetrics dynamic.Metrics
+	// ApprovalMetrics counts the approvals (command, file change and MCP
+	// elicitation requests) pending and decided; nil discards them.
+	ApprovalMetrics ApprovalMetrics
 	// Logger receives warnings; nil discards them.
 	Logger *slog.Logger
 	// Now is the clock; nil means time.Now.
@@ -177,6 +180,9 @@ func New(cfg Config) *Hub {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.ApprovalMetrics == nil {
+		cfg.ApprovalMetrics = nopApprovalMetrics{}
 	}
 	h := &Hub{
 		cfg:     cfg,

@@ -3,6 +3,7 @@ package hub_test
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -244,4 +245,77 @@ func TestToolCallTimeout(t *testing.T) {
 	var ce *dynamic.CallError
 	require.ErrorAs(t, err, &ce)
 	require.Equal(t, dynamic.OutcomeTimeout, ce.Outcome)
+}
+
+// approvalCounts records a hub's approval measurements.
+type approvalCounts struct {
+	mu        sync.Mutex
+	pending   int
+	decisions []string
+}
+
+func (c *approvalCounts) ApprovalPending(delta int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.pending += delta
+}
+
+func (c *approvalCounts) ApprovalDecided(kind, decision string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.decisions = append(c.decisions, kind+":"+decision)
+}
+
+func (c *approvalCounts) get() (int, []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.pending, slices.Clone(c.decisions)
+}
+
+func TestApprovalMetrics(t *testing.T) {
+	counts := &approvalCounts{}
+	h := hub.New(hub.Config{Approval: hub.Timeouts{NoClient: 20 * time.Millisecond}, ApprovalMetrics: counts})
+	defer h.Close()
+	a := newClient()
+	ids := attach(h, 1, a)
+	answer := func(method, raw string) {
+		t.Helper()
+		res := make(chan error, 1)
+		go func() {
+			_, _, _, err := h.Request(context.Background(), "th", method, struct{}{})
+			res <- err
+		}()
+		d := a.next(t)
+		pending, _ := counts.get()
+		require.Equal(t, 1, pending, "counted as pending while it waits")
+		require.True(t, d.r.Answer(ids[0], json.RawMessage(raw), nil))
+		require.NoError(t, <-res)
+		<-a.settled
+	}
+	answer("item/commandExecution/requestApproval", `{"decision":"acceptForSession"}`)
+	answer("item/commandExecution/requestApproval", `{"decision":{"acceptWithExecpolicyAmendment":{"execpolicy_amendment":["ls"]}}}`)
+	answer("item/fileChange/requestApproval", `{"decision":"decline"}`)
+	answer("mcpServer/elicitation/request", `{"action":"accept"}`)
+	answer("item/fileChange/requestApproval", `{"decision":"yes please"}`)
+	// User input is not an approval.
+	res := make(chan error, 1)
+	go func() {
+		_, _, _, err := h.Request(context.Background(), "th", "item/tool/requestUserInput", struct{}{})
+		res <- err
+	}()
+	d := a.next(t)
+	require.True(t, d.r.Answer(ids[0], json.RawMessage(`{"answers":{}}`), nil))
+	require.NoError(t, <-res)
+	<-a.settled
+	// Nobody to ask.
+	h.SubscribersChanged("th", 2, nil)
+	_, _, _, err := h.Request(context.Background(), "th", "item/commandExecution/requestApproval", struct{}{})
+	require.ErrorIs(t, err, turns.ErrNoClient)
+
+	pending, decisions := counts.get()
+	require.Zero(t, pending)
+	require.Equal(t, []string{
+		"approval:acceptForSession", "approval:acceptWithExecpolicyAmendment", "approval:decline",
+		"elicitation:accept", "approval:other", "approval:no_client",
+	}, decisions)
 }

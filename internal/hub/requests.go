@@ -164,6 +164,18 @@ func (h *Hub) newRequest(kind Kind, threadID, method string, params any) *Reques
 // which tells the other holders that the request is settled.
 func (h *Hub) Request(ctx context.Context, threadID, method string, params any) (json.RawMessage, api.RequestID, bool, error) {
 	kind := KindOf(method)
+	if kind != KindApproval && kind != KindElicitation {
+		return h.request(ctx, kind, threadID, method, params)
+	}
+	h.cfg.ApprovalMetrics.ApprovalPending(1)
+	res, id, sent, err := h.request(ctx, kind, threadID, method, params)
+	h.cfg.ApprovalMetrics.ApprovalPending(-1)
+	h.cfg.ApprovalMetrics.ApprovalDecided(kind.String(), decisionOf(res, err))
+	return res, id, sent, err
+}
+
+// request is Request for a request of the given kind.
+func (h *Hub) request(ctx context.Context, kind Kind, threadID, method string, params any) (json.RawMessage, api.RequestID, bool, error) {
 	limits := h.timeouts(kind)
 	r := h.newRequest(kind, threadID, method, params)
 	r.ID = h.NextRequestID()

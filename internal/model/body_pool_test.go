@@ -70,7 +70,8 @@ func TestRequestBodyReplayedOnRedirect(t *testing.T) {
 	body := newPooledBody()
 	body.buf.WriteString(strings.Repeat("b", 100<<10)) // larger than the write buffer
 	h := &responsesHandler{emit: emitter(nil)}
-	require.NoError(t, tr.run(context.Background(), body, h))
+	_, err = tr.run(context.Background(), body, h, nil)
+	require.NoError(t, err)
 	assert.Equal(t, "r", h.res.ResponseID)
 	mu.Lock()
 	defer mu.Unlock()
@@ -133,7 +134,8 @@ func TestRequestBodyEarlyResponse(t *testing.T) {
 	body := newPooledBody()
 	body.buf.Write(want)
 	h := &responsesHandler{emit: emitter(nil)}
-	require.NoError(t, tr.run(context.Background(), body, h))
+	_, err = tr.run(context.Background(), body, h, nil)
+	require.NoError(t, err)
 	require.Equal(t, "early", h.res.ResponseID)
 	// The next round's body, from the pool.
 	next := newPooledBody()
@@ -172,7 +174,7 @@ func TestRedirectThatDropsTheBodyIsNotFollowed(t *testing.T) {
 	require.NoError(t, err)
 	body := newPooledBody()
 	body.buf.WriteString(`{"model":"m"}`)
-	err = c.(*responsesClient).t.run(context.Background(), body, &responsesHandler{emit: emitter(nil)})
+	_, err = c.(*responsesClient).t.run(context.Background(), body, &responsesHandler{emit: emitter(nil)}, nil)
 	var me *Error
 	require.ErrorAs(t, err, &me)
 	assert.Equal(t, KindMalformed, me.Kind)

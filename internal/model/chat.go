@@ -276,7 +276,7 @@ func (c *chatClient) Stream(ctx context.Context, req Request, fn func(Event) err
 	h := &chatHandler{emit: emitter(fn), custom: custom, calls: map[int]*chatCallAcc{}}
 	rb := newBody(body)
 	rb.sent = req.Sent
-	err = c.t.run(ctx, rb, h)
+	h.res.Attempts, err = c.t.run(ctx, rb, h, req.LogAttrs)
 	return h.res, err
 }
 

@@ -3,6 +3,7 @@ package model
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 )
 
 // Request is one model call: the instructions, the whole history and the
@@ -46,6 +47,9 @@ type Request struct {
 	// not block. A caller starts there the work that should not compete
 	// with sending the request.
 	Sent func()
+	// LogAttrs are added to the request's log lines (a retry's warning),
+	// so that they name what the caller is doing (a thread and turn).
+	LogAttrs []slog.Attr
 }
 
 // Client streams one model response. Implementations are safe for
@@ -72,6 +76,9 @@ type Result struct {
 	// Items are the completed output items in the order the model produced
 	// them; append them to the history to continue the conversation.
 	Items []InputItem
+	// Attempts is how many HTTP requests the response took, retries
+	// included (0 when none was made).
+	Attempts int
 }
 
 // Usage is the token accounting of one model response.

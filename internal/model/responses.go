@@ -166,7 +166,8 @@ func (c *responsesClient) Stream(ctx context.Context, req Request, fn func(Event
 	c.t.log.Debug("responses request", "model", req.Model, "items", len(req.Input), "tools", len(req.Tools))
 	body.sent = req.Sent
 	h := &responsesHandler{emit: emitter(fn)}
-	err := c.t.run(ctx, body, h)
+	var err error
+	h.res.Attempts, err = c.t.run(ctx, body, h, req.LogAttrs)
 	return h.res, err
 }
 

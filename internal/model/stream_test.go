@@ -322,6 +322,7 @@ func TestUsage(t *testing.T) {
 			events, res, err := run(t, c, userRequest("count"))
 			require.NoError(t, err)
 			assert.Equal(t, want, res.Usage)
+			assert.Equal(t, 1, res.Attempts)
 			last := events[len(events)-1].(model.Completed)
 			assert.Equal(t, want, last.Usage)
 			assert.Equal(t, res.ResponseID, last.ResponseID)
@@ -362,6 +363,7 @@ func TestRateLimitRetriedThenSucceeds(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, "finally", res.Items[0].Text())
 			assert.Len(t, srv.Requests(), 3)
+			assert.Equal(t, 3, res.Attempts, "the retries are counted in the result")
 			// Exponential backoff from 200ms; jitter is pinned to 1.
 			assert.Equal(t, []time.Duration{200 * time.Millisecond, 400 * time.Millisecond}, sl.got())
 		})

@@ -88,8 +88,9 @@ type sseHandler interface {
 }
 
 // run sends body, retrying failures to obtain a stream, and feeds the
-// stream to h. It drops the caller's reference to body.
-func (t *transport) run(ctx context.Context, body *requestBody, h sseHandler) error {
+// stream to h; logAttrs are added to its log lines. It returns how many
+// HTTP requests it made and drops the caller's reference to body.
+func (t *transport) run(ctx context.Context, body *requestBody, h sseHandler, logAttrs []slog.Attr) (int, error) {
 	defer body.done()
 	for attempt := 1; ; attempt++ {
 		err := t.attempt(ctx, body, h)
@@ -98,29 +99,30 @@ func (t *transport) run(ctx context.Context, body *requestBody, h sseHandler) er
 		// away.
 		body.markSent()
 		if err == nil {
-			return nil
+			return attempt, nil
 		}
 		if cb := (*callbackError)(nil); errors.As(err, &cb) {
-			return cb.err
+			return attempt, cb.err
 		}
 		var me *Error
 		if !errors.As(err, &me) || me.Kind == KindCanceled {
-			return err
+			return attempt, err
 		}
 		me.Attempts = attempt
 		// Retryable errors only arise before a stream is obtained, so no
 		// event has reached the caller and h is still untouched.
 		if !me.Retryable() || attempt > t.cfg.MaxRetries {
-			return me
+			return attempt, me
 		}
 		delay, ok := t.retryDelay(me, attempt)
 		if !ok {
-			return me
+			return attempt, me
 		}
-		t.log.Warn("model request failed; retrying", "kind", me.Kind, "status", me.HTTPStatus,
-			"message", me.Message, "attempt", attempt, "delay", delay)
+		t.log.LogAttrs(ctx, slog.LevelWarn, "model request failed; retrying", append([]slog.Attr{
+			slog.String("kind", string(me.Kind)), slog.Int("status", me.HTTPStatus), slog.String("message", me.Message),
+			slog.Int("attempt", attempt), slog.Duration("delay", delay)}, logAttrs...)...)
 		if err := t.deps.sleep(ctx, delay); err != nil {
-			return canceled(err)
+			return attempt, canceled(err)
 		}
 	}
 }

@@ -146,6 +146,40 @@ type DispatcherConfig struct {
 	Turn TurnContext
 	// Gate, when non-nil, holds mutating calls until it is marked ready.
 	Gate *ReadyGate
+	// Observe, when non-nil, is told how each call ended (for metrics and
+	// logs), on the goroutine that ran it; it must not block.
+	Observe func(CallResult)
+}
+
+// Outcomes of a call, CallResult.Outcome.
+const (
+	// CallOK: the handler ran and its output is not marked failed.
+	CallOK = "ok"
+	// CallFailed: the output is marked failed (the handler's error, a
+	// failed command, a panic).
+	CallFailed = "failed"
+	// CallAborted: the turn was interrupted before or while the call ran.
+	CallAborted = "aborted"
+	// CallUnsupported: no handler has the tool's name.
+	CallUnsupported = "unsupported"
+	// CallFatal: the call ends the turn (ErrFatal, an aborting hook).
+	CallFatal = "fatal"
+)
+
+// CallResult is how one call ended, for DispatcherConfig.Observe.
+type CallResult struct {
+	// CallID is the model's call id; Tool the tool's display name.
+	CallID, Tool string
+	// Outcome is one of CallOK, CallFailed, CallAborted, CallUnsupported
+	// and CallFatal.
+	Outcome string
+	// Duration is from the round's dispatch to the call's end, waiting
+	// for the parallel lock included.
+	Duration time.Duration
+	// Output is what the model is answered (empty for CallFatal).
+	Output Output
+	// Err is the fatal error of a CallFatal call.
+	Err error
 }
 
 // Dispatcher runs the tool calls of one turn. It owns the turn's parallel
@@ -154,15 +188,16 @@ type DispatcherConfig struct {
 // share the lock and run concurrently. Calls are admitted in the order they
 // are dispatched. It is safe for concurrent use.
 type Dispatcher struct {
-	reg  *Registry
-	turn TurnContext
-	gate *ReadyGate
-	lock callLock
+	reg     *Registry
+	turn    TurnContext
+	gate    *ReadyGate
+	observe func(CallResult)
+	lock    callLock
 }
 
 // NewDispatcher returns the dispatcher for one turn.
 func (r *Registry) NewDispatcher(cfg DispatcherConfig) *Dispatcher {
-	return &Dispatcher{reg: r, turn: cfg.Turn, gate: cfg.Gate}
+	return &Dispatcher{reg: r, turn: cfg.Turn, gate: cfg.Gate, observe: cfg.Observe}
 }
 
 // Dispatch runs one call; see DispatchAll.
@@ -222,7 +257,9 @@ func (d *Dispatcher) DispatchAll(ctx context.Context, calls []Call) ([]ResponseI
 		h := handlers[i]
 		if h == nil {
 			d.reg.cfg.Logger.Warn("unsupported tool call", slog.String("tool_name", c.DisplayName()), slog.String("call_id", c.CallID))
-			items[i] = responseItemFor(c, failureOutput(unsupportedMessage(c)))
+			out := failureOutput(unsupportedMessage(c))
+			items[i] = responseItemFor(c, out)
+			d.observed(c, CallUnsupported, started, out, nil)
 			continue
 		}
 		inv := Invocation{Call: c, Turn: d.turn}
@@ -233,8 +270,18 @@ func (d *Dispatcher) DispatchAll(ctx context.Context, calls []Call) ([]ResponseI
 		queued = append(queued, admitted{inv: inv, h: h, mutating: mutating, w: d.lock.enqueue(exclusive), idx: i})
 	}
 	runOne := func(a admitted) {
-		item, err := d.run(runCtx, a.inv, a.h, a.mutating, a.w, started)
+		item, out, aborted, err := d.run(runCtx, a.inv, a.h, a.mutating, a.w, started)
 		items[a.idx] = item
+		outcome := CallOK
+		switch {
+		case err != nil:
+			outcome = CallFatal
+		case aborted:
+			outcome = CallAborted
+		case out.Success != nil && !*out.Success:
+			outcome = CallFailed
+		}
+		d.observed(a.inv.Call, outcome, started, out, err)
 		if err != nil {
 			errs[a.idx] = err
 			cancel()
@@ -263,20 +310,30 @@ func (d *Dispatcher) DispatchAll(ctx context.Context, calls []Call) ([]ResponseI
 	return items, nil
 }
 
-// run executes one admitted call: lock, gate, handler, hooks.
-func (d *Dispatcher) run(ctx context.Context, inv Invocation, h Handler, mutating bool, w *lockWaiter, started time.Time) (ResponseItem, error) {
+// observed tells d's observer how call ended.
+func (d *Dispatcher) observed(call Call, outcome string, started time.Time, out Output, err error) {
+	if d.observe == nil {
+		return
+	}
+	d.observe(CallResult{CallID: call.CallID, Tool: call.DisplayName(), Outcome: outcome,
+		Duration: d.reg.cfg.Now().Sub(started), Output: out, Err: err})
+}
+
+// run executes one admitted call: lock, gate, handler, hooks. It returns
+// the output it answers with and whether the call was aborted.
+func (d *Dispatcher) run(ctx context.Context, inv Invocation, h Handler, mutating bool, w *lockWaiter, started time.Time) (ResponseItem, Output, bool, error) {
 	if err := d.lock.wait(ctx, w); err != nil {
-		return d.aborted(inv.Call, started), nil
+		return d.aborted(inv.Call, started), Output{}, true, nil
 	}
 	defer d.lock.release(w)
 	if mutating {
 		if err := d.gate.Wait(ctx); err != nil {
-			return d.aborted(inv.Call, started), nil
+			return d.aborted(inv.Call, started), Output{}, true, nil
 		}
 	}
 	if ctx.Err() != nil {
 		// Interrupted as the gate opened: do not start the handler.
-		return d.aborted(inv.Call, started), nil
+		return d.aborted(inv.Call, started), Output{}, true, nil
 	}
 
 	out, err := d.callHandler(ctx, h, inv)
@@ -286,7 +343,7 @@ func (d *Dispatcher) run(ctx context.Context, inv Invocation, h Handler, mutatin
 		out = failureOutput(fmt.Sprintf("tool %s failed with an internal error", inv.DisplayName()))
 	case err == nil:
 	case ctx.Err() != nil:
-		return d.aborted(inv.Call, started), nil
+		return d.aborted(inv.Call, started), Output{}, true, nil
 	case errors.Is(err, ErrFatal):
 		fatal = err
 		out = failureOutput(err.Error())
@@ -308,12 +365,12 @@ func (d *Dispatcher) run(ctx context.Context, inv Invocation, h Handler, mutatin
 		Output:    out,
 	})
 	if hookErr != nil {
-		return ResponseItem{}, hookErr
+		return ResponseItem{}, Output{}, false, hookErr
 	}
 	if fatal != nil {
-		return ResponseItem{}, fatal
+		return ResponseItem{}, Output{}, false, fatal
 	}
-	return responseItemFor(inv.Call, out), nil
+	return responseItemFor(inv.Call, out), out, false, nil
 }
 
 // isMutating asks the handler, treating a panic as "mutating".

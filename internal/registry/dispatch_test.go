@@ -820,3 +820,49 @@ func TestTurnEmitter(t *testing.T) {
 type testEvent struct{}
 
 func (testEvent) Method() string { return "test/event" }
+
+func TestDispatchObserveOutcomes(t *testing.T) {
+	ctx := testCtx(t)
+	clock := newFakeClock()
+	b := NewBuilder(Config{Now: clock.Now})
+	require.NoError(t, b.Register(fn("good"), &testHandler{handle: func(context.Context, Invocation) (Output, error) {
+		clock.Advance(1500 * time.Millisecond)
+		return TextOutput("fine", true), nil
+	}}, false))
+	require.NoError(t, b.Register(fn("bad"), &testHandler{handle: func(context.Context, Invocation) (Output, error) {
+		return Output{}, errors.New("permission denied")
+	}}, false))
+	require.NoError(t, b.Register(fn("fatal"), &testHandler{handle: func(context.Context, Invocation) (Output, error) {
+		return Output{}, Fatalf("sandbox is gone")
+	}}, false))
+	_, reg := b.Build()
+	var mu sync.Mutex
+	got := map[string]CallResult{}
+	d := reg.NewDispatcher(DispatcherConfig{Observe: func(r CallResult) {
+		mu.Lock()
+		defer mu.Unlock()
+		got[r.CallID] = r
+	}})
+
+	_, err := d.DispatchAll(ctx, []Call{fcall("1", "good"), fcall("2", "bad"), fcall("3", "nope")})
+	require.NoError(t, err)
+	_, err = d.Dispatch(ctx, fcall("4", "fatal"))
+	require.ErrorIs(t, err, ErrFatal)
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	_, err = d.Dispatch(cancelled, fcall("5", "good"))
+	require.NoError(t, err)
+
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, got, 5)
+	assert.Equal(t, CallOK, got["1"].Outcome)
+	assert.Equal(t, "good", got["1"].Tool)
+	assert.Equal(t, 1500*time.Millisecond, got["1"].Duration)
+	assert.Equal(t, CallFailed, got["2"].Outcome)
+	assert.Equal(t, "permission denied", got["2"].Output.Text)
+	assert.Equal(t, CallUnsupported, got["3"].Outcome)
+	assert.Equal(t, CallFatal, got["4"].Outcome)
+	assert.ErrorIs(t, got["4"].Err, ErrFatal)
+	assert.Equal(t, CallAborted, got["5"].Outcome)
+}

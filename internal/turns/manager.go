@@ -173,8 +173,11 @@ type Config struct {
 	// ShutdownGrace bounds how long Stop waits for running turns before
 	// interrupting them; 0 means interrupt at once.
 	ShutdownGrace time.Duration
-	Logger        *slog.Logger
-	Now           func() time.Time
+	// Observer is told how turns, model requests and tool calls end, for
+	// metrics; nil observes nothing.
+	Observer Observer
+	Logger   *slog.Logger
+	Now      func() time.Time
 }
 
 // Manager is the thread table. It is safe for concurrent use.
@@ -211,6 +214,9 @@ func New(cfg Config) (*Manager, error) {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.Observer == nil {
+		cfg.Observer = nopObserver{}
 	}
 	if cfg.Tools == nil {
 		cfg.Tools = func(ToolContext) ([]registry.ConfiguredToolSpec, *registry.Registry, error) {
@@ -304,15 +310,21 @@ func (m *Manager) Loaded() []string {
 	return ids
 }
 
-// Disconnect removes a closed connection from every subscription.
-func (m *Manager) Disconnect(conn ConnID) {
+// loadedThreads is a snapshot of the thread table, to call into threads
+// without m.mu held.
+func (m *Manager) loadedThreads() []*thread {
 	m.mu.Lock()
+	defer m.mu.Unlock()
 	threads := make([]*thread, 0, len(m.threads))
 	for _, t := range m.threads {
 		threads = append(threads, t)
 	}
-	m.mu.Unlock()
-	for _, t := range threads {
+	return threads
+}
+
+// Disconnect removes a closed connection from every subscription.
+func (m *Manager) Disconnect(conn ConnID) {
+	for _, t := range m.loadedThreads() {
 		if t.unsubscribe(conn) {
 			m.subscribersChanged(t.id)
 		}

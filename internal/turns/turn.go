@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"time"
@@ -323,6 +324,7 @@ func (r *turnRun) modelRound() (calls []model.InputItem, usage model.Usage, err 
 		ReasoningEffort:   at.settings.effort,
 		ReasoningSummary:  at.settings.summary,
 		OutputSchema:      at.settings.outputSchema,
+		LogAttrs:          []slog.Attr{slog.String("thread", t.id), slog.String("turn", at.id)},
 	}
 	defer r.commits.startOnSend(&req)()
 	if r.specsJSON == nil {
@@ -354,7 +356,16 @@ func (r *turnRun) modelRound() (calls []model.InputItem, usage model.Usage, err 
 	}
 
 	open := map[string]*streamItem{}
-	res, err := client.Stream(streamCtx, req, func(ev model.Event) error {
+	var res model.Result
+	sent := t.m.now()
+	var firstEvent time.Duration
+	// Deferred after the settle above, so that it runs first and sees the
+	// request's own error.
+	defer func() { r.observeModelRequest(res, err, sent, firstEvent) }()
+	res, err = client.Stream(streamCtx, req, func(ev model.Event) error {
+		if firstEvent == 0 {
+			firstEvent = max(t.m.now().Sub(sent), time.Nanosecond)
+		}
 		if r.commits.unsettled() && !quietEvent(ev) {
 			if err := r.commits.settle(); err != nil {
 				settleErr = err
@@ -569,7 +580,7 @@ func (r *turnRun) runTools(calls []model.InputItem) error {
 		TurnID:  r.at.id,
 		Cwd:     r.at.settings.cwd,
 		Emitter: r, // the turn's ToolSink
-	}})
+	}, Observe: r.observeToolCall})
 	round := make(map[string]bool, len(regCalls))
 	for _, c := range regCalls {
 		round[c.CallID] = true
@@ -633,6 +644,7 @@ func (r *turnRun) finish(runErr error) {
 		t.m.ends.add(t.store, patch)
 	}
 	t.metaMu.Unlock()
+	r.observeEnd(status, turnErr, runErr, now)
 
 	t.mu.Lock()
 	t.history.appendTurn(r.hist)
