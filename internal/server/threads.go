@@ -169,6 +169,9 @@ func (s *Server) registerThreads(m *turns.Manager) {
 		}
 		return m.ShellCommand(ctx, caller(c), p)
 	}))
+	s.Handle("thread/compact/start", threadMethod(id, func(ctx context.Context, c *Call, p api.ThreadCompactStartParams) (api.ThreadCompactStartResult, turns.After, error) {
+		return m.CompactThread(ctx, caller(c), p)
+	}))
 	s.Handle("turn/start", threadMethod([]string{"threadId", "input"}, func(ctx context.Context, c *Call, p api.TurnStartParams) (api.TurnStartResult, turns.After, error) {
 		if err := checkInputText(p.Input); err != nil {
 			return api.TurnStartResult{}, nil, err

@@ -15,10 +15,17 @@ func (m *Manager) StartTurn(ctx context.Context, c Caller, p api.TurnStartParams
 	return m.startTurn(ctx, c, p, nil)
 }
 
-// startTurn starts a turn that runs the model on p's input, or, when shell
-// is set, a turn that runs a user's shell command: that one never joins a
-// running turn, it waits for it to end.
-func (m *Manager) startTurn(ctx context.Context, c Caller, p api.TurnStartParams, shell *UserShellRequest) (api.TurnStartResult, After, error) {
+// specialTurn is a turn that does not run the model on user input: a
+// user's shell command, or a context compaction the client asked for.
+type specialTurn struct {
+	shell   *UserShellRequest
+	compact bool
+}
+
+// startTurn starts a turn that runs the model on p's input, or, when
+// special is set, a turn of its own kind: that one never joins a running
+// turn, it waits for it to end, and takes no input while it runs.
+func (m *Manager) startTurn(ctx context.Context, c Caller, p api.TurnStartParams, special *specialTurn) (api.TurnStartResult, After, error) {
 	t, err := m.threadFor(ctx, p.ThreadID, "thread not found: %s")
 	if err != nil {
 		return api.TurnStartResult{}, nil, err
@@ -53,11 +60,11 @@ func (m *Manager) startTurn(ctx context.Context, c Caller, p api.TurnStartParams
 	for t.active != nil {
 		at := t.active
 		t.mu.Unlock()
-		if shell == nil && at.addSteer(steer{input: input, clientID: p.ClientUserMessageID}) {
+		if special == nil && at.addSteer(steer{input: input, clientID: p.ClientUserMessageID}) {
 			return api.TurnStartResult{Turn: pendingTurn(at.id)}, nil, nil
 		}
 		// The running turn is settling and takes no more input (or this
-		// is a shell command): the input starts a new turn once it has
+		// is a special turn): the input starts a new turn once it has
 		// ended.
 		select {
 		case <-at.done:
@@ -108,9 +115,9 @@ func (m *Manager) startTurn(ctx context.Context, c Caller, p api.TurnStartParams
 	}
 	t.mu.Unlock()
 	// Stored before the answer: an acknowledged turn is at worst
-	// interrupted. A shell command's turn has no user message.
+	// interrupted. A special turn has no user message.
 	var first api.ThreadItem
-	if shell != nil {
+	if special != nil {
 		err = run.createTurn()
 	} else {
 		first, err = run.storeFirst(ctx, input, p.ClientUserMessageID)
@@ -126,13 +133,21 @@ func (m *Manager) startTurn(ctx context.Context, c Caller, p api.TurnStartParams
 		close(at.done)
 		return api.TurnStartResult{}, nil, err
 	}
+	if special != nil && special.compact {
+		// As the reference's compaction task, it is not steerable.
+		at.closeInput(false)
+	}
 	close(at.stored)
 	launched = true
 	return api.TurnStartResult{Turn: pendingTurn(at.id)}, func() {
 		go func() {
 			defer m.turns.Done()
-			if shell != nil {
-				run.runShell(tc, *shell)
+			switch {
+			case special != nil && special.shell != nil:
+				run.runShell(tc, *special.shell)
+				return
+			case special != nil && special.compact:
+				run.runCompact()
 				return
 			}
 			run.run(first)
