@@ -97,11 +97,16 @@ func (r *turnRun) compact() error {
 		UpdateTurns: []store.TurnPatch{{ThreadID: t.id, ID: at.id, Meta: r.hist.metaJSON()}},
 		AppendItems: []*store.Item{sit},
 	}
+	// The summary request is paid for like any other. As the reference
+	// does, the last usage then reports an estimate of the compacted
+	// context, so that a client's "context left" shows the room made; the
+	// auto-compact count starts again from the next response.
+	last := api.TokenUsageBreakdown{TotalTokens: r.contextEstimate()}
 	t.metaMu.Lock()
 	t.mu.Lock()
-	// The summary request is paid for like any other; the context is
-	// now the compacted history, whose size the next response tells.
-	t.addTokensLocked(breakdown(usage))
+	total := t.addTokensLocked(breakdown(usage))
+	t.meta.LastUsage = &last
+	t.meta.LastTurnID = at.id
 	t.meta.ContextTokens = 0
 	b.UpdateThreads = []store.ThreadPatch{{ID: t.id, Meta: t.metaJSONLocked()}}
 	t.mu.Unlock()
@@ -110,9 +115,24 @@ func (r *turnRun) compact() error {
 	if err != nil {
 		return fmt.Errorf("persist compaction: %w", err)
 	}
+	t.emit("thread/tokenUsage/updated", api.ThreadTokenUsageUpdatedNotification{
+		ThreadID: t.id, TurnID: at.id, TokenUsage: api.TokenUsage{Total: total, Last: last, ModelContextWindow: t.m.contextWindow()},
+	})
+	// Like the reference's app-server, only the item marks the
+	// compaction: the deprecated thread/compacted is not sent.
 	t.emit("item/completed", api.ItemCompletedNotification{Item: item, ThreadID: t.id, TurnID: at.id, CompletedAtMs: done})
-	t.emit(api.MethodThreadCompacted, api.ContextCompactedNotification{ThreadID: t.id, TurnID: at.id})
 	return nil
+}
+
+// contextEstimate is about how many tokens the next request carries:
+// four bytes a token of its instructions and input.
+func (r *turnRun) contextEstimate() int64 {
+	n := len(r.at.settings.instructions) + len(r.at.settings.developer)
+	r.hist.ensureWire()
+	for _, w := range r.hist.wire {
+		n += len(w)
+	}
+	return int64(n+3) / 4
 }
 
 // summarize sends the history with compactPrompt and returns the text of

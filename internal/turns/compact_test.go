@@ -93,9 +93,8 @@ func TestCompactThreadReplacesHistory(t *testing.T) {
 	lines := notes.snapshot()[before:]
 	require.Contains(t, lines, "item/started")
 	require.Contains(t, lines, "item/completed")
-	require.Contains(t, lines, "thread/compacted")
-	require.Less(t, indexOf(lines, "turn/started"), indexOf(lines, "item/completed"), "%v", lines)
-	require.Less(t, indexOf(lines, "thread/compacted"), indexOf(lines, "turn/completed"), "%v", lines)
+	require.NotContains(t, lines, "thread/compacted", "the reference sends only the item")
+	require.Equal(t, []string{"thread/status/changed active[]", "turn/started", "item/started", "thread/tokenUsage/updated", "item/completed", "thread/status/changed idle[]", "turn/completed"}, lines)
 	require.Equal(t, api.TurnCompleted, notes.lastEnded(t).Status)
 
 	reqs := fake.Requests()
@@ -113,14 +112,7 @@ func TestCompactThreadReplacesHistory(t *testing.T) {
 	require.NotContains(t, next, "first answer", "the compacted history is gone")
 	require.NotContains(t, next, "handoff note", "the compaction prompt is not history")
 
-	read, err := m.ReadThread(context.Background(), api.ThreadReadParams{ThreadID: id, IncludeTurns: ptr(true)})
-	require.NoError(t, err)
-	var types []api.ThreadItemType
-	for _, turn := range read.Thread.Turns {
-		for _, it := range turn.Items {
-			types = append(types, it.Body.ItemType())
-		}
-	}
+	types := itemTypes(t, m, id)
 	require.Contains(t, types, api.ItemContextCompaction)
 	require.Equal(t, 2, countType(types, api.ItemAgentMessage), "thread/read keeps the items before the compaction: %v", types)
 
@@ -161,7 +153,7 @@ func TestAutoCompactPastLimit(t *testing.T) {
 	require.NotContains(t, last, "first answer")
 	lines := notes.snapshot()[before:]
 	require.Equal(t, 1, countOf(lines, "turn/started"), "compaction happens inside the turn: %v", lines)
-	require.Contains(t, lines, "thread/compacted")
+	require.Equal(t, []api.ThreadItemType{api.ItemUserMessage, api.ItemAgentMessage, api.ItemUserMessage, api.ItemContextCompaction, api.ItemAgentMessage}, itemTypes(t, m, id))
 	require.Equal(t, api.TurnCompleted, notes.lastEnded(t).Status)
 }
 
@@ -183,13 +175,18 @@ func TestOverflowCompactsAndContinues(t *testing.T) {
 	require.Contains(t, string(reqs[3].Body), "second question")
 }
 
-func indexOf(lines []string, s string) int {
-	for i, l := range lines {
-		if l == s {
-			return i
+// itemTypes lists the types of a thread's items, in order.
+func itemTypes(t *testing.T, m *turns.Manager, id string) []api.ThreadItemType {
+	t.Helper()
+	read, err := m.ReadThread(context.Background(), api.ThreadReadParams{ThreadID: id, IncludeTurns: ptr(true)})
+	require.NoError(t, err)
+	var types []api.ThreadItemType
+	for _, turn := range read.Thread.Turns {
+		for _, it := range turn.Items {
+			types = append(types, it.Body.ItemType())
 		}
 	}
-	return -1
+	return types
 }
 
 func countType(types []api.ThreadItemType, typ api.ThreadItemType) int {
