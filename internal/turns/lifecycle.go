@@ -60,6 +60,9 @@ func (m *Manager) startTurn(ctx context.Context, c Caller, p api.TurnStartParams
 	for t.active != nil {
 		at := t.active
 		t.mu.Unlock()
+		if special == nil && at.kind != "" {
+			return api.TurnStartResult{}, nil, &NotSteerableError{TurnKind: at.kind, Start: true}
+		}
 		if special == nil && at.addSteer(steer{input: input, clientID: p.ClientUserMessageID}) {
 			return api.TurnStartResult{Turn: pendingTurn(at.id)}, nil, nil
 		}
@@ -80,6 +83,10 @@ func (m *Manager) startTurn(ctx context.Context, c Caller, p api.TurnStartParams
 	}
 	turnCtx, cancel := context.WithCancelCause(context.Background())
 	at := &activeTurn{id: newID(), startedAt: m.now(), settings: settings, ctx: turnCtx, cancel: cancel, done: make(chan struct{}), stored: make(chan struct{})}
+	if special != nil && special.compact {
+		// As the reference's compaction task, it takes no input.
+		at.kind = "compact"
+	}
 	t.history.ensureWire()
 	run := &turnRun{
 		t: t, at: at,
@@ -133,8 +140,7 @@ func (m *Manager) startTurn(ctx context.Context, c Caller, p api.TurnStartParams
 		close(at.done)
 		return api.TurnStartResult{}, nil, err
 	}
-	if special != nil && special.compact {
-		// As the reference's compaction task, it is not steerable.
+	if at.kind != "" {
 		at.closeInput(false)
 	}
 	close(at.stored)
@@ -215,6 +221,20 @@ func (t *thread) settingsLocked(p api.TurnStartParams) (turnSettings, error) {
 	return s, nil
 }
 
+// NotSteerableError refuses input for a running turn that takes none (a
+// compaction), as the reference does: the transport answers turn/steer
+// with the reference's activeTurnNotSteerable error info, turn/start with
+// its internal error.
+type NotSteerableError struct {
+	// TurnKind is the running turn's kind: "compact".
+	TurnKind string
+	// Start is set when the input came with turn/start.
+	Start bool
+}
+
+// Error returns the reference's message for turn/steer.
+func (e *NotSteerableError) Error() string { return "cannot steer a " + e.TurnKind + " turn" }
+
 // activeTurnOf returns the running turn after checking the client's
 // expected id, with the reference's messages.
 func (m *Manager) activeTurnOf(ctx context.Context, rawID, expected, idleMsg string) (*thread, *activeTurn, error) {
@@ -245,6 +265,9 @@ func (m *Manager) SteerTurn(ctx context.Context, c Caller, p api.TurnSteerParams
 	_, at, err := m.activeTurnOf(ctx, p.ThreadID, p.ExpectedTurnID, "no active turn to steer")
 	if err != nil {
 		return api.TurnSteerResult{}, err
+	}
+	if at.kind != "" {
+		return api.TurnSteerResult{}, &NotSteerableError{TurnKind: at.kind}
 	}
 	if !at.addSteer(steer{input: p.Input, clientID: p.ClientUserMessageID}) {
 		// The turn is settling; it will not look at new input again.

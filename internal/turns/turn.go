@@ -49,6 +49,9 @@ type activeTurn struct {
 	// ending is set (under the thread's lock) once the turn has settled
 	// and is announcing its end: the thread then reports its end status.
 	ending bool
+	// kind is "compact" for a compaction the client asked for, which
+	// takes no input ("" for every other turn).
+	kind string
 
 	mu      sync.Mutex // guards pending, preempt, closed
 	pending []steer
