@@ -116,14 +116,26 @@ func TestCompactThreadReplacesHistory(t *testing.T) {
 	require.Contains(t, types, api.ItemContextCompaction)
 	require.Equal(t, 2, countType(types, api.ItemAgentMessage), "thread/read keeps the items before the compaction: %v", types)
 
+	// A fork carries the compacted history too.
+	fork, after, err := m.ForkThread(context.Background(), turns.Caller{Conn: 1}, api.ThreadForkParams{ThreadID: id})
+	require.NoError(t, err)
+	after()
+	say(t, m, notes, fork.Thread.ID, "third question")
+	reqs = fake.Requests()
+	require.Len(t, reqs, 4)
+	forked := string(reqs[3].Body)
+	require.Contains(t, forked, "SUMMARY-7")
+	require.NotContains(t, forked, "first answer", "a fork goes on from the summary")
+	fake.Reset()
+
 	// A new Manager on the same store reloads the compacted history.
 	m.Stop()
 	notes2 := &noteLog{ch: make(chan string, 1024)}
 	m2 := compactManager(t, st, client, notes2, 0)
 	say(t, m2, notes2, id, "third question")
 	reqs = fake.Requests()
-	require.Len(t, reqs, 4)
-	last := string(reqs[3].Body)
+	require.Len(t, reqs, 1)
+	last := string(reqs[0].Body)
 	require.Contains(t, last, "SUMMARY-7")
 	require.Contains(t, last, "second answer")
 	require.NotContains(t, last, "first answer", "a reloaded thread goes on from the summary")
