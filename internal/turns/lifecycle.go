@@ -59,8 +59,11 @@ func (m *Manager) startTurn(ctx context.Context, c Caller, p api.TurnStartParams
 	t.mu.Lock()
 	for t.active != nil {
 		at := t.active
+		// A compaction refuses input until it has settled; then the
+		// input waits for its end like any other.
+		refuse := special == nil && at.kind != "" && !at.ending
 		t.mu.Unlock()
-		if special == nil && at.kind != "" {
+		if refuse {
 			return api.TurnStartResult{}, nil, &NotSteerableError{TurnKind: at.kind, Start: true}
 		}
 		if special == nil && at.addSteer(steer{input: input, clientID: p.ClientUserMessageID}) {
