@@ -633,3 +633,14 @@ type ThreadSettingsUpdateParams struct {
 
 // ThreadSettingsUpdateResult is the (empty) result of thread/settings/update.
 type ThreadSettingsUpdateResult struct{}
+
+// ThreadCompactStartParams are the params of thread/compact/start: compact
+// the thread's context in a turn of its own.
+type ThreadCompactStartParams struct {
+	// ThreadID is the thread; required.
+	ThreadID string `json:"threadId"`
+}
+
+// ThreadCompactStartResult is the (empty) result of thread/compact/start;
+// the compaction runs as a turn after it.
+type ThreadCompactStartResult struct{}

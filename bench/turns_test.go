@@ -86,24 +86,48 @@ func BenchmarkTurns(b *testing.B) {
 	for _, st := range []string{"embedded", "postgres"} {
 		for _, tc := range turnsCases {
 			b.Run(fmt.Sprintf("store=%s/threads=%d", st, tc.threads), func(b *testing.B) {
-				benchTurns(b, st, tc)
+				benchTurns(b, st, tc, fakemodel.Script{})
 			})
 		}
 	}
 }
 
-func benchTurns(b *testing.B, storeKind string, tc turnsCase) {
-	fake, err := fakemodel.StartConfig(fakemodel.Config{Script: fakemodel.Script{}})
+// BenchmarkShellTurns is BenchmarkTurns (embedded store, one thread) for
+// a turn that runs one command: the model calls exec_command `echo hi`,
+// which runs in the user's login shell under the default sandbox, then
+// answers. The daemon runs with this process's HOME, so that the user's
+// real profile is what a login shell (or its snapshot) costs.
+func BenchmarkShellTurns(b *testing.B) {
+	raiseNoFileLimit(b, 4096)
+	tc := turnsCase{threads: 1, total: 200}
+	// One tool call and one answer per turn, the warm-up turn included;
+	// a call id is never reused, since it names the turn's item.
+	var script fakemodel.Script
+	for i := range tc.threads + tc.total*b.N {
+		id := fmt.Sprintf("call_sh_%d", i)
+		script.Steps = append(script.Steps,
+			fakemodel.Step{ToolCalls: []fakemodel.ToolCall{{CallID: id, Name: "exec_command", Arguments: json.RawMessage(`{"cmd":"echo hi"}`)}}},
+			fakemodel.Step{Match: &fakemodel.Match{CallOutput: id}, Text: "done"})
+	}
+	benchTurns(b, "embedded", tc, script)
+}
+
+func benchTurns(b *testing.B, storeKind string, tc turnsCase, script fakemodel.Script) {
+	fake, err := fakemodel.StartConfig(fakemodel.Config{Script: script})
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(fake.Close)
 	// The fake records every request body, and bodies carry the whole
-	// thread history; forget them now and then to keep this process small.
+	// thread history; forget them now and then to keep this process small
+	// (unless the script has steps: a reset would rewind it).
 	stopReset := make(chan struct{})
 	resetDone := make(chan struct{})
 	go func() {
 		defer close(resetDone)
+		if len(script.Steps) > 0 {
+			return
+		}
 		t := time.NewTicker(500 * time.Millisecond)
 		defer t.Stop()
 		for {

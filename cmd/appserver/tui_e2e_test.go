@@ -219,14 +219,7 @@ func TestShellCommandMatchesReference(t *testing.T) {
 			r.until("turn/completed")
 			reqs := fake.Requests()
 			require.Len(t, reqs, 1)
-			var body struct {
-				Input []struct {
-					Role    string `json:"role"`
-					Content []struct {
-						Text string `json:"text"`
-					} `json:"content"`
-				} `json:"input"`
-			}
+			var body modelRequestBody
 			require.NoError(t, reqs[0].Decode(&body))
 			var shellMsgs []string
 			for _, in := range body.Input {

@@ -204,6 +204,10 @@ type Config struct {
 	// does not know, 272 000. Clients are told 95% of it, the part Codex
 	// lets a conversation use.
 	ModelContextWindow int `toml:"model_context_window"`
+	// ModelAutoCompactTokenLimit is the context size in tokens at which a
+	// thread's context is compacted before the next model request (Codex's
+	// model_auto_compact_token_limit); 0 is 90% of the context window.
+	ModelAutoCompactTokenLimit int64 `toml:"model_auto_compact_token_limit"`
 	// WebSearch is Codex's web_search mode: "disabled", "cached" (the
 	// provider's index) or "live"; when enabled the hosted web_search tool
 	// is offered to Responses-API models.

@@ -157,7 +157,7 @@ var codexTopLevelKeys = setOf(
 	"include_environment_context", "include_permissions_instructions", "include_plan_tool",
 	"include_view_image_tool", "instructions", "log_dir", "marketplaces",
 	"mcp_oauth_callback_port", "mcp_oauth_callback_url", "mcp_oauth_credentials_store",
-	"memories", "model_auto_compact_token_limit", "model_auto_compact_token_limit_scope",
+	"memories", "model_auto_compact_token_limit_scope",
 	"model_catalog_json", "model_instructions_file",
 	"model_max_output_tokens", "model_reasoning_effort", "model_reasoning_summary",
 	"model_reasoning_summary_format", "model_supports_reasoning_summaries",

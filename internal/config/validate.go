@@ -251,6 +251,9 @@ func (c *Config) validateAgent() error {
 	if c.ModelContextWindow < 0 {
 		return c.invalid(key("model_context_window"), "must not be negative, got %d", c.ModelContextWindow)
 	}
+	if c.ModelAutoCompactTokenLimit < 0 {
+		return c.invalid(key("model_auto_compact_token_limit"), "must not be negative, got %d", c.ModelAutoCompactTokenLimit)
+	}
 	return nil
 }
 

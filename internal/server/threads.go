@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"sync"
 
@@ -169,18 +170,22 @@ func (s *Server) registerThreads(m *turns.Manager) {
 		}
 		return m.ShellCommand(ctx, caller(c), p)
 	}))
+	s.Handle("thread/compact/start", threadMethod(id, func(ctx context.Context, c *Call, p api.ThreadCompactStartParams) (api.ThreadCompactStartResult, turns.After, error) {
+		return m.CompactThread(ctx, caller(c), p)
+	}))
 	s.Handle("turn/start", threadMethod([]string{"threadId", "input"}, func(ctx context.Context, c *Call, p api.TurnStartParams) (api.TurnStartResult, turns.After, error) {
 		if err := checkInputText(p.Input); err != nil {
 			return api.TurnStartResult{}, nil, err
 		}
-		return m.StartTurn(ctx, caller(c), p)
+		res, after, err := m.StartTurn(ctx, caller(c), p)
+		return res, after, notSteerable(err)
 	}))
 	s.Handle("turn/steer", threadMethod([]string{"threadId", "input", "expectedTurnId"}, func(ctx context.Context, c *Call, p api.TurnSteerParams) (api.TurnSteerResult, turns.After, error) {
 		if err := checkInputText(p.Input); err != nil {
 			return api.TurnSteerResult{}, nil, err
 		}
 		res, err := m.SteerTurn(ctx, caller(c), p)
-		return res, nil, err
+		return res, nil, notSteerable(err)
 	}))
 	s.Handle("turn/interrupt", threadMethod([]string{"threadId", "turnId"}, func(ctx context.Context, _ *Call, p api.TurnInterruptParams) (api.TurnInterruptResult, turns.After, error) {
 		after, err := m.InterruptTurn(ctx, p)
@@ -220,4 +225,22 @@ func (x *sessionIndex) get(id uint64) *Session {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	return x.m[id]
+}
+
+// notSteerable answers input for a turn that takes none as the reference
+// does: turn/steer with -32600 and the activeTurnNotSteerable error info,
+// turn/start with its internal error.
+func notSteerable(err error) error {
+	var ns *turns.NotSteerableError
+	if !errors.As(err, &ns) {
+		return err
+	}
+	if ns.Start {
+		kind := strings.ToUpper(ns.TurnKind[:1]) + ns.TurnKind[1:]
+		return &RPCError{Code: CodeInternal, Message: "failed to submit turn input: ActiveTurnNotSteerable { turn_kind: " + kind + " }"}
+	}
+	return &RPCError{Code: CodeInvalidRequest, Message: ns.Error(), Data: api.TurnError{
+		Message:        ns.Error(),
+		CodexErrorInfo: &api.CodexErrorInfo{Code: api.ErrActiveTurnNotSteerable, TurnKind: ns.TurnKind},
+	}}
 }

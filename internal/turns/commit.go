@@ -148,26 +148,12 @@ func (c *roundCommit) wait() error {
 // goroutine and run in the background once started (see roundCommitter);
 // the round's deferred tool item goes in the same commit.
 func (r *turnRun) recordUsageAsync(u model.Usage, withHistory bool) *roundCommit {
-	last := api.TokenUsageBreakdown{
-		TotalTokens:           u.TotalTokens,
-		InputTokens:           u.InputTokens,
-		CachedInputTokens:     u.CachedInputTokens,
-		OutputTokens:          u.OutputTokens,
-		ReasoningOutputTokens: u.ReasoningOutputTokens,
-	}
+	last := breakdown(u)
 	t := r.t
 	t.mu.Lock()
-	total := api.TokenUsageBreakdown{}
-	if t.meta.TokenTotal != nil {
-		total = *t.meta.TokenTotal
-	}
-	total.TotalTokens += last.TotalTokens
-	total.InputTokens += last.InputTokens
-	total.CachedInputTokens += last.CachedInputTokens
-	total.OutputTokens += last.OutputTokens
-	total.ReasoningOutputTokens += last.ReasoningOutputTokens
-	t.meta.TokenTotal = &total
+	total := t.addTokensLocked(last)
 	t.meta.LastUsage = &last
+	t.meta.ContextTokens = last.TotalTokens
 	t.meta.LastTurnID = r.at.id
 	t.mu.Unlock()
 	b := &store.Batch{}
@@ -285,4 +271,31 @@ func (r *turnRun) announceDeferred(items []deferredItem) {
 	for _, d := range items {
 		r.t.emit("item/completed", d.note)
 	}
+}
+
+// breakdown is a response's token usage as the protocol reports it.
+func breakdown(u model.Usage) api.TokenUsageBreakdown {
+	return api.TokenUsageBreakdown{
+		TotalTokens:           u.TotalTokens,
+		InputTokens:           u.InputTokens,
+		CachedInputTokens:     u.CachedInputTokens,
+		OutputTokens:          u.OutputTokens,
+		ReasoningOutputTokens: u.ReasoningOutputTokens,
+	}
+}
+
+// addTokensLocked adds a response's usage to the thread's total and
+// returns the new total; t.mu must be held.
+func (t *thread) addTokensLocked(u api.TokenUsageBreakdown) api.TokenUsageBreakdown {
+	total := api.TokenUsageBreakdown{}
+	if t.meta.TokenTotal != nil {
+		total = *t.meta.TokenTotal
+	}
+	total.TotalTokens += u.TotalTokens
+	total.InputTokens += u.InputTokens
+	total.CachedInputTokens += u.CachedInputTokens
+	total.OutputTokens += u.OutputTokens
+	total.ReasoningOutputTokens += u.ReasoningOutputTokens
+	t.meta.TokenTotal = &total
+	return total
 }

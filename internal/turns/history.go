@@ -20,6 +20,11 @@ type history struct {
 	items  []model.InputItem
 	stored []json.RawMessage
 	wire   []json.RawMessage
+	// replaces is set on a turn's additions once the turn compacted the
+	// context: its items are then the whole history from there on, and
+	// what came before is no longer sent to the model. The turn meta
+	// keeps the flag, so that a reload rebuilds the same history.
+	replaces bool
 }
 
 // add appends items with both their encodings.
@@ -85,15 +90,20 @@ func (h *history) snapshot() history {
 	}
 }
 
-// metaJSON is the turn meta ({"history":[...]}) built from the items'
+// metaJSON is the turn meta ({"history":[...]}, with "compacted":true
+// when the history replaces the one before it) built from the items'
 // stored encodings.
 func (h *history) metaJSON() json.RawMessage {
 	size := 16
 	for _, s := range h.stored {
 		size += len(s) + 1
 	}
-	b := make([]byte, 0, size)
-	b = append(b, `{"history":[`...)
+	b := make([]byte, 0, size+len(`"compacted":true,`))
+	b = append(b, '{')
+	if h.replaces {
+		b = append(b, `"compacted":true,`...)
+	}
+	b = append(b, `"history":[`...)
 	for i, it := range h.items {
 		if i > 0 {
 			b = append(b, ',')
@@ -140,10 +150,14 @@ func (h *history) dropCalls(calls []model.InputItem) {
 }
 
 // appendTurn adds a finished turn's history, its dangling tool calls
-// answered "aborted" (closeDanglingCalls). The wire encodings stay complete
+// answered "aborted" (closeDanglingCalls), or puts it in place of the
+// history when the turn compacted it. The wire encodings stay complete
 // when both sides' are.
 func (h *history) appendTurn(turn history) {
 	closed := closeDanglingCalls(turn.items)
+	if turn.replaces {
+		*h = history{}
+	}
 	if h.wireComplete() && turn.wireComplete() {
 		h.wire = append(h.wire, turn.wire...)
 		// closeDanglingCalls only appends.

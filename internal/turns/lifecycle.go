@@ -15,10 +15,17 @@ func (m *Manager) StartTurn(ctx context.Context, c Caller, p api.TurnStartParams
 	return m.startTurn(ctx, c, p, nil)
 }
 
-// startTurn starts a turn that runs the model on p's input, or, when shell
-// is set, a turn that runs a user's shell command: that one never joins a
-// running turn, it waits for it to end.
-func (m *Manager) startTurn(ctx context.Context, c Caller, p api.TurnStartParams, shell *UserShellRequest) (api.TurnStartResult, After, error) {
+// specialTurn is a turn that does not run the model on user input: a
+// user's shell command, or a context compaction the client asked for.
+type specialTurn struct {
+	shell   *UserShellRequest
+	compact bool
+}
+
+// startTurn starts a turn that runs the model on p's input, or, when
+// special is set, a turn of its own kind: that one never joins a running
+// turn, it waits for it to end, and takes no input while it runs.
+func (m *Manager) startTurn(ctx context.Context, c Caller, p api.TurnStartParams, special *specialTurn) (api.TurnStartResult, After, error) {
 	t, err := m.threadFor(ctx, p.ThreadID, "thread not found: %s")
 	if err != nil {
 		return api.TurnStartResult{}, nil, err
@@ -52,12 +59,18 @@ func (m *Manager) startTurn(ctx context.Context, c Caller, p api.TurnStartParams
 	t.mu.Lock()
 	for t.active != nil {
 		at := t.active
+		// A compaction refuses input until it has settled; then the
+		// input waits for its end like any other.
+		refuse := special == nil && at.kind != "" && !at.ending
 		t.mu.Unlock()
-		if shell == nil && at.addSteer(steer{input: input, clientID: p.ClientUserMessageID}) {
+		if refuse {
+			return api.TurnStartResult{}, nil, &NotSteerableError{TurnKind: at.kind, Start: true}
+		}
+		if special == nil && at.addSteer(steer{input: input, clientID: p.ClientUserMessageID}) {
 			return api.TurnStartResult{Turn: pendingTurn(at.id)}, nil, nil
 		}
 		// The running turn is settling and takes no more input (or this
-		// is a shell command): the input starts a new turn once it has
+		// is a special turn): the input starts a new turn once it has
 		// ended.
 		select {
 		case <-at.done:
@@ -73,6 +86,10 @@ func (m *Manager) startTurn(ctx context.Context, c Caller, p api.TurnStartParams
 	}
 	turnCtx, cancel := context.WithCancelCause(context.Background())
 	at := &activeTurn{id: newID(), startedAt: m.now(), settings: settings, ctx: turnCtx, cancel: cancel, done: make(chan struct{}), stored: make(chan struct{})}
+	if special != nil && special.compact {
+		// As the reference's compaction task, it takes no input.
+		at.kind = "compact"
+	}
 	t.history.ensureWire()
 	run := &turnRun{
 		t: t, at: at,
@@ -108,9 +125,9 @@ func (m *Manager) startTurn(ctx context.Context, c Caller, p api.TurnStartParams
 	}
 	t.mu.Unlock()
 	// Stored before the answer: an acknowledged turn is at worst
-	// interrupted. A shell command's turn has no user message.
+	// interrupted. A special turn has no user message.
 	var first api.ThreadItem
-	if shell != nil {
+	if special != nil {
 		err = run.createTurn()
 	} else {
 		first, err = run.storeFirst(ctx, input, p.ClientUserMessageID)
@@ -126,13 +143,20 @@ func (m *Manager) startTurn(ctx context.Context, c Caller, p api.TurnStartParams
 		close(at.done)
 		return api.TurnStartResult{}, nil, err
 	}
+	if at.kind != "" {
+		at.closeInput(false)
+	}
 	close(at.stored)
 	launched = true
 	return api.TurnStartResult{Turn: pendingTurn(at.id)}, func() {
 		go func() {
 			defer m.turns.Done()
-			if shell != nil {
-				run.runShell(tc, *shell)
+			switch {
+			case special != nil && special.shell != nil:
+				run.runShell(tc, *special.shell)
+				return
+			case special != nil && special.compact:
+				run.runCompact()
 				return
 			}
 			run.run(first)
@@ -200,6 +224,20 @@ func (t *thread) settingsLocked(p api.TurnStartParams) (turnSettings, error) {
 	return s, nil
 }
 
+// NotSteerableError refuses input for a running turn that takes none (a
+// compaction), as the reference does: the transport answers turn/steer
+// with the reference's activeTurnNotSteerable error info, turn/start with
+// its internal error.
+type NotSteerableError struct {
+	// TurnKind is the running turn's kind: "compact".
+	TurnKind string
+	// Start is set when the input came with turn/start.
+	Start bool
+}
+
+// Error returns the reference's message for turn/steer.
+func (e *NotSteerableError) Error() string { return "cannot steer a " + e.TurnKind + " turn" }
+
 // activeTurnOf returns the running turn after checking the client's
 // expected id, with the reference's messages.
 func (m *Manager) activeTurnOf(ctx context.Context, rawID, expected, idleMsg string) (*thread, *activeTurn, error) {
@@ -230,6 +268,9 @@ func (m *Manager) SteerTurn(ctx context.Context, c Caller, p api.TurnSteerParams
 	_, at, err := m.activeTurnOf(ctx, p.ThreadID, p.ExpectedTurnID, "no active turn to steer")
 	if err != nil {
 		return api.TurnSteerResult{}, err
+	}
+	if at.kind != "" {
+		return api.TurnSteerResult{}, &NotSteerableError{TurnKind: at.kind}
 	}
 	if !at.addSteer(steer{input: p.Input, clientID: p.ClientUserMessageID}) {
 		// The turn is settling; it will not look at new input again.

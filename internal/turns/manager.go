@@ -138,6 +138,10 @@ type Defaults struct {
 	// every token usage update (the TUI's /status shows it); 0 reports
 	// none.
 	ContextWindow int64
+	// AutoCompactLimit is the context size in tokens (the last model
+	// request with its response) at which the next request is preceded
+	// by a context compaction; 0 never compacts on its own.
+	AutoCompactLimit int64
 }
 
 // Config configures a Manager. Store, Notifier and Models are required.
@@ -418,9 +422,12 @@ func (m *Manager) hydrate(ctx context.Context, rec store.Thread) (*thread, error
 		return nil, err
 	}
 	for _, tr := range turns {
-		h, err := turnHistory(tr)
+		h, compacted, err := turnHistory(tr)
 		if err != nil {
 			return nil, err
+		}
+		if compacted {
+			t.history = history{}
 		}
 		t.history.addUnencoded(h...)
 		t.lastTurnFailed = tr.Status == store.TurnFailed
@@ -439,15 +446,16 @@ func (m *Manager) hydrate(ctx context.Context, rec store.Thread) (*thread, error
 }
 
 // turnHistory is the model history a stored turn added, with tool calls
-// that never got an output answered "aborted".
-func turnHistory(tr store.Turn) ([]model.InputItem, error) {
+// that never got an output answered "aborted"; compacted means it is the
+// whole history from that turn on.
+func turnHistory(tr store.Turn) (items []model.InputItem, compacted bool, err error) {
 	var tm turnMeta
 	if len(tr.Meta) > 0 {
 		if err := json.Unmarshal(tr.Meta, &tm); err != nil {
-			return nil, apperr.Wrap(apperr.Internal, err, "corrupt turn metadata")
+			return nil, false, apperr.Wrap(apperr.Internal, err, "corrupt turn metadata")
 		}
 	}
-	return closeDanglingCalls(tm.History), nil
+	return closeDanglingCalls(tm.History), tm.Compacted, nil
 }
 
 func (m *Manager) isStopped() bool {

@@ -32,6 +32,10 @@ type threadMeta struct {
 	TokenTotal            *api.TokenUsageBreakdown `json:"tokenTotal,omitempty"`
 	LastTurnID            string                   `json:"lastTurnId,omitempty"`
 	LastUsage             *api.TokenUsageBreakdown `json:"lastUsage,omitempty"`
+	// ContextTokens is how many tokens the last model request and its
+	// response took, which the next request carries again; a compaction
+	// sets it to 0. Reaching the auto-compact limit compacts the context.
+	ContextTokens int64 `json:"contextTokens,omitempty"`
 	// DynamicTools is the client's tool registration, validated.
 	DynamicTools json.RawMessage `json:"dynamicTools,omitempty"`
 	// Config is the thread's config overrides (thread/start and
@@ -44,7 +48,10 @@ type threadMeta struct {
 // added (its user input, every output item and every tool output, in
 // order), so that the next request replays it byte for byte.
 type turnMeta struct {
-	History []model.InputItem `json:"history"`
+	// Compacted means the turn compacted the context: History is then
+	// the whole model history from this turn on, the summary first.
+	Compacted bool              `json:"compacted,omitempty"`
+	History   []model.InputItem `json:"history"`
 }
 
 // thread is one loaded thread. Its lock guards every field below it.

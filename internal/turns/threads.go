@@ -368,9 +368,12 @@ func (m *Manager) ForkThread(ctx context.Context, c Caller, p api.ThreadForkPara
 		}
 		kept[tr.ID] = true
 		b.CreateTurns = append(b.CreateTurns, &cp)
-		h, err := turnHistory(tr)
+		h, compacted, err := turnHistory(tr)
 		if err != nil {
 			return api.ThreadStartResult{}, nil, err
+		}
+		if compacted {
+			history = nil
 		}
 		history = append(history, h...)
 	}

@@ -50,6 +50,9 @@ type activeTurn struct {
 	// ending is set (under the thread's lock) once the turn has settled
 	// and is announcing its end: the thread then reports its end status.
 	ending bool
+	// kind is "compact" for a compaction the client asked for, which
+	// takes no input ("" for every other turn).
+	kind string
 
 	mu      sync.Mutex // guards pending, preempt, closed
 	pending []steer
@@ -148,14 +151,30 @@ func (r *turnRun) run(first api.ThreadItem) {
 	r.finish(r.loop())
 }
 
-// loop runs model rounds.
+// loop runs model rounds, compacting the context first when it has
+// reached the auto-compact limit.
 func (r *turnRun) loop() error {
+	overflowCompacted := false
 	for {
 		if err := r.drainSteers(); err != nil {
 			return err
 		}
+		if r.needsCompaction() {
+			if err := r.compact(); err != nil {
+				return err
+			}
+		}
 		calls, usage, err := r.modelRound()
 		if errors.Is(err, errPreempted) {
+			continue
+		}
+		if overflowed(err) && !overflowCompacted {
+			// The history outgrew the window before the limit was
+			// reached (or none is set): compact once and go on.
+			overflowCompacted = true
+			if err := r.compact(); err != nil {
+				return err
+			}
 			continue
 		}
 		if err != nil {
@@ -696,6 +715,13 @@ func (r *turnRun) endStatus(runErr error) (api.TurnStatus, *api.TurnError) {
 		turnErr.CodexErrorInfo = &cei
 	}
 	return api.TurnFailed, turnErr
+}
+
+// overflowed reports whether a request failed because its input did not
+// fit the model's context window.
+func overflowed(err error) bool {
+	var me *model.Error
+	return errors.As(err, &me) && me.Kind == model.KindContextWindowExceeded
 }
 
 func isModelError(err error) bool {

@@ -58,7 +58,7 @@ func (m *Manager) ShellCommand(ctx context.Context, c Caller, p api.ThreadShellC
 		}
 		timeout = time.Duration(*p.TimeoutMs) * time.Millisecond
 	}
-	_, after, err := m.startTurn(ctx, c, api.TurnStartParams{ThreadID: p.ThreadID}, &UserShellRequest{ItemID: newID(), Command: p.Command, Timeout: timeout})
+	_, after, err := m.startTurn(ctx, c, api.TurnStartParams{ThreadID: p.ThreadID}, &specialTurn{shell: &UserShellRequest{ItemID: newID(), Command: p.Command, Timeout: timeout}})
 	return api.ThreadShellCommandResult{}, after, err
 }
 

@@ -107,9 +107,23 @@ const defaultContextWindow = 272_000
 // model_context_window (or of the default), the share Codex lets a
 // conversation fill, as the reference reports it.
 func ContextWindow(cfg *config.Config) int64 {
-	w := int64(cfg.ModelContextWindow)
-	if w == 0 {
-		w = defaultContextWindow
+	return modelWindow(cfg) * 95 / 100
+}
+
+// AutoCompactLimit is the context size at which a thread's context is
+// compacted: model_auto_compact_token_limit, or else 90% of the model's
+// context window, Codex's default.
+func AutoCompactLimit(cfg *config.Config) int64 {
+	if cfg.ModelAutoCompactTokenLimit > 0 {
+		return cfg.ModelAutoCompactTokenLimit
 	}
-	return w * 95 / 100
+	return modelWindow(cfg) * 9 / 10
+}
+
+// modelWindow is the model's whole context window.
+func modelWindow(cfg *config.Config) int64 {
+	if cfg.ModelContextWindow > 0 {
+		return int64(cfg.ModelContextWindow)
+	}
+	return defaultContextWindow
 }

@@ -112,6 +112,7 @@ func (tt *turnTools) execPrepare(ctx context.Context, inv registry.Invocation, a
 	req.Command = func(argv []string) (*sandbox.Cmd, error) {
 		// The session outlives this call: the Manager, not a context,
 		// ends the process.
+		argv = s.snapshot.Wrap(context.Background(), argv)
 		return sb.CommandFor(context.Background(), sandbox.Request{Policy: pol, PolicyCwd: turnCwd, Cwd: cwd, Argv: argv, Env: env})
 	}
 	s.mu.Lock()

@@ -84,6 +84,10 @@ type Service struct {
 	// rules are the exec-policy rules; accepted amendments are added.
 	rules *policy.RuleSet
 	execs *execsession.Supervisor
+	// snapshot is the user's login-shell snapshot, shared by every
+	// command; snapshotDir holds it and goes with Close.
+	snapshot    *shell.Snapshot
+	snapshotDir string
 
 	closeOnce sync.Once
 
@@ -132,6 +136,14 @@ func New(cfg Config, broker *dynamic.Broker, catalog *skills.Catalog) (*Service,
 			s.env.SecretVars = append(s.env.SecretVars, p.EnvKey)
 		}
 	}
+	// Under the temporary directory: sandboxed commands can read it
+	// (the daemon's data dir is hidden from them).
+	if dir, err := os.MkdirTemp("", "appserver-shell-"); err == nil {
+		s.snapshotDir = dir
+		s.snapshot = shell.NewSnapshot(shell.DetectUserShell().Path, dir, s.commandEnv)
+	} else {
+		s.log.Warn("no shell snapshot: login shells run their profile for every command", "err", err)
+	}
 	s.execs = execsession.NewSupervisor(execsession.ManagerConfig{
 		Observer: execObserver{s},
 		Env:      s.commandEnv,
@@ -147,6 +159,9 @@ func (s *Service) Close() {
 	s.closeOnce.Do(func() {
 		_ = s.execs.Close()
 		s.sandbox.Close()
+		if s.snapshotDir != "" {
+			os.RemoveAll(s.snapshotDir)
+		}
 	})
 }
 

@@ -65,6 +65,7 @@ func (s *Service) register(b *registry.Builder, tc turns.ToolContext, sw switche
 	shellCfg := shell.Config{
 		Runner:              tt,
 		Env:                 s.env,
+		Snapshot:            s.snapshot,
 		OnOutputDelta:       tt.outputDelta,
 		InterceptApplyPatch: tt.interceptApplyPatch,
 	}

@@ -18,6 +18,11 @@
 // provider's env_key (EnvPolicy.SecretVars). When the sandbox cuts the
 // network the command also sees CODEX_SANDBOX_NETWORK_DISABLED=1.
 //
+// Login shells (shell_command's login:true, exec_command's default) run
+// their profile once: a Snapshot records what the user's login shell sets
+// (variables, functions, aliases, options), and commands run in a plain
+// `-c` shell that sources it; a changed startup file is taken again.
+//
 // Like every tool handler it knows nothing about threads, storage or
 // transports: it must not import internal/turns, internal/tools/orchestrate,
 // the store, internal/model, internal/hub, internal/server, internal/httpapi

@@ -66,6 +66,10 @@ type OutputDelta struct {
 type ExecRequest struct {
 	// Argv is the command; Argv[0] is looked up on Env's PATH.
 	Argv []string
+	// Snapshot, when set, runs a login-shell Argv from the user's
+	// login-shell snapshot (Snapshot.Wrap); approval and the command item
+	// still see Argv as the model wrote it.
+	Snapshot *Snapshot
 	// Cwd is the working directory (absolute).
 	Cwd string
 	// Env is the complete environment ("K=V").
@@ -177,7 +181,7 @@ func Exec(ctx context.Context, req ExecRequest) (ExecResult, error) {
 		defer cancel()
 	}
 	cmd, err := sb.CommandFor(runCtx, sandbox.Request{
-		Policy: req.Policy, PolicyCwd: req.PolicyCwd, Cwd: req.Cwd, Argv: req.Argv, Env: req.Env,
+		Policy: req.Policy, PolicyCwd: req.PolicyCwd, Cwd: req.Cwd, Argv: req.Snapshot.Wrap(runCtx, req.Argv), Env: req.Env,
 	})
 	if err != nil {
 		return ExecResult{}, &SpawnError{Err: err}

@@ -27,6 +27,9 @@ type Config struct {
 	BaseEnv func() []string
 	// Shell runs shell_command scripts; the zero value is DetectUserShell().
 	Shell UserShell
+	// Snapshot, when set, runs login shells from the user's login-shell
+	// snapshot instead of running the profile for every command.
+	Snapshot *Snapshot
 	// NoLoginShell forces non-login shells for shell_command (Codex's
 	// allow_login_shell = false); login:true is then ignored.
 	NoLoginShell bool
@@ -249,6 +252,7 @@ func (h *Handler) Handle(ctx context.Context, inv registry.Invocation) (registry
 		}
 	}
 	req := RunRequest{
+		Snapshot:   h.cfg.Snapshot,
 		Invocation: inv,
 		Argv:       c.argv,
 		Cwd:        cwd,

@@ -28,6 +28,9 @@ type RunRequest struct {
 	Escalation policy.Escalation
 	// OnOutput receives output deltas; may be nil.
 	OnOutput func(OutputDelta)
+	// Snapshot, when set, runs a login-shell invocation from the user's
+	// login-shell snapshot (Snapshot.Wrap).
+	Snapshot *Snapshot
 }
 
 // Runner decides how a command runs (approval, sandbox, retry) and runs it.
@@ -67,7 +70,7 @@ func (r SandboxRunner) Run(ctx context.Context, req RunRequest) (ExecResult, err
 func execFor(ctx context.Context, sb *sandbox.Sandbox, req RunRequest, p policy.SandboxPolicy) (ExecResult, error) {
 	return Exec(ctx, ExecRequest{
 		Argv: req.Argv, Cwd: req.Cwd, Env: req.Env, Timeout: req.Timeout,
-		Policy: p, PolicyCwd: req.TurnCwd, Sandbox: sb, OnOutput: req.OnOutput,
+		Policy: p, PolicyCwd: req.TurnCwd, Sandbox: sb, OnOutput: req.OnOutput, Snapshot: req.Snapshot,
 	})
 }
 
