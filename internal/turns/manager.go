@@ -85,6 +85,9 @@ type ToolContext struct {
 	// flattened to dotted keys (`features.shell_tool`); nil when it gave
 	// none. Read-only: it is shared with the thread.
 	Config map[string]json.RawMessage
+	// Children creates and drives the thread's child threads (the
+	// collaboration tools).
+	Children *Children
 }
 
 // ToolSink is the one way a tool speaks to its turn's subscribers. The

@@ -38,6 +38,8 @@ type threadMeta struct {
 	// thread/fork `config`), flattened to dotted keys; the ToolsFactory
 	// reads the ones that shape the tool set.
 	Config map[string]json.RawMessage `json:"config,omitempty"`
+	// SubAgent is set on a child thread spawned by a parent's turn.
+	SubAgent *subAgentMeta `json:"subAgent,omitempty"`
 }
 
 // turnMeta is kept in store.Turn.Meta: the exact model history the turn

@@ -620,6 +620,7 @@ func (r *turnRun) finish(runErr error) {
 	t.metaMu.Lock()
 	t.mu.Lock()
 	t.meta.LastTurnID = at.id
+	t.recordChildEndLocked(status, turnErr, r.final)
 	threadPatch := store.ThreadPatch{ID: t.id, UpdatedAt: &now, RecencyAt: &now, Meta: t.metaJSONLocked()}
 	t.mu.Unlock()
 	if err := t.write(r.persistCtx(), &store.Batch{UpdateTurns: []store.TurnPatch{patch}, UpdateThreads: []store.ThreadPatch{threadPatch}}); err != nil {
@@ -659,6 +660,9 @@ func (r *turnRun) finish(runErr error) {
 	t.active = nil
 	t.armUnloadLocked()
 	t.mu.Unlock()
+	if status == api.TurnInterrupted {
+		t.m.interruptChildren(t.id)
+	}
 }
 
 // endStatus is the status and error a turn ends with after runErr.

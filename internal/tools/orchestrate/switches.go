@@ -24,6 +24,9 @@ type switches struct {
 	// skills is skills.include_instructions: false offers no skills
 	// namespace (the form our skills take in the model's request).
 	skills bool
+	// multiAgent is features.multi_agent: true offers the multi_agent_v1
+	// collaboration tools (off by default, as in the reference).
+	multiAgent bool
 	// webSearch is web_search ("disabled", "cached", "live"), "" when the
 	// thread did not choose.
 	webSearch string
@@ -49,6 +52,7 @@ func parseSwitches(cfg map[string]json.RawMessage) switches {
 	flag("features.view_image", &sw.viewImage)
 	flag("tools.view_image", &sw.viewImage)
 	flag("skills.include_instructions", &sw.skills)
+	flag("features.multi_agent", &sw.multiAgent)
 	if v, ok := cfg["web_search"]; ok {
 		_ = json.Unmarshal(v, &sw.webSearch)
 	}
