@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -134,17 +135,17 @@ func (s *Service) Spec() registry.NamespaceSpec {
 		"message": registry.String("The task for the new agent: what to do, its limits, and what to report back."),
 	}, []string{"message"}, noExtra)
 	send := registry.Object(map[string]*registry.Schema{
-		"target":    registry.String("Agent id returned by spawn_agent."),
+		"target":    registry.String("Agent id (or nickname) returned by spawn_agent."),
 		"message":   registry.String("Text to give the agent."),
 		"interrupt": registry.Boolean("Stop the agent's current work first; otherwise the text joins it, or starts new work when it is idle."),
 	}, []string{"target", "message"}, noExtra)
 	wait := registry.Object(map[string]*registry.Schema{
-		"targets": registry.Array(registry.String(""), "Agent ids to wait for; the call returns as soon as one of them has finished."),
+		"targets": registry.Array(registry.String(""), "Agent ids (or nicknames) to wait for; the call returns as soon as one of them has finished."),
 		"timeout_ms": registry.Number(fmt.Sprintf("How long to wait in milliseconds: default %d, at least %d, at most %d. Waiting long is better than polling.",
 			s.cfg.DefaultWait.Milliseconds(), s.cfg.MinWait.Milliseconds(), s.cfg.MaxWait.Milliseconds())),
 	}, []string{"targets"}, noExtra)
 	target := registry.Object(map[string]*registry.Schema{
-		"target": registry.String("Agent id returned by spawn_agent."),
+		"target": registry.String("Agent id (or nickname) returned by spawn_agent."),
 	}, []string{"target"}, noExtra)
 	resume := registry.Object(map[string]*registry.Schema{
 		"id": registry.String("Id of an agent closed with close_agent."),
@@ -219,6 +220,22 @@ func (s *Service) isOpen(parent, id string) bool {
 	defer s.mu.Unlock()
 	_, ok := s.open[parent][id]
 	return ok
+}
+
+// resolve returns the id of parent's open child named target: its id or
+// its nickname (models often name an agent by the name they were told).
+func (s *Service) resolve(parent, target string) (string, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.open[parent][target]; ok {
+		return target, true
+	}
+	for id, nick := range s.open[parent] {
+		if nick != "" && nick == target {
+			return id, true
+		}
+	}
+	return "", false
 }
 
 // closeChild removes an open child; it reports whether it was open.
@@ -334,12 +351,14 @@ func (h *handler) spawn(ctx context.Context, raw string) (any, error) {
 	}{id, &nick}, nil
 }
 
-// openTarget checks that id is an open child of the caller.
-func (h *handler) openTarget(id string) error {
-	if !h.s.isOpen(h.parent, id) {
-		return fmt.Errorf("agent with id %s is not open: spawn it, or resume it with resume_agent", id)
+// openTarget returns the id of the caller's open child named target (by
+// id or nickname).
+func (h *handler) openTarget(target string) (string, error) {
+	id, ok := h.s.resolve(h.parent, target)
+	if !ok {
+		return "", fmt.Errorf("agent %s is not open: spawn it, or resume it with resume_agent", target)
 	}
-	return nil
+	return id, nil
 }
 
 func (h *handler) send(ctx context.Context, raw string) (any, error) {
@@ -354,15 +373,16 @@ func (h *handler) send(ctx context.Context, raw string) (any, error) {
 	if strings.TrimSpace(a.Message) == "" {
 		return nil, errors.New("message must not be empty")
 	}
-	if err := h.openTarget(a.Target); err != nil {
+	id, err := h.openTarget(a.Target)
+	if err != nil {
 		return nil, err
 	}
-	if err := h.th.SendInput(ctx, a.Target, textInput(a.Message), a.Interrupt); err != nil {
+	if err := h.th.SendInput(ctx, id, textInput(a.Message), a.Interrupt); err != nil {
 		return nil, errors.New(apperr.MessageOf(err))
 	}
 	return struct {
 		SubmissionID string `json:"submission_id"`
-	}{a.Target}, nil
+	}{id}, nil
 }
 
 // statusJSON is a state in the model's words: "running", "pending_init",
@@ -399,9 +419,14 @@ func (h *handler) wait(ctx context.Context, raw string) (any, error) {
 	if len(a.Targets) == 0 {
 		return nil, errors.New("targets must name at least one agent id")
 	}
-	for _, id := range a.Targets {
-		if err := h.openTarget(id); err != nil {
+	ids := make([]string, 0, len(a.Targets))
+	for _, target := range a.Targets {
+		id, err := h.openTarget(target)
+		if err != nil {
 			return nil, err
+		}
+		if !slices.Contains(ids, id) {
+			ids = append(ids, id)
 		}
 	}
 	timeout := h.s.cfg.DefaultWait
@@ -419,9 +444,9 @@ func (h *handler) wait(ctx context.Context, raw string) (any, error) {
 		st  State
 		err error
 	}
-	results := make(chan result, len(a.Targets))
+	results := make(chan result, len(ids))
 	var wg sync.WaitGroup
-	for _, id := range a.Targets {
+	for _, id := range ids {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -430,7 +455,7 @@ func (h *handler) wait(ctx context.Context, raw string) (any, error) {
 		}()
 	}
 	var firstErr error
-	for range a.Targets {
+	for range ids {
 		r := <-results
 		if r.err == nil && final(r.st) {
 			cancel()
@@ -452,7 +477,7 @@ func (h *handler) wait(ctx context.Context, raw string) (any, error) {
 		return nil, ctx.Err()
 	}
 	status := map[string]any{}
-	for _, id := range a.Targets {
+	for _, id := range ids {
 		st, err := h.th.State(ctx, id)
 		if err == nil && final(st) {
 			status[id] = statusJSON(st, false)
@@ -471,14 +496,15 @@ func (h *handler) close(ctx context.Context, raw string) (any, error) {
 	if err := decode(raw, &a); err != nil {
 		return nil, err
 	}
-	if err := h.openTarget(a.Target); err != nil {
+	id, err := h.openTarget(a.Target)
+	if err != nil {
 		return nil, err
 	}
-	st, err := h.th.Interrupt(ctx, a.Target)
+	st, err := h.th.Interrupt(ctx, id)
 	if err != nil {
 		return nil, errors.New(apperr.MessageOf(err))
 	}
-	h.s.closeChild(h.parent, a.Target)
+	h.s.closeChild(h.parent, id)
 	return struct {
 		PreviousStatus any `json:"previous_status"`
 	}{statusJSON(st, false)}, nil
