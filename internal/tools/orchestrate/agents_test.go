@@ -218,6 +218,19 @@ func TestSpawnThenWaitReturnsTheChildsAnswer(t *testing.T) {
 	rec, err := r.st.GetThread(context.Background(), kid.ID)
 	require.NoError(t, err)
 	require.Contains(t, string(rec.Meta), parent, "the parent is in the stored record, not only in memory")
+
+	// thread/list shows the child only when asked for sub-agents.
+	listed := func(kinds ...api.ThreadSourceKind) []string {
+		res, err := r.m.ListThreads(context.Background(), api.ThreadListParams{SourceKinds: kinds})
+		require.NoError(t, err)
+		var ids []string
+		for _, th := range res.Data {
+			ids = append(ids, th.ID)
+		}
+		return ids
+	}
+	require.Equal(t, []string{parent}, listed())
+	require.ElementsMatch(t, []string{parent, kid.ID}, listed(api.SourceKindSubAgentThreadSpawn))
 }
 
 // Two children run at once: while one still works, the other's answer
