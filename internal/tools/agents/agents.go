@@ -61,9 +61,13 @@ type Threads interface {
 	Interrupt(ctx context.Context, id string) (State, error)
 }
 
-// Config holds the limits of the collaboration tools. Zero values take the
-// stated defaults.
+// Config switches the collaboration tools on and holds their limits. Zero
+// values take the stated defaults.
 type Config struct {
+	// Enabled offers the tools to threads that do not choose (the
+	// daemon's features.multi_agent); a thread's own features.multi_agent
+	// config override wins. Default false.
+	Enabled bool
 	// MaxDepth is how deep children may nest: 1 (the default) lets a
 	// thread a client started spawn children, and children spawn none.
 	MaxDepth int
@@ -121,6 +125,9 @@ type Service struct {
 func New(cfg Config) *Service {
 	return &Service{cfg: cfg.withDefaults(), open: map[string]map[string]string{}, pending: map[string]int{}}
 }
+
+// Enabled reports whether threads that do not choose get the tools.
+func (s *Service) Enabled() bool { return s.cfg.Enabled }
 
 // Register adds the multi_agent_v1 namespace to b for one turn of the
 // thread parentID, reaching its children through th.

@@ -39,11 +39,12 @@ func (p fixedModel) Client(string) (model.Client, error) { return p.c, nil }
 // agentsRig is a real turns.Manager on the embedded store whose tools are
 // the Service's, with a fake model serving parent and children.
 type agentsRig struct {
-	m     *turns.Manager
-	st    *sqlite.Store
-	fake  *fakemodel.Server
-	ends  turnEnds
-	multi bool
+	m    *turns.Manager
+	st   *sqlite.Store
+	fake *fakemodel.Server
+	ends turnEnds
+	// multi is the thread's features.multi_agent override, nil for none.
+	multi *bool
 }
 
 func newAgentsRig(t *testing.T, script string, cfg agents.Config) *agentsRig {
@@ -66,17 +67,17 @@ func newAgentsRig(t *testing.T, script string, cfg agents.Config) *agentsRig {
 	})
 	require.NoError(t, err)
 	t.Cleanup(m.Stop)
-	return &agentsRig{m: m, st: st, fake: fake, ends: ends, multi: true}
+	return &agentsRig{m: m, st: st, fake: fake, ends: ends, multi: ptr(true)}
 }
 
-// startParent starts a thread with features.multi_agent (as the rig says)
+// startParent starts a thread with the rig's features.multi_agent override
 // and a turn on text; it returns the thread and turn ids.
 func (r *agentsRig) startParent(t *testing.T, text string) (string, string) {
 	t.Helper()
 	ctx := context.Background()
 	cfg := map[string]json.RawMessage{}
-	if r.multi {
-		cfg["features.multi_agent"] = json.RawMessage("true")
+	if r.multi != nil {
+		cfg["features.multi_agent"], _ = json.Marshal(*r.multi)
 	}
 	th, after, err := r.m.StartThread(ctx, turns.Caller{Conn: 1}, api.ThreadStartParams{Config: cfg})
 	require.NoError(t, err)
@@ -314,16 +315,26 @@ func TestInterruptingTheParentInterruptsItsChildren(t *testing.T) {
 	}, 10*time.Second, 10*time.Millisecond, "the child's turn ends interrupted")
 }
 
-// Without features.multi_agent the model is not offered the tools.
+// The tools are offered when the daemon's features.multi_agent is on or
+// the thread's own override says so; the thread's override wins.
 func TestMultiAgentToolsAreOptIn(t *testing.T) {
-	for _, on := range []bool{false, true} {
-		r := newAgentsRig(t, `{"steps":[{"text":"ok"}]}`, agents.Config{})
-		r.multi = on
+	for _, tc := range []struct {
+		daemon bool
+		thread *bool
+		want   bool
+	}{
+		{false, nil, false},
+		{false, ptr(true), true},
+		{true, nil, true},
+		{true, ptr(false), false},
+	} {
+		r := newAgentsRig(t, `{"steps":[{"text":"ok"}]}`, agents.Config{Enabled: tc.daemon})
+		r.multi = tc.thread
 		parent, _ := r.startParent(t, "hi")
 		r.parentEnd(t, parent)
 		reqs := r.fake.Requests()
 		require.Len(t, reqs, 1)
-		require.Equal(t, on, strings.Contains(string(reqs[0].Body), `"multi_agent_v1"`), "offered: %v", on)
+		require.Equal(t, tc.want, strings.Contains(string(reqs[0].Body), `"multi_agent_v1"`), "daemon %v, thread %v", tc.daemon, tc.thread)
 	}
 }
 

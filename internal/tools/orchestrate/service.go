@@ -182,7 +182,7 @@ func (s *Service) LiveSessions() int { return s.execs.LiveSessions() }
 // offered again). The thread's config overrides turn tools off (switches).
 func (s *Service) Build(tc turns.ToolContext) ([]registry.ConfiguredToolSpec, *registry.Registry, error) {
 	b := registry.NewBuilder(registry.Config{Logger: s.log, Now: s.cfg.Now})
-	sw := parseSwitches(tc.Config)
+	sw := parseSwitches(tc.Config, s.agents.Enabled())
 	if err := s.register(b, tc, sw); err != nil {
 		return nil, nil, err
 	}
