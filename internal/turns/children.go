@@ -22,6 +22,8 @@ type subAgentMeta struct {
 	LastStatus api.TurnStatus `json:"lastStatus,omitempty"`
 	LastAnswer *string        `json:"lastAnswer,omitempty"`
 	LastError  string         `json:"lastError,omitempty"`
+	// EndedTurnID is the turn whose end LastStatus records.
+	EndedTurnID string `json:"endedTurnId,omitempty"`
 }
 
 // threadSpawnSource is the SessionSource payload of a spawned child:
@@ -241,13 +243,13 @@ func (t *thread) agentState() AgentState {
 
 // recordChildEndLocked keeps a child's turn end in its meta, written with
 // the turn's end; t.mu must be held.
-func (t *thread) recordChildEndLocked(status api.TurnStatus, turnErr *api.TurnError, final *api.ThreadItem) {
+func (t *thread) recordChildEndLocked(turnID string, status api.TurnStatus, turnErr *api.TurnError, final *api.ThreadItem) {
 	sa := t.meta.SubAgent
 	if sa == nil {
 		return
 	}
 	cp := *sa
-	cp.LastStatus, cp.LastAnswer, cp.LastError = status, nil, ""
+	cp.LastStatus, cp.LastAnswer, cp.LastError, cp.EndedTurnID = status, nil, "", turnID
 	if turnErr != nil {
 		cp.LastError = turnErr.Message
 	}
@@ -257,6 +259,20 @@ func (t *thread) recordChildEndLocked(status api.TurnStatus, turnErr *api.TurnEr
 			cp.LastAnswer = &text
 		}
 	}
+	t.meta.SubAgent = &cp
+}
+
+// settleChildEnd corrects a loading child's recorded end from its last
+// stored turn: a turn that never finished (the daemon died under it, and
+// Recover marked it interrupted) left the end of the turn before it in the
+// meta. The thread is not shared yet, so no lock is needed.
+func (t *thread) settleChildEnd(last store.Turn) {
+	sa := t.meta.SubAgent
+	if sa == nil || last.ID == sa.EndedTurnID || last.Status == store.TurnInProgress {
+		return
+	}
+	cp := *sa
+	cp.LastStatus, cp.LastAnswer, cp.LastError, cp.EndedTurnID = api.TurnStatus(last.Status), nil, "", last.ID
 	t.meta.SubAgent = &cp
 }
 

@@ -416,6 +416,9 @@ func (m *Manager) hydrate(ctx context.Context, rec store.Thread) (*thread, error
 		t.history.addUnencoded(h...)
 		t.lastTurnFailed = tr.Status == store.TurnFailed
 	}
+	if n := len(turns); n > 0 {
+		t.settleChildEnd(turns[n-1])
+	}
 	// Upstream item ids are reused as ThreadItem ids; knowing the stored
 	// ones lets a provider that repeats ids (a restarted local server)
 	// get fresh ones instead of a store conflict.

@@ -620,7 +620,7 @@ func (r *turnRun) finish(runErr error) {
 	t.metaMu.Lock()
 	t.mu.Lock()
 	t.meta.LastTurnID = at.id
-	t.recordChildEndLocked(status, turnErr, r.final)
+	t.recordChildEndLocked(at.id, status, turnErr, r.final)
 	threadPatch := store.ThreadPatch{ID: t.id, UpdatedAt: &now, RecencyAt: &now, Meta: t.metaJSONLocked()}
 	t.mu.Unlock()
 	if err := t.write(r.persistCtx(), &store.Batch{UpdateTurns: []store.TurnPatch{patch}, UpdateThreads: []store.ThreadPatch{threadPatch}}); err != nil {
