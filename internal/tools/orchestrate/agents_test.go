@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -26,8 +27,8 @@ type turnEnds struct {
 
 func (n turnEnds) Broadcast(string, any) {}
 
-func (n turnEnds) Send(_ []turns.ConnID, method string, params any) {
-	if method == "turn/completed" {
+func (n turnEnds) Send(to []turns.ConnID, method string, params any) {
+	if method == "turn/completed" && slices.Contains(to, 1) {
 		n.ch <- params.(api.TurnCompletedNotification)
 	}
 }
@@ -45,6 +46,9 @@ type agentsRig struct {
 	ends turnEnds
 	// multi is the thread's features.multi_agent override, nil for none.
 	multi *bool
+	// others are the turn/completed of other threads the parent's client
+	// got.
+	others []api.TurnCompletedNotification
 }
 
 func newAgentsRig(t *testing.T, script string, cfg agents.Config) *agentsRig {
@@ -60,7 +64,7 @@ func newAgentsRig(t *testing.T, script string, cfg agents.Config) *agentsRig {
 	client, err := model.New(model.ProviderConfig{BaseURL: fake.URL(), MaxRetries: -1}, nil)
 	require.NoError(t, err)
 	s := newService(t, Config{MultiAgent: cfg})
-	ends := turnEnds{ch: make(chan api.TurnCompletedNotification, 16)}
+	ends := turnEnds{ch: make(chan api.TurnCompletedNotification, 64)}
 	m, err := turns.New(turns.Config{
 		Store: st, Notifier: ends, Models: fixedModel{client}, Tools: s.Build,
 		Defaults: turns.Defaults{Model: "fake", ModelProvider: "fake", Cwd: t.TempDir(), ApprovalPolicy: "never", SandboxMode: "read-only"},
@@ -90,7 +94,8 @@ func (r *agentsRig) startParent(t *testing.T, text string) (string, string) {
 	return th.Thread.ID, tu.Turn.ID
 }
 
-// parentEnd waits for the parent's turn/completed.
+// parentEnd waits for the parent's turn/completed; the ends of other
+// threads' turns the parent's client got before are kept in r.others.
 func (r *agentsRig) parentEnd(t *testing.T, threadID string) api.TurnCompletedNotification {
 	t.Helper()
 	for {
@@ -99,6 +104,7 @@ func (r *agentsRig) parentEnd(t *testing.T, threadID string) api.TurnCompletedNo
 			if n.ThreadID == threadID {
 				return n
 			}
+			r.others = append(r.others, n)
 		case <-time.After(20 * time.Second):
 			t.Fatal("the parent's turn did not complete")
 		}
@@ -219,6 +225,11 @@ func TestSpawnThenWaitReturnsTheChildsAnswer(t *testing.T) {
 	rec, err := r.st.GetThread(context.Background(), kid.ID)
 	require.NoError(t, err)
 	require.Contains(t, string(rec.Meta), parent, "the parent is in the stored record, not only in memory")
+
+	// The parent's client saw the child's turn end.
+	require.Len(t, r.others, 1)
+	require.Equal(t, kid.ID, r.others[0].ThreadID)
+	require.Equal(t, api.TurnCompleted, r.others[0].Turn.Status)
 
 	// thread/list shows the child only when asked for sub-agents.
 	listed := func(kinds ...api.ThreadSourceKind) []string {
