@@ -283,6 +283,27 @@ func TestTwoChildrenConcurrentlyAndCloseStopsARunningOne(t *testing.T) {
 	}, 10*time.Second, 10*time.Millisecond, "close_agent interrupts the running child")
 }
 
+// send_input reaches a running child: its turn takes the new input (the
+// stream in flight is abandoned) and its answer is the one to it.
+func TestSendInputSteersARunningChild(t *testing.T) {
+	r := newAgentsRig(t, `{"steps":[
+		{"match":{"user_text":"parent task"},"tool_calls":[`+call("c1", "spawn_agent", `{"message":"slow task"}`)+`]},
+		{"match":{"user_text":"slow task"},"text":"never finishes","fail":{"kind":"stall","after_events":2}},
+		{"match":{"call_output":"c1"},"tool_calls":[`+call("c2", "send_input", `{"target":"Ada","message":"more input"}`)+`]},
+		{"match":{"user_text":"more input"},"text":"steered answer"},
+		{"match":{"call_output":"c2"},"tool_calls":[`+call("c3", "wait_agent", `{"targets":["Ada"],"timeout_ms":20000}`)+`]},
+		{"match":{"call_output":"c3"},"text":"parent done"}
+	]}`, agents.Config{})
+	parent, _ := r.startParent(t, "parent task")
+	require.Equal(t, api.TurnCompleted, r.parentEnd(t, parent).Turn.Status)
+	require.Contains(t, r.callOutput(t, "c3"), `{"completed":"steered answer"}`)
+	kids := r.children(t, parent)
+	require.Len(t, kids, 1)
+	res, err := r.m.ReadThread(context.Background(), api.ThreadReadParams{ThreadID: kids[0].ID, IncludeTurns: ptr(true)})
+	require.NoError(t, err)
+	require.Len(t, res.Thread.Turns, 1, "the input joined the running turn")
+}
+
 // A child (depth 1) cannot spawn: with the default depth limit its
 // spawn_agent call is refused in words the model reads, and no grandchild
 // thread exists.
