@@ -276,6 +276,28 @@ func (t *thread) settleChildEnd(last store.Turn) {
 	t.meta.SubAgent = &cp
 }
 
+// requestThread is the thread whose clients a server request of t goes
+// to: t's own, or for a spawned child nobody watches, those of its nearest
+// loaded ancestor that has subscribers (the request still names the
+// child's thread). A child's approvals are so answered by whoever watches
+// the work it was given.
+func (t *thread) requestThread() string {
+	if t.parentID == "" || len(t.subscribers()) > 0 {
+		return t.id
+	}
+	for pid := t.parentID; pid != ""; {
+		p := t.m.loaded(pid)
+		if p == nil {
+			break
+		}
+		if len(p.subscribers()) > 0 {
+			return p.id
+		}
+		pid = p.parentID
+	}
+	return t.id
+}
+
 // interruptChildren stops the running turns of the loaded children of
 // parentID: interrupting a parent interrupts the work it delegated.
 func (m *Manager) interruptChildren(parentID string) {

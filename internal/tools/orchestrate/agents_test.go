@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -46,12 +47,21 @@ type agentsRig struct {
 	ends turnEnds
 	// multi is the thread's features.multi_agent override, nil for none.
 	multi *bool
+	// approval is the parent thread's approval policy, nil for the
+	// default (never).
+	approval *api.AskForApproval
 	// others are the turn/completed of other threads the parent's client
 	// got.
 	others []api.TurnCompletedNotification
 }
 
 func newAgentsRig(t *testing.T, script string, cfg agents.Config) *agentsRig {
+	t.Helper()
+	return newAgentsRigWith(t, script, cfg, nil)
+}
+
+// newAgentsRigWith is newAgentsRig whose server requests go to req.
+func newAgentsRigWith(t *testing.T, script string, cfg agents.Config, req turns.ServerRequester) *agentsRig {
 	t.Helper()
 	st, err := sqlite.Open(context.Background(), sqlite.Config{Path: filepath.Join(t.TempDir(), "a.db"), Migrate: true})
 	require.NoError(t, err)
@@ -66,7 +76,7 @@ func newAgentsRig(t *testing.T, script string, cfg agents.Config) *agentsRig {
 	s := newService(t, Config{MultiAgent: cfg})
 	ends := turnEnds{ch: make(chan api.TurnCompletedNotification, 64)}
 	m, err := turns.New(turns.Config{
-		Store: st, Notifier: ends, Models: fixedModel{client}, Tools: s.Build,
+		Store: st, Notifier: ends, Models: fixedModel{client}, Tools: s.Build, Requests: req,
 		Defaults: turns.Defaults{Model: "fake", ModelProvider: "fake", Cwd: t.TempDir(), ApprovalPolicy: "never", SandboxMode: "read-only"},
 	})
 	require.NoError(t, err)
@@ -83,7 +93,7 @@ func (r *agentsRig) startParent(t *testing.T, text string) (string, string) {
 	if r.multi != nil {
 		cfg["features.multi_agent"], _ = json.Marshal(*r.multi)
 	}
-	th, after, err := r.m.StartThread(ctx, turns.Caller{Conn: 1}, api.ThreadStartParams{Config: cfg})
+	th, after, err := r.m.StartThread(ctx, turns.Caller{Conn: 1}, api.ThreadStartParams{Config: cfg, ApprovalPolicy: r.approval})
 	require.NoError(t, err)
 	after()
 	tu, after, err := r.m.StartTurn(ctx, turns.Caller{Conn: 1}, api.TurnStartParams{
@@ -302,6 +312,45 @@ func TestSendInputSteersARunningChild(t *testing.T) {
 	res, err := r.m.ReadThread(context.Background(), api.ThreadReadParams{ThreadID: kids[0].ID, IncludeTurns: ptr(true)})
 	require.NoError(t, err)
 	require.Len(t, res.Thread.Turns, 1, "the input joined the running turn")
+}
+
+// approvals records the server requests and declines them.
+type approvals struct {
+	mu   sync.Mutex
+	seen []string // "thread id|method|params thread id"
+}
+
+func (a *approvals) Request(_ context.Context, threadID, method string, params any) (json.RawMessage, api.RequestID, bool, error) {
+	p, _ := params.(*api.CommandExecutionRequestApprovalParams)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if p != nil {
+		a.seen = append(a.seen, threadID+"|"+method+"|"+p.ThreadID)
+	}
+	return json.RawMessage(`{"decision":"decline"}`), api.RequestID{}, false, nil
+}
+
+// A child nobody watches asks its approvals of the parent's clients, the
+// request naming the child's thread; inherited untrusted, its command
+// needs one.
+func TestChildApprovalGoesToTheParentsClients(t *testing.T) {
+	req := &approvals{}
+	r := newAgentsRigWith(t, `{"steps":[
+		{"match":{"user_text":"parent task"},"tool_calls":[`+call("c1", "spawn_agent", `{"message":"child task"}`)+`]},
+		{"match":{"user_text":"child task"},"tool_calls":[{"call_id":"k1","name":"shell_command","arguments":{"command":"touch made.txt"}}]},
+		{"match":{"call_output":"k1"},"text":"child done"},
+		{"match":{"call_output":"c1"},"tool_calls":[`+call("c2", "wait_agent", `{"targets":["Ada"],"timeout_ms":20000}`)+`]},
+		{"match":{"call_output":"c2"},"text":"parent done"}
+	]}`, agents.Config{}, req)
+	r.approval = &api.AskForApproval{Policy: api.ApprovalUntrusted}
+	parent, _ := r.startParent(t, "parent task")
+	require.Equal(t, api.TurnCompleted, r.parentEnd(t, parent).Turn.Status)
+	kids := r.children(t, parent)
+	require.Len(t, kids, 1)
+	req.mu.Lock()
+	defer req.mu.Unlock()
+	require.Equal(t, []string{parent + "|item/commandExecution/requestApproval|" + kids[0].ID}, req.seen)
+	require.Contains(t, r.callOutput(t, "c2"), "child done")
 }
 
 // A child (depth 1) cannot spawn: with the default depth limit its
