@@ -129,10 +129,20 @@ func New(cfg Config) *Service {
 // Enabled reports whether threads that do not choose get the tools.
 func (s *Service) Enabled() bool { return s.cfg.Enabled }
 
+// Items is how the tools show their calls to the turn's clients, as
+// collabAgentToolCall items; the turn's ToolSink implements it.
+type Items interface {
+	// ItemStarted announces an item in its inProgress state.
+	ItemStarted(item api.ThreadItem)
+	// ItemCompleted commits and announces an item in its final state.
+	ItemCompleted(item api.ThreadItem)
+}
+
 // Register adds the multi_agent_v1 namespace to b for one turn of the
-// thread parentID, reaching its children through th.
-func (s *Service) Register(b *registry.Builder, parentID string, th Threads) error {
-	return b.Register(s.Spec(), &handler{s: s, parent: parentID, th: th}, true)
+// thread parentID, reaching its children through th and announcing its
+// calls through items (nil announces nothing).
+func (s *Service) Register(b *registry.Builder, parentID string, th Threads, items Items) error {
+	return b.Register(s.Spec(), &handler{s: s, parent: parentID, th: th, items: items}, true)
 }
 
 // Spec is the multi_agent_v1 namespace spec.
@@ -272,6 +282,51 @@ type handler struct {
 	s      *Service
 	parent string
 	th     Threads
+	items  Items
+}
+
+// collabTools are the item names of the tools.
+var collabTools = map[string]api.CollabAgentTool{
+	SpawnAgentName: api.CollabSpawnAgent, SendInputName: api.CollabSendInput, WaitAgentName: api.CollabWait,
+	CloseAgentName: api.CollabCloseAgent, ResumeName: api.CollabResumeAgent,
+}
+
+// report is what a call tells its item: the agents it is about and their
+// states when it ended.
+type report struct {
+	receivers []string
+	states    map[string]api.CollabAgentState
+}
+
+// note adds an agent and its state to the report.
+func (r *report) note(id string, st State, closed bool) {
+	if !slices.Contains(r.receivers, id) {
+		r.receivers = append(r.receivers, id)
+	}
+	if r.states == nil {
+		r.states = map[string]api.CollabAgentState{}
+	}
+	r.states[id] = collabState(st, closed)
+}
+
+// collabState is a state as collabAgentToolCall items carry it.
+func collabState(st State, closed bool) api.CollabAgentState {
+	switch {
+	case closed:
+		return api.CollabAgentState{Status: api.CollabShutdown}
+	case st.Running:
+		return api.CollabAgentState{Status: api.CollabRunning}
+	}
+	switch st.Status {
+	case "completed":
+		return api.CollabAgentState{Status: api.CollabCompleted, Message: st.Answer}
+	case "interrupted":
+		return api.CollabAgentState{Status: api.CollabInterrupted}
+	case "failed":
+		msg := st.Error
+		return api.CollabAgentState{Status: api.CollabErrored, Message: &msg}
+	}
+	return api.CollabAgentState{Status: api.CollabPendingInit}
 }
 
 // Kind returns registry.PayloadFunction.
@@ -280,36 +335,69 @@ func (*handler) Kind() registry.PayloadKind { return registry.PayloadFunction }
 // IsMutating returns false: the children's own tools ask for what they do.
 func (*handler) IsMutating(context.Context, registry.Invocation) bool { return false }
 
-// Handle runs one collaboration call.
+// Handle runs one collaboration call between its collabAgentToolCall
+// item's start and completion.
 func (h *handler) Handle(ctx context.Context, inv registry.Invocation) (registry.Output, error) {
 	p, ok := inv.Payload.(registry.FunctionPayload)
 	if !ok {
 		return registry.Output{}, fmt.Errorf("%s received an unsupported payload", inv.DisplayName())
 	}
+	tool, ok := collabTools[inv.Name]
+	if !ok {
+		return registry.Output{}, fmt.Errorf("unknown tool %s", inv.DisplayName())
+	}
+	item := &api.CollabAgentToolCallItem{
+		ID: inv.CallID, Tool: tool, Status: api.StatusInProgress, SenderThreadID: h.parent,
+		ReceiverThreadIDs: api.List[string]{}, AgentsStates: map[string]api.CollabAgentState{},
+	}
+	var prompt struct {
+		Message *string `json:"message"`
+	}
+	if json.Unmarshal([]byte(p.Arguments), &prompt) == nil {
+		item.Prompt = prompt.Message
+	}
+	if h.items != nil {
+		start := *item
+		h.items.ItemStarted(api.ThreadItem{Body: &start})
+	}
+	var rep report
 	var out any
 	var err error
 	switch inv.Name {
 	case SpawnAgentName:
-		out, err = h.spawn(ctx, p.Arguments)
+		out, err = h.spawn(ctx, p.Arguments, &rep)
 	case SendInputName:
-		out, err = h.send(ctx, p.Arguments)
+		out, err = h.send(ctx, p.Arguments, &rep)
 	case WaitAgentName:
-		out, err = h.wait(ctx, p.Arguments)
+		out, err = h.wait(ctx, p.Arguments, &rep)
 	case CloseAgentName:
-		out, err = h.close(ctx, p.Arguments)
+		out, err = h.close(ctx, p.Arguments, &rep)
 	case ResumeName:
-		out, err = h.resume(ctx, p.Arguments)
-	default:
-		return registry.Output{}, fmt.Errorf("unknown tool %s", inv.DisplayName())
+		out, err = h.resume(ctx, p.Arguments, &rep)
+	}
+	var text []byte
+	if err == nil {
+		text, err = json.Marshal(out)
+	}
+	if h.items != nil {
+		item.ReceiverThreadIDs = append(item.ReceiverThreadIDs, rep.receivers...)
+		for id, st := range rep.states {
+			item.AgentsStates[id] = st
+		}
+		switch {
+		case ctx.Err() != nil:
+			item.Status = api.StatusInterrupted
+		case err != nil:
+			item.Status = api.StatusFailed
+		default:
+			item.Status = api.StatusCompleted
+		}
+		h.items.ItemCompleted(api.ThreadItem{Body: item})
 	}
 	if err != nil {
 		return registry.Output{}, err
 	}
-	b, err := json.Marshal(out)
-	if err != nil {
-		return registry.Output{}, err
-	}
-	return registry.TextOutput(string(b), true), nil
+	return registry.TextOutput(string(text), true), nil
 }
 
 // decode parses a call's arguments, in the words the model reads.
@@ -327,7 +415,7 @@ func textInput(msg string) []api.UserInput {
 	return []api.UserInput{{Type: api.UserInputText, Text: msg}}
 }
 
-func (h *handler) spawn(ctx context.Context, raw string) (any, error) {
+func (h *handler) spawn(ctx context.Context, raw string, rep *report) (any, error) {
 	var a struct {
 		Message string `json:"message"`
 	}
@@ -352,6 +440,7 @@ func (h *handler) spawn(ctx context.Context, raw string) (any, error) {
 	// A child created whose first turn failed to start is still open:
 	// send_input can start it again.
 	h.s.settle(h.parent, id, nick)
+	rep.note(id, State{Running: err == nil}, false)
 	return struct {
 		AgentID  string  `json:"agent_id"`
 		Nickname *string `json:"nickname"`
@@ -368,7 +457,7 @@ func (h *handler) openTarget(target string) (string, error) {
 	return id, nil
 }
 
-func (h *handler) send(ctx context.Context, raw string) (any, error) {
+func (h *handler) send(ctx context.Context, raw string, rep *report) (any, error) {
 	var a struct {
 		Target    string `json:"target"`
 		Message   string `json:"message"`
@@ -387,6 +476,7 @@ func (h *handler) send(ctx context.Context, raw string) (any, error) {
 	if err := h.th.SendInput(ctx, id, textInput(a.Message), a.Interrupt); err != nil {
 		return nil, errors.New(apperr.MessageOf(err))
 	}
+	rep.note(id, State{Running: true}, false)
 	return struct {
 		SubmissionID string `json:"submission_id"`
 	}{id}, nil
@@ -415,7 +505,7 @@ func statusJSON(st State, closed bool) any {
 // final reports whether a state is one wait_agent returns.
 func final(st State) bool { return !st.Running && st.Status != "" }
 
-func (h *handler) wait(ctx context.Context, raw string) (any, error) {
+func (h *handler) wait(ctx context.Context, raw string, rep *report) (any, error) {
 	var a struct {
 		Targets   []string `json:"targets"`
 		TimeoutMs *float64 `json:"timeout_ms"`
@@ -486,7 +576,11 @@ func (h *handler) wait(ctx context.Context, raw string) (any, error) {
 	status := map[string]any{}
 	for _, id := range ids {
 		st, err := h.th.State(ctx, id)
-		if err == nil && final(st) {
+		if err != nil {
+			continue
+		}
+		rep.note(id, st, false)
+		if final(st) {
 			status[id] = statusJSON(st, false)
 		}
 	}
@@ -496,7 +590,7 @@ func (h *handler) wait(ctx context.Context, raw string) (any, error) {
 	}{status, len(status) == 0}, nil
 }
 
-func (h *handler) close(ctx context.Context, raw string) (any, error) {
+func (h *handler) close(ctx context.Context, raw string, rep *report) (any, error) {
 	var a struct {
 		Target string `json:"target"`
 	}
@@ -512,12 +606,13 @@ func (h *handler) close(ctx context.Context, raw string) (any, error) {
 		return nil, errors.New(apperr.MessageOf(err))
 	}
 	h.s.closeChild(h.parent, id)
+	rep.note(id, st, true)
 	return struct {
 		PreviousStatus any `json:"previous_status"`
 	}{statusJSON(st, false)}, nil
 }
 
-func (h *handler) resume(ctx context.Context, raw string) (any, error) {
+func (h *handler) resume(ctx context.Context, raw string, rep *report) (any, error) {
 	var a struct {
 		ID string `json:"id"`
 	}
@@ -529,6 +624,7 @@ func (h *handler) resume(ctx context.Context, raw string) (any, error) {
 		if err != nil {
 			return nil, errors.New(apperr.MessageOf(err))
 		}
+		rep.note(a.ID, st, false)
 		return struct {
 			Status any `json:"status"`
 		}{statusJSON(st, false)}, nil
@@ -542,6 +638,7 @@ func (h *handler) resume(ctx context.Context, raw string) (any, error) {
 		return nil, err
 	}
 	h.s.settle(h.parent, a.ID, "")
+	rep.note(a.ID, st, false)
 	return struct {
 		Status any `json:"status"`
 	}{statusJSON(st, false)}, nil

@@ -117,7 +117,7 @@ func (tb *table) finish(id string, st State) {
 func tools(t *testing.T, s *Service, tb *table) func(name, args string) (string, error) {
 	t.Helper()
 	b := registry.NewBuilder(registry.Config{})
-	require.NoError(t, s.Register(b, "p", tb))
+	require.NoError(t, s.Register(b, "p", tb, nil))
 	_, reg := b.Build()
 	h, ok := reg.Handler(Namespace, SpawnAgentName)
 	require.True(t, ok)
@@ -159,7 +159,7 @@ func TestLimits(t *testing.T) {
 
 	// Another thread shares the daemon's limit.
 	b := registry.NewBuilder(registry.Config{})
-	require.NoError(t, s.Register(b, "q", newTable(0)))
+	require.NoError(t, s.Register(b, "q", newTable(0), nil))
 	_, reg := b.Build()
 	h, _ := reg.Handler(Namespace, SpawnAgentName)
 	other := func() error {

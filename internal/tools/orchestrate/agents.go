@@ -47,5 +47,5 @@ func (s *Service) registerAgents(b *registry.Builder, tc turns.ToolContext, sw s
 	if !sw.multiAgent || tc.Children == nil {
 		return nil
 	}
-	return s.agents.Register(b, tc.ThreadID, childThreads{tc.Children})
+	return s.agents.Register(b, tc.ThreadID, childThreads{tc.Children}, tc.Sink)
 }

@@ -21,17 +21,37 @@ import (
 )
 
 // turnEnds collects the turn/completed notifications the parent's client
-// gets.
+// (connection 1) gets, and its completed collabAgentToolCall items.
 type turnEnds struct {
 	ch chan api.TurnCompletedNotification
+
+	mu     sync.Mutex
+	collab []*api.CollabAgentToolCallItem
 }
 
-func (n turnEnds) Broadcast(string, any) {}
+func (n *turnEnds) Broadcast(string, any) {}
 
-func (n turnEnds) Send(to []turns.ConnID, method string, params any) {
-	if method == "turn/completed" && slices.Contains(to, 1) {
-		n.ch <- params.(api.TurnCompletedNotification)
+func (n *turnEnds) Send(to []turns.ConnID, method string, params any) {
+	if !slices.Contains(to, 1) {
+		return
 	}
+	switch method {
+	case "turn/completed":
+		n.ch <- params.(api.TurnCompletedNotification)
+	case "item/completed":
+		if it, ok := params.(api.ItemCompletedNotification).Item.Body.(*api.CollabAgentToolCallItem); ok {
+			n.mu.Lock()
+			n.collab = append(n.collab, it)
+			n.mu.Unlock()
+		}
+	}
+}
+
+// collabItems are the completed collabAgentToolCall items seen so far.
+func (n *turnEnds) collabItems() []*api.CollabAgentToolCallItem {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return slices.Clone(n.collab)
 }
 
 type fixedModel struct{ c model.Client }
@@ -44,7 +64,7 @@ type agentsRig struct {
 	m    *turns.Manager
 	st   *sqlite.Store
 	fake *fakemodel.Server
-	ends turnEnds
+	ends *turnEnds
 	// multi is the thread's features.multi_agent override, nil for none.
 	multi *bool
 	// approval is the parent thread's approval policy, nil for the
@@ -74,7 +94,7 @@ func newAgentsRigWith(t *testing.T, script string, cfg agents.Config, req turns.
 	client, err := model.New(model.ProviderConfig{BaseURL: fake.URL(), MaxRetries: -1}, nil)
 	require.NoError(t, err)
 	s := newService(t, Config{MultiAgent: cfg})
-	ends := turnEnds{ch: make(chan api.TurnCompletedNotification, 64)}
+	ends := &turnEnds{ch: make(chan api.TurnCompletedNotification, 64)}
 	m, err := turns.New(turns.Config{
 		Store: st, Notifier: ends, Models: fixedModel{client}, Tools: s.Build, Requests: req,
 		Defaults: turns.Defaults{Model: "fake", ModelProvider: "fake", Cwd: t.TempDir(), ApprovalPolicy: "never", SandboxMode: "read-only"},
@@ -235,6 +255,19 @@ func TestSpawnThenWaitReturnsTheChildsAnswer(t *testing.T) {
 	rec, err := r.st.GetThread(context.Background(), kid.ID)
 	require.NoError(t, err)
 	require.Contains(t, string(rec.Meta), parent, "the parent is in the stored record, not only in memory")
+
+	// The parent's client saw each call as a collabAgentToolCall item.
+	items := r.ends.collabItems()
+	require.Len(t, items, 2)
+	spawnItem, waitItem := items[0], items[1]
+	require.Equal(t, api.CollabSpawnAgent, spawnItem.Tool)
+	require.Equal(t, "c1", spawnItem.ID)
+	require.Equal(t, api.StatusCompleted, spawnItem.Status)
+	require.Equal(t, parent, spawnItem.SenderThreadID)
+	require.Equal(t, api.List[string]{kid.ID}, spawnItem.ReceiverThreadIDs)
+	require.Equal(t, "child task", *spawnItem.Prompt)
+	require.Equal(t, api.CollabWait, waitItem.Tool)
+	require.Equal(t, api.CollabAgentState{Status: api.CollabCompleted, Message: ptr("the child's answer")}, waitItem.AgentsStates[kid.ID])
 
 	// The parent's client saw the child's turn end.
 	require.Len(t, r.others, 1)
