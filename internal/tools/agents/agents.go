@@ -270,6 +270,16 @@ func (s *Service) closeChild(parent, id string) bool {
 	return true
 }
 
+// ThreadUnloaded forgets the open children of a thread that left memory,
+// so that they stop counting against the daemon's limit; its next turn
+// reopens the ones it needs with resume_agent.
+func (s *Service) ThreadUnloaded(threadID string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.total -= len(s.open[threadID])
+	delete(s.open, threadID)
+}
+
 // Open is the number of open children of every thread.
 func (s *Service) Open() int {
 	s.mu.Lock()

@@ -168,6 +168,11 @@ func TestLimits(t *testing.T) {
 	}
 	require.NoError(t, other())
 	require.ErrorContains(t, other(), "the server runs 3 open agents (at most 3)")
+
+	// A thread that unloads releases its agents.
+	s.ThreadUnloaded("p")
+	require.Equal(t, 1, s.Open())
+	require.NoError(t, other())
 }
 
 // MaxDepth lets deeper threads spawn when raised.

@@ -164,9 +164,10 @@ func (s *Service) Sandbox() *sandbox.Sandbox { return s.sandbox }
 // Env is the environment policy of commands, for command/exec to share.
 func (s *Service) Env() shell.EnvPolicy { return s.env }
 
-// ThreadUnloaded reaps the exec sessions of a thread that left memory
-// (turns.Config.ThreadUnloaded).
+// ThreadUnloaded reaps the exec sessions of a thread that left memory and
+// releases its open sub-agents (turns.Config.ThreadUnloaded).
 func (s *Service) ThreadUnloaded(threadID string) {
+	s.agents.ThreadUnloaded(threadID)
 	if err := s.execs.Release(threadID); err != nil {
 		s.log.Warn("closing exec sessions", "thread", threadID, "err", err)
 	}
