@@ -77,7 +77,7 @@ type Config struct {
 	// MaxTotal is how many open children the daemon holds; 0 means 64.
 	MaxTotal int
 	// DefaultWait, MinWait and MaxWait bound wait_agent's timeout_ms;
-	// 0 means 30s, 1s and one hour.
+	// 0 means 30s, 10s and one hour, the reference's bounds.
 	DefaultWait, MinWait, MaxWait time.Duration
 }
 
@@ -95,7 +95,7 @@ func (c Config) withDefaults() Config {
 		c.DefaultWait = 30 * time.Second
 	}
 	if c.MinWait <= 0 {
-		c.MinWait = time.Second
+		c.MinWait = 10 * time.Second
 	}
 	if c.MaxWait <= 0 {
 		c.MaxWait = time.Hour
@@ -142,7 +142,10 @@ type Items interface {
 // thread parentID, reaching its children through th and announcing its
 // calls through items (nil announces nothing).
 func (s *Service) Register(b *registry.Builder, parentID string, th Threads, items Items) error {
-	return b.Register(s.Spec(), &handler{s: s, parent: parentID, th: th, items: items}, true)
+	// Not parallel, as in the reference: the calls of one round run in
+	// order (spawns get their nicknames in call order). The children
+	// themselves run concurrently with everything.
+	return b.Register(s.Spec(), &handler{s: s, parent: parentID, th: th, items: items}, false)
 }
 
 // Spec is the multi_agent_v1 namespace spec.
