@@ -195,6 +195,8 @@ func (it *ThreadItem) UnmarshalJSON(b []byte) error {
 		body = new(ImageViewItem)
 	case ItemContextCompaction:
 		body = new(ContextCompactionItem)
+	case ItemCollabAgentToolCall:
+		body = new(CollabAgentToolCallItem)
 	default:
 		body = &RawThreadItem{Type: *head.Type, ID: head.ID, JSON: append(json.RawMessage(nil), bytes.TrimSpace(b)...)}
 	}
@@ -208,7 +210,7 @@ func (it *ThreadItem) UnmarshalJSON(b []byte) error {
 }
 
 // RawThreadItem is a variant appserver does not model (review mode,
-// collaboration agents, sub-agent activity, hook prompts, function call
+// sub-agent activity, hook prompts, function call
 // output, sleep, image generation, or a future type), kept verbatim.
 type RawThreadItem struct {
 	// Type is the item's type tag.
@@ -373,6 +375,9 @@ const (
 	StatusCompleted  ToolStatus = "completed"
 	StatusFailed     ToolStatus = "failed"
 	StatusDeclined   ToolStatus = "declined"
+	// StatusInterrupted ends a collabAgentToolCall item whose turn was
+	// interrupted.
+	StatusInterrupted ToolStatus = "interrupted"
 )
 
 // CommandExecutionItem is a shell command run for the model.
@@ -744,6 +749,70 @@ func (a *WebSearchAction) UnmarshalJSON(b []byte) error {
 	*a = WebSearchAction(w)
 	return nil
 }
+
+// CollabAgentTool names a collaboration tool in a collabAgentToolCall item.
+type CollabAgentTool string
+
+// The collaboration tools.
+const (
+	CollabSpawnAgent  CollabAgentTool = "spawnAgent"
+	CollabSendInput   CollabAgentTool = "sendInput"
+	CollabResumeAgent CollabAgentTool = "resumeAgent"
+	CollabWait        CollabAgentTool = "wait"
+	CollabCloseAgent  CollabAgentTool = "closeAgent"
+)
+
+// CollabAgentStatus is a sub-agent's status in a collabAgentToolCall item.
+type CollabAgentStatus string
+
+// The sub-agent statuses.
+const (
+	CollabPendingInit CollabAgentStatus = "pendingInit"
+	CollabRunning     CollabAgentStatus = "running"
+	CollabInterrupted CollabAgentStatus = "interrupted"
+	CollabCompleted   CollabAgentStatus = "completed"
+	CollabErrored     CollabAgentStatus = "errored"
+	CollabShutdown    CollabAgentStatus = "shutdown"
+	CollabNotFound    CollabAgentStatus = "notFound"
+)
+
+// CollabAgentState is the last known state of one sub-agent.
+type CollabAgentState struct {
+	// Status is the agent's status.
+	Status CollabAgentStatus `json:"status"`
+	// Message is its final answer or error, or null.
+	Message *string `json:"message"`
+}
+
+// CollabAgentToolCallItem is one call of a collaboration tool
+// (spawn_agent, send_input, wait_agent, close_agent, resume_agent).
+type CollabAgentToolCallItem struct {
+	// ID identifies the item (the tool call id).
+	ID string `json:"id"`
+	// Tool is the tool called.
+	Tool CollabAgentTool `json:"tool"`
+	// Status is inProgress, completed, failed or interrupted.
+	Status ToolStatus `json:"status"`
+	// SenderThreadID is the calling thread.
+	SenderThreadID string `json:"senderThreadId"`
+	// ReceiverThreadIDs are the agents' threads the call is about (the
+	// new child's for a spawn).
+	ReceiverThreadIDs List[string] `json:"receiverThreadIds"`
+	// Prompt is the text sent to the agent, or null.
+	Prompt *string `json:"prompt"`
+	// Model is the model requested for a spawned agent, or null.
+	Model *string `json:"model"`
+	// ReasoningEffort is the effort requested for a spawned agent, or null.
+	ReasoningEffort *string `json:"reasoningEffort"`
+	// AgentsStates are the last known states of the receivers, by thread id.
+	AgentsStates map[string]CollabAgentState `json:"agentsStates"`
+}
+
+// ItemType implements ThreadItemBody.
+func (*CollabAgentToolCallItem) ItemType() ThreadItemType { return ItemCollabAgentToolCall }
+
+// ItemID implements ThreadItemBody.
+func (i *CollabAgentToolCallItem) ItemID() string { return i.ID }
 
 // ImageViewItem records that the model viewed a local image.
 type ImageViewItem struct {

@@ -212,6 +212,11 @@ type Config struct {
 	// provider's index) or "live"; when enabled the hosted web_search tool
 	// is offered to Responses-API models.
 	WebSearch string `toml:"web_search"`
+	// Features are Codex's feature switches; appserver acts on the ones
+	// named in Features and ignores the others.
+	Features Features `toml:"features"`
+	// Agents are the limits of the sub-agent tools (features.multi_agent).
+	Agents Agents `toml:"agents"`
 	// SandboxBackend selects the OS sandbox: "auto" (bubblewrap when it
 	// works, else Landlock), "bwrap" or "landlock".
 	SandboxBackend string `toml:"sandbox_backend"`
@@ -437,6 +442,28 @@ type ModelEntry struct {
 	// ApplyPatchToolType is "freeform" or "function"; empty picks freeform
 	// for the Responses wire API and function for chat.
 	ApplyPatchToolType string `toml:"apply_patch_tool_type"`
+}
+
+// Features are the Codex feature switches appserver implements.
+type Features struct {
+	// MultiAgent offers the multi_agent_v1 collaboration tools
+	// (spawn_agent, send_input, wait_agent, close_agent, resume_agent) to
+	// every thread; a thread's own features.multi_agent override wins.
+	// Default false.
+	MultiAgent bool `toml:"multi_agent"`
+}
+
+// Agents are the limits of the sub-agent tools.
+type Agents struct {
+	// MaxThreads is how many open sub-agents one thread may have; 0 is
+	// the default, 6.
+	MaxThreads int `toml:"max_threads"`
+	// MaxDepth is how deep sub-agents nest; 0 is the default, 1: a
+	// thread's children spawn no children of their own.
+	MaxDepth int `toml:"max_depth"`
+	// MaxTotal is how many open sub-agents the daemon holds across
+	// threads (an appserver key); 0 is the default, 64.
+	MaxTotal int `toml:"max_total"`
 }
 
 // Default returns the built-in configuration, resolving data_dir from the

@@ -146,11 +146,11 @@ func parseValue(raw string) any {
 // use; they get a gentler warning than keys nobody knows. Keys starting with
 // "experimental_" are treated the same way.
 var codexTopLevelKeys = setOf(
-	"agents", "allow_login_shell", "analytics", "approvals_reviewer", "apps",
+	"allow_login_shell", "analytics", "approvals_reviewer", "apps",
 	"apps_mcp_product_sku", "audio", "auto_review", "background_terminal_max_timeout",
 	"chatgpt_base_url", "check_for_update_on_startup", "cli_auth_credentials_store",
 	"compact_prompt", "debug", "default_permissions", "desktop", "developer_instructions",
-	"disable_paste_burst", "disable_response_storage", "features", "feedback",
+	"disable_paste_burst", "disable_response_storage", "feedback",
 	"file_opener", "forced_chatgpt_workspace_id", "forced_login_method", "ghost_snapshot",
 	"hide_agent_reasoning", "history", "hooks", "include_apply_patch_tool",
 	"include_apps_instructions", "include_collaboration_mode_instructions",
@@ -201,6 +201,11 @@ func setOf(keys ...string) map[string]bool {
 func isCodexKey(parent reflect.Type, key string, topLevel bool) bool {
 	if topLevel {
 		return codexTopLevelKeys[key] || strings.HasPrefix(key, "experimental_")
+	}
+	if parent == reflect.TypeFor[Features]() || parent == reflect.TypeFor[Agents]() {
+		// Codex has many feature switches and agent roles; appserver
+		// implements some.
+		return true
 	}
 	return codexNestedKeys[parent][key]
 }

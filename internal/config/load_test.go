@@ -528,7 +528,7 @@ func TestCodexConfigFile(t *testing.T) {
 	source := "config file " + path
 	var want []Warning
 	for _, key := range []string{
-		"disable_response_storage", "experimental_use_exec_command_tool", "features", "file_opener",
+		"disable_response_storage", "experimental_use_exec_command_tool", "features.web_search_request", "file_opener",
 		"hide_agent_reasoning", "history", `mcp_servers."figma.remote".startup_timeout_ms`,
 		"model_providers.azure.experimental_bearer_token",
 		"model_reasoning_effort", "model_reasoning_summary", "model_verbosity", "notify", "otel",

@@ -120,6 +120,11 @@ func (c *Config) validateServer() error {
 			return c.invalid(key("skills", "remote", id, "url"), "must be an http(s) URL")
 		}
 	}
+	for name, v := range map[string]int{"max_threads": c.Agents.MaxThreads, "max_depth": c.Agents.MaxDepth, "max_total": c.Agents.MaxTotal} {
+		if v < 0 {
+			return c.invalid(key("agents", name), "must not be negative (0 is the default)")
+		}
+	}
 	switch c.WebSearch {
 	case "disabled", "cached", "live":
 	default:

@@ -22,6 +22,7 @@ import (
 	"github.com/appserver/appserver/internal/store"
 	"github.com/appserver/appserver/internal/store/postgres"
 	"github.com/appserver/appserver/internal/store/sqlite"
+	"github.com/appserver/appserver/internal/tools/agents"
 	"github.com/appserver/appserver/internal/tools/orchestrate"
 	"github.com/appserver/appserver/internal/turns"
 )
@@ -245,6 +246,10 @@ func newTools(cfg *config.Config, configFile string, log *slog.Logger, broker *d
 		// The daemon's own state: sandboxed commands neither read nor write it.
 		Hidden:    []string{cfg.DataDir, configFile, cfg.WSTokenFile, cfg.WSSharedSecretFile},
 		WebSearch: cfg.WebSearch,
+		MultiAgent: agents.Config{
+			Enabled: cfg.Features.MultiAgent, MaxDepth: cfg.Agents.MaxDepth,
+			MaxPerThread: cfg.Agents.MaxThreads, MaxTotal: cfg.Agents.MaxTotal,
+		},
 		Providers: cfg.ModelProviders,
 		Models:    cfg.ModelCatalog,
 		MCP:       mcpServers,

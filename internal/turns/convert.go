@@ -110,7 +110,7 @@ func threadToAPI(rec store.Thread, meta threadMeta, status api.ThreadStatus, eph
 	created, updated, recency := rec.CreatedAt.Unix(), rec.UpdatedAt.Unix(), rec.RecencyAt.Unix()
 	model := rec.Model
 	cli := meta.CLIVersion
-	return api.Thread{
+	th := api.Thread{
 		ID:              rec.ID,
 		SessionID:       rec.ID,
 		ForkedFromID:    rec.ForkedFromID,
@@ -132,6 +132,16 @@ func threadToAPI(rec store.Thread, meta threadMeta, status api.ThreadStatus, eph
 		Name:            rec.Name,
 		Turns:           api.List[api.Turn]{},
 	}
+	if sa := meta.SubAgent; sa != nil {
+		parent := sa.ParentThreadID
+		th.ParentThreadID = &parent
+		th.Source = api.SessionSource{SubAgent: sa.threadSpawnSource()}
+		if sa.Nickname != "" {
+			nick := sa.Nickname
+			th.AgentNickname = &nick
+		}
+	}
+	return th
 }
 
 // turnToAPI renders a stored turn with the items of the requested view.

@@ -2,3 +2,8 @@ package turns
 
 // EphemeralThreads returns how many threads the memory store holds.
 func (m *Manager) EphemeralThreads() int { return m.mem.Len() }
+
+// ChildrenOf returns the Children of parentID, as its turns' tools get it.
+func ChildrenOf(m *Manager, parentID string) *Children {
+	return &Children{m: m, parentID: parentID}
+}

@@ -51,7 +51,9 @@ func (m *Manager) startTurn(ctx context.Context, c Caller, p api.TurnStartParams
 	if err := t.update(ctx, overrides{model: p.Model, cwd: p.Cwd, approval: p.ApprovalPolicy, sandboxPolicy: p.SandboxPolicy}); err != nil {
 		return api.TurnStartResult{}, nil, err
 	}
-	if t.subscribe(c.Conn) {
+	// A child's turn is started by its parent's tools, not by a client:
+	// nobody subscribes.
+	if c.Conn != 0 && t.subscribe(c.Conn) {
 		m.subscribersChanged(t.id)
 	}
 	input := []api.UserInput(p.Input)
@@ -105,6 +107,7 @@ func (m *Manager) startTurn(ctx context.Context, c Caller, p api.TurnStartParams
 		Approvals: t.approvals, Client: run,
 		Interrupt: func() { at.cancel(errInterrupted) },
 		Config:    t.meta.Config,
+		Children:  t.childrenLocked(),
 	}
 	if p.CollaborationMode != nil {
 		tc.CollaborationMode = string(p.CollaborationMode.Mode)

@@ -85,6 +85,9 @@ type ToolContext struct {
 	// flattened to dotted keys (`features.shell_tool`); nil when it gave
 	// none. Read-only: it is shared with the thread.
 	Config map[string]json.RawMessage
+	// Children creates and drives the thread's child threads (the
+	// collaboration tools).
+	Children *Children
 }
 
 // ToolSink is the one way a tool speaks to its turn's subscribers. The
@@ -431,6 +434,9 @@ func (m *Manager) hydrate(ctx context.Context, rec store.Thread) (*thread, error
 		}
 		t.history.addUnencoded(h...)
 		t.lastTurnFailed = tr.Status == store.TurnFailed
+	}
+	if n := len(turns); n > 0 {
+		t.settleChildEnd(turns[n-1])
 	}
 	// Upstream item ids are reused as ThreadItem ids; knowing the stored
 	// ones lets a provider that repeats ids (a restarted local server)

@@ -215,11 +215,27 @@ func (m *Manager) ListThreads(ctx context.Context, p api.ThreadListParams) (api.
 		if err != nil {
 			return api.ThreadListResult{}, err
 		}
+		if th.ParentThreadID != nil && !listsSubAgents(p.SourceKinds) {
+			// Children are listed under their parent, and on their own
+			// only when asked for.
+			continue
+		}
 		res.Data = append(res.Data, th)
 	}
 	res.NextCursor = optString(page.NextCursor)
 	res.BackwardsCursor = optString(page.BackwardsCursor)
 	return res, nil
+}
+
+// listsSubAgents reports whether a thread/list sourceKinds filter asks for
+// spawned children.
+func listsSubAgents(kinds []api.ThreadSourceKind) bool {
+	for _, k := range kinds {
+		if k == api.SourceKindSubAgent || k == api.SourceKindSubAgentThreadSpawn {
+			return true
+		}
+	}
+	return false
 }
 
 func optString(s string) *string {

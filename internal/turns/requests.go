@@ -109,7 +109,7 @@ func (r *turnRun) Request(ctx context.Context, req ClientRequest) (json.RawMessa
 	if requester == nil {
 		return nil, release, ErrNoClient
 	}
-	res, id, sent, err := requester.Request(ctx, t.id, req.Method, req.Params)
+	res, id, sent, err := requester.Request(ctx, t.requestThread(), req.Method, req.Params)
 	if sent {
 		r.resolved(id)
 	}

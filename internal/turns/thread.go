@@ -3,6 +3,7 @@ package turns
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"sync"
 	"time"
 
@@ -42,6 +43,8 @@ type threadMeta struct {
 	// thread/fork `config`), flattened to dotted keys; the ToolsFactory
 	// reads the ones that shape the tool set.
 	Config map[string]json.RawMessage `json:"config,omitempty"`
+	// SubAgent is set on a child thread spawned by a parent's turn.
+	SubAgent *subAgentMeta `json:"subAgent,omitempty"`
 }
 
 // turnMeta is kept in store.Turn.Meta: the exact model history the turn
@@ -61,6 +64,9 @@ type turnMeta struct {
 type thread struct {
 	m  *Manager
 	id string
+	// parentID is the parent of a spawned child, "" for other threads;
+	// the child's notifications also reach the parent's subscribers.
+	parentID string
 	// store holds the thread's transcript: the Manager's durable store, or
 	// its memory store for an ephemeral thread, which must never reach the
 	// durable one. It never changes.
@@ -91,9 +97,14 @@ type thread struct {
 }
 
 func newThread(m *Manager, rec store.Thread, meta threadMeta, st store.Store) *thread {
+	parentID := ""
+	if meta.SubAgent != nil {
+		parentID = meta.SubAgent.ParentThreadID
+	}
 	return &thread{
 		m:         m,
 		id:        rec.ID,
+		parentID:  parentID,
 		store:     st,
 		rec:       rec,
 		meta:      meta,
@@ -223,9 +234,23 @@ func (t *thread) subscriberList() ([]ConnID, uint64) {
 	return out, t.subsVersion
 }
 
-// emit sends a thread-scoped notification to the subscribers.
+// emit sends a thread-scoped notification to the subscribers, and for a
+// spawned child to those of its loaded ancestors too: a client watching a
+// thread sees the work it delegated.
 func (t *thread) emit(method string, params any) {
 	subs := t.subscribers()
+	for pid := t.parentID; pid != ""; {
+		p := t.m.loaded(pid)
+		if p == nil {
+			break
+		}
+		for _, c := range p.subscribers() {
+			if !slices.Contains(subs, c) {
+				subs = append(subs, c)
+			}
+		}
+		pid = p.parentID
+	}
 	if len(subs) == 0 {
 		return
 	}

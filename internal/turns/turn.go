@@ -650,6 +650,7 @@ func (r *turnRun) finish(runErr error) {
 	t.metaMu.Lock()
 	t.mu.Lock()
 	t.meta.LastTurnID = at.id
+	t.recordChildEndLocked(at.id, status, turnErr, r.final)
 	threadPatch := store.ThreadPatch{ID: t.id, UpdatedAt: &now, RecencyAt: &now, Meta: t.metaJSONLocked()}
 	t.mu.Unlock()
 	if err := t.write(r.persistCtx(), &store.Batch{UpdateTurns: []store.TurnPatch{patch}, UpdateThreads: []store.ThreadPatch{threadPatch}}); err != nil {
@@ -690,6 +691,9 @@ func (r *turnRun) finish(runErr error) {
 	t.active = nil
 	t.armUnloadLocked()
 	t.mu.Unlock()
+	if status == api.TurnInterrupted {
+		t.m.interruptChildren(t.id)
+	}
 }
 
 // endStatus is the status and error a turn ends with after runErr.

@@ -18,6 +18,7 @@ import (
 	"github.com/appserver/appserver/internal/registry/planning"
 	"github.com/appserver/appserver/internal/sandbox"
 	"github.com/appserver/appserver/internal/skills"
+	"github.com/appserver/appserver/internal/tools/agents"
 	"github.com/appserver/appserver/internal/tools/applypatch"
 	"github.com/appserver/appserver/internal/tools/execsession"
 	"github.com/appserver/appserver/internal/tools/files"
@@ -29,7 +30,7 @@ import (
 // registered as aliases), plus update_plan and the skills namespace; a
 // client's dynamic tools may not use them.
 var builtinToolNames = []string{
-	planning.Name, "skills",
+	planning.Name, "skills", agents.Namespace,
 	shell.ShellName, shell.ShellCommandName, shell.ContainerExecName, shell.LocalShellName,
 	applypatch.Name, execsession.ExecCommandName, execsession.WriteStdinName,
 	files.ReadFileName, files.ListDirName, files.GrepFilesName, files.ViewImageName, files.RequestUserInputName,
@@ -60,6 +61,9 @@ type Config struct {
 	// Models are the per-model tool choices (shell_type,
 	// apply_patch_tool_type); a model not listed gets shell_command.
 	Models map[string]config.ModelEntry
+	// MultiAgent holds the limits of the multi_agent_v1 tools, offered to
+	// threads whose config sets features.multi_agent.
+	MultiAgent agents.Config
 	// MCP serves the tools of the configured MCP servers; nil offers none.
 	MCP *mcp.Manager
 	// Logger receives warnings (unknown thread policies, amendments that
@@ -88,6 +92,8 @@ type Service struct {
 	// command; snapshotDir holds it and goes with Close.
 	snapshot    *shell.Snapshot
 	snapshotDir string
+	// agents counts the open sub-agents of every thread.
+	agents *agents.Service
 
 	closeOnce sync.Once
 
@@ -130,6 +136,7 @@ func New(cfg Config, broker *dynamic.Broker, catalog *skills.Catalog) (*Service,
 		sandbox:   sb,
 		rules:     rules,
 		execItems: map[string]*execItem{},
+		agents:    agents.New(cfg.MultiAgent),
 	}
 	for _, p := range cfg.Providers {
 		if p.EnvKey != "" {
@@ -172,9 +179,10 @@ func (s *Service) Sandbox() *sandbox.Sandbox { return s.sandbox }
 // Env is the environment policy of commands, for command/exec to share.
 func (s *Service) Env() shell.EnvPolicy { return s.env }
 
-// ThreadUnloaded reaps the exec sessions of a thread that left memory
-// (turns.Config.ThreadUnloaded).
+// ThreadUnloaded reaps the exec sessions of a thread that left memory and
+// releases its open sub-agents (turns.Config.ThreadUnloaded).
 func (s *Service) ThreadUnloaded(threadID string) {
+	s.agents.ThreadUnloaded(threadID)
 	if err := s.execs.Release(threadID); err != nil {
 		s.log.Warn("closing exec sessions", "thread", threadID, "err", err)
 	}
@@ -190,7 +198,7 @@ func (s *Service) LiveSessions() int { return s.execs.LiveSessions() }
 // offered again). The thread's config overrides turn tools off (switches).
 func (s *Service) Build(tc turns.ToolContext) ([]registry.ConfiguredToolSpec, *registry.Registry, error) {
 	b := registry.NewBuilder(registry.Config{Logger: s.log, Now: s.cfg.Now})
-	sw := parseSwitches(tc.Config)
+	sw := parseSwitches(tc.Config, s.agents.Enabled())
 	if err := s.register(b, tc, sw); err != nil {
 		return nil, nil, err
 	}
@@ -198,6 +206,9 @@ func (s *Service) Build(tc turns.ToolContext) ([]registry.ConfiguredToolSpec, *r
 		if err := planning.Register(b, &planning.Handler{}); err != nil {
 			return nil, nil, err
 		}
+	}
+	if err := s.registerAgents(b, tc, sw); err != nil {
+		return nil, nil, err
 	}
 	if s.skills != nil && sw.skills {
 		if err := skills.Register(b, s.skills); err != nil {

@@ -24,6 +24,10 @@ type switches struct {
 	// skills is skills.include_instructions: false offers no skills
 	// namespace (the form our skills take in the model's request).
 	skills bool
+	// multiAgent is features.multi_agent: true offers the multi_agent_v1
+	// collaboration tools; the daemon's setting is the default (off unless
+	// configured, as in the reference).
+	multiAgent bool
 	// webSearch is web_search ("disabled", "cached", "live"), "" when the
 	// thread did not choose.
 	webSearch string
@@ -35,8 +39,8 @@ type switches struct {
 
 // parseSwitches reads the tool switches of a thread's config; values of
 // the wrong type are ignored as absent, as unknown keys are.
-func parseSwitches(cfg map[string]json.RawMessage) switches {
-	sw := switches{shell: true, unifiedExec: true, applyPatch: true, viewImage: true, skills: true}
+func parseSwitches(cfg map[string]json.RawMessage, multiAgent bool) switches {
+	sw := switches{shell: true, unifiedExec: true, applyPatch: true, viewImage: true, skills: true, multiAgent: multiAgent}
 	flag := func(key string, dst *bool) {
 		var b bool
 		if v, ok := cfg[key]; ok && json.Unmarshal(v, &b) == nil {
@@ -49,6 +53,7 @@ func parseSwitches(cfg map[string]json.RawMessage) switches {
 	flag("features.view_image", &sw.viewImage)
 	flag("tools.view_image", &sw.viewImage)
 	flag("skills.include_instructions", &sw.skills)
+	flag("features.multi_agent", &sw.multiAgent)
 	if v, ok := cfg["web_search"]; ok {
 		_ = json.Unmarshal(v, &sw.webSearch)
 	}

@@ -1,0 +1,658 @@
+package agents
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/appserver/appserver/api"
+	"github.com/appserver/appserver/internal/apperr"
+	"github.com/appserver/appserver/internal/registry"
+)
+
+// The namespace and the names of its tools; the model calls them
+// multi_agent_v1.spawn_agent and so on.
+const (
+	Namespace      = "multi_agent_v1"
+	SpawnAgentName = "spawn_agent"
+	SendInputName  = "send_input"
+	WaitAgentName  = "wait_agent"
+	CloseAgentName = "close_agent"
+	ResumeName     = "resume_agent"
+)
+
+// State is a child's state as the thread table reports it.
+type State struct {
+	// Running is true while the child has a turn in progress.
+	Running bool
+	// Status is the status of its last finished turn: "completed",
+	// "interrupted", "failed", or "" before any ended.
+	Status string
+	// Answer is that turn's last agent message, if it had one.
+	Answer *string
+	// Error is the turn's error message when it failed.
+	Error string
+}
+
+// Threads is the thread table as the tools of one turn see it: the child
+// threads of the calling thread. A thread that is not a child of the
+// caller is not found.
+type Threads interface {
+	// Depth is the calling thread's spawn depth (0 for a thread a client
+	// started).
+	Depth() int
+	// Spawn creates a child thread that inherits the caller's settings and
+	// starts a turn on input; it returns the child's thread id at once.
+	Spawn(ctx context.Context, input []api.UserInput, nickname, agentPath string) (string, error)
+	// SendInput steers the child's running turn or starts a new one;
+	// interrupt stops the running turn first.
+	SendInput(ctx context.Context, id string, input []api.UserInput, interrupt bool) error
+	// Wait blocks until the child has no turn running, or ctx ends.
+	Wait(ctx context.Context, id string) (State, error)
+	// State returns the child's state without waiting.
+	State(ctx context.Context, id string) (State, error)
+	// Interrupt stops the child's running turn and returns its state
+	// from before.
+	Interrupt(ctx context.Context, id string) (State, error)
+}
+
+// Config switches the collaboration tools on and holds their limits. Zero
+// values take the stated defaults.
+type Config struct {
+	// Enabled offers the tools to threads that do not choose (the
+	// daemon's features.multi_agent); a thread's own features.multi_agent
+	// config override wins. Default false.
+	Enabled bool
+	// MaxDepth is how deep children may nest: 1 (the default) lets a
+	// thread a client started spawn children, and children spawn none.
+	MaxDepth int
+	// MaxPerThread is how many open (not closed) children one thread may
+	// have; 0 means 6.
+	MaxPerThread int
+	// MaxTotal is how many open children the daemon holds; 0 means 64.
+	MaxTotal int
+	// DefaultWait, MinWait and MaxWait bound wait_agent's timeout_ms;
+	// 0 means 30s, 10s and one hour, the reference's bounds.
+	DefaultWait, MinWait, MaxWait time.Duration
+}
+
+func (c Config) withDefaults() Config {
+	if c.MaxDepth <= 0 {
+		c.MaxDepth = 1
+	}
+	if c.MaxPerThread <= 0 {
+		c.MaxPerThread = 6
+	}
+	if c.MaxTotal <= 0 {
+		c.MaxTotal = 64
+	}
+	if c.DefaultWait <= 0 {
+		c.DefaultWait = 30 * time.Second
+	}
+	if c.MinWait <= 0 {
+		c.MinWait = 10 * time.Second
+	}
+	if c.MaxWait <= 0 {
+		c.MaxWait = time.Hour
+	}
+	return c
+}
+
+// nicknames name children for the user, in turn.
+var nicknames = []string{"Ada", "Boole", "Curie", "Darwin", "Euler", "Faraday", "Gauss", "Hopper", "Noether", "Turing"}
+
+// Service holds what the collaboration tools share across turns: the open
+// children of every thread, counted against the limits. It is safe for
+// concurrent use. Children are counted from spawn until close_agent; the
+// count lives in memory, so a restart starts it again from zero.
+type Service struct {
+	cfg Config
+
+	mu   sync.Mutex
+	open map[string]map[string]string // parent thread -> open child -> nickname
+	// pending counts per parent the spawns reserved and not yet settled.
+	pending map[string]int
+	total   int // open and pending children of every thread
+	named   int // children named so far
+}
+
+// New returns the service.
+func New(cfg Config) *Service {
+	return &Service{cfg: cfg.withDefaults(), open: map[string]map[string]string{}, pending: map[string]int{}}
+}
+
+// Enabled reports whether threads that do not choose get the tools.
+func (s *Service) Enabled() bool { return s.cfg.Enabled }
+
+// Items is how the tools show their calls to the turn's clients, as
+// collabAgentToolCall items; the turn's ToolSink implements it.
+type Items interface {
+	// ItemStarted announces an item in its inProgress state.
+	ItemStarted(item api.ThreadItem)
+	// ItemCompleted commits and announces an item in its final state.
+	ItemCompleted(item api.ThreadItem)
+}
+
+// Register adds the multi_agent_v1 namespace to b for one turn of the
+// thread parentID, reaching its children through th and announcing its
+// calls through items (nil announces nothing).
+func (s *Service) Register(b *registry.Builder, parentID string, th Threads, items Items) error {
+	// Not parallel, as in the reference: the calls of one round run in
+	// order (spawns get their nicknames in call order). The children
+	// themselves run concurrently with everything.
+	return b.Register(s.Spec(), &handler{s: s, parent: parentID, th: th, items: items}, false)
+}
+
+// Spec is the multi_agent_v1 namespace spec.
+func (s *Service) Spec() registry.NamespaceSpec {
+	noExtra := registry.AllowAdditional(false)
+	spawn := registry.Object(map[string]*registry.Schema{
+		"message": registry.String("The task for the new agent: what to do, its limits, and what to report back."),
+	}, []string{"message"}, noExtra)
+	send := registry.Object(map[string]*registry.Schema{
+		"target":    registry.String("Agent id (or nickname) returned by spawn_agent."),
+		"message":   registry.String("Text to give the agent."),
+		"interrupt": registry.Boolean("Stop the agent's current work first; otherwise the text joins it, or starts new work when it is idle."),
+	}, []string{"target", "message"}, noExtra)
+	wait := registry.Object(map[string]*registry.Schema{
+		"targets": registry.Array(registry.String(""), "Agent ids (or nicknames) to wait for; the call returns as soon as one of them has finished."),
+		"timeout_ms": registry.Number(fmt.Sprintf("How long to wait in milliseconds: default %d, at least %d, at most %d. Waiting long is better than polling.",
+			s.cfg.DefaultWait.Milliseconds(), s.cfg.MinWait.Milliseconds(), s.cfg.MaxWait.Milliseconds())),
+	}, []string{"targets"}, noExtra)
+	target := registry.Object(map[string]*registry.Schema{
+		"target": registry.String("Agent id (or nickname) returned by spawn_agent."),
+	}, []string{"target"}, noExtra)
+	resume := registry.Object(map[string]*registry.Schema{
+		"id": registry.String("Id of an agent closed with close_agent."),
+	}, []string{"id"}, noExtra)
+	return registry.NamespaceSpec{
+		Name:        Namespace,
+		Description: "Start and manage sub-agents that work in parallel with you.",
+		Tools: []registry.FunctionSpec{
+			{Name: SpawnAgentName, Parameters: spawn, Description: "Start a sub-agent on a self-contained task; it works in parallel and in its own thread. " +
+				"Returns its agent_id and nickname at once; collect its answer with wait_agent. " +
+				"Delegate only when the user or the instructions ask for sub-agents or parallel work."},
+			{Name: SendInputName, Parameters: send, Description: "Give a sub-agent more input."},
+			{Name: WaitAgentName, Parameters: wait, Description: "Wait until one of the agents has finished; returns the final status of those that have, " +
+				"with the final answer of completed ones. On timeout the status map is empty."},
+			{Name: CloseAgentName, Parameters: target, Description: "Close an agent, stopping its work, and return its status from before. " +
+				"Open agents count against the limit until closed, finished or not."},
+			{Name: ResumeName, Parameters: resume, Description: "Reopen a closed agent so that send_input and wait_agent reach it again."},
+		},
+	}
+}
+
+// reserve counts a new child of parent against the limits, or says which
+// limit refuses it.
+func (s *Service) reserve(parent string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if n := len(s.open[parent]) + s.pending[parent]; n >= s.cfg.MaxPerThread {
+		return fmt.Errorf("agent limit reached: this thread has %d open agents (at most %d); close one with close_agent first", n, s.cfg.MaxPerThread)
+	}
+	if s.total >= s.cfg.MaxTotal {
+		return fmt.Errorf("agent limit reached: the server runs %d open agents (at most %d); close one with close_agent or try later", s.total, s.cfg.MaxTotal)
+	}
+	s.total++
+	s.pending[parent]++
+	return nil
+}
+
+// settle replaces parent's reservation by the child id (or releases it
+// when id is "").
+func (s *Service) settle(parent, id, nickname string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.pending[parent]--; s.pending[parent] == 0 {
+		delete(s.pending, parent)
+	}
+	if id == "" {
+		s.total--
+		return
+	}
+	if s.open[parent] == nil {
+		s.open[parent] = map[string]string{}
+	}
+	s.open[parent][id] = nickname
+}
+
+// nextNickname names the next child.
+func (s *Service) nextNickname() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := s.named
+	s.named++
+	name := nicknames[n%len(nicknames)]
+	if round := n / len(nicknames); round > 0 {
+		name = fmt.Sprintf("%s %d", name, round+1)
+	}
+	return name
+}
+
+// isOpen reports whether id is an open child of parent.
+func (s *Service) isOpen(parent, id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.open[parent][id]
+	return ok
+}
+
+// resolve returns the id of parent's open child named target: its id or
+// its nickname (models often name an agent by the name they were told).
+func (s *Service) resolve(parent, target string) (string, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.open[parent][target]; ok {
+		return target, true
+	}
+	for id, nick := range s.open[parent] {
+		if nick != "" && nick == target {
+			return id, true
+		}
+	}
+	return "", false
+}
+
+// closeChild removes an open child; it reports whether it was open.
+func (s *Service) closeChild(parent, id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.open[parent][id]; !ok {
+		return false
+	}
+	delete(s.open[parent], id)
+	if len(s.open[parent]) == 0 {
+		delete(s.open, parent)
+	}
+	s.total--
+	return true
+}
+
+// ThreadUnloaded forgets the open children of a thread that left memory,
+// so that they stop counting against the daemon's limit; its next turn
+// reopens the ones it needs with resume_agent.
+func (s *Service) ThreadUnloaded(threadID string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.total -= len(s.open[threadID])
+	delete(s.open, threadID)
+}
+
+// Open is the number of open children of every thread.
+func (s *Service) Open() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.total
+}
+
+// handler runs the namespace's calls for one turn.
+type handler struct {
+	s      *Service
+	parent string
+	th     Threads
+	items  Items
+}
+
+// collabTools are the item names of the tools.
+var collabTools = map[string]api.CollabAgentTool{
+	SpawnAgentName: api.CollabSpawnAgent, SendInputName: api.CollabSendInput, WaitAgentName: api.CollabWait,
+	CloseAgentName: api.CollabCloseAgent, ResumeName: api.CollabResumeAgent,
+}
+
+// report is what a call tells its item: the agents it is about and their
+// states when it ended.
+type report struct {
+	receivers []string
+	states    map[string]api.CollabAgentState
+}
+
+// note adds an agent and its state to the report.
+func (r *report) note(id string, st State, closed bool) {
+	if !slices.Contains(r.receivers, id) {
+		r.receivers = append(r.receivers, id)
+	}
+	if r.states == nil {
+		r.states = map[string]api.CollabAgentState{}
+	}
+	r.states[id] = collabState(st, closed)
+}
+
+// collabState is a state as collabAgentToolCall items carry it.
+func collabState(st State, closed bool) api.CollabAgentState {
+	switch {
+	case closed:
+		return api.CollabAgentState{Status: api.CollabShutdown}
+	case st.Running:
+		return api.CollabAgentState{Status: api.CollabRunning}
+	}
+	switch st.Status {
+	case "completed":
+		return api.CollabAgentState{Status: api.CollabCompleted, Message: st.Answer}
+	case "interrupted":
+		return api.CollabAgentState{Status: api.CollabInterrupted}
+	case "failed":
+		msg := st.Error
+		return api.CollabAgentState{Status: api.CollabErrored, Message: &msg}
+	}
+	return api.CollabAgentState{Status: api.CollabPendingInit}
+}
+
+// Kind returns registry.PayloadFunction.
+func (*handler) Kind() registry.PayloadKind { return registry.PayloadFunction }
+
+// IsMutating returns false: the children's own tools ask for what they do.
+func (*handler) IsMutating(context.Context, registry.Invocation) bool { return false }
+
+// Handle runs one collaboration call between its collabAgentToolCall
+// item's start and completion.
+func (h *handler) Handle(ctx context.Context, inv registry.Invocation) (registry.Output, error) {
+	p, ok := inv.Payload.(registry.FunctionPayload)
+	if !ok {
+		return registry.Output{}, fmt.Errorf("%s received an unsupported payload", inv.DisplayName())
+	}
+	tool, ok := collabTools[inv.Name]
+	if !ok {
+		return registry.Output{}, fmt.Errorf("unknown tool %s", inv.DisplayName())
+	}
+	item := &api.CollabAgentToolCallItem{
+		ID: inv.CallID, Tool: tool, Status: api.StatusInProgress, SenderThreadID: h.parent,
+		ReceiverThreadIDs: api.List[string]{}, AgentsStates: map[string]api.CollabAgentState{},
+	}
+	var prompt struct {
+		Message *string `json:"message"`
+	}
+	if json.Unmarshal([]byte(p.Arguments), &prompt) == nil {
+		item.Prompt = prompt.Message
+	}
+	if h.items != nil {
+		start := *item
+		h.items.ItemStarted(api.ThreadItem{Body: &start})
+	}
+	var rep report
+	var out any
+	var err error
+	switch inv.Name {
+	case SpawnAgentName:
+		out, err = h.spawn(ctx, p.Arguments, &rep)
+	case SendInputName:
+		out, err = h.send(ctx, p.Arguments, &rep)
+	case WaitAgentName:
+		out, err = h.wait(ctx, p.Arguments, &rep)
+	case CloseAgentName:
+		out, err = h.close(ctx, p.Arguments, &rep)
+	case ResumeName:
+		out, err = h.resume(ctx, p.Arguments, &rep)
+	}
+	var text []byte
+	if err == nil {
+		text, err = json.Marshal(out)
+	}
+	if h.items != nil {
+		item.ReceiverThreadIDs = append(item.ReceiverThreadIDs, rep.receivers...)
+		for id, st := range rep.states {
+			item.AgentsStates[id] = st
+		}
+		switch {
+		case ctx.Err() != nil:
+			item.Status = api.StatusInterrupted
+		case err != nil:
+			item.Status = api.StatusFailed
+		default:
+			item.Status = api.StatusCompleted
+		}
+		h.items.ItemCompleted(api.ThreadItem{Body: item})
+	}
+	if err != nil {
+		return registry.Output{}, err
+	}
+	return registry.TextOutput(string(text), true), nil
+}
+
+// decode parses a call's arguments, in the words the model reads.
+func decode(args string, v any) error {
+	dec := json.NewDecoder(strings.NewReader(args))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("failed to parse function arguments: %v", err)
+	}
+	return nil
+}
+
+// textInput is a message as a turn's input.
+func textInput(msg string) []api.UserInput {
+	return []api.UserInput{{Type: api.UserInputText, Text: msg}}
+}
+
+func (h *handler) spawn(ctx context.Context, raw string, rep *report) (any, error) {
+	var a struct {
+		Message string `json:"message"`
+	}
+	if err := decode(raw, &a); err != nil {
+		return nil, err
+	}
+	if strings.TrimSpace(a.Message) == "" {
+		return nil, errors.New("message must not be empty: give the agent its task")
+	}
+	if d := h.th.Depth(); d >= h.s.cfg.MaxDepth {
+		return nil, fmt.Errorf("agent depth limit reached: an agent at depth %d cannot spawn agents (at most %d levels)", d, h.s.cfg.MaxDepth)
+	}
+	if err := h.s.reserve(h.parent); err != nil {
+		return nil, err
+	}
+	nick := h.s.nextNickname()
+	id, err := h.th.Spawn(ctx, textInput(a.Message), nick, "")
+	if err != nil && id == "" {
+		h.s.settle(h.parent, "", "")
+		return nil, fmt.Errorf("could not spawn the agent: %s", apperr.MessageOf(err))
+	}
+	// A child created whose first turn failed to start is still open:
+	// send_input can start it again.
+	h.s.settle(h.parent, id, nick)
+	rep.note(id, State{Running: err == nil}, false)
+	return struct {
+		AgentID  string  `json:"agent_id"`
+		Nickname *string `json:"nickname"`
+	}{id, &nick}, nil
+}
+
+// openTarget returns the id of the caller's open child named target (by
+// id or nickname).
+func (h *handler) openTarget(target string) (string, error) {
+	id, ok := h.s.resolve(h.parent, target)
+	if !ok {
+		return "", fmt.Errorf("agent %s is not open: spawn it, or resume it with resume_agent", target)
+	}
+	return id, nil
+}
+
+func (h *handler) send(ctx context.Context, raw string, rep *report) (any, error) {
+	var a struct {
+		Target    string `json:"target"`
+		Message   string `json:"message"`
+		Interrupt bool   `json:"interrupt"`
+	}
+	if err := decode(raw, &a); err != nil {
+		return nil, err
+	}
+	if strings.TrimSpace(a.Message) == "" {
+		return nil, errors.New("message must not be empty")
+	}
+	id, err := h.openTarget(a.Target)
+	if err != nil {
+		return nil, err
+	}
+	if err := h.th.SendInput(ctx, id, textInput(a.Message), a.Interrupt); err != nil {
+		return nil, errors.New(apperr.MessageOf(err))
+	}
+	rep.note(id, State{Running: true}, false)
+	return struct {
+		SubmissionID string `json:"submission_id"`
+	}{id}, nil
+}
+
+// statusJSON is a state in the model's words: "running", "pending_init",
+// "interrupted", "shutdown", {"completed": answer} or {"errored": message}.
+func statusJSON(st State, closed bool) any {
+	switch {
+	case closed:
+		return "shutdown"
+	case st.Running:
+		return "running"
+	}
+	switch st.Status {
+	case "completed":
+		return map[string]*string{"completed": st.Answer}
+	case "interrupted":
+		return "interrupted"
+	case "failed":
+		return map[string]string{"errored": st.Error}
+	}
+	return "pending_init"
+}
+
+// final reports whether a state is one wait_agent returns.
+func final(st State) bool { return !st.Running && st.Status != "" }
+
+func (h *handler) wait(ctx context.Context, raw string, rep *report) (any, error) {
+	var a struct {
+		Targets   []string `json:"targets"`
+		TimeoutMs *float64 `json:"timeout_ms"`
+	}
+	if err := decode(raw, &a); err != nil {
+		return nil, err
+	}
+	if len(a.Targets) == 0 {
+		return nil, errors.New("targets must name at least one agent id")
+	}
+	ids := make([]string, 0, len(a.Targets))
+	for _, target := range a.Targets {
+		id, err := h.openTarget(target)
+		if err != nil {
+			return nil, err
+		}
+		if !slices.Contains(ids, id) {
+			ids = append(ids, id)
+		}
+	}
+	timeout := h.s.cfg.DefaultWait
+	if a.TimeoutMs != nil {
+		timeout = time.Duration(*a.TimeoutMs * float64(time.Millisecond))
+	}
+	timeout = min(max(timeout, h.s.cfg.MinWait), h.s.cfg.MaxWait)
+
+	wctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	// One waiter per target; the first to see its child finish ends the
+	// wait for all. Each waiter returns once wctx is cancelled.
+	type result struct {
+		id  string
+		st  State
+		err error
+	}
+	results := make(chan result, len(ids))
+	var wg sync.WaitGroup
+	for _, id := range ids {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			st, err := h.th.Wait(wctx, id)
+			results <- result{id, st, err}
+		}()
+	}
+	var firstErr error
+	for range ids {
+		r := <-results
+		if r.err == nil && final(r.st) {
+			cancel()
+			break
+		}
+		if r.err != nil && wctx.Err() == nil && firstErr == nil {
+			firstErr = r.err
+			cancel()
+			break
+		}
+	}
+	cancel()
+	wg.Wait()
+	if firstErr != nil {
+		return nil, errors.New(apperr.MessageOf(firstErr))
+	}
+	if ctx.Err() != nil {
+		// The caller's turn was interrupted: it reads nothing.
+		return nil, ctx.Err()
+	}
+	status := map[string]any{}
+	for _, id := range ids {
+		st, err := h.th.State(ctx, id)
+		if err != nil {
+			continue
+		}
+		rep.note(id, st, false)
+		if final(st) {
+			status[id] = statusJSON(st, false)
+		}
+	}
+	return struct {
+		Status   map[string]any `json:"status"`
+		TimedOut bool           `json:"timed_out"`
+	}{status, len(status) == 0}, nil
+}
+
+func (h *handler) close(ctx context.Context, raw string, rep *report) (any, error) {
+	var a struct {
+		Target string `json:"target"`
+	}
+	if err := decode(raw, &a); err != nil {
+		return nil, err
+	}
+	id, err := h.openTarget(a.Target)
+	if err != nil {
+		return nil, err
+	}
+	st, err := h.th.Interrupt(ctx, id)
+	if err != nil {
+		return nil, errors.New(apperr.MessageOf(err))
+	}
+	h.s.closeChild(h.parent, id)
+	rep.note(id, st, true)
+	return struct {
+		PreviousStatus any `json:"previous_status"`
+	}{statusJSON(st, false)}, nil
+}
+
+func (h *handler) resume(ctx context.Context, raw string, rep *report) (any, error) {
+	var a struct {
+		ID string `json:"id"`
+	}
+	if err := decode(raw, &a); err != nil {
+		return nil, err
+	}
+	if h.s.isOpen(h.parent, a.ID) {
+		st, err := h.th.State(ctx, a.ID)
+		if err != nil {
+			return nil, errors.New(apperr.MessageOf(err))
+		}
+		rep.note(a.ID, st, false)
+		return struct {
+			Status any `json:"status"`
+		}{statusJSON(st, false)}, nil
+	}
+	// Only a child of the caller can be reopened; State checks that.
+	st, err := h.th.State(ctx, a.ID)
+	if err != nil {
+		return nil, errors.New(apperr.MessageOf(err))
+	}
+	if err := h.s.reserve(h.parent); err != nil {
+		return nil, err
+	}
+	h.s.settle(h.parent, a.ID, "")
+	rep.note(a.ID, st, false)
+	return struct {
+		Status any `json:"status"`
+	}{statusJSON(st, false)}, nil
+}

@@ -1,0 +1,13 @@
+// Package agents is the multi-agent collaboration tools of a turn: the
+// multi_agent_v1 namespace (spawn_agent, send_input, wait_agent,
+// close_agent, resume_agent), offered when a thread's config sets
+// features.multi_agent (docs/tools.md §2.14). A spawned agent is a child
+// thread of the calling thread; this package decides what the model may do
+// (the depth and count limits, which agents are open) and answers in the
+// model's words, while the thread table it reaches through the small
+// Threads interface creates, runs, waits for and stops the children.
+//
+// It knows nothing about threads, storage or transports: it must not import
+// internal/turns, internal/tools/orchestrate, the stores, the model clients
+// or the transports.
+package agents

@@ -1,0 +1,51 @@
+package orchestrate
+
+import (
+	"context"
+
+	"github.com/appserver/appserver/api"
+	"github.com/appserver/appserver/internal/registry"
+	"github.com/appserver/appserver/internal/tools/agents"
+	"github.com/appserver/appserver/internal/turns"
+)
+
+// childThreads adapts a turn's turns.Children to agents.Threads.
+type childThreads struct{ c *turns.Children }
+
+func agentState(st turns.AgentState) agents.State {
+	return agents.State{Running: st.Running, Status: string(st.Status), Answer: st.Answer, Error: st.Error}
+}
+
+func (t childThreads) Depth() int { return t.c.Depth() }
+
+func (t childThreads) Spawn(ctx context.Context, input []api.UserInput, nickname, agentPath string) (string, error) {
+	return t.c.Spawn(ctx, input, nickname, agentPath)
+}
+
+func (t childThreads) SendInput(ctx context.Context, id string, input []api.UserInput, interrupt bool) error {
+	return t.c.SendInput(ctx, id, input, interrupt)
+}
+
+func (t childThreads) Wait(ctx context.Context, id string) (agents.State, error) {
+	st, err := t.c.Wait(ctx, id)
+	return agentState(st), err
+}
+
+func (t childThreads) State(ctx context.Context, id string) (agents.State, error) {
+	st, err := t.c.State(ctx, id)
+	return agentState(st), err
+}
+
+func (t childThreads) Interrupt(ctx context.Context, id string) (agents.State, error) {
+	st, err := t.c.Interrupt(ctx, id)
+	return agentState(st), err
+}
+
+// registerAgents adds the multi_agent_v1 tools when the thread turned
+// features.multi_agent on.
+func (s *Service) registerAgents(b *registry.Builder, tc turns.ToolContext, sw switches) error {
+	if !sw.multiAgent || tc.Children == nil {
+		return nil
+	}
+	return s.agents.Register(b, tc.ThreadID, childThreads{tc.Children}, tc.Sink)
+}

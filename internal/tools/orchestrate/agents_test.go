@@ -1,0 +1,455 @@
+package orchestrate
+
+import (
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/appserver/appserver/api"
+	"github.com/appserver/appserver/internal/model"
+	"github.com/appserver/appserver/internal/model/fakemodel"
+	"github.com/appserver/appserver/internal/store/sqlite"
+	"github.com/appserver/appserver/internal/tools/agents"
+	"github.com/appserver/appserver/internal/turns"
+)
+
+// turnEnds collects the turn/completed notifications the parent's client
+// (connection 1) gets, and its completed collabAgentToolCall items.
+type turnEnds struct {
+	ch chan api.TurnCompletedNotification
+
+	mu     sync.Mutex
+	collab []*api.CollabAgentToolCallItem
+}
+
+func (n *turnEnds) Broadcast(string, any) {}
+
+func (n *turnEnds) Send(to []turns.ConnID, method string, params any) {
+	if !slices.Contains(to, 1) {
+		return
+	}
+	switch method {
+	case "turn/completed":
+		n.ch <- params.(api.TurnCompletedNotification)
+	case "item/completed":
+		if it, ok := params.(api.ItemCompletedNotification).Item.Body.(*api.CollabAgentToolCallItem); ok {
+			n.mu.Lock()
+			n.collab = append(n.collab, it)
+			n.mu.Unlock()
+		}
+	}
+}
+
+// collabItems are the completed collabAgentToolCall items seen so far.
+func (n *turnEnds) collabItems() []*api.CollabAgentToolCallItem {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return slices.Clone(n.collab)
+}
+
+type fixedModel struct{ c model.Client }
+
+func (p fixedModel) Client(string) (model.Client, error) { return p.c, nil }
+
+// agentsRig is a real turns.Manager on the embedded store whose tools are
+// the Service's, with a fake model serving parent and children.
+type agentsRig struct {
+	m    *turns.Manager
+	st   *sqlite.Store
+	fake *fakemodel.Server
+	ends *turnEnds
+	// multi is the thread's features.multi_agent override, nil for none.
+	multi *bool
+	// approval is the parent thread's approval policy, nil for the
+	// default (never).
+	approval *api.AskForApproval
+	// others are the turn/completed of other threads the parent's client
+	// got.
+	others []api.TurnCompletedNotification
+}
+
+func newAgentsRig(t *testing.T, script string, cfg agents.Config) *agentsRig {
+	t.Helper()
+	return newAgentsRigWith(t, script, cfg, nil)
+}
+
+// newAgentsRigWith is newAgentsRig whose server requests go to req.
+func newAgentsRigWith(t *testing.T, script string, cfg agents.Config, req turns.ServerRequester) *agentsRig {
+	t.Helper()
+	st, err := sqlite.Open(context.Background(), sqlite.Config{Path: filepath.Join(t.TempDir(), "a.db"), Migrate: true})
+	require.NoError(t, err)
+	t.Cleanup(func() { st.Close() })
+	sc, err := fakemodel.ParseScript([]byte(script))
+	require.NoError(t, err)
+	fake, err := fakemodel.Start(sc)
+	require.NoError(t, err)
+	t.Cleanup(fake.Close)
+	client, err := model.New(model.ProviderConfig{BaseURL: fake.URL(), MaxRetries: -1}, nil)
+	require.NoError(t, err)
+	s := newService(t, Config{MultiAgent: cfg})
+	ends := &turnEnds{ch: make(chan api.TurnCompletedNotification, 64)}
+	m, err := turns.New(turns.Config{
+		Store: st, Notifier: ends, Models: fixedModel{client}, Tools: s.Build, Requests: req,
+		Defaults: turns.Defaults{Model: "fake", ModelProvider: "fake", Cwd: t.TempDir(), ApprovalPolicy: "never", SandboxMode: "read-only"},
+	})
+	require.NoError(t, err)
+	t.Cleanup(m.Stop)
+	return &agentsRig{m: m, st: st, fake: fake, ends: ends, multi: ptr(true)}
+}
+
+// startParent starts a thread with the rig's features.multi_agent override
+// and a turn on text; it returns the thread and turn ids.
+func (r *agentsRig) startParent(t *testing.T, text string) (string, string) {
+	t.Helper()
+	ctx := context.Background()
+	cfg := map[string]json.RawMessage{}
+	if r.multi != nil {
+		cfg["features.multi_agent"], _ = json.Marshal(*r.multi)
+	}
+	th, after, err := r.m.StartThread(ctx, turns.Caller{Conn: 1}, api.ThreadStartParams{Config: cfg, ApprovalPolicy: r.approval})
+	require.NoError(t, err)
+	after()
+	tu, after, err := r.m.StartTurn(ctx, turns.Caller{Conn: 1}, api.TurnStartParams{
+		ThreadID: th.Thread.ID, Input: api.List[api.UserInput]{{Type: api.UserInputText, Text: text}},
+	})
+	require.NoError(t, err)
+	after()
+	return th.Thread.ID, tu.Turn.ID
+}
+
+// parentEnd waits for the parent's turn/completed; the ends of other
+// threads' turns the parent's client got before are kept in r.others.
+func (r *agentsRig) parentEnd(t *testing.T, threadID string) api.TurnCompletedNotification {
+	t.Helper()
+	for {
+		select {
+		case n := <-r.ends.ch:
+			if n.ThreadID == threadID {
+				return n
+			}
+			r.others = append(r.others, n)
+		case <-time.After(20 * time.Second):
+			t.Fatal("the parent's turn did not complete")
+		}
+	}
+}
+
+// callOutput is the output of callID the model was sent, from the
+// recorded requests.
+func (r *agentsRig) callOutput(t *testing.T, callID string) string {
+	t.Helper()
+	out, ok := r.output(callID)
+	if !ok {
+		t.Fatalf("the model never got the output of %s", callID)
+	}
+	return out
+}
+
+// sawOutput reports whether the model was sent the output of callID.
+func (r *agentsRig) sawOutput(callID string) bool {
+	_, ok := r.output(callID)
+	return ok
+}
+
+func (r *agentsRig) output(callID string) (string, bool) {
+	for _, req := range r.fake.Requests() {
+		var body struct {
+			Input []struct {
+				Type   string          `json:"type"`
+				CallID string          `json:"call_id"`
+				Output json.RawMessage `json:"output"`
+			} `json:"input"`
+		}
+		if req.Decode(&body) != nil {
+			continue
+		}
+		for _, in := range body.Input {
+			if in.Type == "function_call_output" && in.CallID == callID {
+				var s string
+				if json.Unmarshal(in.Output, &s) == nil {
+					return s, true
+				}
+				return string(in.Output), true
+			}
+		}
+	}
+	return "", false
+}
+
+// children lists the stored threads whose parent is parentID.
+func (r *agentsRig) children(t *testing.T, parentID string) []api.Thread {
+	t.Helper()
+	var out []api.Thread
+	for _, id := range r.m.Loaded() {
+		res, err := r.m.ReadThread(context.Background(), api.ThreadReadParams{ThreadID: id})
+		require.NoError(t, err)
+		if p := res.Thread.ParentThreadID; p != nil && *p == parentID {
+			out = append(out, res.Thread)
+		}
+	}
+	return out
+}
+
+func call(id, name, args string) string {
+	return `{"call_id":"` + id + `","name":"multi_agent_v1.` + name + `","arguments":` + args + `}`
+}
+
+// spawn_agent starts a child thread on the task and answers at once; a
+// wait_agent on it returns the child's final answer to the parent's model;
+// the child is persisted with its parent, depth and source.
+func TestSpawnThenWaitReturnsTheChildsAnswer(t *testing.T) {
+	r := newAgentsRig(t, `{"steps":[
+		{"match":{"user_text":"parent task"},"tool_calls":[`+call("c1", "spawn_agent", `{"message":"child task"}`)+`]},
+		{"match":{"user_text":"child task"},"text":"the child's answer"},
+		{"match":{"call_output":"c1"},"tool_calls":[`+call("c2", "wait_agent", `{"targets":["Ada"],"timeout_ms":20000}`)+`]},
+		{"match":{"call_output":"c2"},"text":"parent done"}
+	]}`, agents.Config{})
+	parent, _ := r.startParent(t, "parent task")
+	end := r.parentEnd(t, parent)
+	require.Equal(t, api.TurnCompleted, end.Turn.Status)
+
+	var spawned struct {
+		AgentID  string  `json:"agent_id"`
+		Nickname *string `json:"nickname"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.callOutput(t, "c1")), &spawned))
+	require.NotEmpty(t, spawned.AgentID)
+	require.Equal(t, "Ada", *spawned.Nickname)
+
+	var waited struct {
+		Status   map[string]json.RawMessage `json:"status"`
+		TimedOut bool                       `json:"timed_out"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.callOutput(t, "c2")), &waited))
+	require.False(t, waited.TimedOut)
+	require.JSONEq(t, `{"completed":"the child's answer"}`, string(waited.Status[spawned.AgentID]))
+
+	// The child is a thread of its own, stored with its parent.
+	kids := r.children(t, parent)
+	require.Len(t, kids, 1)
+	kid := kids[0]
+	require.Equal(t, spawned.AgentID, kid.ID)
+	require.Equal(t, "subagent", *kid.ThreadSource)
+	require.Equal(t, "Ada", *kid.AgentNickname)
+	src, err := json.Marshal(kid.Source)
+	require.NoError(t, err)
+	var source struct {
+		SubAgent struct {
+			ThreadSpawn struct {
+				ParentThreadID string `json:"parent_thread_id"`
+				Depth          int    `json:"depth"`
+			} `json:"thread_spawn"`
+		} `json:"subAgent"`
+	}
+	require.NoError(t, json.Unmarshal(src, &source), string(src))
+	require.Equal(t, parent, source.SubAgent.ThreadSpawn.ParentThreadID)
+	require.Equal(t, 1, source.SubAgent.ThreadSpawn.Depth)
+
+	rec, err := r.st.GetThread(context.Background(), kid.ID)
+	require.NoError(t, err)
+	require.Contains(t, string(rec.Meta), parent, "the parent is in the stored record, not only in memory")
+
+	// The parent's client saw each call as a collabAgentToolCall item.
+	items := r.ends.collabItems()
+	require.Len(t, items, 2)
+	spawnItem, waitItem := items[0], items[1]
+	require.Equal(t, api.CollabSpawnAgent, spawnItem.Tool)
+	require.Equal(t, "c1", spawnItem.ID)
+	require.Equal(t, api.StatusCompleted, spawnItem.Status)
+	require.Equal(t, parent, spawnItem.SenderThreadID)
+	require.Equal(t, api.List[string]{kid.ID}, spawnItem.ReceiverThreadIDs)
+	require.Equal(t, "child task", *spawnItem.Prompt)
+	require.Equal(t, api.CollabWait, waitItem.Tool)
+	require.Equal(t, api.CollabAgentState{Status: api.CollabCompleted, Message: ptr("the child's answer")}, waitItem.AgentsStates[kid.ID])
+
+	// The parent's client saw the child's turn end.
+	require.Len(t, r.others, 1)
+	require.Equal(t, kid.ID, r.others[0].ThreadID)
+	require.Equal(t, api.TurnCompleted, r.others[0].Turn.Status)
+
+	// thread/list shows the child only when asked for sub-agents.
+	listed := func(kinds ...api.ThreadSourceKind) []string {
+		res, err := r.m.ListThreads(context.Background(), api.ThreadListParams{SourceKinds: kinds})
+		require.NoError(t, err)
+		var ids []string
+		for _, th := range res.Data {
+			ids = append(ids, th.ID)
+		}
+		return ids
+	}
+	require.Equal(t, []string{parent}, listed())
+	require.ElementsMatch(t, []string{parent, kid.ID}, listed(api.SourceKindSubAgentThreadSpawn))
+}
+
+// Two children run at once: while one still works, the other's answer
+// comes back from wait_agent; close_agent then stops the one still
+// running, whose turn ends interrupted.
+func TestTwoChildrenConcurrentlyAndCloseStopsARunningOne(t *testing.T) {
+	r := newAgentsRig(t, `{"steps":[
+		{"match":{"user_text":"parent task"},"tool_calls":[`+call("c1", "spawn_agent", `{"message":"slow task"}`)+`]},
+		{"match":{"user_text":"slow task"},"text":"never finishes","fail":{"kind":"stall","after_events":2}},
+		{"match":{"call_output":"c1"},"tool_calls":[`+call("c2", "spawn_agent", `{"message":"quick task"}`)+`]},
+		{"match":{"user_text":"quick task"},"text":"quick answer"},
+		{"match":{"call_output":"c2"},"tool_calls":[`+call("c3", "wait_agent", `{"targets":["Ada","Boole"],"timeout_ms":20000}`)+`]},
+		{"match":{"call_output":"c3"},"tool_calls":[`+call("c4", "close_agent", `{"target":"Ada"}`)+`]},
+		{"match":{"call_output":"c4"},"text":"parent done"}
+	]}`, agents.Config{})
+	parent, _ := r.startParent(t, "parent task")
+	end := r.parentEnd(t, parent)
+	require.Equal(t, api.TurnCompleted, end.Turn.Status)
+
+	ids := map[string]string{}
+	for _, c := range []string{"c1", "c2"} {
+		var spawned struct {
+			AgentID  string `json:"agent_id"`
+			Nickname string `json:"nickname"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(r.callOutput(t, c)), &spawned))
+		ids[spawned.Nickname] = spawned.AgentID
+	}
+	require.Len(t, ids, 2)
+	waited := r.callOutput(t, "c3")
+	require.JSONEq(t, `{"status":{"`+ids["Boole"]+`":{"completed":"quick answer"}},"timed_out":false}`, waited,
+		"the quick child finished while the slow one still ran")
+	require.JSONEq(t, `{"previous_status":"running"}`, r.callOutput(t, "c4"))
+
+	require.Eventually(t, func() bool {
+		res, err := r.m.ReadThread(context.Background(), api.ThreadReadParams{ThreadID: ids["Ada"], IncludeTurns: ptr(true)})
+		return err == nil && len(res.Thread.Turns) == 1 && res.Thread.Turns[0].Status == api.TurnInterrupted
+	}, 10*time.Second, 10*time.Millisecond, "close_agent interrupts the running child")
+}
+
+// send_input reaches a running child: its turn takes the new input (the
+// stream in flight is abandoned) and its answer is the one to it.
+func TestSendInputSteersARunningChild(t *testing.T) {
+	r := newAgentsRig(t, `{"steps":[
+		{"match":{"user_text":"parent task"},"tool_calls":[`+call("c1", "spawn_agent", `{"message":"slow task"}`)+`]},
+		{"match":{"user_text":"slow task"},"text":"never finishes","fail":{"kind":"stall","after_events":2}},
+		{"match":{"call_output":"c1"},"tool_calls":[`+call("c2", "send_input", `{"target":"Ada","message":"more input"}`)+`]},
+		{"match":{"user_text":"more input"},"text":"steered answer"},
+		{"match":{"call_output":"c2"},"tool_calls":[`+call("c3", "wait_agent", `{"targets":["Ada"],"timeout_ms":20000}`)+`]},
+		{"match":{"call_output":"c3"},"text":"parent done"}
+	]}`, agents.Config{})
+	parent, _ := r.startParent(t, "parent task")
+	require.Equal(t, api.TurnCompleted, r.parentEnd(t, parent).Turn.Status)
+	require.Contains(t, r.callOutput(t, "c3"), `{"completed":"steered answer"}`)
+	kids := r.children(t, parent)
+	require.Len(t, kids, 1)
+	res, err := r.m.ReadThread(context.Background(), api.ThreadReadParams{ThreadID: kids[0].ID, IncludeTurns: ptr(true)})
+	require.NoError(t, err)
+	require.Len(t, res.Thread.Turns, 1, "the input joined the running turn")
+}
+
+// approvals records the server requests and declines them.
+type approvals struct {
+	mu   sync.Mutex
+	seen []string // "thread id|method|params thread id"
+}
+
+func (a *approvals) Request(_ context.Context, threadID, method string, params any) (json.RawMessage, api.RequestID, bool, error) {
+	p, _ := params.(*api.CommandExecutionRequestApprovalParams)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if p != nil {
+		a.seen = append(a.seen, threadID+"|"+method+"|"+p.ThreadID)
+	}
+	return json.RawMessage(`{"decision":"decline"}`), api.RequestID{}, false, nil
+}
+
+// A child nobody watches asks its approvals of the parent's clients, the
+// request naming the child's thread; inherited untrusted, its command
+// needs one.
+func TestChildApprovalGoesToTheParentsClients(t *testing.T) {
+	req := &approvals{}
+	r := newAgentsRigWith(t, `{"steps":[
+		{"match":{"user_text":"parent task"},"tool_calls":[`+call("c1", "spawn_agent", `{"message":"child task"}`)+`]},
+		{"match":{"user_text":"child task"},"tool_calls":[{"call_id":"k1","name":"shell_command","arguments":{"command":"touch made.txt"}}]},
+		{"match":{"call_output":"k1"},"text":"child done"},
+		{"match":{"call_output":"c1"},"tool_calls":[`+call("c2", "wait_agent", `{"targets":["Ada"],"timeout_ms":20000}`)+`]},
+		{"match":{"call_output":"c2"},"text":"parent done"}
+	]}`, agents.Config{}, req)
+	r.approval = &api.AskForApproval{Policy: api.ApprovalUntrusted}
+	parent, _ := r.startParent(t, "parent task")
+	require.Equal(t, api.TurnCompleted, r.parentEnd(t, parent).Turn.Status)
+	kids := r.children(t, parent)
+	require.Len(t, kids, 1)
+	req.mu.Lock()
+	defer req.mu.Unlock()
+	require.Equal(t, []string{parent + "|item/commandExecution/requestApproval|" + kids[0].ID}, req.seen)
+	require.Contains(t, r.callOutput(t, "c2"), "child done")
+}
+
+// A child (depth 1) cannot spawn: with the default depth limit its
+// spawn_agent call is refused in words the model reads, and no grandchild
+// thread exists.
+func TestDepthLimitRefusesGrandchildren(t *testing.T) {
+	r := newAgentsRig(t, `{"steps":[
+		{"match":{"user_text":"parent task"},"tool_calls":[`+call("c1", "spawn_agent", `{"message":"child task"}`)+`]},
+		{"match":{"user_text":"child task"},"tool_calls":[`+call("g1", "spawn_agent", `{"message":"grandchild task"}`)+`]},
+		{"match":{"call_output":"g1"},"text":"child done"},
+		{"match":{"call_output":"c1"},"tool_calls":[`+call("c2", "wait_agent", `{"targets":["Ada"],"timeout_ms":20000}`)+`]},
+		{"match":{"call_output":"c2"},"text":"parent done"}
+	]}`, agents.Config{})
+	parent, _ := r.startParent(t, "parent task")
+	r.parentEnd(t, parent)
+	require.Contains(t, r.callOutput(t, "g1"), "agent depth limit reached")
+	kids := r.children(t, parent)
+	require.Len(t, kids, 1)
+	require.Empty(t, r.children(t, kids[0].ID), "no grandchild was created")
+	require.Contains(t, r.callOutput(t, "c2"), "child done")
+}
+
+// Interrupting the parent's turn interrupts its running child.
+func TestInterruptingTheParentInterruptsItsChildren(t *testing.T) {
+	r := newAgentsRig(t, `{"steps":[
+		{"match":{"user_text":"parent task"},"tool_calls":[`+call("c1", "spawn_agent", `{"message":"slow task"}`)+`]},
+		{"match":{"user_text":"slow task"},"text":"never finishes","fail":{"kind":"stall","after_events":2}},
+		{"match":{"call_output":"c1"},"tool_calls":[`+call("c2", "wait_agent", `{"targets":["Ada"],"timeout_ms":60000}`)+`]}
+	]}`, agents.Config{})
+	parent, turnID := r.startParent(t, "parent task")
+	// Once the model has read spawn_agent's answer, the child's turn runs.
+	require.Eventually(t, func() bool { return r.sawOutput("c1") }, 10*time.Second, 5*time.Millisecond)
+	kids := r.children(t, parent)
+	require.Len(t, kids, 1)
+	child := kids[0].ID
+	after, err := r.m.InterruptTurn(context.Background(), api.TurnInterruptParams{ThreadID: parent, TurnID: turnID})
+	require.NoError(t, err)
+	after()
+	require.Equal(t, api.TurnInterrupted, r.parentEnd(t, parent).Turn.Status)
+	require.Eventually(t, func() bool {
+		res, err := r.m.ReadThread(context.Background(), api.ThreadReadParams{ThreadID: child, IncludeTurns: ptr(true)})
+		return err == nil && len(res.Thread.Turns) == 1 && res.Thread.Turns[0].Status == api.TurnInterrupted
+	}, 10*time.Second, 10*time.Millisecond, "the child's turn ends interrupted")
+}
+
+// The tools are offered when the daemon's features.multi_agent is on or
+// the thread's own override says so; the thread's override wins.
+func TestMultiAgentToolsAreOptIn(t *testing.T) {
+	for _, tc := range []struct {
+		daemon bool
+		thread *bool
+		want   bool
+	}{
+		{false, nil, false},
+		{false, ptr(true), true},
+		{true, nil, true},
+		{true, ptr(false), false},
+	} {
+		r := newAgentsRig(t, `{"steps":[{"text":"ok"}]}`, agents.Config{Enabled: tc.daemon})
+		r.multi = tc.thread
+		parent, _ := r.startParent(t, "hi")
+		r.parentEnd(t, parent)
+		reqs := r.fake.Requests()
+		require.Len(t, reqs, 1)
+		require.Equal(t, tc.want, strings.Contains(string(reqs[0].Body), `"multi_agent_v1"`), "daemon %v, thread %v", tc.daemon, tc.thread)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -1,0 +1,318 @@
+package turns
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/appserver/appserver/api"
+	"github.com/appserver/appserver/internal/apperr"
+	"github.com/appserver/appserver/internal/store"
+)
+
+// subAgentMeta is what a child thread keeps about its spawn and its last
+// turn, in its thread meta: the parent and depth name it in thread/read,
+// the last status and answer serve wait_agent after the child unloaded.
+type subAgentMeta struct {
+	ParentThreadID string `json:"parentThreadId"`
+	Depth          int    `json:"depth"`
+	AgentPath      string `json:"agentPath,omitempty"`
+	Nickname       string `json:"nickname,omitempty"`
+	// LastStatus and LastAnswer are the end of the child's last turn:
+	// its status and its last agent message.
+	LastStatus api.TurnStatus `json:"lastStatus,omitempty"`
+	LastAnswer *string        `json:"lastAnswer,omitempty"`
+	LastError  string         `json:"lastError,omitempty"`
+	// EndedTurnID is the turn whose end LastStatus records.
+	EndedTurnID string `json:"endedTurnId,omitempty"`
+}
+
+// threadSpawnSource is the SessionSource payload of a spawned child:
+// {"thread_spawn": {parent_thread_id, depth, agent_path, ...}}, as the
+// reference writes it.
+func (s *subAgentMeta) threadSpawnSource() json.RawMessage {
+	type spawn struct {
+		ParentThreadID string  `json:"parent_thread_id"`
+		Depth          int     `json:"depth"`
+		AgentPath      *string `json:"agent_path"`
+		AgentNickname  *string `json:"agent_nickname"`
+		AgentRole      *string `json:"agent_role"`
+	}
+	sp := spawn{ParentThreadID: s.ParentThreadID, Depth: s.Depth}
+	if s.AgentPath != "" {
+		sp.AgentPath = &s.AgentPath
+	}
+	if s.Nickname != "" {
+		sp.AgentNickname = &s.Nickname
+	}
+	b, _ := json.Marshal(map[string]spawn{"thread_spawn": sp})
+	return b
+}
+
+// threadSourceSubagent is the threadSource tag of spawned children.
+const threadSourceSubagent = "subagent"
+
+// AgentState is a child's state as the collaboration tools report it.
+type AgentState struct {
+	// Running is true while the child has a turn in progress.
+	Running bool
+	// Status is the status of its last finished turn ("" before any).
+	Status api.TurnStatus
+	// Answer is the last agent message of that turn, if it had one.
+	Answer *string
+	// Error is the turn's error message when it failed.
+	Error string
+}
+
+// Children drives the child threads of one thread from its turn's tools
+// (spawn_agent and the other collaboration tools): it creates children,
+// gives them input, waits for them and stops them. Every method refuses a
+// thread that is not a child of this one. It is safe for concurrent use.
+type Children struct {
+	m        *Manager
+	parentID string
+	depth    int
+}
+
+// childrenLocked returns the Children of t; t.mu must be held.
+func (t *thread) childrenLocked() *Children {
+	depth := 0
+	if t.meta.SubAgent != nil {
+		depth = t.meta.SubAgent.Depth
+	}
+	return &Children{m: t.m, parentID: t.id, depth: depth}
+}
+
+// Depth is this thread's spawn depth: 0 for a thread a client started,
+// its parent's plus one for a child.
+func (c *Children) Depth() int { return c.depth }
+
+// Spawn creates a child thread that inherits this thread's model, cwd,
+// policies, instructions and config, persists it with its parent, and
+// starts a turn on input. It returns the child's thread id at once; the
+// turn runs on its own.
+func (c *Children) Spawn(ctx context.Context, input []api.UserInput, nickname, agentPath string) (string, error) {
+	m := c.m
+	parent, err := m.load(ctx, c.parentID)
+	if err != nil {
+		return "", err
+	}
+	defer parent.unpin()
+	now := m.now()
+	parent.mu.Lock()
+	rec := store.Thread{
+		ID: newID(), Cwd: parent.rec.Cwd, ModelProvider: parent.rec.ModelProvider, Model: parent.rec.Model,
+		Source: "subAgent", CreatedAt: now, UpdatedAt: now, RecencyAt: now,
+	}
+	pm := parent.meta
+	parent.mu.Unlock()
+	// The child can never be granted more than its parent: it takes the
+	// parent's policies as they are, and nothing in a spawn changes them.
+	src := threadSourceSubagent
+	meta := threadMeta{
+		Cwd: rec.Cwd, ModelProvider: rec.ModelProvider,
+		ApprovalPolicy: pm.ApprovalPolicy, ApprovalsReviewer: pm.ApprovalsReviewer, Sandbox: pm.Sandbox,
+		ReasoningEffort: pm.ReasoningEffort, ReasoningSummary: pm.ReasoningSummary,
+		BaseInstructions: pm.BaseInstructions, DeveloperInstructions: pm.DeveloperInstructions,
+		Originator: pm.Originator, ThreadSource: &src, CLIVersion: pm.CLIVersion, ServiceTier: pm.ServiceTier,
+		Config:   pm.Config,
+		SubAgent: &subAgentMeta{ParentThreadID: c.parentID, Depth: c.depth + 1, AgentPath: agentPath, Nickname: nickname},
+	}
+	rec.Meta, _ = json.Marshal(meta)
+	if err := parent.store.Write(ctx, &store.Batch{CreateThreads: []*store.Thread{&rec}}); err != nil {
+		return "", err
+	}
+	child := newThread(m, rec, meta, parent.store)
+	if err := m.register(child); err != nil {
+		return "", err
+	}
+	m.cfg.Notifier.Broadcast("thread/started", api.ThreadStartedNotification{Thread: child.apiThread()})
+	if err := c.start(ctx, child.id, input); err != nil {
+		return child.id, err
+	}
+	return child.id, nil
+}
+
+// start starts a turn on a child, or steers its running one, and launches
+// it without waiting for a response to be sent first: no client asked.
+func (c *Children) start(ctx context.Context, childID string, input []api.UserInput) error {
+	_, after, err := c.m.startTurn(ctx, Caller{}, api.TurnStartParams{ThreadID: childID, Input: input}, nil)
+	if err != nil {
+		return err
+	}
+	if after != nil {
+		after()
+	}
+	return nil
+}
+
+// child loads a child of this thread, pinned; a thread that is not one is
+// not found, so a model cannot reach other threads by id.
+func (c *Children) child(ctx context.Context, id string) (*thread, error) {
+	notFound := apperr.New(apperr.NotFound, "agent with id %s not found", id)
+	if _, err := parseThreadID(id); err != nil {
+		return nil, notFound
+	}
+	t, err := c.m.load(ctx, id)
+	if err != nil {
+		if apperr.Is(err, apperr.NotFound) {
+			return nil, notFound
+		}
+		return nil, err
+	}
+	t.mu.Lock()
+	ok := t.meta.SubAgent != nil && t.meta.SubAgent.ParentThreadID == c.parentID
+	t.mu.Unlock()
+	if !ok {
+		t.unpin()
+		return nil, notFound
+	}
+	return t, nil
+}
+
+// SendInput gives a child more input: it steers the running turn, or
+// starts a new one. With interrupt, the running turn is stopped first and
+// the input starts the next.
+func (c *Children) SendInput(ctx context.Context, childID string, input []api.UserInput, interrupt bool) error {
+	t, err := c.child(ctx, childID)
+	if err != nil {
+		return err
+	}
+	defer t.unpin()
+	if interrupt {
+		t.interruptActive(errInterrupted)
+	}
+	return c.start(ctx, childID, input)
+}
+
+// Wait blocks until the child has no turn running (or ctx ends) and
+// returns its state.
+func (c *Children) Wait(ctx context.Context, childID string) (AgentState, error) {
+	t, err := c.child(ctx, childID)
+	if err != nil {
+		return AgentState{}, err
+	}
+	defer t.unpin()
+	for {
+		t.mu.Lock()
+		at := t.active
+		t.mu.Unlock()
+		if at == nil {
+			return t.agentState(), nil
+		}
+		select {
+		case <-at.done:
+		case <-ctx.Done():
+			return t.agentState(), ctx.Err()
+		}
+	}
+}
+
+// State returns the child's state without waiting.
+func (c *Children) State(ctx context.Context, childID string) (AgentState, error) {
+	t, err := c.child(ctx, childID)
+	if err != nil {
+		return AgentState{}, err
+	}
+	defer t.unpin()
+	return t.agentState(), nil
+}
+
+// Interrupt stops the child's running turn, if any, and returns its state
+// from before.
+func (c *Children) Interrupt(ctx context.Context, childID string) (AgentState, error) {
+	t, err := c.child(ctx, childID)
+	if err != nil {
+		return AgentState{}, err
+	}
+	defer t.unpin()
+	st := t.agentState()
+	t.interruptActive(errInterrupted)
+	return st, nil
+}
+
+// agentState reads a child's state; t.mu must not be held.
+func (t *thread) agentState() AgentState {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	st := AgentState{Running: t.active != nil}
+	if sa := t.meta.SubAgent; sa != nil {
+		st.Status, st.Answer, st.Error = sa.LastStatus, sa.LastAnswer, sa.LastError
+	}
+	return st
+}
+
+// recordChildEndLocked keeps a child's turn end in its meta, written with
+// the turn's end; t.mu must be held.
+func (t *thread) recordChildEndLocked(turnID string, status api.TurnStatus, turnErr *api.TurnError, final *api.ThreadItem) {
+	sa := t.meta.SubAgent
+	if sa == nil {
+		return
+	}
+	cp := *sa
+	cp.LastStatus, cp.LastAnswer, cp.LastError, cp.EndedTurnID = status, nil, "", turnID
+	if turnErr != nil {
+		cp.LastError = turnErr.Message
+	}
+	if final != nil {
+		if msg, ok := final.Body.(*api.AgentMessageItem); ok {
+			text := msg.Text
+			cp.LastAnswer = &text
+		}
+	}
+	t.meta.SubAgent = &cp
+}
+
+// settleChildEnd corrects a loading child's recorded end from its last
+// stored turn: a turn that never finished (the daemon died under it, and
+// Recover marked it interrupted) left the end of the turn before it in the
+// meta. The thread is not shared yet, so no lock is needed.
+func (t *thread) settleChildEnd(last store.Turn) {
+	sa := t.meta.SubAgent
+	if sa == nil || last.ID == sa.EndedTurnID || last.Status == store.TurnInProgress {
+		return
+	}
+	cp := *sa
+	cp.LastStatus, cp.LastAnswer, cp.LastError, cp.EndedTurnID = api.TurnStatus(last.Status), nil, "", last.ID
+	t.meta.SubAgent = &cp
+}
+
+// requestThread is the thread whose clients a server request of t goes
+// to: t's own, or for a spawned child nobody watches, those of its nearest
+// loaded ancestor that has subscribers (the request still names the
+// child's thread). A child's approvals are so answered by whoever watches
+// the work it was given.
+func (t *thread) requestThread() string {
+	if t.parentID == "" || len(t.subscribers()) > 0 {
+		return t.id
+	}
+	for pid := t.parentID; pid != ""; {
+		p := t.m.loaded(pid)
+		if p == nil {
+			break
+		}
+		if len(p.subscribers()) > 0 {
+			return p.id
+		}
+		pid = p.parentID
+	}
+	return t.id
+}
+
+// interruptChildren stops the running turns of the loaded children of
+// parentID: interrupting a parent interrupts the work it delegated.
+func (m *Manager) interruptChildren(parentID string) {
+	m.mu.Lock()
+	all := make([]*thread, 0, len(m.threads))
+	for _, t := range m.threads {
+		all = append(all, t)
+	}
+	m.mu.Unlock()
+	for _, t := range all {
+		t.mu.Lock()
+		mine := t.meta.SubAgent != nil && t.meta.SubAgent.ParentThreadID == parentID
+		t.mu.Unlock()
+		if mine {
+			t.interruptActive(errInterrupted)
+		}
+	}
+}
