@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -13,6 +14,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
+
+	"github.com/appserver/appserver/internal/model/fakemodel"
 )
 
 // bearer is an http.RoundTripper that sends a token, as a host configured
@@ -188,25 +191,38 @@ func TestMCPProgressNotifications(t *testing.T) {
 	require.NotContains(t, msgs, "agent_message_delta", "deltas are not progress")
 }
 
+// touchDaemon starts a daemon whose model, asked to "touch it", runs
+// `touch file` as callID and then answers answer; extra are more daemon
+// flags. It returns the workspace, the fake model and the daemon.
+func touchDaemon(t *testing.T, callID, file, answer string, extra ...string) (string, *fakemodel.Server, *testDaemon) {
+	t.Helper()
+	ws, err := filepath.EvalSymlinks(t.TempDir())
+	require.NoError(t, err)
+	fake := startFake(t, `{"steps":[
+		{"match":{"user_text":"touch it"},"tool_calls":[`+teShellCall(callID, "touch "+file)+`]},
+		{"match":{"call_output":"`+callID+`"},"text":"`+answer+`"}
+	]}`)
+	args := append([]string{"--data-dir", t.TempDir()}, extra...)
+	return ws, fake, startDaemon(t, append(args, fakeArgs(fake, "responses")...)...)
+}
+
+// touchArgs are the codex arguments of the "touch it" turn: a command
+// that asks for approval.
+func touchArgs(ws string) map[string]any {
+	return map[string]any{"prompt": "touch it", "cwd": ws, "approval-policy": "untrusted", "sandbox": "danger-full-access"}
+}
+
 // TestMCPApprovalWithoutElicitation: a host that declared no elicitation
 // is not asked; the approval falls to the no-client rule (declined after
 // approval_client_timeout), the command does not run, and the model and
 // the host's events say why.
 func TestMCPApprovalWithoutElicitation(t *testing.T) {
-	ws, err := filepath.EvalSymlinks(t.TempDir())
-	require.NoError(t, err)
-	fake := startFake(t, `{"steps":[
-		{"match":{"user_text":"touch it"},"tool_calls":[`+teShellCall("call_n", "touch nobody.txt")+`]},
-		{"match":{"call_output":"call_n"},"text":"could not touch it"}
-	]}`)
-	d := startDaemon(t, append([]string{"--data-dir", t.TempDir(), "-c", `approval_client_timeout="300ms"`}, fakeArgs(fake, "responses")...)...)
+	ws, fake, d := touchDaemon(t, "call_n", "nobody.txt", "could not touch it", "-c", `approval_client_timeout="300ms"`)
 	cs, sn := mcpConnect(t, mcpHTTP(d, ""), nil) // no elicitation handler: no capability
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 
-	text, thread, isErr := callTool(t, ctx, cs, "codex", map[string]any{
-		"prompt": "touch it", "cwd": ws, "approval-policy": "untrusted", "sandbox": "danger-full-access",
-	})
+	text, thread, isErr := callTool(t, ctx, cs, "codex", touchArgs(ws))
 	require.False(t, isErr, text)
 	require.Equal(t, "could not touch it", text)
 	require.NoFileExists(t, filepath.Join(ws, "nobody.txt"))
@@ -305,4 +321,93 @@ func TestMCPPatchApprovalElicitation(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	require.Equal(t, []string{"patch-approval", "patch-approval"}, kinds)
+}
+
+// TestMCPElicitationError: a host that declared elicitation but answers
+// an approval's elicitation with an error is asked once, as a websocket
+// client answering with an error is: the approval fails, the command does
+// not run, and the model reads why.
+func TestMCPElicitationError(t *testing.T) {
+	ws, fake, d := touchDaemon(t, "call_e", "broken.txt", "the host failed to ask")
+	var mu sync.Mutex
+	asked := 0
+	elicit := func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+		mu.Lock()
+		asked++
+		mu.Unlock()
+		return nil, errors.New("the host's approval dialog crashed")
+	}
+	cs, _ := mcpConnect(t, mcpHTTP(d, ""), elicit)
+	// Bounded so that a call that never ends fails here instead of
+	// hanging the package's tests.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+
+	text, _, isErr := callTool(t, ctx, cs, "codex", touchArgs(ws))
+	require.False(t, isErr, text)
+	require.Equal(t, "the host failed to ask", text)
+	require.NoFileExists(t, filepath.Join(ws, "broken.txt"))
+	out := teModelOutput(t, fake, 1, "call_e")
+	require.Contains(t, out, "rejected: the approval request failed")
+	require.Contains(t, out, "the host's approval dialog crashed")
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, 1, asked, "the host is asked once")
+}
+
+// TestMCPCancelDuringElicitation: the host cancels a codex call while its
+// approval's elicitation is open; the turn is interrupted, the command
+// does not run, and the host is not asked again.
+func TestMCPCancelDuringElicitation(t *testing.T) {
+	ws, fake, d := touchDaemon(t, "call_c", "cancelled.txt", "should not be asked")
+	var mu sync.Mutex
+	asked := 0
+	open, dismissed := make(chan struct{}, 1), make(chan struct{})
+	elicit := func(ctx context.Context, _ *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+		mu.Lock()
+		asked++
+		mu.Unlock()
+		select {
+		case open <- struct{}{}:
+		default:
+		}
+		// The dialog stays open until the host cancels the call: over
+		// streamable HTTP the server's notifications/cancelled for it
+		// would go on the cancelled call's stream, which is gone.
+		select {
+		case <-ctx.Done():
+		case <-dismissed:
+		}
+		return &mcp.ElicitResult{Action: "cancel"}, nil
+	}
+	cs, sn := mcpConnect(t, mcpHTTP(d, ""), elicit)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+
+	known := sn.threads()
+	callCtx, callCancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		_, err := cs.CallTool(callCtx, &mcp.CallToolParams{Name: "codex", Arguments: touchArgs(ws)})
+		done <- err
+	}()
+	select {
+	case <-open:
+	case <-ctx.Done():
+		t.Fatal("the host was never asked")
+	}
+	thread := sn.startedAfter(known)
+	require.NotEmpty(t, thread)
+	callCancel()
+	require.Error(t, <-done)
+	close(dismissed)
+	require.Eventually(t, func() bool {
+		st, _ := threadReadTexts(t, d, thread)
+		return len(st) == 1 && st[0] == "interrupted"
+	}, 15*time.Second, 50*time.Millisecond)
+	require.NoFileExists(t, filepath.Join(ws, "cancelled.txt"))
+	require.Len(t, fake.Requests(), 1, "the interrupted turn asks the model nothing more")
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, 1, asked, "the host is asked once")
 }
