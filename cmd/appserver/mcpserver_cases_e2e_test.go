@@ -38,6 +38,21 @@ func mcpHTTP(d *testDaemon, token string) *mcp.StreamableClientTransport {
 	return tr
 }
 
+// postMCP posts one JSON-RPC message to /mcp as a streamable HTTP client
+// does, with more headers, and returns the response (body closed).
+func postMCP(t *testing.T, ctx context.Context, d *testDaemon, body string, h http.Header) *http.Response {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.httpURL("/mcp"), strings.NewReader(body))
+	require.NoError(t, err)
+	req.Header = h.Clone()
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	_ = resp.Body.Close()
+	return resp
+}
+
 // eventOf returns the first codex/event of a thread with a msg type.
 func (s *sniffer) eventOf(thread, typ string) (codexEvent, bool) {
 	s.mu.Lock()
@@ -73,16 +88,11 @@ func TestMCPPrincipals(t *testing.T) {
 	// No token, a wrong one: 401 before any MCP, so no session either.
 	initialize := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}`
 	for _, token := range []string{"", "not-a-token"} {
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.httpURL("/mcp"), strings.NewReader(initialize))
-		require.NoError(t, err)
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
+		h := http.Header{}
 		if token != "" {
-			req.Header.Set("Authorization", "Bearer "+token)
+			h.Set("Authorization", "Bearer "+token)
 		}
-		resp, err := http.DefaultClient.Do(req)
-		require.NoError(t, err)
-		_ = resp.Body.Close()
+		resp := postMCP(t, ctx, d, initialize, h)
 		require.Equal(t, http.StatusUnauthorized, resp.StatusCode, "token %q", token)
 		require.Empty(t, resp.Header.Get("Mcp-Session-Id"))
 	}
@@ -111,6 +121,17 @@ func TestMCPPrincipals(t *testing.T) {
 	require.Equal(t, strings.ReplaceAll(unknown, missing, thread), stolen, "another principal's thread reads as a missing one")
 	for _, r := range fake.Requests() {
 		require.NotContains(t, string(r.Body), "Steal it", "no turn ran on the stolen thread")
+	}
+
+	// Nor use ci's MCP session: it is unknown to any other token.
+	tools := `{"jsonrpc":"2.0","id":9,"method":"tools/list","params":{}}`
+	for token, want := range map[string]int{bobToken: http.StatusNotFound, ciToken: http.StatusOK} {
+		resp := postMCP(t, ctx, d, tools, http.Header{
+			"Authorization":        {"Bearer " + token},
+			"Mcp-Session-Id":       {ci.ID()},
+			"Mcp-Protocol-Version": {ci.InitializeResult().ProtocolVersion},
+		})
+		require.Equal(t, want, resp.StatusCode, "token %q", token)
 	}
 
 	// Its owner can.
