@@ -169,11 +169,19 @@ func (sess *session) Request(r *hub.Request, _ int64) bool {
 		defer sess.wg.Done()
 		defer cancel()
 		res, err := c.ask(ctx, r)
-		if err != nil {
+		switch {
+		case err == nil:
+			r.Answer(sess.id, res, nil)
+		case ctx.Err() != nil:
+			// Withdrawn (settled elsewhere), or the call or session is
+			// ending: this session no longer holds the request.
 			r.Lost(sess.id)
-			return
+		default:
+			// The host answered with an error, as a websocket client may:
+			// the approval fails. Lost would have the hub offer it to this
+			// session again at once, and the host be asked in a loop.
+			r.Answer(sess.id, nil, err)
 		}
-		r.Answer(sess.id, res, nil)
 	}()
 	return true
 }
