@@ -106,6 +106,11 @@ func newServer() *mcp.Server {
 		func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
 			if tok := req.Params.GetProgressToken(); tok != nil {
 				_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: 1, Total: 2, Message: "half way"})
+				// The client handles notifications and answers on
+				// different goroutines: progress that arrives after its
+				// call's answer is rightly dropped, so a report meant to
+				// be seen comes well before the answer.
+				time.Sleep(200 * time.Millisecond)
 			}
 			return text("done"), nil, nil
 		})
