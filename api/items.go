@@ -195,6 +195,10 @@ func (it *ThreadItem) UnmarshalJSON(b []byte) error {
 		body = new(ImageViewItem)
 	case ItemContextCompaction:
 		body = new(ContextCompactionItem)
+	case ItemEnteredReviewMode:
+		body = new(ReviewModeItem)
+	case ItemExitedReviewMode:
+		body = &ReviewModeItem{Exited: true}
 	default:
 		body = &RawThreadItem{Type: *head.Type, ID: head.ID, JSON: append(json.RawMessage(nil), bytes.TrimSpace(b)...)}
 	}
@@ -207,8 +211,7 @@ func (it *ThreadItem) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// RawThreadItem is a variant appserver does not model (review mode,
-// collaboration agents, sub-agent activity, hook prompts, function call
+// RawThreadItem is a variant appserver does not model (collaboration agents, sub-agent activity, hook prompts, function call
 // output, sleep, image generation, or a future type), kept verbatim.
 type RawThreadItem struct {
 	// Type is the item's type tag.

@@ -169,6 +169,12 @@ func (s *Server) registerThreads(m *turns.Manager) {
 		}
 		return m.ShellCommand(ctx, caller(c), p)
 	}))
+	s.Handle("review/start", threadMethod([]string{"threadId", "target"}, func(ctx context.Context, c *Call, p api.ReviewStartParams) (api.ReviewStartResult, turns.After, error) {
+		if strings.IndexByte(p.Target.Instructions, 0) >= 0 {
+			return api.ReviewStartResult{}, nil, InvalidParams("Invalid params: target.instructions contains a NUL character")
+		}
+		return m.StartReview(ctx, caller(c), p)
+	}))
 	s.Handle("turn/start", threadMethod([]string{"threadId", "input"}, func(ctx context.Context, c *Call, p api.TurnStartParams) (api.TurnStartResult, turns.After, error) {
 		if err := checkInputText(p.Input); err != nil {
 			return api.TurnStartResult{}, nil, err

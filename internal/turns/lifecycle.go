@@ -15,10 +15,17 @@ func (m *Manager) StartTurn(ctx context.Context, c Caller, p api.TurnStartParams
 	return m.startTurn(ctx, c, p, nil)
 }
 
-// startTurn starts a turn that runs the model on p's input, or, when shell
-// is set, a turn that runs a user's shell command: that one never joins a
-// running turn, it waits for it to end.
-func (m *Manager) startTurn(ctx context.Context, c Caller, p api.TurnStartParams, shell *UserShellRequest) (api.TurnStartResult, After, error) {
+// turnKind is a turn that does not start from user input: a user's shell
+// command or a review. Its run is the turn's goroutine, from turn/started
+// to finish.
+type turnKind interface {
+	runTurn(r *turnRun, tc ToolContext)
+}
+
+// startTurn starts a turn that runs the model on p's input, or, when kind
+// is set, a turn of that kind: that one never joins a running turn, it
+// waits for it to end.
+func (m *Manager) startTurn(ctx context.Context, c Caller, p api.TurnStartParams, kind turnKind) (api.TurnStartResult, After, error) {
 	t, err := m.threadFor(ctx, p.ThreadID, "thread not found: %s")
 	if err != nil {
 		return api.TurnStartResult{}, nil, err
@@ -53,11 +60,11 @@ func (m *Manager) startTurn(ctx context.Context, c Caller, p api.TurnStartParams
 	for t.active != nil {
 		at := t.active
 		t.mu.Unlock()
-		if shell == nil && at.addSteer(steer{input: input, clientID: p.ClientUserMessageID}) {
+		if kind == nil && at.addSteer(steer{input: input, clientID: p.ClientUserMessageID}) {
 			return api.TurnStartResult{Turn: pendingTurn(at.id)}, nil, nil
 		}
 		// The running turn is settling and takes no more input (or this
-		// is a shell command): the input starts a new turn once it has
+		// is a turn of a kind): the input starts a new turn once it has
 		// ended.
 		select {
 		case <-at.done:
@@ -108,9 +115,9 @@ func (m *Manager) startTurn(ctx context.Context, c Caller, p api.TurnStartParams
 	}
 	t.mu.Unlock()
 	// Stored before the answer: an acknowledged turn is at worst
-	// interrupted. A shell command's turn has no user message.
+	// interrupted. A turn of a kind has no user message.
 	var first api.ThreadItem
-	if shell != nil {
+	if kind != nil {
 		err = run.createTurn()
 	} else {
 		first, err = run.storeFirst(ctx, input, p.ClientUserMessageID)
@@ -131,8 +138,8 @@ func (m *Manager) startTurn(ctx context.Context, c Caller, p api.TurnStartParams
 	return api.TurnStartResult{Turn: pendingTurn(at.id)}, func() {
 		go func() {
 			defer m.turns.Done()
-			if shell != nil {
-				run.runShell(tc, *shell)
+			if kind != nil {
+				kind.runTurn(run, tc)
 				return
 			}
 			run.run(first)
