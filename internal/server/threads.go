@@ -188,6 +188,10 @@ func (s *Server) registerThreads(m *turns.Manager) {
 		res, err := m.SteerTurn(ctx, caller(c), p)
 		return res, nil, err
 	}))
+	s.Handle("turn/settings/update", threadMethod([]string{"threadId", "turnId"}, func(ctx context.Context, _ *Call, p api.TurnSettingsUpdateParams) (api.TurnSettingsUpdateResult, turns.After, error) {
+		res, err := m.UpdateTurnSettings(ctx, p)
+		return res, nil, err
+	}))
 	s.Handle("turn/interrupt", threadMethod([]string{"threadId", "turnId"}, func(ctx context.Context, _ *Call, p api.TurnInterruptParams) (api.TurnInterruptResult, turns.After, error) {
 		after, err := m.InterruptTurn(ctx, p)
 		return api.TurnInterruptResult{}, after, err

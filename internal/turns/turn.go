@@ -50,10 +50,12 @@ type activeTurn struct {
 	// and is announcing its end: the thread then reports its end status.
 	ending bool
 
-	mu      sync.Mutex // guards pending, preempt, closed
+	mu      sync.Mutex // guards pending, preempt, closed, settingsNext
 	pending []steer
 	preempt context.CancelCauseFunc // cancels the model stream in flight
 	closed  bool                    // the turn is ending and takes no more input
+	// settingsNext is a turn/settings/update for the next model request.
+	settingsNext *settingsPatch
 
 	// flagSet counts the server requests pending per active flag; it has
 	// its own lock (taken under thread.mu by statusLocked).
@@ -309,6 +311,7 @@ func (r *turnRun) modelRound() (calls []model.InputItem, usage model.Usage, err 
 		}
 	}()
 	t, at := r.t, r.at
+	at.applySettings()
 	client, err := t.m.cfg.Models.Client(at.settings.provider)
 	if err != nil {
 		return nil, model.Usage{}, err
