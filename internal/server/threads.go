@@ -139,6 +139,10 @@ func (s *Server) registerThreads(m *turns.Manager) {
 		res, err := m.ListThreads(ctx, p)
 		return res, nil, err
 	}))
+	s.Handle("thread/search", threadMethod([]string{"searchTerm"}, func(ctx context.Context, _ *Call, p api.ThreadSearchParams) (api.ThreadSearchResult, turns.After, error) {
+		res, err := m.SearchThreads(ctx, p)
+		return res, nil, err
+	}))
 	s.Handle("thread/read", threadMethod(id, func(ctx context.Context, _ *Call, p api.ThreadReadParams) (api.ThreadReadResult, turns.After, error) {
 		res, err := m.ReadThread(ctx, p)
 		return res, nil, err
