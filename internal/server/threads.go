@@ -143,6 +143,10 @@ func (s *Server) registerThreads(m *turns.Manager) {
 		res, err := m.SearchThreads(ctx, p)
 		return res, nil, err
 	}))
+	s.Handle("thread/metadata/update", threadMethod(id, func(ctx context.Context, _ *Call, p api.ThreadMetadataUpdateParams) (api.ThreadMetadataUpdateResult, turns.After, error) {
+		res, err := m.UpdateMetadata(ctx, p)
+		return res, nil, err
+	}))
 	s.Handle("thread/read", threadMethod(id, func(ctx context.Context, _ *Call, p api.ThreadReadParams) (api.ThreadReadResult, turns.After, error) {
 		res, err := m.ReadThread(ctx, p)
 		return res, nil, err

@@ -38,6 +38,10 @@ type threadMeta struct {
 	// thread/fork `config`), flattened to dotted keys; the ToolsFactory
 	// reads the ones that shape the tool set.
 	Config map[string]json.RawMessage `json:"config,omitempty"`
+	// GitInfo and DaybreakEnabled are what clients saved with
+	// thread/metadata/update.
+	GitInfo         *api.GitInfo `json:"gitInfo,omitempty"`
+	DaybreakEnabled *bool        `json:"daybreakEnabled,omitempty"`
 }
 
 // turnMeta is kept in store.Turn.Meta: the exact model history the turn
