@@ -147,6 +147,16 @@ func (s *Server) registerThreads(m *turns.Manager) {
 		res, err := m.UpdateMetadata(ctx, p)
 		return res, nil, err
 	}))
+	s.Handle("thread/goal/set", threadMethod(id, func(ctx context.Context, _ *Call, p api.ThreadGoalSetParams) (api.ThreadGoalSetResult, turns.After, error) {
+		return m.SetGoal(ctx, p)
+	}))
+	s.Handle("thread/goal/get", threadMethod(id, func(ctx context.Context, _ *Call, p api.ThreadGoalGetParams) (api.ThreadGoalGetResult, turns.After, error) {
+		res, err := m.Goal(ctx, p)
+		return res, nil, err
+	}))
+	s.Handle("thread/goal/clear", threadMethod(id, func(ctx context.Context, _ *Call, p api.ThreadGoalClearParams) (api.ThreadGoalClearResult, turns.After, error) {
+		return m.ClearGoal(ctx, p)
+	}))
 	s.Handle("thread/read", threadMethod(id, func(ctx context.Context, _ *Call, p api.ThreadReadParams) (api.ThreadReadResult, turns.After, error) {
 		res, err := m.ReadThread(ctx, p)
 		return res, nil, err

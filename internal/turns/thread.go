@@ -42,6 +42,8 @@ type threadMeta struct {
 	// thread/metadata/update.
 	GitInfo         *api.GitInfo `json:"gitInfo,omitempty"`
 	DaybreakEnabled *bool        `json:"daybreakEnabled,omitempty"`
+	// Goal is the thread's goal (thread/goal/set), or nil.
+	Goal *threadGoal `json:"goal,omitempty"`
 }
 
 // turnMeta is kept in store.Turn.Meta: the exact model history the turn
