@@ -13,10 +13,15 @@ import (
 // sees enteredReviewMode naming the target, the model's work, and
 // exitedReviewMode carrying the review, which stays in the thread.
 func TestReviewStart(t *testing.T) {
-	const review = "[P1] main.go:3 - nil map write\nThe changes have issues that should be fixed."
+	// The reviewer answers in JSON (after some words); the review shown is
+	// rendered from it.
+	answer := `Done. {"findings":[{"title":"[P1] Nil map write","body":"m is nil;\nwriting panics.","confidence_score":0.9,"priority":1,` +
+		`"code_location":{"absolute_file_path":"/w/main.go","line_range":{"start":5,"end":6}}}],` +
+		`"overall_correctness":"patch is incorrect","overall_explanation":"The change writes to a nil map.","overall_confidence_score":0.9}`
+	const review = "The change writes to a nil map.\n\nReview comment:\n\n- [P1] Nil map write — /w/main.go:5-6\n  m is nil;\n  writing panics."
 	for name, storeArgs := range storeBackends(t) {
 		t.Run(name, func(t *testing.T) {
-			fake := startFake(t, `{"steps":[{"text":`+string(mustJSON(t, review))+`}]}`)
+			fake := startFake(t, `{"steps":[{"text":`+string(mustJSON(t, answer))+`}]}`)
 			d := startDaemon(t, append(storeArgs, fakeArgs(fake, "responses")...)...)
 			r := newRPC(t, d)
 			threadID := startThread(t, r, nil)
@@ -73,11 +78,26 @@ func TestReviewStart(t *testing.T) {
 					items = append(items, p.Item.Type+": "+p.Item.Review+p.Item.Text)
 				}
 			}
+			// The reviewer's own message is not shown: no delta, no item.
 			require.Equal(t, []string{
 				"enteredReviewMode: changes against 'main'",
-				"agentMessage: " + review,
 				"exitedReviewMode: " + review,
+				"agentMessage: " + review,
 			}, items)
+			var started []string
+			for _, f := range frames {
+				require.NotEqual(t, "item/agentMessage/delta", f.Method)
+				if f.Method == "item/started" {
+					var p struct {
+						Item struct {
+							Type string `json:"type"`
+						} `json:"item"`
+					}
+					require.NoError(t, json.Unmarshal(f.Params, &p))
+					started = append(started, p.Item.Type)
+				}
+			}
+			require.Equal(t, []string{"enteredReviewMode", "exitedReviewMode", "agentMessage"}, started)
 
 			// The model was asked to review the branch, without a
 			// userMessage item in the thread.
@@ -114,7 +134,7 @@ func TestReviewStart(t *testing.T) {
 			for _, it := range rd.Thread.Turns[0].Items {
 				types = append(types, it.Type)
 			}
-			require.Equal(t, []string{"enteredReviewMode", "agentMessage", "exitedReviewMode"}, types)
+			require.Equal(t, []string{"enteredReviewMode", "exitedReviewMode", "agentMessage"}, types)
 		})
 	}
 }

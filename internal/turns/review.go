@@ -2,6 +2,7 @@ package turns
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -16,13 +17,15 @@ type reviewRequest struct {
 }
 
 // reviewGuidelines open every review prompt: what a useful finding is
-// and how the answer is laid out, so that exitedReviewMode carries a
-// review a user can act on.
+// and the JSON answer reviewOutput reads, the shape Codex models are
+// trained to give for reviews.
 const reviewGuidelines = `You are reviewing code changes on behalf of the user. Do not modify any file; read the changes with shell commands (git, cat, rg) and reason about them.
 
-Report only defects the author would want to fix: bugs, regressions, security problems, data loss, races, broken error handling, missing tests for changed behaviour. Skip style nits and matters of taste. Each finding names the file and line range, says what goes wrong and under which input, and carries a priority from P0 (must fix before merging) to P3 (minor).
+Report only defects the author would want to fix: bugs, regressions, security problems, data loss, races, broken error handling, missing tests for changed behaviour. Skip style nits and matters of taste. Each finding says what goes wrong and under which input, points at the smallest line range that shows it, and carries a priority from 0 (must fix before merging) to 3 (minor); prefix its title with that priority, like "[P1] ".
 
-Answer in plain text: one line per finding ("[P1] path:line - title" followed by a short explanation), then a final line with your verdict: "The changes look correct." or "The changes have issues that should be fixed." If you find nothing worth reporting, say so.`
+Your final answer is one JSON object and nothing else:
+{"findings": [{"title": "[P1] short imperative title", "body": "why this is a bug, in a few sentences", "confidence_score": 0.0-1.0, "priority": 0-3, "code_location": {"absolute_file_path": "/abs/path", "line_range": {"start": 1, "end": 2}}}], "overall_correctness": "patch is correct" or "patch is incorrect", "overall_explanation": "one to three sentences", "overall_confidence_score": 0.0-1.0}
+With nothing to report, findings is [].`
 
 // newReviewRequest checks a review target and writes its prompt.
 func newReviewRequest(t api.ReviewTarget) (reviewRequest, error) {
@@ -89,40 +92,111 @@ func (m *Manager) StartReview(ctx context.Context, c Caller, p api.ReviewStartPa
 	return api.ReviewStartResult{Turn: res.Turn, ReviewThreadID: p.ThreadID}, after, nil
 }
 
-// runTurn is the goroutine of a review's turn.
+// runTurn is the goroutine of a review's turn: the model's messages stay
+// hidden; its answer is shown as the exitedReviewMode item and an agent
+// message, both rendered for reading.
 func (req *reviewRequest) runTurn(r *turnRun, _ ToolContext) {
 	defer close(r.at.done)
 	t := r.t
+	r.reviewer = true
 	t.broadcastStatus()
 	t.emit("turn/started", api.TurnStartedNotification{ThreadID: t.id, Turn: r.apiTurn(api.TurnInProgress, nil, nil)})
-	err := r.reviewItem(&api.ReviewModeItem{ID: newID(), Review: req.hint})
+	_, err := r.reviewItem(&api.ReviewModeItem{ID: newID(), Review: req.hint})
 	if err == nil {
 		r.hist.add(userInputToModel([]api.UserInput{{Type: api.UserInputText, Text: req.prompt}}))
 		err = r.loop()
 		review := reviewInterrupted
 		if err == nil && r.final != nil {
 			if msg, ok := r.final.Body.(*api.AgentMessageItem); ok {
-				review = msg.Text
+				review = renderReview(parseReview(msg.Text))
 			}
 		}
 		// The review closes even when the turn failed or was
 		// interrupted, so that the client leaves review mode. Its item
 		// has an id of its own: the store keeps one item per id.
-		if ierr := r.reviewItem(&api.ReviewModeItem{Exited: true, ID: newID(), Review: review}); err == nil {
+		if _, ierr := r.reviewItem(&api.ReviewModeItem{Exited: true, ID: newID(), Review: review}); err == nil {
 			err = ierr
+		}
+		if err == nil {
+			// The review as the turn's answer: the thread's items and
+			// turn/completed show it as the last agent message.
+			var msg api.ThreadItem
+			if msg, err = r.reviewItem(&api.AgentMessageItem{ID: newID(), Text: review}); err == nil {
+				r.final = &msg
+			}
 		}
 	}
 	r.finish(err)
 }
 
-// reviewItem stores a review mode item with the turn's history so far,
+// reviewOutput is the JSON answer reviewGuidelines asks for.
+type reviewOutput struct {
+	Findings []struct {
+		Title        string `json:"title"`
+		Body         string `json:"body"`
+		CodeLocation struct {
+			AbsoluteFilePath string `json:"absolute_file_path"`
+			LineRange        struct {
+				Start int `json:"start"`
+				End   int `json:"end"`
+			} `json:"line_range"`
+		} `json:"code_location"`
+	} `json:"findings"`
+	OverallExplanation string `json:"overall_explanation"`
+}
+
+// parseReview reads the reviewer's answer: the JSON object, alone or
+// within other text; anything else is taken as a plain-text review.
+func parseReview(text string) reviewOutput {
+	var out reviewOutput
+	if json.Unmarshal([]byte(text), &out) == nil {
+		return out
+	}
+	if i, j := strings.IndexByte(text, '{'), strings.LastIndexByte(text, '}'); i >= 0 && i < j {
+		out = reviewOutput{}
+		if json.Unmarshal([]byte(text[i:j+1]), &out) == nil {
+			return out
+		}
+	}
+	return reviewOutput{OverallExplanation: text}
+}
+
+// renderReview writes a review for reading: the explanation, then one
+// entry per finding with its location and its body indented.
+func renderReview(out reviewOutput) string {
+	var b strings.Builder
+	b.WriteString(strings.TrimSpace(out.OverallExplanation))
+	if len(out.Findings) > 0 {
+		if b.Len() > 0 {
+			b.WriteString("\n\n")
+		}
+		if len(out.Findings) == 1 {
+			b.WriteString("Review comment:\n")
+		} else {
+			b.WriteString("Review comments:\n")
+		}
+		for _, f := range out.Findings {
+			loc := f.CodeLocation
+			fmt.Fprintf(&b, "\n- %s — %s:%d-%d", strings.TrimSpace(f.Title), loc.AbsoluteFilePath, loc.LineRange.Start, loc.LineRange.End)
+			for _, line := range strings.Split(strings.TrimSpace(f.Body), "\n") {
+				b.WriteString("\n  " + line)
+			}
+		}
+	}
+	if b.Len() == 0 {
+		return "The reviewer gave no findings and no explanation."
+	}
+	return b.String()
+}
+
+// reviewItem stores an item of the review with the turn's history so far,
 // then announces it.
-func (r *turnRun) reviewItem(body *api.ReviewModeItem) error {
+func (r *turnRun) reviewItem(body api.ThreadItemBody) (api.ThreadItem, error) {
 	ms := r.t.m.now().UnixMilli()
 	item := api.ThreadItem{Body: body, StartedAtMs: &ms, CompletedAtMs: &ms}
 	if err := r.persistHistory(&item); err != nil {
-		return err
+		return item, err
 	}
 	r.announceUserMessage(item)
-	return nil
+	return item, nil
 }
