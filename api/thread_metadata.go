@@ -29,3 +29,18 @@ type ThreadMetadataUpdateResult struct {
 	// Thread is the updated thread (turns always []).
 	Thread Thread `json:"thread"`
 }
+
+// ThreadDeleteParams are the params of thread/delete.
+type ThreadDeleteParams struct {
+	// ThreadID is the thread; required.
+	ThreadID string `json:"threadId"`
+}
+
+// ThreadDeleteResult is the (empty) result of thread/delete.
+type ThreadDeleteResult struct{}
+
+// ThreadDeletedNotification is thread/deleted: a thread is gone for good.
+type ThreadDeletedNotification struct {
+	// ThreadID is the deleted thread.
+	ThreadID string `json:"threadId"`
+}

@@ -132,6 +132,10 @@ func (s *Server) registerThreads(m *turns.Manager) {
 		after, err := m.ArchiveThread(ctx, p)
 		return api.ThreadArchiveResult{}, after, err
 	}))
+	s.Handle("thread/delete", threadMethod(id, func(ctx context.Context, _ *Call, p api.ThreadDeleteParams) (api.ThreadDeleteResult, turns.After, error) {
+		after, err := m.DeleteThread(ctx, p)
+		return api.ThreadDeleteResult{}, after, err
+	}))
 	s.Handle("thread/unarchive", threadMethod(id, func(ctx context.Context, _ *Call, p api.ThreadUnarchiveParams) (api.ThreadUnarchiveResult, turns.After, error) {
 		return m.UnarchiveThread(ctx, p)
 	}))
