@@ -351,7 +351,6 @@ func TestUnionDecodings(t *testing.T) {
 	})
 	t.Run("raw thread items round trip verbatim", func(t *testing.T) {
 		for _, in := range []string{
-			`{"type":"enteredReviewMode","id":"r1","review":"check it","startedAtMs":1,"completedAtMs":2}`,
 			`{"type":"sleep","id":"s1","durationMs":5}`,
 			`{"type":"imageGeneration","id":"g1","status":"completed","revisedPrompt":null,"failure":null,"generationId":null,"result":"abc"}`,
 			`{"type":"futureThing","id":"f1","x":[1,2]}`,
@@ -362,6 +361,21 @@ func TestUnionDecodings(t *testing.T) {
 			}
 			raw, ok := it.Body.(*RawThreadItem)
 			if !ok || raw.ItemID() == "" {
+				t.Fatalf("%s decoded as %T", in, it.Body)
+			}
+			assertSameJSON(t, []byte(marshalString(t, it)), []byte(in))
+		}
+	})
+	t.Run("review mode items keep their kind", func(t *testing.T) {
+		for _, in := range []string{
+			`{"type":"enteredReviewMode","id":"r1","review":"current changes","startedAtMs":1,"completedAtMs":2}`,
+			`{"type":"exitedReviewMode","id":"r1","review":"No issues.","startedAtMs":1,"completedAtMs":null}`,
+		} {
+			var it ThreadItem
+			if err := json.Unmarshal([]byte(in), &it); err != nil {
+				t.Fatal(err)
+			}
+			if _, ok := it.Body.(*ReviewModeItem); !ok {
 				t.Fatalf("%s decoded as %T", in, it.Body)
 			}
 			assertSameJSON(t, []byte(marshalString(t, it)), []byte(in))

@@ -197,6 +197,10 @@ func (it *ThreadItem) UnmarshalJSON(b []byte) error {
 		body = new(ContextCompactionItem)
 	case ItemCollabAgentToolCall:
 		body = new(CollabAgentToolCallItem)
+	case ItemEnteredReviewMode:
+		body = new(ReviewModeItem)
+	case ItemExitedReviewMode:
+		body = &ReviewModeItem{Exited: true}
 	default:
 		body = &RawThreadItem{Type: *head.Type, ID: head.ID, JSON: append(json.RawMessage(nil), bytes.TrimSpace(b)...)}
 	}
@@ -209,8 +213,8 @@ func (it *ThreadItem) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// RawThreadItem is a variant appserver does not model (review mode,
-// sub-agent activity, hook prompts, function call
+// RawThreadItem is a variant appserver does not model (sub-agent activity,
+// hook prompts, function call
 // output, sleep, image generation, or a future type), kept verbatim.
 type RawThreadItem struct {
 	// Type is the item's type tag.

@@ -381,6 +381,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 		Skills:         cat,
 		MCP:            &server.MCPConfig{Manager: c.MCP, Reload: cf.reloadMCPServers},
 		ConfigWriter:   configview.NewWriter(cfg.DataDir, cf.sources),
+		Terminals:      tools,
 		Info: server.Info{
 			Version:   appVersion(),
 			Home:      cfg.DataDir,

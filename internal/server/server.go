@@ -83,6 +83,20 @@ type Config struct {
 	// ConfigWriter persists config/value/write and config/batchWrite; nil
 	// refuses them.
 	ConfigWriter ConfigWriter
+	// Terminals serves thread/backgroundTerminals/*; nil leaves them
+	// unanswered (-32601).
+	Terminals BackgroundTerminals
+}
+
+// BackgroundTerminals lists and ends the commands the model left running in
+// a thread; *orchestrate.Service is one.
+type BackgroundTerminals interface {
+	// BackgroundTerminals lists the thread's running commands, by process id.
+	BackgroundTerminals(threadID string) []api.ThreadBackgroundTerminal
+	// TerminateBackgroundTerminal ends one; false if there is none such.
+	TerminateBackgroundTerminal(threadID, processID string) bool
+	// CleanBackgroundTerminals ends them all.
+	CleanBackgroundTerminals(threadID string)
 }
 
 // ConfigWriter applies clients' config edits (all of them or none) and
@@ -182,6 +196,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.MCP != nil {
 		s.registerMCP(*cfg.MCP)
+	}
+	if cfg.Terminals != nil {
+		s.registerTerminals(cfg.Terminals)
 	}
 	s.router = s.routes()
 	return s, nil

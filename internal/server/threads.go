@@ -133,12 +133,34 @@ func (s *Server) registerThreads(m *turns.Manager) {
 		after, err := m.ArchiveThread(ctx, p)
 		return api.ThreadArchiveResult{}, after, err
 	}))
+	s.Handle("thread/delete", threadMethod(id, func(ctx context.Context, _ *Call, p api.ThreadDeleteParams) (api.ThreadDeleteResult, turns.After, error) {
+		after, err := m.DeleteThread(ctx, p)
+		return api.ThreadDeleteResult{}, after, err
+	}))
 	s.Handle("thread/unarchive", threadMethod(id, func(ctx context.Context, _ *Call, p api.ThreadUnarchiveParams) (api.ThreadUnarchiveResult, turns.After, error) {
 		return m.UnarchiveThread(ctx, p)
 	}))
 	s.Handle("thread/list", threadMethod(nil, func(ctx context.Context, _ *Call, p api.ThreadListParams) (api.ThreadListResult, turns.After, error) {
 		res, err := m.ListThreads(ctx, p)
 		return res, nil, err
+	}))
+	s.Handle("thread/search", threadMethod([]string{"searchTerm"}, func(ctx context.Context, _ *Call, p api.ThreadSearchParams) (api.ThreadSearchResult, turns.After, error) {
+		res, err := m.SearchThreads(ctx, p)
+		return res, nil, err
+	}))
+	s.Handle("thread/metadata/update", threadMethod(id, func(ctx context.Context, _ *Call, p api.ThreadMetadataUpdateParams) (api.ThreadMetadataUpdateResult, turns.After, error) {
+		res, err := m.UpdateMetadata(ctx, p)
+		return res, nil, err
+	}))
+	s.Handle("thread/goal/set", threadMethod(id, func(ctx context.Context, _ *Call, p api.ThreadGoalSetParams) (api.ThreadGoalSetResult, turns.After, error) {
+		return m.SetGoal(ctx, p)
+	}))
+	s.Handle("thread/goal/get", threadMethod(id, func(ctx context.Context, _ *Call, p api.ThreadGoalGetParams) (api.ThreadGoalGetResult, turns.After, error) {
+		res, err := m.Goal(ctx, p)
+		return res, nil, err
+	}))
+	s.Handle("thread/goal/clear", threadMethod(id, func(ctx context.Context, _ *Call, p api.ThreadGoalClearParams) (api.ThreadGoalClearResult, turns.After, error) {
+		return m.ClearGoal(ctx, p)
 	}))
 	s.Handle("thread/read", threadMethod(id, func(ctx context.Context, _ *Call, p api.ThreadReadParams) (api.ThreadReadResult, turns.After, error) {
 		res, err := m.ReadThread(ctx, p)
@@ -173,6 +195,12 @@ func (s *Server) registerThreads(m *turns.Manager) {
 	s.Handle("thread/compact/start", threadMethod(id, func(ctx context.Context, c *Call, p api.ThreadCompactStartParams) (api.ThreadCompactStartResult, turns.After, error) {
 		return m.CompactThread(ctx, caller(c), p)
 	}))
+	s.Handle("review/start", threadMethod([]string{"threadId", "target"}, func(ctx context.Context, c *Call, p api.ReviewStartParams) (api.ReviewStartResult, turns.After, error) {
+		if strings.IndexByte(p.Target.Instructions, 0) >= 0 {
+			return api.ReviewStartResult{}, nil, InvalidParams("Invalid params: target.instructions contains a NUL character")
+		}
+		return m.StartReview(ctx, caller(c), p)
+	}))
 	s.Handle("turn/start", threadMethod([]string{"threadId", "input"}, func(ctx context.Context, c *Call, p api.TurnStartParams) (api.TurnStartResult, turns.After, error) {
 		if err := checkInputText(p.Input); err != nil {
 			return api.TurnStartResult{}, nil, err
@@ -186,6 +214,10 @@ func (s *Server) registerThreads(m *turns.Manager) {
 		}
 		res, err := m.SteerTurn(ctx, caller(c), p)
 		return res, nil, notSteerable(err)
+	}))
+	s.Handle("turn/settings/update", threadMethod([]string{"threadId", "turnId"}, func(ctx context.Context, _ *Call, p api.TurnSettingsUpdateParams) (api.TurnSettingsUpdateResult, turns.After, error) {
+		res, err := m.UpdateTurnSettings(ctx, p)
+		return res, nil, err
 	}))
 	s.Handle("turn/interrupt", threadMethod([]string{"threadId", "turnId"}, func(ctx context.Context, _ *Call, p api.TurnInterruptParams) (api.TurnInterruptResult, turns.After, error) {
 		after, err := m.InterruptTurn(ctx, p)

@@ -257,6 +257,12 @@ func (g *GroupCommitter) ListItems(ctx context.Context, q ItemsQuery) (ItemPage,
 	return g.inner.ListItems(ctx, q)
 }
 
+// DeleteThread goes straight to the wrapped Store: the thread is unloaded
+// first, so no write of it is waiting in a group.
+func (g *GroupCommitter) DeleteThread(ctx context.Context, id string) error {
+	return g.inner.DeleteThread(ctx, id)
+}
+
 // ListInProgressTurns reads through to the wrapped Store.
 func (g *GroupCommitter) ListInProgressTurns(ctx context.Context) ([]Turn, error) {
 	return g.inner.ListInProgressTurns(ctx)

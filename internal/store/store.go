@@ -35,6 +35,7 @@ const (
 // Operation names passed to a backend's Observe hook, usable as metric labels.
 const (
 	OpWrite               = "write"
+	OpDeleteThread        = "delete_thread"
 	OpGetThread           = "get_thread"
 	OpListThreads         = "list_threads"
 	OpGetTurn             = "get_turn"
@@ -237,6 +238,9 @@ type Store interface {
 	GetItem(ctx context.Context, threadID, itemID string) (Item, error)
 	// ListItems returns a page of a thread's items in Seq order.
 	ListItems(ctx context.Context, q ItemsQuery) (ItemPage, error)
+	// DeleteThread removes a thread with its turns and items, atomically;
+	// NotFound when there is no such thread.
+	DeleteThread(ctx context.Context, id string) error
 	// ListInProgressTurns returns every turn still marked inProgress, so that
 	// start-up can settle the turns of a daemon that crashed.
 	ListInProgressTurns(ctx context.Context) ([]Turn, error)

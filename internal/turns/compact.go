@@ -39,7 +39,7 @@ const keptUserBytes = 80_000
 // item; the model's next requests carry the summary instead of the
 // history before it.
 func (m *Manager) CompactThread(ctx context.Context, c Caller, p api.ThreadCompactStartParams) (api.ThreadCompactStartResult, After, error) {
-	_, after, err := m.startTurn(ctx, c, api.TurnStartParams{ThreadID: p.ThreadID}, &specialTurn{compact: true})
+	_, after, err := m.startTurn(ctx, c, api.TurnStartParams{ThreadID: p.ThreadID}, compactTurn{})
 	return api.ThreadCompactStartResult{}, after, err
 }
 
@@ -220,3 +220,8 @@ func compactedHistory(items []model.InputItem, summary string) []model.InputItem
 	slices.Reverse(kept)
 	return append(kept, model.UserMessage(summaryPrefix+"\n"+strings.TrimSpace(summary)))
 }
+
+// compactTurn is the turnKind of a compaction the client asked for.
+type compactTurn struct{}
+
+func (compactTurn) runTurn(r *turnRun, _ ToolContext) { r.runCompact() }

@@ -130,6 +130,8 @@ func threadToAPI(rec store.Thread, meta threadMeta, status api.ThreadStatus, eph
 		Source:          api.SessionSource{Name: rec.Source},
 		ThreadSource:    meta.ThreadSource,
 		Name:            rec.Name,
+		GitInfo:         meta.GitInfo,
+		DaybreakEnabled: meta.DaybreakEnabled,
 		Turns:           api.List[api.Turn]{},
 	}
 	if sa := meta.SubAgent; sa != nil {

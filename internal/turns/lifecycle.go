@@ -15,17 +15,17 @@ func (m *Manager) StartTurn(ctx context.Context, c Caller, p api.TurnStartParams
 	return m.startTurn(ctx, c, p, nil)
 }
 
-// specialTurn is a turn that does not run the model on user input: a
-// user's shell command, or a context compaction the client asked for.
-type specialTurn struct {
-	shell   *UserShellRequest
-	compact bool
+// turnKind is a turn that does not start from user input: a user's shell
+// command, a review, or a context compaction the client asked for. Its run is the turn's goroutine, from turn/started
+// to finish.
+type turnKind interface {
+	runTurn(r *turnRun, tc ToolContext)
 }
 
-// startTurn starts a turn that runs the model on p's input, or, when
-// special is set, a turn of its own kind: that one never joins a running
-// turn, it waits for it to end, and takes no input while it runs.
-func (m *Manager) startTurn(ctx context.Context, c Caller, p api.TurnStartParams, special *specialTurn) (api.TurnStartResult, After, error) {
+// startTurn starts a turn that runs the model on p's input, or, when kind
+// is set, a turn of that kind: that one never joins a running turn, it
+// waits for it to end.
+func (m *Manager) startTurn(ctx context.Context, c Caller, p api.TurnStartParams, kind turnKind) (api.TurnStartResult, After, error) {
 	t, err := m.threadFor(ctx, p.ThreadID, "thread not found: %s")
 	if err != nil {
 		return api.TurnStartResult{}, nil, err
@@ -63,16 +63,16 @@ func (m *Manager) startTurn(ctx context.Context, c Caller, p api.TurnStartParams
 		at := t.active
 		// A compaction refuses input until it has settled; then the
 		// input waits for its end like any other.
-		refuse := special == nil && at.kind != "" && !at.ending
+		refuse := kind == nil && at.kind != "" && !at.ending
 		t.mu.Unlock()
 		if refuse {
 			return api.TurnStartResult{}, nil, &NotSteerableError{TurnKind: at.kind, Start: true}
 		}
-		if special == nil && at.addSteer(steer{input: input, clientID: p.ClientUserMessageID}) {
+		if kind == nil && at.addSteer(steer{input: input, clientID: p.ClientUserMessageID}) {
 			return api.TurnStartResult{Turn: pendingTurn(at.id)}, nil, nil
 		}
 		// The running turn is settling and takes no more input (or this
-		// is a special turn): the input starts a new turn once it has
+		// is a turn of a kind): the input starts a new turn once it has
 		// ended.
 		select {
 		case <-at.done:
@@ -88,7 +88,7 @@ func (m *Manager) startTurn(ctx context.Context, c Caller, p api.TurnStartParams
 	}
 	turnCtx, cancel := context.WithCancelCause(context.Background())
 	at := &activeTurn{id: newID(), startedAt: m.now(), settings: settings, ctx: turnCtx, cancel: cancel, done: make(chan struct{}), stored: make(chan struct{})}
-	if special != nil && special.compact {
+	if _, ok := kind.(compactTurn); ok {
 		// As the reference's compaction task, it takes no input.
 		at.kind = "compact"
 	}
@@ -128,9 +128,9 @@ func (m *Manager) startTurn(ctx context.Context, c Caller, p api.TurnStartParams
 	}
 	t.mu.Unlock()
 	// Stored before the answer: an acknowledged turn is at worst
-	// interrupted. A special turn has no user message.
+	// interrupted. A turn of a kind has no user message.
 	var first api.ThreadItem
-	if special != nil {
+	if kind != nil {
 		err = run.createTurn()
 	} else {
 		first, err = run.storeFirst(ctx, input, p.ClientUserMessageID)
@@ -154,12 +154,8 @@ func (m *Manager) startTurn(ctx context.Context, c Caller, p api.TurnStartParams
 	return api.TurnStartResult{Turn: pendingTurn(at.id)}, func() {
 		go func() {
 			defer m.turns.Done()
-			switch {
-			case special != nil && special.shell != nil:
-				run.runShell(tc, *special.shell)
-				return
-			case special != nil && special.compact:
-				run.runCompact()
+			if kind != nil {
+				kind.runTurn(run, tc)
 				return
 			}
 			run.run(first)

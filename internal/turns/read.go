@@ -95,23 +95,7 @@ func (m *Manager) ArchiveThread(ctx context.Context, p api.ThreadArchiveParams) 
 		if t.ephemeral() {
 			return nil, apperr.New(apperr.Invalid, "ephemeral thread %s cannot be archived", id)
 		}
-		t.mu.Lock()
-		at := t.active
-		t.mu.Unlock()
-		if at != nil {
-			at.cancel(errInterrupted)
-			<-at.done
-		}
-		m.mu.Lock()
-		if m.threads[id] == t {
-			delete(m.threads, id)
-		}
-		m.mu.Unlock()
-		t.stopUnloadTimer()
-		if f := m.cfg.ThreadUnloaded; f != nil {
-			f(id)
-		}
-		m.cfg.Notifier.Broadcast("thread/status/changed", api.ThreadStatusChangedNotification{ThreadID: id, Status: api.ThreadStatus{Type: api.ThreadNotLoaded}})
+		m.unloadNow(t)
 	}
 	archived, now := true, m.now()
 	if err := m.cfg.Store.Write(ctx, &store.Batch{UpdateThreads: []store.ThreadPatch{{ID: id, Archived: &archived, UpdatedAt: &now}}}); err != nil {
@@ -121,6 +105,50 @@ func (m *Manager) ArchiveThread(ctx context.Context, p api.ThreadArchiveParams) 
 		return nil, err
 	}
 	return func() { m.cfg.Notifier.Broadcast("thread/archived", api.ThreadArchivedNotification{ThreadID: id}) }, nil
+}
+
+// unloadNow takes a loaded thread out of memory at once, interrupting its
+// running turn and ending its exec sessions, and tells every connection.
+func (m *Manager) unloadNow(t *thread) {
+	t.mu.Lock()
+	at := t.active
+	t.mu.Unlock()
+	if at != nil {
+		at.cancel(errInterrupted)
+		<-at.done
+	}
+	m.mu.Lock()
+	if m.threads[t.id] == t {
+		delete(m.threads, t.id)
+	}
+	m.mu.Unlock()
+	t.stopUnloadTimer()
+	if f := m.cfg.ThreadUnloaded; f != nil {
+		f(t.id)
+	}
+	m.cfg.Notifier.Broadcast("thread/status/changed", api.ThreadStatusChangedNotification{ThreadID: t.id, Status: api.ThreadStatus{Type: api.ThreadNotLoaded}})
+}
+
+// DeleteThread removes a thread for good, with its turns and items: a
+// loaded one is unloaded first (interrupting a running turn, ending its
+// exec sessions); every connection hears thread/deleted.
+func (m *Manager) DeleteThread(ctx context.Context, p api.ThreadDeleteParams) (After, error) {
+	id, err := parseThreadID(p.ThreadID)
+	if err != nil {
+		return nil, err
+	}
+	st := m.cfg.Store
+	if t := m.loaded(id); t != nil {
+		st = t.store
+		m.unloadNow(t)
+	}
+	if err := st.DeleteThread(ctx, id); err != nil {
+		if apperr.Is(err, apperr.NotFound) {
+			return nil, apperr.New(apperr.NotFound, "thread not found: %s", p.ThreadID)
+		}
+		return nil, err
+	}
+	return func() { m.cfg.Notifier.Broadcast("thread/deleted", api.ThreadDeletedNotification{ThreadID: id}) }, nil
 }
 
 // UnarchiveThread restores an archived thread to the list.

@@ -45,6 +45,12 @@ type threadMeta struct {
 	Config map[string]json.RawMessage `json:"config,omitempty"`
 	// SubAgent is set on a child thread spawned by a parent's turn.
 	SubAgent *subAgentMeta `json:"subAgent,omitempty"`
+	// GitInfo and DaybreakEnabled are what clients saved with
+	// thread/metadata/update.
+	GitInfo         *api.GitInfo `json:"gitInfo,omitempty"`
+	DaybreakEnabled *bool        `json:"daybreakEnabled,omitempty"`
+	// Goal is the thread's goal (thread/goal/set), or nil.
+	Goal *threadGoal `json:"goal,omitempty"`
 }
 
 // turnMeta is kept in store.Turn.Meta: the exact model history the turn

@@ -54,10 +54,12 @@ type activeTurn struct {
 	// takes no input ("" for every other turn).
 	kind string
 
-	mu      sync.Mutex // guards pending, preempt, closed
+	mu      sync.Mutex // guards pending, preempt, closed, settingsNext
 	pending []steer
 	preempt context.CancelCauseFunc // cancels the model stream in flight
 	closed  bool                    // the turn is ending and takes no more input
+	// settingsNext is a turn/settings/update for the next model request.
+	settingsNext *settingsPatch
 
 	// flagSet counts the server requests pending per active flag; it has
 	// its own lock (taken under thread.mu by statusLocked).
@@ -129,6 +131,10 @@ type turnRun struct {
 	devWire  json.RawMessage
 	commits  roundCommitter
 	final    *api.ThreadItem // the last completed agent message
+	// reviewer hides the model's messages from clients and the thread's
+	// items (a review turn shows its result as exitedReviewMode instead);
+	// they still join the model history.
+	reviewer bool
 	total    api.TokenUsageBreakdown
 	specs    []registry.ConfiguredToolSpec
 	registry *registry.Registry
@@ -329,6 +335,7 @@ func (r *turnRun) modelRound() (calls []model.InputItem, usage model.Usage, err 
 		}
 	}()
 	t, at := r.t, r.at
+	at.applySettings()
 	client, err := t.m.cfg.Models.Client(at.settings.provider)
 	if err != nil {
 		return nil, model.Usage{}, err
@@ -397,6 +404,9 @@ func (r *turnRun) modelRound() (calls []model.InputItem, usage model.Usage, err 
 		case model.TextDelta:
 			if si := open[e.ItemID]; si != nil {
 				si.text.WriteString(e.Delta)
+				if r.hidden(si) {
+					break
+				}
 				t.emit("item/agentMessage/delta", api.ItemDeltaNotification{ThreadID: t.id, TurnID: at.id, ItemID: si.item.Body.ItemID(), Delta: e.Delta})
 			}
 		case model.ReasoningSummaryPartAdded:
@@ -499,6 +509,9 @@ func (r *turnRun) itemAdded(open map[string]*streamItem, it model.InputItem) {
 	ms := r.t.m.now().UnixMilli()
 	si := &streamItem{item: api.ThreadItem{Body: body, StartedAtMs: &ms}}
 	open[it.ID] = si
+	if r.hidden(si) {
+		return
+	}
 	r.t.emit("item/started", api.ItemStartedNotification{Item: si.item, ThreadID: r.t.id, TurnID: r.at.id, StartedAtMs: ms})
 }
 
@@ -538,15 +551,25 @@ func (r *turnRun) itemDone(open map[string]*streamItem, it model.InputItem) (*mo
 	case *api.WebSearchItem:
 		b.Query, b.Action = webSearchOf(it.Raw)
 	}
-	if err := r.persistHistory(&si.item); err != nil {
-		return nil, err
-	}
 	if _, ok := si.item.Body.(*api.AgentMessageItem); ok {
 		final := si.item
 		r.final = &final
 	}
+	if r.hidden(si) {
+		return nil, r.persistHistory(nil)
+	}
+	if err := r.persistHistory(&si.item); err != nil {
+		return nil, err
+	}
 	t.emit("item/completed", api.ItemCompletedNotification{Item: si.item, ThreadID: t.id, TurnID: r.at.id, CompletedAtMs: ms})
 	return nil, nil
+}
+
+// hidden reports whether a streamed item stays out of the client's view
+// and the thread's items: a reviewer's messages.
+func (r *turnRun) hidden(si *streamItem) bool {
+	_, msg := si.item.Body.(*api.AgentMessageItem)
+	return msg && r.reviewer
 }
 
 func partsText(parts []model.ContentPart) []string {

@@ -58,18 +58,18 @@ func (m *Manager) ShellCommand(ctx context.Context, c Caller, p api.ThreadShellC
 		}
 		timeout = time.Duration(*p.TimeoutMs) * time.Millisecond
 	}
-	_, after, err := m.startTurn(ctx, c, api.TurnStartParams{ThreadID: p.ThreadID}, &specialTurn{shell: &UserShellRequest{ItemID: newID(), Command: p.Command, Timeout: timeout}})
+	_, after, err := m.startTurn(ctx, c, api.TurnStartParams{ThreadID: p.ThreadID}, &UserShellRequest{ItemID: newID(), Command: p.Command, Timeout: timeout})
 	return api.ThreadShellCommandResult{}, after, err
 }
 
-// runShell is the goroutine of a user shell command's turn.
-func (r *turnRun) runShell(tc ToolContext, req UserShellRequest) {
+// runTurn is the goroutine of a user shell command's turn.
+func (req *UserShellRequest) runTurn(r *turnRun, tc ToolContext) {
 	defer close(r.at.done)
 	t := r.t
 	t.broadcastStatus()
 	t.emit("turn/started", api.TurnStartedNotification{ThreadID: t.id, Turn: r.apiTurn(api.TurnInProgress, nil, nil)})
 	// The turn was stored before thread/shellCommand answered.
-	res, err := t.m.cfg.UserShell.RunUserShell(r.at.ctx, tc, req)
+	res, err := t.m.cfg.UserShell.RunUserShell(r.at.ctx, tc, *req)
 	if err == nil {
 		r.hist.add(userInputToModel([]api.UserInput{{Type: api.UserInputText, Text: res.ModelText}}))
 		err = r.persistHistory(nil)

@@ -101,6 +101,20 @@ func (s *Store) Write(_ context.Context, b *store.Batch) error {
 	return nil
 }
 
+// DeleteThread removes a thread with its transcript.
+func (s *Store) DeleteThread(_ context.Context, id string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.usableLocked(); err != nil {
+		return err
+	}
+	if s.threadLocked(id) == nil {
+		return backend.ThreadNotFound(id)
+	}
+	delete(s.threads, backend.CanonicalID(id))
+	return nil
+}
+
 // checkLocked finds the error the plan would meet, in the order the SQL
 // backends meet theirs: thread creates, thread updates, turn creates, turn
 // updates, item appends.

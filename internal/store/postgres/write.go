@@ -55,6 +55,39 @@ type step struct {
 	read func(br pgx.BatchResults) error
 }
 
+// DeleteThread removes a thread with its turns and items in one
+// transaction.
+func (s *Store) DeleteThread(ctx context.Context, id string) (err error) {
+	defer func(start time.Time) { backend.Observe(s.cfg.Observe, store.OpDeleteThread, start, err) }(time.Now())
+	if err := s.usable(); err != nil {
+		return err
+	}
+	if !store.ValidThreadID(id) {
+		return backend.ThreadNotFound(id)
+	}
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return storageErr(err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	key := backend.CanonicalID(id)
+	var deleted int64
+	for _, q := range backend.DeleteThreadSQL("$1") {
+		tag, err := tx.Exec(ctx, q, key)
+		if err != nil {
+			return storageErr(err)
+		}
+		deleted = tag.RowsAffected()
+	}
+	if deleted == 0 {
+		return backend.ThreadNotFound(id)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return storageErr(err)
+	}
+	return nil
+}
+
 func runPipeline(ctx context.Context, tx pgx.Tx, steps []step) error {
 	if len(steps) == 0 {
 		return nil

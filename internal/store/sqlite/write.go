@@ -47,6 +47,39 @@ func (s *Store) Write(ctx context.Context, b *store.Batch) (err error) {
 	return nil
 }
 
+// DeleteThread removes a thread with its turns and items in one
+// transaction.
+func (s *Store) DeleteThread(ctx context.Context, id string) (err error) {
+	defer func(start time.Time) { backend.Observe(s.cfg.Observe, store.OpDeleteThread, start, err) }(time.Now())
+	if err := s.usable(); err != nil {
+		return err
+	}
+	if !store.ValidThreadID(id) {
+		return backend.ThreadNotFound(id)
+	}
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return storageErr(err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	key := backend.CanonicalID(id)
+	var deleted int64
+	for _, q := range backend.DeleteThreadSQL("?") {
+		res, err := tx.ExecContext(ctx, q, key)
+		if err != nil {
+			return storageErr(err)
+		}
+		deleted, _ = res.RowsAffected()
+	}
+	if deleted == 0 {
+		return backend.ThreadNotFound(id)
+	}
+	if err := tx.Commit(); err != nil {
+		return apperr.Wrap(apperr.Unavailable, fmt.Errorf("commit: %w", err), "storage unavailable")
+	}
+	return nil
+}
+
 func writePlan(w *txWriter, p *backend.Plan) error {
 	for _, t := range p.CreateThreads {
 		_, err := w.exec(statements.InsertThread, statements.ThreadArgs(&t)...)

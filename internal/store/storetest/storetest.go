@@ -48,6 +48,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"GroupCommitterClose", testGroupCommitterClose},
 		{"GroupCommitterCancel", testGroupCommitterCancel},
 		{"ListInProgressTurns", testListInProgressTurns},
+		{"DeleteThread", testDeleteThread},
 		{"PingClose", testPingClose},
 		{"JSONRoundTrip", testJSONRoundTrip},
 		{"Validation", testValidation},
@@ -1157,4 +1158,32 @@ func testValidation(t *testing.T, s store.Store) {
 	// An empty batch is a no-op.
 	require.NoError(t, s.Write(ctx, &store.Batch{}))
 	require.NoError(t, s.Write(ctx, nil))
+}
+
+// testDeleteThread: a deleted thread is gone with its turns and items;
+// other threads stay; a second delete is NotFound.
+func testDeleteThread(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	th, tu := createThread(t, s)
+	write(t, s, &store.Batch{AppendItems: []*store.Item{newItem(th.ID, tu.ID), newItem(th.ID, tu.ID)}})
+	other, otherTurn := createThread(t, s)
+	write(t, s, &store.Batch{AppendItems: []*store.Item{newItem(other.ID, otherTurn.ID)}})
+
+	require.NoError(t, s.DeleteThread(ctx, strings.ToUpper(th.ID)))
+	_, err := s.GetThread(ctx, th.ID)
+	requireCode(t, err, apperr.NotFound)
+	_, err = s.GetTurn(ctx, th.ID, tu.ID)
+	requireCode(t, err, apperr.NotFound)
+	requireCode(t, s.DeleteThread(ctx, th.ID), apperr.NotFound)
+	requireCode(t, s.DeleteThread(ctx, "not-a-uuid"), apperr.NotFound)
+
+	_, err = s.GetThread(ctx, other.ID)
+	require.NoError(t, err)
+	items, err := s.ListItems(ctx, store.ItemsQuery{ThreadID: other.ID})
+	require.NoError(t, err)
+	require.Len(t, items.Items, 1)
+	// The id can be used again: nothing of the old thread is left behind.
+	th2 := newThread()
+	th2.ID = th.ID
+	write(t, s, &store.Batch{CreateThreads: []*store.Thread{th2}, CreateTurns: []*store.Turn{newTurn(th.ID)}})
 }

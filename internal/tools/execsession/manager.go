@@ -828,18 +828,17 @@ func (m *Manager) Sessions() []SessionInfo {
 	return out
 }
 
-// Close kills the process tree of every session, waits until every session
-// goroutine has finished (each leader reaped, each output closed) and makes
-// later calls fail with ErrClosed. It is safe to call more than once.
-func (m *Manager) Close() error {
+// TerminateAll kills every live session (the user cleaning up the
+// thread's background terminals); unlike Close, the Manager stays usable.
+// It returns once each process tree is killed and its output closed.
+func (m *Manager) TerminateAll() {
 	m.mu.Lock()
-	m.closed = true
 	victims := make([]*session, 0, len(m.sessions))
 	for id, s := range m.sessions {
 		victims = append(victims, s)
 		delete(m.sessions, id)
+		delete(m.reserved, id)
 	}
-	clear(m.reserved)
 	m.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, s := range victims {
@@ -850,6 +849,17 @@ func (m *Manager) Close() error {
 		}()
 	}
 	wg.Wait()
+}
+
+// Close kills the process tree of every session, waits until every session
+// goroutine has finished (each leader reaped, each output closed) and makes
+// later calls fail with ErrClosed. It is safe to call more than once.
+func (m *Manager) Close() error {
+	m.mu.Lock()
+	m.closed = true
+	clear(m.reserved) // ids being spawned: their Exec fails with ErrClosed
+	m.mu.Unlock()
+	m.TerminateAll()
 	m.wg.Wait()
 	return nil
 }

@@ -54,6 +54,39 @@ func (s *Supervisor) Release(threadID string) error {
 	return m.Close()
 }
 
+// existing returns the thread's Manager if it has one, without creating
+// it: a thread that never ran a session has none to list or end.
+func (s *Supervisor) existing(threadID string) *Manager {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.managers[threadID]
+}
+
+// ThreadSessions lists the live sessions of a thread, by id.
+func (s *Supervisor) ThreadSessions(threadID string) []SessionInfo {
+	if m := s.existing(threadID); m != nil {
+		return m.Sessions()
+	}
+	return nil
+}
+
+// TerminateSession kills one session of a thread; it fails with
+// *UnknownSessionError when the thread has no such session.
+func (s *Supervisor) TerminateSession(threadID string, id int) error {
+	m := s.existing(threadID)
+	if m == nil {
+		return &UnknownSessionError{ID: id}
+	}
+	return m.Terminate(id)
+}
+
+// TerminateThreadSessions kills every session of a thread.
+func (s *Supervisor) TerminateThreadSessions(threadID string) {
+	if m := s.existing(threadID); m != nil {
+		m.TerminateAll()
+	}
+}
+
 // LiveSessions counts the live sessions of all threads.
 func (s *Supervisor) LiveSessions() int {
 	s.mu.Lock()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strconv"
 	"sync"
 	"time"
 
@@ -280,3 +281,37 @@ func (s *Service) commandEnv() []string { return s.env.Build(os.Environ()) }
 
 // nowMs is the clock in Unix milliseconds, as items carry it.
 func (s *Service) nowMs() int64 { return s.cfg.Now().UnixMilli() }
+
+// BackgroundTerminals lists the exec sessions the model left running in a
+// thread, by process id.
+func (s *Service) BackgroundTerminals(threadID string) []api.ThreadBackgroundTerminal {
+	infos := s.execs.ThreadSessions(threadID)
+	out := make([]api.ThreadBackgroundTerminal, 0, len(infos))
+	for _, in := range infos {
+		t := api.ThreadBackgroundTerminal{
+			ProcessID: strconv.Itoa(in.ID), ItemID: in.CallID,
+			Command: policy.ShellJoin(in.Argv), Cwd: in.Cwd,
+		}
+		if in.Pid > 0 {
+			pid := uint32(in.Pid)
+			t.OsPid = &pid
+		}
+		out = append(out, t)
+	}
+	return out
+}
+
+// TerminateBackgroundTerminal kills one exec session of a thread; false
+// when the thread has no session with that process id.
+func (s *Service) TerminateBackgroundTerminal(threadID, processID string) bool {
+	id, err := strconv.Atoi(processID)
+	if err != nil {
+		return false
+	}
+	return s.execs.TerminateSession(threadID, id) == nil
+}
+
+// CleanBackgroundTerminals kills every exec session of a thread.
+func (s *Service) CleanBackgroundTerminals(threadID string) {
+	s.execs.TerminateThreadSessions(threadID)
+}

@@ -62,6 +62,18 @@ func NewStatements(d Dialect, jsonArg func([]byte) any) *Statements {
 	}
 }
 
+// DeleteThreadSQL are the statements that delete a thread, children
+// first (the foreign keys have no cascade), each taking the thread id as
+// its one parameter, written param; the last one's row count tells
+// whether the thread existed.
+func DeleteThreadSQL(param string) []string {
+	return []string{
+		"DELETE FROM items WHERE thread_id = " + param,
+		"DELETE FROM turns WHERE thread_id = " + param,
+		"DELETE FROM threads WHERE id = " + param,
+	}
+}
+
 func insertSQL(d Dialect, table string, columns ...string) string {
 	ps := make([]string, len(columns))
 	for i := range columns {

@@ -1,0 +1,77 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// thread/search finds threads by name and by their first message, case
+// blind, page by page, with the matching text as the snippet.
+func TestThreadSearch(t *testing.T) {
+	for name, storeArgs := range storeBackends(t) {
+		t.Run(name, func(t *testing.T) {
+			fake := startFake(t, `{"steps":[{"text":"ok"}]}`)
+			d := startDaemon(t, append(storeArgs, fakeArgs(fake, "responses")...)...)
+			r := newRPC(t, d)
+			long := strings.Repeat("padding ", 20) + "Fix the FLAKY login test" + strings.Repeat(" and more", 20)
+			withText := func(text string) string {
+				id := startThread(t, r, nil)
+				r.call("turn/start", teInput(id, text))
+				r.until("turn/completed")
+				return id
+			}
+			flakyMsg := withText(long)
+			other := withText("Write the changelog")
+			named := startThread(t, r, nil)
+			r.call("thread/name/set", map[string]any{"threadId": named, "name": "Flaky builds"})
+
+			search := func(params map[string]any) (map[string]string, *string) {
+				t.Helper()
+				res := r.call("thread/search", params)
+				schemaValidate(t, "ThreadSearchResponse", res)
+				var out struct {
+					Data []struct {
+						Thread struct {
+							ID string `json:"id"`
+						} `json:"thread"`
+						Snippet string `json:"snippet"`
+					} `json:"data"`
+					NextCursor *string `json:"nextCursor"`
+				}
+				require.NoError(t, json.Unmarshal(res, &out))
+				hits := map[string]string{}
+				for _, h := range out.Data {
+					hits[h.Thread.ID] = h.Snippet
+				}
+				return hits, out.NextCursor
+			}
+			hits, next := search(map[string]any{"searchTerm": "flaky"})
+			require.Nil(t, next)
+			require.Len(t, hits, 2)
+			require.NotContains(t, hits, other)
+			require.Equal(t, "Flaky builds", hits[named])
+			snip := hits[flakyMsg]
+			require.Contains(t, snip, "FLAKY login")
+			require.True(t, strings.HasPrefix(snip, "…") && strings.HasSuffix(snip, "…"), snip)
+			require.Less(t, len(snip), len(long))
+
+			first, next := search(map[string]any{"searchTerm": "FLAKY", "limit": 1})
+			require.Len(t, first, 1)
+			require.NotNil(t, next)
+			second, last := search(map[string]any{"searchTerm": "FLAKY", "limit": 1, "cursor": *next})
+			require.Len(t, second, 1)
+			require.Nil(t, last)
+			for id := range first {
+				require.NotContains(t, second, id)
+			}
+
+			none, _ := search(map[string]any{"searchTerm": "nothing like this"})
+			require.Empty(t, none)
+			f := r.callRaw("thread/search", map[string]any{})
+			require.NotNil(t, f.Error, "searchTerm is required")
+		})
+	}
+}

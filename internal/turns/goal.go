@@ -1,0 +1,157 @@
+package turns
+
+import (
+	"context"
+	"strings"
+
+	"github.com/appserver/appserver/api"
+	"github.com/appserver/appserver/internal/apperr"
+	"github.com/appserver/appserver/internal/store"
+)
+
+// threadGoal is a thread's goal as kept in its metadata; TokensBase is the
+// thread's token total when the goal was set, so that the goal reports the
+// tokens spent since.
+type threadGoal struct {
+	Objective   string               `json:"objective"`
+	Status      api.ThreadGoalStatus `json:"status"`
+	TokenBudget *int64               `json:"tokenBudget,omitempty"`
+	TokensBase  int64                `json:"tokensBase"`
+	CreatedAt   int64                `json:"createdAt"`
+	UpdatedAt   int64                `json:"updatedAt"`
+}
+
+// goalStatuses are the states a client may set.
+var goalStatuses = map[api.ThreadGoalStatus]bool{
+	api.GoalActive: true, api.GoalPaused: true, api.GoalBlocked: true,
+	api.GoalUsageLimited: true, api.GoalBudgetLimited: true, api.GoalComplete: true,
+}
+
+// tokenTotalLocked is the thread's token count so far; t.mu must be held.
+func (t *thread) tokenTotalLocked() int64 {
+	if t.meta.TokenTotal == nil {
+		return 0
+	}
+	return t.meta.TokenTotal.TotalTokens
+}
+
+// goalLocked renders the thread's goal, or nil; t.mu must be held.
+func (t *thread) goalLocked() *api.ThreadGoal {
+	g := t.meta.Goal
+	if g == nil {
+		return nil
+	}
+	return &api.ThreadGoal{
+		ThreadID: t.id, Objective: g.Objective, Status: g.Status, TokenBudget: g.TokenBudget,
+		TokensUsed: max(t.tokenTotalLocked()-g.TokensBase, 0), CreatedAt: g.CreatedAt, UpdatedAt: g.UpdatedAt,
+	}
+}
+
+// SetGoal creates the thread's goal, or changes the given fields of the
+// one it has, persists it with the thread and tells the thread's
+// subscribers (thread/goal/updated).
+func (m *Manager) SetGoal(ctx context.Context, p api.ThreadGoalSetParams) (api.ThreadGoalSetResult, After, error) {
+	if p.Objective != nil && strings.TrimSpace(*p.Objective) == "" {
+		return api.ThreadGoalSetResult{}, nil, apperr.New(apperr.Invalid, "objective must not be empty")
+	}
+	if p.Status != nil && !goalStatuses[*p.Status] {
+		return api.ThreadGoalSetResult{}, nil, apperr.New(apperr.Invalid, "unknown goal status: %s", *p.Status)
+	}
+	if p.TokenBudget != nil && *p.TokenBudget <= 0 {
+		return api.ThreadGoalSetResult{}, nil, apperr.New(apperr.Invalid, "tokenBudget must be positive")
+	}
+	t, err := m.threadFor(ctx, p.ThreadID, "thread not found: %s")
+	if err != nil {
+		return api.ThreadGoalSetResult{}, nil, err
+	}
+	defer t.unpin()
+	now := m.now()
+	// metaMu keeps other metadata writers out from the read to the write.
+	t.metaMu.Lock()
+	defer t.metaMu.Unlock()
+	t.mu.Lock()
+	var g threadGoal
+	if prev := t.meta.Goal; prev != nil {
+		g = *prev
+	} else {
+		if p.Objective == nil {
+			t.mu.Unlock()
+			return api.ThreadGoalSetResult{}, nil, apperr.New(apperr.Invalid, "objective is required to create a goal")
+		}
+		g = threadGoal{Status: api.GoalActive, TokensBase: t.tokenTotalLocked(), CreatedAt: now.Unix()}
+	}
+	t.mu.Unlock()
+	if p.Objective != nil {
+		g.Objective = strings.TrimSpace(*p.Objective)
+	}
+	if p.Status != nil {
+		g.Status = *p.Status
+	}
+	if p.TokenBudget != nil {
+		g.TokenBudget = p.TokenBudget
+	}
+	g.UpdatedAt = now.Unix()
+	if err := t.putGoal(ctx, &g); err != nil {
+		return api.ThreadGoalSetResult{}, nil, err
+	}
+	t.mu.Lock()
+	goal := *t.goalLocked()
+	t.mu.Unlock()
+	return api.ThreadGoalSetResult{Goal: goal}, func() {
+		t.emit("thread/goal/updated", api.ThreadGoalUpdatedNotification{ThreadID: t.id, Goal: goal})
+	}, nil
+}
+
+// Goal returns the thread's goal, or nil.
+func (m *Manager) Goal(ctx context.Context, p api.ThreadGoalGetParams) (api.ThreadGoalGetResult, error) {
+	t, err := m.threadFor(ctx, p.ThreadID, "thread not found: %s")
+	if err != nil {
+		return api.ThreadGoalGetResult{}, err
+	}
+	defer t.unpin()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return api.ThreadGoalGetResult{Goal: t.goalLocked()}, nil
+}
+
+// ClearGoal removes the thread's goal and tells its subscribers
+// (thread/goal/cleared); false when it had none.
+func (m *Manager) ClearGoal(ctx context.Context, p api.ThreadGoalClearParams) (api.ThreadGoalClearResult, After, error) {
+	t, err := m.threadFor(ctx, p.ThreadID, "thread not found: %s")
+	if err != nil {
+		return api.ThreadGoalClearResult{}, nil, err
+	}
+	defer t.unpin()
+	t.metaMu.Lock()
+	defer t.metaMu.Unlock()
+	t.mu.Lock()
+	had := t.meta.Goal != nil
+	t.mu.Unlock()
+	if !had {
+		return api.ThreadGoalClearResult{}, nil, nil
+	}
+	if err := t.putGoal(ctx, nil); err != nil {
+		return api.ThreadGoalClearResult{}, nil, err
+	}
+	return api.ThreadGoalClearResult{Cleared: true}, func() {
+		t.emit("thread/goal/cleared", api.ThreadGoalClearedNotification{ThreadID: t.id})
+	}, nil
+}
+
+// putGoal replaces the thread's goal (nil clears it) and persists it with
+// the thread's metadata; on a failed write the goal is as it was. t.metaMu
+// must be held.
+func (t *thread) putGoal(ctx context.Context, g *threadGoal) error {
+	t.mu.Lock()
+	prev := t.meta.Goal
+	t.meta.Goal = g
+	patch := store.ThreadPatch{ID: t.id, Meta: t.metaJSONLocked()}
+	t.mu.Unlock()
+	if err := t.write(ctx, &store.Batch{UpdateThreads: []store.ThreadPatch{patch}}); err != nil {
+		t.mu.Lock()
+		t.meta.Goal = prev
+		t.mu.Unlock()
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,65 @@
+package turns
+
+import (
+	"context"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/appserver/appserver/api"
+)
+
+// snippetContext is how many bytes of text a search snippet keeps on each
+// side of the match.
+const snippetContext = 60
+
+// SearchThreads finds the threads whose name or first message (the
+// preview) holds the term, case-insensitively, paginated and sorted as
+// thread/list; each hit carries the matching text around the match.
+func (m *Manager) SearchThreads(ctx context.Context, p api.ThreadSearchParams) (api.ThreadSearchResult, error) {
+	term := p.SearchTerm
+	list, err := m.ListThreads(ctx, api.ThreadListParams{
+		Cursor: p.Cursor, Limit: p.Limit, SortKey: p.SortKey, SortDirection: p.SortDirection,
+		Archived: p.Archived, SourceKinds: p.SourceKinds, SearchTerm: &term,
+	})
+	if err != nil {
+		return api.ThreadSearchResult{}, err
+	}
+	res := api.ThreadSearchResult{Data: make(api.List[api.ThreadSearchHit], 0, len(list.Data)), NextCursor: list.NextCursor, BackwardsCursor: list.BackwardsCursor}
+	for _, th := range list.Data {
+		var snippet string
+		if th.Name != nil && strings.Contains(strings.ToLower(*th.Name), strings.ToLower(term)) {
+			snippet = *th.Name
+		} else {
+			snippet = snippetAround(th.Preview, term)
+		}
+		res.Data = append(res.Data, api.ThreadSearchHit{Thread: th, Snippet: snippet})
+	}
+	return res, nil
+}
+
+// snippetAround cuts text to the match of term and snippetContext bytes on
+// each side (at rune boundaries), marking a cut with "…".
+func snippetAround(text, term string) string {
+	i := strings.Index(strings.ToLower(text), strings.ToLower(term))
+	if i < 0 || term == "" {
+		i = 0
+	}
+	// Lower-casing can change a text's length: the index is then a guess,
+	// kept inside the original.
+	i = min(i, len(text))
+	start, end := max(i-snippetContext, 0), min(i+len(term)+snippetContext, len(text))
+	for start > 0 && !utf8.RuneStart(text[start]) {
+		start--
+	}
+	for end < len(text) && !utf8.RuneStart(text[end]) {
+		end++
+	}
+	out := text[start:end]
+	if start > 0 {
+		out = "…" + out
+	}
+	if end < len(text) {
+		out += "…"
+	}
+	return out
+}
