@@ -15,10 +15,8 @@ import (
 	"runtime/debug"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/appserver/appserver/api"
-	"github.com/appserver/appserver/internal/auth"
 	"github.com/appserver/appserver/internal/config"
 	"github.com/appserver/appserver/internal/config/configview"
 	"github.com/appserver/appserver/internal/daemon"
@@ -325,27 +323,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 		log.Warn("config", "warning", w.String())
 	}
 
-	host := cfg.ListenHost()
-	if err := auth.RequireForAddress(auth.Mode(cfg.WSAuth), host); err != nil {
+	authn, err := daemon.Authenticator(cfg)
+	if err != nil {
 		return err
-	}
-	var authn *auth.Authenticator
-	if cfg.WSAuth != config.WSAuthNone {
-		ac := auth.Config{
-			Mode:             auth.Mode(cfg.WSAuth),
-			TokenFile:        cfg.WSTokenFile,
-			TokenSHA256:      cfg.WSTokenSHA256,
-			SharedSecretFile: cfg.WSSharedSecretFile,
-			Issuer:           cfg.WSIssuer,
-			Audience:         cfg.WSAudience,
-		}
-		if cfg.WSAuth == config.WSAuthSignedBearerToken {
-			ac.MaxClockSkew = time.Duration(cfg.WSMaxClockSkewSeconds) * time.Second
-		}
-		authn, err = auth.New(ac)
-		if err != nil {
-			return err
-		}
 	}
 	execPolicy, err := policy.ParseSandboxMode(string(cfg.SandboxMode))
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/appserver/appserver/api"
+	"github.com/appserver/appserver/internal/auth"
 	"github.com/appserver/appserver/internal/config"
 	"github.com/appserver/appserver/internal/config/configview"
 	"github.com/appserver/appserver/internal/dynamic"
@@ -255,4 +256,28 @@ func newTools(cfg *config.Config, configFile string, log *slog.Logger, broker *d
 		MCP:       mcpServers,
 		Logger:    log,
 	}, broker, cat)
+}
+
+// Authenticator checks that the listen address may go without
+// authentication (loopback only) and builds the websocket's (and the HTTP
+// API's operator) authenticator from ws_auth; nil when ws_auth is off.
+func Authenticator(cfg *config.Config) (*auth.Authenticator, error) {
+	if err := auth.RequireForAddress(auth.Mode(cfg.WSAuth), cfg.ListenHost()); err != nil {
+		return nil, err
+	}
+	if cfg.WSAuth == config.WSAuthNone {
+		return nil, nil
+	}
+	ac := auth.Config{
+		Mode:             auth.Mode(cfg.WSAuth),
+		TokenFile:        cfg.WSTokenFile,
+		TokenSHA256:      cfg.WSTokenSHA256,
+		SharedSecretFile: cfg.WSSharedSecretFile,
+		Issuer:           cfg.WSIssuer,
+		Audience:         cfg.WSAudience,
+	}
+	if cfg.WSAuth == config.WSAuthSignedBearerToken {
+		ac.MaxClockSkew = time.Duration(cfg.WSMaxClockSkewSeconds) * time.Second
+	}
+	return auth.New(ac)
 }
