@@ -217,6 +217,8 @@ type Config struct {
 	Features Features `toml:"features"`
 	// Agents are the limits of the sub-agent tools (features.multi_agent).
 	Agents Agents `toml:"agents"`
+	// OTel configures the export of OpenTelemetry traces; off by default.
+	OTel OTel `toml:"otel"`
 	// SandboxBackend selects the OS sandbox: "auto" (bubblewrap when it
 	// works, else Landlock), "bwrap" or "landlock".
 	SandboxBackend string `toml:"sandbox_backend"`
@@ -466,6 +468,41 @@ type Agents struct {
 	MaxTotal int `toml:"max_total"`
 }
 
+// OTelExporter is how traces leave the daemon.
+type OTelExporter string
+
+// The values of otel.exporter.
+const (
+	// OTelExporterNone exports nothing: no tracer provider, no spans.
+	OTelExporterNone OTelExporter = "none"
+	// OTelExporterHTTP exports over OTLP/HTTP (protobuf).
+	OTelExporterHTTP OTelExporter = "otlp-http"
+	// OTelExporterGRPC exports over OTLP/gRPC.
+	OTelExporterGRPC OTelExporter = "otlp-grpc"
+)
+
+// DefaultOTelServiceName is the service.name of the exported traces.
+const DefaultOTelServiceName = "appserver"
+
+// OTel is the [otel] table: where the turns' traces (turn, model request
+// and tool call spans) are exported.
+type OTel struct {
+	// Exporter is "none" (the default), "otlp-http" or "otlp-grpc".
+	Exporter OTelExporter `toml:"exporter"`
+	// Endpoint is the collector's URL (http:// or https://, with the
+	// path for otlp-http, e.g. http://localhost:4318/v1/traces); empty
+	// leaves it to the exporter's default and the OTEL_EXPORTER_OTLP_*
+	// environment variables.
+	Endpoint string `toml:"endpoint"`
+	// Headers are sent with every export, e.g. a collector's API key.
+	Headers map[string]string `toml:"headers"`
+	// ServiceName is the traces' service.name resource attribute.
+	ServiceName string `toml:"service_name"`
+}
+
+// Enabled reports whether traces are exported.
+func (o OTel) Enabled() bool { return o.Exporter != OTelExporterNone && o.Exporter != "" }
+
 // Default returns the built-in configuration, resolving data_dir from the
 // process environment.
 func Default() Config {
@@ -486,6 +523,7 @@ func defaults(getenv func(string) string, goos string) Config {
 		GCHeapFloorMiB:              DefaultGCHeapFloorMiB,
 		SandboxBackend:              "auto",
 		WebSearch:                   "disabled",
+		OTel:                        OTel{Exporter: OTelExporterNone, ServiceName: DefaultOTelServiceName},
 		ApprovalClientTimeout:       DefaultApprovalClientTimeout,
 		WSMaxClockSkewSeconds:       DefaultWSMaxClockSkewSeconds,
 		WSMaxInboundInflightMiB:     DefaultWSMaxInboundInflightMiB,

@@ -17,6 +17,7 @@ var (
 	durationType = reflect.TypeFor[time.Duration]()
 	providerType = reflect.TypeFor[ModelProvider]()
 	mcpType      = reflect.TypeFor[MCPServer]()
+	exporterType = reflect.TypeFor[OTelExporter]()
 )
 
 // origin is who last set a key (or created a table entry).
@@ -109,6 +110,14 @@ func (l *loader) decode(v reflect.Value, raw any, path []string, s source) error
 		}
 		v.SetInt(int64(d))
 		l.record(path, s)
+		return nil
+	}
+	if _, isTable := raw.(map[string]any); isTable && v.Type() == exporterType {
+		// Codex's otel.exporter is a table ({otlp-http = {...}}) naming
+		// where its log events go, not traces: a Codex file keeps
+		// loading, and exports nothing here.
+		key := formatKey(path)
+		l.warnings = append(l.warnings, Warning{Path: key, Message: `codex config key "` + key + `" (a table) is not used by appserver (ignored); set it to "otlp-http" or "otlp-grpc" to export traces`, Source: s.name})
 		return nil
 	}
 	switch v.Kind() {

@@ -161,7 +161,7 @@ var codexTopLevelKeys = setOf(
 	"model_catalog_json", "model_instructions_file",
 	"model_max_output_tokens", "model_reasoning_effort", "model_reasoning_summary",
 	"model_reasoning_summary_format", "model_supports_reasoning_summaries",
-	"model_verbosity", "notice", "notify", "openai_base_url", "oss_provider", "otel",
+	"model_verbosity", "notice", "notify", "openai_base_url", "oss_provider",
 	"permissions", "personality", "plan_mode_reasoning_effort", "plugins",
 	"preferred_auth_method", "profile", "profiles", "project_doc_fallback_filenames",
 	"project_doc_max_bytes", "project_root_markers", "projects", "realtime",
@@ -177,6 +177,7 @@ var codexTopLevelKeys = setOf(
 // codexNestedKeys are, per table type, fields Codex accepts in that table
 // that appserver does not use.
 var codexNestedKeys = map[reflect.Type]map[string]bool{
+	reflect.TypeFor[OTel](): setOf("environment", "log_user_prompt", "trace_exporter", "metrics_exporter"),
 	reflect.TypeFor[ModelProvider](): setOf(
 		"auth", "aws", "experimental_bearer_token", "supports_websockets",
 		"websocket_connect_timeout_ms",

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"testing"
 	"time"
 
@@ -531,13 +532,17 @@ func TestCodexConfigFile(t *testing.T) {
 		"disable_response_storage", "experimental_use_exec_command_tool", "features.web_search_request", "file_opener",
 		"hide_agent_reasoning", "history", `mcp_servers."figma.remote".startup_timeout_ms`,
 		"model_providers.azure.experimental_bearer_token",
-		"model_reasoning_effort", "model_reasoning_summary", "model_verbosity", "notify", "otel",
+		"model_reasoning_effort", "model_reasoning_summary", "model_verbosity", "notify", "otel.environment",
 		"profile", "profiles", "projects", "sandbox_workspace_write", "shell_environment_policy",
 		"tools", "tui",
 	} {
 		want = append(want, codexWarning(key, source))
 	}
+	// Codex's exporter table (its log events) is not a trace exporter.
+	want = slices.Insert(want, 13, Warning{Path: "otel.exporter", Source: source,
+		Message: `codex config key "otel.exporter" (a table) is not used by appserver (ignored); set it to "otlp-http" or "otlp-grpc" to export traces`})
 	require.Equal(t, want, warnings)
+	require.False(t, cfg.OTel.Enabled())
 
 	require.Equal(t, "gpt-5-codex", cfg.Model, "profiles are not applied")
 	require.Equal(t, "azure", cfg.ModelProvider)

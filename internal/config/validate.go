@@ -125,6 +125,19 @@ func (c *Config) validateServer() error {
 			return c.invalid(key("agents", name), "must not be negative (0 is the default)")
 		}
 	}
+	switch c.OTel.Exporter {
+	case OTelExporterNone, OTelExporterHTTP, OTelExporterGRPC:
+	default:
+		return c.invalid(key("otel", "exporter"), `expected "none", "otlp-http" or "otlp-grpc", got %q`, c.OTel.Exporter)
+	}
+	if e := c.OTel.Endpoint; e != "" {
+		if u, err := url.Parse(e); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return c.invalid(key("otel", "endpoint"), "must be an http(s) URL")
+		}
+	}
+	if c.OTel.ServiceName == "" {
+		return c.invalid(key("otel", "service_name"), "must not be empty")
+	}
 	switch c.WebSearch {
 	case "disabled", "cached", "live":
 	default:

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"runtime"
 	"runtime/debug"
 	"time"
@@ -143,14 +144,18 @@ func registerCounts(reg prometheus.Registerer, mgr counter) {
 	)
 }
 
+// TurnStarted implements turns.Observer; the series need nothing at the
+// start.
+func (m *telemetry) TurnStarted(ctx context.Context, _ turns.TurnInfo) context.Context { return ctx }
+
 // TurnEnded implements turns.Observer.
-func (m *telemetry) TurnEnded(status api.TurnStatus, d time.Duration) {
+func (m *telemetry) TurnEnded(_ context.Context, status api.TurnStatus, d time.Duration) {
 	m.turns.WithLabelValues(string(status)).Inc()
 	m.turnDuration.WithLabelValues(string(status)).Observe(d.Seconds())
 }
 
 // ModelRequest implements turns.Observer.
-func (m *telemetry) ModelRequest(s turns.ModelRequestStats) {
+func (m *telemetry) ModelRequest(_ context.Context, s turns.ModelRequestStats) {
 	m.modelRequests.WithLabelValues(s.Provider, s.Model, s.Outcome).Inc()
 	m.modelDuration.WithLabelValues(s.Provider, s.Model).Observe(s.Duration.Seconds())
 	if s.FirstEvent > 0 {
@@ -170,7 +175,7 @@ func (m *telemetry) ModelRequest(s turns.ModelRequestStats) {
 }
 
 // ToolCall implements turns.Observer.
-func (m *telemetry) ToolCall(tool, outcome string, d time.Duration) {
+func (m *telemetry) ToolCall(_ context.Context, tool, outcome string, d time.Duration) {
 	m.toolCalls.WithLabelValues(tool, outcome).Inc()
 	m.toolDuration.WithLabelValues(tool).Observe(d.Seconds())
 }

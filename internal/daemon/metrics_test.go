@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -32,10 +33,11 @@ var seriesName = regexp.MustCompile(`\bappserver_[a-z_]+`)
 func TestMetricsLintClean(t *testing.T) {
 	m := server.NewMetrics()
 	tel := newTelemetry(m.Registry, "v1.2.3")
-	tel.TurnEnded(api.TurnCompleted, 3*time.Second)
-	tel.ModelRequest(turns.ModelRequestStats{Provider: "p", Model: "m", Outcome: "ok", Duration: time.Second,
+	ctx := context.Background()
+	tel.TurnEnded(ctx, api.TurnCompleted, 3*time.Second)
+	tel.ModelRequest(ctx, turns.ModelRequestStats{Provider: "p", Model: "m", Outcome: "ok", Duration: time.Second,
 		FirstEvent: 100 * time.Millisecond, Retries: 2, Usage: model.Usage{InputTokens: 10, CachedInputTokens: 4, OutputTokens: 3, ReasoningOutputTokens: 1}})
-	tel.ToolCall("shell_command", "ok", 20*time.Millisecond)
+	tel.ToolCall(ctx, "shell_command", "ok", 20*time.Millisecond)
 	tel.ApprovalPending(1)
 	tel.ApprovalDecided("approval", "accept")
 	m.ObserveStoreOp("write", time.Millisecond, nil)
@@ -98,10 +100,11 @@ func BenchmarkTelemetryPerTurn(b *testing.B) {
 	tel := newTelemetry(server.NewMetrics().Registry, "bench")
 	stats := turns.ModelRequestStats{Provider: "openai", Model: "gpt-5.1-codex", Outcome: "ok", Duration: time.Second,
 		FirstEvent: 300 * time.Millisecond, Usage: model.Usage{InputTokens: 1000, CachedInputTokens: 800, OutputTokens: 50, ReasoningOutputTokens: 20}}
+	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
-		tel.ModelRequest(stats)
-		tel.ToolCall("shell_command", "ok", 20*time.Millisecond)
-		tel.TurnEnded(api.TurnCompleted, 2*time.Second)
+		tel.ModelRequest(ctx, stats)
+		tel.ToolCall(ctx, "shell_command", "ok", 20*time.Millisecond)
+		tel.TurnEnded(ctx, api.TurnCompleted, 2*time.Second)
 	}
 }

@@ -154,6 +154,9 @@ func (m *Manager) startTurn(ctx context.Context, c Caller, p api.TurnStartParams
 	return api.TurnStartResult{Turn: pendingTurn(at.id)}, func() {
 		go func() {
 			defer m.turns.Done()
+			run.obs = m.cfg.Observer.TurnStarted(context.Background(), TurnInfo{
+				ThreadID: t.id, TurnID: at.id, Provider: settings.provider, Model: settings.model,
+			})
 			if kind != nil {
 				kind.runTurn(run, tc)
 				return

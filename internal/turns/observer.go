@@ -11,18 +11,32 @@ import (
 	"github.com/appserver/appserver/internal/registry"
 )
 
-// Observer learns what the Manager's turns do, for metrics; the composition
-// root gives one backed by Prometheus. Its methods are called on the turns'
-// goroutines, concurrently, and must not block.
+// Observer learns what the Manager's turns do, for metrics and traces; the
+// composition root gives one backed by Prometheus (and OpenTelemetry when
+// configured). Its methods are called on the turns' goroutines,
+// concurrently, and must not block.
 type Observer interface {
+	// TurnStarted is called once per turn, when its goroutine starts,
+	// before any other hook of the turn. The context it returns (ctx, or
+	// one derived from it, e.g. carrying the turn's span) is the ctx of
+	// the turn's other hooks; it is never canceled.
+	TurnStarted(ctx context.Context, t TurnInfo) context.Context
 	// TurnEnded is called once per turn, with its end status and how long
 	// it ran.
-	TurnEnded(status api.TurnStatus, d time.Duration)
-	// ModelRequest is called once per model request of a turn.
-	ModelRequest(ModelRequestStats)
-	// ToolCall is called once per tool call, with the registry's outcome
-	// (registry.CallOK, ...).
-	ToolCall(tool, outcome string, d time.Duration)
+	TurnEnded(ctx context.Context, status api.TurnStatus, d time.Duration)
+	// ModelRequest is called once per model request of a turn, when it
+	// ended.
+	ModelRequest(ctx context.Context, s ModelRequestStats)
+	// ToolCall is called once per tool call, when it ended, with the
+	// registry's outcome (registry.CallOK, ...).
+	ToolCall(ctx context.Context, tool, outcome string, d time.Duration)
+}
+
+// TurnInfo names a turn for an Observer.
+type TurnInfo struct {
+	ThreadID, TurnID string
+	// Provider and Model are the turn's model settings.
+	Provider, Model string
 }
 
 // ModelRequestStats describes one model request for an Observer.
@@ -47,9 +61,10 @@ type ModelRequestStats struct {
 // nopObserver is the Observer of a Manager configured without one.
 type nopObserver struct{}
 
-func (nopObserver) TurnEnded(api.TurnStatus, time.Duration) {}
-func (nopObserver) ModelRequest(ModelRequestStats)          {}
-func (nopObserver) ToolCall(string, string, time.Duration)  {}
+func (nopObserver) TurnStarted(ctx context.Context, _ TurnInfo) context.Context { return ctx }
+func (nopObserver) TurnEnded(context.Context, api.TurnStatus, time.Duration)    {}
+func (nopObserver) ModelRequest(context.Context, ModelRequestStats)             {}
+func (nopObserver) ToolCall(context.Context, string, string, time.Duration)     {}
 
 // modelOutcome is the Outcome of a model request that ended with err, and
 // the model's error if it was one.
@@ -93,7 +108,7 @@ func (r *turnRun) observeModelRequest(res model.Result, err error, sent time.Tim
 	if me != nil {
 		attempts = me.Attempts
 	}
-	t.m.cfg.Observer.ModelRequest(ModelRequestStats{
+	t.m.cfg.Observer.ModelRequest(r.obs, ModelRequestStats{
 		Provider: at.settings.provider, Model: at.settings.model, Outcome: outcome,
 		Duration: d, FirstEvent: firstEvent, Retries: max(attempts-1, 0), Usage: res.Usage,
 	})
@@ -115,7 +130,7 @@ const toolLogPreview = 200
 // Observe) and logs its failure with the turn's ids.
 func (r *turnRun) observeToolCall(c registry.CallResult) {
 	t := r.t
-	t.m.cfg.Observer.ToolCall(c.Tool, c.Outcome, c.Duration)
+	t.m.cfg.Observer.ToolCall(r.obs, c.Tool, c.Outcome, c.Duration)
 	attrs := []any{"thread", t.id, "turn", r.at.id, "tool", c.Tool, "call_id", c.CallID, "outcome", c.Outcome, "duration", c.Duration}
 	switch c.Outcome {
 	case registry.CallFatal:
@@ -135,7 +150,7 @@ func (r *turnRun) observeToolCall(c registry.CallResult) {
 func (r *turnRun) observeEnd(status api.TurnStatus, turnErr *api.TurnError, runErr error, now time.Time) {
 	t, at := r.t, r.at
 	d := now.Sub(at.startedAt)
-	t.m.cfg.Observer.TurnEnded(status, d)
+	t.m.cfg.Observer.TurnEnded(r.obs, status, d)
 	switch {
 	case status == api.TurnFailed && isModelError(runErr):
 		t.m.log.Warn("turn failed", "thread", t.id, "turn", at.id, "duration", d, "error", turnErr.Message)

@@ -21,19 +21,21 @@ type observed struct {
 	tools  []string
 }
 
-func (o *observed) TurnEnded(s api.TurnStatus, d time.Duration) {
+func (o *observed) TurnStarted(ctx context.Context, _ turns.TurnInfo) context.Context { return ctx }
+
+func (o *observed) TurnEnded(_ context.Context, s api.TurnStatus, d time.Duration) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.turns = append(o.turns, s)
 }
 
-func (o *observed) ModelRequest(s turns.ModelRequestStats) {
+func (o *observed) ModelRequest(_ context.Context, s turns.ModelRequestStats) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.models = append(o.models, s)
 }
 
-func (o *observed) ToolCall(tool, outcome string, _ time.Duration) {
+func (o *observed) ToolCall(_ context.Context, tool, outcome string, _ time.Duration) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.tools = append(o.tools, tool+":"+outcome)

@@ -138,6 +138,9 @@ type turnRun struct {
 	total    api.TokenUsageBreakdown
 	specs    []registry.ConfiguredToolSpec
 	registry *registry.Registry
+	// obs is the Observer's context of the turn (TurnStarted), set before
+	// the turn's goroutine runs anything and passed to its other hooks.
+	obs context.Context
 
 	mu           sync.Mutex      // guards the fields below; tools run concurrently
 	diff         string          // the turn's aggregate diff (turn/diff/updated)
