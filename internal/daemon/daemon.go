@@ -42,6 +42,7 @@ const (
 	StopConns              // the listener and the websockets close (1001)
 	StopCerts              // SIGHUP no longer reloads the TLS certificate
 	StopSkills             // the skills watcher, then the catalog
+	StopTraces             // the last spans are exported, after the turns ended
 	StopStore              // last: every writer has stopped
 	StopGC                 // the GC heap floor goes with the daemon
 	NumStops
@@ -150,6 +151,10 @@ func NewCore(ctx context.Context, cfg *config.Config, configFile, version string
 		return nil, err
 	}
 	stops[StopTools] = c.Tools.Close
+	obs, err := turnsObserver(ctx, cfg, tel, version, log, stops)
+	if err != nil {
+		return nil, err
+	}
 	c.Manager, err = turns.New(turns.Config{
 		Store:                c.Store,
 		Notifier:             c.Hub,
@@ -171,7 +176,7 @@ func NewCore(ctx context.Context, cfg *config.Config, configFile, version string
 			AutoCompactLimit: configview.AutoCompactLimit(cfg),
 		},
 		ShutdownGrace: cfg.ShutdownGracePeriod,
-		Observer:      tel,
+		Observer:      obs,
 		Logger:        log,
 	})
 	if err != nil {
@@ -180,6 +185,24 @@ func NewCore(ctx context.Context, cfg *config.Config, configFile, version string
 	stops[StopTurns] = c.Manager.Stop
 	registerCounts(c.Metrics.Registry, c.Manager)
 	return c, nil
+}
+
+// turnsObserver is the turns manager's Observer: the series, with spans
+// when [otel] configures an exporter (the provider's shutdown, which
+// exports the last spans, goes in stops).
+func turnsObserver(ctx context.Context, cfg *config.Config, tel *telemetry, version string, log *slog.Logger, stops *Stops) (turns.Observer, error) {
+	tp, err := newTracerProvider(ctx, cfg.OTel, version)
+	if err != nil || tp == nil {
+		return tel, err
+	}
+	stops[StopTraces] = func() {
+		ctx, cancel := context.WithTimeout(context.Background(), traceShutdownTimeout)
+		defer cancel()
+		if err := tp.Shutdown(ctx); err != nil {
+			log.Warn("exporting the last spans", "err", err)
+		}
+	}
+	return tracing{Observer: tel, tracer: tp.Tracer(tracerName)}, nil
 }
 
 // OpenStore opens the configured backend: Postgres when database_url is

@@ -1,0 +1,202 @@
+package daemon
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/appserver/appserver/api"
+	"github.com/appserver/appserver/internal/config"
+	"github.com/appserver/appserver/internal/model"
+	"github.com/appserver/appserver/internal/model/fakemodel"
+	"github.com/appserver/appserver/internal/registry"
+	"github.com/appserver/appserver/internal/server"
+	"github.com/appserver/appserver/internal/store/sqlite"
+	"github.com/appserver/appserver/internal/turns"
+)
+
+// TestTracesOffByDefault: the default configuration builds no tracer
+// provider; the turns' Observer is the series alone, and the global
+// provider is left alone.
+func TestTracesOffByDefault(t *testing.T) {
+	cfg := config.Default()
+	tel := newTelemetry(server.NewMetrics().Registry, "v")
+	var stops Stops
+	obs, err := turnsObserver(context.Background(), &cfg, tel, "v", slog.New(slog.DiscardHandler), &stops)
+	require.NoError(t, err)
+	require.Same(t, tel, obs)
+	require.Nil(t, stops[StopTraces])
+	_, isSDK := otel.GetTracerProvider().(*sdktrace.TracerProvider)
+	require.False(t, isSDK)
+}
+
+// TestTracesExportOverOTLPHTTP: with exporter otlp-http, the spans of a
+// turn reach the configured endpoint, with the configured headers, at the
+// latest when the daemon stops.
+func TestTracesExportOverOTLPHTTP(t *testing.T) {
+	got := make(chan *http.Request, 4)
+	collector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if len(body) > 0 {
+			got <- r
+		}
+		w.Header().Set("Content-Type", "application/x-protobuf")
+	}))
+	defer collector.Close()
+	cfg := config.Default()
+	cfg.OTel = config.OTel{Exporter: config.OTelExporterHTTP, Endpoint: collector.URL + "/v1/traces",
+		Headers: map[string]string{"X-Api-Key": "k"}, ServiceName: "svc"}
+	tel := newTelemetry(server.NewMetrics().Registry, "v")
+	var stops Stops
+	obs, err := turnsObserver(context.Background(), &cfg, tel, "v", slog.New(slog.DiscardHandler), &stops)
+	require.NoError(t, err)
+	require.NotNil(t, stops[StopTraces])
+	ctx := obs.TurnStarted(context.Background(), turns.TurnInfo{ThreadID: "th", TurnID: "tu", Provider: "p", Model: "m"})
+	obs.TurnEnded(ctx, api.TurnCompleted, time.Second)
+	stops.Run()
+	select {
+	case r := <-got:
+		require.Equal(t, "/v1/traces", r.URL.Path)
+		require.Equal(t, "k", r.Header.Get("X-Api-Key"))
+	case <-time.After(5 * time.Second):
+		t.Fatal("no spans reached the collector")
+	}
+}
+
+// notified signals turn/completed; the other notifications are dropped.
+type notified chan struct{}
+
+func (n notified) Broadcast(string, any) {}
+
+func (n notified) Send(_ []turns.ConnID, method string, _ any) {
+	if method == "turn/completed" {
+		n <- struct{}{}
+	}
+}
+
+type fakeModels struct{ c model.Client }
+
+func (p fakeModels) Client(string) (model.Client, error) { return p.c, nil }
+
+// TestTurnSpans runs a turn with a tool call through the turns manager
+// and the fake model: the turn's span is the parent of a span per model
+// request and one for the tool call, each with its attributes.
+func TestTurnSpans(t *testing.T) {
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(t.TempDir(), "a.db"), Migrate: true})
+	require.NoError(t, err)
+	defer st.Close()
+	script, err := fakemodel.ParseScript([]byte(`{"steps":[
+		{"tool_calls":[{"call_id":"c1","name":"probe","arguments":{}}],"usage":{"input_tokens":7,"output_tokens":2,"total_tokens":9}},
+		{"text":"done","usage":{"input_tokens":11,"output_tokens":3,"total_tokens":14}}]}`))
+	require.NoError(t, err)
+	fake, err := fakemodel.Start(script)
+	require.NoError(t, err)
+	defer fake.Close()
+	client, err := model.New(model.ProviderConfig{BaseURL: fake.URL(), MaxRetries: -1}, nil)
+	require.NoError(t, err)
+
+	spans := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))
+	defer tp.Shutdown(ctx)
+	done := make(notified, 1)
+	m, err := turns.New(turns.Config{
+		Store: st, Notifier: done, Models: fakeModels{client},
+		Observer: tracing{Observer: newTelemetry(server.NewMetrics().Registry, "v"), tracer: tp.Tracer(tracerName)},
+		Defaults: turns.Defaults{Model: "fake-model", ModelProvider: "fake", Cwd: t.TempDir()},
+		Tools: func(turns.ToolContext) ([]registry.ConfiguredToolSpec, *registry.Registry, error) {
+			b := registry.NewBuilder(registry.Config{})
+			spec := registry.FunctionSpec{Name: "probe", Description: "probe", Parameters: registry.Object(map[string]*registry.Schema{}, nil, nil)}
+			if err := b.Register(spec, registry.HandlerFunc(func(context.Context, registry.Invocation) (registry.Output, error) {
+				return registry.TextOutput("ok", true), nil
+			}), false); err != nil {
+				return nil, nil, err
+			}
+			specs, reg := b.Build()
+			return specs, reg, nil
+		},
+	})
+	require.NoError(t, err)
+	defer m.Stop()
+	th, after, err := m.StartThread(ctx, turns.Caller{Conn: 1}, api.ThreadStartParams{})
+	require.NoError(t, err)
+	after()
+	tr, after, err := m.StartTurn(ctx, turns.Caller{Conn: 1}, api.TurnStartParams{
+		ThreadID: th.Thread.ID, Input: api.List[api.UserInput]{{Type: api.UserInputText, Text: "go"}},
+	})
+	require.NoError(t, err)
+	after()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the turn did not complete")
+	}
+	// The turn's span ends just after turn/completed is sent.
+	require.Eventually(t, func() bool { return len(spans.GetSpans()) == 4 }, 5*time.Second, time.Millisecond)
+
+	byName := map[string]tracetest.SpanStub{}
+	for _, s := range spans.GetSpans() {
+		byName[s.Name] = s
+	}
+	turn := byName["turn"]
+	require.False(t, turn.Parent.IsValid(), "the turn's span is a root")
+	require.Equal(t, map[attribute.Key]string{
+		"appserver.thread.id": th.Thread.ID, "appserver.turn.id": tr.Turn.ID,
+		"gen_ai.provider.name": "fake", "gen_ai.request.model": "fake-model", "appserver.turn.status": "completed",
+	}, stringAttrs(turn.Attributes))
+
+	var requests []tracetest.SpanStub
+	for _, s := range spans.GetSpans() {
+		if s.Name == "chat fake-model" {
+			requests = append(requests, s)
+		}
+	}
+	require.Len(t, requests, 2)
+	tool, ok := byName["execute_tool probe"]
+	require.True(t, ok)
+	for _, child := range append(requests, tool) {
+		require.Equal(t, turn.SpanContext.TraceID(), child.SpanContext.TraceID())
+		require.Equal(t, turn.SpanContext.SpanID(), child.Parent.SpanID(), "%s is a child of the turn", child.Name)
+		require.False(t, child.StartTime.Before(turn.StartTime))
+		require.False(t, child.EndTime.After(turn.EndTime))
+	}
+	first := attrMap(requests[0].Attributes)
+	require.Equal(t, "fake", first["gen_ai.provider.name"].AsString())
+	require.Equal(t, "ok", first["appserver.model.outcome"].AsString())
+	require.Equal(t, int64(1), first["appserver.model.attempts"].AsInt64())
+	require.Equal(t, int64(7), first["gen_ai.usage.input_tokens"].AsInt64())
+	require.Equal(t, int64(2), first["gen_ai.usage.output_tokens"].AsInt64())
+	require.Equal(t, int64(11), attrMap(requests[1].Attributes)["gen_ai.usage.input_tokens"].AsInt64())
+	require.Equal(t, map[attribute.Key]string{
+		"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "probe", "appserver.tool.outcome": "ok",
+	}, stringAttrs(tool.Attributes))
+}
+
+func attrMap(kvs []attribute.KeyValue) map[attribute.Key]attribute.Value {
+	m := map[attribute.Key]attribute.Value{}
+	for _, kv := range kvs {
+		m[kv.Key] = kv.Value
+	}
+	return m
+}
+
+func stringAttrs(kvs []attribute.KeyValue) map[attribute.Key]string {
+	m := map[attribute.Key]string{}
+	for _, kv := range kvs {
+		if kv.Value.Type() == attribute.STRING {
+			m[kv.Key] = kv.Value.AsString()
+		}
+	}
+	return m
+}
