@@ -505,3 +505,21 @@ func TestCheckFindsViolations(t *testing.T) {
 		})
 	}
 }
+
+// TestOnlyTheDaemonImportsOpenTelemetry: traces are the composition
+// root's concern. The turns report through their Observer, so no layer
+// below the daemon depends on the OpenTelemetry API or SDK.
+func TestOnlyTheDaemonImportsOpenTelemetry(t *testing.T) {
+	module, pkgs := goList(t)
+	allowed := []string{module + "/internal/daemon", module + "/cmd/appserver"}
+	for _, p := range pkgs {
+		if slices.Contains(allowed, p.ImportPath) {
+			continue
+		}
+		for _, imp := range p.Imports {
+			if strings.HasPrefix(imp, "go.opentelemetry.io/") {
+				t.Errorf("%s imports %s: only internal/daemon builds the tracer; report through turns.Observer", p.ImportPath, imp)
+			}
+		}
+	}
+}

@@ -5,6 +5,11 @@
 // order. cmd/appserver adds the listeners (websocket, HTTP API, /mcp) or
 // the stdio MCP session on top, and keeps flags and configuration loading.
 //
+// It owns the turns' telemetry: the Prometheus series and, when [otel]
+// configures an exporter, the OpenTelemetry tracer provider, both behind
+// turns.Observer. It is the only package (with cmd/appserver) that may
+// import OpenTelemetry; archtest holds that.
+//
 // It is the composition root's library: it may import every service
 // package, and nothing but cmd/appserver imports it.
 package daemon
