@@ -200,3 +200,23 @@ func stringAttrs(kvs []attribute.KeyValue) map[attribute.Key]string {
 	}
 	return m
 }
+
+// BenchmarkTracingPerTurn is what traces add to the series for a turn of
+// one model request and one tool call: four spans handed to a batching
+// processor (whose exporter drops them).
+func BenchmarkTracingPerTurn(b *testing.B) {
+	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(tracetest.NewNoopExporter()))
+	defer tp.Shutdown(context.Background())
+	obs := tracing{Observer: newTelemetry(server.NewMetrics().Registry, "bench"), tracer: tp.Tracer(tracerName)}
+	stats := turns.ModelRequestStats{Provider: "openai", Model: "gpt-5.1-codex", Outcome: "ok", Duration: time.Second,
+		FirstEvent: 300 * time.Millisecond, Usage: model.Usage{InputTokens: 1000, CachedInputTokens: 800, OutputTokens: 50, ReasoningOutputTokens: 20}}
+	info := turns.TurnInfo{ThreadID: "thread", TurnID: "turn", Provider: "openai", Model: "gpt-5.1-codex"}
+	b.ReportAllocs()
+	for b.Loop() {
+		ctx := obs.TurnStarted(context.Background(), info)
+		obs.ModelRequest(ctx, stats)
+		obs.ToolCall(ctx, "shell_command", "ok", 20*time.Millisecond)
+		obs.ModelRequest(ctx, stats)
+		obs.TurnEnded(ctx, api.TurnCompleted, 2*time.Second)
+	}
+}
