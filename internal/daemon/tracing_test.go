@@ -4,9 +4,11 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,6 +17,9 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 
 	"github.com/appserver/appserver/api"
 	"github.com/appserver/appserver/internal/config"
@@ -69,6 +74,48 @@ func TestTracesExportOverOTLPHTTP(t *testing.T) {
 	case r := <-got:
 		require.Equal(t, "/v1/traces", r.URL.Path)
 		require.Equal(t, "k", r.Header.Get("X-Api-Key"))
+	case <-time.After(5 * time.Second):
+		t.Fatal("no spans reached the collector")
+	}
+}
+
+// collector is an OTLP/gRPC trace collector that passes on the API key
+// of each export carrying spans.
+type collector struct {
+	coltracepb.UnimplementedTraceServiceServer
+	got chan string
+}
+
+func (c *collector) Export(ctx context.Context, req *coltracepb.ExportTraceServiceRequest) (*coltracepb.ExportTraceServiceResponse, error) {
+	if len(req.GetResourceSpans()) > 0 {
+		md, _ := metadata.FromIncomingContext(ctx)
+		c.got <- strings.Join(md.Get("x-api-key"), ",")
+	}
+	return &coltracepb.ExportTraceServiceResponse{}, nil
+}
+
+// TestTracesExportOverOTLPGRPC: with exporter otlp-grpc and an http://
+// endpoint (no TLS), the spans reach the collector with the headers.
+func TestTracesExportOverOTLPGRPC(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	srv := grpc.NewServer()
+	c := &collector{got: make(chan string, 4)}
+	coltracepb.RegisterTraceServiceServer(srv, c)
+	go srv.Serve(lis)
+	defer srv.Stop()
+	cfg := config.Default()
+	cfg.OTel = config.OTel{Exporter: config.OTelExporterGRPC, Endpoint: "http://" + lis.Addr().String(),
+		Headers: map[string]string{"x-api-key": "k"}, ServiceName: "svc"}
+	var stops Stops
+	obs, err := turnsObserver(context.Background(), &cfg, newTelemetry(server.NewMetrics().Registry, "v"), "v", slog.New(slog.DiscardHandler), &stops)
+	require.NoError(t, err)
+	ctx := obs.TurnStarted(context.Background(), turns.TurnInfo{ThreadID: "th", TurnID: "tu", Provider: "p", Model: "m"})
+	obs.TurnEnded(ctx, api.TurnCompleted, time.Second)
+	stops.Run()
+	select {
+	case key := <-c.got:
+		require.Equal(t, "k", key)
 	case <-time.After(5 * time.Second):
 		t.Fatal("no spans reached the collector")
 	}
