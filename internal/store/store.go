@@ -169,8 +169,9 @@ type ListThreadsQuery struct {
 	Cwds []string
 	// ModelProviders, when non-empty, keeps threads of one of them.
 	ModelProviders []string
-	// SearchTerm, when non-empty, keeps threads whose name or preview
-	// contains it, ignoring case.
+	// SearchTerm, when non-empty, keeps threads whose name or preview, or
+	// the text of one of whose user or agent messages, contains it,
+	// ignoring case (for message text in SQLite, ASCII case only).
 	SearchTerm string
 }
 

@@ -30,8 +30,7 @@ import (
 
 // builtinToolNames are the names the built-in tools take (offered or
 // registered as aliases), plus update_plan, the goal tools and the skills
-// namespace; a
-// client's dynamic tools may not use them.
+// namespace; a client's dynamic tools may not use them.
 var builtinToolNames = []string{
 	planning.Name, "skills", agents.Namespace, goals.GetName, goals.CreateName, goals.UpdateName,
 	shell.ShellName, shell.ShellCommandName, shell.ContainerExecName, shell.LocalShellName,
