@@ -250,3 +250,26 @@ type Store interface {
 	// Close releases the store's resources.
 	Close() error
 }
+
+// MessageTexts are the texts of a user or agent message item, the ones a
+// thread search (ListThreadsQuery.SearchTerm) matches; none for other
+// items or a payload that does not parse.
+func MessageTexts(it Item) []string {
+	var msg struct {
+		Text    string `json:"text"`
+		Content []struct {
+			Text string `json:"text"`
+		} `json:"content"`
+	}
+	if (it.Type != "agentMessage" && it.Type != "userMessage") || json.Unmarshal(it.Payload, &msg) != nil {
+		return nil
+	}
+	if it.Type == "agentMessage" {
+		return []string{msg.Text}
+	}
+	texts := make([]string, len(msg.Content))
+	for i, c := range msg.Content {
+		texts[i] = c.Text
+	}
+	return texts
+}

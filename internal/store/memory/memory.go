@@ -393,23 +393,8 @@ func matches(td *threadData, term string) bool {
 		return true
 	}
 	for _, it := range td.items {
-		if it.Type != "agentMessage" && it.Type != "userMessage" {
-			continue
-		}
-		var msg struct {
-			Text    string `json:"text"`
-			Content []struct {
-				Text string `json:"text"`
-			} `json:"content"`
-		}
-		if json.Unmarshal(it.Payload, &msg) != nil {
-			continue
-		}
-		if it.Type == "agentMessage" && strings.Contains(backend.Fold(msg.Text), term) {
-			return true
-		}
-		for _, c := range msg.Content {
-			if it.Type == "userMessage" && strings.Contains(backend.Fold(c.Text), term) {
+		for _, text := range store.MessageTexts(it) {
+			if strings.Contains(backend.Fold(text), term) {
 				return true
 			}
 		}
