@@ -95,3 +95,84 @@ func TestThreadGoal(t *testing.T) {
 		})
 	}
 }
+
+// The model's goal tools: create_goal sets the thread's goal (subscribers
+// hear thread/goal/updated, thread/goal/get shows it), a second create_goal
+// is refused, get_goal reads it and update_goal marks it complete with the
+// budget report; an ephemeral thread is offered none of them.
+func TestGoalTools(t *testing.T) {
+	script := `{"steps":[
+	{"match":{"user_text":"make a goal"},"tool_calls":[{"call_id":"g1","name":"create_goal","arguments":{"objective":"Fix the flaky test","token_budget":9000}}]},
+	{"match":{"call_output":"g1"},"tool_calls":[{"call_id":"g2","name":"create_goal","arguments":{"objective":"Another"}}]},
+	{"match":{"call_output":"g2"},"tool_calls":[{"call_id":"g3","name":"get_goal","arguments":{}}]},
+	{"match":{"call_output":"g3"},"tool_calls":[{"call_id":"g4","name":"update_goal","arguments":{"status":"paused"}}]},
+	{"match":{"call_output":"g4"},"tool_calls":[{"call_id":"g5","name":"update_goal","arguments":{"status":"complete"}}]},
+	{"match":{"call_output":"g5"},"text":"done"},
+	{"match":{"user_text":"ephemeral"},"text":"ok"}]}`
+	for name, storeArgs := range storeBackends(t) {
+		t.Run(name, func(t *testing.T) {
+			fake := startFake(t, script)
+			d := startDaemon(t, append(storeArgs, fakeArgs(fake, "responses")...)...)
+			r := newRPC(t, d)
+			threadID := startThread(t, r, nil)
+			r.seen = nil
+			r.call("turn/start", teInput(threadID, "make a goal"))
+			f := r.until("thread/goal/updated")
+			schemaValidate(t, "ThreadGoalUpdatedNotification", f.Params)
+			var note struct {
+				ThreadID string `json:"threadId"`
+				Goal     struct {
+					Objective   string `json:"objective"`
+					Status      string `json:"status"`
+					TokenBudget int64  `json:"tokenBudget"`
+				} `json:"goal"`
+			}
+			require.NoError(t, json.Unmarshal(f.Params, &note))
+			require.Equal(t, threadID, note.ThreadID)
+			require.Equal(t, "Fix the flaky test", note.Goal.Objective)
+			require.Equal(t, "active", note.Goal.Status)
+			require.Equal(t, int64(9000), note.Goal.TokenBudget)
+			r.until("turn/completed")
+
+			// The tool's goal is the thread's goal.
+			res := r.call("thread/goal/get", map[string]any{"threadId": threadID})
+			schemaValidate(t, "ThreadGoalGetResponse", res)
+			require.Contains(t, string(res), `"objective":"Fix the flaky test"`)
+			require.Contains(t, string(res), `"status":"complete"`)
+
+			reqs := fake.Requests()
+			require.Len(t, reqs, 6)
+			for _, tool := range []string{`"name":"get_goal"`, `"name":"create_goal"`, `"name":"update_goal"`} {
+				require.Contains(t, string(reqs[0].Body), tool)
+			}
+			var created struct {
+				Goal struct {
+					Objective string `json:"objective"`
+				} `json:"goal"`
+				RemainingTokens int64 `json:"remainingTokens"`
+			}
+			require.NoError(t, json.Unmarshal([]byte(teModelOutput(t, fake, 1, "g1")), &created))
+			require.Equal(t, "Fix the flaky test", created.Goal.Objective)
+			require.Equal(t, int64(9000), created.RemainingTokens)
+			require.Contains(t, teModelOutput(t, fake, 2, "g2"), "already has a goal")
+			require.Contains(t, teModelOutput(t, fake, 3, "g3"), `"objective": "Fix the flaky test"`)
+			require.Contains(t, teModelOutput(t, fake, 4, "g4"), "only set status complete or blocked")
+			done := teModelOutput(t, fake, 5, "g5")
+			require.Contains(t, done, `"status": "complete"`)
+			require.Contains(t, done, "Report final budget usage to the user")
+
+			// An ephemeral thread cannot keep a goal: no goal tools.
+			res = r.call("thread/start", map[string]any{"ephemeral": true})
+			var eph struct {
+				Thread struct {
+					ID string `json:"id"`
+				} `json:"thread"`
+			}
+			require.NoError(t, json.Unmarshal(res, &eph))
+			r.call("turn/start", teInput(eph.Thread.ID, "ephemeral"))
+			r.until("turn/completed")
+			reqs = fake.Requests()
+			require.NotContains(t, string(reqs[len(reqs)-1].Body), `"name":"create_goal"`)
+		})
+	}
+}

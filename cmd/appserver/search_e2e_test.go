@@ -8,12 +8,13 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// thread/search finds threads by name and by their first message, case
-// blind, page by page, with the matching text as the snippet.
+// thread/search finds threads by name, by their first message and by the
+// text of any later user or agent message, case blind, page by page, with
+// the matching text as the snippet.
 func TestThreadSearch(t *testing.T) {
 	for name, storeArgs := range storeBackends(t) {
 		t.Run(name, func(t *testing.T) {
-			fake := startFake(t, `{"steps":[{"text":"ok"}]}`)
+			fake := startFake(t, `{"steps":[{"match":{"user_text":"zoo"},"text":"A sleepy Kangaroo lives here"},{"text":"ok"}]}`)
 			d := startDaemon(t, append(storeArgs, fakeArgs(fake, "responses")...)...)
 			r := newRPC(t, d)
 			long := strings.Repeat("padding ", 20) + "Fix the FLAKY login test" + strings.Repeat(" and more", 20)
@@ -66,6 +67,24 @@ func TestThreadSearch(t *testing.T) {
 			require.Nil(t, last)
 			for id := range first {
 				require.NotContains(t, second, id)
+			}
+
+			// Later messages: the model's answer, and a user message after
+			// the first (the preview).
+			zoo := withText("Tell me about the zoo")
+			r.call("turn/start", teInput(zoo, "and the Wombat keeper"))
+			r.until("turn/completed")
+			hits, _ = search(map[string]any{"searchTerm": "kangaroo"})
+			require.Equal(t, map[string]string{zoo: "A sleepy Kangaroo lives here"}, hits)
+			hits, _ = search(map[string]any{"searchTerm": "WOMBAT"})
+			require.Equal(t, map[string]string{zoo: "and the Wombat keeper"}, hits)
+			hits, _ = search(map[string]any{"searchTerm": "agentMessage"})
+			require.Empty(t, hits, "item types and JSON keys are not text")
+			page1, next := search(map[string]any{"searchTerm": "o", "limit": 2})
+			require.Len(t, page1, 2)
+			page2, _ := search(map[string]any{"searchTerm": "o", "limit": 2, "cursor": *next})
+			for id := range page1 {
+				require.NotContains(t, page2, id)
 			}
 
 			none, _ := search(map[string]any{"searchTerm": "nothing like this"})

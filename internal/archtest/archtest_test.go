@@ -50,7 +50,7 @@ var (
 	// output, knowing nothing about threads, storage or transports.
 	leafTools = []string{
 		"internal/tools/applypatch", "internal/tools/execsession", "internal/tools/files",
-		"internal/tools/shell", "internal/tools/agents", "internal/registry/planning", "internal/dynamic", "internal/skills",
+		"internal/tools/shell", "internal/tools/agents", "internal/tools/goals", "internal/registry/planning", "internal/dynamic", "internal/skills",
 	}
 )
 

@@ -169,8 +169,9 @@ type ListThreadsQuery struct {
 	Cwds []string
 	// ModelProviders, when non-empty, keeps threads of one of them.
 	ModelProviders []string
-	// SearchTerm, when non-empty, keeps threads whose name or preview
-	// contains it, ignoring case.
+	// SearchTerm, when non-empty, keeps threads whose name or preview, or
+	// the text of one of whose user or agent messages, contains it,
+	// ignoring case (for message text in SQLite, ASCII case only).
 	SearchTerm string
 }
 
@@ -248,4 +249,27 @@ type Store interface {
 	Ping(ctx context.Context) error
 	// Close releases the store's resources.
 	Close() error
+}
+
+// MessageTexts are the texts of a user or agent message item, the ones a
+// thread search (ListThreadsQuery.SearchTerm) matches; none for other
+// items or a payload that does not parse.
+func MessageTexts(it Item) []string {
+	var msg struct {
+		Text    string `json:"text"`
+		Content []struct {
+			Text string `json:"text"`
+		} `json:"content"`
+	}
+	if (it.Type != "agentMessage" && it.Type != "userMessage") || json.Unmarshal(it.Payload, &msg) != nil {
+		return nil
+	}
+	if it.Type == "agentMessage" {
+		return []string{msg.Text}
+	}
+	texts := make([]string, len(msg.Content))
+	for i, c := range msg.Content {
+		texts[i] = c.Text
+	}
+	return texts
 }

@@ -51,6 +51,12 @@ func (t *thread) goalLocked() *api.ThreadGoal {
 // one it has, persists it with the thread and tells the thread's
 // subscribers (thread/goal/updated).
 func (m *Manager) SetGoal(ctx context.Context, p api.ThreadGoalSetParams) (api.ThreadGoalSetResult, After, error) {
+	return m.setGoal(ctx, p, false)
+}
+
+// setGoal is SetGoal; create refuses a thread that has a goal already (the
+// model's create_goal), checked under the lock that orders goal writers.
+func (m *Manager) setGoal(ctx context.Context, p api.ThreadGoalSetParams, create bool) (api.ThreadGoalSetResult, After, error) {
 	if p.Objective != nil && strings.TrimSpace(*p.Objective) == "" {
 		return api.ThreadGoalSetResult{}, nil, apperr.New(apperr.Invalid, "objective must not be empty")
 	}
@@ -72,6 +78,10 @@ func (m *Manager) SetGoal(ctx context.Context, p api.ThreadGoalSetParams) (api.T
 	t.mu.Lock()
 	var g threadGoal
 	if prev := t.meta.Goal; prev != nil {
+		if create {
+			t.mu.Unlock()
+			return api.ThreadGoalSetResult{}, nil, apperr.New(apperr.Conflict, "cannot create a new goal because this thread already has a goal; use update_goal only when the existing goal is complete or blocked")
+		}
 		g = *prev
 	} else {
 		if p.Objective == nil {
@@ -154,4 +164,53 @@ func (t *thread) putGoal(ctx context.Context, g *threadGoal) error {
 		return err
 	}
 	return nil
+}
+
+// ThreadGoals is a thread's goal as the model's goal tools reach it
+// (ToolContext.Goals): the same operations as thread/goal/set and get, whose
+// changes go out to the thread's subscribers at once.
+type ThreadGoals struct {
+	m        *Manager
+	threadID string
+}
+
+// Get returns the thread's goal, or nil when it has none.
+func (g *ThreadGoals) Get(ctx context.Context) (*api.ThreadGoal, error) {
+	res, err := g.m.Goal(ctx, api.ThreadGoalGetParams{ThreadID: g.threadID})
+	return res.Goal, err
+}
+
+// Create gives the thread an active goal; it fails when the thread has one.
+func (g *ThreadGoals) Create(ctx context.Context, objective string, tokenBudget *int64) (api.ThreadGoal, error) {
+	return g.set(ctx, api.ThreadGoalSetParams{ThreadID: g.threadID, Objective: &objective, TokenBudget: tokenBudget}, true)
+}
+
+// SetStatus changes the status of the thread's goal; it fails when the
+// thread has none.
+func (g *ThreadGoals) SetStatus(ctx context.Context, status api.ThreadGoalStatus) (api.ThreadGoal, error) {
+	if cur, err := g.Get(ctx); err != nil {
+		return api.ThreadGoal{}, err
+	} else if cur == nil {
+		return api.ThreadGoal{}, apperr.New(apperr.NotFound, "this thread has no goal to update")
+	}
+	return g.set(ctx, api.ThreadGoalSetParams{ThreadID: g.threadID, Status: &status}, false)
+}
+
+func (g *ThreadGoals) set(ctx context.Context, p api.ThreadGoalSetParams, create bool) (api.ThreadGoal, error) {
+	res, after, err := g.m.setGoal(ctx, p, create)
+	if err != nil {
+		return api.ThreadGoal{}, err
+	}
+	after()
+	return res.Goal, nil
+}
+
+// goalsLocked is the thread's goal for its tools; nil for an ephemeral
+// thread, whose goal could not outlive it (the reference offers such
+// threads no goal tools). t.mu must be held.
+func (t *thread) goalsLocked() *ThreadGoals {
+	if t.ephemeral() {
+		return nil
+	}
+	return &ThreadGoals{m: t.m, threadID: t.id}
 }

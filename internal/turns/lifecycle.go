@@ -108,6 +108,7 @@ func (m *Manager) startTurn(ctx context.Context, c Caller, p api.TurnStartParams
 		Interrupt: func() { at.cancel(errInterrupted) },
 		Config:    t.meta.Config,
 		Children:  t.childrenLocked(),
+		Goals:     t.goalsLocked(),
 	}
 	if p.CollaborationMode != nil {
 		tc.CollaborationMode = string(p.CollaborationMode.Mode)

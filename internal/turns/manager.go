@@ -88,6 +88,9 @@ type ToolContext struct {
 	// Children creates and drives the thread's child threads (the
 	// collaboration tools).
 	Children *Children
+	// Goals reads and sets the thread's goal (the goal tools); nil for an
+	// ephemeral thread.
+	Goals *ThreadGoals
 }
 
 // ToolSink is the one way a tool speaks to its turn's subscribers. The

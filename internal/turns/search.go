@@ -6,15 +6,17 @@ import (
 	"unicode/utf8"
 
 	"github.com/appserver/appserver/api"
+	"github.com/appserver/appserver/internal/store"
 )
 
 // snippetContext is how many bytes of text a search snippet keeps on each
 // side of the match.
 const snippetContext = 60
 
-// SearchThreads finds the threads whose name or first message (the
-// preview) holds the term, case-insensitively, paginated and sorted as
-// thread/list; each hit carries the matching text around the match.
+// SearchThreads finds the threads whose name, first message (the preview)
+// or any user or agent message holds the term, case-insensitively,
+// paginated and sorted as thread/list (the store filters); each hit carries
+// the matching text around the match.
 func (m *Manager) SearchThreads(ctx context.Context, p api.ThreadSearchParams) (api.ThreadSearchResult, error) {
 	term := p.SearchTerm
 	list, err := m.ListThreads(ctx, api.ThreadListParams{
@@ -29,12 +31,43 @@ func (m *Manager) SearchThreads(ctx context.Context, p api.ThreadSearchParams) (
 		var snippet string
 		if th.Name != nil && strings.Contains(strings.ToLower(*th.Name), strings.ToLower(term)) {
 			snippet = *th.Name
-		} else {
+		} else if strings.Contains(strings.ToLower(th.Preview), strings.ToLower(term)) {
 			snippet = snippetAround(th.Preview, term)
+		} else if snippet, err = m.messageSnippet(ctx, th.ID, term); err != nil {
+			return api.ThreadSearchResult{}, err
 		}
 		res.Data = append(res.Data, api.ThreadSearchHit{Thread: th, Snippet: snippet})
 	}
 	return res, nil
+}
+
+// messageSnippet is the snippet of the thread's first user or agent
+// message that holds term; "" when none does as Go folds case (the store
+// matched it with the database's folding).
+func (m *Manager) messageSnippet(ctx context.Context, threadID, term string) (string, error) {
+	x, err := m.knownThread(ctx, threadID)
+	if err != nil {
+		return "", err
+	}
+	lower := strings.ToLower(term)
+	q := store.ItemsQuery{ThreadID: x.id, Limit: store.MaxLimit}
+	for {
+		page, err := x.store.ListItems(ctx, q)
+		if err != nil {
+			return "", err
+		}
+		for _, it := range page.Items {
+			for _, text := range store.MessageTexts(it) {
+				if strings.Contains(strings.ToLower(text), lower) {
+					return snippetAround(text, term), nil
+				}
+			}
+		}
+		if page.NextCursor == "" {
+			return "", nil
+		}
+		q.Cursor = page.NextCursor
+	}
 }
 
 // snippetAround cuts text to the match of term and snippetContext bytes on

@@ -361,7 +361,7 @@ func (s *Store) ListThreads(_ context.Context, q store.ListThreadsQuery) (store.
 		case t.Archived != q.Archived,
 			len(q.Cwds) > 0 && !slices.Contains(q.Cwds, t.Cwd),
 			len(q.ModelProviders) > 0 && !slices.Contains(q.ModelProviders, t.ModelProvider),
-			term != "" && !matches(t, term),
+			term != "" && !matches(td, term),
 			after != nil && order(t, after) <= 0:
 			continue
 		}
@@ -381,11 +381,25 @@ func (s *Store) ListThreads(_ context.Context, q store.ListThreadsQuery) (store.
 
 // matches reports whether the thread's name or preview contains the
 // folded search term.
-func matches(t *store.Thread, term string) bool {
+// matches reports whether the thread's name, preview, or the text of one
+// of its user or agent messages contains term (folded), as the SQL
+// stores' search does.
+func matches(td *threadData, term string) bool {
+	t := &td.rec
 	if t.Name != nil && strings.Contains(backend.Fold(*t.Name), term) {
 		return true
 	}
-	return strings.Contains(backend.Fold(t.Preview), term)
+	if strings.Contains(backend.Fold(t.Preview), term) {
+		return true
+	}
+	for _, it := range td.items {
+		for _, text := range store.MessageTexts(it) {
+			if strings.Contains(backend.Fold(text), term) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // GetTurn returns one turn of a thread.

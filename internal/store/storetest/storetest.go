@@ -36,6 +36,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ThreadUpdatePatch", testThreadUpdatePatch},
 		{"ListArchivedFilter", testListArchivedFilter},
 		{"ListFilters", testListFilters},
+		{"SearchMessages", testSearchMessages},
 		{"ListPagination", testListPagination},
 		{"ListLimits", testListLimits},
 		{"BadCursor", testBadCursor},
@@ -347,6 +348,37 @@ func testListFilters(t *testing.T, s store.Store) {
 	require.Equal(t, []string{pct.ID}, search("percent"))
 	require.Empty(t, search("nothing like it"))
 	require.ElementsMatch(t, []string{bug.ID, pct.ID}, ids(store.ListThreadsQuery{SearchTerm: "e", Cwds: []string{"/a"}}))
+}
+
+// A search also finds the threads one of whose user or agent messages
+// contains the term, ignoring ASCII case; other items, JSON keys and item
+// types do not match. Pages of one thread keep every match once.
+func testSearchMessages(t *testing.T, s store.Store) {
+	cwd := "/search/" + newID()
+	msg := func(typ, payload string) (*store.Thread, *store.Batch) {
+		th := newThread()
+		th.Cwd = cwd
+		tu := newTurn(th.ID)
+		it := newItem(th.ID, tu.ID)
+		it.Type, it.Payload = typ, json.RawMessage(payload)
+		return th, &store.Batch{CreateThreads: []*store.Thread{th}, CreateTurns: []*store.Turn{tu}, AppendItems: []*store.Item{it}}
+	}
+	agent, b1 := msg("agentMessage", `{"type":"agentMessage","id":"a","text":"the Quokka answer"}`)
+	user, b2 := msg("userMessage", `{"type":"userMessage","id":"u","content":[{"type":"image","url":"x"},{"type":"text","text":"where is the QUOKKA hiding"}]}`)
+	tool, b3 := msg("commandExecution", `{"type":"commandExecution","id":"c","command":"echo quokka","aggregatedOutput":"quokka"}`)
+	for _, b := range []*store.Batch{b1, b2, b3} {
+		write(t, s, b)
+	}
+	search := func(term string, limit int) []string {
+		return threadIDs(listAll(t, s, store.ListThreadsQuery{SearchTerm: term, Cwds: []string{cwd}, Limit: limit}))
+	}
+	require.ElementsMatch(t, []string{agent.ID, user.ID}, search("quokka", 0))
+	require.ElementsMatch(t, []string{agent.ID, user.ID}, search("quokka", 1), "one thread a page")
+	require.Equal(t, []string{user.ID}, search("hiding", 0))
+	require.Empty(t, search("content", 0), "JSON keys are not text")
+	require.Empty(t, search("aggregated", 0))
+	require.Empty(t, search("echo", 0), "tool items are not messages")
+	require.NotContains(t, search("quokka", 0), tool.ID)
 }
 
 func testListPagination(t *testing.T, s store.Store) {

@@ -23,15 +23,16 @@ import (
 	"github.com/appserver/appserver/internal/tools/applypatch"
 	"github.com/appserver/appserver/internal/tools/execsession"
 	"github.com/appserver/appserver/internal/tools/files"
+	"github.com/appserver/appserver/internal/tools/goals"
 	"github.com/appserver/appserver/internal/tools/shell"
 	"github.com/appserver/appserver/internal/turns"
 )
 
 // builtinToolNames are the names the built-in tools take (offered or
-// registered as aliases), plus update_plan and the skills namespace; a
-// client's dynamic tools may not use them.
+// registered as aliases), plus update_plan, the goal tools and the skills
+// namespace; a client's dynamic tools may not use them.
 var builtinToolNames = []string{
-	planning.Name, "skills", agents.Namespace,
+	planning.Name, "skills", agents.Namespace, goals.GetName, goals.CreateName, goals.UpdateName,
 	shell.ShellName, shell.ShellCommandName, shell.ContainerExecName, shell.LocalShellName,
 	applypatch.Name, execsession.ExecCommandName, execsession.WriteStdinName,
 	files.ReadFileName, files.ListDirName, files.GrepFilesName, files.ViewImageName, files.RequestUserInputName,
@@ -193,8 +194,8 @@ func (s *Service) ThreadUnloaded(threadID string) {
 func (s *Service) LiveSessions() int { return s.execs.LiveSessions() }
 
 // Build is the turns.ToolsFactory: the built-in tools under the thread's
-// policies, update_plan, the skills namespace when configured, the
-// thread's dynamic tools (served by the broker) if it registered any, then
+// policies, update_plan, the goal tools (not for an ephemeral thread), the
+// skills namespace when configured, the thread's dynamic tools (served by the broker) if it registered any, then
 // the tools of the connected MCP servers (a name taken already is not
 // offered again). The thread's config overrides turn tools off (switches).
 func (s *Service) Build(tc turns.ToolContext) ([]registry.ConfiguredToolSpec, *registry.Registry, error) {
@@ -205,6 +206,11 @@ func (s *Service) Build(tc turns.ToolContext) ([]registry.ConfiguredToolSpec, *r
 	}
 	if !sw.disabled[planning.Name] {
 		if err := planning.Register(b, &planning.Handler{}); err != nil {
+			return nil, nil, err
+		}
+	}
+	if sw.goals && tc.Goals != nil {
+		if err := goals.Register(b, tc.Goals); err != nil {
 			return nil, nil, err
 		}
 	}

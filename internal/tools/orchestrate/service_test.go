@@ -110,6 +110,9 @@ func titleThreadConfig() map[string]string {
 func TestBuildTitleThreadOffersNothing(t *testing.T) {
 	s := newService(t, Config{WebSearch: "live"})
 	tu := newTurn(t, s, workspace(t), turnOpts{mode: "plan"})
+	// A thread that could keep a goal; features.goals = false still
+	// offers no goal tools.
+	tu.tc.Goals = &turns.ThreadGoals{}
 	tu.tc.Config = map[string]json.RawMessage{}
 	for k, v := range titleThreadConfig() {
 		tu.tc.Config[k] = json.RawMessage(v)

@@ -28,6 +28,8 @@ type switches struct {
 	// collaboration tools; the daemon's setting is the default (off unless
 	// configured, as in the reference).
 	multiAgent bool
+	// goals is features.goals: false offers no goal tools.
+	goals bool
 	// webSearch is web_search ("disabled", "cached", "live"), "" when the
 	// thread did not choose.
 	webSearch string
@@ -40,7 +42,7 @@ type switches struct {
 // parseSwitches reads the tool switches of a thread's config; values of
 // the wrong type are ignored as absent, as unknown keys are.
 func parseSwitches(cfg map[string]json.RawMessage, multiAgent bool) switches {
-	sw := switches{shell: true, unifiedExec: true, applyPatch: true, viewImage: true, skills: true, multiAgent: multiAgent}
+	sw := switches{shell: true, unifiedExec: true, applyPatch: true, viewImage: true, skills: true, goals: true, multiAgent: multiAgent}
 	flag := func(key string, dst *bool) {
 		var b bool
 		if v, ok := cfg[key]; ok && json.Unmarshal(v, &b) == nil {
@@ -54,6 +56,7 @@ func parseSwitches(cfg map[string]json.RawMessage, multiAgent bool) switches {
 	flag("tools.view_image", &sw.viewImage)
 	flag("skills.include_instructions", &sw.skills)
 	flag("features.multi_agent", &sw.multiAgent)
+	flag("features.goals", &sw.goals)
 	if v, ok := cfg["web_search"]; ok {
 		_ = json.Unmarshal(v, &sw.webSearch)
 	}

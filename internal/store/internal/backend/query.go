@@ -100,20 +100,27 @@ func (q *Query) In(column string, set []string) *Query {
 	return q
 }
 
-// Contains keeps the rows where any of columns contains term; an empty
-// term keeps all. The columns are compared as they are: the caller folds
-// term the way they were folded.
-func (q *Query) Contains(columns []string, term string) *Query {
+// Contains keeps the rows where any of columns contains term, or any of
+// the conditions more builds from a reference to term holds; an empty term
+// keeps all. The columns are compared as they are: the caller folds term
+// the way they were folded.
+func (q *Query) Contains(columns []string, term string, more ...func(term string) string) *Query {
 	if term == "" {
 		return q
 	}
 	var p string
-	ors := make([]string, len(columns))
-	for i, c := range columns {
+	ref := func() string {
 		if p == "" || !q.d.Numbered {
 			p = q.arg(term)
 		}
-		ors[i] = q.d.Position + "(" + c + ", " + p + ") > 0"
+		return p
+	}
+	ors := make([]string, 0, len(columns)+len(more))
+	for _, c := range columns {
+		ors = append(ors, q.d.Position+"("+c+", "+ref()+") > 0")
+	}
+	for _, f := range more {
+		ors = append(ors, f(ref()))
 	}
 	q.where = append(q.where, "("+strings.Join(ors, " OR ")+")")
 	return q

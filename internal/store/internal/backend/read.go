@@ -184,7 +184,7 @@ func (r *Reader) ListThreads(ctx context.Context, q store.ListThreadsQuery) (pag
 		Eq("archived", q.Archived).
 		In("cwd", q.Cwds).
 		In("model_provider", q.ModelProviders).
-		Contains([]string{"name_fold", "preview_fold"}, Fold(q.SearchTerm)).
+		Contains([]string{"name_fold", "preview_fold"}, Fold(q.SearchTerm), messageText(r.d)...).
 		Page(threadColumns, "threads", k, limit+1)
 	threads, err := queryAll(ctx, r.db, sql, args, scanThread)
 	if err != nil {
@@ -194,6 +194,40 @@ func (r *Reader) ListThreads(ctx context.Context, q store.ListThreadsQuery) (pag
 		return Cursor{Scope: scope, Value: sortValue(t, col).UnixMicro(), ID: t.ID}
 	})
 	return page, nil
+}
+
+// messageText are the search conditions on a thread's messages: an agent
+// message whose text, or a user message one of whose text inputs, contains
+// the term p refers to once lowered by the database's lower(). They scan
+// the thread's items through its primary key, so a search reads every
+// message of the threads it passes over: fine for the thread counts of a
+// user's history, not an index. SQLite's
+// lower() folds ASCII letters only, so beyond ASCII message text matches
+// with its case as written; names and previews fold fully.
+func messageText(d Dialect) []func(p string) string {
+	if d.Typed {
+		return []func(string) string{
+			func(p string) string {
+				return "EXISTS (SELECT 1 FROM items i WHERE i.thread_id = threads.id AND i.type = 'agentMessage'" +
+					" AND strpos(lower(i.payload->>'text'), " + p + ") > 0)"
+			},
+			func(p string) string {
+				return "EXISTS (SELECT 1 FROM items i, jsonb_array_elements(CASE WHEN jsonb_typeof(i.payload->'content') = 'array'" +
+					" THEN i.payload->'content' ELSE '[]'::jsonb END) c WHERE i.thread_id = threads.id AND i.type = 'userMessage'" +
+					" AND strpos(lower(c->>'text'), " + p + ") > 0)"
+			},
+		}
+	}
+	return []func(string) string{
+		func(p string) string {
+			return "EXISTS (SELECT 1 FROM items i WHERE i.thread_id = threads.id AND i.type = 'agentMessage'" +
+				" AND instr(lower(json_extract(i.payload, '$.text')), " + p + ") > 0)"
+		},
+		func(p string) string {
+			return "EXISTS (SELECT 1 FROM items i, json_each(i.payload, '$.content') c WHERE i.thread_id = threads.id" +
+				" AND i.type = 'userMessage' AND instr(lower(json_extract(c.value, '$.text')), " + p + ") > 0)"
+		},
+	}
 }
 
 func sortValue(t store.Thread, col string) time.Time {
