@@ -199,7 +199,7 @@ func (r *turnRun) recordUsageAsync(u model.Usage, withHistory bool) *roundCommit
 // ItemCompleted commits a tool's finished item, then announces it
 // (ToolSink). The commit is not cancelled by an interrupt.
 func (r *turnRun) ItemCompleted(item api.ThreadItem) {
-	r.itemCompleted(r.at.id, item, false)
+	r.itemCompleted(item, false)
 }
 
 // ItemCompletedFinal is ItemCompleted for a call that announces nothing
@@ -213,24 +213,24 @@ func (r *turnRun) ItemCompleted(item api.ThreadItem) {
 // announces more after its item (a diff, a status change) must use
 // ItemCompleted, or those would overtake its item/completed.
 func (r *turnRun) ItemCompletedFinal(item api.ThreadItem) {
-	r.itemCompleted(r.at.id, item, true)
+	r.itemCompleted(item, true)
 }
 
-func (r *turnRun) itemCompleted(turnID string, item api.ThreadItem, final bool) {
+func (r *turnRun) itemCompleted(item api.ThreadItem, final bool) {
 	now := r.t.m.now()
 	ms := now.UnixMilli()
 	if item.CompletedAtMs != nil {
 		ms = *item.CompletedAtMs
 	}
-	note := api.ItemCompletedNotification{Item: item, ThreadID: r.t.id, TurnID: turnID, CompletedAtMs: ms}
+	note := api.ItemCompletedNotification{Item: item, ThreadID: r.t.id, TurnID: r.at.id, CompletedAtMs: ms}
 	// A tool's item carries its call id. Items of calls of other rounds
-	// (an exec session ending later) do not count. A deferred item is
+	// (an exec session ending later) are not deferred. A deferred item is
 	// encoded for the store by the commit that takes it, off the path
 	// from the tool's answer to the next model request.
-	if turnID == r.at.id && r.commits.deferItem(item.Body.ItemID(), final, deferredItem{at: now, note: note}) {
+	if r.commits.deferItem(item.Body.ItemID(), final, deferredItem{at: now, note: note}) {
 		return
 	}
-	sit, err := storeItem(r.t.id, turnID, item, now)
+	sit, err := storeItem(r.t.id, r.at.id, item, now)
 	if err == nil {
 		err = r.t.write(r.persistCtx(), &store.Batch{AppendItems: []*store.Item{sit}})
 	}
@@ -238,9 +238,7 @@ func (r *turnRun) itemCompleted(turnID string, item api.ThreadItem, final bool) 
 		// Never announced: a client must not see completed what the store
 		// lacks. The turn fails instead, if it still runs.
 		r.t.m.log.Error("persist tool item", "thread", r.t.id, "item", item.Body.ItemID(), "err", err)
-		if turnID == r.at.id {
-			r.at.cancel(fmt.Errorf("persist tool item: %w", err))
-		}
+		r.at.cancel(fmt.Errorf("persist tool item: %w", err))
 		return
 	}
 	r.t.emit("item/completed", note)

@@ -239,12 +239,8 @@ func (m *Manager) ResumeThread(ctx context.Context, c Caller, p api.ThreadResume
 	}
 	t.subscribe(c.Conn)
 	base := t.settingsResult()
-	if p.ExcludeTurns == nil || !*p.ExcludeTurns {
-		turns, err := t.transcript().apiTurns(ctx)
-		if err != nil {
-			return api.ThreadResumeResult{}, nil, err
-		}
-		base.Thread.Turns = turns
+	if err := t.loadTurns(ctx, &base.Thread, p.ExcludeTurns); err != nil {
+		return api.ThreadResumeResult{}, nil, err
 	}
 	res := api.ThreadResumeResult{
 		Thread: base.Thread, Model: base.Model, ModelProvider: base.ModelProvider,
@@ -399,12 +395,8 @@ func (m *Manager) ForkThread(ctx context.Context, c Caller, p api.ThreadForkPara
 	}
 	t.subscribe(c.Conn)
 	res := t.settingsResult()
-	if p.ExcludeTurns == nil || !*p.ExcludeTurns {
-		all, err := t.transcript().apiTurns(ctx)
-		if err != nil {
-			return api.ThreadStartResult{}, nil, err
-		}
-		res.Thread.Turns = all
+	if err := t.loadTurns(ctx, &res.Thread, p.ExcludeTurns); err != nil {
+		return api.ThreadStartResult{}, nil, err
 	}
 	return res, func() {
 		t.replayUsage(c.Conn)
@@ -427,4 +419,18 @@ func (m *Manager) Unsubscribe(c Caller, p api.ThreadUnsubscribeParams) (api.Thre
 		return api.ThreadUnsubscribeResult{Status: api.Unsubscribed}, nil
 	}
 	return api.ThreadUnsubscribeResult{Status: api.NotSubscribed}, nil
+}
+
+// loadTurns fills th's turns from the thread's transcript unless the
+// client asked to exclude them (thread/resume, thread/fork).
+func (t *thread) loadTurns(ctx context.Context, th *api.Thread, exclude *bool) error {
+	if exclude != nil && *exclude {
+		return nil
+	}
+	turns, err := t.transcript().apiTurns(ctx)
+	if err != nil {
+		return err
+	}
+	th.Turns = turns
+	return nil
 }
