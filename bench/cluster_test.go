@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -371,7 +372,7 @@ func BenchmarkCrossNodeEvents(b *testing.B) {
 		}
 	}
 	for i := range workers {
-		if _, err := lat(setup, i, crossNodeWait); err == errNoCrossNode {
+		if _, err := lat(setup, i, crossNodeWait); errors.Is(err, errNoCrossNode) {
 			b.Skipf("cross-node events: a turn/completed of a thread run on node A did not reach an SSE subscriber on node B within %v; this daemon does not fan a thread's events out to other nodes (issue 22)", crossNodeWait)
 		} else if err != nil {
 			b.Fatalf("warm-up: %v\nA stderr:\n%s\nB stderr:\n%s", err, a.stderr, nb.stderr)
@@ -404,4 +405,4 @@ func BenchmarkCrossNodeEvents(b *testing.B) {
 }
 
 // errNoCrossNode is a turn whose events never reached the other node.
-var errNoCrossNode = fmt.Errorf("the event did not reach the other node")
+var errNoCrossNode = errors.New("the event did not reach the other node")
