@@ -39,33 +39,8 @@ func BenchmarkHTTPTurns(b *testing.B) {
 }
 
 func benchHTTPTurns(b *testing.B, storeKind string, tc turnsCase) {
-	fake, err := fakemodel.StartConfig(fakemodel.Config{Script: fakemodel.Script{}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(fake.Close)
-	stopReset := make(chan struct{})
-	resetDone := make(chan struct{})
-	go func() {
-		defer close(resetDone)
-		t := time.NewTicker(500 * time.Millisecond)
-		defer t.Stop()
-		for {
-			select {
-			case <-t.C:
-				fake.Reset()
-			case <-stopReset:
-				return
-			}
-		}
-	}()
-	defer func() { close(stopReset); <-resetDone }()
-
-	args := []string{
-		"-c", `model="fake"`,
-		"-c", `model_provider="fake"`,
-		"-c", `model_providers.fake={name="Fake", base_url="` + fake.URL() + `", wire_api="responses", request_max_retries=0}`,
-	}
+	fake := startFake(b, fakemodel.Script{})
+	args := fakeModelArgs(fake.URL())
 	if storeKind == "postgres" {
 		url := pgtest.URL(b)
 		checkSynchronousCommit(b, url)

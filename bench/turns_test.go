@@ -113,39 +113,8 @@ func BenchmarkShellTurns(b *testing.B) {
 }
 
 func benchTurns(b *testing.B, storeKind string, tc turnsCase, script fakemodel.Script) {
-	fake, err := fakemodel.StartConfig(fakemodel.Config{Script: script})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(fake.Close)
-	// The fake records every request body, and bodies carry the whole
-	// thread history; forget them now and then to keep this process small
-	// (unless the script has steps: a reset would rewind it).
-	stopReset := make(chan struct{})
-	resetDone := make(chan struct{})
-	go func() {
-		defer close(resetDone)
-		if len(script.Steps) > 0 {
-			return
-		}
-		t := time.NewTicker(500 * time.Millisecond)
-		defer t.Stop()
-		for {
-			select {
-			case <-t.C:
-				fake.Reset()
-			case <-stopReset:
-				return
-			}
-		}
-	}()
-	defer func() { close(stopReset); <-resetDone }()
-
-	args := []string{
-		"-c", `model="fake"`,
-		"-c", `model_provider="fake"`,
-		"-c", `model_providers.fake={name="Fake", base_url="` + fake.URL() + `", wire_api="responses", request_max_retries=0}`,
-	}
+	fake := startFake(b, script)
+	args := fakeModelArgs(fake.URL())
 	if storeKind == "postgres" {
 		url := pgtest.URL(b)
 		checkSynchronousCommit(b, url)
@@ -281,6 +250,10 @@ type turnWorker struct {
 	threadID string
 	nextID   int
 	frames   int // frames read by turn
+	// lastTurnID and lastCompleted are the id of the last turn run by
+	// turn and when its turn/completed was read.
+	lastTurnID    string
+	lastCompleted time.Time
 }
 
 // rpcFrame is a decoded response or notification.
@@ -414,6 +387,7 @@ func (w *turnWorker) turn(ctx context.Context) (elapsed, answer time.Duration, e
 			Params struct {
 				ThreadID string `json:"threadId"`
 				Turn     struct {
+					ID     string          `json:"id"`
 					Status string          `json:"status"`
 					Error  json.RawMessage `json:"error"`
 				} `json:"turn"`
@@ -431,6 +405,7 @@ func (w *turnWorker) turn(ctx context.Context) (elapsed, answer time.Duration, e
 		if f.Params.Turn.Status != "completed" {
 			return 0, 0, fmt.Errorf("turn ended with status %q, error %s", f.Params.Turn.Status, f.Params.Turn.Error)
 		}
+		w.lastTurnID, w.lastCompleted = f.Params.Turn.ID, start.Add(elapsed)
 		return elapsed, answer, nil
 	}
 }
@@ -522,28 +497,35 @@ func percentile(sorted []time.Duration, p float64) time.Duration {
 
 func ms(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e6 }
 
-// checkTurnSeries scrapes the daemon after the load: every turn run (warm-up
-// included) is counted as completed, each with one model request, and the
-// turn, model and store series are logged.
-func checkTurnSeries(b *testing.B, d *daemon, turns int) {
+// metricsText returns a daemon's /metrics, every series.
+func metricsText(tb testing.TB, d *daemon) string {
+	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, d.http+"/metrics", nil)
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(resp.Body)
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
+	return string(raw)
+}
+
+// checkTurnSeries scrapes the daemon after the load: every turn run (warm-up
+// included) is counted as completed, each with one model request, and the
+// turn, model and store series are logged.
+func checkTurnSeries(b *testing.B, d *daemon, turns int) {
+	raw := metricsText(b, d)
 	var lines []string
 	series := map[string]string{}
-	for _, line := range strings.Split(string(raw), "\n") {
+	for _, line := range strings.Split(raw, "\n") {
 		for _, prefix := range []string{"appserver_turn", "appserver_model_", "appserver_threads_loaded", "appserver_tool_", "appserver_store_operation_duration_seconds_sum{op=\"write\"", "appserver_store_operation_duration_seconds_count{op=\"write\""} {
 			if strings.HasPrefix(line, prefix) && !strings.Contains(line, "_bucket{") {
 				lines = append(lines, line)

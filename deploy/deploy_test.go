@@ -14,7 +14,12 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+		removeBuild()
+		os.Exit(code)
+	}))
+}
 
 // maxExposure is the highest `systemd-analyze security` exposure the unit
 // may have (0 is locked down, 10 unprotected); the unit's header quotes

@@ -11,7 +11,14 @@ have_postgres() {
   compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null 2>&1
 }
 
+have_nginx() {
+  command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ]
+}
+
 have_postgres || missing+=(postgresql)
+# bench's TestNginx runs deploy/nginx.conf in front of two daemons (the
+# package "nginx" is nginx-core on bookworm, the only flavour on trixie).
+have_nginx || missing+=(nginx)
 # grep_files uses ripgrep; the sandbox prefers bubblewrap (Landlock is
 # the fallback, and both backends are tested when bwrap is present).
 command -v rg >/dev/null 2>&1 || missing+=(ripgrep)
@@ -53,6 +60,7 @@ if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
   command -v jq >/dev/null 2>&1 || { echo "test-deps: jq still missing after install" >&2; exit 1; }
   command -v npm >/dev/null 2>&1 || { echo "test-deps: npm still missing after install" >&2; exit 1; }
   command -v systemd-analyze >/dev/null 2>&1 || { echo "test-deps: systemd-analyze still missing after install" >&2; exit 1; }
+  have_nginx || { echo "test-deps: nginx still missing after install" >&2; exit 1; }
   install_linters
   exit 0
 fi

@@ -1,0 +1,408 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/appserver/appserver/internal/model/fakemodel"
+	"github.com/appserver/appserver/internal/store/pgtest"
+)
+
+// fakeModelArgs are the daemon flags that make the fake model at url its
+// only provider.
+func fakeModelArgs(url string) []string {
+	return []string{
+		"-c", `model="fake"`,
+		"-c", `model_provider="fake"`,
+		"-c", `model_providers.fake={name="Fake", base_url="` + url + `", wire_api="responses", request_max_retries=0}`,
+	}
+}
+
+// startNodes starts n daemons on the Postgres database dbURL, each with
+// its own port and data dir. All of them pass --migrate, as the replicas
+// of deploy/ do: the migrations' advisory lock makes that safe.
+func startNodes(tb testing.TB, n int, dbURL string, extra ...string) []*daemon {
+	tb.Helper()
+	nodes := make([]*daemon, n)
+	for i := range nodes {
+		nodes[i] = startDaemon(tb, append([]string{"--database-url", dbURL, "--migrate"}, extra...)...)
+	}
+	return nodes
+}
+
+// sseEvent is one server-sent event.
+type sseEvent struct {
+	id, event string
+	data      []byte
+}
+
+// sseReader reads the events of a text/event-stream body; comments and
+// the retry field are skipped.
+type sseReader struct{ br *bufio.Reader }
+
+func newSSEReader(r io.Reader) *sseReader { return &sseReader{br: bufio.NewReader(r)} }
+
+// next returns the next event, or the read error (io.EOF at the end of
+// the stream).
+func (r *sseReader) next() (sseEvent, error) {
+	var ev sseEvent
+	for {
+		line, err := r.br.ReadString('\n')
+		if err != nil {
+			return sseEvent{}, err
+		}
+		line = strings.TrimSuffix(strings.TrimSuffix(line, "\n"), "\r")
+		if line == "" {
+			if ev.event != "" || ev.data != nil {
+				return ev, nil
+			}
+			continue
+		}
+		field, value, _ := strings.Cut(line, ":")
+		value = strings.TrimPrefix(value, " ")
+		switch field {
+		case "id":
+			ev.id = value
+		case "event":
+			ev.event = value
+		case "data":
+			if ev.data != nil {
+				ev.data = append(ev.data, '\n')
+			}
+			ev.data = append(ev.data, value...)
+		}
+	}
+}
+
+// openEvents opens GET {base}/v1/threads/{id}/events and checks that it
+// is an event stream; the caller closes the body (or cancels ctx).
+func openEvents(ctx context.Context, hc *http.Client, base, threadID string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/threads/"+threadID+"/events", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return nil, fmt.Errorf("GET events: %s %s: %s", resp.Status, resp.Header.Get("Content-Type"), b)
+	}
+	return resp, nil
+}
+
+// turnIDOf returns params.turn.id of a turn/started or turn/completed
+// notification (an SSE event's data or a websocket frame's params).
+func turnIDOf(params []byte) string {
+	var p struct {
+		Params struct {
+			Turn struct {
+				ID string `json:"id"`
+			} `json:"turn"`
+		} `json:"params"`
+		Turn struct {
+			ID string `json:"id"`
+		} `json:"turn"`
+	}
+	if json.Unmarshal(params, &p) != nil {
+		return ""
+	}
+	if p.Params.Turn.ID != "" {
+		return p.Params.Turn.ID
+	}
+	return p.Turn.ID
+}
+
+// clusterCases are BenchmarkClusterTurns' node counts; the load is the same
+// for each: 32 threads and 2000 measured turns (BenchmarkTurns' largest
+// case).
+var clusterCases = []int{1, 2, 3}
+
+// BenchmarkClusterTurns is BenchmarkTurns/store=postgres/threads=32 spread
+// over 1, 2 and 3 daemons on one Postgres: the same 32 websocket workers
+// (one thread each, worker i on node i mod N) run the same 2000 turns, so
+// the figures show what adding nodes costs for the same total load. Every
+// node has the fake model as its provider. Reported: turns/s, p50-ms and
+// p99-ms per turn, and daemon-cpu-ms/turn summed over the nodes.
+//
+//	go test -run '^$' -bench ClusterTurns -benchtime=1x ./bench/
+func BenchmarkClusterTurns(b *testing.B) {
+	raiseNoFileLimit(b, 4096)
+	tc := turnsCase{threads: 32, total: 2000}
+	for _, n := range clusterCases {
+		b.Run(fmt.Sprintf("nodes=%d/threads=%d", n, tc.threads), func(b *testing.B) {
+			benchClusterTurns(b, n, tc)
+		})
+	}
+}
+
+func benchClusterTurns(b *testing.B, n int, tc turnsCase) {
+	fake := startFake(b, fakemodel.Script{})
+
+	url := pgtest.URL(b)
+	checkSynchronousCommit(b, url)
+	nodes := startNodes(b, n, url, fakeModelArgs(fake.URL())...)
+	stderr := func() string {
+		var sb strings.Builder
+		for i, d := range nodes {
+			fmt.Fprintf(&sb, "node %d stderr:\n%s\n", i, d.stderr)
+		}
+		return sb.String()
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
+	defer cancel()
+	workers := make([]*turnWorker, tc.threads)
+	for i := range workers {
+		w, err := newTurnWorker(ctx, nodes[i%n].ws, b.TempDir())
+		if err != nil {
+			b.Fatalf("worker %d: %v\n%s", i, err, stderr())
+		}
+		b.Cleanup(func() { _ = w.ws.CloseNow() })
+		workers[i] = w
+	}
+	if err := runTurns(ctx, workers, tc.threads, nil); err != nil {
+		b.Fatalf("warm-up: %v\n%s", err, stderr())
+	}
+
+	cpu := func() time.Duration {
+		var sum time.Duration
+		for _, d := range nodes {
+			c, err := procCPUTime(d.pid())
+			if err != nil {
+				b.Fatal(err)
+			}
+			sum += c
+		}
+		return sum
+	}
+	durs := make([]time.Duration, 0, tc.total*b.N)
+	var wall time.Duration
+	cpu0 := cpu()
+	b.ResetTimer()
+	for range b.N {
+		start := time.Now()
+		var mu sync.Mutex
+		ctx, cancel := context.WithTimeout(context.Background(), turnsTimeout)
+		err := runTurns(ctx, workers, tc.total, func(d, _ time.Duration) {
+			mu.Lock()
+			durs = append(durs, d)
+			mu.Unlock()
+		})
+		cancel()
+		wall += time.Since(start)
+		if err != nil {
+			b.Fatalf("%v\n%s", err, stderr())
+		}
+	}
+	b.StopTimer()
+	cpu1 := cpu()
+	for _, w := range workers {
+		_ = w.ws.Close(websocket.StatusNormalClosure, "")
+	}
+	for _, d := range nodes {
+		d.stop(b)
+	}
+
+	slices.Sort(durs)
+	k := len(durs)
+	b.ReportMetric(ms(percentile(durs, 0.50)), "p50-ms")
+	b.ReportMetric(ms(percentile(durs, 0.99)), "p99-ms")
+	b.ReportMetric(float64(k)/wall.Seconds(), "turns/s")
+	b.ReportMetric(float64(wall.Nanoseconds())/float64(k), "ns/op")
+	b.ReportMetric(ms(cpu1-cpu0)/float64(k), "daemon-cpu-ms/turn")
+	b.Logf("%d turns on %d threads over %d nodes in %v: p50 %v p90 %v p99 %v max %v; daemons' CPU per turn %.2f ms",
+		k, tc.threads, n, wall.Round(time.Millisecond), percentile(durs, 0.50), percentile(durs, 0.90),
+		percentile(durs, 0.99), durs[k-1], ms(cpu1-cpu0)/float64(k))
+}
+
+// startFake starts the fake model with script, stopped at cleanup. A
+// script without steps answers every request with the exhausted text; the
+// fake then forgets its recorded requests every 500 ms (bodies carry whole
+// histories), which would rewind a script with steps.
+func startFake(tb testing.TB, script fakemodel.Script) *fakemodel.Server {
+	tb.Helper()
+	fake, err := fakemodel.StartConfig(fakemodel.Config{Script: script})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(fake.Close)
+	if len(script.Steps) > 0 {
+		return fake
+	}
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(500 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				fake.Reset()
+			case <-stop:
+				return
+			}
+		}
+	}()
+	tb.Cleanup(func() { close(stop); <-done }) // before fake.Close
+	return fake
+}
+
+const (
+	// crossNodeThreads is how many threads BenchmarkCrossNodeEvents drives
+	// at once, each with its own subscriber.
+	crossNodeThreads = 4
+	// crossNodeTurns is its measured turns in total.
+	crossNodeTurns = 400
+	// crossNodeWait is how long the warm-up waits for a turn's events to
+	// reach the other node before deciding the daemon has no cross-node
+	// fan-out.
+	crossNodeWait = 5 * time.Second
+)
+
+// BenchmarkCrossNodeEvents measures how late a thread's events reach a
+// subscriber on another node: two daemons on one Postgres; each thread is
+// started and driven over a websocket on node A, and an SSE stream of the
+// same thread (GET /v1/threads/{id}/events) is open on node B. For every
+// turn the latency is the time B's stream delivers turn/completed minus
+// the time A's websocket delivered it (both read by this process, with one
+// clock). Reported: p50-ms and p99-ms of that latency over the measured
+// turns, 4 threads at once.
+//
+// A daemon without cross-node fan-out never delivers the event on B: the
+// benchmark then skips, saying so, after the warm-up turn waited
+// crossNodeWait.
+//
+//	go test -run '^$' -bench CrossNodeEvents -benchtime=1x ./bench/
+func BenchmarkCrossNodeEvents(b *testing.B) {
+	fake := startFake(b, fakemodel.Script{})
+	nodes := startNodes(b, 2, pgtest.URL(b), fakeModelArgs(fake.URL())...)
+	a, nb := nodes[0], nodes[1]
+
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: crossNodeThreads}}
+	defer hc.CloseIdleConnections()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	setup, setupCancel := context.WithTimeout(ctx, setupTimeout)
+	defer setupCancel()
+
+	// seen[turnID] is when B's stream delivered that turn's
+	// turn/completed; each subscriber signals arrivals on its thread's
+	// channel.
+	var mu sync.Mutex
+	seen := map[string]time.Time{}
+	arrived := make([]chan string, crossNodeThreads)
+	workers := make([]*turnWorker, crossNodeThreads)
+	var readers sync.WaitGroup
+	defer readers.Wait()
+	defer cancel()
+	for i := range workers {
+		w, err := newTurnWorker(setup, a.ws, b.TempDir())
+		if err != nil {
+			b.Fatalf("worker %d: %v\nA stderr:\n%s", i, err, a.stderr)
+		}
+		b.Cleanup(func() { _ = w.ws.CloseNow() })
+		workers[i] = w
+		resp, err := openEvents(ctx, hc, nb.http, w.threadID)
+		if err != nil {
+			b.Fatalf("subscriber %d on B: %v\nB stderr:\n%s", i, err, nb.stderr)
+		}
+		ch := make(chan string, crossNodeTurns+crossNodeThreads)
+		arrived[i] = ch
+		readers.Go(func() {
+			defer resp.Body.Close()
+			r := newSSEReader(resp.Body)
+			for {
+				ev, err := r.next()
+				if err != nil {
+					return // ctx cancelled at the end
+				}
+				if ev.event != "turn/completed" {
+					continue
+				}
+				now := time.Now()
+				id := turnIDOf(ev.data)
+				mu.Lock()
+				seen[id] = now
+				mu.Unlock()
+				ch <- id
+			}
+		})
+	}
+
+	// lat runs one turn on worker i and returns B's lag behind A.
+	lat := func(ctx context.Context, i int, wait time.Duration) (time.Duration, error) {
+		w := workers[i]
+		if _, _, err := w.turn(ctx); err != nil {
+			return 0, err
+		}
+		id, doneA := w.lastTurnID, w.lastCompleted
+		timer := time.NewTimer(wait)
+		defer timer.Stop()
+		for {
+			select {
+			case got := <-arrived[i]:
+				if got != id {
+					continue
+				}
+				mu.Lock()
+				doneB := seen[id]
+				mu.Unlock()
+				return doneB.Sub(doneA), nil
+			case <-timer.C:
+				return 0, errNoCrossNode
+			case <-ctx.Done():
+				return 0, ctx.Err()
+			}
+		}
+	}
+	for i := range workers {
+		if _, err := lat(setup, i, crossNodeWait); errors.Is(err, errNoCrossNode) {
+			b.Skipf("cross-node events: a turn/completed of a thread run on node A did not reach an SSE subscriber on node B within %v; this daemon does not fan a thread's events out to other nodes (issue 22)", crossNodeWait)
+		} else if err != nil {
+			b.Fatalf("warm-up: %v\nA stderr:\n%s\nB stderr:\n%s", err, a.stderr, nb.stderr)
+		}
+	}
+
+	lags := make([]time.Duration, 0, crossNodeTurns*b.N)
+	var lagMu sync.Mutex
+	b.ResetTimer()
+	for range b.N {
+		run, runCancel := context.WithTimeout(ctx, turnsTimeout)
+		err := runWorkers(run, crossNodeThreads, crossNodeTurns, func(ctx context.Context, i int) (time.Duration, error) {
+			return lat(ctx, i, turnTimeout)
+		}, func(d time.Duration) {
+			lagMu.Lock()
+			lags = append(lags, d)
+			lagMu.Unlock()
+		})
+		runCancel()
+		if err != nil {
+			b.Fatalf("%v\nA stderr:\n%s\nB stderr:\n%s", err, a.stderr, nb.stderr)
+		}
+	}
+	b.StopTimer()
+	slices.Sort(lags)
+	b.ReportMetric(ms(percentile(lags, 0.50)), "p50-ms")
+	b.ReportMetric(ms(percentile(lags, 0.99)), "p99-ms")
+	b.Logf("%d turns on %d threads: B's turn/completed after A's: p50 %v p90 %v p99 %v max %v",
+		len(lags), crossNodeThreads, percentile(lags, 0.50), percentile(lags, 0.90), percentile(lags, 0.99), lags[len(lags)-1])
+}
+
+// errNoCrossNode is a turn whose events never reached the other node.
+var errNoCrossNode = errors.New("the event did not reach the other node")
