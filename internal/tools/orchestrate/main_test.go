@@ -16,8 +16,8 @@ import (
 
 	"github.com/appserver/appserver/api"
 	"github.com/appserver/appserver/internal/config"
-	"github.com/appserver/appserver/internal/policy"
 	"github.com/appserver/appserver/internal/mcp/mcptest"
+	"github.com/appserver/appserver/internal/policy"
 	"github.com/appserver/appserver/internal/registry"
 	"github.com/appserver/appserver/internal/sandbox"
 	"github.com/appserver/appserver/internal/testenv"
