@@ -3,6 +3,7 @@ package mcp
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -67,6 +68,38 @@ func TestStdioToolsAndResults(t *testing.T) {
 	// tools/call direct (mcpServer/tool/call) refuses a disabled tool.
 	_, _, err := h.m.CallTool(context.Background(), nil, "", "t", "crash", nil)
 	require.ErrorContains(t, err, "tool 'crash' is disabled for MCP server 't'")
+}
+
+// A model that calls an MCP tool in codex's namespaced form (namespace
+// mcp__<server>__ or mcp__<server>, the tool's own name) is served as if
+// it had called the plain function; the namespace form is not offered as
+// a spec of its own.
+func TestNamespacedCallForm(t *testing.T) {
+	h := newHarness(t, map[string]config.MCPServer{"t": stdioServer(t)})
+	h.waitState("t", StateReady)
+	rec := &recorder{}
+	specs, reg := h.build(rec.turn())
+	for _, s := range specs {
+		_, isNS := s.Spec.(registry.NamespaceSpec)
+		require.False(t, isNS, "no namespace spec is offered: %v", specNames(specs))
+	}
+	for i, ns := range []string{"mcp__t__", "mcp__t"} {
+		out, err := reg.NewDispatcher(registry.DispatcherConfig{}).Dispatch(context.Background(), registry.Call{
+			CallID: fmt.Sprintf("call_ns%d", i), Namespace: ns, Name: "echo", Payload: registry.FunctionPayload{Arguments: `{"text":"hi"}`},
+		})
+		require.NoError(t, err)
+		require.True(t, out.Output.Succeeded(), out.Output.Text)
+		require.Equal(t, `[{"type":"text","text":"echo: hi"}]`, out.Output.Text)
+		item := rec.lastDone(t)
+		require.Equal(t, "t", item.Server)
+		require.Equal(t, "echo", item.Tool)
+		require.Equal(t, fmt.Sprintf("call_ns%d", i), item.ID)
+	}
+	out, err := reg.NewDispatcher(registry.DispatcherConfig{}).Dispatch(context.Background(), registry.Call{
+		CallID: "call_other", Namespace: "mcp__other__", Name: "echo", Payload: registry.FunctionPayload{Arguments: `{}`},
+	})
+	require.NoError(t, err)
+	require.False(t, out.Output.Succeeded(), "a server that does not exist serves nothing")
 }
 
 func TestOutputTruncated(t *testing.T) {
