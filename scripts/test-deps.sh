@@ -43,8 +43,28 @@ install_linters() {
   return 0
 }
 
+# install_mcp_everything puts the reference MCP server, pinned, into
+# .tools/ in the checkout (git-ignored), where the MCP tests look for it.
+everything_version=2026.8.31
+install_mcp_everything() {
+  command -v npm >/dev/null 2>&1 || return 0
+  local root dir
+  root="$(cd "$(dirname "$0")/.." && pwd)"
+  dir="$root/.tools/server-everything"
+  [ -f "$dir/node_modules/@modelcontextprotocol/server-everything/package.json" ] &&
+    grep -q "\"version\": \"$everything_version\"" "$dir/node_modules/@modelcontextprotocol/server-everything/package.json" && return 0
+  mkdir -p "$dir"
+  if ! npm install --prefix "$dir" --no-audit --no-fund --no-update-notifier --loglevel=error \
+    "@modelcontextprotocol/server-everything@$everything_version" >&2; then
+    echo "test-deps: could not install @modelcontextprotocol/server-everything from the npm registry" >&2
+    [ "${CI:-}" = "true" ] && exit 1
+  fi
+  return 0
+}
+
 if [ ${#missing[@]} -eq 0 ]; then
   install_linters
+  install_mcp_everything
   exit 0
 fi
 
@@ -62,6 +82,7 @@ if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
   command -v systemd-analyze >/dev/null 2>&1 || { echo "test-deps: systemd-analyze still missing after install" >&2; exit 1; }
   have_nginx || { echo "test-deps: nginx still missing after install" >&2; exit 1; }
   install_linters
+  install_mcp_everything
   exit 0
 fi
 
@@ -72,3 +93,4 @@ if [ "${CI:-}" = "true" ]; then
 fi
 echo "test-deps: tests that need them will be skipped; install them to run everything" >&2
 install_linters
+install_mcp_everything

@@ -8,6 +8,7 @@ import (
 	"github.com/appserver/appserver/internal/config"
 	"github.com/appserver/appserver/internal/httpapi"
 	"github.com/appserver/appserver/internal/hub"
+	"github.com/appserver/appserver/internal/mcp"
 	"github.com/appserver/appserver/internal/server"
 	"github.com/appserver/appserver/internal/store"
 	"github.com/appserver/appserver/internal/turns"
@@ -17,7 +18,7 @@ import (
 // listener (behind the same origin guard, with the websocket's credentials
 // plus the configured principals); runServe starts it.
 func newHTTPAPI(cfg *config.Config, log *slog.Logger, srv *server.Server, mgr *turns.Manager,
-	hb *hub.Hub, st store.Store, authn *auth.Authenticator, metrics *server.Metrics) (*httpapi.API, error) {
+	hb *hub.Hub, st store.Store, authn *auth.Authenticator, metrics *server.Metrics, servers *mcp.Manager) (*httpapi.API, error) {
 	principals := make(map[string]string, len(cfg.HTTPAPI.Principals))
 	for name, p := range cfg.HTTPAPI.Principals {
 		principals[name] = p.TokenSHA256
@@ -36,6 +37,7 @@ func newHTTPAPI(cfg *config.Config, log *slog.Logger, srv *server.Server, mgr *t
 			DefaultApproval:          api.ApprovalPolicy(cfg.ApprovalPolicy),
 		},
 		Draining:   srv.Draining,
+		MCP:        servers,
 		Registerer: metrics.Registry,
 		Logger:     log.With("component", "httpapi"),
 	})

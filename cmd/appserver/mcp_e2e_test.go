@@ -90,6 +90,38 @@ func TestMCPToolCallInATurn(t *testing.T) {
 	require.Contains(t, string(reqs[1].Body), `echo: from the model`)
 }
 
+// A model that calls the MCP tool in codex's namespaced form (namespace
+// mcp__t__, name echo) is served: the tool runs, and the call goes back
+// upstream with its namespace.
+func TestMCPNamespacedCallInATurn(t *testing.T) {
+	fake := startFake(t, `{"steps":[
+		{"tool_calls":[{"call_id":"call_n1","namespace":"mcp__t__","name":"echo","arguments":{"text":"namespaced"}}]},
+		{"match":{"call_output":"call_n1"},"text":"Echoed."}]}`)
+	d := startDaemon(t, append(append([]string{"--data-dir", t.TempDir()}, fakeArgs(fake, "responses")...), mcpArgs(t, "")...)...)
+	r := newRPC(t, d)
+	waitMCPConnected(t, r)
+	threadID := startThread(t, r, nil)
+	r.call("turn/start", map[string]any{"threadId": threadID, "input": []any{map[string]any{"type": "text", "text": "echo"}}})
+	var completed struct {
+		Item struct {
+			Type   string `json:"type"`
+			Tool   string `json:"tool"`
+			Status string `json:"status"`
+		} `json:"item"`
+	}
+	for completed.Item.Type != "mcpToolCall" {
+		require.NoError(t, json.Unmarshal(r.until("item/completed").Params, &completed))
+	}
+	require.Equal(t, "completed", completed.Item.Status)
+	require.Equal(t, "echo", completed.Item.Tool)
+	var tr turnResult
+	require.NoError(t, json.Unmarshal(r.until("turn/completed").Params, &tr))
+	require.Equal(t, "completed", tr.Turn.Status)
+	second := string(fake.Requests()[1].Body)
+	require.Contains(t, second, `"namespace":"mcp__t__"`)
+	require.Contains(t, second, `echo: namespaced`)
+}
+
 func TestMCPApprovalDeclinedOverWebsocket(t *testing.T) {
 	fake := startFake(t, `{"steps":[
 		{"tool_calls":[{"call_id":"call_m2","name":"mcp__t__echo","arguments":{"text":"x"}}]},

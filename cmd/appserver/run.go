@@ -381,7 +381,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 			err = serr
 		}
 	}
-	httpAPI, err := newHTTPAPI(cfg, log, srv, mgr, hb, st, authn, metrics)
+	httpAPI, err := newHTTPAPI(cfg, log, srv, mgr, hb, st, authn, metrics, c.MCP)
 	if err != nil {
 		return err
 	}

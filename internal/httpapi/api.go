@@ -56,6 +56,9 @@ type Config struct {
 	// threads (not the operator's); the zero value is workspace-write with
 	// any approval policy.
 	Ceiling Ceiling
+	// MCP lists the MCP servers' status (GET /mcp-servers); nil lists
+	// none.
+	MCP MCPStatus
 	// Draining reports that the daemon is shutting down; requests then get
 	// 503. Nil means never.
 	Draining func() bool
@@ -243,6 +246,7 @@ func (a *API) routes() chi.Router {
 	r.Method(http.MethodGet, "/threads/{threadID}/events", a.handle(a.events))
 	r.Method(http.MethodPost, "/threads/{threadID}/tool-calls/{callID}", a.handle(a.answerToolCall))
 	r.Method(http.MethodPost, "/threads/{threadID}/approvals/{requestID}", a.handle(a.answerApproval))
+	r.Method(http.MethodGet, "/mcp-servers", a.handle(a.listMCPServers))
 	return r
 }
 

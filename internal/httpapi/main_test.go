@@ -7,10 +7,12 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -24,6 +26,7 @@ import (
 	"github.com/appserver/appserver/internal/auth"
 	"github.com/appserver/appserver/internal/dynamic"
 	"github.com/appserver/appserver/internal/hub"
+	"github.com/appserver/appserver/internal/mcp/mcptest"
 	"github.com/appserver/appserver/internal/model"
 	"github.com/appserver/appserver/internal/model/fakemodel"
 	"github.com/appserver/appserver/internal/registry"
@@ -33,7 +36,17 @@ import (
 	"github.com/appserver/appserver/internal/turns"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	code := m.Run()
+	mcptest.Cleanup()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
 
 // env is the real stack the API runs on: a store, the server (whose router
 // mounts the API at /v1 behind a real listener), the turns manager, the

@@ -3,6 +3,8 @@ package mcp
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -10,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
 	"github.com/appserver/appserver/api"
@@ -67,6 +71,38 @@ func TestStdioToolsAndResults(t *testing.T) {
 	// tools/call direct (mcpServer/tool/call) refuses a disabled tool.
 	_, _, err := h.m.CallTool(context.Background(), nil, "", "t", "crash", nil)
 	require.ErrorContains(t, err, "tool 'crash' is disabled for MCP server 't'")
+}
+
+// A model that calls an MCP tool in codex's namespaced form (namespace
+// mcp__<server>__ or mcp__<server>, the tool's own name) is served as if
+// it had called the plain function; the namespace form is not offered as
+// a spec of its own.
+func TestNamespacedCallForm(t *testing.T) {
+	h := newHarness(t, map[string]config.MCPServer{"t": stdioServer(t)})
+	h.waitState("t", StateReady)
+	rec := &recorder{}
+	specs, reg := h.build(rec.turn())
+	for _, s := range specs {
+		_, isNS := s.Spec.(registry.NamespaceSpec)
+		require.False(t, isNS, "no namespace spec is offered: %v", specNames(specs))
+	}
+	for i, ns := range []string{"mcp__t__", "mcp__t"} {
+		out, err := reg.NewDispatcher(registry.DispatcherConfig{}).Dispatch(context.Background(), registry.Call{
+			CallID: fmt.Sprintf("call_ns%d", i), Namespace: ns, Name: "echo", Payload: registry.FunctionPayload{Arguments: `{"text":"hi"}`},
+		})
+		require.NoError(t, err)
+		require.True(t, out.Output.Succeeded(), out.Output.Text)
+		require.Equal(t, `[{"type":"text","text":"echo: hi"}]`, out.Output.Text)
+		item := rec.lastDone(t)
+		require.Equal(t, "t", item.Server)
+		require.Equal(t, "echo", item.Tool)
+		require.Equal(t, fmt.Sprintf("call_ns%d", i), item.ID)
+	}
+	out, err := reg.NewDispatcher(registry.DispatcherConfig{}).Dispatch(context.Background(), registry.Call{
+		CallID: "call_other", Namespace: "mcp__other__", Name: "echo", Payload: registry.FunctionPayload{Arguments: `{}`},
+	})
+	require.NoError(t, err)
+	require.False(t, out.Output.Succeeded(), "a server that does not exist serves nothing")
 }
 
 func TestOutputTruncated(t *testing.T) {
@@ -352,4 +388,52 @@ func alive(pid int) bool {
 	}
 	_, rest, _ := strings.Cut(string(stat), ") ")
 	return !strings.HasPrefix(rest, "Z")
+}
+
+// An HTTP server that goes away fails the next call with a text the model
+// reads, is marked failed and is reconnected once it is back at its
+// address, and the turn's tools reach it again; the metrics count each
+// outcome and follow the up state.
+func TestHTTPServerRestartAfterFailedCall(t *testing.T) {
+	hs, err := mcptest.StartHTTP(context.Background(), "")
+	require.NoError(t, err)
+	u, err := url.Parse(hs.URL)
+	require.NoError(t, err)
+	reg := prometheus.NewRegistry()
+	h := newHarness(t, map[string]config.MCPServer{"web": {URL: hs.URL, Enabled: true, StartupTimeoutSec: 10, ToolTimeoutSec: 10}},
+		func(c *Config) { c.Metrics = NewMetrics(reg) })
+	h.waitState("web", StateReady)
+	require.Equal(t, 1.0, testutil.ToFloat64(h.m.metrics.up.WithLabelValues("web")))
+
+	rec := &recorder{}
+	_, tools := h.build(rec.turn())
+	out := call(t, tools, "mcp__web__echo", `{"text":"one"}`)
+	require.True(t, out.Output.Succeeded(), out.Output.Text)
+	out = call(t, tools, "mcp__web__fail", `{}`)
+	require.False(t, out.Output.Succeeded())
+
+	hs.Stop()
+	out = call(t, tools, "mcp__web__echo", `{"text":"two"}`)
+	require.False(t, out.Output.Succeeded(), "the server is gone")
+	require.Equal(t, api.StatusFailed, rec.lastDone(t).Status)
+	h.waitHistory("web", "failed")
+	require.Equal(t, 0.0, testutil.ToFloat64(h.m.metrics.up.WithLabelValues("web")))
+
+	back, err := mcptest.StartHTTPOn(context.Background(), u.Host, "")
+	require.NoError(t, err)
+	defer back.Stop()
+	h.waitState("web", StateReady)
+	out = call(t, tools, "mcp__web__echo", `{"text":"three"}`)
+	require.True(t, out.Output.Succeeded(), out.Output.Text)
+	require.Equal(t, `[{"type":"text","text":"echo: three"}]`, out.Output.Text)
+
+	require.Equal(t, 1.0, testutil.ToFloat64(h.m.metrics.up.WithLabelValues("web")))
+	require.Equal(t, 2.0, testutil.ToFloat64(h.m.metrics.calls.WithLabelValues("web", OutcomeOK)))
+	require.Equal(t, 1.0, testutil.ToFloat64(h.m.metrics.calls.WithLabelValues("web", OutcomeToolError)))
+	require.Equal(t, 1.0, testutil.ToFloat64(h.m.metrics.calls.WithLabelValues("web", OutcomeFailed)))
+	require.Equal(t, 4, testutil.CollectAndCount(reg, "appserver_mcp_calls_total")+testutil.CollectAndCount(reg, "appserver_mcp_call_duration_seconds"),
+		"three outcome series and one latency series")
+	count, err := testutil.GatherAndCount(reg, "appserver_mcp_server_up")
+	require.NoError(t, err)
+	require.Equal(t, 1, count)
 }

@@ -60,24 +60,48 @@ func (m *Manager) Register(b *registry.Builder, t *Turn) error {
 	refs = assignNames(refs, func(r toolRef, reason string) {
 		m.log.Warn("MCP tool skipped", "server", r.Server, "tool", r.Tool, "reason", reason)
 	})
-	h := &toolHandler{m: m, turn: t, tools: make(map[string]toolRef, len(refs))}
+	h := &toolHandler{m: m, turn: t, tools: make(map[toolKey]toolRef, 3*len(refs))}
 	for _, r := range refs {
-		h.tools[r.Name] = r
 		spec := registry.FunctionSpec{Name: r.Name, Description: r.info.tool.Description, Parameters: r.info.params}
 		readOnly := r.info.tool.Annotations != nil && r.info.tool.Annotations.ReadOnlyHint
 		if err := b.Register(spec, h, readOnly); err != nil {
 			// A built-in already has the name: the built-in wins.
 			m.log.Warn("MCP tool skipped", "server", r.Server, "tool", r.Tool, "err", err)
+			continue
+		}
+		h.tools[toolKey{name: r.Name}] = r
+		// The namespaced form: codex serves MCP tools as the functions of
+		// an mcp__<server>__ namespace, and a model trained on it may call
+		// one so (namespace and the tool's own name) even when offered
+		// the plain function. Both spellings of the namespace are served.
+		bare := modelToolName(r.Tool)
+		for _, ns := range namespaces(r.Server) {
+			if err := b.AddNamespacedHandler(ns, bare, h); err != nil {
+				m.log.Warn("MCP tool's namespaced form skipped", "server", r.Server, "tool", r.Tool, "err", err)
+				continue
+			}
+			h.tools[toolKey{ns, bare}] = r
 		}
 	}
 	return m.registerResourceTools(b, t)
 }
 
+// namespaces are the namespace names of a server's tools: mcp__<server>__
+// (codex's) and mcp__<server>.
+func namespaces(server string) [2]string {
+	ns := namePrefix + nameDelimiter + server
+	return [2]string{ns + nameDelimiter, ns}
+}
+
+// toolKey is the address of a call: its namespace ("" for a plain
+// function) and name.
+type toolKey struct{ namespace, name string }
+
 // toolHandler serves the MCP tools of one turn.
 type toolHandler struct {
 	m     *Manager
 	turn  *Turn
-	tools map[string]toolRef // by model name
+	tools map[toolKey]toolRef // by the addresses a model may call
 }
 
 // Kind is function: the model calls MCP tools as plain functions.
@@ -96,7 +120,7 @@ func (*toolHandler) IsMutating(context.Context, registry.Invocation) bool { retu
 // Handle runs one call: the mcpToolCall item, the approval when the tool's
 // mode asks for one, then tools/call.
 func (h *toolHandler) Handle(ctx context.Context, inv registry.Invocation) (registry.Output, error) {
-	ref, ok := h.tools[inv.Name]
+	ref, ok := h.tools[toolKey{inv.Namespace, inv.Name}]
 	if !ok {
 		return registry.Output{}, fmt.Errorf("unsupported call: %s", inv.DisplayName())
 	}

@@ -44,7 +44,8 @@ const (
 //   - message: Role, Content (input_text / output_text / input_image parts)
 //   - reasoning: Summary (summary_text parts), Content (reasoning_text
 //     parts), EncryptedContent
-//   - function_call: CallID, Name, Arguments (raw JSON text)
+//   - function_call: CallID, Name, Arguments (raw JSON text), Namespace
+//     when the model called a tool of a namespace
 //   - custom_tool_call: CallID, Name, Input (raw text)
 //   - function_call_output, custom_tool_call_output: CallID, Output
 //
@@ -66,6 +67,9 @@ type InputItem struct {
 	CallID string
 	// Name is the called tool's name.
 	Name string
+	// Namespace is the namespace of a function call's tool ("mcp__docs__"
+	// with Name "search"); "" for a top-level tool.
+	Namespace string
 	// Arguments is a function call's raw JSON argument text.
 	Arguments string
 	// Input is a custom (freeform) tool call's raw input text.
@@ -217,8 +221,9 @@ func (it InputItem) MarshalJSON() ([]byte, error) {
 			ID        string `json:"id,omitempty"`
 			CallID    string `json:"call_id"`
 			Name      string `json:"name"`
+			Namespace string `json:"namespace,omitempty"`
 			Arguments string `json:"arguments"`
-		}{it.Type, it.ID, it.CallID, it.Name, it.Arguments})
+		}{it.Type, it.ID, it.CallID, it.Name, it.Namespace, it.Arguments})
 	case ItemCustomToolCall:
 		return marshal(struct {
 			Type   string `json:"type"`
@@ -250,6 +255,7 @@ func (it *InputItem) UnmarshalJSON(b []byte) error {
 		Content          json.RawMessage `json:"content"`
 		CallID           string          `json:"call_id"`
 		Name             string          `json:"name"`
+		Namespace        string          `json:"namespace"`
 		Arguments        string          `json:"arguments"`
 		Input            string          `json:"input"`
 		Output           ToolOutput      `json:"output"`
@@ -279,7 +285,7 @@ func (it *InputItem) UnmarshalJSON(b []byte) error {
 			}
 		}
 	case ItemFunctionCall:
-		it.CallID, it.Name, it.Arguments = w.CallID, w.Name, w.Arguments
+		it.CallID, it.Name, it.Namespace, it.Arguments = w.CallID, w.Name, w.Namespace, w.Arguments
 	case ItemCustomToolCall:
 		it.CallID, it.Name, it.Input = w.CallID, w.Name, w.Input
 	case ItemFunctionCallOutput, ItemCustomToolCallOutput:

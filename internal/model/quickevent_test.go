@@ -138,6 +138,7 @@ func TestQuickToolCall(t *testing.T) {
 		`{"type":"function_call","id":"fc_1","call_id":"call_1","name":"lookup","arguments":"{\"city\":\"Zürich \\u00e9\"}","status":"completed"}`,
 		`{"type":"custom_tool_call","id":"ctc_1","call_id":"call_2","name":"apply_patch","input":"*** Begin Patch\n","status":"completed"}`,
 		`{"type":"function_call","call_id":"c","name":"n"}`,
+		`{"type":"function_call","call_id":"c","namespace":"mcp__docs__","name":"search","arguments":"{}"}`,
 		"{\"type\":\"function_call\",\"call_id\":\"c\",\"name\":\"n\xff\",\"arguments\":\"\\ud800 \\udc00\\ud83d\"}",
 	} {
 		require.True(t, checkQuickToolCall(t, []byte(s)), "%s", s)
@@ -150,6 +151,8 @@ func TestQuickToolCall(t *testing.T) {
 		`{"type":"function_call","call_id":"c","name":"n","arguments":"{}","input":"x"}`,
 		`{"type":"function_call","call_id":"c","name":"n","arguments":"{}","output":5}`,
 		`{"type":"custom_tool_call","call_id":"c","name":"n","input":"x","arguments":"{}"}`,
+		`{"type":"custom_tool_call","call_id":"c","namespace":"ns","name":"n","input":"x"}`,
+		`{"type":"function_call","call_id":"c","namespace":null,"name":"n","arguments":"{}"}`,
 		`{"type":"function_call","Name":"n","arguments":"{}"}`,
 		`{"type":"function_call","name":"n","name":"m"}`,
 		`{"type":"function_c\u0061ll","name":"n"}`,
@@ -159,6 +162,25 @@ func TestQuickToolCall(t *testing.T) {
 	} {
 		require.False(t, checkQuickToolCall(t, []byte(s)), "%s", s)
 	}
+}
+
+// A namespaced function call keeps its namespace through decoding and
+// goes back upstream with it.
+func TestFunctionCallNamespace(t *testing.T) {
+	raw := `{"type":"function_call","id":"fc_1","call_id":"c","namespace":"mcp__docs__","name":"search","arguments":"{}"}`
+	var quick, full InputItem
+	require.True(t, quickToolCall([]byte(raw), &quick))
+	require.NoError(t, json.Unmarshal([]byte(raw), &full))
+	for _, it := range []InputItem{quick, full} {
+		require.Equal(t, "mcp__docs__", it.Namespace)
+		require.Equal(t, "search", it.Name)
+	}
+	out, err := json.Marshal(full)
+	require.NoError(t, err)
+	require.JSONEq(t, raw, string(out))
+	plain, err := json.Marshal(InputItem{Type: ItemFunctionCall, CallID: "c", Name: "n", Arguments: "{}"})
+	require.NoError(t, err)
+	require.NotContains(t, string(plain), "namespace")
 }
 
 func FuzzQuickToolCall(f *testing.F) {

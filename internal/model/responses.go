@@ -294,7 +294,7 @@ func quickResponse(data []byte, e *responsesEvent) bool {
 
 // itemFields are the keys InputItem.UnmarshalJSON decodes: those a tool
 // call uses (up to fieldInput), then the others.
-var itemFields = [...]string{"type", "id", "call_id", "name", "arguments", "input", "role", "content", "output", "summary", "encrypted_content"}
+var itemFields = [...]string{"type", "id", "call_id", "name", "arguments", "input", "namespace", "role", "content", "output", "summary", "encrypted_content"}
 
 // Indexes into itemFields.
 const (
@@ -304,6 +304,7 @@ const (
 	fieldName
 	fieldArguments
 	fieldInput
+	fieldNamespace
 	fieldsOfCalls // the fields from here on no tool call uses
 )
 
@@ -341,7 +342,10 @@ func quickToolCall(data []byte, it *InputItem) bool {
 		}
 	}
 	var str [fieldsOfCalls]string
-	for _, i := range [...]int{fieldID, fieldCallID, fieldName, payload} {
+	if typ == ItemCustomToolCall && v[fieldNamespace] != nil {
+		return false
+	}
+	for _, i := range [...]int{fieldID, fieldCallID, fieldName, fieldNamespace, payload} {
 		if v[i] == nil {
 			continue
 		}
@@ -352,7 +356,7 @@ func quickToolCall(data []byte, it *InputItem) bool {
 			return false
 		}
 	}
-	*it = InputItem{Type: typ, ID: str[fieldID], CallID: str[fieldCallID], Name: str[fieldName]}
+	*it = InputItem{Type: typ, ID: str[fieldID], CallID: str[fieldCallID], Name: str[fieldName], Namespace: str[fieldNamespace]}
 	if typ == ItemFunctionCall {
 		it.Arguments = str[payload]
 	} else {

@@ -117,6 +117,28 @@ func (b *Builder) AddHandler(name string, h Handler) error {
 	return nil
 }
 
+// AddNamespacedHandler adds a handler for name inside namespace without a
+// spec of its own: a second address of a tool offered under another name,
+// such as the mcp__<server>__ namespace form of an MCP tool a model may
+// call. Such calls are never parallel-capable.
+func (b *Builder) AddNamespacedHandler(namespace, name string, h Handler) error {
+	if namespace == "" {
+		return b.AddHandler(name, h)
+	}
+	if name == "" {
+		return apperr.New(apperr.Invalid, "namespace %q: tool name is empty", namespace)
+	}
+	if h == nil {
+		return apperr.New(apperr.Invalid, "tool %q: handler is nil", displayName(namespace, name))
+	}
+	k := toolKey{namespace: namespace, name: name}
+	if _, dup := b.handlers[k]; dup {
+		return apperr.New(apperr.Conflict, "tool %q is already registered", displayName(namespace, name))
+	}
+	b.handlers[k] = h
+	return nil
+}
+
 // Build returns the specs in registration order and the registry. Later
 // registrations on the builder do not affect the returned registry.
 func (b *Builder) Build() ([]ConfiguredToolSpec, *Registry) {

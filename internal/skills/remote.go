@@ -1,24 +1,21 @@
 package skills
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"mime"
 	"net/http"
 	"net/url"
 	"regexp"
-	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/appserver/appserver/internal/apperr"
 )
@@ -41,16 +38,16 @@ const (
 	// DefaultRemoteReadTimeout bounds one resources/read.
 	DefaultRemoteReadTimeout = 10 * time.Second
 
-	maxResourcePages         = 10
-	maxRemoteSkills          = 100
-	maxRemoteNameChars       = 64
-	maxQualifiedNameChars    = 128
-	maxRemoteDescChars       = 1024
-	maxRemoteResourceBytes   = 1 << 20
-	maxRPCResponseBytes      = 16 << 20
-	mcpProtocolVersion       = "2025-06-18"
-	mcpSessionHeader         = "Mcp-Session-Id"
-	mcpProtocolVersionHeader = "MCP-Protocol-Version"
+	maxResourcePages       = 10
+	maxRemoteSkills        = 100
+	maxRemoteNameChars     = 64
+	maxQualifiedNameChars  = 128
+	maxRemoteDescChars     = 1024
+	maxRemoteResourceBytes = 1 << 20
+	maxRPCResponseBytes    = 16 << 20
+	// mcpProtocolVersion is the MCP revision asked for: the newest one
+	// with the initialize handshake (the SDK negotiates down).
+	mcpProtocolVersion = "2025-11-25"
 )
 
 // remoteIDPattern is what a remote provider id may look like (the MCP server
@@ -76,8 +73,10 @@ type RemoteOptions struct {
 // RemoteProvider is a remote skill authority {"kind":"remote","id":<id>}: it
 // discovers skills with MCP resources/list (resources of MIME type
 // mcp/skill, at most 10 pages and 100 skills within the discovery timeout)
-// and reads them with resources/read, over MCP Streamable HTTP (JSON or
-// SSE responses, session ids, bearer auth).
+// and reads them with resources/read, over MCP Streamable HTTP through the
+// official Go SDK's client (the one internal/mcp uses for MCP servers): one
+// session, set up on first use and again when the provider expires it, with
+// the bearer token added to every request.
 //
 // A skill's package is its resource URI (a canonical skill:// URI); its
 // name is _meta.skill_name, qualified as <_meta.plugin_name>:<skill_name>
@@ -90,12 +89,10 @@ type RemoteProvider struct {
 	client   *http.Client
 	owned    bool
 
-	nextID atomic.Int64
+	mcp *mcpsdk.Client
 
-	initMu  sync.Mutex // serializes session setup; taken before mu
-	mu      sync.Mutex // guards session and version
-	session string
-	version string // negotiated protocol version; "" until initialized
+	mu   sync.Mutex // guards sess; held while a session is set up
+	sess *mcpsdk.ClientSession
 }
 
 // NewRemoteProvider validates cfg and returns the provider for id.
@@ -119,7 +116,8 @@ func NewRemoteProvider(id string, cfg RemoteConfig, opts RemoteOptions) (*Remote
 	if opts.ClientVersion == "" {
 		opts.ClientVersion = "0"
 	}
-	p := &RemoteProvider{id: id, endpoint: cfg.URL, tokenEnv: cfg.BearerTokenEnv, opts: opts, client: opts.HTTPClient}
+	p := &RemoteProvider{id: id, endpoint: cfg.URL, tokenEnv: cfg.BearerTokenEnv, opts: opts, client: opts.HTTPClient,
+		mcp: mcpsdk.NewClient(&mcpsdk.Implementation{Name: "appserver", Version: opts.ClientVersion}, nil)}
 	if p.client == nil {
 		p.client = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
 		p.owned = true
@@ -130,8 +128,16 @@ func NewRemoteProvider(id string, cfg RemoteConfig, opts RemoteOptions) (*Remote
 // Authority returns {"kind":"remote","id":<id>}.
 func (p *RemoteProvider) Authority() Authority { return Authority{Kind: KindRemote, ID: p.id} }
 
-// Close releases idle connections of the provider's own HTTP client.
+// Close ends the MCP session and releases idle connections of the
+// provider's own HTTP client.
 func (p *RemoteProvider) Close() {
+	p.mu.Lock()
+	sess := p.sess
+	p.sess = nil
+	p.mu.Unlock()
+	if sess != nil {
+		_ = sess.Close()
+	}
 	if p.owned {
 		p.client.CloseIdleConnections()
 	}
@@ -149,15 +155,12 @@ func (p *RemoteProvider) List(ctx context.Context, _ Query) (Listing, error) {
 	seenPackages := map[string]bool{}
 	skills, skipped := 0, 0
 	for page := 0; page < maxResourcePages; page++ {
-		var res struct {
-			Resources  []mcpResource `json:"resources"`
-			NextCursor string        `json:"nextCursor"`
-		}
-		params := map[string]any{}
-		if cursor != "" {
-			params["cursor"] = cursor
-		}
-		if err := p.call(ctx, "resources/list", params, &res); err != nil {
+		var res *mcpsdk.ListResourcesResult
+		err := p.call(ctx, func(s *mcpsdk.ClientSession) (err error) {
+			res, err = s.ListResources(ctx, &mcpsdk.ListResourcesParams{Cursor: cursor})
+			return err
+		})
+		if err != nil {
 			if page == 0 {
 				return Listing{}, fmt.Errorf("remote skill discovery failed: %w", err)
 			}
@@ -166,7 +169,7 @@ func (p *RemoteProvider) List(ctx context.Context, _ Query) (Listing, error) {
 		}
 		capped := false
 		for _, r := range res.Resources {
-			if r.MimeType != SkillMIMEType {
+			if r == nil || r.MIMEType != SkillMIMEType {
 				continue
 			}
 			if skills == maxRemoteSkills {
@@ -227,39 +230,29 @@ func (p *RemoteProvider) Read(ctx context.Context, _ Query, pkg, resource string
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.opts.ReadTimeout)
 	defer cancel()
-	var res struct {
-		Contents []struct {
-			URI  string  `json:"uri"`
-			Text *string `json:"text"`
-		} `json:"contents"`
-	}
-	if err := p.call(ctx, "resources/read", map[string]any{"uri": resource}, &res); err != nil {
+	var res *mcpsdk.ReadResourceResult
+	err := p.call(ctx, func(s *mcpsdk.ClientSession) (err error) {
+		res, err = s.ReadResource(ctx, &mcpsdk.ReadResourceParams{URI: resource})
+		return err
+	})
+	if err != nil {
 		return Resource{}, err
 	}
 	for _, c := range res.Contents {
-		if c.URI != resource || c.Text == nil {
+		if c == nil || c.URI != resource || c.Blob != nil {
 			continue
 		}
-		if len(*c.Text) > maxRemoteResourceBytes {
+		if len(c.Text) > maxRemoteResourceBytes {
 			return Resource{}, fmt.Errorf("resource exceeds the %d-byte read limit", maxRemoteResourceBytes)
 		}
-		return Resource{ID: c.URI, Text: *c.Text}, nil
+		return Resource{ID: c.URI, Text: c.Text}, nil
 	}
 	return Resource{}, errors.New("the provider did not return matching text contents")
 }
 
-// mcpResource is one entry of an MCP resources/list result.
-type mcpResource struct {
-	URI         string         `json:"uri"`
-	Name        string         `json:"name"`
-	Description string         `json:"description"`
-	MimeType    string         `json:"mimeType"`
-	Meta        map[string]any `json:"_meta"`
-}
-
 // entryFromResource maps an mcp/skill resource to a catalog entry, or
 // reports it malformed.
-func entryFromResource(r mcpResource) (Entry, bool) {
+func entryFromResource(r *mcpsdk.Resource) (Entry, bool) {
 	pkg, err := ParsePackageURI(r.URI)
 	if err != nil || r.Meta == nil {
 		return Entry{}, false
@@ -352,209 +345,134 @@ func normalizedDescription(s string) (string, bool) {
 	return b.String(), true
 }
 
-// errSessionExpired is an HTTP 404 answer to a request carrying a session id.
-var errSessionExpired = errors.New("MCP session expired")
-
-// rpcError is a JSON-RPC error answered by the provider.
-type rpcError struct {
-	Code    int    `json:"code"`
-	Message string `json:"message"`
+// providerTransport adds the bearer token to every request of the SDK's
+// streamable HTTP client and turns the HTTP failures a provider answers
+// with into errors that say what failed. A 404 to a request with a session
+// id is left to the SDK, which reports the session as gone.
+type providerTransport struct {
+	base  http.RoundTripper
+	token string
 }
 
-// Error returns "MCP error <code>: <message>".
-func (e *rpcError) Error() string {
-	return fmt.Sprintf("MCP error %d: %s", e.Code, truncateForMessage(e.Message, 256))
+// statusError is a provider's non-2xx HTTP answer.
+type statusError struct{ code int }
+
+// Error says what the status means for the caller.
+func (e *statusError) Error() string {
+	if e.code == http.StatusUnauthorized || e.code == http.StatusForbidden {
+		return fmt.Sprintf("authentication failed (HTTP %d)", e.code)
+	}
+	return fmt.Sprintf("the provider answered HTTP %d", e.code)
 }
 
-// call runs one MCP request, setting up the session first and once more if
-// the provider expired it.
-func (p *RemoteProvider) call(ctx context.Context, method string, params, result any) error {
+// errUnreachable is a request that got no HTTP answer.
+var errUnreachable = errors.New("the provider is unreachable")
+
+// RoundTrip implements http.RoundTripper.
+func (t *providerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if t.token != "" {
+		req = req.Clone(req.Context())
+		req.Header.Set("Authorization", "Bearer "+t.token)
+	}
+	resp, err := t.base.RoundTrip(req)
+	if err != nil {
+		if req.Context().Err() != nil {
+			return nil, err
+		}
+		return nil, errUnreachable
+	}
+	if resp.StatusCode >= 200 && resp.StatusCode <= 299 ||
+		resp.StatusCode == http.StatusNotFound && req.Header.Get("Mcp-Session-Id") != "" {
+		return resp, nil
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
+	resp.Body.Close()
+	return nil, &statusError{code: resp.StatusCode}
+}
+
+// session returns the provider's MCP session, set up on first use (the
+// initialize handshake) and again after it was dropped.
+func (p *RemoteProvider) session(ctx context.Context) (*mcpsdk.ClientSession, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.sess != nil {
+		return p.sess, nil
+	}
+	var token string
+	if p.tokenEnv != "" {
+		if token = p.opts.Getenv(p.tokenEnv); token == "" {
+			return nil, fmt.Errorf("the bearer token variable %s is not set", p.tokenEnv)
+		}
+	}
+	hc := *p.client
+	base := hc.Transport
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	hc.Transport = &providerTransport{base: base, token: token}
+	sess, err := p.mcp.Connect(ctx, &mcpsdk.StreamableClientTransport{
+		Endpoint: p.endpoint, HTTPClient: &hc,
+		// Discovery and reads are request and answer; a provider need not
+		// hold a stream open for us, and no call is retried behind the
+		// caller's timeout.
+		DisableStandaloneSSE: true, MaxRetries: -1, MaxEventSize: maxRPCResponseBytes,
+	}, &mcpsdk.ClientSessionOptions{ProtocolVersion: mcpProtocolVersion})
+	if err != nil {
+		return nil, fmt.Errorf("MCP initialize failed: %w", describe(ctx, err))
+	}
+	p.sess = sess
+	return sess, nil
+}
+
+// drop forgets sess (if it is still the provider's) and closes it, so that
+// the next call sets up a new one.
+func (p *RemoteProvider) drop(sess *mcpsdk.ClientSession) {
+	p.mu.Lock()
+	if p.sess == sess {
+		p.sess = nil
+	}
+	p.mu.Unlock()
+	_ = sess.Close()
+}
+
+// call runs one MCP request on the session, setting up a new session once
+// if the provider expired the old one. A session whose request failed
+// other than by the provider's JSON-RPC answer is dropped.
+func (p *RemoteProvider) call(ctx context.Context, do func(*mcpsdk.ClientSession) error) error {
 	for attempt := 0; ; attempt++ {
-		if err := p.ensureSession(ctx); err != nil {
+		sess, err := p.session(ctx)
+		if err != nil {
 			return err
 		}
-		p.mu.Lock()
-		session, version := p.session, p.version
-		p.mu.Unlock()
-		err := p.request(ctx, method, params, result, session, version)
-		if errors.Is(err, errSessionExpired) && attempt == 0 {
-			p.mu.Lock()
-			if p.session == session {
-				p.session, p.version = "", ""
+		err = do(sess)
+		if err == nil {
+			return nil
+		}
+		var wire *jsonrpc.Error
+		if !errors.As(err, &wire) {
+			p.drop(sess)
+			if errors.Is(err, mcpsdk.ErrSessionMissing) && attempt == 0 {
+				continue
 			}
-			p.mu.Unlock()
-			continue
 		}
-		return err
+		return describe(ctx, err)
 	}
 }
 
-// ensureSession performs the MCP initialize handshake once per session.
-func (p *RemoteProvider) ensureSession(ctx context.Context) error {
-	p.initMu.Lock()
-	defer p.initMu.Unlock()
-	p.mu.Lock()
-	ready := p.version != ""
-	p.mu.Unlock()
-	if ready {
-		return nil
-	}
-	var res struct {
-		ProtocolVersion string `json:"protocolVersion"`
-	}
-	params := map[string]any{
-		"protocolVersion": mcpProtocolVersion,
-		"capabilities":    map[string]any{},
-		"clientInfo":      map[string]any{"name": "appserver", "version": p.opts.ClientVersion},
-	}
-	session, err := p.post(ctx, "initialize", params, &res, "", "", true)
-	if err != nil {
-		return fmt.Errorf("MCP initialize failed: %w", err)
-	}
-	version := res.ProtocolVersion
-	if version == "" {
-		version = mcpProtocolVersion
-	}
-	if _, err := p.post(ctx, "notifications/initialized", nil, nil, session, version, false); err != nil {
-		return fmt.Errorf("MCP initialize failed: %w", err)
-	}
-	p.mu.Lock()
-	p.session, p.version = session, version
-	p.mu.Unlock()
-	return nil
-}
-
-func (p *RemoteProvider) request(ctx context.Context, method string, params, result any, session, version string) error {
-	_, err := p.post(ctx, method, params, result, session, version, true)
-	return err
-}
-
-// post sends one JSON-RPC message. For a request (wantReply) it decodes the
-// matching response from a JSON or an SSE body into result and returns the
-// session id the provider assigned, if any.
-func (p *RemoteProvider) post(ctx context.Context, method string, params, result any, session, version string, wantReply bool) (string, error) {
-	msg := map[string]any{"jsonrpc": "2.0", "method": method}
-	if params != nil {
-		msg["params"] = params
-	}
-	id := p.nextID.Add(1)
-	if wantReply {
-		msg["id"] = id
-	}
-	body, err := json.Marshal(msg)
-	if err != nil {
-		return "", err
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.endpoint, bytes.NewReader(body))
-	if err != nil {
-		return "", err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	if session != "" {
-		req.Header.Set(mcpSessionHeader, session)
-	}
-	if version != "" {
-		req.Header.Set(mcpProtocolVersionHeader, version)
-	}
-	if p.tokenEnv != "" {
-		token := p.opts.Getenv(p.tokenEnv)
-		if token == "" {
-			return "", fmt.Errorf("the bearer token variable %s is not set", p.tokenEnv)
-		}
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := p.client.Do(req)
-	if err != nil {
-		if ctx.Err() != nil {
-			return "", fmt.Errorf("request timed out or was cancelled: %w", ctx.Err())
-		}
-		return "", errors.New("the provider is unreachable")
-	}
-	defer resp.Body.Close()
-	newSession := resp.Header.Get(mcpSessionHeader)
+// describe is the text of a failed request: the provider's HTTP or
+// JSON-RPC answer, a timeout, or the SDK's error.
+func describe(ctx context.Context, err error) error {
+	var status *statusError
+	var wire *jsonrpc.Error
 	switch {
-	case resp.StatusCode == http.StatusNotFound && session != "":
-		return "", errSessionExpired
-	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
-		return "", fmt.Errorf("authentication failed (HTTP %d)", resp.StatusCode)
-	case resp.StatusCode < 200 || resp.StatusCode > 299:
-		return "", fmt.Errorf("the provider answered HTTP %d", resp.StatusCode)
-	case !wantReply:
-		return newSession, nil
+	case errors.As(err, &status):
+		return status
+	case errors.Is(err, errUnreachable):
+		return errUnreachable
+	case errors.As(err, &wire):
+		return fmt.Errorf("MCP error %d: %s", wire.Code, truncateForMessage(wire.Message, 256))
+	case ctx.Err() != nil:
+		return fmt.Errorf("request timed out or was cancelled: %w", ctx.Err())
 	}
-	reader := io.LimitReader(resp.Body, maxRPCResponseBytes)
-	mediaType, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
-	var raw []byte
-	if mediaType == "text/event-stream" {
-		raw, err = readSSEResponse(reader, id)
-	} else {
-		raw, err = io.ReadAll(reader)
-	}
-	if err != nil {
-		return "", err
-	}
-	var rpc struct {
-		ID     json.RawMessage `json:"id"`
-		Result json.RawMessage `json:"result"`
-		Error  *rpcError       `json:"error"`
-	}
-	if err := json.Unmarshal(raw, &rpc); err != nil {
-		return "", errors.New("the provider sent an invalid JSON-RPC response")
-	}
-	if string(rpc.ID) != strconv.FormatInt(id, 10) {
-		return "", errors.New("the provider answered another request id")
-	}
-	if rpc.Error != nil {
-		return "", rpc.Error
-	}
-	if result != nil {
-		if err := json.Unmarshal(rpc.Result, result); err != nil {
-			return "", fmt.Errorf("the provider sent an invalid %s result", method)
-		}
-	}
-	return newSession, nil
-}
-
-// readSSEResponse reads server-sent events until the JSON-RPC response with
-// the given id; other messages (notifications, server requests) are skipped.
-func readSSEResponse(r io.Reader, id int64) ([]byte, error) {
-	br := bufio.NewReader(r)
-	want := strconv.FormatInt(id, 10)
-	var data bytes.Buffer
-	dispatch := func() ([]byte, bool) {
-		defer data.Reset()
-		if data.Len() == 0 {
-			return nil, false
-		}
-		var probe struct {
-			ID     json.RawMessage `json:"id"`
-			Method string          `json:"method"`
-		}
-		if json.Unmarshal(data.Bytes(), &probe) != nil || probe.Method != "" || string(probe.ID) != want {
-			return nil, false
-		}
-		return bytes.Clone(data.Bytes()), true
-	}
-	for {
-		line, err := br.ReadString('\n')
-		trimmed := strings.TrimRight(line, "\r\n")
-		switch {
-		case trimmed == "" && line != "":
-			if msg, ok := dispatch(); ok {
-				return msg, nil
-			}
-		case strings.HasPrefix(trimmed, "data:"):
-			if data.Len() > 0 {
-				data.WriteByte('\n')
-			}
-			data.WriteString(strings.TrimPrefix(strings.TrimPrefix(trimmed, "data:"), " "))
-		}
-		if err != nil {
-			if msg, ok := dispatch(); ok {
-				return msg, nil
-			}
-			return nil, errors.New("the provider's event stream ended without a response")
-		}
-	}
+	return err
 }

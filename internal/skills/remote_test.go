@@ -16,6 +16,13 @@ import (
 
 const testToken = "s3cret-token"
 
+// The Streamable HTTP details the fake provider checks.
+const (
+	providerVersion          = "2025-06-18"
+	mcpSessionHeader         = "Mcp-Session-Id"
+	mcpProtocolVersionHeader = "MCP-Protocol-Version"
+)
+
 // mcpServer is a real HTTP server speaking the MCP Streamable HTTP subset the
 // remote provider uses: initialize + sessions, resources/list with cursors,
 // resources/read; JSON or SSE responses; bearer auth.
@@ -102,14 +109,14 @@ func (s *mcpServer) serve(w http.ResponseWriter, r *http.Request) {
 		id := fmt.Sprintf("session-%d", s.nextSession)
 		s.sessions[id] = true
 		w.Header().Set(mcpSessionHeader, id)
-		s.reply(w, req.ID, map[string]any{"protocolVersion": mcpProtocolVersion, "capabilities": map[string]any{"resources": map[string]any{}}, "serverInfo": map[string]any{"name": "fake", "version": "1"}})
+		s.reply(w, req.ID, map[string]any{"protocolVersion": providerVersion, "capabilities": map[string]any{"resources": map[string]any{}}, "serverInfo": map[string]any{"name": "fake", "version": "1"}})
 		return
 	}
 	if !s.sessions[r.Header.Get(mcpSessionHeader)] {
 		http.Error(w, "unknown session", http.StatusNotFound)
 		return
 	}
-	if r.Header.Get(mcpProtocolVersionHeader) != mcpProtocolVersion {
+	if r.Header.Get(mcpProtocolVersionHeader) != providerVersion {
 		http.Error(w, "missing protocol version", http.StatusBadRequest)
 		return
 	}

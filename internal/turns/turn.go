@@ -605,9 +605,10 @@ func (r *turnRun) persistHistory(item *api.ThreadItem) error {
 func (r *turnRun) runTools(calls []model.InputItem) error {
 	regCalls := make([]registry.Call, 0, len(calls))
 	for _, c := range calls {
-		call := registry.Call{CallID: c.CallID, Name: c.Name}
-		// Tools inside a namespace spec are called as "ns.tool".
-		if _, ok := r.registry.Handler("", c.Name); !ok {
+		call := registry.Call{CallID: c.CallID, Namespace: c.Namespace, Name: c.Name}
+		// Tools inside a namespace spec are called as "ns.tool", unless
+		// the call names its namespace itself.
+		if _, ok := r.registry.Handler("", c.Name); !ok && c.Namespace == "" {
 			if ns, name, found := strings.Cut(c.Name, "."); found {
 				if _, ok := r.registry.Handler(ns, name); ok {
 					call.Namespace, call.Name = ns, name

@@ -57,11 +57,17 @@ type HTTPServer struct {
 // StartHTTP runs the test server over streamable HTTP on a free loopback
 // port; token, when set, is the bearer token it requires.
 func StartHTTP(ctx context.Context, token string) (*HTTPServer, error) {
+	return StartHTTPOn(ctx, "127.0.0.1:0", token)
+}
+
+// StartHTTPOn is StartHTTP on the address addr (host:port), for a server
+// that comes back where a stopped one was.
+func StartHTTPOn(ctx context.Context, addr, token string) (*HTTPServer, error) {
 	bin, err := Build()
 	if err != nil {
 		return nil, err
 	}
-	args := []string{"-http", "127.0.0.1:0"}
+	args := []string{"-http", addr}
 	if token != "" {
 		args = append(args, "-token", token)
 	}

@@ -99,6 +99,9 @@ type ToolCall struct {
 	CallID string `json:"call_id,omitempty"`
 	// Name is the tool name. Required.
 	Name string `json:"name"`
+	// Namespace is the namespace a function call names its tool in
+	// ("mcp__docs__"); "" sends none.
+	Namespace string `json:"namespace,omitempty"`
 	// Arguments are a function call's arguments: a JSON object (sent as
 	// its compact text) or a string holding the raw argument text.
 	Arguments json.RawMessage `json:"arguments,omitempty"`

@@ -120,6 +120,9 @@ func writeResponses(sw *streamWriter, step Step, seq int, model string) {
 				id = fmt.Sprintf("fc_%d_%d", seq, i)
 			}
 			item = map[string]any{"type": "function_call", "id": id, "call_id": callID, "name": tc.Name, "arguments": "", "status": "in_progress"}
+			if tc.Namespace != "" {
+				item["namespace"] = tc.Namespace
+			}
 			ev("response.output_item.added", map[string]any{"output_index": idx, "item": item})
 			base := map[string]any{"item_id": id, "output_index": idx}
 			for _, d := range split(args, tc.Chunks) {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/appserver/appserver/api"
 	"github.com/appserver/appserver/internal/config"
+	"github.com/appserver/appserver/internal/mcp/mcptest"
 	"github.com/appserver/appserver/internal/policy"
 	"github.com/appserver/appserver/internal/registry"
 	"github.com/appserver/appserver/internal/sandbox"
@@ -29,6 +30,7 @@ func TestMain(m *testing.M) {
 	cleanup := testenv.IsolateHome()
 	code := m.Run()
 	cleanup()
+	mcptest.Cleanup()
 	if code == 0 {
 		if err := goleak.Find(goleak.IgnoreAnyFunction("github.com/appserver/appserver/internal/sandbox.(*launcher).loop")); err != nil {
 			fmt.Fprintln(os.Stderr, "goleak:", err)

@@ -197,7 +197,8 @@ func (s *Service) LiveSessions() int { return s.execs.LiveSessions() }
 // policies, update_plan, the goal tools (not for an ephemeral thread), the
 // skills namespace when configured, the thread's dynamic tools (served by the broker) if it registered any, then
 // the tools of the connected MCP servers (a name taken already is not
-// offered again). The thread's config overrides turn tools off (switches).
+// offered again; none when the thread's config sets mcp_servers = {}).
+// The thread's config overrides turn tools off (switches).
 func (s *Service) Build(tc turns.ToolContext) ([]registry.ConfiguredToolSpec, *registry.Registry, error) {
 	b := registry.NewBuilder(registry.Config{Logger: s.log, Now: s.cfg.Now})
 	sw := parseSwitches(tc.Config, s.agents.Enabled())
@@ -223,7 +224,7 @@ func (s *Service) Build(tc turns.ToolContext) ([]registry.ConfiguredToolSpec, *r
 		}
 	}
 	if len(tc.DynamicTools) == 0 {
-		if err := s.registerMCP(b, tc); err != nil {
+		if err := s.registerMCP(b, tc, sw); err != nil {
 			return nil, nil, err
 		}
 		specs, reg := b.Build()
@@ -240,16 +241,17 @@ func (s *Service) Build(tc turns.ToolContext) ([]registry.ConfiguredToolSpec, *r
 	if err := tools.AddTo(b, h); err != nil {
 		return nil, nil, err
 	}
-	if err := s.registerMCP(b, tc); err != nil {
+	if err := s.registerMCP(b, tc, sw); err != nil {
 		return nil, nil, err
 	}
 	specs, reg := b.Build()
 	return tools.OfferedSpecs(specs), reg, nil
 }
 
-// registerMCP adds the MCP tools of the turn, when MCP is configured.
-func (s *Service) registerMCP(b *registry.Builder, tc turns.ToolContext) error {
-	if s.cfg.MCP == nil {
+// registerMCP adds the MCP tools of the turn, when MCP is configured and
+// the thread did not empty mcp_servers.
+func (s *Service) registerMCP(b *registry.Builder, tc turns.ToolContext, sw switches) error {
+	if s.cfg.MCP == nil || !sw.mcp {
 		return nil
 	}
 	return s.cfg.MCP.Register(b, s.mcpTurn(tc))

@@ -30,6 +30,11 @@ type switches struct {
 	multiAgent bool
 	// goals is features.goals: false offers no goal tools.
 	goals bool
+	// mcp is false when the thread's config empties mcp_servers
+	// (`mcp_servers = {}`, as the TUI's title thread sends it): no MCP
+	// tool and no resource tool is offered, whatever the daemon has
+	// connected.
+	mcp bool
 	// webSearch is web_search ("disabled", "cached", "live"), "" when the
 	// thread did not choose.
 	webSearch string
@@ -42,7 +47,7 @@ type switches struct {
 // parseSwitches reads the tool switches of a thread's config; values of
 // the wrong type are ignored as absent, as unknown keys are.
 func parseSwitches(cfg map[string]json.RawMessage, multiAgent bool) switches {
-	sw := switches{shell: true, unifiedExec: true, applyPatch: true, viewImage: true, skills: true, goals: true, multiAgent: multiAgent}
+	sw := switches{shell: true, unifiedExec: true, applyPatch: true, viewImage: true, skills: true, goals: true, mcp: true, multiAgent: multiAgent}
 	flag := func(key string, dst *bool) {
 		var b bool
 		if v, ok := cfg[key]; ok && json.Unmarshal(v, &b) == nil {
@@ -57,6 +62,12 @@ func parseSwitches(cfg map[string]json.RawMessage, multiAgent bool) switches {
 	flag("skills.include_instructions", &sw.skills)
 	flag("features.multi_agent", &sw.multiAgent)
 	flag("features.goals", &sw.goals)
+	if v, ok := cfg["mcp_servers"]; ok {
+		var servers map[string]json.RawMessage
+		if json.Unmarshal(v, &servers) == nil && len(servers) == 0 {
+			sw.mcp = false
+		}
+	}
 	if v, ok := cfg["web_search"]; ok {
 		_ = json.Unmarshal(v, &sw.webSearch)
 	}

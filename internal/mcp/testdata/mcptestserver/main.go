@@ -1,7 +1,7 @@
 // Command mcptestserver is the MCP server the tests of internal/mcp run:
 // over stdio by default, or streamable HTTP with -http (it prints its URL).
 // Its tools cover what the client must handle: text, structured and image
-// results, tool errors, slow calls, a crash mid-call, elicitations and
+// results, tool errors, slow calls, timestamps for benchmarks, a crash mid-call, elicitations and
 // progress; it serves one resource and one template.
 package main
 
@@ -26,6 +26,13 @@ type textArgs struct {
 type addArgs struct {
 	A int `json:"a"`
 	B int `json:"b"`
+}
+
+// stampOut is when the stamp tool's handler started and finished, in Unix
+// nanoseconds: the server's own time, which benchmarks subtract.
+type stampOut struct {
+	InNs  int64 `json:"inNs"`
+	OutNs int64 `json:"outNs"`
 }
 
 type sumOut struct {
@@ -53,6 +60,11 @@ func newServer() *mcp.Server {
 	mcp.AddTool(s, &mcp.Tool{Name: "add", Description: "Add two integers.", Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
 		func(_ context.Context, _ *mcp.CallToolRequest, a addArgs) (*mcp.CallToolResult, sumOut, error) {
 			return nil, sumOut{Sum: a.A + a.B}, nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "stamp", Description: "Return when the call reached the tool and when it left it."},
+		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, stampOut, error) {
+			in := time.Now().UnixNano()
+			return nil, stampOut{InNs: in, OutNs: time.Now().UnixNano()}, nil
 		})
 	mcp.AddTool(s, &mcp.Tool{Name: "fail", Description: "Always fails as a tool error."},
 		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
