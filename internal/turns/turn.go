@@ -501,11 +501,11 @@ func (r *turnRun) itemAdded(open map[string]*streamItem, it model.InputItem) {
 	var body api.ThreadItemBody
 	switch it.Type {
 	case model.ItemMessage:
-		body = &api.AgentMessageItem{ID: r.t.uniqueItemID(it.ID, "msg")}
+		body = &api.AgentMessageItem{ID: r.t.uniqueItemID(r.persistCtx(), it.ID, "msg")}
 	case model.ItemReasoning:
-		body = &api.ReasoningItem{ID: r.t.uniqueItemID(it.ID, "rs")}
+		body = &api.ReasoningItem{ID: r.t.uniqueItemID(r.persistCtx(), it.ID, "rs")}
 	case itemWebSearchCall:
-		body = &api.WebSearchItem{ID: r.t.uniqueItemID(it.ID, "ws")}
+		body = &api.WebSearchItem{ID: r.t.uniqueItemID(r.persistCtx(), it.ID, "ws")}
 	default:
 		return
 	}
@@ -693,7 +693,10 @@ func (r *turnRun) finish(runErr error) {
 	r.observeEnd(status, turnErr, runErr, now)
 
 	t.mu.Lock()
-	t.history.appendTurn(r.hist)
+	if t.historyLoaded {
+		t.history.appendTurn(r.hist)
+	}
+	t.historyGen++
 	t.lastTurnFailed = status == api.TurnFailed
 	t.rec.UpdatedAt, t.rec.RecencyAt = now, now
 	at.ending = true
