@@ -148,6 +148,10 @@ type Defaults struct {
 	// request with its response) at which the next request is preceded
 	// by a context compaction; 0 never compacts on its own.
 	AutoCompactLimit int64
+	// CompactPrompt is the instruction that ends a compaction's request,
+	// asking the model for the summary (the config's compact_prompt);
+	// empty means appserver's own.
+	CompactPrompt string
 }
 
 // Config configures a Manager. Store, Notifier and Models are required.
@@ -254,6 +258,9 @@ func New(cfg Config) (*Manager, error) {
 	}
 	if d.Instructions == "" {
 		d.Instructions = defaultInstructions
+	}
+	if d.CompactPrompt == "" {
+		d.CompactPrompt = compactPrompt
 	}
 	return &Manager{
 		cfg: cfg, log: cfg.Logger, now: cfg.Now,
