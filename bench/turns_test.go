@@ -372,13 +372,19 @@ var turnCompleted = []byte(`"turn/completed"`)
 // reading turn/completed for the worker's thread, and to reading the
 // turn/start response.
 func (w *turnWorker) turn(ctx context.Context) (elapsed, answer time.Duration, err error) {
-	ctx, cancel := context.WithTimeout(ctx, turnTimeout)
-	defer cancel()
-	start := time.Now()
-	id, err := w.send(ctx, "turn/start", map[string]any{
+	return w.turnBy(ctx, "turn/start", map[string]any{
 		"threadId": w.threadID,
 		"input":    []any{map[string]any{"type": "text", "text": "hi"}},
 	})
+}
+
+// turnBy is turn for any request that starts a turn on the worker's
+// thread (turn/start, thread/compact/start).
+func (w *turnWorker) turnBy(ctx context.Context, method string, params any) (elapsed, answer time.Duration, err error) {
+	ctx, cancel := context.WithTimeout(ctx, turnTimeout)
+	defer cancel()
+	start := time.Now()
+	id, err := w.send(ctx, method, params)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -386,7 +392,7 @@ func (w *turnWorker) turn(ctx context.Context) (elapsed, answer time.Duration, e
 	for {
 		_, data, err := w.ws.Read(ctx)
 		if err != nil {
-			return 0, 0, fmt.Errorf("turn/start: waiting for turn/completed (answered %v): %w", answered, err)
+			return 0, 0, fmt.Errorf("%s: waiting for turn/completed (answered %v): %w", method, answered, err)
 		}
 		w.frames++
 		// Most frames are notifications this loop does not look at; decode
@@ -398,7 +404,7 @@ func (w *turnWorker) turn(ctx context.Context) (elapsed, answer time.Duration, e
 			}
 			if string(f.ID) == id {
 				if len(f.Error) > 0 && string(f.Error) != "null" {
-					return 0, 0, fmt.Errorf("turn/start: error %s", f.Error)
+					return 0, 0, fmt.Errorf("%s: error %s", method, f.Error)
 				}
 				answered = true
 				answer = time.Since(start)
@@ -426,7 +432,7 @@ func (w *turnWorker) turn(ctx context.Context) (elapsed, answer time.Duration, e
 			continue
 		}
 		if !answered {
-			return 0, 0, errors.New("turn/completed arrived before the turn/start response")
+			return 0, 0, fmt.Errorf("turn/completed arrived before the %s response", method)
 		}
 		if f.Params.Turn.Status != "completed" {
 			return 0, 0, fmt.Errorf("turn ended with status %q, error %s", f.Params.Turn.Status, f.Params.Turn.Error)
