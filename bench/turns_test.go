@@ -210,7 +210,13 @@ func benchTurns(b *testing.B, storeKind string, tc turnsCase, script fakemodel.S
 		b.Fatal(err)
 	}
 	rss, _ := procStatusBytes(d.pid(), "VmRSS:")
-	checkTurnSeries(b, d, len(durs)+tc.threads)
+	// A scripted turn makes one model request per step pair (a tool
+	// call, then the answer); a plain turn one.
+	requests := 1
+	if len(script.Steps) > 0 {
+		requests = 2
+	}
+	checkTurnSeries(b, d, len(durs)+tc.threads, requests)
 	for _, w := range workers {
 		_ = w.ws.Close(websocket.StatusNormalClosure, "")
 	}
@@ -529,9 +535,9 @@ func percentile(sorted []time.Duration, p float64) time.Duration {
 func ms(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e6 }
 
 // checkTurnSeries scrapes the daemon after the load: every turn run (warm-up
-// included) is counted as completed, each with one model request, and the
-// turn, model and store series are logged.
-func checkTurnSeries(b *testing.B, d *daemon, turns int) {
+// included) is counted as completed, each with requests model requests,
+// and the turn, model, tool and store series are logged.
+func checkTurnSeries(b *testing.B, d *daemon, turns, requests int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, d.http+"/metrics", nil)
@@ -559,11 +565,10 @@ func checkTurnSeries(b *testing.B, d *daemon, turns int) {
 			}
 		}
 	}
-	want := strconv.Itoa(turns)
-	for _, name := range []string{
-		`appserver_turns_total{status="completed"}`,
-		`appserver_model_requests_total{model="fake",outcome="ok",provider="fake"}`,
-		`appserver_model_time_to_first_token_seconds_count{model="fake",provider="fake"}`,
+	for name, want := range map[string]string{
+		`appserver_turns_total{status="completed"}`:                                       strconv.Itoa(turns),
+		`appserver_model_requests_total{model="fake",outcome="ok",provider="fake"}`:       strconv.Itoa(turns * requests),
+		`appserver_model_time_to_first_token_seconds_count{model="fake",provider="fake"}`: strconv.Itoa(turns * requests),
 	} {
 		if series[name] != want {
 			b.Fatalf("%s = %q after %d turns; scrape:\n%s", name, series[name], turns, strings.Join(lines, "\n"))
