@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/appserver/appserver/api"
 	"github.com/appserver/appserver/internal/model"
@@ -401,6 +403,7 @@ func benchThreadList(b *testing.B, kind string, n int) {
 	if err := st.close(); err != nil {
 		b.Fatal(err)
 	}
+	checkListPlans(b, kind, dataDir, st.args, cwds[3])
 	d, _ := fakeDaemon(b, st.args...)
 	w := worker(b, d, "")
 	ctx := context.Background()
@@ -494,5 +497,70 @@ func BenchmarkCompaction200k(b *testing.B) {
 		b.ReportMetric(float64(reqBytes)/1024/threads, "request-KB")
 		b.Logf("%d compactions of ~200k-token histories: wall %v, daemon CPU %.1f ms each, summary request %.0f KB",
 			threads, walls, ms(cpu)/threads, float64(reqBytes)/1024/threads)
+	}
+}
+
+// checkListPlans logs the database's plan for the queries behind
+// thread/list's first page and fails if listing by creation or update time
+// sorts the table instead of walking an index.
+func checkListPlans(b *testing.B, kind, dataDir string, args []string, cwd string) {
+	b.Helper()
+	ctx := context.Background()
+	archived, explain := "0", "EXPLAIN QUERY PLAN "
+	var query func(q string) []string
+	switch kind {
+	case "embedded":
+		db, err := sql.Open("sqlite", "file:"+filepath.Join(dataDir, "appserver.db")+"?mode=ro")
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer db.Close()
+		query = func(q string) []string {
+			rows, err := db.QueryContext(ctx, q)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer rows.Close()
+			var plan []string
+			for rows.Next() {
+				var id, parent, unused int
+				var detail string
+				if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+					b.Fatal(err)
+				}
+				plan = append(plan, detail)
+			}
+			return plan
+		}
+	case "postgres":
+		conn, err := pgx.Connect(ctx, args[len(args)-1])
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer conn.Close(ctx)
+		archived, explain = "false", "EXPLAIN "
+		query = func(q string) []string {
+			rows, err := conn.Query(ctx, q)
+			if err != nil {
+				b.Fatal(err)
+			}
+			plan, err := pgx.CollectRows(rows, pgx.RowTo[string])
+			if err != nil {
+				b.Fatal(err)
+			}
+			return plan
+		}
+	}
+	for _, c := range []struct{ name, where, order string }{
+		{"created", "", "created_at"},
+		{"updated", "", "updated_at"},
+		{"cwd", " AND cwd = '" + cwd + "'", "created_at"},
+	} {
+		plan := strings.Join(query(explain+"SELECT id FROM threads WHERE archived = "+archived+c.where+
+			" ORDER BY "+c.order+" DESC, id DESC LIMIT 26"), "\n")
+		b.Logf("%s plan (%s):\n%s", kind, c.name, plan)
+		if c.where == "" && (strings.Contains(plan, "TEMP B-TREE") || strings.Contains(plan, "Sort")) {
+			b.Fatalf("thread/list by %s sorts the whole table:\n%s", c.order, plan)
+		}
 	}
 }
