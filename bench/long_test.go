@@ -17,8 +17,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/appserver/appserver/api"
-	"github.com/appserver/appserver/internal/model"
 	"github.com/appserver/appserver/internal/model/fakemodel"
 	"github.com/appserver/appserver/internal/store"
 	"github.com/appserver/appserver/internal/store/pgtest"
@@ -99,36 +97,36 @@ func seedThread(cwd string, at time.Time) *store.Thread {
 // and an agent answer of textBytes bytes each, with the model history the
 // turns layer keeps in the turn meta. With compacted, the last turn is a
 // compaction: its history (a user message and a summary) replaces what
-// came before, as thread/compact/start leaves it.
+// came before, as thread/compact/start leaves it. The JSON is the daemon's
+// stored form, written out here because the benchmarks know the daemon
+// only from the outside.
 func seedExchanges(b *testing.B, batch *store.Batch, threadID string, n, textBytes int, compacted bool, at time.Time) {
 	b.Helper()
 	text := strings.Repeat("lorem ipsum dolor sit amet, ", textBytes/28+1)[:textBytes]
+	quoted, err := json.Marshal(text)
+	if err != nil {
+		b.Fatal(err)
+	}
+	q := string(quoted)
+	userMsg := `{"type":"message","role":"user","content":[{"type":"input_text","text":` + q + `}]}`
+	exchange := json.RawMessage(`{"history":[` + userMsg + `,{"type":"message","role":"assistant","content":[{"type":"output_text","text":` + q + `}]}]}`)
+	compaction := json.RawMessage(`{"compacted":true,"history":[` + userMsg +
+		`,{"type":"message","role":"user","content":[{"type":"input_text","text":"summary of the earlier work"}]}]}`)
 	for i := range n {
 		turnID := uuid.Must(uuid.NewV7()).String()
-		user := api.ThreadItem{Body: &api.UserMessageItem{ID: uuid.Must(uuid.NewV7()).String(), Content: api.List[api.UserInput]{{Type: api.UserInputText, Text: text}}}}
-		agent := api.ThreadItem{Body: &api.AgentMessageItem{ID: "msg_" + uuid.Must(uuid.NewV7()).String(), Text: text}}
-		history := []model.InputItem{model.UserMessage(text), model.AssistantMessage(text)}
-		meta := map[string]any{"history": history}
+		meta := exchange
 		if compacted && i == n-1 {
-			meta["compacted"] = true
-			meta["history"] = []model.InputItem{model.UserMessage(text), model.UserMessage("summary of the earlier work: " + text)}
-		}
-		metaJSON, err := json.Marshal(meta)
-		if err != nil {
-			b.Fatal(err)
+			meta = compaction
 		}
 		batch.CreateTurns = append(batch.CreateTurns, &store.Turn{
-			ThreadID: threadID, ID: turnID, Status: store.TurnCompleted, StartedAt: &at, CompletedAt: &at, Meta: metaJSON,
+			ThreadID: threadID, ID: turnID, Status: store.TurnCompleted, StartedAt: &at, CompletedAt: &at, Meta: meta,
 		})
-		for _, it := range []api.ThreadItem{user, agent} {
-			payload, err := json.Marshal(it)
-			if err != nil {
-				b.Fatal(err)
-			}
-			batch.AppendItems = append(batch.AppendItems, &store.Item{
-				ThreadID: threadID, TurnID: turnID, ItemID: it.Body.ItemID(), Type: string(it.Body.ItemType()), Payload: payload, CreatedAt: at,
-			})
-		}
+		userID, agentID := uuid.Must(uuid.NewV7()).String(), "msg_"+uuid.Must(uuid.NewV7()).String()
+		batch.AppendItems = append(batch.AppendItems,
+			&store.Item{ThreadID: threadID, TurnID: turnID, ItemID: userID, Type: "userMessage", CreatedAt: at,
+				Payload: json.RawMessage(`{"type":"userMessage","id":"` + userID + `","clientId":null,"content":[{"type":"text","text":` + q + `,"text_elements":[]}]}`)},
+			&store.Item{ThreadID: threadID, TurnID: turnID, ItemID: agentID, Type: "agentMessage", CreatedAt: at,
+				Payload: json.RawMessage(`{"type":"agentMessage","id":"` + agentID + `","text":` + q + `}`)})
 	}
 }
 
