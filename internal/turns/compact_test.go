@@ -49,7 +49,7 @@ func compactSetup(t *testing.T, script string, limit int64) compactEnv {
 }
 
 // startThread starts a thread and returns its id.
-func startThread(t *testing.T, m *turns.Manager) string {
+func startThread(t testing.TB, m *turns.Manager) string {
 	t.Helper()
 	th, after, err := m.StartThread(context.Background(), turns.Caller{Conn: 1}, api.ThreadStartParams{})
 	require.NoError(t, err)
