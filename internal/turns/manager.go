@@ -506,6 +506,7 @@ func (m *Manager) unload(t *thread) {
 	}
 	delete(m.threads, t.id)
 	m.mu.Unlock()
+	t.stopUnloadTimer() // the trim timer: the thread is gone
 	if t.ephemeral() {
 		// Nothing can load it again: it is not in the durable store.
 		m.mem.Forget(t.id)

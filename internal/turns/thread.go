@@ -98,6 +98,10 @@ type thread struct {
 	history       history
 	historyLoaded bool
 	historyGen    uint64
+	// historyUnsaved is set while the last turn's end (its history
+	// included) has not reached the store; the history is then not
+	// trimmed, since reading it back would miss that turn.
+	historyUnsaved bool
 	// itemIDs are the item ids taken since the history was last loaded;
 	// older ones are looked up in the store (uniqueItemID).
 	itemIDs     map[string]struct{}
@@ -238,13 +242,14 @@ func (t *thread) stopUnloadTimer() {
 
 // trim drops the model history of an idle thread: a loaded thread that
 // waits for its user costs its settings, not its transcript. The store
-// has every finished turn's history; the next turn reads it back.
+// has every finished turn's history (unless historyUnsaved); the next turn
+// reads it back.
 func (t *thread) trim() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.trimTimer = nil
-	if t.active != nil || t.pins > 0 {
-		return // armed again when the turn ends or the pin goes
+	if t.active != nil || t.pins > 0 || t.historyUnsaved {
+		return // armed again when a turn ends or the pin goes
 	}
 	t.history, t.historyLoaded, t.itemIDs = history{}, false, nil
 }

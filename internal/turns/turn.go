@@ -679,7 +679,8 @@ func (r *turnRun) finish(runErr error) {
 	t.recordChildEndLocked(at.id, status, turnErr, r.final)
 	threadPatch := store.ThreadPatch{ID: t.id, UpdatedAt: &now, RecencyAt: &now, Meta: t.metaJSONLocked()}
 	t.mu.Unlock()
-	if err := t.write(r.persistCtx(), &store.Batch{UpdateTurns: []store.TurnPatch{patch}, UpdateThreads: []store.ThreadPatch{threadPatch}}); err != nil {
+	endErr := t.write(r.persistCtx(), &store.Batch{UpdateTurns: []store.TurnPatch{patch}, UpdateThreads: []store.ThreadPatch{threadPatch}})
+	if err := endErr; err != nil {
 		// The end the client is told is the one the store gets: the
 		// commit failed, so the turn did; that status is written again
 		// until the store takes it (turnEnds), so that the turn does not
@@ -697,6 +698,8 @@ func (r *turnRun) finish(runErr error) {
 		t.history.appendTurn(r.hist)
 	}
 	t.historyGen++
+	// Until a turn's end is stored, memory has history the store lacks.
+	t.historyUnsaved = endErr != nil
 	t.lastTurnFailed = status == api.TurnFailed
 	t.rec.UpdatedAt, t.rec.RecencyAt = now, now
 	at.ending = true
