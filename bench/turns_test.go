@@ -179,7 +179,13 @@ func benchTurns(b *testing.B, storeKind string, tc turnsCase, script fakemodel.S
 		b.Fatal(err)
 	}
 	rss, _ := procStatusBytes(d.pid(), "VmRSS:")
-	checkTurnSeries(b, d, len(durs)+tc.threads)
+	// A scripted turn makes one model request per step pair (a tool
+	// call, then the answer); a plain turn one.
+	requests := 1
+	if len(script.Steps) > 0 {
+		requests = 2
+	}
+	checkTurnSeries(b, d, len(durs)+tc.threads, requests)
 	for _, w := range workers {
 		_ = w.ws.Close(websocket.StatusNormalClosure, "")
 	}
@@ -345,13 +351,19 @@ var turnCompleted = []byte(`"turn/completed"`)
 // reading turn/completed for the worker's thread, and to reading the
 // turn/start response.
 func (w *turnWorker) turn(ctx context.Context) (elapsed, answer time.Duration, err error) {
-	ctx, cancel := context.WithTimeout(ctx, turnTimeout)
-	defer cancel()
-	start := time.Now()
-	id, err := w.send(ctx, "turn/start", map[string]any{
+	return w.turnBy(ctx, "turn/start", map[string]any{
 		"threadId": w.threadID,
 		"input":    []any{map[string]any{"type": "text", "text": "hi"}},
 	})
+}
+
+// turnBy is turn for any request that starts a turn on the worker's
+// thread (turn/start, thread/compact/start).
+func (w *turnWorker) turnBy(ctx context.Context, method string, params any) (elapsed, answer time.Duration, err error) {
+	ctx, cancel := context.WithTimeout(ctx, turnTimeout)
+	defer cancel()
+	start := time.Now()
+	id, err := w.send(ctx, method, params)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -359,7 +371,7 @@ func (w *turnWorker) turn(ctx context.Context) (elapsed, answer time.Duration, e
 	for {
 		_, data, err := w.ws.Read(ctx)
 		if err != nil {
-			return 0, 0, fmt.Errorf("turn/start: waiting for turn/completed (answered %v): %w", answered, err)
+			return 0, 0, fmt.Errorf("%s: waiting for turn/completed (answered %v): %w", method, answered, err)
 		}
 		w.frames++
 		// Most frames are notifications this loop does not look at; decode
@@ -371,7 +383,7 @@ func (w *turnWorker) turn(ctx context.Context) (elapsed, answer time.Duration, e
 			}
 			if string(f.ID) == id {
 				if len(f.Error) > 0 && string(f.Error) != "null" {
-					return 0, 0, fmt.Errorf("turn/start: error %s", f.Error)
+					return 0, 0, fmt.Errorf("%s: error %s", method, f.Error)
 				}
 				answered = true
 				answer = time.Since(start)
@@ -400,7 +412,7 @@ func (w *turnWorker) turn(ctx context.Context) (elapsed, answer time.Duration, e
 			continue
 		}
 		if !answered {
-			return 0, 0, errors.New("turn/completed arrived before the turn/start response")
+			return 0, 0, fmt.Errorf("turn/completed arrived before the %s response", method)
 		}
 		if f.Params.Turn.Status != "completed" {
 			return 0, 0, fmt.Errorf("turn ended with status %q, error %s", f.Params.Turn.Status, f.Params.Turn.Error)
@@ -519,9 +531,9 @@ func metricsText(tb testing.TB, d *daemon) string {
 }
 
 // checkTurnSeries scrapes the daemon after the load: every turn run (warm-up
-// included) is counted as completed, each with one model request, and the
-// turn, model and store series are logged.
-func checkTurnSeries(b *testing.B, d *daemon, turns int) {
+// included) is counted as completed, each with requests model requests,
+// and the turn, model, tool and store series are logged.
+func checkTurnSeries(b *testing.B, d *daemon, turns, requests int) {
 	raw := metricsText(b, d)
 	var lines []string
 	series := map[string]string{}
@@ -535,11 +547,10 @@ func checkTurnSeries(b *testing.B, d *daemon, turns int) {
 			}
 		}
 	}
-	want := strconv.Itoa(turns)
-	for _, name := range []string{
-		`appserver_turns_total{status="completed"}`,
-		`appserver_model_requests_total{model="fake",outcome="ok",provider="fake"}`,
-		`appserver_model_time_to_first_token_seconds_count{model="fake",provider="fake"}`,
+	for name, want := range map[string]string{
+		`appserver_turns_total{status="completed"}`:                                       strconv.Itoa(turns),
+		`appserver_model_requests_total{model="fake",outcome="ok",provider="fake"}`:       strconv.Itoa(turns * requests),
+		`appserver_model_time_to_first_token_seconds_count{model="fake",provider="fake"}`: strconv.Itoa(turns * requests),
 	} {
 		if series[name] != want {
 			b.Fatalf("%s = %q after %d turns; scrape:\n%s", name, series[name], turns, strings.Join(lines, "\n"))

@@ -208,6 +208,15 @@ type Config struct {
 	// thread's context is compacted before the next model request (Codex's
 	// model_auto_compact_token_limit); 0 is 90% of the context window.
 	ModelAutoCompactTokenLimit int64 `toml:"model_auto_compact_token_limit"`
+	// CompactPrompt replaces the instruction that asks the model for a
+	// summary when a thread's context is compacted (Codex's
+	// compact_prompt); empty keeps appserver's own.
+	CompactPrompt string `toml:"compact_prompt"`
+	// ExperimentalCompactPromptFile names a file whose text is the
+	// compaction instruction when compact_prompt is not set (Codex's
+	// experimental_compact_prompt_file); the file must exist and not be
+	// blank. Load reads it into CompactPrompt.
+	ExperimentalCompactPromptFile string `toml:"experimental_compact_prompt_file"`
 	// WebSearch is Codex's web_search mode: "disabled", "cached" (the
 	// provider's index) or "live"; when enabled the hosted web_search tool
 	// is offered to Responses-API models.

@@ -149,7 +149,7 @@ var codexTopLevelKeys = setOf(
 	"allow_login_shell", "analytics", "approvals_reviewer", "apps",
 	"apps_mcp_product_sku", "audio", "auto_review", "background_terminal_max_timeout",
 	"chatgpt_base_url", "check_for_update_on_startup", "cli_auth_credentials_store",
-	"compact_prompt", "debug", "default_permissions", "desktop", "developer_instructions",
+	"debug", "default_permissions", "desktop", "developer_instructions",
 	"disable_paste_burst", "disable_response_storage", "feedback",
 	"file_opener", "forced_chatgpt_workspace_id", "forced_login_method", "ghost_snapshot",
 	"hide_agent_reasoning", "history", "hooks", "include_apply_patch_tool",

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"net/url"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -272,6 +273,27 @@ func (c *Config) validateAgent() error {
 	if c.ModelAutoCompactTokenLimit < 0 {
 		return c.invalid(key("model_auto_compact_token_limit"), "must not be negative, got %d", c.ModelAutoCompactTokenLimit)
 	}
+	return c.readCompactPrompt()
+}
+
+// readCompactPrompt reads experimental_compact_prompt_file into
+// CompactPrompt unless compact_prompt is set, which wins as in Codex. A
+// file that cannot be read or holds only blanks is an error, as in Codex,
+// rather than a compaction silently run with another prompt.
+func (c *Config) readCompactPrompt() error {
+	c.CompactPrompt = strings.TrimSpace(c.CompactPrompt)
+	if c.CompactPrompt != "" || c.ExperimentalCompactPromptFile == "" {
+		return nil
+	}
+	b, err := os.ReadFile(c.ExperimentalCompactPromptFile)
+	if err != nil {
+		return c.invalid(key("experimental_compact_prompt_file"), "cannot read the compact prompt file: %v", err)
+	}
+	text := strings.TrimSpace(string(b))
+	if text == "" {
+		return c.invalid(key("experimental_compact_prompt_file"), "the compact prompt file %s is empty", c.ExperimentalCompactPromptFile)
+	}
+	c.CompactPrompt = text
 	return nil
 }
 

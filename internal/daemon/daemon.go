@@ -174,6 +174,7 @@ func NewCore(ctx context.Context, cfg *config.Config, configFile, version string
 			CLIVersion:       version,
 			ContextWindow:    configview.ContextWindow(cfg),
 			AutoCompactLimit: configview.AutoCompactLimit(cfg),
+			CompactPrompt:    cfg.CompactPrompt,
 		},
 		ShutdownGrace: cfg.ShutdownGracePeriod,
 		Observer:      obs,

@@ -13,8 +13,9 @@ import (
 	"github.com/appserver/appserver/internal/store"
 )
 
-// compactPrompt is the request that ends a compaction's model input: it
-// asks for a summary another model can carry the work on from.
+// compactPrompt is the request that ends a compaction's model input unless
+// the config gives its own (Defaults.CompactPrompt): it asks for a summary
+// another model can carry the work on from.
 const compactPrompt = `The conversation is about to outgrow the context window. Write a handoff note for the assistant who will continue this work with nothing but your note and the user's recent messages.
 
 Include:
@@ -135,7 +136,7 @@ func (r *turnRun) contextEstimate() int64 {
 	return int64(n+3) / 4
 }
 
-// summarize sends the history with compactPrompt and returns the text of
+// summarize sends the history with the compaction prompt and returns the text of
 // the model's last message. A history too long for the window even to be
 // summarized loses its oldest items until it fits, as the reference does.
 func (r *turnRun) summarize() (string, model.Usage, error) {
@@ -150,7 +151,7 @@ func (r *turnRun) summarize() (string, model.Usage, error) {
 	if at.settings.developer != "" {
 		keep = 1
 	}
-	prompt := model.UserMessage(compactPrompt)
+	prompt := model.UserMessage(r.t.m.cfg.Defaults.CompactPrompt)
 	promptWire, _ := model.WireJSON(prompt)
 	for {
 		req := model.Request{

@@ -49,7 +49,7 @@ func compactSetup(t *testing.T, script string, limit int64) compactEnv {
 }
 
 // startThread starts a thread and returns its id.
-func startThread(t *testing.T, m *turns.Manager) string {
+func startThread(t testing.TB, m *turns.Manager) string {
 	t.Helper()
 	th, after, err := m.StartThread(context.Background(), turns.Caller{Conn: 1}, api.ThreadStartParams{})
 	require.NoError(t, err)
@@ -212,3 +212,30 @@ func countType(types []api.ThreadItemType, typ api.ThreadItemType) int {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// The config's compact_prompt takes the place of appserver's own
+// compaction instruction in the summary request.
+func TestCompactUsesConfiguredPrompt(t *testing.T) {
+	st, fake, client := storeAndModel(t, `{"steps":[
+		{"match":{"user_text":"first question"},"text":"first answer"},
+		{"match":{"user_text":"OPERATOR-PROMPT"},"text":"SUMMARY-10"}]}`)
+	notes := &noteLog{ch: make(chan string, 1024)}
+	m, err := turns.New(turns.Config{
+		Store: st, Notifier: notes, Models: oneProvider{client},
+		Defaults: turns.Defaults{Model: "fake", ModelProvider: "fake", Cwd: t.TempDir(), CompactPrompt: "OPERATOR-PROMPT: summarize."},
+	})
+	require.NoError(t, err)
+	t.Cleanup(m.Stop)
+	id := startThread(t, m)
+	say(t, m, notes, id, "first question")
+	_, after, err := m.CompactThread(context.Background(), turns.Caller{Conn: 1}, api.ThreadCompactStartParams{ThreadID: id})
+	require.NoError(t, err)
+	after()
+	notes.wait(t, "turn/completed")
+	require.Equal(t, api.TurnCompleted, notes.lastEnded(t).Status)
+	reqs := fake.Requests()
+	require.Len(t, reqs, 2)
+	summarize := string(reqs[1].Body)
+	require.Contains(t, summarize, "OPERATOR-PROMPT: summarize.")
+	require.NotContains(t, summarize, "handoff note", "the built-in prompt is replaced")
+}

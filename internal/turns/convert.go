@@ -1,12 +1,14 @@
 package turns
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/appserver/appserver/api"
+	"github.com/appserver/appserver/internal/apperr"
 	"github.com/appserver/appserver/internal/model"
 	"github.com/appserver/appserver/internal/registry"
 	"github.com/appserver/appserver/internal/store"
@@ -92,16 +94,31 @@ func storeItem(threadID, turnID string, item api.ThreadItem, now time.Time) (*st
 
 // uniqueItemID keeps upstream ids (as the reference does) unless one was
 // already used in this thread, which a restarted or fake provider can do.
-func (t *thread) uniqueItemID(id, prefix string) string {
+// Ids taken since the history was loaded are in memory; older ones are
+// looked up in the store, so that a loaded thread does not hold the ids of
+// its whole transcript.
+func (t *thread) uniqueItemID(ctx context.Context, id, prefix string) string {
 	if id == "" {
-		id = prefix + "_" + newID()
+		return prefix + "_" + newID()
 	}
 	t.mu.Lock()
-	defer t.mu.Unlock()
-	if _, dup := t.itemIDs[id]; dup {
+	_, dup := t.itemIDs[id]
+	t.mu.Unlock()
+	if !dup {
+		// Any failure but "not found" takes a fresh id: a conflict would
+		// fail the commit.
+		_, err := t.store.GetItem(ctx, t.id, id)
+		dup = !apperr.Is(err, apperr.NotFound)
+	}
+	if dup {
 		id = id + "_" + newID()
 	}
+	t.mu.Lock()
+	if t.itemIDs == nil {
+		t.itemIDs = map[string]struct{}{}
+	}
 	t.itemIDs[id] = struct{}{}
+	t.mu.Unlock()
 	return id
 }
 

@@ -7,6 +7,12 @@
 // internal/store/memory store, so they are read and written through the
 // same Store interface as durable ones.
 //
+// A loaded thread costs its settings and subscribers, not its transcript:
+// loading it reads only its record and last turn; its model history (the
+// turns since the last compaction) is read by the next turn that needs it
+// and dropped again once the thread has been idle for Config.TrimAfter;
+// reads page through the store.
+//
 // It knows nothing about websockets or HTTP: it publishes notifications to
 // a Notifier, subscriber changes to a SubscriberObserver and server
 // requests to a ServerRequester (the hub implements all three), and the

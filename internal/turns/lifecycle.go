@@ -57,6 +57,9 @@ func (m *Manager) startTurn(ctx context.Context, c Caller, p api.TurnStartParams
 		m.subscribersChanged(t.id)
 	}
 	input := []api.UserInput(p.Input)
+	if err := t.ensureHistory(ctx); err != nil {
+		return api.TurnStartResult{}, nil, err
+	}
 
 	t.mu.Lock()
 	for t.active != nil {

@@ -148,6 +148,10 @@ type Defaults struct {
 	// request with its response) at which the next request is preceded
 	// by a context compaction; 0 never compacts on its own.
 	AutoCompactLimit int64
+	// CompactPrompt is the instruction that ends a compaction's request,
+	// asking the model for the summary (the config's compact_prompt);
+	// empty means appserver's own.
+	CompactPrompt string
 }
 
 // Config configures a Manager. Store, Notifier and Models are required.
@@ -175,6 +179,11 @@ type Config struct {
 	// UnloadAfter is how long a thread with no subscribers and no running
 	// turn stays loaded; 0 means one minute.
 	UnloadAfter time.Duration
+	// TrimAfter is how long a loaded thread with no running turn keeps
+	// its model history in memory; after that it holds only its settings
+	// and subscribers, and its next turn reads the history again from the
+	// store (the turns since the last compaction). 0 means one minute.
+	TrimAfter time.Duration
 	// MaxCommitDelay bounds how long a tool round's commit waits for the
 	// next model request to be written before it starts anyway (the
 	// ordering rule is roundCommitter's); 0 means 5ms, about what writing
@@ -216,6 +225,9 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.UnloadAfter <= 0 {
 		cfg.UnloadAfter = time.Minute
 	}
+	if cfg.TrimAfter <= 0 {
+		cfg.TrimAfter = time.Minute
+	}
 	if cfg.MaxCommitDelay <= 0 {
 		cfg.MaxCommitDelay = 5 * time.Millisecond
 	}
@@ -246,6 +258,9 @@ func New(cfg Config) (*Manager, error) {
 	}
 	if d.Instructions == "" {
 		d.Instructions = defaultInstructions
+	}
+	if d.CompactPrompt == "" {
+		d.CompactPrompt = compactPrompt
 	}
 	return &Manager{
 		cfg: cfg, log: cfg.Logger, now: cfg.Now,
@@ -423,33 +438,17 @@ func (m *Manager) hydrate(ctx context.Context, rec store.Thread) (*thread, error
 		rec.ModelProvider = meta.ModelProvider
 	}
 	t := newThread(m, rec, meta, m.cfg.Store)
-	turns, err := t.transcript().turns(ctx)
+	// The model history is read when a turn needs it (ensureHistory):
+	// resuming a thread costs the same whatever its length. Only the last
+	// turn's end matters here.
+	page, err := t.store.ListTurns(ctx, store.TurnsQuery{ThreadID: t.id, Desc: true, Limit: 1})
 	if err != nil {
 		return nil, err
 	}
-	for _, tr := range turns {
-		h, compacted, err := turnHistory(tr)
-		if err != nil {
-			return nil, err
-		}
-		if compacted {
-			t.history = history{}
-		}
-		t.history.addUnencoded(h...)
-		t.lastTurnFailed = tr.Status == store.TurnFailed
-	}
-	if n := len(turns); n > 0 {
-		t.settleChildEnd(turns[n-1])
-	}
-	// Upstream item ids are reused as ThreadItem ids; knowing the stored
-	// ones lets a provider that repeats ids (a restarted local server)
-	// get fresh ones instead of a store conflict.
-	items, err := t.transcript().items(ctx, "")
-	if err != nil {
-		return nil, err
-	}
-	for _, it := range items {
-		t.itemIDs[it.ItemID] = struct{}{}
+	if len(page.Turns) > 0 {
+		last := page.Turns[0]
+		t.lastTurnFailed = last.Status == store.TurnFailed
+		t.settleChildEnd(last)
 	}
 	return t, nil
 }
@@ -507,6 +506,7 @@ func (m *Manager) unload(t *thread) {
 	}
 	delete(m.threads, t.id)
 	m.mu.Unlock()
+	t.stopUnloadTimer() // the trim timer: the thread is gone
 	if t.ephemeral() {
 		// Nothing can load it again: it is not in the durable store.
 		m.mem.Forget(t.id)

@@ -55,7 +55,7 @@ func (p oneProvider) Client(string) (model.Client, error) { return p.c, nil }
 
 // storeAndModel opens a fresh embedded store and starts a fake model
 // serving script, both closed at cleanup.
-func storeAndModel(t *testing.T, script string) (*sqlite.Store, *fakemodel.Server, model.Client) {
+func storeAndModel(t testing.TB, script string) (*sqlite.Store, *fakemodel.Server, model.Client) {
 	t.Helper()
 	st, err := sqlite.Open(context.Background(), sqlite.Config{Path: filepath.Join(t.TempDir(), "a.db"), Migrate: true})
 	require.NoError(t, err)

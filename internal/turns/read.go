@@ -7,6 +7,7 @@ import (
 
 	"github.com/appserver/appserver/api"
 	"github.com/appserver/appserver/internal/apperr"
+	"github.com/appserver/appserver/internal/model"
 	"github.com/appserver/appserver/internal/store"
 )
 
@@ -49,6 +50,40 @@ func (x transcript) apiTurns(ctx context.Context) (api.List[api.Turn], error) {
 		out = append(out, at)
 	}
 	return out, nil
+}
+
+// modelHistory is the model history the thread's next turn starts from:
+// that of its turns since the last compaction, read newest first so that
+// the turns before it are never read.
+func (x transcript) modelHistory(ctx context.Context) (history, error) {
+	var since [][]model.InputItem // newest first
+	cursor := ""
+pages:
+	for {
+		page, err := x.store.ListTurns(ctx, store.TurnsQuery{ThreadID: x.id, Desc: true, Limit: store.MaxLimit, Cursor: cursor})
+		if err != nil {
+			return history{}, err
+		}
+		for _, tr := range page.Turns {
+			items, compacted, err := turnHistory(tr)
+			if err != nil {
+				return history{}, err
+			}
+			since = append(since, items)
+			if compacted {
+				break pages
+			}
+		}
+		if page.NextCursor == "" {
+			break
+		}
+		cursor = page.NextCursor
+	}
+	var h history
+	for i := len(since) - 1; i >= 0; i-- {
+		h.addUnencoded(since[i]...)
+	}
+	return h, nil
 }
 
 // turns lists every turn of the thread in order.

@@ -91,9 +91,23 @@ type thread struct {
 	subsVersion    uint64 // grows with every change of subs
 	active         *activeTurn
 	lastTurnFailed bool
-	history        history // model history of finished turns
-	itemIDs        map[string]struct{}
-	unloadTimer    *time.Timer
+	// history is the model history of finished turns, from the last
+	// compaction on, when historyLoaded; else it is empty and read from
+	// the store by the next turn (ensureHistory). historyGen grows with
+	// every finished turn, so that a read racing a turn's end is retried.
+	history       history
+	historyLoaded bool
+	historyGen    uint64
+	// historyUnsaved is set while the last turn's end (its history
+	// included) has not reached the store; the history is then not
+	// trimmed, since reading it back would miss that turn.
+	historyUnsaved bool
+	// itemIDs are the item ids taken since the history was last loaded;
+	// older ones are looked up in the store (uniqueItemID).
+	itemIDs     map[string]struct{}
+	unloadTimer *time.Timer
+	// trimTimer drops the history of a thread left idle (trim).
+	trimTimer *time.Timer
 	// pins counts callers using the thread between loading it and
 	// subscribing (or giving up); a pinned thread is never unloaded.
 	pins int
@@ -115,7 +129,6 @@ func newThread(m *Manager, rec store.Thread, meta threadMeta, st store.Store) *t
 		rec:       rec,
 		meta:      meta,
 		subs:      map[ConnID]struct{}{},
-		itemIDs:   map[string]struct{}{},
 		approvals: policy.NewSessionApprovals(),
 	}
 }
@@ -193,9 +206,16 @@ func (t *thread) unpin() {
 	t.armUnloadLocked()
 }
 
-// armUnloadLocked schedules unloading if the thread is idle and unwatched.
+// armUnloadLocked schedules unloading if the thread is idle and unwatched,
+// and the trimming of its history if it is idle.
 func (t *thread) armUnloadLocked() {
-	if len(t.subs) > 0 || t.active != nil || t.pins > 0 || t.unloadTimer != nil {
+	if t.active != nil || t.pins > 0 {
+		return
+	}
+	if t.historyLoaded && t.trimTimer == nil {
+		t.trimTimer = time.AfterFunc(t.m.cfg.TrimAfter, t.trim)
+	}
+	if len(t.subs) > 0 || t.unloadTimer != nil {
 		return
 	}
 	t.unloadTimer = time.AfterFunc(t.m.cfg.UnloadAfter, func() {
@@ -206,12 +226,60 @@ func (t *thread) armUnloadLocked() {
 	})
 }
 
+// stopUnloadTimer stops the unload and trim timers.
 func (t *thread) stopUnloadTimer() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.unloadTimer != nil {
 		t.unloadTimer.Stop()
 		t.unloadTimer = nil
+	}
+	if t.trimTimer != nil {
+		t.trimTimer.Stop()
+		t.trimTimer = nil
+	}
+}
+
+// trim drops the model history of an idle thread: a loaded thread that
+// waits for its user costs its settings, not its transcript. The store
+// has every finished turn's history (unless historyUnsaved); the next turn
+// reads it back.
+func (t *thread) trim() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.trimTimer = nil
+	if t.active != nil || t.pins > 0 || t.historyUnsaved {
+		return // armed again when a turn ends or the pin goes
+	}
+	t.history, t.historyLoaded, t.itemIDs = history{}, false, nil
+}
+
+// ensureHistory reads the model history from the store unless it is in
+// memory. The caller holds a pin, so that it is not trimmed again before
+// the caller's turn takes its snapshot.
+func (t *thread) ensureHistory(ctx context.Context) error {
+	for {
+		t.mu.Lock()
+		loaded, gen := t.historyLoaded, t.historyGen
+		t.mu.Unlock()
+		if loaded {
+			return nil
+		}
+		h, err := t.transcript().modelHistory(ctx)
+		if err != nil {
+			return err
+		}
+		t.mu.Lock()
+		if t.historyGen == gen && !t.historyLoaded {
+			t.history, t.historyLoaded = h, true
+		}
+		// Else a turn ended during the read, which may have missed it:
+		// read again.
+		retry := t.historyGen != gen
+		t.mu.Unlock()
+		if !retry {
+			return nil
+		}
 	}
 }
 

@@ -8,7 +8,6 @@ import (
 
 	"github.com/appserver/appserver/api"
 	"github.com/appserver/appserver/internal/apperr"
-	"github.com/appserver/appserver/internal/model"
 	"github.com/appserver/appserver/internal/store"
 )
 
@@ -353,7 +352,6 @@ func (m *Manager) ForkThread(ctx context.Context, c Caller, p api.ThreadForkPara
 
 	b := &store.Batch{CreateThreads: []*store.Thread{&rec}}
 	kept := map[string]bool{}
-	var history []model.InputItem
 	for _, tr := range turns {
 		cp := tr
 		cp.ThreadID = rec.ID
@@ -364,14 +362,6 @@ func (m *Manager) ForkThread(ctx context.Context, c Caller, p api.ThreadForkPara
 		}
 		kept[tr.ID] = true
 		b.CreateTurns = append(b.CreateTurns, &cp)
-		h, compacted, err := turnHistory(tr)
-		if err != nil {
-			return api.ThreadStartResult{}, nil, err
-		}
-		if compacted {
-			history = nil
-		}
-		history = append(history, h...)
 	}
 	for _, it := range items {
 		if !kept[it.TurnID] {
@@ -385,11 +375,8 @@ func (m *Manager) ForkThread(ctx context.Context, c Caller, p api.ThreadForkPara
 	if err := st.Write(ctx, b); err != nil {
 		return api.ThreadStartResult{}, nil, err
 	}
+	// The copy's history is read from its own store by its first turn.
 	t := newThread(m, rec, meta, st)
-	t.history.addUnencoded(history...)
-	for _, it := range items {
-		t.itemIDs[it.ItemID] = struct{}{}
-	}
 	if err := m.register(t); err != nil {
 		return api.ThreadStartResult{}, nil, err
 	}

@@ -501,11 +501,11 @@ func (r *turnRun) itemAdded(open map[string]*streamItem, it model.InputItem) {
 	var body api.ThreadItemBody
 	switch it.Type {
 	case model.ItemMessage:
-		body = &api.AgentMessageItem{ID: r.t.uniqueItemID(it.ID, "msg")}
+		body = &api.AgentMessageItem{ID: r.t.uniqueItemID(r.persistCtx(), it.ID, "msg")}
 	case model.ItemReasoning:
-		body = &api.ReasoningItem{ID: r.t.uniqueItemID(it.ID, "rs")}
+		body = &api.ReasoningItem{ID: r.t.uniqueItemID(r.persistCtx(), it.ID, "rs")}
 	case itemWebSearchCall:
-		body = &api.WebSearchItem{ID: r.t.uniqueItemID(it.ID, "ws")}
+		body = &api.WebSearchItem{ID: r.t.uniqueItemID(r.persistCtx(), it.ID, "ws")}
 	default:
 		return
 	}
@@ -680,7 +680,8 @@ func (r *turnRun) finish(runErr error) {
 	t.recordChildEndLocked(at.id, status, turnErr, r.final)
 	threadPatch := store.ThreadPatch{ID: t.id, UpdatedAt: &now, RecencyAt: &now, Meta: t.metaJSONLocked()}
 	t.mu.Unlock()
-	if err := t.write(r.persistCtx(), &store.Batch{UpdateTurns: []store.TurnPatch{patch}, UpdateThreads: []store.ThreadPatch{threadPatch}}); err != nil {
+	endErr := t.write(r.persistCtx(), &store.Batch{UpdateTurns: []store.TurnPatch{patch}, UpdateThreads: []store.ThreadPatch{threadPatch}})
+	if err := endErr; err != nil {
 		// The end the client is told is the one the store gets: the
 		// commit failed, so the turn did; that status is written again
 		// until the store takes it (turnEnds), so that the turn does not
@@ -694,7 +695,12 @@ func (r *turnRun) finish(runErr error) {
 	r.observeEnd(status, turnErr, runErr, now)
 
 	t.mu.Lock()
-	t.history.appendTurn(r.hist)
+	if t.historyLoaded {
+		t.history.appendTurn(r.hist)
+	}
+	t.historyGen++
+	// Until a turn's end is stored, memory has history the store lacks.
+	t.historyUnsaved = endErr != nil
 	t.lastTurnFailed = status == api.TurnFailed
 	t.rec.UpdatedAt, t.rec.RecencyAt = now, now
 	at.ending = true

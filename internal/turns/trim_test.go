@@ -1,0 +1,54 @@
+package turns_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/appserver/appserver/api"
+	"github.com/appserver/appserver/internal/turns"
+)
+
+// A subscribed thread left idle drops its model history; its next turn
+// reads it back from the store, so the model gets the same conversation,
+// and an upstream item id the provider repeats still gets a fresh id.
+func TestIdleThreadTrimsHistory(t *testing.T) {
+	st, fake, client := storeAndModel(t, `{"steps":[
+		{"match":{"user_text":"first question"},"text":"first answer","message_id":"msg_same"},
+		{"match":{"user_text":"second question"},"text":"second answer","message_id":"msg_same"}]}`)
+	notes := &noteLog{ch: make(chan string, 1024)}
+	m, err := turns.New(turns.Config{
+		Store: st, Notifier: notes, Models: oneProvider{client}, TrimAfter: 10 * time.Millisecond,
+		Defaults: turns.Defaults{Model: "fake", ModelProvider: "fake", Cwd: t.TempDir()},
+	})
+	require.NoError(t, err)
+	t.Cleanup(m.Stop)
+	id := startThread(t, m)
+
+	say(t, m, notes, id, "first question")
+	require.Eventually(t, func() bool { return !turns.HistoryInMemory(m, id) }, 10*time.Second, 5*time.Millisecond,
+		"an idle thread drops its history")
+	require.Equal(t, []string{id}, m.Loaded(), "the subscribed thread stays loaded")
+
+	say(t, m, notes, id, "second question")
+	require.Equal(t, api.TurnCompleted, notes.lastEnded(t).Status)
+	reqs := fake.Requests()
+	require.Len(t, reqs, 2)
+	require.Contains(t, string(reqs[1].Body), "first answer", "the history is read back for the next request")
+
+	read, err := m.ReadThread(context.Background(), api.ThreadReadParams{ThreadID: id, IncludeTurns: ptr(true)})
+	require.NoError(t, err)
+	var ids []string
+	for _, turn := range read.Thread.Turns {
+		for _, it := range turn.Items {
+			if it.Body.ItemType() == api.ItemAgentMessage {
+				ids = append(ids, it.Body.ItemID())
+			}
+		}
+	}
+	require.Len(t, ids, 2)
+	require.Equal(t, "msg_same", ids[0])
+	require.NotEqual(t, ids[0], ids[1], "a repeated upstream id is made unique against the store")
+}
