@@ -71,15 +71,19 @@ type Children struct {
 	m        *Manager
 	parentID string
 	depth    int
+	// rootTurnID is the rootTurnId of the turns the children start: the
+	// root of the parent's turn whose tools drive them.
+	rootTurnID string
 }
 
-// childrenLocked returns the Children of t; t.mu must be held.
-func (t *thread) childrenLocked() *Children {
+// childrenLocked returns the Children of t for its turn at; t.mu must be
+// held.
+func (t *thread) childrenLocked(at *activeTurn) *Children {
 	depth := 0
 	if t.meta.SubAgent != nil {
 		depth = t.meta.SubAgent.Depth
 	}
-	return &Children{m: t.m, parentID: t.id, depth: depth}
+	return &Children{m: t.m, parentID: t.id, depth: depth, rootTurnID: *at.rootID()}
 }
 
 // Depth is this thread's spawn depth: 0 for a thread a client started,
@@ -135,7 +139,8 @@ func (c *Children) Spawn(ctx context.Context, input []api.UserInput, nickname, a
 // start starts a turn on a child, or steers its running one, and launches
 // it without waiting for a response to be sent first: no client asked.
 func (c *Children) start(ctx context.Context, childID string, input []api.UserInput) error {
-	_, after, err := c.m.startTurn(ctx, Caller{}, api.TurnStartParams{ThreadID: childID, Input: input}, nil)
+	root := c.rootTurnID
+	_, after, err := c.m.startTurn(ctx, Caller{}, api.TurnStartParams{ThreadID: childID, Input: input, RootTurnID: &root}, nil)
 	if err != nil {
 		return err
 	}

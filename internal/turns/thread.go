@@ -59,8 +59,10 @@ type threadMeta struct {
 type turnMeta struct {
 	// Compacted means the turn compacted the context: History is then
 	// the whole model history from this turn on, the summary first.
-	Compacted bool              `json:"compacted,omitempty"`
-	History   []model.InputItem `json:"history"`
+	Compacted bool `json:"compacted,omitempty"`
+	// RootTurnID is the turn that led to this one, when not itself.
+	RootTurnID string            `json:"rootTurnId,omitempty"`
+	History    []model.InputItem `json:"history"`
 }
 
 // thread is one loaded thread. Its lock guards every field below it.

@@ -211,7 +211,7 @@ func TestSpawnThenWaitReturnsTheChildsAnswer(t *testing.T) {
 		{"match":{"call_output":"c1"},"tool_calls":[`+call("c2", "wait_agent", `{"targets":["Ada"],"timeout_ms":20000}`)+`]},
 		{"match":{"call_output":"c2"},"text":"parent done"}
 	]}`, agents.Config{})
-	parent, _ := r.startParent(t, "parent task")
+	parent, parentTurn := r.startParent(t, "parent task")
 	end := r.parentEnd(t, parent)
 	require.Equal(t, api.TurnCompleted, end.Turn.Status)
 
@@ -273,6 +273,14 @@ func TestSpawnThenWaitReturnsTheChildsAnswer(t *testing.T) {
 	require.Len(t, r.others, 1)
 	require.Equal(t, kid.ID, r.others[0].ThreadID)
 	require.Equal(t, api.TurnCompleted, r.others[0].Turn.Status)
+	// The child's turn names the parent's turn as its root, live and as
+	// stored.
+	require.Equal(t, parentTurn, *r.others[0].Turn.RootTurnID)
+	stored, err := r.m.ReadThread(context.Background(), api.ThreadReadParams{ThreadID: kid.ID, IncludeTurns: ptr(true)})
+	require.NoError(t, err)
+	require.Len(t, stored.Thread.Turns, 1)
+	require.Equal(t, parentTurn, *stored.Thread.Turns[0].RootTurnID)
+	require.Equal(t, parentTurn, *end.Turn.RootTurnID, "the parent's own turn is its root")
 
 	// thread/list shows the child only when asked for sub-agents.
 	listed := func(kinds ...api.ThreadSourceKind) []string {
