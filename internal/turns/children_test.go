@@ -89,7 +89,7 @@ func BenchmarkSpawnWait(b *testing.B) {
 	b.ResetTimer()
 	for range b.N {
 		start := time.Now()
-		id, err := kids.Spawn(ctx, input, "", "")
+		id, err := kids.Spawn(ctx, turns.SpawnParams{Input: input})
 		if err != nil {
 			b.Fatal(err)
 		}

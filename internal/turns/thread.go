@@ -45,6 +45,8 @@ type threadMeta struct {
 	Config map[string]json.RawMessage `json:"config,omitempty"`
 	// SubAgent is set on a child thread spawned by a parent's turn.
 	SubAgent *subAgentMeta `json:"subAgent,omitempty"`
+	// Spawned are the children this thread's turns spawned, in order.
+	Spawned []spawnEdge `json:"spawned,omitempty"`
 	// GitInfo and DaybreakEnabled are what clients saved with
 	// thread/metadata/update.
 	GitInfo         *api.GitInfo `json:"gitInfo,omitempty"`

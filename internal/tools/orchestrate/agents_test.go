@@ -25,11 +25,18 @@ import (
 type turnEnds struct {
 	ch chan api.TurnCompletedNotification
 
-	mu     sync.Mutex
-	collab []*api.CollabAgentToolCallItem
+	mu       sync.Mutex
+	collab   []*api.CollabAgentToolCallItem
+	archived []string // thread/archived thread ids, in order
 }
 
-func (n *turnEnds) Broadcast(string, any) {}
+func (n *turnEnds) Broadcast(method string, params any) {
+	if method == "thread/archived" {
+		n.mu.Lock()
+		n.archived = append(n.archived, params.(api.ThreadArchivedNotification).ThreadID)
+		n.mu.Unlock()
+	}
+}
 
 func (n *turnEnds) Send(to []turns.ConnID, method string, params any) {
 	if !slices.Contains(to, 1) {
@@ -461,3 +468,69 @@ func TestMultiAgentToolsAreOptIn(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// A child is listed under its parent and runs the model spawn_agent asked
+// for; archiving the parent archives the child too, the parent announced
+// first, as the reference does; unarchiving restores only the thread
+// named.
+func TestChildrenAreListedAndArchivedWithTheirParent(t *testing.T) {
+	r := newAgentsRig(t, `{"steps":[
+		{"match":{"user_text":"parent task"},"tool_calls":[`+call("c1", "spawn_agent", `{"message":"child task","model":"small-model"}`)+`]},
+		{"match":{"user_text":"child task"},"text":"the child's answer"},
+		{"match":{"call_output":"c1"},"tool_calls":[`+call("c2", "wait_agent", `{"targets":["Ada"],"timeout_ms":20000}`)+`]},
+		{"match":{"call_output":"c2"},"text":"parent done"}
+	]}`, agents.Config{})
+	ctx := context.Background()
+	parent, _ := r.startParent(t, "parent task")
+	require.Equal(t, api.TurnCompleted, r.parentEnd(t, parent).Turn.Status)
+
+	kids, err := r.m.ListChildren(ctx, parent)
+	require.NoError(t, err)
+	require.Len(t, kids, 1)
+	child := kids[0]
+	require.Equal(t, parent, *child.ParentThreadID)
+	require.Equal(t, "small-model", *child.Model)
+	var childModel string
+	for _, req := range r.fake.Requests() {
+		var body struct {
+			Model string `json:"model"`
+			Input []struct {
+				Content []struct {
+					Text string `json:"text"`
+				} `json:"content"`
+			} `json:"input"`
+		}
+		require.NoError(t, req.Decode(&body))
+		for _, in := range body.Input {
+			for _, c := range in.Content {
+				if c.Text == "child task" {
+					childModel = body.Model
+				}
+			}
+		}
+	}
+	require.Equal(t, "small-model", childModel, "the child's model request used the override")
+	none, err := r.m.ListChildren(ctx, child.ID)
+	require.NoError(t, err)
+	require.Empty(t, none)
+
+	after, err := r.m.ArchiveThread(ctx, api.ThreadArchiveParams{ThreadID: parent})
+	require.NoError(t, err)
+	after()
+	r.ends.mu.Lock()
+	require.Equal(t, []string{parent, child.ID}, r.ends.archived)
+	r.ends.mu.Unlock()
+	for _, id := range []string{parent, child.ID} {
+		rec, err := r.st.GetThread(ctx, id)
+		require.NoError(t, err)
+		require.True(t, rec.Archived, id)
+	}
+	require.Empty(t, r.m.Loaded(), "archiving unloads the parent and its child")
+
+	_, after, err = r.m.UnarchiveThread(ctx, api.ThreadUnarchiveParams{ThreadID: parent})
+	require.NoError(t, err)
+	after()
+	rec, err := r.st.GetThread(ctx, child.ID)
+	require.NoError(t, err)
+	require.True(t, rec.Archived, "unarchiving the parent leaves its child archived, as the reference does")
+}
