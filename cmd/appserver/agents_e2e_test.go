@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"net/http"
 	"slices"
 	"sync"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/appserver/appserver/api"
 	"github.com/appserver/appserver/internal/model/fakemodel"
 )
 
@@ -210,4 +212,58 @@ func agentsCallOutput(t *testing.T, fake *fakemodel.Server, callID string) strin
 	}
 	t.Fatalf("the model never got the output of %s", callID)
 	return ""
+}
+
+// Over the HTTP API: the parent's event stream carries its child's events
+// (each naming the child's thread), GET /v1/threads/{id}/children lists the
+// child under its parent, and GET /v1/threads leaves it out.
+func TestSubAgentOverHTTP(t *testing.T) {
+	_, d, _ := teDaemon(t, `{"steps":[
+		{"match":{"user_text":"parent task"},"tool_calls":[{"call_id":"c1","name":"multi_agent_v1.spawn_agent","arguments":{"message":"child task"}}]},
+		{"match":{"user_text":"child task"},"text":"the child's answer"},
+		{"match":{"call_output":"c1"},"tool_calls":[{"call_id":"c2","name":"multi_agent_v1.wait_agent","arguments":{"targets":["Ada"],"timeout_ms":20000}}]},
+		{"match":{"call_output":"c2"},"text":"parent done"}
+	]}`, "-c", "features.multi_agent=true")
+	resp := httpDo(t, d, "POST", "/v1/threads", "", map[string]any{})
+	require.Equal(t, http.StatusCreated, resp.StatusCode)
+	var created api.HTTPThread
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&created))
+	parent := created.Thread.ID
+	sse := hubEvents(t, d, parent)
+	resp = httpDo(t, d, "POST", "/v1/threads/"+parent+"/turns", "", map[string]any{"input": []any{map[string]any{"type": "text", "text": "parent task"}}})
+	require.Equal(t, http.StatusAccepted, resp.StatusCode)
+
+	// The child's turn starts and ends on the parent's stream, then the
+	// parent's turn ends.
+	byThread := map[string][]string{} // thread id -> its methods on the stream
+	for {
+		ev := sse.until("turn/completed")
+		var n struct {
+			ThreadID string `json:"threadId"`
+		}
+		require.NoError(t, json.Unmarshal(ev.Params, &n))
+		byThread[n.ThreadID] = append(byThread[n.ThreadID], ev.Method)
+		if n.ThreadID == parent {
+			break
+		}
+	}
+	require.Len(t, byThread, 2, "one child's turn ended on the parent's stream")
+	var child string
+	for id := range byThread {
+		if id != parent {
+			child = id
+		}
+	}
+
+	kids := httpGet[api.HTTPThreadList](t, d, "/v1/threads/"+parent+"/children", "")
+	require.Len(t, kids.Data, 1)
+	require.Equal(t, child, kids.Data[0].ID)
+	require.Equal(t, parent, *kids.Data[0].ParentThreadID)
+	require.Nil(t, kids.NextCursor)
+	none := httpGet[api.HTTPThreadList](t, d, "/v1/threads/"+child+"/children", "")
+	require.Empty(t, none.Data)
+	all := httpGet[api.HTTPThreadList](t, d, "/v1/threads", "")
+	require.Len(t, all.Data, 1, "the thread list leaves sub-agents out")
+	require.Equal(t, parent, all.Data[0].ID)
+	require.Equal(t, http.StatusNotFound, httpDo(t, d, "GET", "/v1/threads/0194f0d2-7c1e-7c3a-9b1e-1f2e3d4c5b6a/children", "", nil).StatusCode)
 }
