@@ -116,19 +116,29 @@ type SpawnParams struct {
 	ForkContext bool
 }
 
+// Spawned is a child Spawn created.
+type Spawned struct {
+	// ID is its thread id; "" when no child was created.
+	ID string
+	// Model and ReasoningEffort are what its turns run with ("" for the
+	// provider's default effort).
+	Model, ReasoningEffort string
+}
+
 // Spawn creates a child thread that inherits this thread's model, cwd,
 // policies, instructions and config, persists it with its parent, and
-// starts a turn on its input. It returns the child's thread id at once;
-// the turn runs on its own.
-func (c *Children) Spawn(ctx context.Context, sp SpawnParams) (string, error) {
+// starts a turn on its input. It returns at once, the turn running on its
+// own; a child created whose first turn failed to start comes back with
+// the error.
+func (c *Children) Spawn(ctx context.Context, sp SpawnParams) (Spawned, error) {
 	if sp.ForkContext {
-		return "", apperr.New(apperr.Invalid, "fork_context is not supported by this server: give the agent the context it needs in its task")
+		return Spawned{}, apperr.New(apperr.Invalid, "fork_context is not supported by this server: give the agent the context it needs in its task")
 	}
 	input, nickname, agentPath := sp.Input, sp.Nickname, sp.AgentPath
 	m := c.m
 	parent, err := m.load(ctx, c.parentID)
 	if err != nil {
-		return "", err
+		return Spawned{}, err
 	}
 	defer parent.unpin()
 	now := m.now()
@@ -169,17 +179,21 @@ func (c *Children) Spawn(ctx context.Context, sp SpawnParams) (string, error) {
 	}
 	parent.metaMu.Unlock()
 	if err != nil {
-		return "", err
+		return Spawned{}, err
 	}
 	child := newThread(m, rec, meta, parent.store)
 	if err := m.register(child); err != nil {
-		return "", err
+		return Spawned{}, err
 	}
 	m.cfg.Notifier.Broadcast("thread/started", api.ThreadStartedNotification{Thread: child.apiThread()})
-	if err := c.start(ctx, child.id, input); err != nil {
-		return child.id, err
+	out := Spawned{ID: child.id, Model: m.cfg.Defaults.Model}
+	if rec.Model != nil {
+		out.Model = *rec.Model
 	}
-	return child.id, nil
+	if meta.ReasoningEffort != nil {
+		out.ReasoningEffort = *meta.ReasoningEffort
+	}
+	return out, c.start(ctx, child.id, input)
 }
 
 // start starts a turn on a child, or steers its running one, and launches

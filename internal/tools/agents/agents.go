@@ -1,6 +1,7 @@
 package agents
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -54,6 +55,15 @@ type Spawn struct {
 	ForkContext bool
 }
 
+// Spawned is a child Spawn created.
+type Spawned struct {
+	// ID is its thread id; "" when no child was created.
+	ID string
+	// Model and ReasoningEffort are what its turns run with ("" for the
+	// provider's default effort).
+	Model, ReasoningEffort string
+}
+
 // Child is one child of the calling thread as the thread table recorded
 // it.
 type Child struct {
@@ -74,8 +84,9 @@ type Threads interface {
 	Depth() int
 	// Spawn creates a child thread that inherits the caller's settings
 	// (but for the overrides sp asks for) and starts a turn on its input;
-	// it returns the child's thread id at once.
-	Spawn(ctx context.Context, sp Spawn) (string, error)
+	// it returns at once. A child created whose first turn failed to
+	// start comes back with the error.
+	Spawn(ctx context.Context, sp Spawn) (Spawned, error)
 	// Children lists the caller's children, in spawn order, as recorded
 	// (the open ones survive a restart).
 	Children(ctx context.Context) ([]Child, error)
@@ -111,6 +122,8 @@ type Config struct {
 	// DefaultWait, MinWait and MaxWait bound wait_agent's timeout_ms;
 	// 0 means 30s, 10s and one hour, the reference's bounds.
 	DefaultWait, MinWait, MaxWait time.Duration
+	// Now is the clock of the items' times; nil means time.Now.
+	Now func() time.Time
 }
 
 func (c Config) withDefaults() Config {
@@ -131,6 +144,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxWait <= 0 {
 		c.MaxWait = time.Hour
+	}
+	if c.Now == nil {
+		c.Now = time.Now
 	}
 	return c
 }
@@ -399,6 +415,8 @@ type report struct {
 	states    map[string]api.CollabAgentState
 	// prompt is the call's input as the item shows it, once parsed.
 	prompt *string
+	// model and effort are a spawned child's.
+	model, effort *string
 }
 
 // note adds an agent and its state to the report.
@@ -453,22 +471,21 @@ func (h *handler) Handle(ctx context.Context, inv registry.Invocation) (registry
 		ID: inv.CallID, Tool: tool, Status: api.StatusInProgress, SenderThreadID: h.parent,
 		ReceiverThreadIDs: api.List[string]{}, AgentsStates: map[string]api.CollabAgentState{},
 	}
-	var prompt struct {
-		Message *string `json:"message"`
-	}
-	if json.Unmarshal([]byte(p.Arguments), &prompt) == nil {
-		item.Prompt = prompt.Message
-	}
-	if h.items != nil {
-		start := *item
-		h.items.ItemStarted(api.ThreadItem{Body: &start})
-	}
-	var rep report
-	var out any
+	startMs := h.s.cfg.Now().UnixMilli()
+	// Restored first, so that the started item names the agents a call
+	// targets by nickname.
 	err := h.s.restore(ctx, h.parent, h.th)
 	if err != nil {
 		err = fmt.Errorf("could not list this thread's agents: %s", apperr.MessageOf(err))
 	}
+	if h.items != nil {
+		h.announce(item, inv.Name, p.Arguments)
+		start := *item
+		start.ReceiverThreadIDs = slices.Clone(item.ReceiverThreadIDs)
+		h.items.ItemStarted(api.ThreadItem{Body: &start, StartedAtMs: &startMs})
+	}
+	var rep report
+	var out any
 	switch {
 	case err != nil:
 	case inv.Name == SpawnAgentName:
@@ -490,7 +507,14 @@ func (h *handler) Handle(ctx context.Context, inv registry.Invocation) (registry
 		if rep.prompt != nil {
 			item.Prompt = rep.prompt
 		}
-		item.ReceiverThreadIDs = append(item.ReceiverThreadIDs, rep.receivers...)
+		if rep.model != nil {
+			item.Model, item.ReasoningEffort = rep.model, rep.effort
+		}
+		for _, id := range rep.receivers {
+			if !slices.Contains(item.ReceiverThreadIDs, id) {
+				item.ReceiverThreadIDs = append(item.ReceiverThreadIDs, id)
+			}
+		}
 		for id, st := range rep.states {
 			item.AgentsStates[id] = st
 		}
@@ -502,12 +526,48 @@ func (h *handler) Handle(ctx context.Context, inv registry.Invocation) (registry
 		default:
 			item.Status = api.StatusCompleted
 		}
-		h.items.ItemCompleted(api.ThreadItem{Body: item})
+		doneMs := h.s.cfg.Now().UnixMilli()
+		h.items.ItemCompleted(api.ThreadItem{Body: item, StartedAtMs: &startMs, CompletedAtMs: &doneMs})
 	}
 	if err != nil {
 		return registry.Output{}, err
 	}
 	return registry.TextOutput(string(text), true), nil
+}
+
+// defaultEffort is the reasoning effort a spawn's item shows when neither
+// the call nor the thread chose one: the models' default, which the
+// reference shows too.
+const defaultEffort = "medium"
+
+// announce fills what a call's item shows when it starts, as the reference
+// does: a spawn's prompt, requested model ("" for none) and effort, and
+// the open agents the other calls name.
+func (h *handler) announce(item *api.CollabAgentToolCallItem, name, raw string) {
+	var a struct {
+		Message         *string      `json:"message"`
+		Items           []collabItem `json:"items"`
+		Model           string       `json:"model"`
+		ReasoningEffort string       `json:"reasoning_effort"`
+		Target          string       `json:"target"`
+		Targets         []string     `json:"targets"`
+	}
+	if json.Unmarshal([]byte(raw), &a) != nil {
+		return
+	}
+	if in, err := collabInput(a.Message, a.Items); err == nil {
+		item.Prompt = inputPreview(in)
+	}
+	if name == SpawnAgentName {
+		effort := cmp.Or(a.ReasoningEffort, defaultEffort)
+		item.Model, item.ReasoningEffort = &a.Model, &effort
+		return
+	}
+	for _, target := range append(a.Targets, a.Target) {
+		if id, ok := h.s.resolve(h.parent, target); ok && !slices.Contains(item.ReceiverThreadIDs, id) {
+			item.ReceiverThreadIDs = append(item.ReceiverThreadIDs, id)
+		}
+	}
 }
 
 // decode parses a call's arguments, in the words the model reads.
@@ -628,9 +688,10 @@ func (h *handler) spawn(ctx context.Context, raw string, rep *report) (any, erro
 		return nil, err
 	}
 	nick := h.s.nextNickname(h.parent)
-	id, err := h.th.Spawn(ctx, Spawn{
+	child, err := h.th.Spawn(ctx, Spawn{
 		Input: input, Nickname: nick, Model: a.Model, ReasoningEffort: a.ReasoningEffort, ForkContext: a.ForkContext,
 	})
+	id := child.ID
 	if err != nil && id == "" {
 		h.s.settle(h.parent, "", "")
 		return nil, fmt.Errorf("could not spawn the agent: %s", apperr.MessageOf(err))
@@ -638,7 +699,11 @@ func (h *handler) spawn(ctx context.Context, raw string, rep *report) (any, erro
 	// A child created whose first turn failed to start is still open:
 	// send_input can start it again.
 	h.s.settle(h.parent, id, nick)
-	rep.note(id, State{Running: err == nil}, false)
+	// As in the reference, the new agent reads pendingInit: its turn has
+	// only been handed over.
+	rep.note(id, State{}, false)
+	effort := cmp.Or(child.ReasoningEffort, defaultEffort)
+	rep.model, rep.effort = &child.Model, &effort
 	return struct {
 		AgentID  string  `json:"agent_id"`
 		Nickname *string `json:"nickname"`

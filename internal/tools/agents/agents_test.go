@@ -41,7 +41,7 @@ func newTable(depth int) *table { return &table{depth: depth, children: map[stri
 
 func (tb *table) Depth() int { return tb.depth }
 
-func (tb *table) Spawn(_ context.Context, sp Spawn) (string, error) {
+func (tb *table) Spawn(_ context.Context, sp Spawn) (Spawned, error) {
 	tb.mu.Lock()
 	defer tb.mu.Unlock()
 	tb.n++
@@ -49,7 +49,7 @@ func (tb *table) Spawn(_ context.Context, sp Spawn) (string, error) {
 	tb.children[id] = &kid{state: State{Running: true}, inputs: sp.Input, nickname: sp.Nickname, done: make(chan struct{})}
 	tb.order = append(tb.order, id)
 	tb.spawns = append(tb.spawns, sp)
-	return id, nil
+	return Spawned{ID: id, Model: sp.Model, ReasoningEffort: sp.ReasoningEffort}, nil
 }
 
 func (tb *table) Children(context.Context) ([]Child, error) {

@@ -18,11 +18,12 @@ func agentState(st turns.AgentState) agents.State {
 
 func (t childThreads) Depth() int { return t.c.Depth() }
 
-func (t childThreads) Spawn(ctx context.Context, sp agents.Spawn) (string, error) {
-	return t.c.Spawn(ctx, turns.SpawnParams{
+func (t childThreads) Spawn(ctx context.Context, sp agents.Spawn) (agents.Spawned, error) {
+	child, err := t.c.Spawn(ctx, turns.SpawnParams{
 		Input: sp.Input, Nickname: sp.Nickname, AgentPath: sp.AgentPath,
 		Model: sp.Model, ReasoningEffort: sp.ReasoningEffort, ForkContext: sp.ForkContext,
 	})
+	return agents.Spawned(child), err
 }
 
 func (t childThreads) Children(ctx context.Context) ([]agents.Child, error) {
