@@ -8,6 +8,7 @@ import (
 
 	"github.com/appserver/appserver/api"
 	"github.com/appserver/appserver/internal/apperr"
+	"github.com/appserver/appserver/internal/model"
 	"github.com/appserver/appserver/internal/store"
 )
 
@@ -131,9 +132,6 @@ type Spawned struct {
 // own; a child created whose first turn failed to start comes back with
 // the error.
 func (c *Children) Spawn(ctx context.Context, sp SpawnParams) (Spawned, error) {
-	if sp.ForkContext {
-		return Spawned{}, apperr.New(apperr.Invalid, "fork_context is not supported by this server: give the agent the context it needs in its task")
-	}
 	input, nickname, agentPath := sp.Input, sp.Nickname, sp.AgentPath
 	m := c.m
 	parent, err := m.load(ctx, c.parentID)
@@ -142,17 +140,29 @@ func (c *Children) Spawn(ctx context.Context, sp SpawnParams) (Spawned, error) {
 	}
 	defer parent.unpin()
 	now := m.now()
+	b := &store.Batch{}
+	var history []model.InputItem
+	var items []store.Item
+	childID := newID()
+	if sp.ForkContext {
+		// The child starts from the parent's transcript as stored: its
+		// finished turns and the rounds of the running one committed so
+		// far (the copy ends as interrupted).
+		if history, items, err = m.copyTranscript(ctx, parent, childID, nil, now, b); err != nil {
+			return Spawned{}, err
+		}
+	}
 	// The child and its edge in the parent's meta are stored together:
 	// metaMu keeps other writers of the parent's meta out until then.
 	parent.metaMu.Lock()
 	parent.mu.Lock()
 	rec := store.Thread{
-		ID: newID(), Cwd: parent.rec.Cwd, ModelProvider: parent.rec.ModelProvider, Model: parent.rec.Model,
+		ID: childID, Cwd: parent.rec.Cwd, ModelProvider: parent.rec.ModelProvider, Model: parent.rec.Model,
 		Source: "subAgent", CreatedAt: now, UpdatedAt: now, RecencyAt: now,
 	}
 	if sp.Model != "" {
-		model := sp.Model
-		rec.Model = &model
+		name := sp.Model
+		rec.Model = &name
 	}
 	pm := parent.meta
 	parent.meta.Spawned = append(slices.Clip(pm.Spawned), spawnEdge{ID: rec.ID, Nickname: nickname})
@@ -171,7 +181,8 @@ func (c *Children) Spawn(ctx context.Context, sp SpawnParams) (Spawned, error) {
 		SubAgent: &subAgentMeta{ParentThreadID: c.parentID, Depth: c.depth + 1, AgentPath: agentPath, Nickname: nickname},
 	}
 	rec.Meta, _ = json.Marshal(meta)
-	err = parent.store.Write(ctx, &store.Batch{CreateThreads: []*store.Thread{&rec}, UpdateThreads: []store.ThreadPatch{parentPatch}})
+	b.CreateThreads, b.UpdateThreads = []*store.Thread{&rec}, []store.ThreadPatch{parentPatch}
+	err = parent.store.Write(ctx, b)
 	if err != nil {
 		parent.mu.Lock()
 		parent.meta.Spawned = pm.Spawned
@@ -182,6 +193,7 @@ func (c *Children) Spawn(ctx context.Context, sp SpawnParams) (Spawned, error) {
 		return Spawned{}, err
 	}
 	child := newThread(m, rec, meta, parent.store)
+	child.adoptCopy(history, items)
 	if err := m.register(child); err != nil {
 		return Spawned{}, err
 	}

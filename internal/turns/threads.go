@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/appserver/appserver/api"
 	"github.com/appserver/appserver/internal/apperr"
@@ -301,30 +302,6 @@ func (m *Manager) ForkThread(ctx context.Context, c Caller, p api.ThreadForkPara
 		return api.ThreadStartResult{}, nil, err
 	}
 	defer src.unpin()
-	turns, err := src.transcript().turns(ctx)
-	if err != nil {
-		return api.ThreadStartResult{}, nil, err
-	}
-	if p.LastTurnID != nil {
-		cut := -1
-		for i, tr := range turns {
-			if tr.ID == *p.LastTurnID {
-				cut = i
-			}
-		}
-		if cut < 0 {
-			return api.ThreadStartResult{}, nil, apperr.New(apperr.Invalid, "turn not found: %s", *p.LastTurnID)
-		}
-		if turns[cut].Status == store.TurnInProgress {
-			return api.ThreadStartResult{}, nil, apperr.New(apperr.Invalid, "cannot fork through turn %s: it is still running", *p.LastTurnID)
-		}
-		turns = turns[:cut+1]
-	}
-	items, err := src.transcript().items(ctx, "")
-	if err != nil {
-		return api.ThreadStartResult{}, nil, err
-	}
-
 	src.mu.Lock()
 	rec, meta := src.rec, src.meta
 	src.mu.Unlock()
@@ -352,44 +329,16 @@ func (m *Manager) ForkThread(ctx context.Context, c Caller, p api.ThreadForkPara
 	rec.Meta = metaJSON
 
 	b := &store.Batch{CreateThreads: []*store.Thread{&rec}}
-	kept := map[string]bool{}
-	var history []model.InputItem
-	for _, tr := range turns {
-		cp := tr
-		cp.ThreadID = rec.ID
-		if cp.Status == store.TurnInProgress {
-			// A running source turn ends, in the copy, as interrupted.
-			cp.Status = store.TurnInterrupted
-			cp.CompletedAt = &now
-		}
-		kept[tr.ID] = true
-		b.CreateTurns = append(b.CreateTurns, &cp)
-		h, compacted, err := turnHistory(tr)
-		if err != nil {
-			return api.ThreadStartResult{}, nil, err
-		}
-		if compacted {
-			history = nil
-		}
-		history = append(history, h...)
-	}
-	for _, it := range items {
-		if !kept[it.TurnID] {
-			continue
-		}
-		cp := it
-		cp.ThreadID = rec.ID
-		b.AppendItems = append(b.AppendItems, &cp)
+	history, items, err := m.copyTranscript(ctx, src, rec.ID, p.LastTurnID, now, b)
+	if err != nil {
+		return api.ThreadStartResult{}, nil, err
 	}
 	st := m.storeFor(p.Ephemeral)
 	if err := st.Write(ctx, b); err != nil {
 		return api.ThreadStartResult{}, nil, err
 	}
 	t := newThread(m, rec, meta, st)
-	t.history.addUnencoded(history...)
-	for _, it := range items {
-		t.itemIDs[it.ItemID] = struct{}{}
-	}
+	t.adoptCopy(history, items)
 	if err := m.register(t); err != nil {
 		return api.ThreadStartResult{}, nil, err
 	}
@@ -402,6 +351,77 @@ func (m *Manager) ForkThread(ctx context.Context, c Caller, p api.ThreadForkPara
 		t.replayUsage(c.Conn)
 		m.cfg.Notifier.Broadcast("thread/started", api.ThreadStartedNotification{Thread: t.apiThread()})
 	}, nil
+}
+
+// copyTranscript adds to b a copy of src's stored turns (through
+// lastTurnID when set) and their items, as turns and items of thread
+// dstID; a source turn still running ends in the copy as interrupted. It
+// returns the model history the copy holds and the copied items.
+func (m *Manager) copyTranscript(ctx context.Context, src *thread, dstID string, lastTurnID *string, now time.Time, b *store.Batch) ([]model.InputItem, []store.Item, error) {
+	turns, err := src.transcript().turns(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	if lastTurnID != nil {
+		cut := -1
+		for i, tr := range turns {
+			if tr.ID == *lastTurnID {
+				cut = i
+			}
+		}
+		if cut < 0 {
+			return nil, nil, apperr.New(apperr.Invalid, "turn not found: %s", *lastTurnID)
+		}
+		if turns[cut].Status == store.TurnInProgress {
+			return nil, nil, apperr.New(apperr.Invalid, "cannot fork through turn %s: it is still running", *lastTurnID)
+		}
+		turns = turns[:cut+1]
+	}
+	items, err := src.transcript().items(ctx, "")
+	if err != nil {
+		return nil, nil, err
+	}
+	kept := map[string]bool{}
+	var history []model.InputItem
+	for _, tr := range turns {
+		cp := tr
+		cp.ThreadID = dstID
+		if cp.Status == store.TurnInProgress {
+			// A running source turn ends, in the copy, as interrupted.
+			cp.Status = store.TurnInterrupted
+			cp.CompletedAt = &now
+		}
+		kept[tr.ID] = true
+		b.CreateTurns = append(b.CreateTurns, &cp)
+		h, compacted, err := turnHistory(tr)
+		if err != nil {
+			return nil, nil, err
+		}
+		if compacted {
+			history = nil
+		}
+		history = append(history, h...)
+	}
+	copied := items[:0:0]
+	for _, it := range items {
+		if !kept[it.TurnID] {
+			continue
+		}
+		cp := it
+		cp.ThreadID = dstID
+		b.AppendItems = append(b.AppendItems, &cp)
+		copied = append(copied, it)
+	}
+	return history, copied, nil
+}
+
+// adoptCopy gives a new thread the model history and item ids of the
+// transcript copyTranscript copied into it; it is not shared yet.
+func (t *thread) adoptCopy(history []model.InputItem, items []store.Item) {
+	t.history.addUnencoded(history...)
+	for _, it := range items {
+		t.itemIDs[it.ItemID] = struct{}{}
+	}
 }
 
 // Unsubscribe removes the caller from a thread.

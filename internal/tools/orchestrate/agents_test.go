@@ -534,3 +534,87 @@ func TestChildrenAreListedAndArchivedWithTheirParent(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, rec.Archived, "unarchiving the parent leaves its child archived, as the reference does")
 }
+
+// With fork_context the child starts from a copy of the parent's
+// transcript: its model sees the parent's earlier turns before its task,
+// and thread/read of the child shows them; a child without it sees only
+// its task.
+func TestForkContextCopiesTheParentsTranscript(t *testing.T) {
+	r := newAgentsRig(t, `{"steps":[
+		{"match":{"user_text":"first question"},"text":"first answer"},
+		{"match":{"user_text":"parent task"},"tool_calls":[`+call("c1", "spawn_agent", `{"message":"forked task","fork_context":true}`)+`,`+call("c2", "spawn_agent", `{"message":"plain task"}`)+`]},
+		{"match":{"user_text":"forked task"},"text":"forked answer"},
+		{"match":{"user_text":"plain task"},"text":"plain answer"},
+		{"match":{"call_output":"c2"},"tool_calls":[`+call("c3", "wait_agent", `{"targets":["Ada"],"timeout_ms":20000}`)+`]},
+		{"match":{"call_output":"c3"},"tool_calls":[`+call("c4", "wait_agent", `{"targets":["Boole"],"timeout_ms":20000}`)+`]},
+		{"match":{"call_output":"c4"},"text":"parent done"}
+	]}`, agents.Config{})
+	ctx := context.Background()
+	parent, _ := r.startParent(t, "first question")
+	require.Equal(t, api.TurnCompleted, r.parentEnd(t, parent).Turn.Status)
+	tu, after, err := r.m.StartTurn(ctx, turns.Caller{Conn: 1}, api.TurnStartParams{
+		ThreadID: parent, Input: api.List[api.UserInput]{{Type: api.UserInputText, Text: "parent task"}},
+	})
+	require.NoError(t, err)
+	after()
+	require.Equal(t, api.TurnCompleted, r.parentEnd(t, parent).Turn.Status, tu.Turn.ID)
+
+	// texts are the message texts of the request whose last user text is
+	// last.
+	texts := func(last string) []string {
+		for _, req := range r.fake.Requests() {
+			var body struct {
+				Input []struct {
+					Type    string `json:"type"`
+					Content []struct {
+						Text string `json:"text"`
+					} `json:"content"`
+				} `json:"input"`
+			}
+			require.NoError(t, req.Decode(&body))
+			var out []string
+			for _, in := range body.Input {
+				if in.Type == "message" {
+					for _, c := range in.Content {
+						out = append(out, c.Text)
+					}
+				}
+			}
+			if len(out) > 0 && out[len(out)-1] == last {
+				return out
+			}
+		}
+		t.Fatalf("no request ended with %q", last)
+		return nil
+	}
+	forked := texts("forked task")
+	require.Contains(t, forked, "first question")
+	require.Contains(t, forked, "first answer")
+	require.Less(t, slices.Index(forked, "first answer"), slices.Index(forked, "forked task"))
+	plain := texts("plain task")
+	require.NotContains(t, plain, "first question", "without fork_context the child sees only its task")
+
+	kids, err := r.m.ListChildren(ctx, parent)
+	require.NoError(t, err)
+	require.Len(t, kids, 2)
+	read, err := r.m.ReadThread(ctx, api.ThreadReadParams{ThreadID: kids[0].ID, IncludeTurns: ptr(true)})
+	require.NoError(t, err)
+	require.Len(t, read.Thread.Turns, 3, "the parent's two turns, then the child's own")
+	require.Equal(t, api.TurnCompleted, read.Thread.Turns[0].Status)
+	require.Equal(t, api.TurnInterrupted, read.Thread.Turns[1].Status, "the parent's running turn ends, in the copy, as interrupted")
+	require.Equal(t, api.TurnCompleted, read.Thread.Turns[2].Status)
+	require.Equal(t, "forked answer", r.callOutputStatus(t, "c3", kids[0].ID))
+}
+
+// callOutputStatus is the completed answer of agent id in wait_agent call
+// callID's output.
+func (r *agentsRig) callOutputStatus(t *testing.T, callID, id string) string {
+	t.Helper()
+	var waited struct {
+		Status map[string]struct {
+			Completed string `json:"completed"`
+		} `json:"status"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.callOutput(t, callID)), &waited))
+	return waited.Status[id].Completed
+}
