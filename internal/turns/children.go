@@ -124,13 +124,17 @@ type Spawned struct {
 	// Model and ReasoningEffort are what its turns run with ("" for the
 	// provider's default effort).
 	Model, ReasoningEffort string
+	// Start launches the child's first turn, stored by Spawn: the caller
+	// announces the spawn first, as the reference does, and must then
+	// call it (once) whenever Spawn returned a child. It is a no-op when
+	// the turn failed to start.
+	Start func()
 }
 
 // Spawn creates a child thread that inherits this thread's model, cwd,
 // policies, instructions and config, persists it with its parent, and
-// starts a turn on its input. It returns at once, the turn running on its
-// own; a child created whose first turn failed to start comes back with
-// the error.
+// stores a turn on its input, which Spawned.Start launches. A child
+// created whose first turn failed to start comes back with the error.
 func (c *Children) Spawn(ctx context.Context, sp SpawnParams) (Spawned, error) {
 	input, nickname, agentPath := sp.Input, sp.Nickname, sp.AgentPath
 	m := c.m
@@ -205,21 +209,28 @@ func (c *Children) Spawn(ctx context.Context, sp SpawnParams) (Spawned, error) {
 	if meta.ReasoningEffort != nil {
 		out.ReasoningEffort = *meta.ReasoningEffort
 	}
-	return out, c.start(ctx, child.id, input)
+	out.Start, err = c.store(ctx, child.id, input)
+	return out, err
 }
 
 // start starts a turn on a child, or steers its running one, and launches
 // it without waiting for a response to be sent first: no client asked.
 func (c *Children) start(ctx context.Context, childID string, input []api.UserInput) error {
+	launch, err := c.store(ctx, childID, input)
+	launch()
+	return err
+}
+
+// store starts a turn on a child, or steers its running one, and returns
+// what launches it (a no-op when there is nothing to launch). The turn is
+// stored and counted once store returns: launch must be called.
+func (c *Children) store(ctx context.Context, childID string, input []api.UserInput) (func(), error) {
 	root := c.rootTurnID
 	_, after, err := c.m.startTurn(ctx, Caller{}, api.TurnStartParams{ThreadID: childID, Input: input, RootTurnID: &root}, nil)
-	if err != nil {
-		return err
+	if err != nil || after == nil {
+		return func() {}, err
 	}
-	if after != nil {
-		after()
-	}
-	return nil
+	return after, nil
 }
 
 // child loads a child of this thread, pinned; a thread that is not one is

@@ -93,6 +93,7 @@ func BenchmarkSpawnWait(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
+		child.Start()
 		st, err := kids.Wait(ctx, child.ID)
 		if err != nil || st.Status != api.TurnCompleted {
 			b.Fatalf("child ended %+v, %v", st, err)

@@ -62,6 +62,11 @@ type Spawned struct {
 	// Model and ReasoningEffort are what its turns run with ("" for the
 	// provider's default effort).
 	Model, ReasoningEffort string
+	// Start launches the child's stored first turn; the tool calls it
+	// once the spawn's item completed, so that clients hear of the child
+	// before its turn, as in the reference. Nil when there is nothing to
+	// launch.
+	Start func()
 }
 
 // Child is one child of the calling thread as the thread table recorded
@@ -83,9 +88,9 @@ type Threads interface {
 	// started).
 	Depth() int
 	// Spawn creates a child thread that inherits the caller's settings
-	// (but for the overrides sp asks for) and starts a turn on its input;
-	// it returns at once. A child created whose first turn failed to
-	// start comes back with the error.
+	// (but for the overrides sp asks for) and stores a turn on its input,
+	// which Spawned.Start launches. A child created whose first turn
+	// failed to start comes back with the error.
 	Spawn(ctx context.Context, sp Spawn) (Spawned, error)
 	// Children lists the caller's children, in spawn order, as recorded
 	// (the open ones survive a restart).
@@ -377,8 +382,8 @@ func (s *Service) closeChild(parent, id string) bool {
 }
 
 // ThreadUnloaded forgets the open children of a thread that left memory,
-// so that they stop counting against the daemon's limit; its next turn
-// reopens the ones it needs with resume_agent.
+// so that they stop counting against the daemon's limit; the thread's next
+// collaboration call counts them again (restore).
 func (s *Service) ThreadUnloaded(threadID string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -417,6 +422,8 @@ type report struct {
 	prompt *string
 	// model and effort are a spawned child's.
 	model, effort *string
+	// start launches a spawned child's turn once the item completed.
+	start func()
 }
 
 // note adds an agent and its state to the report.
@@ -471,6 +478,14 @@ func (h *handler) Handle(ctx context.Context, inv registry.Invocation) (registry
 		ID: inv.CallID, Tool: tool, Status: api.StatusInProgress, SenderThreadID: h.parent,
 		ReceiverThreadIDs: api.List[string]{}, AgentsStates: map[string]api.CollabAgentState{},
 	}
+	var rep report
+	defer func() {
+		// Runs after the item completed, and on every way out: the
+		// child's turn is stored and must run.
+		if rep.start != nil {
+			rep.start()
+		}
+	}()
 	startMs := h.s.cfg.Now().UnixMilli()
 	// Restored first, so that the started item names the agents a call
 	// targets by nickname.
@@ -484,7 +499,6 @@ func (h *handler) Handle(ctx context.Context, inv registry.Invocation) (registry
 		start.ReceiverThreadIDs = slices.Clone(item.ReceiverThreadIDs)
 		h.items.ItemStarted(api.ThreadItem{Body: &start, StartedAtMs: &startMs})
 	}
-	var rep report
 	var out any
 	switch {
 	case err != nil:
@@ -692,6 +706,7 @@ func (h *handler) spawn(ctx context.Context, raw string, rep *report) (any, erro
 		Input: input, Nickname: nick, Model: a.Model, ReasoningEffort: a.ReasoningEffort, ForkContext: a.ForkContext,
 	})
 	id := child.ID
+	rep.start = child.Start
 	if err != nil && id == "" {
 		h.s.settle(h.parent, "", "")
 		return nil, fmt.Errorf("could not spawn the agent: %s", apperr.MessageOf(err))

@@ -23,7 +23,7 @@ func (t childThreads) Spawn(ctx context.Context, sp agents.Spawn) (agents.Spawne
 		Input: sp.Input, Nickname: sp.Nickname, AgentPath: sp.AgentPath,
 		Model: sp.Model, ReasoningEffort: sp.ReasoningEffort, ForkContext: sp.ForkContext,
 	})
-	return agents.Spawned(child), err
+	return agents.Spawned{ID: child.ID, Model: child.Model, ReasoningEffort: child.ReasoningEffort, Start: child.Start}, err
 }
 
 func (t childThreads) Children(ctx context.Context) ([]agents.Child, error) {
