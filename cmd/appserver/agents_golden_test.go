@@ -21,8 +21,9 @@ const agentsGoldenScript = `{"steps":[
 ]}`
 
 // agentsWireFrames picks, from one run's frames, what the test compares,
-// in order: the collabAgentToolCall items as started and completed and
-// the child's turn/started, normalised (the parent's thread is <thread>,
+// in order: the collabAgentToolCall items as started and completed, the
+// child's turn/started and any thread/started after the parent's turn
+// began (the reference sends none for the child), normalised (the parent's thread is <thread>,
 // its turn <turn>, the child's thread <child>).
 func agentsWireFrames(t *testing.T, raw []string) []string {
 	t.Helper()
@@ -50,6 +51,10 @@ func agentsWireFrames(t *testing.T, raw []string) []string {
 		case "item/started", "item/completed":
 			if p["item"].(map[string]any)["type"] != "collabAgentToolCall" {
 				continue
+			}
+		case "thread/started":
+			if parent == "" {
+				continue // the parent's own
 			}
 		default:
 			continue

@@ -201,7 +201,8 @@ func (c *Children) Spawn(ctx context.Context, sp SpawnParams) (Spawned, error) {
 	if err := m.register(child); err != nil {
 		return Spawned{}, err
 	}
-	m.cfg.Notifier.Broadcast("thread/started", api.ThreadStartedNotification{Thread: child.apiThread()})
+	// No thread/started, as in the reference: clients learn of the child
+	// from the spawn's collabAgentToolCall item.
 	out := Spawned{ID: child.id, Model: m.cfg.Defaults.Model}
 	if rec.Model != nil {
 		out.Model = *rec.Model
