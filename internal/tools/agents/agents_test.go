@@ -343,9 +343,9 @@ func TestSpawnParameters(t *testing.T) {
 	require.Equal(t, "small-model", tb.spawns[0].Model)
 	require.Equal(t, "low", tb.spawns[0].ReasoningEffort)
 
-	_, err = call(SendInputName, `{"target":"`+id+`","items":[{"type":"local_image","path":"/tmp/x.png"}]}`)
+	_, err = call(SendInputName, `{"target":"`+id+`","items":[{"type":"local_image","path":"/images/x.png"}]}`)
 	require.NoError(t, err)
-	require.Equal(t, api.UserInput{Type: api.UserInputLocalImage, Path: "/tmp/x.png"}, tb.children[id].inputs[3])
+	require.Equal(t, api.UserInput{Type: api.UserInputLocalImage, Path: "/images/x.png"}, tb.children[id].inputs[3])
 
 	for args, want := range map[string]string{
 		`{}`:                                 "Provide one of: message or items",
