@@ -2,9 +2,16 @@ package main
 
 import (
 	"encoding/json"
+	"net/http"
+	"slices"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/appserver/appserver/api"
+	"github.com/appserver/appserver/internal/model/fakemodel"
 )
 
 // With features.multi_agent on in the daemon's config, a turn spawns a
@@ -80,4 +87,183 @@ func TestSubAgentSpawnAndWait(t *testing.T) {
 			require.Contains(t, string(read.Thread.Source), `"parent_thread_id":"`+parent+`"`)
 		})
 	}
+}
+
+// agentsCrashScript drives TestSubAgentSurvivesKillNine: the parent's first
+// turn spawns a child whose model stalls; the daemon dies under the child;
+// on the restarted daemon the parent's next turn waits for the child (it
+// reads interrupted), gives it more input, waits for its answer and closes
+// it.
+const agentsCrashScript = `{"steps":[
+	{"name":"spawn","match":{"user_text":"parent task"},"tool_calls":[{"call_id":"c1","name":"multi_agent_v1.spawn_agent","arguments":{"message":"slow child"}}]},
+	{"name":"child-stalls","match":{"user_text":"slow child"},"text":"never finishes","fail":{"kind":"stall","after_events":2}},
+	{"name":"spawned","match":{"call_output":"c1"},"text":"the child works"},
+	{"name":"wait-1","match":{"user_text":"after the crash"},"tool_calls":[{"call_id":"c2","name":"multi_agent_v1.wait_agent","arguments":{"targets":["Ada"],"timeout_ms":20000}}]},
+	{"name":"send","match":{"call_output":"c2"},"tool_calls":[{"call_id":"c3","name":"multi_agent_v1.send_input","arguments":{"target":"Ada","message":"continue please"}}]},
+	{"name":"child-again","match":{"user_text":"continue please"},"text":"child resumed"},
+	{"name":"wait-2","match":{"call_output":"c3"},"tool_calls":[{"call_id":"c4","name":"multi_agent_v1.wait_agent","arguments":{"targets":["Ada"],"timeout_ms":20000}}]},
+	{"name":"close","match":{"call_output":"c4"},"tool_calls":[{"call_id":"c5","name":"multi_agent_v1.close_agent","arguments":{"target":"Ada"}}]},
+	{"name":"done","match":{"call_output":"c5"},"text":"all settled"}
+]}`
+
+// stepChildStalls is the index of agentsCrashScript's stalling step.
+const stepChildStalls = 1
+
+// A daemon killed with SIGKILL while a child's turn runs: after the
+// restart the child reads interrupted, the parent's next turn reaches it
+// by its nickname without resume_agent (its open children were counted
+// again), wait_agent returns "interrupted", send_input starts it again and
+// close_agent closes it; on both stores.
+func TestSubAgentSurvivesKillNine(t *testing.T) {
+	binDir := t.TempDir()
+	build := sync.OnceValues(func() (string, error) { return buildAppserver(binDir) })
+	go func() { _, _ = build() }()
+	t.Cleanup(func() { _, _ = build() }) // before binDir is removed
+	for name, storeArgs := range storeBackends(t) {
+		t.Run(name, func(t *testing.T) {
+			fake := startFake(t, agentsCrashScript)
+			args := append(append(append([]string{}, storeArgs...), "--data-dir", t.TempDir(), "-c", "features.multi_agent=true"), fakeArgs(fake, "responses")...)
+			bin, err := build()
+			require.NoError(t, err)
+
+			d1 := startAppserverProc(t, bin, args...)
+			r := newRPC(t, &testDaemon{addr: d1.addr})
+			parent := startThread(t, r, nil)
+			r.call("turn/start", map[string]any{"threadId": parent, "input": []any{map[string]any{"type": "text", "text": "parent task"}}})
+			require.Equal(t, "completed", agentsTurnEnd(t, r, parent).Turn.Status)
+			var spawned struct {
+				AgentID string `json:"agent_id"`
+			}
+			require.NoError(t, json.Unmarshal([]byte(agentsCallOutput(t, fake, "c1")), &spawned))
+			child := spawned.AgentID
+			// The child's model request is in flight (stalled) when the
+			// daemon dies.
+			require.Eventually(t, func() bool {
+				return slices.ContainsFunc(fake.Requests(), func(rq fakemodel.RecordedRequest) bool { return rq.Step == stepChildStalls })
+			}, 20*time.Second, 10*time.Millisecond)
+			d1.kill9(t)
+
+			d2 := startAppserverProc(t, bin, args...)
+			r2 := newRPC(t, &testDaemon{addr: d2.addr})
+			var read struct {
+				Thread struct {
+					ParentThreadID *string `json:"parentThreadId"`
+					Turns          []struct {
+						Status     string `json:"status"`
+						RootTurnID string `json:"rootTurnId"`
+					} `json:"turns"`
+				} `json:"thread"`
+			}
+			require.NoError(t, json.Unmarshal(r2.call("thread/read", map[string]any{"threadId": child, "includeTurns": true}), &read))
+			require.Equal(t, parent, *read.Thread.ParentThreadID)
+			require.Len(t, read.Thread.Turns, 1)
+			require.Equal(t, "interrupted", read.Thread.Turns[0].Status, "the child's turn died with the daemon")
+
+			r2.call("thread/resume", map[string]any{"threadId": parent})
+			r2.call("turn/start", map[string]any{"threadId": parent, "input": []any{map[string]any{"type": "text", "text": "after the crash"}}})
+			require.Equal(t, "completed", agentsTurnEnd(t, r2, parent).Turn.Status)
+
+			require.JSONEq(t, `{"status":{"`+child+`":"interrupted"},"timed_out":false}`, agentsCallOutput(t, fake, "c2"))
+			require.JSONEq(t, `{"submission_id":"`+child+`"}`, agentsCallOutput(t, fake, "c3"))
+			require.JSONEq(t, `{"status":{"`+child+`":{"completed":"child resumed"}},"timed_out":false}`, agentsCallOutput(t, fake, "c4"))
+			require.JSONEq(t, `{"previous_status":{"completed":"child resumed"}}`, agentsCallOutput(t, fake, "c5"))
+		})
+	}
+}
+
+// agentsTurnEnd waits for the turn/completed of threadID, passing over
+// those of its children.
+func agentsTurnEnd(t *testing.T, r *rpc, threadID string) turnResult {
+	t.Helper()
+	for {
+		f := r.until("turn/completed")
+		var n struct {
+			ThreadID string `json:"threadId"`
+		}
+		require.NoError(t, json.Unmarshal(f.Params, &n))
+		if n.ThreadID == threadID {
+			var tr turnResult
+			require.NoError(t, json.Unmarshal(f.Params, &tr))
+			return tr
+		}
+	}
+}
+
+// agentsCallOutput is the output of tool call callID the fake model was
+// sent.
+func agentsCallOutput(t *testing.T, fake *fakemodel.Server, callID string) string {
+	t.Helper()
+	for _, rq := range fake.Requests() {
+		var body struct {
+			Input []struct {
+				Type   string `json:"type"`
+				CallID string `json:"call_id"`
+				Output string `json:"output"`
+			} `json:"input"`
+		}
+		if rq.Decode(&body) != nil {
+			continue
+		}
+		for _, in := range body.Input {
+			if in.Type == "function_call_output" && in.CallID == callID {
+				return in.Output
+			}
+		}
+	}
+	t.Fatalf("the model never got the output of %s", callID)
+	return ""
+}
+
+// Over the HTTP API: the parent's event stream carries its child's events
+// (each naming the child's thread), GET /v1/threads/{id}/children lists the
+// child under its parent, and GET /v1/threads leaves it out.
+func TestSubAgentOverHTTP(t *testing.T) {
+	_, d, _ := teDaemon(t, `{"steps":[
+		{"match":{"user_text":"parent task"},"tool_calls":[{"call_id":"c1","name":"multi_agent_v1.spawn_agent","arguments":{"message":"child task"}}]},
+		{"match":{"user_text":"child task"},"text":"the child's answer"},
+		{"match":{"call_output":"c1"},"tool_calls":[{"call_id":"c2","name":"multi_agent_v1.wait_agent","arguments":{"targets":["Ada"],"timeout_ms":20000}}]},
+		{"match":{"call_output":"c2"},"text":"parent done"}
+	]}`, "-c", "features.multi_agent=true")
+	resp := httpDo(t, d, "POST", "/v1/threads", "", map[string]any{})
+	require.Equal(t, http.StatusCreated, resp.StatusCode)
+	var created api.HTTPThread
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&created))
+	parent := created.Thread.ID
+	sse := hubEvents(t, d, parent)
+	resp = httpDo(t, d, "POST", "/v1/threads/"+parent+"/turns", "", map[string]any{"input": []any{map[string]any{"type": "text", "text": "parent task"}}})
+	require.Equal(t, http.StatusAccepted, resp.StatusCode)
+
+	// The child's turn starts and ends on the parent's stream, then the
+	// parent's turn ends.
+	byThread := map[string][]string{} // thread id -> its methods on the stream
+	for {
+		ev := sse.until("turn/completed")
+		var n struct {
+			ThreadID string `json:"threadId"`
+		}
+		require.NoError(t, json.Unmarshal(ev.Params, &n))
+		byThread[n.ThreadID] = append(byThread[n.ThreadID], ev.Method)
+		if n.ThreadID == parent {
+			break
+		}
+	}
+	require.Len(t, byThread, 2, "one child's turn ended on the parent's stream")
+	var child string
+	for id := range byThread {
+		if id != parent {
+			child = id
+		}
+	}
+
+	kids := httpGet[api.HTTPThreadList](t, d, "/v1/threads/"+parent+"/children", "")
+	require.Len(t, kids.Data, 1)
+	require.Equal(t, child, kids.Data[0].ID)
+	require.Equal(t, parent, *kids.Data[0].ParentThreadID)
+	require.Nil(t, kids.NextCursor)
+	none := httpGet[api.HTTPThreadList](t, d, "/v1/threads/"+child+"/children", "")
+	require.Empty(t, none.Data)
+	all := httpGet[api.HTTPThreadList](t, d, "/v1/threads", "")
+	require.Len(t, all.Data, 1, "the thread list leaves sub-agents out")
+	require.Equal(t, parent, all.Data[0].ID)
+	require.Equal(t, http.StatusNotFound, httpDo(t, d, "GET", "/v1/threads/0194f0d2-7c1e-7c3a-9b1e-1f2e3d4c5b6a/children", "", nil).StatusCode)
 }

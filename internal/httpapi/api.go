@@ -240,6 +240,7 @@ func (a *API) routes() chi.Router {
 	r.Method(http.MethodGet, "/threads", a.handle(a.listThreads))
 	r.Method(http.MethodGet, "/threads/{threadID}", a.handle(a.getThread))
 	r.Method(http.MethodGet, "/threads/{threadID}/items", a.handle(a.listItems))
+	r.Method(http.MethodGet, "/threads/{threadID}/children", a.handle(a.listChildren))
 	r.Method(http.MethodPost, "/threads/{threadID}/turns", a.handle(a.postTurn))
 	r.Method(http.MethodGet, "/threads/{threadID}/turns/{turnID}", a.handle(a.getTurn))
 	r.Method(http.MethodPost, "/threads/{threadID}/turns/{turnID}/interrupt", a.handle(a.interruptTurn))

@@ -143,6 +143,29 @@ func (a *API) listThreads(w http.ResponseWriter, r *http.Request) *problem {
 	return nil
 }
 
+// listChildren serves GET /v1/threads/{id}/children: the sub-agents the
+// thread spawned, in spawn order, on one page (a thread has few: the
+// collaboration tools limit them).
+func (a *API) listChildren(w http.ResponseWriter, r *http.Request) *problem {
+	th, p := a.visibleThread(r)
+	if p != nil {
+		return p
+	}
+	kids, err := a.mgr.ListChildren(r.Context(), th.ID)
+	if err != nil {
+		return a.fromError(r, err)
+	}
+	who := principalOf(r)
+	out := api.HTTPThreadList{Data: make(api.List[api.Thread], 0, len(kids))}
+	for _, k := range kids {
+		if who.sees(k) {
+			out.Data = append(out.Data, k)
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
 // listItems serves GET /v1/threads/{id}/items: persisted items in sequence
 // order, optionally only those after ?since=SEQ or of ?turnId=.
 func (a *API) listItems(w http.ResponseWriter, r *http.Request) *problem {

@@ -1,8 +1,10 @@
 package turns
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
+	"slices"
 
 	"github.com/appserver/appserver/api"
 	"github.com/appserver/appserver/internal/apperr"
@@ -48,6 +50,17 @@ func (s *subAgentMeta) threadSpawnSource() json.RawMessage {
 	return b
 }
 
+// spawnEdge is one child in its parent's meta: the parent keeps the list
+// of its children, so that they are found from it (archiving it archives
+// them, the HTTP API lists them) and so that the collaboration tools know
+// after a restart which of them are still open.
+type spawnEdge struct {
+	ID       string `json:"id"`
+	Nickname string `json:"nickname,omitempty"`
+	// Closed is set by close_agent and cleared by resume_agent.
+	Closed bool `json:"closed,omitempty"`
+}
+
 // threadSourceSubagent is the threadSource tag of spawned children.
 const threadSourceSubagent = "subagent"
 
@@ -71,39 +84,90 @@ type Children struct {
 	m        *Manager
 	parentID string
 	depth    int
+	// rootTurnID is the rootTurnId of the turns the children start: the
+	// root of the parent's turn whose tools drive them.
+	rootTurnID string
 }
 
-// childrenLocked returns the Children of t; t.mu must be held.
-func (t *thread) childrenLocked() *Children {
+// childrenLocked returns the Children of t for its turn at; t.mu must be
+// held.
+func (t *thread) childrenLocked(at *activeTurn) *Children {
 	depth := 0
 	if t.meta.SubAgent != nil {
 		depth = t.meta.SubAgent.Depth
 	}
-	return &Children{m: t.m, parentID: t.id, depth: depth}
+	return &Children{m: t.m, parentID: t.id, depth: depth, rootTurnID: *at.rootID()}
 }
 
 // Depth is this thread's spawn depth: 0 for a thread a client started,
 // its parent's plus one for a child.
 func (c *Children) Depth() int { return c.depth }
 
+// SpawnParams is a child to create.
+type SpawnParams struct {
+	// Input is the child's first turn's input.
+	Input []api.UserInput
+	// Nickname and AgentPath name the child in its source.
+	Nickname, AgentPath string
+	// Model and ReasoningEffort replace the parent's for the child; ""
+	// inherits. Neither widens what the child may do.
+	Model, ReasoningEffort string
+	// ForkContext starts the child with a copy of the parent's transcript.
+	ForkContext bool
+}
+
+// Spawned is a child Spawn created.
+type Spawned struct {
+	// ID is its thread id; "" when no child was created.
+	ID string
+	// Model and ReasoningEffort are what its turns run with ("" for the
+	// provider's default effort).
+	Model, ReasoningEffort string
+	// Start launches the child's first turn, stored by Spawn: the caller
+	// announces the spawn first, as the reference does, and must then
+	// call it (once) whenever Spawn returned a child. It is a no-op when
+	// the turn failed to start.
+	Start func()
+}
+
 // Spawn creates a child thread that inherits this thread's model, cwd,
 // policies, instructions and config, persists it with its parent, and
-// starts a turn on input. It returns the child's thread id at once; the
-// turn runs on its own.
-func (c *Children) Spawn(ctx context.Context, input []api.UserInput, nickname, agentPath string) (string, error) {
+// stores a turn on its input, which Spawned.Start launches. A child
+// created whose first turn failed to start comes back with the error.
+func (c *Children) Spawn(ctx context.Context, sp SpawnParams) (Spawned, error) {
+	input, nickname, agentPath := sp.Input, sp.Nickname, sp.AgentPath
 	m := c.m
 	parent, err := m.load(ctx, c.parentID)
 	if err != nil {
-		return "", err
+		return Spawned{}, err
 	}
 	defer parent.unpin()
 	now := m.now()
+	b := &store.Batch{}
+	childID := newID()
+	if sp.ForkContext {
+		// The child starts from the parent's transcript as stored: its
+		// finished turns and the rounds of the running one committed so
+		// far (the copy ends as interrupted).
+		if err := m.copyTranscript(ctx, parent, childID, nil, now, b); err != nil {
+			return Spawned{}, err
+		}
+	}
+	// The child and its edge in the parent's meta are stored together:
+	// metaMu keeps other writers of the parent's meta out until then.
+	parent.metaMu.Lock()
 	parent.mu.Lock()
 	rec := store.Thread{
-		ID: newID(), Cwd: parent.rec.Cwd, ModelProvider: parent.rec.ModelProvider, Model: parent.rec.Model,
+		ID: childID, Cwd: parent.rec.Cwd, ModelProvider: parent.rec.ModelProvider, Model: parent.rec.Model,
 		Source: "subAgent", CreatedAt: now, UpdatedAt: now, RecencyAt: now,
 	}
+	if sp.Model != "" {
+		name := sp.Model
+		rec.Model = &name
+	}
 	pm := parent.meta
+	parent.meta.Spawned = append(slices.Clip(pm.Spawned), spawnEdge{ID: rec.ID, Nickname: nickname})
+	parentPatch := store.ThreadPatch{ID: parent.id, Meta: parent.metaJSONLocked()}
 	parent.mu.Unlock()
 	// The child can never be granted more than its parent: it takes the
 	// parent's policies as they are, and nothing in a spawn changes them.
@@ -111,38 +175,59 @@ func (c *Children) Spawn(ctx context.Context, input []api.UserInput, nickname, a
 	meta := threadMeta{
 		Cwd: rec.Cwd, ModelProvider: rec.ModelProvider,
 		ApprovalPolicy: pm.ApprovalPolicy, ApprovalsReviewer: pm.ApprovalsReviewer, Sandbox: pm.Sandbox,
-		ReasoningEffort: pm.ReasoningEffort, ReasoningSummary: pm.ReasoningSummary,
+		ReasoningEffort: cmp.Or(optional(sp.ReasoningEffort), pm.ReasoningEffort), ReasoningSummary: pm.ReasoningSummary,
 		BaseInstructions: pm.BaseInstructions, DeveloperInstructions: pm.DeveloperInstructions,
 		Originator: pm.Originator, ThreadSource: &src, CLIVersion: pm.CLIVersion, ServiceTier: pm.ServiceTier,
 		Config:   pm.Config,
 		SubAgent: &subAgentMeta{ParentThreadID: c.parentID, Depth: c.depth + 1, AgentPath: agentPath, Nickname: nickname},
 	}
 	rec.Meta, _ = json.Marshal(meta)
-	if err := parent.store.Write(ctx, &store.Batch{CreateThreads: []*store.Thread{&rec}}); err != nil {
-		return "", err
+	b.CreateThreads, b.UpdateThreads = []*store.Thread{&rec}, []store.ThreadPatch{parentPatch}
+	err = parent.store.Write(ctx, b)
+	if err != nil {
+		parent.mu.Lock()
+		parent.meta.Spawned = pm.Spawned
+		parent.mu.Unlock()
+	}
+	parent.metaMu.Unlock()
+	if err != nil {
+		return Spawned{}, err
 	}
 	child := newThread(m, rec, meta, parent.store)
 	if err := m.register(child); err != nil {
-		return "", err
+		return Spawned{}, err
 	}
-	m.cfg.Notifier.Broadcast("thread/started", api.ThreadStartedNotification{Thread: child.apiThread()})
-	if err := c.start(ctx, child.id, input); err != nil {
-		return child.id, err
+	// No thread/started, as in the reference: clients learn of the child
+	// from the spawn's collabAgentToolCall item.
+	out := Spawned{ID: child.id, Model: m.cfg.Defaults.Model}
+	if rec.Model != nil {
+		out.Model = *rec.Model
 	}
-	return child.id, nil
+	if meta.ReasoningEffort != nil {
+		out.ReasoningEffort = *meta.ReasoningEffort
+	}
+	out.Start, err = c.store(ctx, child.id, input)
+	return out, err
 }
 
 // start starts a turn on a child, or steers its running one, and launches
 // it without waiting for a response to be sent first: no client asked.
 func (c *Children) start(ctx context.Context, childID string, input []api.UserInput) error {
-	_, after, err := c.m.startTurn(ctx, Caller{}, api.TurnStartParams{ThreadID: childID, Input: input}, nil)
-	if err != nil {
-		return err
+	launch, err := c.store(ctx, childID, input)
+	launch()
+	return err
+}
+
+// store starts a turn on a child, or steers its running one, and returns
+// what launches it (a no-op when there is nothing to launch). The turn is
+// stored and counted once store returns: launch must be called.
+func (c *Children) store(ctx context.Context, childID string, input []api.UserInput) (func(), error) {
+	root := c.rootTurnID
+	_, after, err := c.m.startTurn(ctx, Caller{}, api.TurnStartParams{ThreadID: childID, Input: input, RootTurnID: &root}, nil)
+	if err != nil || after == nil {
+		return func() {}, err
 	}
-	if after != nil {
-		after()
-	}
-	return nil
+	return after, nil
 }
 
 // child loads a child of this thread, pinned; a thread that is not one is
@@ -315,4 +400,147 @@ func (m *Manager) interruptChildren(parentID string) {
 			t.interruptActive(errInterrupted)
 		}
 	}
+}
+
+// Child is one child of a thread as its parent recorded it.
+type Child struct {
+	// ID is the child's thread id.
+	ID string
+	// Nickname is the name the collaboration tools gave it.
+	Nickname string
+	// Closed is true once close_agent closed it (until resume_agent).
+	Closed bool
+}
+
+// List returns the children this thread spawned, in spawn order.
+func (c *Children) List(ctx context.Context) ([]Child, error) {
+	edges, err := c.m.spawnEdges(ctx, c.parentID)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Child, len(edges))
+	for i, e := range edges {
+		out[i] = Child(e)
+	}
+	return out, nil
+}
+
+// SetClosed records that a child was closed (or reopened), so that a
+// restart finds it as the tools left it.
+func (c *Children) SetClosed(ctx context.Context, childID string, closed bool) error {
+	t, err := c.m.load(ctx, c.parentID)
+	if err != nil {
+		return err
+	}
+	defer t.unpin()
+	t.metaMu.Lock()
+	defer t.metaMu.Unlock()
+	t.mu.Lock()
+	i := slices.IndexFunc(t.meta.Spawned, func(e spawnEdge) bool { return e.ID == childID })
+	if i < 0 {
+		t.mu.Unlock()
+		return apperr.New(apperr.NotFound, "agent with id %s not found", childID)
+	}
+	prev := t.meta.Spawned
+	t.meta.Spawned = slices.Clone(prev)
+	t.meta.Spawned[i].Closed = closed
+	patch := store.ThreadPatch{ID: t.id, Meta: t.metaJSONLocked()}
+	t.mu.Unlock()
+	if err := t.write(ctx, &store.Batch{UpdateThreads: []store.ThreadPatch{patch}}); err != nil {
+		t.mu.Lock()
+		t.meta.Spawned = prev
+		t.mu.Unlock()
+		return err
+	}
+	return nil
+}
+
+// spawnEdges returns the children thread id recorded, loaded or not.
+func (m *Manager) spawnEdges(ctx context.Context, id string) ([]spawnEdge, error) {
+	if t := m.loaded(id); t != nil {
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		return slices.Clone(t.meta.Spawned), nil
+	}
+	rec, err := m.cfg.Store.GetThread(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	var meta threadMeta
+	if len(rec.Meta) > 0 {
+		if err := json.Unmarshal(rec.Meta, &meta); err != nil {
+			return nil, apperr.Wrap(apperr.Internal, err, "corrupt thread metadata")
+		}
+	}
+	return meta.Spawned, nil
+}
+
+// descendants returns the threads id spawned, their children and so on,
+// parents before their children. A child that is no longer stored (it was
+// deleted) is left out.
+func (m *Manager) descendants(ctx context.Context, id string) ([]string, error) {
+	var out []string
+	seen := map[string]bool{id: true}
+	for queue := []string{id}; len(queue) > 0; queue = queue[1:] {
+		edges, err := m.spawnEdges(ctx, queue[0])
+		if err != nil {
+			if queue[0] != id && apperr.Is(err, apperr.NotFound) {
+				out = slices.DeleteFunc(out, func(d string) bool { return d == queue[0] })
+				continue
+			}
+			return nil, err
+		}
+		for _, e := range edges {
+			if !seen[e.ID] {
+				seen[e.ID] = true
+				out = append(out, e.ID)
+				queue = append(queue, e.ID)
+			}
+		}
+	}
+	return out, nil
+}
+
+// ListChildren returns the threads a thread spawned, in spawn order, as
+// thread/read shows them without turns (the HTTP API lists them under
+// their parent).
+func (m *Manager) ListChildren(ctx context.Context, threadID string) ([]api.Thread, error) {
+	id, err := parseThreadID(threadID)
+	if err != nil {
+		return nil, err
+	}
+	edges, err := m.spawnEdges(ctx, id)
+	if err != nil {
+		if apperr.Is(err, apperr.NotFound) {
+			return nil, apperr.New(apperr.NotFound, "thread not found: %s", threadID)
+		}
+		return nil, err
+	}
+	out := make([]api.Thread, 0, len(edges))
+	for _, e := range edges {
+		rec, err := m.cfg.Store.GetThread(ctx, e.ID)
+		if apperr.Is(err, apperr.NotFound) {
+			if t := m.loaded(e.ID); t != nil {
+				out = append(out, t.apiThread()) // an ephemeral child
+			}
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		th, err := m.storedThread(rec)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, th)
+	}
+	return out, nil
+}
+
+// optional is s as an optional setting: nil when empty.
+func optional(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }

@@ -89,11 +89,12 @@ func BenchmarkSpawnWait(b *testing.B) {
 	b.ResetTimer()
 	for range b.N {
 		start := time.Now()
-		id, err := kids.Spawn(ctx, input, "", "")
+		child, err := kids.Spawn(ctx, turns.SpawnParams{Input: input})
 		if err != nil {
 			b.Fatal(err)
 		}
-		st, err := kids.Wait(ctx, id)
+		child.Start()
+		st, err := kids.Wait(ctx, child.ID)
 		if err != nil || st.Status != api.TurnCompleted {
 			b.Fatalf("child ended %+v, %v", st, err)
 		}

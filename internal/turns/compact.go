@@ -84,7 +84,7 @@ func (r *turnRun) compact() error {
 	}
 	all := slices.Concat(r.prior.items, r.hist.items)
 	r.prior = history{}
-	r.hist = history{replaces: true}
+	r.hist = history{replaces: true, root: r.hist.root}
 	r.hist.add(compactedHistory(all, summary)...)
 
 	now := t.m.now()

@@ -166,7 +166,11 @@ func threadToAPI(rec store.Thread, meta threadMeta, status api.ThreadStatus, eph
 // turnToAPI renders a stored turn with the items of the requested view.
 func turnToAPI(tr store.Turn, items []store.Item, view api.TurnItemsView) (api.Turn, error) {
 	id := tr.ID
-	turn := api.Turn{ID: id, RootTurnID: &id, Items: api.List[api.ThreadItem]{}, ItemsView: view, Status: api.TurnStatus(tr.Status)}
+	root := id
+	if r := rootTurnOf(tr.Meta); r != "" {
+		root = r
+	}
+	turn := api.Turn{ID: id, RootTurnID: &root, Items: api.List[api.ThreadItem]{}, ItemsView: view, Status: api.TurnStatus(tr.Status)}
 	if tr.StartedAt != nil {
 		s := tr.StartedAt.Unix()
 		turn.StartedAt = &s

@@ -1,6 +1,7 @@
 package turns
 
 import (
+	"bytes"
 	"encoding/json"
 
 	"github.com/appserver/appserver/internal/model"
@@ -25,6 +26,11 @@ type history struct {
 	// what came before is no longer sent to the model. The turn meta
 	// keeps the flag, so that a reload rebuilds the same history.
 	replaces bool
+	// root is the turn's rootTurnId when another turn led to it (a
+	// sub-agent's turn names its parent's): "" for a turn that is its own
+	// root. The turn meta keeps it first, so that reading a turn finds it
+	// without decoding the history (rootTurnOf).
+	root string
 }
 
 // add appends items with both their encodings.
@@ -98,8 +104,12 @@ func (h *history) metaJSON() json.RawMessage {
 	for _, s := range h.stored {
 		size += len(s) + 1
 	}
-	b := make([]byte, 0, size+len(`"compacted":true,`))
+	b := make([]byte, 0, size+len(`"compacted":true,`)+len(rootKey)+len(h.root)+2)
 	b = append(b, '{')
+	if h.root != "" {
+		// Turn ids are UUIDs: nothing to escape.
+		b = append(append(append(b, rootKey...), h.root...), `",`...)
+	}
 	if h.replaces {
 		b = append(b, `"compacted":true,`...)
 	}
@@ -121,6 +131,23 @@ func (h *history) metaJSON() json.RawMessage {
 		b = append(b, s...)
 	}
 	return append(b, "]}"...)
+}
+
+// rootKey opens the turn meta of a turn another turn led to.
+const rootKey = `"rootTurnId":"`
+
+// rootTurnOf returns the rootTurnId a stored turn meta records, or "" when
+// the turn is its own root.
+func rootTurnOf(meta json.RawMessage) string {
+	rest, ok := bytes.CutPrefix(meta, []byte("{"+rootKey))
+	if !ok {
+		return ""
+	}
+	id, _, ok := bytes.Cut(rest, []byte(`"`))
+	if !ok {
+		return ""
+	}
+	return string(id)
 }
 
 // dropCalls removes the given tool calls, with their encodings.

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/google/uuid"
+
 	"github.com/appserver/appserver/api"
 	"github.com/appserver/appserver/internal/apperr"
 )
@@ -26,6 +28,14 @@ type turnKind interface {
 // is set, a turn of that kind: that one never joins a running turn, it
 // waits for it to end.
 func (m *Manager) startTurn(ctx context.Context, c Caller, p api.TurnStartParams, kind turnKind) (api.TurnStartResult, After, error) {
+	root := ""
+	if p.RootTurnID != nil && *p.RootTurnID != "" {
+		u, err := uuid.Parse(*p.RootTurnID)
+		if err != nil {
+			return api.TurnStartResult{}, nil, apperr.New(apperr.Invalid, "invalid rootTurnId: %v", err)
+		}
+		root = u.String()
+	}
 	t, err := m.threadFor(ctx, p.ThreadID, "thread not found: %s")
 	if err != nil {
 		return api.TurnStartResult{}, nil, err
@@ -72,7 +82,7 @@ func (m *Manager) startTurn(ctx context.Context, c Caller, p api.TurnStartParams
 			return api.TurnStartResult{}, nil, &NotSteerableError{TurnKind: at.kind, Start: true}
 		}
 		if kind == nil && at.addSteer(steer{input: input, clientID: p.ClientUserMessageID}) {
-			return api.TurnStartResult{Turn: pendingTurn(at.id)}, nil, nil
+			return api.TurnStartResult{Turn: pendingTurn(at)}, nil, nil
 		}
 		// The running turn is settling and takes no more input (or this
 		// is a turn of a kind): the input starts a new turn once it has
@@ -91,6 +101,9 @@ func (m *Manager) startTurn(ctx context.Context, c Caller, p api.TurnStartParams
 	}
 	turnCtx, cancel := context.WithCancelCause(context.Background())
 	at := &activeTurn{id: newID(), startedAt: m.now(), settings: settings, ctx: turnCtx, cancel: cancel, done: make(chan struct{}), stored: make(chan struct{})}
+	// Work started on behalf of another turn names it, as the schema asks
+	// callers to.
+	at.root = root
 	if _, ok := kind.(compactTurn); ok {
 		// As the reference's compaction task, it takes no input.
 		at.kind = "compact"
@@ -101,6 +114,7 @@ func (m *Manager) startTurn(ctx context.Context, c Caller, p api.TurnStartParams
 		commits: roundCommitter{delay: m.cfg.MaxCommitDelay},
 		// The thread's history grows only when the turn ends.
 		prior: t.history.snapshot(),
+		hist:  history{root: at.root},
 	}
 	tc := ToolContext{
 		ThreadID: t.id, TurnID: at.id, Cwd: settings.cwd,
@@ -110,7 +124,7 @@ func (m *Manager) startTurn(ctx context.Context, c Caller, p api.TurnStartParams
 		Approvals: t.approvals, Client: run,
 		Interrupt: func() { at.cancel(errInterrupted) },
 		Config:    t.meta.Config,
-		Children:  t.childrenLocked(),
+		Children:  t.childrenLocked(at),
 		Goals:     t.goalsLocked(),
 	}
 	if p.CollaborationMode != nil {
@@ -155,7 +169,7 @@ func (m *Manager) startTurn(ctx context.Context, c Caller, p api.TurnStartParams
 	}
 	close(at.stored)
 	launched = true
-	return api.TurnStartResult{Turn: pendingTurn(at.id)}, func() {
+	return api.TurnStartResult{Turn: pendingTurn(at)}, func() {
 		go func() {
 			defer m.turns.Done()
 			run.obs = m.cfg.Observer.TurnStarted(context.Background(), TurnInfo{
@@ -192,8 +206,8 @@ func (r *turnRun) storeFirst(ctx context.Context, input []api.UserInput, clientI
 
 // pendingTurn is the turn/start response: the reference leaves startedAt
 // null and items not loaded until turn/started.
-func pendingTurn(id string) api.Turn {
-	return api.Turn{ID: id, RootTurnID: &id, Items: api.List[api.ThreadItem]{}, ItemsView: api.ItemsNotLoaded, Status: api.TurnInProgress}
+func pendingTurn(at *activeTurn) api.Turn {
+	return api.Turn{ID: at.id, RootTurnID: at.rootID(), Items: api.List[api.ThreadItem]{}, ItemsView: api.ItemsNotLoaded, Status: api.TurnInProgress}
 }
 
 // settingsLocked resolves the settings of a new turn; t.mu must be held.

@@ -120,26 +120,42 @@ func (x transcript) items(ctx context.Context, turnID string) ([]store.Item, err
 	}
 }
 
-// ArchiveThread unloads (interrupting a running turn) and archives.
+// ArchiveThread unloads (interrupting a running turn) and archives a
+// thread with the sub-agents it spawned, theirs and so on, as the
+// reference does: every one is unloaded, archived and announced, the
+// thread first.
 func (m *Manager) ArchiveThread(ctx context.Context, p api.ThreadArchiveParams) (After, error) {
 	id, err := parseThreadID(p.ThreadID)
 	if err != nil {
 		return nil, err
 	}
-	if t := m.loaded(id); t != nil {
-		if t.ephemeral() {
-			return nil, apperr.New(apperr.Invalid, "ephemeral thread %s cannot be archived", id)
-		}
-		m.unloadNow(t)
+	if t := m.loaded(id); t != nil && t.ephemeral() {
+		return nil, apperr.New(apperr.Invalid, "ephemeral thread %s cannot be archived", id)
 	}
+	kids, err := m.descendants(ctx, id)
+	if err != nil && !apperr.Is(err, apperr.NotFound) {
+		return nil, err
+	}
+	ids := append([]string{id}, kids...)
 	archived, now := true, m.now()
-	if err := m.cfg.Store.Write(ctx, &store.Batch{UpdateThreads: []store.ThreadPatch{{ID: id, Archived: &archived, UpdatedAt: &now}}}); err != nil {
+	patches := make([]store.ThreadPatch, 0, len(ids))
+	for _, tid := range ids {
+		if t := m.loaded(tid); t != nil {
+			m.unloadNow(t)
+		}
+		patches = append(patches, store.ThreadPatch{ID: tid, Archived: &archived, UpdatedAt: &now})
+	}
+	if err := m.cfg.Store.Write(ctx, &store.Batch{UpdateThreads: patches}); err != nil {
 		if apperr.Is(err, apperr.NotFound) {
 			return nil, apperr.New(apperr.NotFound, "no rollout found for thread id %s", p.ThreadID)
 		}
 		return nil, err
 	}
-	return func() { m.cfg.Notifier.Broadcast("thread/archived", api.ThreadArchivedNotification{ThreadID: id}) }, nil
+	return func() {
+		for _, tid := range ids {
+			m.cfg.Notifier.Broadcast("thread/archived", api.ThreadArchivedNotification{ThreadID: tid})
+		}
+	}, nil
 }
 
 // unloadNow takes a loaded thread out of memory at once, interrupting its

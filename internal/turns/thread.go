@@ -45,6 +45,8 @@ type threadMeta struct {
 	Config map[string]json.RawMessage `json:"config,omitempty"`
 	// SubAgent is set on a child thread spawned by a parent's turn.
 	SubAgent *subAgentMeta `json:"subAgent,omitempty"`
+	// Spawned are the children this thread's turns spawned, in order.
+	Spawned []spawnEdge `json:"spawned,omitempty"`
 	// GitInfo and DaybreakEnabled are what clients saved with
 	// thread/metadata/update.
 	GitInfo         *api.GitInfo `json:"gitInfo,omitempty"`
@@ -59,8 +61,10 @@ type threadMeta struct {
 type turnMeta struct {
 	// Compacted means the turn compacted the context: History is then
 	// the whole model history from this turn on, the summary first.
-	Compacted bool              `json:"compacted,omitempty"`
-	History   []model.InputItem `json:"history"`
+	Compacted bool `json:"compacted,omitempty"`
+	// RootTurnID is the turn that led to this one, when not itself.
+	RootTurnID string            `json:"rootTurnId,omitempty"`
+	History    []model.InputItem `json:"history"`
 }
 
 // thread is one loaded thread. Its lock guards every field below it.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/appserver/appserver/api"
 	"github.com/appserver/appserver/internal/apperr"
@@ -300,30 +301,6 @@ func (m *Manager) ForkThread(ctx context.Context, c Caller, p api.ThreadForkPara
 		return api.ThreadStartResult{}, nil, err
 	}
 	defer src.unpin()
-	turns, err := src.transcript().turns(ctx)
-	if err != nil {
-		return api.ThreadStartResult{}, nil, err
-	}
-	if p.LastTurnID != nil {
-		cut := -1
-		for i, tr := range turns {
-			if tr.ID == *p.LastTurnID {
-				cut = i
-			}
-		}
-		if cut < 0 {
-			return api.ThreadStartResult{}, nil, apperr.New(apperr.Invalid, "turn not found: %s", *p.LastTurnID)
-		}
-		if turns[cut].Status == store.TurnInProgress {
-			return api.ThreadStartResult{}, nil, apperr.New(apperr.Invalid, "cannot fork through turn %s: it is still running", *p.LastTurnID)
-		}
-		turns = turns[:cut+1]
-	}
-	items, err := src.transcript().items(ctx, "")
-	if err != nil {
-		return api.ThreadStartResult{}, nil, err
-	}
-
 	src.mu.Lock()
 	rec, meta := src.rec, src.meta
 	src.mu.Unlock()
@@ -351,25 +328,8 @@ func (m *Manager) ForkThread(ctx context.Context, c Caller, p api.ThreadForkPara
 	rec.Meta = metaJSON
 
 	b := &store.Batch{CreateThreads: []*store.Thread{&rec}}
-	kept := map[string]bool{}
-	for _, tr := range turns {
-		cp := tr
-		cp.ThreadID = rec.ID
-		if cp.Status == store.TurnInProgress {
-			// A running source turn ends, in the copy, as interrupted.
-			cp.Status = store.TurnInterrupted
-			cp.CompletedAt = &now
-		}
-		kept[tr.ID] = true
-		b.CreateTurns = append(b.CreateTurns, &cp)
-	}
-	for _, it := range items {
-		if !kept[it.TurnID] {
-			continue
-		}
-		cp := it
-		cp.ThreadID = rec.ID
-		b.AppendItems = append(b.AppendItems, &cp)
+	if err := m.copyTranscript(ctx, src, rec.ID, p.LastTurnID, now, b); err != nil {
+		return api.ThreadStartResult{}, nil, err
 	}
 	st := m.storeFor(p.Ephemeral)
 	if err := st.Write(ctx, b); err != nil {
@@ -389,6 +349,58 @@ func (m *Manager) ForkThread(ctx context.Context, c Caller, p api.ThreadForkPara
 		t.replayUsage(c.Conn)
 		m.cfg.Notifier.Broadcast("thread/started", api.ThreadStartedNotification{Thread: t.apiThread()})
 	}, nil
+}
+
+// copyTranscript adds to b a copy of src's stored turns (through
+// lastTurnID when set) and their items, as turns and items of thread
+// dstID; a source turn still running ends in the copy as interrupted. The
+// copy's model history is read from the store by its first turn, like any
+// loaded thread's.
+func (m *Manager) copyTranscript(ctx context.Context, src *thread, dstID string, lastTurnID *string, now time.Time, b *store.Batch) error {
+	turns, err := src.transcript().turns(ctx)
+	if err != nil {
+		return err
+	}
+	if lastTurnID != nil {
+		cut := -1
+		for i, tr := range turns {
+			if tr.ID == *lastTurnID {
+				cut = i
+			}
+		}
+		if cut < 0 {
+			return apperr.New(apperr.Invalid, "turn not found: %s", *lastTurnID)
+		}
+		if turns[cut].Status == store.TurnInProgress {
+			return apperr.New(apperr.Invalid, "cannot fork through turn %s: it is still running", *lastTurnID)
+		}
+		turns = turns[:cut+1]
+	}
+	items, err := src.transcript().items(ctx, "")
+	if err != nil {
+		return err
+	}
+	kept := map[string]bool{}
+	for _, tr := range turns {
+		cp := tr
+		cp.ThreadID = dstID
+		if cp.Status == store.TurnInProgress {
+			// A running source turn ends, in the copy, as interrupted.
+			cp.Status = store.TurnInterrupted
+			cp.CompletedAt = &now
+		}
+		kept[tr.ID] = true
+		b.CreateTurns = append(b.CreateTurns, &cp)
+	}
+	for _, it := range items {
+		if !kept[it.TurnID] {
+			continue
+		}
+		cp := it
+		cp.ThreadID = dstID
+		b.AppendItems = append(b.AppendItems, &cp)
+	}
+	return nil
 }
 
 // Unsubscribe removes the caller from a thread.

@@ -53,6 +53,9 @@ type activeTurn struct {
 	// kind is "compact" for a compaction the client asked for, which
 	// takes no input ("" for every other turn).
 	kind string
+	// root is the rootTurnId the turn was started with (a sub-agent's
+	// turn names its parent's), "" when the turn is its own root.
+	root string
 
 	mu      sync.Mutex // guards pending, preempt, closed, settingsNext
 	pending []steer
@@ -64,6 +67,16 @@ type activeTurn struct {
 	// flagSet counts the server requests pending per active flag; it has
 	// its own lock (taken under thread.mu by statusLocked).
 	flagSet flagSet
+}
+
+// rootID is the turn's rootTurnId: the turn that led to it, or itself.
+func (at *activeTurn) rootID() *string {
+	if at.root != "" {
+		root := at.root
+		return &root
+	}
+	id := at.id
+	return &id
 }
 
 // flags are the status flags of the running turn: waitingOnApproval and
@@ -771,7 +784,7 @@ func isModelError(err error) bool {
 func (r *turnRun) apiTurn(status api.TurnStatus, turnErr *api.TurnError, completed *time.Time) api.Turn {
 	started := r.at.startedAt.Unix()
 	id := r.at.id
-	turn := api.Turn{ID: id, RootTurnID: &id, Items: api.List[api.ThreadItem]{}, ItemsView: api.ItemsNotLoaded, Status: status, Error: turnErr, StartedAt: &started}
+	turn := api.Turn{ID: id, RootTurnID: r.at.rootID(), Items: api.List[api.ThreadItem]{}, ItemsView: api.ItemsNotLoaded, Status: status, Error: turnErr, StartedAt: &started}
 	if completed != nil {
 		c := completed.Unix()
 		d := completed.Sub(r.at.startedAt).Milliseconds()

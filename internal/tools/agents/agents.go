@@ -1,6 +1,7 @@
 package agents
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -39,6 +40,46 @@ type State struct {
 	Error string
 }
 
+// Spawn is a child to create.
+type Spawn struct {
+	// Input is the child's first turn's input.
+	Input []api.UserInput
+	// Nickname names the child for the user and the model.
+	Nickname string
+	// AgentPath is the child's task path ("" in multi_agent_v1).
+	AgentPath string
+	// Model and ReasoningEffort override the caller's for the child; ""
+	// inherits.
+	Model, ReasoningEffort string
+	// ForkContext starts the child with a copy of the caller's thread.
+	ForkContext bool
+}
+
+// Spawned is a child Spawn created.
+type Spawned struct {
+	// ID is its thread id; "" when no child was created.
+	ID string
+	// Model and ReasoningEffort are what its turns run with ("" for the
+	// provider's default effort).
+	Model, ReasoningEffort string
+	// Start launches the child's stored first turn; the tool calls it
+	// once the spawn's item completed, so that clients hear of the child
+	// before its turn, as in the reference. Nil when there is nothing to
+	// launch.
+	Start func()
+}
+
+// Child is one child of the calling thread as the thread table recorded
+// it.
+type Child struct {
+	// ID is the child's thread id.
+	ID string
+	// Nickname is the name it was spawned with.
+	Nickname string
+	// Closed is true once close_agent closed it (until resume_agent).
+	Closed bool
+}
+
 // Threads is the thread table as the tools of one turn see it: the child
 // threads of the calling thread. A thread that is not a child of the
 // caller is not found.
@@ -46,9 +87,16 @@ type Threads interface {
 	// Depth is the calling thread's spawn depth (0 for a thread a client
 	// started).
 	Depth() int
-	// Spawn creates a child thread that inherits the caller's settings and
-	// starts a turn on input; it returns the child's thread id at once.
-	Spawn(ctx context.Context, input []api.UserInput, nickname, agentPath string) (string, error)
+	// Spawn creates a child thread that inherits the caller's settings
+	// (but for the overrides sp asks for) and stores a turn on its input,
+	// which Spawned.Start launches. A child created whose first turn
+	// failed to start comes back with the error.
+	Spawn(ctx context.Context, sp Spawn) (Spawned, error)
+	// Children lists the caller's children, in spawn order, as recorded
+	// (the open ones survive a restart).
+	Children(ctx context.Context) ([]Child, error)
+	// SetClosed records that a child was closed or reopened.
+	SetClosed(ctx context.Context, id string, closed bool) error
 	// SendInput steers the child's running turn or starts a new one;
 	// interrupt stops the running turn first.
 	SendInput(ctx context.Context, id string, input []api.UserInput, interrupt bool) error
@@ -79,6 +127,8 @@ type Config struct {
 	// DefaultWait, MinWait and MaxWait bound wait_agent's timeout_ms;
 	// 0 means 30s, 10s and one hour, the reference's bounds.
 	DefaultWait, MinWait, MaxWait time.Duration
+	// Now is the clock of the items' times; nil means time.Now.
+	Now func() time.Time
 }
 
 func (c Config) withDefaults() Config {
@@ -100,6 +150,9 @@ func (c Config) withDefaults() Config {
 	if c.MaxWait <= 0 {
 		c.MaxWait = time.Hour
 	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
 	return c
 }
 
@@ -109,7 +162,8 @@ var nicknames = []string{"Ada", "Boole", "Curie", "Darwin", "Euler", "Faraday", 
 // Service holds what the collaboration tools share across turns: the open
 // children of every thread, counted against the limits. It is safe for
 // concurrent use. Children are counted from spawn until close_agent; the
-// count lives in memory, so a restart starts it again from zero.
+// thread table records which are closed, so a thread's first call after a
+// restart (or after it was unloaded) counts its open children again.
 type Service struct {
 	cfg Config
 
@@ -118,12 +172,50 @@ type Service struct {
 	// pending counts per parent the spawns reserved and not yet settled.
 	pending map[string]int
 	total   int // open and pending children of every thread
-	named   int // children named so far
+	// named counts per parent the children named so far; a parent is in
+	// it once its recorded children were counted (restore).
+	named map[string]int
 }
 
 // New returns the service.
 func New(cfg Config) *Service {
-	return &Service{cfg: cfg.withDefaults(), open: map[string]map[string]string{}, pending: map[string]int{}}
+	return &Service{cfg: cfg.withDefaults(), open: map[string]map[string]string{}, pending: map[string]int{}, named: map[string]int{}}
+}
+
+// restore counts the open children parent recorded, once per load of the
+// parent: they count against the limits and the tools reach them again
+// without resume_agent. Those over the limits stay counted; only new
+// spawns are refused.
+func (s *Service) restore(ctx context.Context, parent string, th Threads) error {
+	s.mu.Lock()
+	_, done := s.named[parent]
+	s.mu.Unlock()
+	if done {
+		return nil
+	}
+	kids, err := th.Children(ctx)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, done := s.named[parent]; done {
+		return nil // a concurrent call restored it first
+	}
+	s.named[parent] = len(kids)
+	for _, k := range kids {
+		if k.Closed {
+			continue
+		}
+		if s.open[parent] == nil {
+			s.open[parent] = map[string]string{}
+		}
+		if _, ok := s.open[parent][k.ID]; !ok {
+			s.open[parent][k.ID] = k.Nickname
+			s.total++
+		}
+	}
+	return nil
 }
 
 // Enabled reports whether threads that do not choose get the tools.
@@ -151,14 +243,29 @@ func (s *Service) Register(b *registry.Builder, parentID string, th Threads, ite
 // Spec is the multi_agent_v1 namespace spec.
 func (s *Service) Spec() registry.NamespaceSpec {
 	noExtra := registry.AllowAdditional(false)
+	items := registry.Array(registry.Object(map[string]*registry.Schema{
+		"type":      registry.String("Input item type: text, image, local_image, audio, local_audio, skill, or mention."),
+		"text":      registry.String("Text content when type is text."),
+		"image_url": registry.String("Image URL when type is image."),
+		"audio_url": registry.String("Audio data URL when type is audio."),
+		"path":      registry.String("Path when type is local_image/local_audio/skill, or the mention target when type is mention."),
+		"name":      registry.String("Display name when type is skill or mention."),
+	}, nil, noExtra), "Structured input items, instead of message: images, skills, mentions.")
+	// As in the reference, message and items are both optional in the
+	// schema: exactly one of them must be given.
 	spawn := registry.Object(map[string]*registry.Schema{
-		"message": registry.String("The task for the new agent: what to do, its limits, and what to report back."),
-	}, []string{"message"}, noExtra)
+		"message":          registry.String("The task for the new agent: what to do, its limits, and what to report back. Use either message or items."),
+		"items":            items,
+		"fork_context":     registry.Boolean("True starts the agent with a copy of this thread's history; false or omitted starts it with only its task."),
+		"model":            registry.String("Model override for the new agent. Omit to use your own model."),
+		"reasoning_effort": registry.String("Reasoning effort override for the new agent. Omit to use your own."),
+	}, nil, noExtra)
 	send := registry.Object(map[string]*registry.Schema{
 		"target":    registry.String("Agent id (or nickname) returned by spawn_agent."),
-		"message":   registry.String("Text to give the agent."),
+		"message":   registry.String("Text to give the agent. Use either message or items."),
+		"items":     items,
 		"interrupt": registry.Boolean("Stop the agent's current work first; otherwise the text joins it, or starts new work when it is idle."),
-	}, []string{"target", "message"}, noExtra)
+	}, []string{"target"}, noExtra)
 	wait := registry.Object(map[string]*registry.Schema{
 		"targets": registry.Array(registry.String(""), "Agent ids (or nicknames) to wait for; the call returns as soon as one of them has finished."),
 		"timeout_ms": registry.Number(fmt.Sprintf("How long to wait in milliseconds: default %d, at least %d, at most %d. Waiting long is better than polling.",
@@ -221,12 +328,13 @@ func (s *Service) settle(parent, id, nickname string) {
 	s.open[parent][id] = nickname
 }
 
-// nextNickname names the next child.
-func (s *Service) nextNickname() string {
+// nextNickname names parent's next child; the names of one parent's
+// children differ, so that a nickname is a target.
+func (s *Service) nextNickname(parent string) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	n := s.named
-	s.named++
+	n := s.named[parent]
+	s.named[parent]++
 	name := nicknames[n%len(nicknames)]
 	if round := n / len(nicknames); round > 0 {
 		name = fmt.Sprintf("%s %d", name, round+1)
@@ -274,13 +382,14 @@ func (s *Service) closeChild(parent, id string) bool {
 }
 
 // ThreadUnloaded forgets the open children of a thread that left memory,
-// so that they stop counting against the daemon's limit; its next turn
-// reopens the ones it needs with resume_agent.
+// so that they stop counting against the daemon's limit; the thread's next
+// collaboration call counts them again (restore).
 func (s *Service) ThreadUnloaded(threadID string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.total -= len(s.open[threadID])
 	delete(s.open, threadID)
+	delete(s.named, threadID)
 }
 
 // Open is the number of open children of every thread.
@@ -309,6 +418,12 @@ var collabTools = map[string]api.CollabAgentTool{
 type report struct {
 	receivers []string
 	states    map[string]api.CollabAgentState
+	// prompt is the call's input as the item shows it, once parsed.
+	prompt *string
+	// model and effort are a spawned child's.
+	model, effort *string
+	// start launches a spawned child's turn once the item completed.
+	start func()
 }
 
 // note adds an agent and its state to the report.
@@ -363,29 +478,39 @@ func (h *handler) Handle(ctx context.Context, inv registry.Invocation) (registry
 		ID: inv.CallID, Tool: tool, Status: api.StatusInProgress, SenderThreadID: h.parent,
 		ReceiverThreadIDs: api.List[string]{}, AgentsStates: map[string]api.CollabAgentState{},
 	}
-	var prompt struct {
-		Message *string `json:"message"`
-	}
-	if json.Unmarshal([]byte(p.Arguments), &prompt) == nil {
-		item.Prompt = prompt.Message
+	var rep report
+	defer func() {
+		// Runs after the item completed, and on every way out: the
+		// child's turn is stored and must run.
+		if rep.start != nil {
+			rep.start()
+		}
+	}()
+	startMs := h.s.cfg.Now().UnixMilli()
+	// Restored first, so that the started item names the agents a call
+	// targets by nickname.
+	err := h.s.restore(ctx, h.parent, h.th)
+	if err != nil {
+		err = fmt.Errorf("could not list this thread's agents: %s", apperr.MessageOf(err))
 	}
 	if h.items != nil {
+		h.announce(item, inv.Name, p.Arguments)
 		start := *item
-		h.items.ItemStarted(api.ThreadItem{Body: &start})
+		start.ReceiverThreadIDs = slices.Clone(item.ReceiverThreadIDs)
+		h.items.ItemStarted(api.ThreadItem{Body: &start, StartedAtMs: &startMs})
 	}
-	var rep report
 	var out any
-	var err error
-	switch inv.Name {
-	case SpawnAgentName:
+	switch {
+	case err != nil:
+	case inv.Name == SpawnAgentName:
 		out, err = h.spawn(ctx, p.Arguments, &rep)
-	case SendInputName:
+	case inv.Name == SendInputName:
 		out, err = h.send(ctx, p.Arguments, &rep)
-	case WaitAgentName:
+	case inv.Name == WaitAgentName:
 		out, err = h.wait(ctx, p.Arguments, &rep)
-	case CloseAgentName:
+	case inv.Name == CloseAgentName:
 		out, err = h.close(ctx, p.Arguments, &rep)
-	case ResumeName:
+	case inv.Name == ResumeName:
 		out, err = h.resume(ctx, p.Arguments, &rep)
 	}
 	var text []byte
@@ -393,7 +518,17 @@ func (h *handler) Handle(ctx context.Context, inv registry.Invocation) (registry
 		text, err = json.Marshal(out)
 	}
 	if h.items != nil {
-		item.ReceiverThreadIDs = append(item.ReceiverThreadIDs, rep.receivers...)
+		if rep.prompt != nil {
+			item.Prompt = rep.prompt
+		}
+		if rep.model != nil {
+			item.Model, item.ReasoningEffort = rep.model, rep.effort
+		}
+		for _, id := range rep.receivers {
+			if !slices.Contains(item.ReceiverThreadIDs, id) {
+				item.ReceiverThreadIDs = append(item.ReceiverThreadIDs, id)
+			}
+		}
 		for id, st := range rep.states {
 			item.AgentsStates[id] = st
 		}
@@ -405,12 +540,48 @@ func (h *handler) Handle(ctx context.Context, inv registry.Invocation) (registry
 		default:
 			item.Status = api.StatusCompleted
 		}
-		h.items.ItemCompleted(api.ThreadItem{Body: item})
+		doneMs := h.s.cfg.Now().UnixMilli()
+		h.items.ItemCompleted(api.ThreadItem{Body: item, StartedAtMs: &startMs, CompletedAtMs: &doneMs})
 	}
 	if err != nil {
 		return registry.Output{}, err
 	}
 	return registry.TextOutput(string(text), true), nil
+}
+
+// defaultEffort is the reasoning effort a spawn's item shows when neither
+// the call nor the thread chose one: the models' default, which the
+// reference shows too.
+const defaultEffort = "medium"
+
+// announce fills what a call's item shows when it starts, as the reference
+// does: a spawn's prompt, requested model ("" for none) and effort, and
+// the open agents the other calls name.
+func (h *handler) announce(item *api.CollabAgentToolCallItem, name, raw string) {
+	var a struct {
+		Message         *string      `json:"message"`
+		Items           []collabItem `json:"items"`
+		Model           string       `json:"model"`
+		ReasoningEffort string       `json:"reasoning_effort"`
+		Target          string       `json:"target"`
+		Targets         []string     `json:"targets"`
+	}
+	if json.Unmarshal([]byte(raw), &a) != nil {
+		return
+	}
+	if in, err := collabInput(a.Message, a.Items); err == nil {
+		item.Prompt = inputPreview(in)
+	}
+	if name == SpawnAgentName {
+		effort := cmp.Or(a.ReasoningEffort, defaultEffort)
+		item.Model, item.ReasoningEffort = &a.Model, &effort
+		return
+	}
+	for _, target := range append(a.Targets, a.Target) {
+		if id, ok := h.s.resolve(h.parent, target); ok && !slices.Contains(item.ReceiverThreadIDs, id) {
+			item.ReceiverThreadIDs = append(item.ReceiverThreadIDs, id)
+		}
+	}
 }
 
 // decode parses a call's arguments, in the words the model reads.
@@ -428,15 +599,101 @@ func textInput(msg string) []api.UserInput {
 	return []api.UserInput{{Type: api.UserInputText, Text: msg}}
 }
 
+// collabItem is one structured input item of spawn_agent and send_input.
+type collabItem struct {
+	Type     string `json:"type"`
+	Text     string `json:"text"`
+	ImageURL string `json:"image_url"`
+	AudioURL string `json:"audio_url"`
+	Path     string `json:"path"`
+	Name     string `json:"name"`
+}
+
+// collabInput is a call's input: its message or its items, exactly one of
+// them, in the reference's words when neither or both are given.
+func collabInput(message *string, items []collabItem) ([]api.UserInput, error) {
+	switch {
+	case message != nil && items != nil:
+		return nil, errors.New("Provide either message or items, but not both")
+	case message == nil && items == nil:
+		return nil, errors.New("Provide one of: message or items")
+	case message != nil:
+		if strings.TrimSpace(*message) == "" {
+			return nil, errors.New("Empty message can't be sent to an agent")
+		}
+		return textInput(*message), nil
+	case len(items) == 0:
+		return nil, errors.New("Items can't be empty")
+	}
+	out := make([]api.UserInput, 0, len(items))
+	for i, it := range items {
+		var in api.UserInput
+		switch it.Type {
+		case "text":
+			in = api.UserInput{Type: api.UserInputText, Text: it.Text}
+		case "image":
+			in = api.UserInput{Type: api.UserInputImage, URL: it.ImageURL}
+		case "local_image":
+			in = api.UserInput{Type: api.UserInputLocalImage, Path: it.Path}
+		case "audio":
+			in = api.UserInput{Type: api.UserInputAudio, URL: it.AudioURL}
+		case "local_audio":
+			in = api.UserInput{Type: api.UserInputLocalAudio, Path: it.Path}
+		case "skill":
+			in = api.UserInput{Type: api.UserInputSkill, Name: it.Name, Path: it.Path}
+		case "mention":
+			in = api.UserInput{Type: api.UserInputMention, Name: it.Name, Path: it.Path}
+		default:
+			return nil, fmt.Errorf("items[%d]: unknown type %q (text, image, local_image, audio, local_audio, skill or mention)", i, it.Type)
+		}
+		out = append(out, in)
+	}
+	return out, nil
+}
+
+// inputPreview is a call's input as its item's prompt shows it: the text
+// of its text items.
+func inputPreview(in []api.UserInput) *string {
+	var parts []string
+	for _, it := range in {
+		if it.Type == api.UserInputText {
+			parts = append(parts, it.Text)
+		}
+	}
+	if len(parts) == 0 {
+		return nil
+	}
+	s := strings.Join(parts, "\n")
+	return &s
+}
+
+// defaultRole is the only agent_type this server knows: the caller's own
+// settings.
+const defaultRole = "default"
+
 func (h *handler) spawn(ctx context.Context, raw string, rep *report) (any, error) {
 	var a struct {
-		Message string `json:"message"`
+		Message         *string      `json:"message"`
+		Items           []collabItem `json:"items"`
+		AgentType       string       `json:"agent_type"`
+		ForkContext     bool         `json:"fork_context"`
+		Model           string       `json:"model"`
+		ReasoningEffort string       `json:"reasoning_effort"`
 	}
 	if err := decode(raw, &a); err != nil {
 		return nil, err
 	}
-	if strings.TrimSpace(a.Message) == "" {
-		return nil, errors.New("message must not be empty: give the agent its task")
+	input, err := collabInput(a.Message, a.Items)
+	if err != nil {
+		return nil, err
+	}
+	rep.prompt = inputPreview(input)
+	if role := strings.TrimSpace(a.AgentType); role != "" && role != defaultRole {
+		return nil, fmt.Errorf("unknown agent_type '%s'", role)
+	}
+	if a.ForkContext && (a.Model != "" || a.ReasoningEffort != "" || strings.TrimSpace(a.AgentType) != "") {
+		// A forked agent continues the caller's context, in its model.
+		return nil, errors.New("fork_context cannot be combined with agent_type, model or reasoning_effort: a forked agent keeps the caller's settings")
 	}
 	if d := h.th.Depth(); d >= h.s.cfg.MaxDepth {
 		return nil, fmt.Errorf("agent depth limit reached: an agent at depth %d cannot spawn agents (at most %d levels)", d, h.s.cfg.MaxDepth)
@@ -444,8 +701,12 @@ func (h *handler) spawn(ctx context.Context, raw string, rep *report) (any, erro
 	if err := h.s.reserve(h.parent); err != nil {
 		return nil, err
 	}
-	nick := h.s.nextNickname()
-	id, err := h.th.Spawn(ctx, textInput(a.Message), nick, "")
+	nick := h.s.nextNickname(h.parent)
+	child, err := h.th.Spawn(ctx, Spawn{
+		Input: input, Nickname: nick, Model: a.Model, ReasoningEffort: a.ReasoningEffort, ForkContext: a.ForkContext,
+	})
+	id := child.ID
+	rep.start = child.Start
 	if err != nil && id == "" {
 		h.s.settle(h.parent, "", "")
 		return nil, fmt.Errorf("could not spawn the agent: %s", apperr.MessageOf(err))
@@ -453,7 +714,11 @@ func (h *handler) spawn(ctx context.Context, raw string, rep *report) (any, erro
 	// A child created whose first turn failed to start is still open:
 	// send_input can start it again.
 	h.s.settle(h.parent, id, nick)
-	rep.note(id, State{Running: err == nil}, false)
+	// As in the reference, the new agent reads pendingInit: its turn has
+	// only been handed over.
+	rep.note(id, State{}, false)
+	effort := cmp.Or(child.ReasoningEffort, defaultEffort)
+	rep.model, rep.effort = &child.Model, &effort
 	return struct {
 		AgentID  string  `json:"agent_id"`
 		Nickname *string `json:"nickname"`
@@ -472,21 +737,24 @@ func (h *handler) openTarget(target string) (string, error) {
 
 func (h *handler) send(ctx context.Context, raw string, rep *report) (any, error) {
 	var a struct {
-		Target    string `json:"target"`
-		Message   string `json:"message"`
-		Interrupt bool   `json:"interrupt"`
+		Target    string       `json:"target"`
+		Message   *string      `json:"message"`
+		Items     []collabItem `json:"items"`
+		Interrupt bool         `json:"interrupt"`
 	}
 	if err := decode(raw, &a); err != nil {
 		return nil, err
 	}
-	if strings.TrimSpace(a.Message) == "" {
-		return nil, errors.New("message must not be empty")
+	input, err := collabInput(a.Message, a.Items)
+	if err != nil {
+		return nil, err
 	}
+	rep.prompt = inputPreview(input)
 	id, err := h.openTarget(a.Target)
 	if err != nil {
 		return nil, err
 	}
-	if err := h.th.SendInput(ctx, id, textInput(a.Message), a.Interrupt); err != nil {
+	if err := h.th.SendInput(ctx, id, input, a.Interrupt); err != nil {
 		return nil, errors.New(apperr.MessageOf(err))
 	}
 	rep.note(id, State{Running: true}, false)
@@ -618,6 +886,9 @@ func (h *handler) close(ctx context.Context, raw string, rep *report) (any, erro
 	if err != nil {
 		return nil, errors.New(apperr.MessageOf(err))
 	}
+	if err := h.th.SetClosed(ctx, id, true); err != nil {
+		return nil, fmt.Errorf("could not close the agent: %s", apperr.MessageOf(err))
+	}
 	h.s.closeChild(h.parent, id)
 	rep.note(id, st, true)
 	return struct {
@@ -650,9 +921,28 @@ func (h *handler) resume(ctx context.Context, raw string, rep *report) (any, err
 	if err := h.s.reserve(h.parent); err != nil {
 		return nil, err
 	}
-	h.s.settle(h.parent, a.ID, "")
+	if err := h.th.SetClosed(ctx, a.ID, false); err != nil {
+		h.s.settle(h.parent, "", "")
+		return nil, fmt.Errorf("could not resume the agent: %s", apperr.MessageOf(err))
+	}
+	h.s.settle(h.parent, a.ID, h.nicknameOf(ctx, a.ID))
 	rep.note(a.ID, st, false)
 	return struct {
 		Status any `json:"status"`
 	}{statusJSON(st, false)}, nil
+}
+
+// nicknameOf returns the nickname child id was spawned with, "" when the
+// thread table cannot say.
+func (h *handler) nicknameOf(ctx context.Context, id string) string {
+	kids, err := h.th.Children(ctx)
+	if err != nil {
+		return ""
+	}
+	for _, k := range kids {
+		if k.ID == id {
+			return k.Nickname
+		}
+	}
+	return ""
 }

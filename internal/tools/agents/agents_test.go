@@ -25,25 +25,62 @@ type table struct {
 	mu       sync.Mutex
 	n        int
 	children map[string]*kid
+	order    []string // children ids in spawn order
+	spawns   []Spawn  // what each spawn asked for
 }
 
 type kid struct {
-	state  State
-	inputs []string
-	done   chan struct{} // closed when the running turn ends
+	state    State
+	inputs   []api.UserInput
+	nickname string
+	closed   bool
+	done     chan struct{} // closed when the running turn ends
 }
 
 func newTable(depth int) *table { return &table{depth: depth, children: map[string]*kid{}} }
 
 func (tb *table) Depth() int { return tb.depth }
 
-func (tb *table) Spawn(_ context.Context, input []api.UserInput, _, _ string) (string, error) {
+func (tb *table) Spawn(_ context.Context, sp Spawn) (Spawned, error) {
 	tb.mu.Lock()
 	defer tb.mu.Unlock()
 	tb.n++
 	id := fmt.Sprintf("child-%d", tb.n)
-	tb.children[id] = &kid{state: State{Running: true}, inputs: []string{input[0].Text}, done: make(chan struct{})}
-	return id, nil
+	tb.children[id] = &kid{state: State{Running: true}, inputs: sp.Input, nickname: sp.Nickname, done: make(chan struct{})}
+	tb.order = append(tb.order, id)
+	tb.spawns = append(tb.spawns, sp)
+	return Spawned{ID: id, Model: sp.Model, ReasoningEffort: sp.ReasoningEffort}, nil
+}
+
+func (tb *table) Children(context.Context) ([]Child, error) {
+	tb.mu.Lock()
+	defer tb.mu.Unlock()
+	out := make([]Child, 0, len(tb.order))
+	for _, id := range tb.order {
+		k := tb.children[id]
+		out = append(out, Child{ID: id, Nickname: k.nickname, Closed: k.closed})
+	}
+	return out, nil
+}
+
+func (tb *table) SetClosed(_ context.Context, id string, closed bool) error {
+	k, err := tb.get(id)
+	if err != nil {
+		return err
+	}
+	tb.mu.Lock()
+	defer tb.mu.Unlock()
+	k.closed = closed
+	return nil
+}
+
+// texts are the texts of a child's inputs.
+func (k *kid) texts() []string {
+	var out []string
+	for _, in := range k.inputs {
+		out = append(out, in.Text)
+	}
+	return out
 }
 
 func (tb *table) get(id string) (*kid, error) {
@@ -63,7 +100,7 @@ func (tb *table) SendInput(_ context.Context, id string, input []api.UserInput, 
 	}
 	tb.mu.Lock()
 	defer tb.mu.Unlock()
-	k.inputs = append(k.inputs, input[0].Text)
+	k.inputs = append(k.inputs, input...)
 	if !k.state.Running {
 		k.state.Running = true
 		k.done = make(chan struct{})
@@ -225,7 +262,7 @@ func TestWaitSendCloseResume(t *testing.T) {
 	_, err = call(SendInputName, `{"target":"Ada","message":"more"}`)
 	require.NoError(t, err)
 	k, _ := tb.get(a)
-	require.Equal(t, []string{"a", "more"}, k.inputs, "the nickname names the agent")
+	require.Equal(t, []string{"a", "more"}, k.texts(), "the nickname names the agent")
 
 	out, err = call(CloseAgentName, `{"target":"`+a+`"}`)
 	require.NoError(t, err)
@@ -242,4 +279,90 @@ func TestWaitSendCloseResume(t *testing.T) {
 	require.ErrorContains(t, err, "not found")
 	_, err = call(SpawnAgentName, `{"message":"x","extra":1}`)
 	require.ErrorContains(t, err, "failed to parse function arguments")
+}
+
+// A thread's open children count again after a restart (a new Service over
+// the same thread table): they hold their slots, the tools reach them
+// without resume_agent, closed ones stay closed, and new children get
+// nicknames of their own.
+func TestOpenChildrenAreRestored(t *testing.T) {
+	tb := newTable(0)
+	before := tools(t, New(Config{MaxPerThread: 3}), tb)
+	outA, err := before(SpawnAgentName, `{"message":"a"}`)
+	require.NoError(t, err)
+	outB, err := before(SpawnAgentName, `{"message":"b"}`)
+	require.NoError(t, err)
+	a, b := spawned(t, outA), spawned(t, outB)
+	_, err = before(CloseAgentName, `{"target":"`+b+`"}`)
+	require.NoError(t, err)
+	require.True(t, tb.children[b].closed, "close_agent records the close in the thread table")
+
+	s := New(Config{MaxPerThread: 3}) // the daemon restarted
+	after := tools(t, s, tb)
+	_, err = after(SendInputName, `{"target":"Ada","message":"more"}`)
+	require.NoError(t, err, "the open child is reached by its nickname after the restart")
+	require.Equal(t, []string{"a", "more"}, tb.children[a].texts())
+	_, err = after(SendInputName, `{"target":"`+b+`","message":"more"}`)
+	require.ErrorContains(t, err, "is not open", "a closed child stays closed")
+	require.Equal(t, 1, s.Open())
+
+	outC, err := after(SpawnAgentName, `{"message":"c"}`)
+	require.NoError(t, err)
+	require.Contains(t, outC, `"nickname":"Curie"`, "new children do not reuse the names of the recorded ones")
+	_, err = after(SpawnAgentName, `{"message":"d"}`)
+	require.NoError(t, err)
+	_, err = after(SpawnAgentName, `{"message":"e"}`)
+	require.ErrorContains(t, err, "this thread has 3 open agents (at most 3)", "the restored child holds its slot")
+
+	_, err = after(ResumeName, `{"id":"`+b+`"}`)
+	require.ErrorContains(t, err, "this thread has 3 open agents")
+	_, err = after(CloseAgentName, `{"target":"Ada"}`)
+	require.NoError(t, err)
+	_, err = after(ResumeName, `{"id":"`+b+`"}`)
+	require.NoError(t, err)
+	require.False(t, tb.children[b].closed, "resume_agent records the reopening")
+	_, err = after(SendInputName, `{"target":"Boole","message":"again"}`)
+	require.NoError(t, err, "a resumed child keeps its nickname")
+}
+
+// spawn_agent and send_input take their input as message or as items
+// (exactly one), and spawn_agent passes the model and effort overrides;
+// agent_type knows only the default role; fork_context keeps the caller's
+// settings.
+func TestSpawnParameters(t *testing.T) {
+	tb := newTable(0)
+	call := tools(t, New(Config{}), tb)
+	out, err := call(SpawnAgentName, `{"items":[{"type":"text","text":"look at this"},{"type":"image","image_url":"https://example.com/a.png"},{"type":"mention","name":"Docs","path":"app://docs"}],"model":"small-model","reasoning_effort":"low","agent_type":"default"}`)
+	require.NoError(t, err)
+	id := spawned(t, out)
+	require.Equal(t, []api.UserInput{
+		{Type: api.UserInputText, Text: "look at this"},
+		{Type: api.UserInputImage, URL: "https://example.com/a.png"},
+		{Type: api.UserInputMention, Name: "Docs", Path: "app://docs"},
+	}, tb.children[id].inputs)
+	require.Equal(t, "small-model", tb.spawns[0].Model)
+	require.Equal(t, "low", tb.spawns[0].ReasoningEffort)
+
+	_, err = call(SendInputName, `{"target":"`+id+`","items":[{"type":"local_image","path":"/images/x.png"}]}`)
+	require.NoError(t, err)
+	require.Equal(t, api.UserInput{Type: api.UserInputLocalImage, Path: "/images/x.png"}, tb.children[id].inputs[3])
+
+	for args, want := range map[string]string{
+		`{}`:                                 "Provide one of: message or items",
+		`{"message":"x","items":[]}`:         "Provide either message or items, but not both",
+		`{"message":"  "}`:                   "Empty message can't be sent to an agent",
+		`{"items":[]}`:                       "Items can't be empty",
+		`{"items":[{"type":"video"}]}`:       `items[0]: unknown type "video"`,
+		`{"message":"x","agent_type":"spy"}`: "unknown agent_type 'spy'",
+		`{"message":"x","fork_context":true,"model":"m"}`: "fork_context cannot be combined",
+	} {
+		_, err := call(SpawnAgentName, args)
+		require.ErrorContains(t, err, want, args)
+	}
+	_, err = call(SendInputName, `{"target":"`+id+`"}`)
+	require.ErrorContains(t, err, "Provide one of: message or items")
+
+	_, err = call(SpawnAgentName, `{"message":"with my context","fork_context":true}`)
+	require.NoError(t, err)
+	require.True(t, tb.spawns[1].ForkContext)
 }

@@ -5,7 +5,9 @@
 // thread of the calling thread; this package decides what the model may do
 // (the depth and count limits, which agents are open) and answers in the
 // model's words, while the thread table it reaches through the small
-// Threads interface creates, runs, waits for and stops the children.
+// Threads interface creates, runs, waits for and stops the children, and
+// records which of them are open, so that a parent counts and reaches its
+// open children again after a restart.
 //
 // It knows nothing about threads, storage or transports: it must not import
 // internal/turns, internal/tools/orchestrate, the stores, the model clients

@@ -18,8 +18,25 @@ func agentState(st turns.AgentState) agents.State {
 
 func (t childThreads) Depth() int { return t.c.Depth() }
 
-func (t childThreads) Spawn(ctx context.Context, input []api.UserInput, nickname, agentPath string) (string, error) {
-	return t.c.Spawn(ctx, input, nickname, agentPath)
+func (t childThreads) Spawn(ctx context.Context, sp agents.Spawn) (agents.Spawned, error) {
+	child, err := t.c.Spawn(ctx, turns.SpawnParams{
+		Input: sp.Input, Nickname: sp.Nickname, AgentPath: sp.AgentPath,
+		Model: sp.Model, ReasoningEffort: sp.ReasoningEffort, ForkContext: sp.ForkContext,
+	})
+	return agents.Spawned{ID: child.ID, Model: child.Model, ReasoningEffort: child.ReasoningEffort, Start: child.Start}, err
+}
+
+func (t childThreads) Children(ctx context.Context) ([]agents.Child, error) {
+	kids, err := t.c.List(ctx)
+	out := make([]agents.Child, len(kids))
+	for i, k := range kids {
+		out[i] = agents.Child(k)
+	}
+	return out, err
+}
+
+func (t childThreads) SetClosed(ctx context.Context, id string, closed bool) error {
+	return t.c.SetClosed(ctx, id, closed)
 }
 
 func (t childThreads) SendInput(ctx context.Context, id string, input []api.UserInput, interrupt bool) error {

@@ -25,11 +25,18 @@ import (
 type turnEnds struct {
 	ch chan api.TurnCompletedNotification
 
-	mu     sync.Mutex
-	collab []*api.CollabAgentToolCallItem
+	mu       sync.Mutex
+	collab   []*api.CollabAgentToolCallItem
+	archived []string // thread/archived thread ids, in order
 }
 
-func (n *turnEnds) Broadcast(string, any) {}
+func (n *turnEnds) Broadcast(method string, params any) {
+	if method == "thread/archived" {
+		n.mu.Lock()
+		n.archived = append(n.archived, params.(api.ThreadArchivedNotification).ThreadID)
+		n.mu.Unlock()
+	}
+}
 
 func (n *turnEnds) Send(to []turns.ConnID, method string, params any) {
 	if !slices.Contains(to, 1) {
@@ -211,7 +218,7 @@ func TestSpawnThenWaitReturnsTheChildsAnswer(t *testing.T) {
 		{"match":{"call_output":"c1"},"tool_calls":[`+call("c2", "wait_agent", `{"targets":["Ada"],"timeout_ms":20000}`)+`]},
 		{"match":{"call_output":"c2"},"text":"parent done"}
 	]}`, agents.Config{})
-	parent, _ := r.startParent(t, "parent task")
+	parent, parentTurn := r.startParent(t, "parent task")
 	end := r.parentEnd(t, parent)
 	require.Equal(t, api.TurnCompleted, end.Turn.Status)
 
@@ -273,6 +280,14 @@ func TestSpawnThenWaitReturnsTheChildsAnswer(t *testing.T) {
 	require.Len(t, r.others, 1)
 	require.Equal(t, kid.ID, r.others[0].ThreadID)
 	require.Equal(t, api.TurnCompleted, r.others[0].Turn.Status)
+	// The child's turn names the parent's turn as its root, live and as
+	// stored.
+	require.Equal(t, parentTurn, *r.others[0].Turn.RootTurnID)
+	stored, err := r.m.ReadThread(context.Background(), api.ThreadReadParams{ThreadID: kid.ID, IncludeTurns: ptr(true)})
+	require.NoError(t, err)
+	require.Len(t, stored.Thread.Turns, 1)
+	require.Equal(t, parentTurn, *stored.Thread.Turns[0].RootTurnID)
+	require.Equal(t, parentTurn, *end.Turn.RootTurnID, "the parent's own turn is its root")
 
 	// thread/list shows the child only when asked for sub-agents.
 	listed := func(kinds ...api.ThreadSourceKind) []string {
@@ -453,3 +468,153 @@ func TestMultiAgentToolsAreOptIn(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// A child is listed under its parent and runs the model spawn_agent asked
+// for; archiving the parent archives the child too, the parent announced
+// first, as the reference does; unarchiving restores only the thread
+// named.
+func TestChildrenAreListedAndArchivedWithTheirParent(t *testing.T) {
+	r := newAgentsRig(t, `{"steps":[
+		{"match":{"user_text":"parent task"},"tool_calls":[`+call("c1", "spawn_agent", `{"message":"child task","model":"small-model"}`)+`]},
+		{"match":{"user_text":"child task"},"text":"the child's answer"},
+		{"match":{"call_output":"c1"},"tool_calls":[`+call("c2", "wait_agent", `{"targets":["Ada"],"timeout_ms":20000}`)+`]},
+		{"match":{"call_output":"c2"},"text":"parent done"}
+	]}`, agents.Config{})
+	ctx := context.Background()
+	parent, _ := r.startParent(t, "parent task")
+	require.Equal(t, api.TurnCompleted, r.parentEnd(t, parent).Turn.Status)
+
+	kids, err := r.m.ListChildren(ctx, parent)
+	require.NoError(t, err)
+	require.Len(t, kids, 1)
+	child := kids[0]
+	require.Equal(t, parent, *child.ParentThreadID)
+	require.Equal(t, "small-model", *child.Model)
+	var childModel string
+	for _, req := range r.fake.Requests() {
+		var body struct {
+			Model string `json:"model"`
+			Input []struct {
+				Content []struct {
+					Text string `json:"text"`
+				} `json:"content"`
+			} `json:"input"`
+		}
+		require.NoError(t, req.Decode(&body))
+		for _, in := range body.Input {
+			for _, c := range in.Content {
+				if c.Text == "child task" {
+					childModel = body.Model
+				}
+			}
+		}
+	}
+	require.Equal(t, "small-model", childModel, "the child's model request used the override")
+	none, err := r.m.ListChildren(ctx, child.ID)
+	require.NoError(t, err)
+	require.Empty(t, none)
+
+	after, err := r.m.ArchiveThread(ctx, api.ThreadArchiveParams{ThreadID: parent})
+	require.NoError(t, err)
+	after()
+	r.ends.mu.Lock()
+	require.Equal(t, []string{parent, child.ID}, r.ends.archived)
+	r.ends.mu.Unlock()
+	for _, id := range []string{parent, child.ID} {
+		rec, err := r.st.GetThread(ctx, id)
+		require.NoError(t, err)
+		require.True(t, rec.Archived, id)
+	}
+	require.Empty(t, r.m.Loaded(), "archiving unloads the parent and its child")
+
+	_, after, err = r.m.UnarchiveThread(ctx, api.ThreadUnarchiveParams{ThreadID: parent})
+	require.NoError(t, err)
+	after()
+	rec, err := r.st.GetThread(ctx, child.ID)
+	require.NoError(t, err)
+	require.True(t, rec.Archived, "unarchiving the parent leaves its child archived, as the reference does")
+}
+
+// With fork_context the child starts from a copy of the parent's
+// transcript: its model sees the parent's earlier turns before its task,
+// and thread/read of the child shows them; a child without it sees only
+// its task.
+func TestForkContextCopiesTheParentsTranscript(t *testing.T) {
+	r := newAgentsRig(t, `{"steps":[
+		{"match":{"user_text":"first question"},"text":"first answer"},
+		{"match":{"user_text":"parent task"},"tool_calls":[`+call("c1", "spawn_agent", `{"message":"forked task","fork_context":true}`)+`,`+call("c2", "spawn_agent", `{"message":"plain task"}`)+`]},
+		{"match":{"user_text":"forked task"},"text":"forked answer"},
+		{"match":{"user_text":"plain task"},"text":"plain answer"},
+		{"match":{"call_output":"c2"},"tool_calls":[`+call("c3", "wait_agent", `{"targets":["Ada"],"timeout_ms":20000}`)+`]},
+		{"match":{"call_output":"c3"},"tool_calls":[`+call("c4", "wait_agent", `{"targets":["Boole"],"timeout_ms":20000}`)+`]},
+		{"match":{"call_output":"c4"},"text":"parent done"}
+	]}`, agents.Config{})
+	ctx := context.Background()
+	parent, _ := r.startParent(t, "first question")
+	require.Equal(t, api.TurnCompleted, r.parentEnd(t, parent).Turn.Status)
+	tu, after, err := r.m.StartTurn(ctx, turns.Caller{Conn: 1}, api.TurnStartParams{
+		ThreadID: parent, Input: api.List[api.UserInput]{{Type: api.UserInputText, Text: "parent task"}},
+	})
+	require.NoError(t, err)
+	after()
+	require.Equal(t, api.TurnCompleted, r.parentEnd(t, parent).Turn.Status, tu.Turn.ID)
+
+	// texts are the message texts of the request whose last user text is
+	// last.
+	texts := func(last string) []string {
+		for _, req := range r.fake.Requests() {
+			var body struct {
+				Input []struct {
+					Type    string `json:"type"`
+					Content []struct {
+						Text string `json:"text"`
+					} `json:"content"`
+				} `json:"input"`
+			}
+			require.NoError(t, req.Decode(&body))
+			var out []string
+			for _, in := range body.Input {
+				if in.Type == "message" {
+					for _, c := range in.Content {
+						out = append(out, c.Text)
+					}
+				}
+			}
+			if len(out) > 0 && out[len(out)-1] == last {
+				return out
+			}
+		}
+		t.Fatalf("no request ended with %q", last)
+		return nil
+	}
+	forked := texts("forked task")
+	require.Contains(t, forked, "first question")
+	require.Contains(t, forked, "first answer")
+	require.Less(t, slices.Index(forked, "first answer"), slices.Index(forked, "forked task"))
+	plain := texts("plain task")
+	require.NotContains(t, plain, "first question", "without fork_context the child sees only its task")
+
+	kids, err := r.m.ListChildren(ctx, parent)
+	require.NoError(t, err)
+	require.Len(t, kids, 2)
+	read, err := r.m.ReadThread(ctx, api.ThreadReadParams{ThreadID: kids[0].ID, IncludeTurns: ptr(true)})
+	require.NoError(t, err)
+	require.Len(t, read.Thread.Turns, 3, "the parent's two turns, then the child's own")
+	require.Equal(t, api.TurnCompleted, read.Thread.Turns[0].Status)
+	require.Equal(t, api.TurnInterrupted, read.Thread.Turns[1].Status, "the parent's running turn ends, in the copy, as interrupted")
+	require.Equal(t, api.TurnCompleted, read.Thread.Turns[2].Status)
+	require.Equal(t, "forked answer", r.callOutputStatus(t, "c3", kids[0].ID))
+}
+
+// callOutputStatus is the completed answer of agent id in wait_agent call
+// callID's output.
+func (r *agentsRig) callOutputStatus(t *testing.T, callID, id string) string {
+	t.Helper()
+	var waited struct {
+		Status map[string]struct {
+			Completed string `json:"completed"`
+		} `json:"status"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.callOutput(t, callID)), &waited))
+	return waited.Status[id].Completed
+}
