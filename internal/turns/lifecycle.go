@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/appserver/appserver/api"
 	"github.com/appserver/appserver/internal/apperr"
@@ -123,6 +124,7 @@ func (m *Manager) startTurn(ctx context.Context, c Caller, p api.TurnStartParams
 	// The turn is reserved (a concurrent turn/start waits for it, steers
 	// wait until it is stored) while its record is written without the lock.
 	t.active = at
+	t.startGoalClockLocked(m.now())
 	if t.unloadTimer != nil {
 		t.unloadTimer.Stop()
 		t.unloadTimer = nil
@@ -142,6 +144,7 @@ func (m *Manager) startTurn(ctx context.Context, c Caller, p api.TurnStartParams
 		cancel(nil)
 		t.mu.Lock()
 		t.active = nil
+		t.goalSince = time.Time{} // the turn never ran
 		t.armUnloadLocked()
 		t.mu.Unlock()
 		close(at.done)
