@@ -2,8 +2,10 @@ package configview
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 
 	"github.com/appserver/appserver/api"
@@ -14,7 +16,8 @@ import (
 // Writer serves config/value/write and config/batchWrite with the
 // per-user overlay in data_dir (config.WriteOverlay): every edit is
 // checked by loading the whole configuration with the new overlay, and the
-// values apply from the next start.
+// values apply from the next start. A write whose value a later layer
+// (environment, flags, -c overrides) hides answers okOverridden.
 type Writer struct {
 	dir     string
 	sources config.Sources
@@ -55,5 +58,60 @@ func (w *Writer) WriteConfig(_ context.Context, p api.ConfigBatchWriteParams) (a
 	if err != nil {
 		return api.ConfigWriteResult{}, err
 	}
-	return api.ConfigWriteResult{Status: "ok", Version: version, FilePath: file}, nil
+	res := api.ConfigWriteResult{Status: "ok", Version: version, FilePath: file}
+	// The overlay now in place is what Load applies.
+	cfg, _, err := config.Load(w.sources)
+	if err != nil {
+		return api.ConfigWriteResult{}, apperr.Wrap(apperr.Internal, err, "user config %s: written but cannot be loaded", path)
+	}
+	for _, e := range p.Edits {
+		if meta := overridden(cfg, e.KeyPath); meta != nil {
+			res.Status, res.OverriddenMetadata = "okOverridden", meta
+			break
+		}
+	}
+	return res, nil
+}
+
+// overriddenMetadata is the wire shape of a written value a later layer
+// hides.
+type overriddenMetadata struct {
+	Message         string                  `json:"message"`
+	OverridingLayer api.ConfigLayerMetadata `json:"overridingLayer"`
+	EffectiveValue  any                     `json:"effectiveValue"`
+}
+
+// overridden describes the layer above the user overlay that sets key (or
+// a key under it) in cfg, as the reference reports the first edit a
+// higher-precedence layer overrides; nil when the written value is the
+// effective one.
+func overridden(cfg *config.Config, key string) json.RawMessage {
+	var layer config.Layer
+	for k, l := range cfg.Origins() {
+		if (k == key || strings.HasPrefix(k, key+".")) && layerAbove(l) {
+			layer = l
+			break
+		}
+	}
+	if layer == "" {
+		return nil
+	}
+	var value any = cfg.Redacted()
+	for _, seg := range strings.Split(key, ".") {
+		m, _ := value.(map[string]any)
+		value = m[seg]
+	}
+	raw, _ := json.Marshal(overriddenMetadata{
+		Message:         "Overridden by session flags",
+		OverridingLayer: api.ConfigLayerMetadata{Name: api.ConfigLayerSource{Type: api.LayerSessionFlags}, Version: string(layer)},
+		EffectiveValue:  value,
+	})
+	return raw
+}
+
+// layerAbove reports whether values of layer win over the user overlay:
+// the daemon's environment and command line, the reference's session
+// flags.
+func layerAbove(l config.Layer) bool {
+	return l == config.LayerEnv || l == config.LayerFlag || l == config.LayerOverride
 }
