@@ -16,19 +16,34 @@ import (
 // Writer serves config/value/write and config/batchWrite with the
 // per-user overlay in data_dir (config.WriteOverlay): every edit is
 // checked by loading the whole configuration with the new overlay, and the
-// values apply from the next start. A write whose value a later layer
+// configuration loaded again goes to the daemon's services that take
+// values while running (the defaults of new threads); the rest apply from
+// the next start. A write whose value a later layer
 // (environment, flags, -c overrides) hides answers okOverridden.
 type Writer struct {
 	dir     string
 	sources config.Sources
+	apply   func(*config.Config)
 
-	mu sync.Mutex // one write at a time, so expectedVersion means something
+	mu  sync.Mutex // one write at a time, so expectedVersion means something
+	cur *config.Config
 }
 
-// NewWriter returns the writer of the user config in dir (data_dir); every
-// edit is checked against the configuration loaded from sources.
-func NewWriter(dir string, sources config.Sources) *Writer {
-	return &Writer{dir: dir, sources: sources}
+// NewWriter returns the writer of the user config in cfg's data_dir; every
+// edit is checked against the configuration loaded from sources (cfg is
+// the one loaded at start). After a write, apply (when not nil) gets the
+// configuration loaded again, to put its live values to use; Current
+// returns it.
+func NewWriter(cfg *config.Config, sources config.Sources, apply func(*config.Config)) *Writer {
+	return &Writer{dir: cfg.DataDir, sources: sources, apply: apply, cur: cfg}
+}
+
+// Current returns the configuration in effect: the one loaded at start, or
+// after the last write.
+func (w *Writer) Current() *config.Config {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.cur
 }
 
 // WriteConfig implements server.ConfigWriter.
@@ -69,6 +84,10 @@ func (w *Writer) WriteConfig(_ context.Context, p api.ConfigBatchWriteParams) (a
 			res.Status, res.OverriddenMetadata = "okOverridden", meta
 			break
 		}
+	}
+	w.cur = cfg
+	if w.apply != nil {
+		w.apply(cfg)
 	}
 	return res, nil
 }

@@ -26,7 +26,10 @@ func TestWriteReportsOverride(t *testing.T) {
 		Env:       []string{"APPSERVER_APPROVAL_POLICY=never"},
 		Overrides: []string{`model="forced"`},
 	}
-	w := configview.NewWriter(dir, src)
+	start, _, err := config.Load(src)
+	require.NoError(t, err)
+	var applied *config.Config
+	w := configview.NewWriter(start, src, func(c *config.Config) { applied = c })
 	write := func(key string, value any) api.ConfigWriteResult {
 		t.Helper()
 		raw, err := json.Marshal(value)
@@ -44,13 +47,13 @@ func TestWriteReportsOverride(t *testing.T) {
 	require.Equal(t, "okOverridden", res.Status, "the environment overrides too")
 	require.Contains(t, string(res.OverriddenMetadata), `"effectiveValue":"never"`)
 
-	res = write("sandbox_mode", "read-only")
+	res = write("sandbox_mode", "danger-full-access")
 	require.Equal(t, "ok", res.Status)
 	require.Nil(t, res.OverriddenMetadata)
+	require.Equal(t, config.SandboxMode("danger-full-access"), applied.SandboxMode, "the write is applied")
+	require.Same(t, applied, w.Current())
 
-	cfg, _, err := config.Load(src)
-	require.NoError(t, err)
-	origin := configview.Read(cfg, "").Origins["sandbox_mode"]
+	origin := configview.Read(w.Current(), "").Origins["sandbox_mode"]
 	require.Equal(t, api.LayerUser, origin.Name.Type)
 	require.Equal(t, config.OverlayFile(dir), origin.Name.File)
 }
