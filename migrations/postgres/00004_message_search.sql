@@ -3,8 +3,8 @@
 -- case-insensitive substring match of the scan it replaces (a LIKE
 -- '%term%') is answered from the index for terms of three characters or
 -- more. Building the index indexes the rows already stored. pg_trgm ships
--- with Postgres and is a trusted extension: the database's owner may
--- create it.
+-- with Postgres and is a trusted extension (Postgres 13 on): a user with
+-- CREATE on the database may create it.
 
 -- +goose Up
 CREATE EXTENSION IF NOT EXISTS pg_trgm;
