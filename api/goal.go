@@ -25,8 +25,8 @@ type ThreadGoal struct {
 	TokenBudget *int64 `json:"tokenBudget"`
 	// TokensUsed counts the thread's tokens since the goal was set.
 	TokensUsed int64 `json:"tokensUsed"`
-	// TimeUsedSeconds is the time spent on it; appserver does not
-	// measure it and reports 0.
+	// TimeUsedSeconds is the time the thread's turns ran while the goal
+	// was active.
 	TimeUsedSeconds int64 `json:"timeUsedSeconds"`
 	// CreatedAt is when it was set (Unix seconds).
 	CreatedAt int64 `json:"createdAt"`

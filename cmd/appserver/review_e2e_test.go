@@ -78,9 +78,11 @@ func TestReviewStart(t *testing.T) {
 					items = append(items, p.Item.Type+": "+p.Item.Review+p.Item.Text)
 				}
 			}
-			// The reviewer's own message is not shown: no delta, no item.
+			// The request shows as a user message; the reviewer's own
+			// message is not shown: no delta, no item.
 			require.Equal(t, []string{
 				"enteredReviewMode: changes against 'main'",
+				"userMessage: ",
 				"exitedReviewMode: " + review,
 				"agentMessage: " + review,
 			}, items)
@@ -97,10 +99,9 @@ func TestReviewStart(t *testing.T) {
 					started = append(started, p.Item.Type)
 				}
 			}
-			require.Equal(t, []string{"enteredReviewMode", "exitedReviewMode", "agentMessage"}, started)
+			require.Equal(t, []string{"enteredReviewMode", "userMessage", "exitedReviewMode", "agentMessage"}, started)
 
-			// The model was asked to review the branch, without a
-			// userMessage item in the thread.
+			// The model was asked to review the branch.
 			reqs := fake.Requests()
 			require.Len(t, reqs, 1)
 			var body struct {
@@ -134,7 +135,7 @@ func TestReviewStart(t *testing.T) {
 			for _, it := range rd.Thread.Turns[0].Items {
 				types = append(types, it.Type)
 			}
-			require.Equal(t, []string{"enteredReviewMode", "exitedReviewMode", "agentMessage"}, types)
+			require.Equal(t, []string{"enteredReviewMode", "userMessage", "exitedReviewMode", "agentMessage"}, types)
 		})
 	}
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/appserver/appserver/internal/policy"
 	"github.com/appserver/appserver/internal/server"
 	"github.com/appserver/appserver/internal/tlscert"
+	"github.com/appserver/appserver/internal/turns"
 )
 
 // version is set at build time with -ldflags "-X main.version=…"; otherwise
@@ -346,6 +347,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 	if err := mgr.Recover(ctx); err != nil {
 		return fmt.Errorf("recover turns of a previous run: %w", err)
 	}
+	// Written settings reach new threads at once.
+	cw := configview.NewWriter(cfg, cf.sources, func(n *config.Config) {
+		mgr.UpdateDefaults(turns.LiveDefaults{Model: n.Model, ModelProvider: n.ModelProvider,
+			ApprovalPolicy: string(n.ApprovalPolicy), SandboxMode: string(n.SandboxMode)})
+	})
 	srv, err := server.New(server.Config{
 		AllowedOrigins: cfg.AllowedOrigins,
 		Auth:           authn,
@@ -360,13 +366,13 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 		CommandExec:    &server.CommandExecConfig{Policy: execPolicy, Env: tools.Env(), Sandbox: tools.Sandbox()},
 		Skills:         cat,
 		MCP:            &server.MCPConfig{Manager: c.MCP, Reload: cf.reloadMCPServers},
-		ConfigWriter:   configview.NewWriter(cfg.DataDir, cf.sources),
+		ConfigWriter:   cw,
 		Terminals:      tools,
 		Info: server.Info{
 			Version:   appVersion(),
 			Home:      cfg.DataDir,
 			Models:    configview.Models(cfg),
-			Config:    func() api.ConfigReadResult { return configview.Read(cfg, cf.path()) },
+			Config:    func() api.ConfigReadResult { return configview.Read(cw.Current(), cf.path()) },
 			Warnings:  configview.Warnings(warnings),
 			Providers: configview.Providers(cfg),
 		},

@@ -171,7 +171,8 @@ type ListThreadsQuery struct {
 	ModelProviders []string
 	// SearchTerm, when non-empty, keeps threads whose name or preview, or
 	// the text of one of whose user or agent messages, contains it,
-	// ignoring case (for message text in SQLite, ASCII case only).
+	// ignoring case (in message text: as the database's lower() folds it on
+	// Postgres; beyond ASCII in SQLite for terms of three or more characters).
 	SearchTerm string
 }
 

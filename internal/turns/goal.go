@@ -3,6 +3,7 @@ package turns
 import (
 	"context"
 	"strings"
+	"time"
 
 	"github.com/appserver/appserver/api"
 	"github.com/appserver/appserver/internal/apperr"
@@ -11,12 +12,14 @@ import (
 
 // threadGoal is a thread's goal as kept in its metadata; TokensBase is the
 // thread's token total when the goal was set, so that the goal reports the
-// tokens spent since.
+// tokens spent since. TimeUsedMs is the time turns ran while it was
+// active, up to the last time the goal clock stopped (thread.goalSince).
 type threadGoal struct {
 	Objective   string               `json:"objective"`
 	Status      api.ThreadGoalStatus `json:"status"`
 	TokenBudget *int64               `json:"tokenBudget,omitempty"`
 	TokensBase  int64                `json:"tokensBase"`
+	TimeUsedMs  int64                `json:"timeUsedMs,omitempty"`
 	CreatedAt   int64                `json:"createdAt"`
 	UpdatedAt   int64                `json:"updatedAt"`
 }
@@ -35,16 +38,46 @@ func (t *thread) tokenTotalLocked() int64 {
 	return t.meta.TokenTotal.TotalTokens
 }
 
-// goalLocked renders the thread's goal, or nil; t.mu must be held.
+// goalLocked renders the thread's goal, or nil; its time includes the
+// running turn's so far. t.mu must be held.
 func (t *thread) goalLocked() *api.ThreadGoal {
 	g := t.meta.Goal
 	if g == nil {
 		return nil
 	}
+	used := g.TimeUsedMs
+	if !t.goalSince.IsZero() {
+		used += max(t.m.now().Sub(t.goalSince).Milliseconds(), 0)
+	}
 	return &api.ThreadGoal{
 		ThreadID: t.id, Objective: g.Objective, Status: g.Status, TokenBudget: g.TokenBudget,
-		TokensUsed: max(t.tokenTotalLocked()-g.TokensBase, 0), CreatedAt: g.CreatedAt, UpdatedAt: g.UpdatedAt,
+		TokensUsed: max(t.tokenTotalLocked()-g.TokensBase, 0), TimeUsedSeconds: used / 1000,
+		CreatedAt: g.CreatedAt, UpdatedAt: g.UpdatedAt,
 	}
+}
+
+// The goal clock counts the time turns run while the thread's goal is
+// active: it starts when a turn starts or a goal becomes active during
+// one, and stops when the turn ends or the goal stops being active.
+
+// startGoalClockLocked starts the clock at now if the thread has an active
+// goal and a turn. t.mu must be held.
+func (t *thread) startGoalClockLocked(now time.Time) {
+	if g := t.meta.Goal; g != nil && g.Status == api.GoalActive && t.active != nil {
+		t.goalSince = now
+	}
+}
+
+// stopGoalClockLocked adds the time since the clock started to the goal
+// and stops it. t.mu must be held.
+func (t *thread) stopGoalClockLocked(now time.Time) {
+	if t.goalSince.IsZero() {
+		return
+	}
+	if g := t.meta.Goal; g != nil {
+		g.TimeUsedMs += max(now.Sub(t.goalSince).Milliseconds(), 0)
+	}
+	t.goalSince = time.Time{}
 }
 
 // SetGoal creates the thread's goal, or changes the given fields of the
@@ -83,6 +116,9 @@ func (m *Manager) setGoal(ctx context.Context, p api.ThreadGoalSetParams, create
 			return api.ThreadGoalSetResult{}, nil, apperr.New(apperr.Conflict, "cannot create a new goal because this thread already has a goal; use update_goal only when the existing goal is complete or blocked")
 		}
 		g = *prev
+		if !t.goalSince.IsZero() {
+			g.TimeUsedMs += max(now.Sub(t.goalSince).Milliseconds(), 0)
+		}
 	} else {
 		if p.Objective == nil {
 			t.mu.Unlock()
@@ -105,6 +141,10 @@ func (m *Manager) setGoal(ctx context.Context, p api.ThreadGoalSetParams, create
 		return api.ThreadGoalSetResult{}, nil, err
 	}
 	t.mu.Lock()
+	// g holds the time counted up to now; the clock goes on from here
+	// only if the goal is still active.
+	t.goalSince = time.Time{}
+	t.startGoalClockLocked(now)
 	goal := *t.goalLocked()
 	t.mu.Unlock()
 	return api.ThreadGoalSetResult{Goal: goal}, func() {
@@ -143,6 +183,9 @@ func (m *Manager) ClearGoal(ctx context.Context, p api.ThreadGoalClearParams) (a
 	if err := t.putGoal(ctx, nil); err != nil {
 		return api.ThreadGoalClearResult{}, nil, err
 	}
+	t.mu.Lock()
+	t.goalSince = time.Time{}
+	t.mu.Unlock()
 	return api.ThreadGoalClearResult{Cleared: true}, func() {
 		t.emit("thread/goal/cleared", api.ThreadGoalClearedNotification{ThreadID: t.id})
 	}, nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -140,6 +141,7 @@ func (m *Manager) startTurn(ctx context.Context, c Caller, p api.TurnStartParams
 	// The turn is reserved (a concurrent turn/start waits for it, steers
 	// wait until it is stored) while its record is written without the lock.
 	t.active = at
+	t.startGoalClockLocked(m.now())
 	if t.unloadTimer != nil {
 		t.unloadTimer.Stop()
 		t.unloadTimer = nil
@@ -159,6 +161,7 @@ func (m *Manager) startTurn(ctx context.Context, c Caller, p api.TurnStartParams
 		cancel(nil)
 		t.mu.Lock()
 		t.active = nil
+		t.goalSince = time.Time{} // the turn never ran
 		t.armUnloadLocked()
 		t.mu.Unlock()
 		close(at.done)

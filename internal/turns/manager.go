@@ -215,6 +215,53 @@ type Manager struct {
 	turns sync.WaitGroup // running turn goroutines
 	// ends stores again the ends of turns the store missed.
 	ends *turnEnds
+
+	// liveMu guards live, the defaults of new threads that a config write
+	// changes while the daemon runs (UpdateDefaults).
+	liveMu sync.Mutex
+	live   LiveDefaults
+}
+
+// LiveDefaults are the defaults of new threads that take effect without a
+// restart: what a client's config write changes (config/value/write,
+// config/batchWrite). Empty fields mean the built-in defaults, as in
+// Defaults.
+type LiveDefaults struct {
+	Model          string
+	ModelProvider  string
+	ApprovalPolicy string
+	SandboxMode    string
+}
+
+// withBuiltins fills the empty fields of l with the built-in defaults.
+func (l LiveDefaults) withBuiltins() LiveDefaults {
+	if l.ModelProvider == "" {
+		l.ModelProvider = "openai"
+	}
+	if l.ApprovalPolicy == "" {
+		l.ApprovalPolicy = "on-request"
+	}
+	if l.SandboxMode == "" {
+		l.SandboxMode = "read-only"
+	}
+	return l
+}
+
+// UpdateDefaults replaces the defaults of the threads started from now on
+// with d; running and loaded threads keep the settings they have.
+func (m *Manager) UpdateDefaults(d LiveDefaults) {
+	m.liveMu.Lock()
+	defer m.liveMu.Unlock()
+	m.live = d.withBuiltins()
+}
+
+// defaults are cfg.Defaults with the live ones in place.
+func (m *Manager) defaults() Defaults {
+	m.liveMu.Lock()
+	defer m.liveMu.Unlock()
+	d := m.cfg.Defaults
+	d.Model, d.ModelProvider, d.ApprovalPolicy, d.SandboxMode = m.live.Model, m.live.ModelProvider, m.live.ApprovalPolicy, m.live.SandboxMode
+	return d
 }
 
 // New returns a Manager; call Recover once before serving.
@@ -247,15 +294,6 @@ func New(cfg Config) (*Manager, error) {
 		}
 	}
 	d := &cfg.Defaults
-	if d.ModelProvider == "" {
-		d.ModelProvider = "openai"
-	}
-	if d.ApprovalPolicy == "" {
-		d.ApprovalPolicy = "on-request"
-	}
-	if d.SandboxMode == "" {
-		d.SandboxMode = "read-only"
-	}
 	if d.Instructions == "" {
 		d.Instructions = defaultInstructions
 	}
@@ -267,6 +305,7 @@ func New(cfg Config) (*Manager, error) {
 		mem:     memory.New(memory.Config{Now: cfg.Now}),
 		threads: map[string]*thread{},
 		ends:    newTurnEnds(cfg.Logger),
+		live:    LiveDefaults{Model: d.Model, ModelProvider: d.ModelProvider, ApprovalPolicy: d.ApprovalPolicy, SandboxMode: d.SandboxMode}.withBuiltins(),
 	}, nil
 }
 

@@ -11,9 +11,10 @@ import (
 )
 
 // reviewRequest is one review/start: hint is what the TUI shows
-// ("current changes"), prompt what the model is asked.
+// ("current changes"), task the request the thread shows as the user's
+// message, prompt what the model is asked (the guidelines, then task).
 type reviewRequest struct {
-	hint, prompt string
+	hint, task, prompt string
 }
 
 // reviewGuidelines open every review prompt: what a useful finding is
@@ -66,7 +67,7 @@ func newReviewRequest(t api.ReviewTarget) (reviewRequest, error) {
 	default:
 		return reviewRequest{}, apperr.New(apperr.Invalid, "unknown review target type: %q", t.Type)
 	}
-	return reviewRequest{hint: hint, prompt: reviewGuidelines + "\n\n" + task}, nil
+	return reviewRequest{hint: hint, task: task, prompt: reviewGuidelines + "\n\n" + task}, nil
 }
 
 // reviewInterrupted is the review text of a review that did not finish.
@@ -92,8 +93,8 @@ func (m *Manager) StartReview(ctx context.Context, c Caller, p api.ReviewStartPa
 	return api.ReviewStartResult{Turn: res.Turn, ReviewThreadID: p.ThreadID}, after, nil
 }
 
-// runTurn is the goroutine of a review's turn: the model's messages stay
-// hidden; its answer is shown as the exitedReviewMode item and an agent
+// runTurn is the goroutine of a review's turn: the request shows as a
+// user message, the model's messages stay hidden; its answer is shown as the exitedReviewMode item and an agent
 // message, both rendered for reading.
 func (req *reviewRequest) runTurn(r *turnRun, _ ToolContext) {
 	defer close(r.at.done)
@@ -102,6 +103,11 @@ func (req *reviewRequest) runTurn(r *turnRun, _ ToolContext) {
 	t.broadcastStatus()
 	t.emit("turn/started", api.TurnStartedNotification{ThreadID: t.id, Turn: r.apiTurn(api.TurnInProgress, nil, nil)})
 	_, err := r.reviewItem(&api.ReviewModeItem{ID: newID(), Review: req.hint})
+	if err == nil {
+		// The request shows as the user's message, without the
+		// guidelines, as the reference shows it.
+		_, err = r.reviewItem(&api.UserMessageItem{ID: newID(), Content: api.List[api.UserInput]{{Type: api.UserInputText, Text: req.task}}})
+	}
 	if err == nil {
 		r.hist.add(userInputToModel([]api.UserInput{{Type: api.UserInputText, Text: req.prompt}}))
 		err = r.loop()

@@ -118,6 +118,9 @@ type thread struct {
 	// approvals are what the thread's approvals taught (acceptForSession,
 	// amendments); memory only.
 	approvals *policy.SessionApprovals
+	// goalSince is when the goal clock started, zero while it is stopped
+	// (startGoalClockLocked).
+	goalSince time.Time
 }
 
 func newThread(m *Manager, rec store.Thread, meta threadMeta, st store.Store) *thread {

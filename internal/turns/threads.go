@@ -140,7 +140,7 @@ func (m *Manager) StartThread(ctx context.Context, c Caller, p api.ThreadStartPa
 		// would surprise the client.
 		return api.ThreadStartResult{}, nil, apperr.New(apperr.Unavailable, "server is shutting down")
 	}
-	d := m.cfg.Defaults
+	d := m.defaults()
 	now := m.now()
 	rec := store.Thread{
 		ID:            newID(),

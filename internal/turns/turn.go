@@ -690,6 +690,7 @@ func (r *turnRun) finish(runErr error) {
 	t.metaMu.Lock()
 	t.mu.Lock()
 	t.meta.LastTurnID = at.id
+	t.stopGoalClockLocked(now)
 	t.recordChildEndLocked(at.id, status, turnErr, r.final)
 	threadPatch := store.ThreadPatch{ID: t.id, UpdatedAt: &now, RecencyAt: &now, Meta: t.metaJSONLocked()}
 	t.mu.Unlock()

@@ -55,6 +55,8 @@ func Read(cfg *config.Config, file string) api.ConfigReadResult {
 		switch layer {
 		case config.LayerFile:
 			src = api.ConfigLayerSource{Type: api.LayerUser, File: file}
+		case config.LayerUser:
+			src = api.ConfigLayerSource{Type: api.LayerUser, File: config.OverlayFile(cfg.DataDir)}
 		case config.LayerDefault:
 			continue
 		default:

@@ -10,6 +10,7 @@ import (
 
 	"github.com/appserver/appserver/internal/store"
 	"github.com/appserver/appserver/internal/store/sqlite"
+	"github.com/appserver/appserver/internal/store/storetest"
 )
 
 // BenchmarkToolRound measures the store writes of one tool round of a turn,
@@ -73,4 +74,9 @@ func benchToolRound(b *testing.B, s store.Store) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkSearch measures thread/search's store query over a long history.
+func BenchmarkSearch(b *testing.B) {
+	storetest.SearchBenchmark(b, openBench(b))
 }

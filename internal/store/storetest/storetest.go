@@ -352,7 +352,10 @@ func testListFilters(t *testing.T, s store.Store) {
 
 // A search also finds the threads one of whose user or agent messages
 // contains the term, ignoring ASCII case; other items, JSON keys and item
-// types do not match. Pages of one thread keep every match once.
+// types do not match. Terms shorter than a trigram, and characters that are
+// syntax to an index's query language, match as the substrings they are.
+// Pages of one thread keep every match once; a deleted thread's messages
+// no longer match.
 func testSearchMessages(t *testing.T, s store.Store) {
 	cwd := "/search/" + newID()
 	msg := func(typ, payload string) (*store.Thread, *store.Batch) {
@@ -363,22 +366,85 @@ func testSearchMessages(t *testing.T, s store.Store) {
 		it.Type, it.Payload = typ, json.RawMessage(payload)
 		return th, &store.Batch{CreateThreads: []*store.Thread{th}, CreateTurns: []*store.Turn{tu}, AppendItems: []*store.Item{it}}
 	}
-	agent, b1 := msg("agentMessage", `{"type":"agentMessage","id":"a","text":"the Quokka answer"}`)
-	user, b2 := msg("userMessage", `{"type":"userMessage","id":"u","content":[{"type":"image","url":"x"},{"type":"text","text":"where is the QUOKKA hiding"}]}`)
+	agent, b1 := msg("agentMessage", `{"type":"agentMessage","id":"a","text":"the Quokka answer: \"yes\" at 50% off"}`)
+	user, b2 := msg("userMessage", `{"type":"userMessage","id":"u","content":[{"type":"image","url":"x"},{"type":"text","text":"where is the QUOKKA hiding"},{"type":"text","text":"second part"}]}`)
 	tool, b3 := msg("commandExecution", `{"type":"commandExecution","id":"c","command":"echo quokka","aggregatedOutput":"quokka"}`)
-	for _, b := range []*store.Batch{b1, b2, b3} {
+	gone, b4 := msg("agentMessage", `{"type":"agentMessage","id":"g","text":"a quokka wombat"}`)
+	for _, b := range []*store.Batch{b1, b2, b3, b4} {
 		write(t, s, b)
 	}
 	search := func(term string, limit int) []string {
 		return threadIDs(listAll(t, s, store.ListThreadsQuery{SearchTerm: term, Cwds: []string{cwd}, Limit: limit}))
 	}
-	require.ElementsMatch(t, []string{agent.ID, user.ID}, search("quokka", 0))
-	require.ElementsMatch(t, []string{agent.ID, user.ID}, search("quokka", 1), "one thread a page")
+	require.ElementsMatch(t, []string{agent.ID, user.ID, gone.ID}, search("quokka", 0))
+	require.ElementsMatch(t, []string{agent.ID, user.ID, gone.ID}, search("quokka", 1), "one thread a page")
 	require.Equal(t, []string{user.ID}, search("hiding", 0))
+	require.Equal(t, []string{user.ID}, search("second part", 0), "every text input")
+	require.Equal(t, []string{user.ID}, search("hi", 0), "a term shorter than a trigram")
+	require.Equal(t, []string{agent.ID}, search(`"yes"`, 0), "quotes are literal")
+	require.Equal(t, []string{agent.ID}, search("0%", 0), "% is literal")
+	require.Equal(t, []string{agent.ID}, search("50% o", 0))
+	require.Empty(t, search("5%f", 0))
+	require.Empty(t, search("the_q", 0), "_ is literal")
 	require.Empty(t, search("content", 0), "JSON keys are not text")
 	require.Empty(t, search("aggregated", 0))
 	require.Empty(t, search("echo", 0), "tool items are not messages")
 	require.NotContains(t, search("quokka", 0), tool.ID)
+
+	require.NoError(t, s.DeleteThread(t.Context(), gone.ID))
+	require.Empty(t, search("wombat", 0))
+	require.ElementsMatch(t, []string{agent.ID, user.ID}, search("quokka", 0))
+}
+
+// SearchBenchmark measures thread search over 2,000 threads of 50 messages
+// each (a long history), written to s first: a term found nowhere, a word
+// found in one thread, and a two-letter term found in every thread.
+func SearchBenchmark(b *testing.B, s store.Store) {
+	const threads, messages = 2000, 50
+	ctx := context.Background()
+	var batch store.Batch
+	flush := func() {
+		if err := s.Write(ctx, &batch); err != nil {
+			b.Fatal(err)
+		}
+		batch = store.Batch{}
+	}
+	for i := range threads {
+		th := newThread()
+		th.Cwd = "/bench"
+		th.Preview = fmt.Sprintf("thread %d", i)
+		tu := newTurn(th.ID)
+		batch.CreateThreads = append(batch.CreateThreads, th)
+		batch.CreateTurns = append(batch.CreateTurns, tu)
+		for m := range messages {
+			it := newItem(th.ID, tu.ID)
+			text := fmt.Sprintf("message %d of thread %d: the build failed in step %d, retry with verbose logging and check the cache key", m, i, m)
+			if m%2 == 0 {
+				it.Type = "userMessage"
+				it.Payload = json.RawMessage(fmt.Sprintf(`{"type":"userMessage","id":%q,"content":[{"type":"text","text":%q}]}`, it.ItemID, text))
+			} else {
+				it.Payload = json.RawMessage(fmt.Sprintf(`{"type":"agentMessage","id":%q,"text":%q}`, it.ItemID, text))
+			}
+			batch.AppendItems = append(batch.AppendItems, it)
+		}
+		if i%50 == 49 {
+			flush()
+		}
+	}
+	flush()
+	for _, bc := range []struct{ name, term string }{
+		{"miss", "kangaroo"},
+		{"one", "of thread 1234:"},
+		{"short", "st"},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			for b.Loop() {
+				if _, err := s.ListThreads(ctx, store.ListThreadsQuery{SearchTerm: bc.term}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }
 
 func testListPagination(t *testing.T, s store.Store) {

@@ -101,10 +101,11 @@ func (q *Query) In(column string, set []string) *Query {
 }
 
 // Contains keeps the rows where any of columns contains term, or any of
-// the conditions more builds from a reference to term holds; an empty term
-// keeps all. The columns are compared as they are: the caller folds term
-// the way they were folded.
-func (q *Query) Contains(columns []string, term string, more ...func(term string) string) *Query {
+// the conditions more builds holds; an empty term keeps all. The columns
+// are compared as they are: the caller folds term the way they were
+// folded. Each of more gets term and binds the arguments it needs through
+// arg, which returns the text that references its value.
+func (q *Query) Contains(columns []string, term string, more ...func(term string, arg func(any) string) string) *Query {
 	if term == "" {
 		return q
 	}
@@ -120,7 +121,7 @@ func (q *Query) Contains(columns []string, term string, more ...func(term string
 		ors = append(ors, q.d.Position+"("+c+", "+ref()+") > 0")
 	}
 	for _, f := range more {
-		ors = append(ors, f(ref()))
+		ors = append(ors, f(term, q.arg))
 	}
 	q.where = append(q.where, "("+strings.Join(ors, " OR ")+")")
 	return q

@@ -3,7 +3,9 @@ package backend
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/appserver/appserver/internal/apperr"
 	"github.com/appserver/appserver/internal/store"
@@ -184,7 +186,7 @@ func (r *Reader) ListThreads(ctx context.Context, q store.ListThreadsQuery) (pag
 		Eq("archived", q.Archived).
 		In("cwd", q.Cwds).
 		In("model_provider", q.ModelProviders).
-		Contains([]string{"name_fold", "preview_fold"}, Fold(q.SearchTerm), messageText(r.d)...).
+		Contains([]string{"name_fold", "preview_fold"}, Fold(q.SearchTerm), messageText(r.d)).
 		Page(threadColumns, "threads", k, limit+1)
 	threads, err := queryAll(ctx, r.db, sql, args, scanThread)
 	if err != nil {
@@ -196,39 +198,48 @@ func (r *Reader) ListThreads(ctx context.Context, q store.ListThreadsQuery) (pag
 	return page, nil
 }
 
-// messageText are the search conditions on a thread's messages: an agent
+// messageText is the search condition on a thread's messages: an agent
 // message whose text, or a user message one of whose text inputs, contains
-// the term p refers to once lowered by the database's lower(). They scan
-// the thread's items through its primary key, so a search reads every
-// message of the threads it passes over: fine for the thread counts of a
-// user's history, not an index. SQLite's
-// lower() folds ASCII letters only, so beyond ASCII message text matches
-// with its case as written; names and previews fold fully.
-func messageText(d Dialect) []func(p string) string {
+// term (folded). Both backends answer it from a trigram index of that text
+// (migration 00004) for terms of at least three characters, the shortest a
+// trigram index can look up; shorter terms, which match most threads
+// anyway, scan. Postgres lowers message text with its lower(), which
+// follows the database's locale; SQLite's FTS5 folds Unicode case, but the
+// scan of shorter terms folds ASCII letters only.
+func messageText(d Dialect) func(term string, arg func(any) string) string {
 	if d.Typed {
-		return []func(string) string{
-			func(p string) string {
+		return func(term string, arg func(any) string) string {
+			if utf8.RuneCountInString(term) < 3 {
+				// Thread by thread in list order, each stopping at its first
+				// match: a page of a term found nearly everywhere reads few
+				// items. The expressions are spelled out rather than calling
+				// item_message_text, a call per item that costs several times
+				// more than the index it serves.
+				p := arg(term)
 				return "EXISTS (SELECT 1 FROM items i WHERE i.thread_id = threads.id AND i.type = 'agentMessage'" +
-					" AND strpos(lower(i.payload->>'text'), " + p + ") > 0)"
-			},
-			func(p string) string {
-				return "EXISTS (SELECT 1 FROM items i, jsonb_array_elements(CASE WHEN jsonb_typeof(i.payload->'content') = 'array'" +
+					" AND strpos(lower(i.payload->>'text'), " + p + ") > 0)" +
+					" OR EXISTS (SELECT 1 FROM items i, jsonb_array_elements(CASE WHEN jsonb_typeof(i.payload->'content') = 'array'" +
 					" THEN i.payload->'content' ELSE '[]'::jsonb END) c WHERE i.thread_id = threads.id AND i.type = 'userMessage'" +
 					" AND strpos(lower(c->>'text'), " + p + ") > 0)"
-			},
+			}
+			return "threads.id IN (SELECT i.thread_id FROM items i WHERE i.type IN ('agentMessage', 'userMessage')" +
+				" AND item_message_text(i.type, i.payload) LIKE " + arg("%"+likeEscaper.Replace(term)+"%") + ")"
 		}
 	}
-	return []func(string) string{
-		func(p string) string {
-			return "EXISTS (SELECT 1 FROM items i WHERE i.thread_id = threads.id AND i.type = 'agentMessage'" +
-				" AND instr(lower(json_extract(i.payload, '$.text')), " + p + ") > 0)"
-		},
-		func(p string) string {
-			return "EXISTS (SELECT 1 FROM items i, json_each(i.payload, '$.content') c WHERE i.thread_id = threads.id" +
-				" AND i.type = 'userMessage' AND instr(lower(json_extract(c.value, '$.text')), " + p + ") > 0)"
-		},
+	return func(term string, arg func(any) string) string {
+		if utf8.RuneCountInString(term) < 3 {
+			return "EXISTS (SELECT 1 FROM item_text x WHERE x.thread_id = threads.id AND instr(lower(x.text), " + arg(term) + ") > 0)"
+		}
+		// A phrase of trigrams matches where they follow one another: the
+		// term as a substring.
+		return "threads.id IN (SELECT x.thread_id FROM item_text_fts f JOIN item_text x ON x.id = f.rowid" +
+			" WHERE item_text_fts MATCH " + arg(`"`+strings.ReplaceAll(term, `"`, `""`)+`"`) + ")"
 	}
 }
+
+// likeEscaper makes a term literal in a Postgres LIKE pattern, whose
+// default escape character is the backslash.
+var likeEscaper = strings.NewReplacer(`\`, `\\`, "%", `\%`, "_", `\_`)
 
 func sortValue(t store.Thread, col string) time.Time {
 	switch col {
