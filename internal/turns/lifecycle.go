@@ -48,6 +48,17 @@ func (m *Manager) startTurn(ctx context.Context, c Caller, p api.TurnStartParams
 			m.turns.Done()
 		}
 	}()
+	// The lease comes first: the thread's writes from here on, the
+	// settings' included, are this daemon's.
+	release, err := m.own(ctx, t)
+	if err != nil {
+		return api.TurnStartResult{}, nil, err
+	}
+	defer func() {
+		if !launched {
+			release()
+		}
+	}()
 	if err := t.update(ctx, overrides{model: p.Model, cwd: p.Cwd, approval: p.ApprovalPolicy, sandboxPolicy: p.SandboxPolicy}); err != nil {
 		return api.TurnStartResult{}, nil, err
 	}
@@ -155,6 +166,8 @@ func (m *Manager) startTurn(ctx context.Context, c Caller, p api.TurnStartParams
 	return api.TurnStartResult{Turn: pendingTurn(at.id)}, func() {
 		go func() {
 			defer m.turns.Done()
+			// Given back once the turn's end is stored.
+			defer release()
 			run.obs = m.cfg.Observer.TurnStarted(context.Background(), TurnInfo{
 				ThreadID: t.id, TurnID: at.id, Provider: settings.provider, Model: settings.model,
 			})

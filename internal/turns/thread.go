@@ -100,6 +100,9 @@ type thread struct {
 	// approvals are what the thread's approvals taught (acceptForSession,
 	// amendments); memory only.
 	approvals *policy.SessionApprovals
+	// leaseToken is the token of the thread's lease when this daemon last
+	// took it (Config.Ownership), 0 before.
+	leaseToken int64
 }
 
 func newThread(m *Manager, rec store.Thread, meta threadMeta, st store.Store) *thread {

@@ -33,7 +33,11 @@ func (s *Store) Write(ctx context.Context, b *store.Batch) (err error) {
 	}
 	// A no-op after Commit; otherwise it undoes everything, counters included.
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	if err := runPipeline(ctx, tx, threadSteps(p)); err != nil {
+	steps := threadSteps(p)
+	if len(b.Fences) > 0 {
+		steps = append([]step{fenceStep(b.Fences)}, steps...)
+	}
+	if err := runPipeline(ctx, tx, steps); err != nil {
 		return err
 	}
 	if err := runPipeline(ctx, tx, rowSteps(p)); err != nil {
@@ -226,4 +230,43 @@ func rowSteps(p *backend.Plan) []step {
 		})
 	}
 	return steps
+}
+
+// fenceSQL counts the fences whose lease still carries their token and has
+// not expired, share-locking those lease rows in thread order: a takeover
+// (an UPDATE of the row) then waits for this transaction, or this one sees
+// the takeover's new token, never both. The clock is the database's, the
+// one every node's leases are measured by.
+const fenceSQL = `SELECT count(*) FROM (
+	SELECT 1 FROM thread_leases l
+	JOIN unnest($1::uuid[], $2::bigint[]) AS f(thread_id, token)
+	  ON l.thread_id = f.thread_id AND l.token = f.token
+	WHERE l.expires_at > clock_timestamp()
+	ORDER BY l.thread_id
+	FOR SHARE OF l) held`
+
+// fenceStep checks a batch's fences before anything is written.
+func fenceStep(fences []store.Fence) step {
+	ids := make([]string, 0, len(fences))
+	tokens := make([]int64, 0, len(fences))
+	seen := make(map[store.Fence]bool, len(fences))
+	for _, f := range fences {
+		// A merged batch repeats the fence of a thread once per caller.
+		if seen[f] {
+			continue
+		}
+		seen[f] = true
+		ids = append(ids, f.ThreadID)
+		tokens = append(tokens, f.Token)
+	}
+	return step{sql: fenceSQL, args: []any{ids, tokens}, read: func(br pgx.BatchResults) error {
+		var held int
+		if err := br.QueryRow().Scan(&held); err != nil {
+			return storageErr(err)
+		}
+		if held != len(ids) {
+			return apperr.New(apperr.Conflict, "thread lease lost: another node owns the thread now")
+		}
+		return nil
+	}}
 }
