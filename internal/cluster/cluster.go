@@ -31,11 +31,12 @@ type Config struct {
 	NodeID string
 	// LeaseTTL is how long a lease outlives its last renewal (default
 	// DefaultLeaseTTL). The heartbeat renews every LeaseTTL/3, so a node
-	// survives one lost renewal; a dead node's turns are settled within
-	// about LeaseTTL plus ScanInterval.
+	// survives one lost renewal; a dead node's turns are settled when its
+	// leases expire, at most LeaseTTL after it died.
 	LeaseTTL time.Duration
-	// ScanInterval is how often the failover scan looks for turns of dead
-	// nodes; 0 means LeaseTTL/2.
+	// ScanInterval is the longest time between two failover scans, which
+	// look for turns of dead nodes; 0 means LeaseTTL/2. A scan also runs
+	// when the next lease of another node's running turn expires.
 	ScanInterval time.Duration
 	// Logger defaults to discarding.
 	Logger *slog.Logger
@@ -172,7 +173,7 @@ func (n *Node) loop() {
 	defer close(n.done)
 	beat := time.NewTicker(n.cfg.LeaseTTL / 3)
 	defer beat.Stop()
-	scan := time.NewTicker(n.cfg.ScanInterval)
+	scan := time.NewTimer(n.cfg.ScanInterval)
 	defer scan.Stop()
 	for {
 		select {
@@ -185,9 +186,24 @@ func (n *Node) loop() {
 			if err := n.scan(ctx); err != nil {
 				n.log.Warn("failover scan", "err", err)
 			}
+			scan.Reset(n.nextScan(ctx))
 			cancel()
 		}
 	}
+}
+
+// nextScan is when to scan again: when the next lease of another node's
+// running turn expires, unless renewed, so that a dead node's turns are
+// taken over as soon as its leases end rather than up to a scan interval
+// later; ScanInterval at the latest.
+func (n *Node) nextScan(ctx context.Context) time.Duration {
+	var secs *float64
+	if err := n.pool.QueryRow(ctx, nextExpirySQL, n.cfg.NodeID).Scan(&secs); err != nil || secs == nil {
+		return n.cfg.ScanInterval
+	}
+	// Just after the expiry, so that the scan finds it expired.
+	wait := time.Duration(*secs*float64(time.Second)) + 10*time.Millisecond
+	return max(min(wait, n.cfg.ScanInterval), 10*time.Millisecond)
 }
 
 // The lease statements. Every time is the database's clock_timestamp(),
@@ -220,6 +236,12 @@ const (
 	deadSQL = `SELECT DISTINCT t.thread_id::text FROM turns t
 	LEFT JOIN thread_leases l ON l.thread_id = t.thread_id
 	WHERE t.status = 'inProgress' AND (l.thread_id IS NULL OR l.expires_at <= clock_timestamp())`
+	// nextExpirySQL is the time in seconds until the first lease of
+	// another node's running turn expires, NULL when there is none.
+	nextExpirySQL = `SELECT extract(epoch FROM min(l.expires_at) - clock_timestamp())::float8
+	FROM thread_leases l
+	WHERE l.node_id <> $1 AND l.expires_at > clock_timestamp()
+	  AND EXISTS (SELECT 1 FROM turns t WHERE t.thread_id = l.thread_id AND t.status = 'inProgress')`
 	// takeOverSQL fences a dead node out of a thread: a new token, and the
 	// lease left free. No row means a live node holds it now.
 	takeOverSQL = `INSERT INTO thread_leases (thread_id, node_id, token, expires_at)
