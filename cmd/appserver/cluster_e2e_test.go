@@ -25,8 +25,12 @@ const clusterScript = `{"steps":[
 	{"name":"slow","match":{"user_text":"Slow"},"event_delay_ms":150,"text":"A slow answer that takes seconds to stream in full.","chunks":30},
 	{"name":"dies","match":{"user_text":"Dies"},"text":"This answer never finishes.","chunks":4,"fail":{"kind":"stall","after_events":5}},
 	{"name":"paused","match":{"user_text":"Paused"},"event_delay_ms":200,"text":"Written by a node that lost its lease.","chunks":8},
-	{"name":"next","match":{"user_text":"Next"},"text":"Next answer."}
+	{"name":"next","match":{"user_text":"Next"},"text":"Next answer."},
+	{"name":"steered","match":{"user_text":"More"},"event_delay_ms":150,"text":"An answer to the steered input, streamed slowly enough to be interrupted.","chunks":30}
 ]}`
+
+// Step index of "steered" in clusterScript.
+const clusterStepSteered = 5
 
 // TestClusterDaemons runs two daemons as subprocesses on one Postgres
 // database, as a deployment with several replicas does.
@@ -131,6 +135,13 @@ func TestClusterDaemons(t *testing.T) {
 		t.Logf("takeover %v after kill -9 (lease_ttl %v)", tookOver, clusterLeaseTTL)
 	})
 
+	t.Run("a client of another daemon steers and interrupts the turn", func(t *testing.T) {
+		url, fake := pgtest.URL(t), startFake(t, clusterScript)
+		a := start(t, url, fake, "a")
+		b := start(t, url, fake, "b")
+		clusterSteerAndInterrupt(t, fake, client(t, a), client(t, b))
+	})
+
 	t.Run("a paused daemon that lost its lease writes nothing", func(t *testing.T) {
 		url, fake := pgtest.URL(t), startFake(t, clusterScript)
 		a := start(t, url, fake, "a")
@@ -177,6 +188,58 @@ func TestClusterDaemons(t *testing.T) {
 		require.Equal(t, before, turns[0].Items, "A wrote nothing after it lost the lease")
 		require.NotContains(t, a.stderr.String(), "DATA RACE")
 	})
+}
+
+// clusterSteerAndInterrupt is the forwarding subtest: a client of B
+// steers and interrupts the turn A runs.
+func clusterSteerAndInterrupt(t *testing.T, fake *fakemodel.Server, ra, rb *rpc) {
+	threadID := startThread(t, ra, nil)
+	turnID := clusterStartTurn(t, ra, threadID, "Slow")
+	ra.until("item/agentMessage/delta")
+
+	// turn/start on a thread busy on A joins A's turn, as it would on A.
+	require.Equal(t, turnID, clusterStartTurn(t, rb, threadID, "Steered by start"))
+	var steered struct {
+		TurnID string `json:"turnId"`
+	}
+	require.NoError(t, json.Unmarshal(rb.call("turn/steer", map[string]any{
+		"threadId": threadID, "expectedTurnId": turnID,
+		"input": []any{map[string]any{"type": "text", "text": "More"}},
+	}), &steered))
+	require.Equal(t, turnID, steered.TurnID)
+	// A's errors come back with their message.
+	bad := rb.callRaw("turn/steer", map[string]any{
+		"threadId": threadID, "expectedTurnId": "not-the-turn",
+		"input": []any{map[string]any{"type": "text", "text": "Lost"}},
+	})
+	require.NotNil(t, bad.Error)
+	require.Contains(t, bad.Error.Message, "expected active turn id `not-the-turn` but found `"+turnID+"`")
+
+	// A takes the steered input into its next model request.
+	for {
+		f := ra.until("item/completed")
+		if strings.Contains(string(f.Params), `"userMessage"`) && strings.Contains(string(f.Params), "More") {
+			break
+		}
+	}
+	ra.until("item/agentMessage/delta")
+	rb.call("turn/interrupt", map[string]any{"threadId": threadID, "turnId": turnID})
+	var done turnResult
+	require.NoError(t, json.Unmarshal(ra.until("turn/completed").Params, &done))
+	require.Equal(t, turnID, done.Turn.ID)
+	require.Equal(t, "interrupted", done.Turn.Status)
+
+	reqs := fake.Requests()
+	last := reqs[len(reqs)-1]
+	require.Equal(t, clusterStepSteered, last.Step)
+	var body struct {
+		Input []json.RawMessage `json:"input"`
+	}
+	require.NoError(t, last.Decode(&body))
+	input := string(mustJSON(t, body.Input))
+	require.Contains(t, input, "Steered by start")
+	require.Contains(t, input, "More")
+	require.NotContains(t, input, "Lost")
 }
 
 // clusterStartTurn starts a turn and returns its id.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"os"
@@ -53,6 +54,10 @@ type Events interface {
 	// TurnRecovered says that this node marked a dead node's turn
 	// interrupted; it is called once per such turn across the cluster.
 	TurnRecovered(threadID, turnID string)
+	// Command runs a request another node forwarded here (Forward)
+	// because this node runs the thread's turn; the result is encoded as
+	// JSON for the sender, an error as its apperr code and message.
+	Command(ctx context.Context, method string, params json.RawMessage) (any, error)
 }
 
 // Node is one daemon's side of thread ownership: the leases it holds, their
@@ -69,7 +74,17 @@ type Node struct {
 	leases    map[string]*lease
 	lastRenew time.Time
 
-	events    Events
+	events Events
+	// waiters are the forwarded requests of this node waiting for their
+	// answers, by id; guarded by waitMu.
+	waitMu  sync.Mutex
+	waiters map[int64]chan struct{}
+	// running counts forwarded requests being run here; stopListen ends
+	// the listener, which closes listenDone.
+	running    sync.WaitGroup
+	stopListen context.CancelFunc
+	listenDone chan struct{}
+
 	startOnce sync.Once
 	stopOnce  sync.Once
 	stop      chan struct{}
@@ -110,10 +125,13 @@ func New(cfg Config) (*Node, error) {
 	}
 	return &Node{
 		cfg: cfg, log: cfg.Logger.With("node", cfg.NodeID), pool: cfg.Pool,
-		ttl:    cfg.LeaseTTL.Seconds(),
-		leases: map[string]*lease{},
-		stop:   make(chan struct{}),
-		done:   make(chan struct{}),
+		ttl:        cfg.LeaseTTL.Seconds(),
+		leases:     map[string]*lease{},
+		waiters:    map[int64]chan struct{}{},
+		stopListen: func() {},
+		listenDone: make(chan struct{}),
+		stop:       make(chan struct{}),
+		done:       make(chan struct{}),
 	}, nil
 }
 
@@ -145,9 +163,13 @@ func (n *Node) Start(ctx context.Context, ev Events) error {
 		n.mu.Unlock()
 		if err = n.scan(ctx); err != nil {
 			close(n.done)
+			close(n.listenDone)
 			return
 		}
 		go n.loop()
+		lctx, cancel := context.WithCancel(context.Background())
+		n.stopListen = cancel
+		go n.listen(lctx)
 	})
 	return err
 }
@@ -158,9 +180,12 @@ func (n *Node) Start(ctx context.Context, ev Events) error {
 // before Start.
 func (n *Node) Stop() {
 	n.stopOnce.Do(func() {
-		n.startOnce.Do(func() { close(n.done) })
+		n.startOnce.Do(func() { close(n.done); close(n.listenDone) })
 		close(n.stop)
 		<-n.done
+		n.stopListen()
+		<-n.listenDone
+		n.running.Wait()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		if _, err := n.pool.Exec(ctx, releaseAllSQL, n.cfg.NodeID); err != nil {
@@ -432,6 +457,10 @@ func (n *Node) lose(threadID string, token int64) {
 // a running turn and no live lease, it takes the lease over (fencing the
 // dead node out) and marks the turns interrupted in the same transaction.
 func (n *Node) scan(ctx context.Context) error {
+	// Requests whose sender died before reading the answer.
+	if _, err := n.pool.Exec(ctx, `DELETE FROM node_commands WHERE created_at < now() - interval '1 hour'`); err != nil {
+		return apperr.Wrap(apperr.Unavailable, err, "failover scan")
+	}
 	rows, err := n.pool.Query(ctx, deadSQL)
 	if err != nil {
 		return apperr.Wrap(apperr.Unavailable, err, "failover scan")

@@ -44,6 +44,14 @@ func (r *recorder) TurnRecovered(threadID, turnID string) {
 	r.recovered = append(r.recovered, threadID+"/"+turnID)
 }
 
+// Command answers "echo" with its params and fails anything else.
+func (r *recorder) Command(_ context.Context, method string, params json.RawMessage) (any, error) {
+	if method != "echo" {
+		return nil, apperr.New(apperr.Invalid, "unknown method %s", method)
+	}
+	return params, nil
+}
+
 func (r *recorder) snapshot() (lost, recovered []string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -253,4 +261,39 @@ func TestGroupCommitFailsOnlyTheFencedOutBatch(t *testing.T) {
 	for _, id := range ids {
 		n.Release(id)
 	}
+}
+
+// A request for a thread goes to the node holding its lease, and the
+// answer, or the error with its code, comes back.
+func TestForwardReachesTheOwner(t *testing.T) {
+	st := openStore(t)
+	var recA, recB recorder
+	a, b := newNode(t, st, "a", time.Minute), newNode(t, st, "b", time.Minute)
+	require.NoError(t, a.Start(t.Context(), &recA))
+	require.NoError(t, b.Start(t.Context(), &recB))
+	id := newThread(t, st)
+
+	_, ok, err := b.Forward(t.Context(), id, "echo", map[string]string{"x": "y"})
+	require.NoError(t, err)
+	require.False(t, ok, "nobody holds the thread: nothing to forward")
+
+	_, _, err = a.Acquire(t.Context(), id)
+	require.NoError(t, err)
+	_, ok, err = a.Forward(t.Context(), id, "echo", map[string]string{"x": "y"})
+	require.NoError(t, err)
+	require.False(t, ok, "the owner runs its requests itself")
+
+	res, ok, err := b.Forward(t.Context(), id, "echo", map[string]string{"x": "y"})
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.JSONEq(t, `{"x":"y"}`, string(res))
+	_, ok, err = b.Forward(t.Context(), id, "other", struct{}{})
+	require.True(t, ok)
+	require.True(t, apperr.Is(err, apperr.Invalid), "%v", err)
+	require.Equal(t, "unknown method other", apperr.MessageOf(err))
+
+	var left int
+	require.NoError(t, st.Pool().QueryRow(t.Context(), `SELECT count(*) FROM node_commands`).Scan(&left))
+	require.Zero(t, left, "answered requests are deleted")
+	a.Release(id)
 }

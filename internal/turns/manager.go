@@ -275,6 +275,10 @@ type Ownership interface {
 	Acquire(ctx context.Context, threadID string) (token, prev int64, err error)
 	// Release ends one Acquire; the last one frees the lease.
 	Release(threadID string)
+	// Forward sends a request to the daemon holding the thread's lease
+	// and returns its JSON answer; ok is false, and nothing is sent, when
+	// no other daemon holds it. That daemon runs it with Command.
+	Forward(ctx context.Context, threadID, method string, params any) (result json.RawMessage, ok bool, err error)
 }
 
 // Recover settles turns left inProgress by a daemon that died: they are
@@ -642,4 +646,76 @@ func (m *Manager) TurnRecovered(threadID, turnID string) {
 	turn := pendingTurn(turnID)
 	turn.Status = api.TurnInterrupted
 	t.emit("turn/completed", api.TurnCompletedNotification{ThreadID: threadID, Turn: turn})
+}
+
+// forwardedKey marks the context of a request another daemon forwarded,
+// which is never forwarded again: a turn that moved meanwhile is reported
+// as not running here rather than chased around the cluster.
+type forwardedKey struct{}
+
+// remote runs a request about a thread's running turn on the daemon that
+// runs it, when that is another daemon, decoding its answer into out; ok
+// is false when this daemon handles the request itself.
+func (m *Manager) remote(ctx context.Context, rawID, method string, params, out any) (ok bool, err error) {
+	o := m.cfg.Ownership
+	if o == nil || ctx.Value(forwardedKey{}) != nil {
+		return false, nil
+	}
+	id, err := parseThreadID(rawID)
+	if err != nil {
+		return false, nil // the local path reports it
+	}
+	if t := m.loaded(id); t != nil {
+		t.mu.Lock()
+		local := t.active != nil
+		t.mu.Unlock()
+		if local {
+			return false, nil
+		}
+	}
+	raw, ok, err := o.Forward(ctx, id, method, params)
+	if !ok || err != nil || out == nil {
+		return ok, err
+	}
+	if err := json.Unmarshal(raw, out); err != nil {
+		return true, apperr.Wrap(apperr.Internal, err, "decode the answer of the node running the thread")
+	}
+	return true, nil
+}
+
+// Command runs a request another daemon forwarded because this one runs
+// the thread's turn (the cluster's Events): turn/steer, turn/interrupt and
+// turn/start, as if a client without a connection here had sent it.
+func (m *Manager) Command(ctx context.Context, method string, params json.RawMessage) (any, error) {
+	ctx = context.WithValue(ctx, forwardedKey{}, true)
+	bad := func(err error) error { return apperr.Wrap(apperr.Invalid, err, "invalid forwarded %s", method) }
+	switch method {
+	case "turn/steer":
+		var p api.TurnSteerParams
+		if err := json.Unmarshal(params, &p); err != nil {
+			return nil, bad(err)
+		}
+		return m.SteerTurn(ctx, Caller{}, p)
+	case "turn/interrupt":
+		var p api.TurnInterruptParams
+		if err := json.Unmarshal(params, &p); err != nil {
+			return nil, bad(err)
+		}
+		after, err := m.InterruptTurn(ctx, p)
+		if after != nil {
+			after()
+		}
+		return api.TurnInterruptResult{}, err
+	case "turn/start":
+		var p api.TurnStartParams
+		if err := json.Unmarshal(params, &p); err != nil {
+			return nil, bad(err)
+		}
+		res, after, err := m.StartTurn(ctx, Caller{}, p)
+		if after != nil {
+			after()
+		}
+		return res, err
+	}
+	return nil, apperr.New(apperr.Invalid, "unknown forwarded method %s", method)
 }
