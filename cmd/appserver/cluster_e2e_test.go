@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"sync"
@@ -8,8 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/appserver/appserver/internal/apperr"
+	"github.com/appserver/appserver/internal/cluster"
 	"github.com/appserver/appserver/internal/model/fakemodel"
 	"github.com/appserver/appserver/internal/store/pgtest"
 )
@@ -142,6 +146,40 @@ func TestClusterDaemons(t *testing.T) {
 		clusterSteerAndInterrupt(t, fake, client(t, a), client(t, b))
 	})
 
+	// A client of B cannot see A's approval request until the event log
+	// fans A's notifications out to B; the answer's way back is tested
+	// at the cluster API, with the test as the other node.
+	t.Run("an approval asked by one daemon's turn is answered through another node", func(t *testing.T) {
+		url, fake := pgtest.URL(t), startFake(t, hubRunScript)
+		a := start(t, url, fake, "a")
+		ra := client(t, a)
+		ws := teWorkspace(t)
+		threadID := startThread(t, ra, hubApprovalThread(ws))
+		ra.call("turn/start", teInput(threadID, "go"))
+		req := hubUntil(t, ra, "item/commandExecution/requestApproval")
+		var requestID int64
+		require.NoError(t, json.Unmarshal(req.ID, &requestID))
+
+		pool, err := pgxpool.New(t.Context(), url)
+		require.NoError(t, err)
+		t.Cleanup(pool.Close)
+		b, err := cluster.New(cluster.Config{Pool: pool, NodeID: "b", LeaseTTL: clusterLeaseTTL})
+		require.NoError(t, err)
+		require.NoError(t, b.Start(t.Context(), clusterNoEvents{}))
+		t.Cleanup(b.Stop)
+		ok, err := b.AnswerRequest(t.Context(), cluster.Answer{ThreadID: threadID, RequestID: requestID + 1, Result: json.RawMessage(`{"decision":"accept"}`)})
+		require.True(t, ok)
+		require.ErrorContains(t, err, "no pending request", "A's answer to a request it does not have")
+		ok, err = b.AnswerRequest(t.Context(), cluster.Answer{ThreadID: threadID, RequestID: requestID, Result: json.RawMessage(`{"decision":"accept"}`)})
+		require.NoError(t, err)
+		require.True(t, ok)
+
+		require.JSONEq(t, string(req.ID), string(hubResolved(t, ra)), "A's own client is told the request is settled")
+		require.Equal(t, "completed", dlTurnCompleted(t, ra).Turn.Status)
+		require.Equal(t, "completed", hubCommandItem(t, ra, "call_run").Status)
+		require.Equal(t, 1, hubRuns(t, ws), "the command ran once, accepted by the forwarded answer")
+	})
+
 	t.Run("a paused daemon that lost its lease writes nothing", func(t *testing.T) {
 		url, fake := pgtest.URL(t), startFake(t, clusterScript)
 		a := start(t, url, fake, "a")
@@ -240,6 +278,16 @@ func clusterSteerAndInterrupt(t *testing.T, fake *fakemodel.Server, ra, rb *rpc)
 	require.Contains(t, input, "Steered by start")
 	require.Contains(t, input, "More")
 	require.NotContains(t, input, "Lost")
+}
+
+// clusterNoEvents is the Events of a node the test plays: it runs no
+// turns, so it is never told anything nor forwarded a request.
+type clusterNoEvents struct{}
+
+func (clusterNoEvents) LeaseLost(string)             {}
+func (clusterNoEvents) TurnRecovered(string, string) {}
+func (clusterNoEvents) Command(context.Context, string, json.RawMessage) (any, error) {
+	return nil, apperr.New(apperr.Invalid, "the test's node runs no requests")
 }
 
 // clusterStartTurn starts a turn and returns its id.

@@ -275,3 +275,24 @@ func (n *Node) run(ctx context.Context, id int64) {
 		n.log.Warn("answering a forwarded request", "id", id, "err", err)
 	}
 }
+
+// MethodAnswer is the forwarded request that carries a client's answer to
+// a server request (an approval, user input) to the node whose turn asked
+// it; its params are an Answer.
+const MethodAnswer = "serverRequest/answer"
+
+// Answer is a client's answer to a pending server request of a thread.
+type Answer struct {
+	ThreadID  string          `json:"threadId"`
+	RequestID int64           `json:"requestId"`
+	Result    json.RawMessage `json:"result"`
+}
+
+// AnswerRequest forwards a client's answer to a server request of a
+// thread to the node running the thread's turn, which settles the request
+// as if its own client had answered; ok is false when no other node holds
+// the thread.
+func (n *Node) AnswerRequest(ctx context.Context, a Answer) (ok bool, err error) {
+	_, ok, err = n.Forward(ctx, a.ThreadID, MethodAnswer, a)
+	return ok, err
+}

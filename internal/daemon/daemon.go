@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/appserver/appserver/api"
+	"github.com/appserver/appserver/internal/apperr"
 	"github.com/appserver/appserver/internal/auth"
 	"github.com/appserver/appserver/internal/cluster"
 	"github.com/appserver/appserver/internal/config"
@@ -203,13 +205,37 @@ func NewCore(ctx context.Context, cfg *config.Config, configFile, version string
 	if c.Node != nil {
 		// Settles the turns of dead daemons before this one serves.
 		stops[StopLeases] = c.Node.Stop
-		if err := c.Node.Start(ctx, c.Manager); err != nil {
+		if err := c.Node.Start(ctx, clusterEvents{Manager: c.Manager, hub: c.Hub}); err != nil {
 			return nil, err
 		}
 		log.Info("thread leases", "node", c.Node.ID(), "lease_ttl", cfg.LeaseTTL)
 	}
 	registerCounts(c.Metrics.Registry, c.Manager)
 	return c, nil
+}
+
+// clusterEvents is what the cluster node tells this daemon: lost leases,
+// recovered turns and forwarded turn requests go to the turns manager;
+// forwarded answers to server requests go to the hub, which holds the
+// pending requests.
+type clusterEvents struct {
+	*turns.Manager
+	hub *hub.Hub
+}
+
+// Command runs a request another daemon forwarded.
+func (e clusterEvents) Command(ctx context.Context, method string, params json.RawMessage) (any, error) {
+	if method != cluster.MethodAnswer {
+		return e.Manager.Command(ctx, method, params)
+	}
+	var a cluster.Answer
+	if err := json.Unmarshal(params, &a); err != nil {
+		return nil, apperr.Wrap(apperr.Invalid, err, "invalid forwarded answer")
+	}
+	if !e.hub.AnswerRemote(a.ThreadID, a.RequestID, a.Result) {
+		return nil, apperr.New(apperr.NotFound, "no pending request %d on thread %s", a.RequestID, a.ThreadID)
+	}
+	return struct{}{}, nil
 }
 
 // turnsObserver is the turns manager's Observer: the series, with spans
