@@ -30,7 +30,7 @@ const clusterScript = `{"steps":[
 	{"name":"dies","match":{"user_text":"Dies"},"text":"This answer never finishes.","chunks":4,"fail":{"kind":"stall","after_events":5}},
 	{"name":"paused","match":{"user_text":"Paused"},"event_delay_ms":200,"text":"Written by a node that lost its lease.","chunks":8},
 	{"name":"next","match":{"user_text":"Next"},"text":"Next answer."},
-	{"name":"steered","match":{"user_text":"More"},"event_delay_ms":150,"text":"An answer to the steered input, streamed slowly enough to be interrupted.","chunks":30}
+	{"name":"steered","match":{"user_text":"Steered"},"times":2,"event_delay_ms":150,"text":"An answer to the steered input, streamed slowly enough to be interrupted.","chunks":30}
 ]}`
 
 // Step index of "steered" in clusterScript.
@@ -49,7 +49,13 @@ func TestClusterDaemons(t *testing.T) {
 		require.NoError(t, err)
 		args := append([]string{"--database-url", url, "--migrate", "--data-dir", t.TempDir(),
 			"-c", `node_id="` + node + `"`, "-c", `lease_ttl="` + clusterLeaseTTL.String() + `"`}, fakeArgs(fake, "responses")...)
-		return startAppserverProc(t, bin, args...)
+		p := startAppserverProc(t, bin, args...)
+		t.Cleanup(func() {
+			if t.Failed() {
+				t.Logf("daemon %s stderr:\n%s", node, p.stderr)
+			}
+		})
+		return p
 	}
 	client := func(t *testing.T, p *appserverProc) *rpc {
 		r := newRPC(t, &testDaemon{addr: p.addr})
@@ -242,7 +248,7 @@ func clusterSteerAndInterrupt(t *testing.T, fake *fakemodel.Server, ra, rb *rpc)
 	}
 	require.NoError(t, json.Unmarshal(rb.call("turn/steer", map[string]any{
 		"threadId": threadID, "expectedTurnId": turnID,
-		"input": []any{map[string]any{"type": "text", "text": "More"}},
+		"input": []any{map[string]any{"type": "text", "text": "Steered more"}},
 	}), &steered))
 	require.Equal(t, turnID, steered.TurnID)
 	// A's errors come back with their message.
@@ -253,10 +259,11 @@ func clusterSteerAndInterrupt(t *testing.T, fake *fakemodel.Server, ra, rb *rpc)
 	require.NotNil(t, bad.Error)
 	require.Contains(t, bad.Error.Message, "expected active turn id `not-the-turn` but found `"+turnID+"`")
 
-	// A takes the steered input into its next model request.
+	// A takes the steered input into its next model request (the first
+	// steer may have been sent in a request of its own already).
 	for {
 		f := ra.until("item/completed")
-		if strings.Contains(string(f.Params), `"userMessage"`) && strings.Contains(string(f.Params), "More") {
+		if strings.Contains(string(f.Params), `"userMessage"`) && strings.Contains(string(f.Params), "Steered more") {
 			break
 		}
 	}
@@ -276,7 +283,7 @@ func clusterSteerAndInterrupt(t *testing.T, fake *fakemodel.Server, ra, rb *rpc)
 	require.NoError(t, last.Decode(&body))
 	input := string(mustJSON(t, body.Input))
 	require.Contains(t, input, "Steered by start")
-	require.Contains(t, input, "More")
+	require.Contains(t, input, "Steered more")
 	require.NotContains(t, input, "Lost")
 }
 

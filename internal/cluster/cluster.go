@@ -161,6 +161,15 @@ func (n *Node) Start(ctx context.Context, ev Events) error {
 		n.mu.Lock()
 		n.lastRenew = time.Now()
 		n.mu.Unlock()
+		// Leases under this node's id are a previous process's (a daemon
+		// restarted with a fixed node_id): its turns died with it, so
+		// the scan below settles them now rather than after the TTL.
+		if _, err = n.pool.Exec(ctx, releaseAllSQL, n.cfg.NodeID); err != nil {
+			err = apperr.Wrap(apperr.Unavailable, err, "thread leases")
+			close(n.done)
+			close(n.listenDone)
+			return
+		}
 		if err = n.scan(ctx); err != nil {
 			close(n.done)
 			close(n.listenDone)
@@ -233,12 +242,16 @@ func (n *Node) nextScan(ctx context.Context) time.Duration {
 
 // The lease statements. Every time is the database's clock_timestamp(),
 // so that the nodes' clocks never matter and a lease given back is free to
-// a transaction that started before.
+// a transaction that started before. A lease changes hands (a new token)
+// only under its thread's row lock, which every store write of the thread
+// takes before it checks its fence: a write in flight finishes before the
+// token changes, and a later one sees the new token.
 const (
 	// acquireSQL takes a free or expired lease, or creates it, with a new
 	// token; it returns no row while another node holds it.
-	acquireSQL = `INSERT INTO thread_leases (thread_id, node_id, token, expires_at)
-	VALUES ($1, $2, nextval('thread_lease_tokens'), clock_timestamp() + make_interval(secs => $3))
+	acquireSQL = `WITH th AS (SELECT id FROM threads WHERE id = $1 FOR NO KEY UPDATE)
+	INSERT INTO thread_leases (thread_id, node_id, token, expires_at)
+	SELECT id, $2, nextval('thread_lease_tokens'), clock_timestamp() + make_interval(secs => $3) FROM th
 	ON CONFLICT (thread_id) DO UPDATE SET node_id = excluded.node_id, token = excluded.token,
 		prev_token = thread_leases.token, expires_at = excluded.expires_at
 	WHERE thread_leases.expires_at <= clock_timestamp()
@@ -249,8 +262,8 @@ const (
 	releaseAllSQL = `UPDATE thread_leases SET expires_at = clock_timestamp()
 	WHERE node_id = $1 AND expires_at > clock_timestamp()`
 	// renewSQL extends the node's unexpired leases among the tokens given,
-	// locking them in thread order as fenced writes do, so that the two
-	// never deadlock; an expired lease is not revived, whoever takes it.
+	// locking them in thread order; an expired lease is not revived,
+	// whoever takes it.
 	renewSQL = `UPDATE thread_leases l SET expires_at = clock_timestamp() + make_interval(secs => $3)
 	FROM (SELECT thread_id FROM thread_leases
 		WHERE node_id = $1 AND token = ANY($2::bigint[]) AND expires_at > clock_timestamp()
@@ -269,8 +282,9 @@ const (
 	  AND EXISTS (SELECT 1 FROM turns t WHERE t.thread_id = l.thread_id AND t.status = 'inProgress')`
 	// takeOverSQL fences a dead node out of a thread: a new token, and the
 	// lease left free. No row means a live node holds it now.
-	takeOverSQL = `INSERT INTO thread_leases (thread_id, node_id, token, expires_at)
-	VALUES ($1, $2, nextval('thread_lease_tokens'), clock_timestamp())
+	takeOverSQL = `WITH th AS (SELECT id FROM threads WHERE id = $1 FOR NO KEY UPDATE)
+	INSERT INTO thread_leases (thread_id, node_id, token, expires_at)
+	SELECT id, $2, nextval('thread_lease_tokens'), clock_timestamp() FROM th
 	ON CONFLICT (thread_id) DO UPDATE SET node_id = excluded.node_id, token = excluded.token,
 		prev_token = thread_leases.token, expires_at = excluded.expires_at
 	WHERE thread_leases.expires_at <= clock_timestamp()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -296,4 +297,78 @@ func TestForwardReachesTheOwner(t *testing.T) {
 	require.NoError(t, st.Pool().QueryRow(t.Context(), `SELECT count(*) FROM node_commands`).Scan(&left))
 	require.Zero(t, left, "answered requests are deleted")
 	a.Release(id)
+}
+
+// A daemon restarted under a fixed node id settles the turns its previous
+// process left running at once, not after their leases expire.
+func TestRestartUnderTheSameIDSettlesItsOwnTurns(t *testing.T) {
+	st := openStore(t)
+	old := newNode(t, st, "a", time.Minute)
+	id := newThread(t, st)
+	_, _, err := old.Acquire(t.Context(), id)
+	require.NoError(t, err)
+	require.NoError(t, old.Fenced(st).Write(t.Context(), &store.Batch{
+		CreateTurns: []*store.Turn{{ThreadID: id, ID: "turn-1", Status: store.TurnInProgress}},
+	}))
+	// The process dies holding the lease; its successor starts.
+	var rec recorder
+	restarted := newNode(t, st, "a", time.Minute)
+	require.NoError(t, restarted.Start(t.Context(), &rec))
+	_, recovered := rec.snapshot()
+	require.Equal(t, []string{id + "/turn-1"}, recovered)
+	require.Equal(t, store.TurnInterrupted, turnStatus(t, st, id))
+}
+
+// BenchmarkLeaseCycle is what a turn pays for its lease on Postgres: one
+// Acquire and one Release.
+func BenchmarkLeaseCycle(b *testing.B) {
+	st, err := postgres.Open(b.Context(), postgres.Config{URL: pgtest.URL(b), MaxConns: 8, Migrate: true})
+	require.NoError(b, err)
+	defer st.Close()
+	n, err := New(Config{Pool: st.Pool(), NodeID: "a", LeaseTTL: time.Minute})
+	require.NoError(b, err)
+	defer n.Stop()
+	id := uuid.NewString()
+	require.NoError(b, st.Write(b.Context(), &store.Batch{CreateThreads: []*store.Thread{{ID: id, Cwd: "/", ModelProvider: "fake", Source: "vscode"}}}))
+	b.ResetTimer()
+	for b.Loop() {
+		if _, _, err := n.Acquire(b.Context(), id); err != nil {
+			b.Fatal(err)
+		}
+		n.Release(id)
+	}
+}
+
+// BenchmarkFencedWrite compares an item append with and without the fence
+// a leased turn's writes carry.
+func BenchmarkFencedWrite(b *testing.B) {
+	st, err := postgres.Open(b.Context(), postgres.Config{URL: pgtest.URL(b), MaxConns: 8, Migrate: true})
+	require.NoError(b, err)
+	defer st.Close()
+	n, err := New(Config{Pool: st.Pool(), NodeID: "a", LeaseTTL: time.Minute})
+	require.NoError(b, err)
+	defer n.Stop()
+	for _, fenced := range []bool{false, true} {
+		b.Run(map[bool]string{false: "plain", true: "fenced"}[fenced], func(b *testing.B) {
+			id := uuid.NewString()
+			require.NoError(b, st.Write(b.Context(), &store.Batch{
+				CreateThreads: []*store.Thread{{ID: id, Cwd: "/", ModelProvider: "fake", Source: "vscode"}},
+				CreateTurns:   []*store.Turn{{ThreadID: id, ID: "turn-1", Status: store.TurnInProgress}},
+			}))
+			w := store.Store(st)
+			if fenced {
+				_, _, err := n.Acquire(b.Context(), id)
+				require.NoError(b, err)
+				defer n.Release(id)
+				w = n.Fenced(st)
+			}
+			i := 0
+			for b.Loop() {
+				i++
+				if err := w.Write(b.Context(), &store.Batch{AppendItems: []*store.Item{item(id, "item-"+strconv.Itoa(i))}}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }

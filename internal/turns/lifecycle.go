@@ -64,8 +64,13 @@ func (m *Manager) startTurn(ctx context.Context, c Caller, p api.TurnStartParams
 			if ok, ferr := m.remote(ctx, t.id, "turn/start", p, &res); ok {
 				return res, nil, ferr
 			}
+			// The other daemon's turn ended meanwhile: the thread is
+			// free to run here.
+			release, err = m.own(ctx, t)
 		}
-		return api.TurnStartResult{}, nil, err
+		if err != nil {
+			return api.TurnStartResult{}, nil, err
+		}
 	}
 	defer func() {
 		if !launched {

@@ -33,11 +33,7 @@ func (s *Store) Write(ctx context.Context, b *store.Batch) (err error) {
 	}
 	// A no-op after Commit; otherwise it undoes everything, counters included.
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	steps := threadSteps(p)
-	if len(b.Fences) > 0 {
-		steps = append([]step{fenceStep(b.Fences)}, steps...)
-	}
-	if err := runPipeline(ctx, tx, steps); err != nil {
+	if err := runPipeline(ctx, tx, threadSteps(p, b.Fences)); err != nil {
 		return err
 	}
 	if err := runPipeline(ctx, tx, rowSteps(p)); err != nil {
@@ -131,7 +127,7 @@ func execStep(onErr func(error) error, onDone func(rows int64) error) func(pgx.B
 // string bound to a json or jsonb parameter verbatim.
 var statements = backend.NewStatements(backend.Postgres, func(raw []byte) any { return string(raw) })
 
-func threadSteps(p *backend.Plan) []step {
+func threadSteps(p *backend.Plan, fences []store.Fence) []step {
 	var steps []step
 	if lockIDs := p.LockIDs(); len(lockIDs) > 0 {
 		steps = append(steps, step{
@@ -139,6 +135,12 @@ func threadSteps(p *backend.Plan) []step {
 			args: []any{lockIDs},
 			read: execStep(storageErr, nil),
 		})
+	}
+	// After the thread locks: a lease changes hands only under its
+	// thread's lock (internal/cluster), so the lease read here stays the
+	// lease until this transaction ends.
+	if len(fences) > 0 {
+		steps = append(steps, fenceStep(fences))
 	}
 	for _, t := range p.CreateThreads {
 		steps = append(steps, step{
@@ -233,17 +235,16 @@ func rowSteps(p *backend.Plan) []step {
 }
 
 // fenceSQL counts the fences whose lease still carries their token and has
-// not expired, share-locking those lease rows in thread order: a takeover
-// (an UPDATE of the row) then waits for this transaction, or this one sees
-// the takeover's new token, never both. The clock is the database's, the
+// not expired. It runs once the batch holds its threads' row locks, and a
+// lease changes hands only under its thread's row lock, so a takeover
+// either waits for this transaction or was committed before this read and
+// is seen: never both. The lease rows themselves are not locked (a lock
+// would write each row on every write). The clock is the database's, the
 // one every node's leases are measured by.
-const fenceSQL = `SELECT count(*) FROM (
-	SELECT 1 FROM thread_leases l
+const fenceSQL = `SELECT count(*) FROM thread_leases l
 	JOIN unnest($1::uuid[], $2::bigint[]) AS f(thread_id, token)
 	  ON l.thread_id = f.thread_id AND l.token = f.token
-	WHERE l.expires_at > clock_timestamp()
-	ORDER BY l.thread_id
-	FOR SHARE OF l) held`
+	WHERE l.expires_at > clock_timestamp()`
 
 // fenceStep checks a batch's fences before anything is written.
 func fenceStep(fences []store.Fence) step {
