@@ -59,7 +59,7 @@ func (r *recorder) snapshot() (lost, recovered []string) {
 	return append([]string(nil), r.lost...), append([]string(nil), r.recovered...)
 }
 
-func openStore(t *testing.T) *postgres.Store {
+func openStore(t testing.TB) *postgres.Store {
 	t.Helper()
 	st, err := postgres.Open(t.Context(), postgres.Config{URL: pgtest.URL(t), MaxConns: 8, Migrate: true})
 	require.NoError(t, err)
@@ -67,7 +67,7 @@ func openStore(t *testing.T) *postgres.Store {
 	return st
 }
 
-func newNode(t *testing.T, st *postgres.Store, id string, ttl time.Duration) *Node {
+func newNode(t testing.TB, st *postgres.Store, id string, ttl time.Duration) *Node {
 	t.Helper()
 	n, err := New(Config{Pool: st.Pool(), NodeID: id, LeaseTTL: ttl})
 	require.NoError(t, err)
@@ -76,7 +76,7 @@ func newNode(t *testing.T, st *postgres.Store, id string, ttl time.Duration) *No
 }
 
 // newThread stores a thread without turns.
-func newThread(t *testing.T, st store.Store) string {
+func newThread(t testing.TB, st store.Store) string {
 	t.Helper()
 	id := uuid.NewString()
 	require.NoError(t, st.Write(t.Context(), &store.Batch{CreateThreads: []*store.Thread{{ID: id, Cwd: "/", ModelProvider: "fake", Source: "vscode"}}}))
@@ -322,15 +322,9 @@ func TestRestartUnderTheSameIDSettlesItsOwnTurns(t *testing.T) {
 // BenchmarkLeaseCycle is what a turn pays for its lease on Postgres: one
 // Acquire and one Release.
 func BenchmarkLeaseCycle(b *testing.B) {
-	st, err := postgres.Open(b.Context(), postgres.Config{URL: pgtest.URL(b), MaxConns: 8, Migrate: true})
-	require.NoError(b, err)
-	defer st.Close()
-	n, err := New(Config{Pool: st.Pool(), NodeID: "a", LeaseTTL: time.Minute})
-	require.NoError(b, err)
-	defer n.Stop()
-	id := uuid.NewString()
-	require.NoError(b, st.Write(b.Context(), &store.Batch{CreateThreads: []*store.Thread{{ID: id, Cwd: "/", ModelProvider: "fake", Source: "vscode"}}}))
-	b.ResetTimer()
+	st := openStore(b)
+	n := newNode(b, st, "a", time.Minute)
+	id := newThread(b, st)
 	for b.Loop() {
 		if _, _, err := n.Acquire(b.Context(), id); err != nil {
 			b.Fatal(err)
@@ -342,18 +336,13 @@ func BenchmarkLeaseCycle(b *testing.B) {
 // BenchmarkFencedWrite compares an item append with and without the fence
 // a leased turn's writes carry.
 func BenchmarkFencedWrite(b *testing.B) {
-	st, err := postgres.Open(b.Context(), postgres.Config{URL: pgtest.URL(b), MaxConns: 8, Migrate: true})
-	require.NoError(b, err)
-	defer st.Close()
-	n, err := New(Config{Pool: st.Pool(), NodeID: "a", LeaseTTL: time.Minute})
-	require.NoError(b, err)
-	defer n.Stop()
+	st := openStore(b)
+	n := newNode(b, st, "a", time.Minute)
 	for _, fenced := range []bool{false, true} {
 		b.Run(map[bool]string{false: "plain", true: "fenced"}[fenced], func(b *testing.B) {
-			id := uuid.NewString()
+			id := newThread(b, st)
 			require.NoError(b, st.Write(b.Context(), &store.Batch{
-				CreateThreads: []*store.Thread{{ID: id, Cwd: "/", ModelProvider: "fake", Source: "vscode"}},
-				CreateTurns:   []*store.Turn{{ThreadID: id, ID: "turn-1", Status: store.TurnInProgress}},
+				CreateTurns: []*store.Turn{{ThreadID: id, ID: "turn-1", Status: store.TurnInProgress}},
 			}))
 			w := store.Store(st)
 			if fenced {
