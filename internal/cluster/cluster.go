@@ -165,7 +165,7 @@ func (n *Node) Start(ctx context.Context, ev Events) error {
 		// restarted with a fixed node_id): its turns died with it, so
 		// the scan below settles them now rather than after the TTL.
 		if _, err = n.pool.Exec(ctx, releaseAllSQL, n.cfg.NodeID); err != nil {
-			err = apperr.Wrap(apperr.Unavailable, err, "thread leases")
+			err = apperr.Wrap(apperr.Unavailable, err, "storage unavailable")
 			close(n.done)
 			close(n.listenDone)
 			return
@@ -248,13 +248,17 @@ func (n *Node) nextScan(ctx context.Context) time.Duration {
 // token changes, and a later one sees the new token.
 const (
 	// acquireSQL takes a free or expired lease, or creates it, with a new
-	// token; it returns no row while another node holds it.
+	// token; it returns no row while another node holds it. A live lease
+	// under this node's own id is taken too: Acquire asks the database
+	// only when no work of the thread holds the lease here, so that one is
+	// left over (a release lost in an outage, an acquire whose answer
+	// was).
 	acquireSQL = `WITH th AS (SELECT id FROM threads WHERE id = $1 FOR NO KEY UPDATE)
 	INSERT INTO thread_leases (thread_id, node_id, token, expires_at)
 	SELECT id, $2, nextval('thread_lease_tokens'), clock_timestamp() + make_interval(secs => $3) FROM th
 	ON CONFLICT (thread_id) DO UPDATE SET node_id = excluded.node_id, token = excluded.token,
 		prev_token = thread_leases.token, expires_at = excluded.expires_at
-	WHERE thread_leases.expires_at <= clock_timestamp()
+	WHERE thread_leases.expires_at <= clock_timestamp() OR thread_leases.node_id = excluded.node_id
 	RETURNING token, coalesce(prev_token, 0)`
 	ownerSQL   = `SELECT node_id FROM thread_leases WHERE thread_id = $1`
 	releaseSQL = `UPDATE thread_leases SET expires_at = clock_timestamp()
@@ -332,7 +336,8 @@ func (n *Node) Acquire(ctx context.Context, threadID string) (token, prev int64,
 		}
 		if err != nil {
 			n.forgetLocked(threadID, l)
-			return 0, 0, apperr.Wrap(apperr.Unavailable, err, "thread lease unavailable")
+			// The store's own words for an outage, as every write gives.
+			return 0, 0, apperr.Wrap(apperr.Unavailable, err, "storage unavailable")
 		}
 		l.refs = 1
 		l.lost.Store(false)

@@ -15,9 +15,11 @@ import (
 	"github.com/appserver/appserver/internal/apperr"
 )
 
-// How long a forwarded request may wait for its answer: the owner runs
-// it at once (a steer, an interrupt, a turn's first write), so this only
-// bounds the wait for an owner that died with the request.
+// How long a forwarded request may wait for its answer once the owner has
+// taken it: the owner runs it at once (a steer, an interrupt, a turn's
+// first write), so this only bounds an owner that hangs. A request the
+// owner has not taken within LeaseTTL is withdrawn: the owner is dead or
+// stalled, and its lease ends within the TTL.
 const (
 	forwardTimeout = 30 * time.Second
 	// forwardPoll is how often a waiting sender looks at its request's
@@ -52,7 +54,7 @@ func (n *Node) Forward(ctx context.Context, threadID, method string, params any)
 		return nil, false, nil
 	}
 	if err != nil {
-		return nil, true, apperr.Wrap(apperr.Unavailable, err, "thread owner unavailable")
+		return nil, true, apperr.Wrap(apperr.Unavailable, err, "storage unavailable")
 	}
 	raw, err := json.Marshal(params)
 	if err != nil {
@@ -100,6 +102,8 @@ func (n *Node) await(ctx context.Context, id int64, wake <-chan struct{}) (json.
 	defer poll.Stop()
 	timeout := time.NewTimer(forwardTimeout)
 	defer timeout.Stop()
+	untaken := time.NewTimer(n.cfg.LeaseTTL)
+	defer untaken.Stop()
 	for {
 		var (
 			state         string
@@ -121,6 +125,10 @@ func (n *Node) await(ctx context.Context, id int64, wake <-chan struct{}) (json.
 		select {
 		case <-wake:
 		case <-poll.C:
+		case <-untaken.C:
+			if state == "pending" {
+				return nil, n.abandon(id, errors.New("not taken within the lease TTL"))
+			}
 		case <-timeout.C:
 			return nil, n.abandon(id, errors.New("timed out"))
 		case <-ctx.Done():
