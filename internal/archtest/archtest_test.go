@@ -155,6 +155,11 @@ var rules = []rule{
 		why:     "test helpers stand for the outside world (here an MCP server) and share no code with what they test",
 	},
 	{
+		pkgs:    []string{"internal/cluster"},
+		mustNot: append([]string{"internal/turns", "internal/tools/...", "internal/dynamic", "internal/skills", "internal/sandbox", "internal/model/...", "internal/store/memory", "internal/store/postgres", "internal/store/sqlite", "cmd/..."}, transports...),
+		why:     "thread ownership is a service the turns manager uses through its own interface; it keeps its table through the pool it is handed",
+	},
+	{
 		pkgs:    []string{"internal/hub"},
 		mustNot: []string{"internal/server/...", "internal/httpapi", "internal/tools/...", "internal/store/postgres", "internal/store/sqlite", "cmd/..."},
 		why:     "the hub is transport-neutral: the websocket server and the HTTP API are its adapters, never the reverse",

@@ -136,6 +136,9 @@ const (
 	DefaultListen = "ws://127.0.0.1:7878"
 	// DefaultShutdownGracePeriod is how long shutdown waits for running turns.
 	DefaultShutdownGracePeriod = 10 * time.Second
+	// DefaultLeaseTTL is how long a thread lease outlives its node's last
+	// heartbeat when several daemons share one Postgres database.
+	DefaultLeaseTTL = 10 * time.Second
 	// DefaultGCHeapFloorMiB is the default gc_heap_floor_mib.
 	DefaultGCHeapFloorMiB = 16
 	// DefaultWSMaxInboundInflightMiB is the default
@@ -184,6 +187,14 @@ type Config struct {
 	// DatabaseURL is a postgres:// URL; empty selects the embedded store in
 	// DataDir.
 	DatabaseURL string `toml:"database_url"`
+	// NodeID names this daemon among those sharing DatabaseURL (thread
+	// leases); empty means the host name with a random suffix, new for
+	// every process. Unused with the embedded store.
+	NodeID string `toml:"node_id"`
+	// LeaseTTL is how long a thread lease outlives its node's last
+	// heartbeat: a dead daemon's turns are taken over within about 1.5×
+	// it. Unused with the embedded store.
+	LeaseTTL time.Duration `toml:"lease_ttl"`
 	// DataDir holds the embedded store and other local state.
 	DataDir string `toml:"data_dir"`
 	// Migrate runs migrations at start-up when true; nil means the default
@@ -528,6 +539,7 @@ func defaults(getenv func(string) string, goos string) Config {
 		LogLevel:                    LogLevelInfo,
 		AllowedOrigins:              []string{},
 		ShutdownGracePeriod:         DefaultShutdownGracePeriod,
+		LeaseTTL:                    DefaultLeaseTTL,
 		DynamicToolReconnectTimeout: DefaultDynamicToolReconnectTimeout,
 		GCHeapFloorMiB:              DefaultGCHeapFloorMiB,
 		SandboxBackend:              "auto",

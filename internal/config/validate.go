@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/appserver/appserver/internal/apperr"
 )
@@ -167,6 +168,9 @@ func (c *Config) validateServer() error {
 	}
 	if c.ShutdownGracePeriod < 0 {
 		return c.invalid(key("shutdown_grace_period"), "must not be negative")
+	}
+	if c.LeaseTTL < 100*time.Millisecond {
+		return c.invalid(key("lease_ttl"), "must be at least 100ms")
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"os"
@@ -9,7 +10,9 @@ import (
 	"time"
 
 	"github.com/appserver/appserver/api"
+	"github.com/appserver/appserver/internal/apperr"
 	"github.com/appserver/appserver/internal/auth"
+	"github.com/appserver/appserver/internal/cluster"
 	"github.com/appserver/appserver/internal/config"
 	"github.com/appserver/appserver/internal/config/configview"
 	"github.com/appserver/appserver/internal/dynamic"
@@ -43,6 +46,7 @@ const (
 	StopCerts              // SIGHUP no longer reloads the TLS certificate
 	StopSkills             // the skills watcher, then the catalog
 	StopTraces             // the last spans are exported, after the turns ended
+	StopLeases             // thread leases are given back, after the turns ended
 	StopStore              // last: every writer has stopped
 	StopGC                 // the GC heap floor goes with the daemon
 	NumStops
@@ -76,6 +80,9 @@ type Core struct {
 	MCP     *mcp.Manager
 	Tools   *orchestrate.Service
 	Manager *turns.Manager
+	// Node is this daemon's side of thread ownership among the daemons
+	// sharing a Postgres database; nil on the embedded store.
+	Node *cluster.Node
 }
 
 // NewCore builds the core. Each part puts its stop in stops as soon as it
@@ -155,8 +162,20 @@ func NewCore(ctx context.Context, cfg *config.Config, configFile, version string
 	if err != nil {
 		return nil, err
 	}
+	// Several daemons may share a Postgres database: turns then run under
+	// thread leases and their writes are fenced. The embedded store serves
+	// one daemon, which owns every thread.
+	turnStore := c.Store
+	var owner turns.Ownership
+	if pg, ok := backend.(*postgres.Store); ok {
+		if c.Node, err = cluster.New(cluster.Config{Pool: pg.Pool(), NodeID: cfg.NodeID, LeaseTTL: cfg.LeaseTTL, Logger: log}); err != nil {
+			return nil, err
+		}
+		turnStore, owner = c.Node.Fenced(c.Store), c.Node
+	}
 	c.Manager, err = turns.New(turns.Config{
-		Store:                c.Store,
+		Store:                turnStore,
+		Ownership:            owner,
 		Notifier:             c.Hub,
 		Subscribers:          c.Hub,
 		Requests:             c.Hub,
@@ -184,8 +203,40 @@ func NewCore(ctx context.Context, cfg *config.Config, configFile, version string
 		return nil, err
 	}
 	stops[StopTurns] = c.Manager.Stop
+	if c.Node != nil {
+		// Settles the turns of dead daemons before this one serves.
+		stops[StopLeases] = c.Node.Stop
+		if err := c.Node.Start(ctx, clusterEvents{Manager: c.Manager, hub: c.Hub}); err != nil {
+			return nil, err
+		}
+		log.Info("thread leases", "node", c.Node.ID(), "lease_ttl", cfg.LeaseTTL)
+	}
 	registerCounts(c.Metrics.Registry, c.Manager)
 	return c, nil
+}
+
+// clusterEvents is what the cluster node tells this daemon: lost leases,
+// recovered turns and forwarded turn requests go to the turns manager;
+// forwarded answers to server requests go to the hub, which holds the
+// pending requests.
+type clusterEvents struct {
+	*turns.Manager
+	hub *hub.Hub
+}
+
+// Command runs a request another daemon forwarded.
+func (e clusterEvents) Command(ctx context.Context, method string, params json.RawMessage) (any, error) {
+	if method != cluster.MethodAnswer {
+		return e.Manager.Command(ctx, method, params)
+	}
+	var a cluster.Answer
+	if err := json.Unmarshal(params, &a); err != nil {
+		return nil, apperr.Wrap(apperr.Invalid, err, "invalid forwarded answer")
+	}
+	if !e.hub.AnswerRemote(a.ThreadID, a.RequestID, a.Result) {
+		return nil, apperr.New(apperr.NotFound, "no pending request %d on thread %s", a.RequestID, a.ThreadID)
+	}
+	return struct{}{}, nil
 }
 
 // turnsObserver is the turns manager's Observer: the series, with spans

@@ -1,8 +1,9 @@
 // Package daemon builds the services every front door shares from one
 // configuration: the store (through the group committer), the hub, the
 // skill catalog and its watcher, the MCP connections, the built-in tools
-// and the turns manager; and it names the steps of their shutdown, in
-// order. cmd/appserver adds the listeners (websocket, HTTP API, /mcp) or
+// and the turns manager, and with Postgres the cluster node that leases
+// threads to this daemon among those sharing the database; and it names
+// the steps of their shutdown, in order. cmd/appserver adds the listeners (websocket, HTTP API, /mcp) or
 // the stdio MCP session on top, and keeps flags and configuration loading.
 //
 // It owns the turns' telemetry: the Prometheus series and, when [otel]

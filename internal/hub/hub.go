@@ -159,6 +159,10 @@ type Hub struct {
 	threads map[string]threadSubs
 	changed chan struct{} // closed (and replaced) when subscribers change
 	tools   map[*dynamic.Pending]*Request
+	// waiting are the pending approval and user-input requests by id, so
+	// that an answer another daemon forwards (AnswerRemote) finds its
+	// request.
+	waiting map[int64]*Request
 }
 
 // threadSubs is the last published subscriber list of a thread.
@@ -192,6 +196,7 @@ func New(cfg Config) *Hub {
 		threads: map[string]threadSubs{},
 		changed: make(chan struct{}),
 		tools:   map[*dynamic.Pending]*Request{},
+		waiting: map[int64]*Request{},
 	}
 	h.broker = dynamic.NewBroker(dynamic.BrokerConfig{
 		Router:           toolRouter{h},

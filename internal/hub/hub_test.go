@@ -117,6 +117,25 @@ func TestApprovalGoesToEverySubscriberFirstAnswerWins(t *testing.T) {
 	require.Same(t, da.r, <-b.settled)
 }
 
+// An answer another daemon forwards settles the request as a local
+// client's would, once, and only for the thread that asked.
+func TestApprovalAnsweredFromAnotherDaemon(t *testing.T) {
+	h := hub.New(hub.Config{})
+	defer h.Close()
+	a := newClient()
+	attach(h, 1, a)
+	res := approve(context.Background(), h)
+	d := a.next(t)
+	require.False(t, h.AnswerRemote("other", d.id, json.RawMessage(`{"decision":"accept"}`)), "a request of another thread")
+	require.False(t, h.AnswerRemote("th", d.id+1, json.RawMessage(`{"decision":"accept"}`)), "no such request")
+	require.True(t, h.AnswerRemote("th", d.id, json.RawMessage(`{"decision":"accept"}`)))
+	got := <-res
+	require.NoError(t, got.err)
+	require.JSONEq(t, `{"decision":"accept"}`, string(got.raw))
+	require.Same(t, d.r, <-a.settled, "the local holder is told it is settled")
+	require.False(t, h.AnswerRemote("th", d.id, json.RawMessage(`{"decision":"decline"}`)), "settled already")
+}
+
 func TestApprovalReachesALateSubscriberAndOutlivesAHolder(t *testing.T) {
 	h := hub.New(hub.Config{})
 	defer h.Close()

@@ -179,6 +179,14 @@ func (h *Hub) request(ctx context.Context, kind Kind, threadID, method string, p
 	limits := h.timeouts(kind)
 	r := h.newRequest(kind, threadID, method, params)
 	r.ID = h.NextRequestID()
+	h.mu.Lock()
+	h.waiting[r.ID] = r
+	h.mu.Unlock()
+	defer func() {
+		h.mu.Lock()
+		delete(h.waiting, r.ID)
+		h.mu.Unlock()
+	}()
 	defer func() {
 		for _, hd := range r.takeHolders() {
 			hd.sub.Settled(r)
@@ -234,6 +242,21 @@ func (h *Hub) request(ctx context.Context, kind Kind, threadID, method string, p
 		r.mu.Unlock()
 		return res, api.IntRequestID(r.ID), sent, err
 	}
+}
+
+// AnswerRemote settles the pending approval or user-input request id of
+// thread with an answer a client of another daemon gave (forwarded by the
+// cluster, since this daemon runs the turn that asked). It reports whether
+// the answer settled the request: false when it is unknown, of another
+// thread, or already settled.
+func (h *Hub) AnswerRemote(threadID string, id int64, result json.RawMessage) bool {
+	h.mu.Lock()
+	r := h.waiting[id]
+	h.mu.Unlock()
+	if r == nil || r.ThreadID != threadID {
+		return false
+	}
+	return r.settle(0, result, nil)
 }
 
 // heldByAttached reports whether a holder of r is still attached: a client

@@ -204,6 +204,7 @@ func mergeBatches(reqs []*commitRequest) *Batch {
 		m.CreateTurns = append(m.CreateTurns, b.CreateTurns...)
 		m.UpdateTurns = append(m.UpdateTurns, b.UpdateTurns...)
 		m.AppendItems = append(m.AppendItems, b.AppendItems...)
+		m.Fences = append(m.Fences, b.Fences...)
 	}
 	return m
 }

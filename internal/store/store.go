@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"time"
+
+	"github.com/appserver/appserver/internal/apperr"
 )
 
 // Turn statuses, as in the protocol's Turn.status.
@@ -145,6 +147,20 @@ type Batch struct {
 	CreateTurns   []*Turn
 	UpdateTurns   []TurnPatch
 	AppendItems   []*Item
+	// Fences make the batch conditional on leases (internal/cluster): it
+	// is written only if every fence's thread is still leased with that
+	// token and the lease has not expired, checked in the same
+	// transaction; otherwise nothing is written and Write returns
+	// Conflict. Only the Postgres store has leases; the embedded stores
+	// refuse a fenced batch. Fences alone make no write.
+	Fences []Fence
+}
+
+// Fence is the lease a write depends on: the thread's lease must still
+// carry Token.
+type Fence struct {
+	ThreadID string
+	Token    int64
 }
 
 // Empty reports whether the batch holds no writes.
@@ -274,3 +290,7 @@ func MessageTexts(it Item) []string {
 	}
 	return texts
 }
+
+// ErrNoLeases is what a store without leases (the embedded ones, which
+// serve one daemon) answers a fenced batch.
+var ErrNoLeases = apperr.New(apperr.Invalid, "fenced writes need the Postgres store")

@@ -19,6 +19,12 @@
 // transports call the Manager's methods. Tools come from a ToolsFactory
 // and models from a ModelRouter, both given by the composition root.
 //
+// When several daemons share one database, a turn runs under its thread's
+// lease (Config.Ownership, implemented by internal/cluster): taken before
+// the turn's record is stored, given back once its end is, and requests
+// about a turn running on another daemon (steer, interrupt, turn/start
+// while busy) are forwarded to it and run there by Manager.Command.
+//
 // It must not import the transports (internal/hub, internal/server,
 // internal/httpapi), the tool packages (internal/tools/..., internal/dynamic,
 // internal/skills), internal/sandbox, internal/config, internal/auth, the

@@ -59,6 +59,35 @@ func (m *Manager) startTurn(ctx context.Context, c Caller, p api.TurnStartParams
 			m.turns.Done()
 		}
 	}()
+	// The lease comes first: the thread's writes from here on, the
+	// settings' included, are this daemon's.
+	release, err := m.own(ctx, t)
+	if err != nil {
+		if kind == nil && apperr.Is(err, apperr.Conflict) {
+			// The thread's turn runs on another daemon: the input goes
+			// there, as it would join a turn running here. The caller
+			// subscribes here, where it hears the turn through the event
+			// fan-out between daemons.
+			if c.Conn != 0 && t.subscribe(c.Conn) {
+				m.subscribersChanged(t.id)
+			}
+			var res api.TurnStartResult
+			if ok, ferr := m.remote(ctx, t.id, "turn/start", p, &res); ok {
+				return res, nil, ferr
+			}
+			// The other daemon's turn ended meanwhile: the thread is
+			// free to run here.
+			release, err = m.own(ctx, t)
+		}
+		if err != nil {
+			return api.TurnStartResult{}, nil, err
+		}
+	}
+	defer func() {
+		if !launched {
+			release()
+		}
+	}()
 	if err := t.update(ctx, overrides{model: p.Model, cwd: p.Cwd, approval: p.ApprovalPolicy, sandboxPolicy: p.SandboxPolicy}); err != nil {
 		return api.TurnStartResult{}, nil, err
 	}
@@ -175,6 +204,8 @@ func (m *Manager) startTurn(ctx context.Context, c Caller, p api.TurnStartParams
 	return api.TurnStartResult{Turn: pendingTurn(at)}, func() {
 		go func() {
 			defer m.turns.Done()
+			// Given back once the turn's end is stored.
+			defer release()
 			run.obs = m.cfg.Observer.TurnStarted(context.Background(), TurnInfo{
 				ThreadID: t.id, TurnID: at.id, Provider: settings.provider, Model: settings.model,
 			})
@@ -288,6 +319,10 @@ func (m *Manager) activeTurnOf(ctx context.Context, rawID, expected, idleMsg str
 
 // SteerTurn adds input to the running turn.
 func (m *Manager) SteerTurn(ctx context.Context, c Caller, p api.TurnSteerParams) (api.TurnSteerResult, error) {
+	var res api.TurnSteerResult
+	if ok, err := m.remote(ctx, p.ThreadID, "turn/steer", p, &res); ok {
+		return res, err
+	}
 	_, at, err := m.activeTurnOf(ctx, p.ThreadID, p.ExpectedTurnID, "no active turn to steer")
 	if err != nil {
 		return api.TurnSteerResult{}, err
@@ -305,6 +340,9 @@ func (m *Manager) SteerTurn(ctx context.Context, c Caller, p api.TurnSteerParams
 // InterruptTurn stops the running turn once the response has been sent; it
 // then completes with status interrupted.
 func (m *Manager) InterruptTurn(ctx context.Context, p api.TurnInterruptParams) (After, error) {
+	if ok, err := m.remote(ctx, p.ThreadID, "turn/interrupt", p, nil); ok {
+		return nil, err
+	}
 	_, at, err := m.activeTurnOf(ctx, p.ThreadID, p.TurnID, "no active turn to interrupt")
 	if err != nil {
 		return nil, err

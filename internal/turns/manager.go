@@ -195,8 +195,13 @@ type Config struct {
 	// Observer is told how turns, model requests and tool calls end, for
 	// metrics; nil observes nothing.
 	Observer Observer
-	Logger   *slog.Logger
-	Now      func() time.Time
+	// Ownership decides which daemon runs a thread's turns when several
+	// share one database (internal/cluster); Store must then be fenced by
+	// it. Nil means this daemon owns every thread, and Recover settles
+	// every turn left running.
+	Ownership Ownership
+	Logger    *slog.Logger
+	Now       func() time.Time
 }
 
 // Manager is the thread table. It is safe for concurrent use.
@@ -312,9 +317,33 @@ func New(cfg Config) (*Manager, error) {
 const defaultInstructions = "You are a coding agent running in appserver. Work in the user's workspace, " +
 	"use the tools you are given, keep the user informed with concise messages, and finish with a clear answer."
 
+// Ownership is a thread's lease among several daemons: a turn holds it from
+// before its record is stored until its end is, so that no other daemon
+// runs or settles the thread's turns meanwhile.
+type Ownership interface {
+	// Acquire takes the thread's lease for a turn, or enters it again
+	// when this daemon holds it. It returns the lease's token and the one
+	// it replaced (the same token when already held here, 0 when nobody
+	// ever held it); a loaded thread last written under another token
+	// than prev is stale. A thread busy on another daemon is a Conflict.
+	Acquire(ctx context.Context, threadID string) (token, prev int64, err error)
+	// Release ends one Acquire; the last one frees the lease.
+	Release(threadID string)
+	// Forward sends a request to the daemon holding the thread's lease
+	// and returns its JSON answer; ok is false, and nothing is sent, when
+	// no other daemon holds it. That daemon runs it with Command.
+	Forward(ctx context.Context, threadID, method string, params any) (result json.RawMessage, ok bool, err error)
+}
+
 // Recover settles turns left inProgress by a daemon that died: they are
 // marked interrupted, so their threads load idle with every completed item.
+// With an Ownership it does nothing: the turns in progress may be running
+// on other daemons, and the cluster settles those whose lease expired
+// (TurnRecovered).
 func (m *Manager) Recover(ctx context.Context) error {
+	if m.cfg.Ownership != nil {
+		return nil
+	}
 	turns, err := m.cfg.Store.ListInProgressTurns(ctx)
 	if err != nil {
 		return err
@@ -576,4 +605,159 @@ func (m *Manager) contextWindow() *int64 {
 		return &w
 	}
 	return nil
+}
+
+// own takes the lease of t for a turn when daemons share the store, and
+// reads t again when another daemon ran turns of it since this one last
+// held it. The release it returns may be called more than once.
+func (m *Manager) own(ctx context.Context, t *thread) (release func(), err error) {
+	o := m.cfg.Ownership
+	if o == nil || t.ephemeral() {
+		return func() {}, nil
+	}
+	token, prev, err := o.Acquire(ctx, t.id)
+	if err != nil {
+		return nil, err
+	}
+	release = sync.OnceFunc(func() { o.Release(t.id) })
+	t.mu.Lock()
+	stale := prev != 0 && prev != t.leaseToken && t.active == nil
+	t.leaseToken = token
+	t.mu.Unlock()
+	if stale {
+		if err := m.refresh(ctx, t); err != nil {
+			release()
+			return nil, err
+		}
+	}
+	return release, nil
+}
+
+// refresh reads a loaded thread's state again from the store, after
+// another daemon ran turns of it. A turn running here meanwhile keeps the
+// state it has: it is the latest.
+func (m *Manager) refresh(ctx context.Context, t *thread) error {
+	rec, err := m.cfg.Store.GetThread(ctx, t.id)
+	if err != nil {
+		return err
+	}
+	fresh, err := m.hydrate(ctx, rec)
+	if err != nil {
+		return err
+	}
+	t.metaMu.Lock()
+	defer t.metaMu.Unlock()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.active != nil {
+		return nil
+	}
+	t.rec, t.meta, t.lastTurnFailed = fresh.rec, fresh.meta, fresh.lastTurnFailed
+	// The model history is read again by the turn (ensureHistory): what
+	// this daemon held misses the other daemon's turns.
+	t.history, t.historyLoaded, t.itemIDs = history{}, false, nil
+	t.historyGen++
+	return nil
+}
+
+// errLeaseLost ends a turn whose thread another daemon took over.
+var errLeaseLost = errors.New("thread lease lost: another node took the thread over")
+
+// LeaseLost stops the running turn of a thread whose lease this daemon
+// lost (the cluster's Events): the store refuses its writes already.
+func (m *Manager) LeaseLost(threadID string) {
+	if t := m.loaded(threadID); t != nil {
+		t.interruptActive(errLeaseLost)
+	}
+}
+
+// TurnRecovered announces a turn of a dead daemon that this one marked
+// interrupted (the cluster's Events): every connection hears that the
+// thread is idle, and the thread's subscribers here that the turn ended.
+func (m *Manager) TurnRecovered(threadID, turnID string) {
+	m.cfg.Notifier.Broadcast("thread/status/changed", api.ThreadStatusChangedNotification{ThreadID: threadID, Status: api.ThreadStatus{Type: api.ThreadIdle}})
+	t := m.loaded(threadID)
+	if t == nil {
+		return
+	}
+	t.mu.Lock()
+	local := t.active != nil && t.active.id == turnID
+	t.mu.Unlock()
+	if local {
+		return // this daemon's own turn, which announces its end itself
+	}
+	turn := api.Turn{ID: turnID, Items: api.List[api.ThreadItem]{}, ItemsView: api.ItemsNotLoaded, Status: api.TurnInterrupted}
+	t.emit("turn/completed", api.TurnCompletedNotification{ThreadID: threadID, Turn: turn})
+}
+
+// forwardedKey marks the context of a request another daemon forwarded,
+// which is never forwarded again: a turn that moved meanwhile is reported
+// as not running here rather than chased around the cluster.
+type forwardedKey struct{}
+
+// remote runs a request about a thread's running turn on the daemon that
+// runs it, when that is another daemon, decoding its answer into out; ok
+// is false when this daemon handles the request itself.
+func (m *Manager) remote(ctx context.Context, rawID, method string, params, out any) (ok bool, err error) {
+	o := m.cfg.Ownership
+	if o == nil || ctx.Value(forwardedKey{}) != nil {
+		return false, nil
+	}
+	id, err := parseThreadID(rawID)
+	if err != nil {
+		return false, nil // the local path reports it
+	}
+	if t := m.loaded(id); t != nil {
+		t.mu.Lock()
+		local := t.active != nil
+		t.mu.Unlock()
+		if local {
+			return false, nil
+		}
+	}
+	raw, ok, err := o.Forward(ctx, id, method, params)
+	if !ok || err != nil || out == nil {
+		return ok, err
+	}
+	if err := json.Unmarshal(raw, out); err != nil {
+		return true, apperr.Wrap(apperr.Internal, err, "decode the answer of the node running the thread")
+	}
+	return true, nil
+}
+
+// Command runs a request another daemon forwarded because this one runs
+// the thread's turn (the cluster's Events): turn/steer, turn/interrupt and
+// turn/start, as if a client without a connection here had sent it.
+func (m *Manager) Command(ctx context.Context, method string, params json.RawMessage) (any, error) {
+	ctx = context.WithValue(ctx, forwardedKey{}, true)
+	bad := func(err error) error { return apperr.Wrap(apperr.Invalid, err, "invalid forwarded %s", method) }
+	switch method {
+	case "turn/steer":
+		var p api.TurnSteerParams
+		if err := json.Unmarshal(params, &p); err != nil {
+			return nil, bad(err)
+		}
+		return m.SteerTurn(ctx, Caller{}, p)
+	case "turn/interrupt":
+		var p api.TurnInterruptParams
+		if err := json.Unmarshal(params, &p); err != nil {
+			return nil, bad(err)
+		}
+		after, err := m.InterruptTurn(ctx, p)
+		if after != nil {
+			after()
+		}
+		return api.TurnInterruptResult{}, err
+	case "turn/start":
+		var p api.TurnStartParams
+		if err := json.Unmarshal(params, &p); err != nil {
+			return nil, bad(err)
+		}
+		res, after, err := m.StartTurn(ctx, Caller{}, p)
+		if after != nil {
+			after()
+		}
+		return res, err
+	}
+	return nil, apperr.New(apperr.Invalid, "unknown forwarded method %s", method)
 }

@@ -121,6 +121,9 @@ type thread struct {
 	// goalSince is when the goal clock started, zero while it is stopped
 	// (startGoalClockLocked).
 	goalSince time.Time
+	// leaseToken is the token of the thread's lease when this daemon last
+	// took it (Config.Ownership), 0 before.
+	leaseToken int64
 }
 
 func newThread(m *Manager, rec store.Thread, meta threadMeta, st store.Store) *thread {

@@ -84,6 +84,9 @@ func (s *Store) Write(_ context.Context, b *store.Batch) error {
 	if b.Empty() {
 		return nil
 	}
+	if len(b.Fences) > 0 {
+		return store.ErrNoLeases
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.usableLocked(); err != nil {

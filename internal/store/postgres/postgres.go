@@ -87,6 +87,10 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	return s, nil
 }
 
+// Pool is the store's connection pool, for the parts of a daemon that keep
+// their own tables in the same database (thread leases).
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
 // Migrate applies pending migrations; `appserver migrate` calls it.
 func (s *Store) Migrate(ctx context.Context) error {
 	db := stdlib.OpenDBFromPool(s.pool)

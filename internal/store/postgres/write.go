@@ -33,7 +33,7 @@ func (s *Store) Write(ctx context.Context, b *store.Batch) (err error) {
 	}
 	// A no-op after Commit; otherwise it undoes everything, counters included.
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	if err := runPipeline(ctx, tx, threadSteps(p)); err != nil {
+	if err := runPipeline(ctx, tx, threadSteps(p, b.Fences)); err != nil {
 		return err
 	}
 	if err := runPipeline(ctx, tx, rowSteps(p)); err != nil {
@@ -127,7 +127,7 @@ func execStep(onErr func(error) error, onDone func(rows int64) error) func(pgx.B
 // string bound to a json or jsonb parameter verbatim.
 var statements = backend.NewStatements(backend.Postgres, func(raw []byte) any { return string(raw) })
 
-func threadSteps(p *backend.Plan) []step {
+func threadSteps(p *backend.Plan, fences []store.Fence) []step {
 	var steps []step
 	if lockIDs := p.LockIDs(); len(lockIDs) > 0 {
 		steps = append(steps, step{
@@ -135,6 +135,12 @@ func threadSteps(p *backend.Plan) []step {
 			args: []any{lockIDs},
 			read: execStep(storageErr, nil),
 		})
+	}
+	// After the thread locks: a lease changes hands only under its
+	// thread's lock (internal/cluster), so the lease read here stays the
+	// lease until this transaction ends.
+	if len(fences) > 0 {
+		steps = append(steps, fenceStep(fences))
 	}
 	for _, t := range p.CreateThreads {
 		steps = append(steps, step{
@@ -226,4 +232,42 @@ func rowSteps(p *backend.Plan) []step {
 		})
 	}
 	return steps
+}
+
+// fenceSQL counts the fences whose lease still carries their token and has
+// not expired. It runs once the batch holds its threads' row locks, and a
+// lease changes hands only under its thread's row lock, so a takeover
+// either waits for this transaction or was committed before this read and
+// is seen: never both. The lease rows themselves are not locked (a lock
+// would write each row on every write). The clock is the database's, the
+// one every node's leases are measured by.
+const fenceSQL = `SELECT count(*) FROM thread_leases l
+	JOIN unnest($1::uuid[], $2::bigint[]) AS f(thread_id, token)
+	  ON l.thread_id = f.thread_id AND l.token = f.token
+	WHERE l.expires_at > clock_timestamp()`
+
+// fenceStep checks a batch's fences before anything is written.
+func fenceStep(fences []store.Fence) step {
+	ids := make([]string, 0, len(fences))
+	tokens := make([]int64, 0, len(fences))
+	seen := make(map[store.Fence]bool, len(fences))
+	for _, f := range fences {
+		// A merged batch repeats the fence of a thread once per caller.
+		if seen[f] {
+			continue
+		}
+		seen[f] = true
+		ids = append(ids, f.ThreadID)
+		tokens = append(tokens, f.Token)
+	}
+	return step{sql: fenceSQL, args: []any{ids, tokens}, read: func(br pgx.BatchResults) error {
+		var held int
+		if err := br.QueryRow().Scan(&held); err != nil {
+			return storageErr(err)
+		}
+		if held != len(ids) {
+			return apperr.New(apperr.Conflict, "thread lease lost: another node owns the thread now")
+		}
+		return nil
+	}}
 }

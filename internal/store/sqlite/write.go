@@ -18,6 +18,9 @@ func (s *Store) Write(ctx context.Context, b *store.Batch) (err error) {
 	if b.Empty() {
 		return nil
 	}
+	if len(b.Fences) > 0 {
+		return store.ErrNoLeases
+	}
 	if err := s.usable(); err != nil {
 		return err
 	}

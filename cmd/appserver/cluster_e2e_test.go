@@ -1,0 +1,319 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/appserver/appserver/internal/apperr"
+	"github.com/appserver/appserver/internal/cluster"
+	"github.com/appserver/appserver/internal/model/fakemodel"
+	"github.com/appserver/appserver/internal/store/pgtest"
+)
+
+// clusterLeaseTTL is the daemons' lease_ttl in the cluster tests: short,
+// so that failover is quick, yet three heartbeats long enough for a -race
+// build on a loaded machine.
+const clusterLeaseTTL = 2 * time.Second
+
+// clusterScript drives the cluster tests; every step matches its input.
+const clusterScript = `{"steps":[
+	{"name":"first","match":{"user_text":"First"},"text":"First answer."},
+	{"name":"slow","match":{"user_text":"Slow"},"event_delay_ms":150,"text":"A slow answer that takes seconds to stream in full.","chunks":30},
+	{"name":"dies","match":{"user_text":"Dies"},"text":"This answer never finishes.","chunks":4,"fail":{"kind":"stall","after_events":5}},
+	{"name":"paused","match":{"user_text":"Paused"},"event_delay_ms":200,"text":"Written by a node that lost its lease.","chunks":8},
+	{"name":"next","match":{"user_text":"Next"},"text":"Next answer."},
+	{"name":"steered","match":{"user_text":"Steered"},"times":2,"event_delay_ms":150,"text":"An answer to the steered input, streamed slowly enough to be interrupted.","chunks":30}
+]}`
+
+// Step index of "steered" in clusterScript.
+const clusterStepSteered = 5
+
+// TestClusterDaemons runs two daemons as subprocesses on one Postgres
+// database, as a deployment with several replicas does.
+func TestClusterDaemons(t *testing.T) {
+	binDir := t.TempDir()
+	build := sync.OnceValues(func() (string, error) { return buildAppserver(binDir) })
+	go func() { _, _ = build() }()
+	t.Cleanup(func() { _, _ = build() })
+	start := func(t *testing.T, url string, fake *fakemodel.Server, node string) *appserverProc {
+		t.Helper()
+		bin, err := build()
+		require.NoError(t, err)
+		args := append([]string{"--database-url", url, "--migrate", "--data-dir", t.TempDir(),
+			"-c", `node_id="` + node + `"`, "-c", `lease_ttl="` + clusterLeaseTTL.String() + `"`}, fakeArgs(fake, "responses")...)
+		p := startAppserverProc(t, bin, args...)
+		t.Cleanup(func() {
+			if t.Failed() {
+				t.Logf("daemon %s stderr:\n%s", node, p.stderr)
+			}
+		})
+		return p
+	}
+	client := func(t *testing.T, p *appserverProc) *rpc {
+		r := newRPC(t, &testDaemon{addr: p.addr})
+		t.Cleanup(func() { _ = r.ws.CloseNow() })
+		return r
+	}
+
+	t.Run("restarting one daemon leaves the other's turn running", func(t *testing.T) {
+		url, fake := pgtest.URL(t), startFake(t, clusterScript)
+		a := start(t, url, fake, "a")
+		b := start(t, url, fake, "b")
+		ra := client(t, a)
+		threadID := startThread(t, ra, nil)
+		turnID := clusterStartTurn(t, ra, threadID, "Slow")
+		ra.until("item/agentMessage/delta")
+
+		// B restarts while A streams: its start-up recovery sees A's live
+		// lease and leaves the turn alone, and so do its periodic scans.
+		b.terminate(t)
+		b = start(t, url, fake, "b")
+		rb := client(t, b)
+		turns := clusterTurns(t, rb, threadID)
+		require.Len(t, turns, 1)
+		require.Equal(t, "inProgress", turns[0].Status, "B's start-up recovery must not touch a turn running on A")
+		for _, f := range ra.seen {
+			require.NotEqual(t, "turn/completed", f.Method, "A's turn must still run while B restarts")
+		}
+
+		done := ra.until("turn/completed")
+		var tr turnResult
+		require.NoError(t, json.Unmarshal(done.Params, &tr))
+		require.Equal(t, turnID, tr.Turn.ID)
+		require.Equal(t, "completed", tr.Turn.Status)
+		turns = clusterTurns(t, rb, threadID)
+		require.Equal(t, "completed", turns[0].Status)
+		require.Len(t, turns[0].Items, 2, "the user message and the whole answer")
+		require.Contains(t, string(turns[0].Items[1]), "A slow answer that takes seconds to stream in full.")
+	})
+
+	t.Run("a killed daemon's thread is taken over within the lease", func(t *testing.T) {
+		url, fake := pgtest.URL(t), startFake(t, clusterScript)
+		a := start(t, url, fake, "a")
+		b := start(t, url, fake, "b")
+		ra := client(t, a)
+		rb := client(t, b)
+		threadID := startThread(t, ra, nil)
+		// B loads the thread before A runs its turns: its copy goes stale.
+		rb.call("thread/resume", map[string]any{"threadId": threadID})
+		require.Equal(t, "completed", runTurn(t, ra, threadID, "First").Turn.Status)
+		dead := clusterStartTurn(t, ra, threadID, "Dies")
+		ra.until("item/agentMessage/delta")
+		rb.seen = nil
+		a.kill9(t)
+		killed := time.Now()
+
+		// B's failover scan interrupts the dead turn once the lease has
+		// expired, and tells its clients.
+		for {
+			f := rb.until("thread/status/changed")
+			if strings.Contains(string(f.Params), `"idle"`) {
+				break
+			}
+		}
+		tookOver := time.Since(killed)
+		require.Less(t, tookOver, clusterLeaseTTL+clusterLeaseTTL/4, "within lease_ttl, with slack")
+		completed := rb.until("turn/completed")
+		require.Contains(t, string(completed.Params), dead)
+		require.Contains(t, string(completed.Params), `"interrupted"`)
+		turns := clusterTurns(t, rb, threadID)
+		require.Len(t, turns, 2)
+		require.Equal(t, "interrupted", turns[1].Status)
+		rb.seen = nil
+
+		// B runs the next turn with the history A wrote.
+		next := runTurn(t, rb, threadID, "Next")
+		require.Equal(t, "completed", next.Turn.Status)
+		for _, f := range rb.seen {
+			require.NotEqual(t, "turn/completed", f.Method, "the dead turn is announced once")
+		}
+		reqs := fake.Requests()
+		last := reqs[len(reqs)-1]
+		var body struct {
+			Input []json.RawMessage `json:"input"`
+		}
+		require.NoError(t, last.Decode(&body))
+		require.Contains(t, string(mustJSON(t, body.Input)), "First answer.", "B read again the thread A ran turns of")
+		t.Logf("takeover %v after kill -9 (lease_ttl %v)", tookOver, clusterLeaseTTL)
+	})
+
+	t.Run("a client of another daemon steers and interrupts the turn", func(t *testing.T) {
+		url, fake := pgtest.URL(t), startFake(t, clusterScript)
+		a := start(t, url, fake, "a")
+		b := start(t, url, fake, "b")
+		clusterSteerAndInterrupt(t, fake, client(t, a), client(t, b))
+	})
+
+	// A client of B cannot see A's approval request until the event log
+	// fans A's notifications out to B; the answer's way back is tested
+	// at the cluster API, with the test as the other node.
+	t.Run("an approval asked by one daemon's turn is answered through another node", func(t *testing.T) {
+		url, fake := pgtest.URL(t), startFake(t, hubRunScript)
+		a := start(t, url, fake, "a")
+		ra := client(t, a)
+		ws := teWorkspace(t)
+		threadID := startThread(t, ra, hubApprovalThread(ws))
+		ra.call("turn/start", teInput(threadID, "go"))
+		req := hubUntil(t, ra, "item/commandExecution/requestApproval")
+		var requestID int64
+		require.NoError(t, json.Unmarshal(req.ID, &requestID))
+
+		pool, err := pgxpool.New(t.Context(), url)
+		require.NoError(t, err)
+		t.Cleanup(pool.Close)
+		b, err := cluster.New(cluster.Config{Pool: pool, NodeID: "b", LeaseTTL: clusterLeaseTTL})
+		require.NoError(t, err)
+		require.NoError(t, b.Start(t.Context(), clusterNoEvents{}))
+		t.Cleanup(b.Stop)
+		ok, err := b.AnswerRequest(t.Context(), cluster.Answer{ThreadID: threadID, RequestID: requestID + 1, Result: json.RawMessage(`{"decision":"accept"}`)})
+		require.True(t, ok)
+		require.ErrorContains(t, err, "no pending request", "A's answer to a request it does not have")
+		ok, err = b.AnswerRequest(t.Context(), cluster.Answer{ThreadID: threadID, RequestID: requestID, Result: json.RawMessage(`{"decision":"accept"}`)})
+		require.NoError(t, err)
+		require.True(t, ok)
+
+		require.JSONEq(t, string(req.ID), string(hubResolved(t, ra)), "A's own client is told the request is settled")
+		require.Equal(t, "completed", dlTurnCompleted(t, ra).Turn.Status)
+		require.Equal(t, "completed", hubCommandItem(t, ra, "call_run").Status)
+		require.Equal(t, 1, hubRuns(t, ws), "the command ran once, accepted by the forwarded answer")
+	})
+
+	t.Run("a paused daemon that lost its lease writes nothing", func(t *testing.T) {
+		url, fake := pgtest.URL(t), startFake(t, clusterScript)
+		a := start(t, url, fake, "a")
+		b := start(t, url, fake, "b")
+		ra := client(t, a)
+		rb := client(t, b)
+		threadID := startThread(t, ra, nil)
+		turnID := clusterStartTurn(t, ra, threadID, "Paused")
+		ra.until("item/agentMessage/delta")
+		require.NoError(t, syscall.Kill(-a.cmd.Process.Pid, syscall.SIGSTOP))
+		resumed := false
+		resume := func() {
+			if !resumed {
+				resumed = true
+				_ = syscall.Kill(-a.cmd.Process.Pid, syscall.SIGCONT)
+			}
+		}
+		t.Cleanup(resume)
+
+		// Past its lease, B takes the thread over.
+		deadline := time.Now().Add(3 * clusterLeaseTTL)
+		var turns []crashTurn
+		for {
+			turns = clusterTurns(t, rb, threadID)
+			if turns[0].Status == "interrupted" || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		require.Equal(t, "interrupted", turns[0].Status)
+		before := turns[0].Items
+		require.Len(t, before, 1, "the user message only: the answer was streaming")
+
+		// A wakes up, finishes streaming and ends its turn: the database
+		// refuses every write it makes, its answer and the turn's end.
+		resume()
+		done := ra.until("turn/completed")
+		require.Contains(t, string(done.Params), turnID)
+		require.NotContains(t, string(done.Params), `"completed"`, "A cannot complete a turn whose end it could not store")
+		// A ping through A: everything it did after waking is behind it.
+		ra.call("thread/loaded/list", map[string]any{})
+		turns = clusterTurns(t, rb, threadID)
+		require.Equal(t, "interrupted", turns[0].Status)
+		require.Equal(t, before, turns[0].Items, "A wrote nothing after it lost the lease")
+		require.NotContains(t, a.stderr.String(), "DATA RACE")
+	})
+}
+
+// clusterSteerAndInterrupt is the forwarding subtest: a client of B
+// steers and interrupts the turn A runs.
+func clusterSteerAndInterrupt(t *testing.T, fake *fakemodel.Server, ra, rb *rpc) {
+	threadID := startThread(t, ra, nil)
+	turnID := clusterStartTurn(t, ra, threadID, "Slow")
+	ra.until("item/agentMessage/delta")
+
+	// turn/start on a thread busy on A joins A's turn, as it would on A.
+	require.Equal(t, turnID, clusterStartTurn(t, rb, threadID, "Steered by start"))
+	var steered struct {
+		TurnID string `json:"turnId"`
+	}
+	require.NoError(t, json.Unmarshal(rb.call("turn/steer", map[string]any{
+		"threadId": threadID, "expectedTurnId": turnID,
+		"input": []any{map[string]any{"type": "text", "text": "Steered more"}},
+	}), &steered))
+	require.Equal(t, turnID, steered.TurnID)
+	// A's errors come back with their message.
+	bad := rb.callRaw("turn/steer", map[string]any{
+		"threadId": threadID, "expectedTurnId": "not-the-turn",
+		"input": []any{map[string]any{"type": "text", "text": "Lost"}},
+	})
+	require.NotNil(t, bad.Error)
+	require.Contains(t, bad.Error.Message, "expected active turn id `not-the-turn` but found `"+turnID+"`")
+
+	// A takes the steered input into its next model request (the first
+	// steer may have been sent in a request of its own already).
+	for {
+		f := ra.until("item/completed")
+		if strings.Contains(string(f.Params), `"userMessage"`) && strings.Contains(string(f.Params), "Steered more") {
+			break
+		}
+	}
+	ra.until("item/agentMessage/delta")
+	rb.call("turn/interrupt", map[string]any{"threadId": threadID, "turnId": turnID})
+	var done turnResult
+	require.NoError(t, json.Unmarshal(ra.until("turn/completed").Params, &done))
+	require.Equal(t, turnID, done.Turn.ID)
+	require.Equal(t, "interrupted", done.Turn.Status)
+
+	reqs := fake.Requests()
+	last := reqs[len(reqs)-1]
+	require.Equal(t, clusterStepSteered, last.Step)
+	var body struct {
+		Input []json.RawMessage `json:"input"`
+	}
+	require.NoError(t, last.Decode(&body))
+	input := string(mustJSON(t, body.Input))
+	require.Contains(t, input, "Steered by start")
+	require.Contains(t, input, "Steered more")
+	require.NotContains(t, input, "Lost")
+}
+
+// clusterNoEvents is the Events of a node the test plays: it runs no
+// turns, so it is never told anything nor forwarded a request.
+type clusterNoEvents struct{}
+
+func (clusterNoEvents) LeaseLost(string)             {}
+func (clusterNoEvents) TurnRecovered(string, string) {}
+func (clusterNoEvents) Command(context.Context, string, json.RawMessage) (any, error) {
+	return nil, apperr.New(apperr.Invalid, "the test's node runs no requests")
+}
+
+// clusterStartTurn starts a turn and returns its id.
+func clusterStartTurn(t *testing.T, r *rpc, threadID, text string) string {
+	t.Helper()
+	var started turnResult
+	require.NoError(t, json.Unmarshal(r.call("turn/start", map[string]any{
+		"threadId": threadID,
+		"input":    []any{map[string]any{"type": "text", "text": text}},
+	}), &started))
+	return started.Turn.ID
+}
+
+// clusterTurns reads a thread's stored turns through a daemon.
+func clusterTurns(t *testing.T, r *rpc, threadID string) []crashTurn {
+	t.Helper()
+	var read struct {
+		Thread crashThread `json:"thread"`
+	}
+	require.NoError(t, json.Unmarshal(r.call("thread/read", map[string]any{"threadId": threadID, "includeTurns": true}), &read))
+	return read.Thread.Turns
+}
