@@ -204,6 +204,7 @@ func mergeBatches(reqs []*commitRequest) *Batch {
 		m.CreateTurns = append(m.CreateTurns, b.CreateTurns...)
 		m.UpdateTurns = append(m.UpdateTurns, b.UpdateTurns...)
 		m.AppendItems = append(m.AppendItems, b.AppendItems...)
+		m.AppendEvents = append(m.AppendEvents, b.AppendEvents...)
 	}
 	return m
 }
@@ -266,6 +267,22 @@ func (g *GroupCommitter) DeleteThread(ctx context.Context, id string) error {
 // ListInProgressTurns reads through to the wrapped Store.
 func (g *GroupCommitter) ListInProgressTurns(ctx context.Context) ([]Turn, error) {
 	return g.inner.ListInProgressTurns(ctx)
+}
+
+// ListEvents reads through to the wrapped Store.
+func (g *GroupCommitter) ListEvents(ctx context.Context, threadID string, afterSeq int64, limit int) ([]Event, error) {
+	return g.inner.ListEvents(ctx, threadID, afterSeq, limit)
+}
+
+// LastEventSeq reads through to the wrapped Store.
+func (g *GroupCommitter) LastEventSeq(ctx context.Context, threadID string) (int64, error) {
+	return g.inner.LastEventSeq(ctx, threadID)
+}
+
+// PruneEvents goes straight to the wrapped Store: it deletes old rows no
+// pending write touches.
+func (g *GroupCommitter) PruneEvents(ctx context.Context, before time.Time, limit int) (int64, error) {
+	return g.inner.PruneEvents(ctx, before, limit)
 }
 
 // Ping reads through to the wrapped Store.

@@ -87,6 +87,10 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	return s, nil
 }
 
+// Pool returns the store's connection pool, for the parts of the daemon
+// that speak to Postgres beyond the transcript (the event log's LISTEN).
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
 // Migrate applies pending migrations; `appserver migrate` calls it.
 func (s *Store) Migrate(ctx context.Context) error {
 	db := stdlib.OpenDBFromPool(s.pool)

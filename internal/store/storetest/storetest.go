@@ -53,6 +53,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"PingClose", testPingClose},
 		{"JSONRoundTrip", testJSONRoundTrip},
 		{"Validation", testValidation},
+		{"Events", testEvents},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -1218,4 +1219,57 @@ func testDeleteThread(t *testing.T, s store.Store) {
 	th2 := newThread()
 	th2.ID = th.ID
 	write(t, s, &store.Batch{CreateThreads: []*store.Thread{th2}, CreateTurns: []*store.Turn{newTurn(th.ID)}})
+}
+
+// testEvents: the event log keeps each event's bytes, lists them after a
+// position in Seq order, refuses a Seq twice, prunes by age and goes with
+// its thread.
+func testEvents(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	th, _ := createThread(t, s)
+	other, _ := createThread(t, s)
+	seq, err := s.LastEventSeq(ctx, th.ID)
+	require.NoError(t, err)
+	require.Zero(t, seq)
+	ev := func(thread string, seq int64, at time.Time) *store.Event {
+		return &store.Event{ThreadID: thread, Seq: seq, Method: "item/agentMessage/delta",
+			Data: []byte(fmt.Sprintf(`{"method":"m","params":{"n":%d},"emittedAtMs":1}`, seq)), CreatedAt: at}
+	}
+	// Events of two threads in one batch, as the GroupCommitter merges them.
+	write(t, s, &store.Batch{AppendEvents: []*store.Event{ev(th.ID, 1, base), ev(other.ID, 1, base), ev(th.ID, 2, base.Add(time.Second))}})
+	write(t, s, &store.Batch{AppendEvents: []*store.Event{ev(th.ID, 3, base.Add(2 * time.Second))}})
+	requireCode(t, s.Write(ctx, &store.Batch{AppendEvents: []*store.Event{ev(th.ID, 2, base)}}), apperr.Conflict)
+
+	seq, err = s.LastEventSeq(ctx, th.ID)
+	require.NoError(t, err)
+	require.EqualValues(t, 3, seq)
+	evs, err := s.ListEvents(ctx, th.ID, 1, 10)
+	require.NoError(t, err)
+	require.Len(t, evs, 2)
+	require.EqualValues(t, 2, evs[0].Seq)
+	require.EqualValues(t, 3, evs[1].Seq)
+	require.Equal(t, string(ev(th.ID, 2, base).Data), string(evs[0].Data))
+	require.Equal(t, "item/agentMessage/delta", evs[0].Method)
+	require.True(t, evs[0].CreatedAt.Equal(base.Add(time.Second).Truncate(time.Microsecond)))
+	evs, err = s.ListEvents(ctx, th.ID, 0, 1)
+	require.NoError(t, err)
+	require.Len(t, evs, 1)
+	require.EqualValues(t, 1, evs[0].Seq)
+
+	// Pruning takes the oldest first, across threads, up to the limit.
+	n, err := s.PruneEvents(ctx, base.Add(1500*time.Millisecond), 10)
+	require.NoError(t, err)
+	require.EqualValues(t, 3, n)
+	evs, err = s.ListEvents(ctx, th.ID, 0, 10)
+	require.NoError(t, err)
+	require.Len(t, evs, 1)
+	require.EqualValues(t, 3, evs[0].Seq)
+	seq, err = s.LastEventSeq(ctx, other.ID)
+	require.NoError(t, err)
+	require.Zero(t, seq)
+
+	require.NoError(t, s.DeleteThread(ctx, th.ID))
+	seq, err = s.LastEventSeq(ctx, th.ID)
+	require.NoError(t, err)
+	require.Zero(t, seq)
 }

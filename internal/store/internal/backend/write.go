@@ -13,6 +13,8 @@ type Statements struct {
 	// InsertThread, InsertTurn and InsertItem take the arguments of
 	// ThreadArgs, TurnArgs and ItemArgs.
 	InsertThread, InsertTurn, InsertItem string
+	// InsertEvent takes the arguments of EventArgs.
+	InsertEvent string
 	// BumpTurnSeq and BumpItemSeq add their first argument to the counter
 	// of the thread whose id is the second, and return the counter's new
 	// value.
@@ -36,6 +38,7 @@ func NewStatements(d Dialect, jsonArg func([]byte) any) *Statements {
 			"model_provider", "model", "source", "forked_from_id", "archived", "created_at", "updated_at", "recency_at", "meta"),
 		InsertTurn:  insertSQL(d, "turns", "thread_id", "id", "seq", "status", "error", "started_at", "completed_at", "meta"),
 		InsertItem:  insertSQL(d, "items", "thread_id", "seq", "turn_id", "item_id", "type", "payload", "created_at"),
+		InsertEvent: insertSQL(d, "events", "thread_id", "seq", "method", "data", "created_at"),
 		BumpTurnSeq: seq("turn_seq"),
 		BumpItemSeq: seq("item_seq"),
 
@@ -68,6 +71,7 @@ func NewStatements(d Dialect, jsonArg func([]byte) any) *Statements {
 // whether the thread existed.
 func DeleteThreadSQL(param string) []string {
 	return []string{
+		"DELETE FROM events WHERE thread_id = " + param,
 		"DELETE FROM items WHERE thread_id = " + param,
 		"DELETE FROM turns WHERE thread_id = " + param,
 		"DELETE FROM threads WHERE id = " + param,
@@ -118,6 +122,11 @@ func (s *Statements) TurnArgs(t *store.Turn) []any {
 // ItemArgs returns the arguments of InsertItem for it.
 func (s *Statements) ItemArgs(it *store.Item) []any {
 	return []any{it.ThreadID, it.Seq, it.TurnID, it.ItemID, it.Type, s.json(it.Payload), s.d.TimeArg(it.CreatedAt)}
+}
+
+// EventArgs returns the arguments of InsertEvent for ev.
+func (s *Statements) EventArgs(ev *store.Event) []any {
+	return []any{ev.ThreadID, ev.Seq, ev.Method, ev.Data, s.d.TimeArg(ev.CreatedAt)}
 }
 
 // patchSQL holds the UPDATE texts of one kind of patch, one for every
