@@ -187,7 +187,7 @@ func threadSteps(p *backend.Plan) []step {
 
 // eventSteps insert the events with one statement, whatever their number,
 // and announce them: one pg_notify per thread, naming the thread and its
-// last event, which Postgres delivers to the listening daemons when (and
+// first and last event in this transaction, which Postgres delivers to the listening daemons when (and
 // only if) the transaction commits.
 func eventSteps(evs []store.Event) []step {
 	threads := make([]string, len(evs))
@@ -195,14 +195,19 @@ func eventSteps(evs []store.Event) []step {
 	methods := make([]string, len(evs))
 	data := make([][]byte, len(evs))
 	created := make([]time.Time, len(evs))
-	last := map[string]int64{}
+	type span struct{ first, last int64 }
+	spans := map[string]span{}
 	for i, ev := range evs {
 		threads[i], seqs[i], methods[i], data[i], created[i] = ev.ThreadID, ev.Seq, ev.Method, ev.Data, ev.CreatedAt
-		last[ev.ThreadID] = max(last[ev.ThreadID], ev.Seq)
+		sp, ok := spans[ev.ThreadID]
+		if !ok {
+			sp = span{ev.Seq, ev.Seq}
+		}
+		spans[ev.ThreadID] = span{min(sp.first, ev.Seq), max(sp.last, ev.Seq)}
 	}
-	notes := make([]string, 0, len(last))
-	for id, seq := range last {
-		notes = append(notes, id+":"+strconv.FormatInt(seq, 10))
+	notes := make([]string, 0, len(spans))
+	for id, sp := range spans {
+		notes = append(notes, id+":"+strconv.FormatInt(sp.first, 10)+":"+strconv.FormatInt(sp.last, 10))
 	}
 	return []step{{
 		sql: `INSERT INTO events (thread_id, seq, method, data, created_at)
@@ -222,7 +227,7 @@ func eventSteps(evs []store.Event) []step {
 }
 
 // EventsChannel is the channel every commit of events notifies, with the
-// payload "<thread id>:<last seq>".
+// payload "<thread id>:<first seq>:<last seq>".
 const EventsChannel = "appserver_events"
 
 // PruneEvents deletes up to limit events created before `before`.

@@ -1237,7 +1237,7 @@ func testEvents(t *testing.T, s store.Store) {
 	}
 	// Events of two threads in one batch, as the GroupCommitter merges them.
 	write(t, s, &store.Batch{AppendEvents: []*store.Event{ev(th.ID, 1, base), ev(other.ID, 1, base), ev(th.ID, 2, base.Add(time.Second))}})
-	write(t, s, &store.Batch{AppendEvents: []*store.Event{ev(th.ID, 3, base.Add(2 * time.Second))}})
+	write(t, s, &store.Batch{AppendEvents: []*store.Event{ev(th.ID, 3, base.Add(2*time.Second))}})
 	requireCode(t, s.Write(ctx, &store.Batch{AppendEvents: []*store.Event{ev(th.ID, 2, base)}}), apperr.Conflict)
 
 	seq, err = s.LastEventSeq(ctx, th.ID)

@@ -1,0 +1,287 @@
+package eventlog
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/appserver/appserver/internal/hub"
+	"github.com/appserver/appserver/internal/store"
+)
+
+// Defaults of Config.
+const (
+	// DefaultRetention is how long events are kept.
+	DefaultRetention = 24 * time.Hour
+	// DefaultPruneEvery is how often old events are deleted.
+	DefaultPruneEvery = time.Minute
+	// DefaultMaxPending bounds the events waiting for the store.
+	DefaultMaxPending = 100_000
+	// pruneBatch bounds one DELETE, so pruning never holds long locks.
+	pruneBatch = 10_000
+	// loadTimeout bounds reading a thread's last stored sequence number.
+	loadTimeout = 5 * time.Second
+)
+
+// Config configures a Log. Store is required; zero fields take the
+// defaults noted.
+type Config struct {
+	// Store keeps the events (the daemon's group committer).
+	Store store.Store
+	// Retention is how long events are kept (default DefaultRetention).
+	Retention time.Duration
+	// PruneEvery is how often old events are deleted (default
+	// DefaultPruneEvery).
+	PruneEvery time.Duration
+	// MaxPending bounds the events waiting for the store (default
+	// DefaultMaxPending); beyond it new events are dropped from the log
+	// (live subscribers still get them) and logged.
+	MaxPending int
+	// Logger receives errors; nil discards them.
+	Logger *slog.Logger
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// thread is what the Log knows of one thread's numbering.
+type thread struct {
+	mu sync.Mutex
+	// last is the last sequence number delivered here, numbered here or
+	// read from the store.
+	last int64
+	// owned is set once this daemon numbered from the stored maximum; a
+	// delivery of another daemon's events clears it.
+	owned bool
+}
+
+// Log is the durable event log; it implements hub.Journal. Start runs its
+// writer, pruner and listener; Stop flushes and stops them.
+//
+// Lock order: thread.mu before Log.mu.
+type Log struct {
+	cfg Config
+	log *slog.Logger
+
+	mu      sync.Mutex
+	threads map[string]*thread
+	pending []*store.Event
+	wake    chan struct{} // buffered(1): events are pending
+	dropped int64
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	once   sync.Once
+}
+
+var _ hub.Journal = (*Log)(nil)
+
+// New returns a Log writing to cfg.Store.
+func New(cfg Config) *Log {
+	if cfg.Retention <= 0 {
+		cfg.Retention = DefaultRetention
+	}
+	if cfg.PruneEvery <= 0 {
+		cfg.PruneEvery = DefaultPruneEvery
+	}
+	if cfg.MaxPending <= 0 {
+		cfg.MaxPending = DefaultMaxPending
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Log{cfg: cfg, log: cfg.Logger, threads: map[string]*thread{}, wake: make(chan struct{}, 1)}
+}
+
+func (l *Log) threadOf(id string) *thread {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	t := l.threads[id]
+	if t == nil {
+		t = &thread{}
+		l.threads[id] = t
+	}
+	return t
+}
+
+// Record implements hub.Journal.
+func (l *Log) Record(n *hub.Notification, deliver func()) {
+	t := l.threadOf(n.ThreadID)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.owned {
+		ctx, cancel := context.WithTimeout(context.Background(), loadTimeout)
+		stored, err := l.cfg.Store.LastEventSeq(ctx, n.ThreadID)
+		cancel()
+		if err != nil {
+			// Numbering goes on from what this daemon knows; if that
+			// collides with stored events their append fails and is logged.
+			l.log.Error("event log: read the last sequence number", "thread", n.ThreadID, "err", err)
+		} else {
+			t.owned = true
+		}
+		t.last = max(t.last, stored)
+	}
+	t.last++
+	n.Seq = t.last
+	l.enqueue(&store.Event{ThreadID: n.ThreadID, Seq: n.Seq, Method: n.Method, Data: n.Frame(), CreatedAt: l.cfg.Now()})
+	deliver()
+}
+
+// LastSeq implements hub.Journal: the last sequence number numbered or
+// delivered here, or stored.
+func (l *Log) LastSeq(threadID string) int64 {
+	t := l.threadOf(threadID)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.owned {
+		return t.last
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), loadTimeout)
+	defer cancel()
+	stored, err := l.cfg.Store.LastEventSeq(ctx, threadID)
+	if err != nil {
+		l.log.Error("event log: read the last sequence number", "thread", threadID, "err", err)
+	}
+	return max(t.last, stored)
+}
+
+func (l *Log) enqueue(ev *store.Event) {
+	l.mu.Lock()
+	if len(l.pending) >= l.cfg.MaxPending {
+		l.dropped++
+		l.mu.Unlock()
+		return
+	}
+	l.pending = append(l.pending, ev)
+	l.mu.Unlock()
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Start runs the writer and the pruner.
+func (l *Log) Start(ctx context.Context) error {
+	ctx, l.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	l.wg.Add(2)
+	go l.writeLoop(ctx)
+	go l.pruneLoop(ctx)
+	return nil
+}
+
+// Stop stops the goroutines after the writer stored what was pending. It
+// tolerates a Log never started and repeated calls.
+func (l *Log) Stop() {
+	l.once.Do(func() {
+		if l.cancel != nil {
+			l.cancel()
+			l.wg.Wait()
+		}
+	})
+}
+
+// writeLoop hands the store everything pending, one write at a time: events
+// that arrive during a write go into the next one, and the group committer
+// merges each write with the transcript writes of the moment.
+func (l *Log) writeLoop(ctx context.Context) {
+	defer l.wg.Done()
+	for {
+		select {
+		case <-l.wake:
+		case <-ctx.Done():
+			l.flush(context.Background())
+			return
+		}
+		l.flush(ctx)
+	}
+}
+
+// flush writes what is pending; a failed write is logged and its events are
+// dropped from the log (they reached the live subscribers already).
+func (l *Log) flush(ctx context.Context) {
+	l.mu.Lock()
+	evs, dropped := l.pending, l.dropped
+	l.pending, l.dropped = nil, 0
+	l.mu.Unlock()
+	if dropped > 0 {
+		l.log.Error("event log: events dropped, the store is too slow", "dropped", dropped)
+	}
+	if len(evs) == 0 {
+		return
+	}
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if err := l.cfg.Store.Write(wctx, &store.Batch{AppendEvents: evs}); err != nil {
+		l.log.Error("event log: append", "events", len(evs), "err", err)
+	}
+}
+
+func (l *Log) pruneLoop(ctx context.Context) {
+	defer l.wg.Done()
+	tick := time.NewTicker(l.cfg.PruneEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-tick.C:
+			if _, err := l.Prune(ctx); err != nil && ctx.Err() == nil {
+				l.log.Error("event log: prune", "err", err)
+			}
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// Prune deletes the events older than the retention and returns how many.
+func (l *Log) Prune(ctx context.Context) (int64, error) {
+	before := l.cfg.Now().Add(-l.cfg.Retention)
+	var total int64
+	for {
+		n, err := l.cfg.Store.PruneEvents(ctx, before, pruneBatch)
+		total += n
+		if err != nil || n < pruneBatch {
+			return total, err
+		}
+	}
+}
+
+// After returns up to limit stored events of a thread after afterSeq, for
+// clients that resume from a position no buffer here holds.
+func (l *Log) After(ctx context.Context, threadID string, afterSeq int64, limit int) ([]store.Event, error) {
+	return l.cfg.Store.ListEvents(ctx, threadID, afterSeq, limit)
+}
+
+// catchUp delivers a thread's stored events after the last one delivered
+// (or numbered) here, up to last, the end of a span of events another
+// daemon committed that starts at first.
+func (l *Log) catchUp(ctx context.Context, threadID string, first, last int64, deliver func(*hub.Notification)) {
+	t := l.threadOf(threadID)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.last == 0 {
+		// The first span seen since subscribers came: what came before it
+		// they read from the log when they subscribed.
+		t.last = first - 1
+	}
+	for t.last < last {
+		evs, err := l.cfg.Store.ListEvents(ctx, threadID, t.last, store.MaxEventsLimit)
+		if err != nil {
+			l.log.Error("event log: read events of another daemon", "thread", threadID, "err", err)
+			return
+		}
+		if len(evs) == 0 {
+			return
+		}
+		for _, ev := range evs {
+			deliver(hub.StoredNotification(threadID, ev.Seq, ev.Method, ev.Data))
+			t.last = ev.Seq
+		}
+		// The thread runs elsewhere: numbering here must start again from
+		// the store.
+		t.owned = false
+	}
+}
