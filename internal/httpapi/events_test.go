@@ -3,6 +3,7 @@ package httpapi
 import (
 	"encoding/json"
 	"net/http"
+	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
@@ -225,4 +226,37 @@ func TestStreamThatFallsBehindEndsWithStreamError(t *testing.T) {
 	require.Equal(t, api.ProblemEventsGone, p.Type)
 	_, more := s.next()
 	require.False(t, more, "the stream ends")
+}
+
+// A stream resumes with Last-Event-ID after a daemon restart: the events
+// come from the durable event log, not the lost buffer, so there is no 410
+// while they are retained, and the numbers go on where they stopped.
+func TestEventsResumeAcrossRestart(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "a.db")
+	script := `{"steps":[{"text":"one two three four","chunks":4},{"text":"again"}]}`
+	e := newEnv(t, envOpts{script: script, durable: true, dbPath: db})
+	th := e.createThread(nil, nil)
+	_, turn := e.postTurn(th.ID, "?wait=true", textInput("count"), nil, nil)
+	s, _ := e.openStream(th.ID, sprintf("?after=%d&until=turnCompleted", *turn.EventsAfter), nil, nil)
+	all := s.until("turn/completed")
+	require.Greater(t, len(all), 5)
+	e.close()
+
+	// The same database, a new process's worth of state.
+	e2 := newEnv(t, envOpts{script: script, durable: true, dbPath: db})
+	k := 2
+	s2, r := e2.openStream(th.ID, "?until=turnCompleted", http.Header{"Last-Event-Id": {strconv.FormatInt(all[k].id, 10)}}, nil)
+	require.Equal(t, http.StatusOK, r.status)
+	rest := s2.until("turn/completed")
+	var want []sseEvent
+	for _, ev := range all[k+1:] {
+		if ev.id&(1<<posShift-1) == 0 { // numbered: in the durable log
+			want = append(want, ev)
+		}
+	}
+	require.Equal(t, want, rest)
+
+	// The next turn's events continue the thread's numbering.
+	_, second := e2.postTurn(th.ID, "?wait=true", textInput("more"), nil, nil)
+	require.GreaterOrEqual(t, *second.EventsAfter, rest[len(rest)-1].id)
 }
