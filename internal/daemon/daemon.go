@@ -97,8 +97,10 @@ func NewCore(ctx context.Context, cfg *config.Config, configFile, version string
 	}
 	c.Where = where
 	// Items of many threads are committed together (group commit); the
-	// committer owns the backend.
-	c.Store = store.NewGroupCommitter(backend, store.GroupCommitConfig{OnCommit: tel.ObserveCommit})
+	// committer owns the backend. The event log's entries ride the same
+	// commits.
+	events := store.NewEventQueue(eventlog.DefaultMaxPending)
+	c.Store = store.NewGroupCommitter(backend, store.GroupCommitConfig{OnCommit: tel.ObserveCommit, Events: events})
 	stops[StopStore] = func() {
 		if err := c.Store.Close(); err != nil {
 			log.Error("closing store", "err", err)
@@ -112,7 +114,7 @@ func NewCore(ctx context.Context, cfg *config.Config, configFile, version string
 	// The durable event log numbers every thread notification and appends
 	// it through the group committer; on Postgres a listener brings the
 	// events of threads run by other daemons to this one's subscribers.
-	c.Events = eventlog.New(eventlog.Config{Store: c.Store, Retention: cfg.EventRetention, Logger: log})
+	c.Events = eventlog.New(eventlog.Config{Store: c.Store, Queue: events, Retention: cfg.EventRetention, Logger: log})
 	if err := c.Events.Start(ctx); err != nil {
 		return nil, err
 	}

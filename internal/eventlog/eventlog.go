@@ -18,6 +18,9 @@ const (
 	DefaultPruneEvery = time.Minute
 	// DefaultMaxPending bounds the events waiting for the store.
 	DefaultMaxPending = 100_000
+	// DefaultFlushDelay is how long queued events wait for a transcript
+	// commit to ride before they are written alone.
+	DefaultFlushDelay = 2 * time.Millisecond
 	// pruneBatch bounds one DELETE, so pruning never holds long locks.
 	pruneBatch = 10_000
 	// loadTimeout bounds reading a thread's last stored sequence number.
@@ -29,14 +32,22 @@ const (
 type Config struct {
 	// Store keeps the events (the daemon's group committer).
 	Store store.Store
+	// Queue is where events wait for the store; give the same queue to
+	// the group committer (GroupCommitConfig.Events), so that they ride its
+	// commits. Nil makes a queue of MaxPending events that only the Log's
+	// own flushes write.
+	Queue *store.EventQueue
+	// FlushDelay is how long queued events wait for a commit to ride
+	// before the Log writes them alone (default DefaultFlushDelay).
+	FlushDelay time.Duration
 	// Retention is how long events are kept (default DefaultRetention).
 	Retention time.Duration
 	// PruneEvery is how often old events are deleted (default
 	// DefaultPruneEvery).
 	PruneEvery time.Duration
-	// MaxPending bounds the events waiting for the store (default
-	// DefaultMaxPending); beyond it new events are dropped from the log
-	// (live subscribers still get them) and logged.
+	// MaxPending bounds the events waiting for the store in a queue the
+	// Log makes (default DefaultMaxPending); beyond it new events are
+	// dropped from the log (live subscribers still get them) and logged.
 	MaxPending int
 	// Logger receives errors; nil discards them.
 	Logger *slog.Logger
@@ -65,9 +76,6 @@ type Log struct {
 
 	mu      sync.Mutex
 	threads map[string]*thread
-	pending []*store.Event
-	wake    chan struct{} // buffered(1): events are pending
-	dropped int64
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -87,13 +95,19 @@ func New(cfg Config) *Log {
 	if cfg.MaxPending <= 0 {
 		cfg.MaxPending = DefaultMaxPending
 	}
+	if cfg.Queue == nil {
+		cfg.Queue = store.NewEventQueue(cfg.MaxPending)
+	}
+	if cfg.FlushDelay <= 0 {
+		cfg.FlushDelay = DefaultFlushDelay
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Log{cfg: cfg, log: cfg.Logger, threads: map[string]*thread{}, wake: make(chan struct{}, 1)}
+	return &Log{cfg: cfg, log: cfg.Logger, threads: map[string]*thread{}}
 }
 
 func (l *Log) threadOf(id string) *thread {
@@ -127,7 +141,9 @@ func (l *Log) Record(n *hub.Notification, deliver func()) {
 	}
 	t.last++
 	n.Seq = t.last
-	l.enqueue(&store.Event{ThreadID: n.ThreadID, Seq: n.Seq, Method: n.Method, Data: n.Frame(), CreatedAt: l.cfg.Now()})
+	if store.ValidThreadID(n.ThreadID) {
+		l.cfg.Queue.Push(&store.Event{ThreadID: n.ThreadID, Seq: n.Seq, Method: n.Method, Data: n.Frame(), CreatedAt: l.cfg.Now()})
+	}
 	deliver()
 }
 
@@ -147,21 +163,6 @@ func (l *Log) LastSeq(threadID string) int64 {
 		l.log.Error("event log: read the last sequence number", "thread", threadID, "err", err)
 	}
 	return max(t.last, stored)
-}
-
-func (l *Log) enqueue(ev *store.Event) {
-	l.mu.Lock()
-	if len(l.pending) >= l.cfg.MaxPending {
-		l.dropped++
-		l.mu.Unlock()
-		return
-	}
-	l.pending = append(l.pending, ev)
-	l.mu.Unlock()
-	select {
-	case l.wake <- struct{}{}:
-	default:
-	}
 }
 
 // Start runs the writer and the pruner.
@@ -184,39 +185,40 @@ func (l *Log) Stop() {
 	})
 }
 
-// writeLoop hands the store everything pending, one write at a time: events
-// that arrive during a write go into the next one, and the group committer
-// merges each write with the transcript writes of the moment.
+// writeLoop writes the events no commit round took: once events are
+// queued it gives the group committer FlushDelay to carry them with the
+// transcript, then writes what is left alone.
 func (l *Log) writeLoop(ctx context.Context) {
 	defer l.wg.Done()
+	delay := time.NewTimer(0)
+	<-delay.C
+	defer delay.Stop()
 	for {
 		select {
-		case <-l.wake:
+		case <-l.cfg.Queue.Wake():
 		case <-ctx.Done():
 			l.flush(context.Background())
 			return
+		}
+		delay.Reset(l.cfg.FlushDelay)
+		select {
+		case <-delay.C:
+		case <-ctx.Done():
 		}
 		l.flush(ctx)
 	}
 }
 
-// flush writes what is pending; a failed write is logged and its events are
+// flush writes what is queued; a failed write is logged and its events are
 // dropped from the log (they reached the live subscribers already).
 func (l *Log) flush(ctx context.Context) {
-	l.mu.Lock()
-	evs, dropped := l.pending, l.dropped
-	l.pending, l.dropped = nil, 0
-	l.mu.Unlock()
-	if dropped > 0 {
-		l.log.Error("event log: events dropped, the store is too slow", "dropped", dropped)
-	}
-	if len(evs) == 0 {
-		return
+	if n := l.cfg.Queue.Dropped(); n > 0 {
+		l.log.Error("event log: events dropped, the store is too slow or down", "dropped", n)
 	}
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	if err := l.cfg.Store.Write(wctx, &store.Batch{AppendEvents: evs}); err != nil {
-		l.log.Error("event log: append", "events", len(evs), "err", err)
+	if err := l.cfg.Queue.Flush(wctx, l.cfg.Store); err != nil {
+		l.log.Error("event log: append", "err", err)
 	}
 }
 
@@ -249,10 +251,36 @@ func (l *Log) Prune(ctx context.Context) (int64, error) {
 	}
 }
 
-// After returns up to limit stored events of a thread after afterSeq, for
-// clients that resume from a position no buffer here holds.
-func (l *Log) After(ctx context.Context, threadID string, afterSeq int64, limit int) ([]store.Event, error) {
-	return l.cfg.Store.ListEvents(ctx, threadID, afterSeq, limit)
+// After implements hub.Journal: the stored events of a thread after
+// afterSeq, then those still on their way to the store, so a client that
+// resumes misses none numbered before it subscribed.
+func (l *Log) After(ctx context.Context, threadID string, afterSeq int64, limit int) ([]*hub.Notification, error) {
+	if limit <= 0 || limit > store.MaxEventsLimit {
+		limit = store.MaxEventsLimit
+	}
+	// The queue first: an event leaves it for the store, so reading the
+	// store second cannot miss one in between.
+	queued := l.cfg.Queue.Queued(threadID, afterSeq)
+	stored, err := l.cfg.Store.ListEvents(ctx, threadID, afterSeq, limit)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*hub.Notification, 0, len(stored)+len(queued))
+	last := afterSeq
+	for _, ev := range stored {
+		out = append(out, hub.StoredNotification(threadID, ev.Seq, ev.Method, ev.Data))
+		last = ev.Seq
+	}
+	if len(stored) == limit {
+		return out, nil // a full page: the caller asks again after it
+	}
+	for _, ev := range queued {
+		if ev.Seq > last && len(out) < limit {
+			out = append(out, hub.StoredNotification(threadID, ev.Seq, ev.Method, ev.Data))
+			last = ev.Seq
+		}
+	}
+	return out, nil
 }
 
 // catchUp delivers a thread's stored events after the last one delivered

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/appserver/appserver/api"
+	"github.com/appserver/appserver/internal/hub"
 	"github.com/appserver/appserver/internal/store"
 )
 
@@ -63,12 +64,12 @@ func (a *API) events(w http.ResponseWriter, r *http.Request) *problem {
 	// backlog is the first page of the thread's durable event log when the
 	// stream resumes from before what the log here holds (another daemon's
 	// events, or this daemon's before a restart).
-	var backlog []store.Event
+	var backlog []*hub.Notification
 	if !explicit {
 		after = l.start()
 	} else if !l.resumable(after) {
 		seq := after >> posShift
-		evs, err := a.cfg.Store.ListEvents(ctx, th.ID, seq, store.MaxEventsLimit)
+		evs, err := a.cfg.Hub.EventsAfter(ctx, th.ID, seq, store.MaxEventsLimit)
 		if err != nil {
 			return a.fromError(r, err)
 		}
@@ -115,7 +116,7 @@ func (a *API) events(w http.ResponseWriter, r *http.Request) *problem {
 		ok := write(func() error {
 			for _, ev := range backlog {
 				pos := ev.Seq << posShift
-				if _, err := fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", pos, ev.Method, ev.Data); err != nil {
+				if _, err := fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", pos, ev.Method, ev.Frame()); err != nil {
 					return err
 				}
 				cursor = pos
@@ -133,7 +134,7 @@ func (a *API) events(w http.ResponseWriter, r *http.Request) *problem {
 			break
 		}
 		var err error
-		if backlog, err = a.cfg.Store.ListEvents(ctx, th.ID, cursor>>posShift, store.MaxEventsLimit); err != nil {
+		if backlog, err = a.cfg.Hub.EventsAfter(ctx, th.ID, cursor>>posShift, store.MaxEventsLimit); err != nil {
 			return nil
 		}
 	}

@@ -260,3 +260,53 @@ func TestEventsResumeAcrossRestart(t *testing.T) {
 	_, second := e2.postTurn(th.ID, "?wait=true", textInput("more"), nil, nil)
 	require.GreaterOrEqual(t, *second.EventsAfter, rest[len(rest)-1].id)
 }
+
+// A websocket client that reconnects resumes with thread/resume's afterSeq:
+// it gets the notifications it missed from the event log, then the live
+// ones, each numbered notification once and in order.
+func TestWebsocketResumeAfterSeq(t *testing.T) {
+	script := `{"steps":[{"text":"one two three","chunks":3},{"text":"four five","chunks":2},{"text":"six"}]}`
+	e := newEnv(t, envOpts{script: script, durable: true})
+	th := e.createThread(nil, nil)
+	ws := e.dialWS()
+	ws.call("thread/resume", map[string]any{"threadId": th.ID})
+	e.postTurn(th.ID, "?wait=true", textInput("1"), nil, nil)
+	var seen []int64
+	for {
+		f := ws.read()
+		if f.Seq > 0 {
+			seen = append(seen, f.Seq)
+		}
+		if f.Method == "turn/completed" {
+			break
+		}
+	}
+	require.Greater(t, len(seen), 4)
+	// The client drops after the middle of the first turn.
+	_ = ws.ws.CloseNow()
+	k := seen[len(seen)/2]
+
+	// A turn nobody watches on the websocket.
+	e.postTurn(th.ID, "?wait=true", textInput("2"), nil, nil)
+
+	ws2 := e.dialWS()
+	ws2.call("thread/resume", map[string]any{"threadId": th.ID, "afterSeq": k})
+	_, third := e.postTurn(th.ID, "", textInput("3"), nil, nil)
+	var got []int64
+	completed := 0
+	for completed < 3 {
+		f := ws2.read()
+		if f.Seq > 0 {
+			got = append(got, f.Seq)
+		}
+		if f.Method == "turn/completed" {
+			completed++
+		}
+	}
+	// The rest of the first turn, the second and the third: from k+1 on,
+	// without a gap or a repeat.
+	for i, seq := range got {
+		require.Equal(t, k+1+int64(i), seq, "got %v", got)
+	}
+	require.NotNil(t, third)
+}

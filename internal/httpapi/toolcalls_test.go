@@ -112,6 +112,7 @@ type wsFrame struct {
 	Params json.RawMessage `json:"params"`
 	Result json.RawMessage `json:"result"`
 	Error  json.RawMessage `json:"error"`
+	Seq    int64           `json:"seq"`
 }
 
 func (e *env) dialWS() *wsClient {

@@ -1,9 +1,11 @@
 package hub
 
 import (
+	"context"
 	"encoding/json"
 	"log/slog"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -141,6 +143,10 @@ type Journal interface {
 	// LastSeq returns the sequence number of the thread's last notification
 	// numbered or delivered here (or stored), 0 if none.
 	LastSeq(threadID string) int64
+	// After returns up to limit notifications of the thread's log after
+	// afterSeq, in order, including those not yet stored; a journal that
+	// keeps nothing returns none.
+	After(ctx context.Context, threadID string, afterSeq int64, limit int) ([]*Notification, error)
 }
 
 // memJournal numbers notifications in memory: the journal of a hub that
@@ -159,6 +165,11 @@ func (j *memJournal) Record(n *Notification, deliver func()) {
 	deliver()
 }
 
+// After implements Journal: a memory journal keeps nothing.
+func (j *memJournal) After(context.Context, string, int64, int) ([]*Notification, error) {
+	return nil, nil
+}
+
 // LastSeq implements Journal.
 func (j *memJournal) LastSeq(threadID string) int64 {
 	j.mu.Lock()
@@ -169,6 +180,12 @@ func (j *memJournal) LastSeq(threadID string) int64 {
 // LastSeq returns the sequence number of a thread's last notification, 0
 // if none: later ones have greater numbers.
 func (h *Hub) LastSeq(threadID string) int64 { return h.cfg.Journal.LastSeq(threadID) }
+
+// EventsAfter returns up to limit notifications of a thread's event log
+// after afterSeq, for clients that resume: none without a durable journal.
+func (h *Hub) EventsAfter(ctx context.Context, threadID string, afterSeq int64, limit int) ([]*Notification, error) {
+	return h.cfg.Journal.After(ctx, threadID, afterSeq, limit)
+}
 
 // AttachOptions says how a subscriber takes part.
 type AttachOptions struct {
@@ -385,6 +402,26 @@ type Notification struct {
 	// 1; 0 for notifications that are not thread-scoped.
 	Seq   int64
 	frame []byte
+
+	seqOnce  sync.Once
+	seqFrame []byte
+}
+
+// SeqFrame returns the frame with the notification's sequence number as a
+// last member, {"method","params","emittedAtMs","seq"}, for clients that
+// resume from it; without a number it is Frame. Encoded once, shared.
+func (n *Notification) SeqFrame() []byte {
+	if n.Seq == 0 || len(n.frame) == 0 {
+		return n.frame
+	}
+	n.seqOnce.Do(func() {
+		f := make([]byte, 0, len(n.frame)+24)
+		f = append(f, n.frame[:len(n.frame)-1]...) // the frame is an object: drop its '}'
+		f = append(f, `,"seq":`...)
+		f = strconv.AppendInt(f, n.Seq, 10)
+		n.seqFrame = append(f, '}')
+	})
+	return n.seqFrame
 }
 
 // StoredNotification rebuilds a thread's notification from its event log

@@ -122,7 +122,13 @@ func (s *Session) Notify(n *Notification) {
 	if _, out := s.optOut[n.Method]; out {
 		return
 	}
-	if err := s.conn.Send(n.Frame()); err == nil {
+	frame := n.Frame()
+	if s.experimental {
+		// Clients of the experimental API see each thread notification's
+		// sequence number, the position thread/resume's afterSeq takes.
+		frame = n.SeqFrame()
+	}
+	if err := s.conn.Send(frame); err == nil {
 		s.srv.metrics.Notifications.WithLabelValues(n.Method).Inc()
 	}
 }

@@ -23,6 +23,10 @@ type GroupCommitConfig struct {
 	// OnCommit, when set, is called after each commit round with the number
 	// of callers' batches it carried and how long it took.
 	OnCommit func(batches int, d time.Duration)
+	// Events, when set, is drained into every commit round: the event log's
+	// entries ride the transcript's transactions. Events of a round that
+	// fails are written alone, or counted dropped if the store is down.
+	Events *EventQueue
 }
 
 // GroupCommitter is a Store that merges the batches of concurrent Write
@@ -157,10 +161,24 @@ func (g *GroupCommitter) commit(reqs []*commitRequest) {
 		return
 	}
 	start := time.Now()
-	if len(claimed) == 1 {
+	var riders []*Event
+	ridden := func() {}
+	if g.cfg.Events != nil {
+		riders, ridden = g.cfg.Events.take()
+	}
+	if len(claimed) == 1 && len(riders) == 0 {
+		ridden()
 		claimed[0].done <- g.write(claimed[0].batch)
 	} else {
-		err := g.write(mergeBatches(claimed))
+		m := mergeBatches(claimed)
+		m.AppendEvents = append(m.AppendEvents, riders...)
+		err := g.write(m)
+		if err != nil && len(riders) > 0 {
+			g.writeRiders(riders, err)
+		}
+		// Before the callers learn the outcome: whoever reads the log
+		// after a write finds its events stored, not queued.
+		ridden()
 		switch {
 		case err == nil:
 			for _, r := range claimed {
@@ -183,6 +201,20 @@ func (g *GroupCommitter) commit(reqs []*commitRequest) {
 	if g.cfg.OnCommit != nil {
 		g.cfg.OnCommit(len(claimed), time.Since(start))
 	}
+}
+
+// writeRiders writes the events of a failed round alone, unless the store
+// is down (then they are counted dropped: the clients that were live got
+// them, and waiting here would hold up the transcript).
+func (g *GroupCommitter) writeRiders(riders []*Event, err error) {
+	if !apperr.Is(err, apperr.Unavailable) {
+		if err = g.write(&Batch{AppendEvents: riders}); err == nil {
+			return
+		}
+	}
+	g.cfg.Events.mu.Lock()
+	g.cfg.Events.dropped += int64(len(riders))
+	g.cfg.Events.mu.Unlock()
 }
 
 func (g *GroupCommitter) write(b *Batch) error {

@@ -54,6 +54,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"JSONRoundTrip", testJSONRoundTrip},
 		{"Validation", testValidation},
 		{"Events", testEvents},
+		{"GroupCommitterCarriesEvents", testGroupCommitterCarriesEvents},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -1272,4 +1273,34 @@ func testEvents(t *testing.T, s store.Store) {
 	seq, err = s.LastEventSeq(ctx, th.ID)
 	require.NoError(t, err)
 	require.Zero(t, seq)
+}
+
+// testGroupCommitterCarriesEvents: queued events ride the next commit round
+// of the transcript (no write of their own), and those of a round spoiled
+// by another batch are still written.
+func testGroupCommitterCarriesEvents(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	q := store.NewEventQueue(100)
+	g := store.NewGroupCommitter(nopCloser{s}, store.GroupCommitConfig{Events: q})
+	defer g.Close()
+	th, tu := createThread(t, s)
+	ev := func(seq int64) *store.Event {
+		return &store.Event{ThreadID: th.ID, Seq: seq, Method: "m", Data: []byte(`{}`)}
+	}
+	require.True(t, q.Push(ev(1)))
+	require.True(t, q.Push(ev(2)))
+	require.Len(t, q.Queued(th.ID, 0), 2, "queued events are visible before they are stored")
+	require.NoError(t, g.Write(ctx, &store.Batch{AppendItems: []*store.Item{newItem(th.ID, tu.ID)}}))
+	evs, err := s.ListEvents(ctx, th.ID, 0, 10)
+	require.NoError(t, err)
+	require.Len(t, evs, 2, "the events rode the item's commit")
+	require.Empty(t, q.Queued(th.ID, 0))
+
+	// A round that fails (the item's turn does not exist) still stores
+	// the events it carried.
+	require.True(t, q.Push(ev(3)))
+	requireCode(t, g.Write(ctx, &store.Batch{AppendItems: []*store.Item{newItem(th.ID, "no-such-turn")}}), apperr.NotFound)
+	seq, err := s.LastEventSeq(ctx, th.ID)
+	require.NoError(t, err)
+	require.EqualValues(t, 3, seq)
 }
