@@ -317,6 +317,26 @@ func (g *GroupCommitter) PruneEvents(ctx context.Context, before time.Time, limi
 	return g.inner.PruneEvents(ctx, before, limit)
 }
 
+// ClaimIdempotencyKey goes straight to the wrapped Store.
+func (g *GroupCommitter) ClaimIdempotencyKey(ctx context.Context, scope, key string, hash []byte, now, expires time.Time) (bool, string, error) {
+	return g.inner.ClaimIdempotencyKey(ctx, scope, key, hash, now, expires)
+}
+
+// CompleteIdempotencyKey goes straight to the wrapped Store.
+func (g *GroupCommitter) CompleteIdempotencyKey(ctx context.Context, scope, key, turnID string) error {
+	return g.inner.CompleteIdempotencyKey(ctx, scope, key, turnID)
+}
+
+// ReleaseIdempotencyKey goes straight to the wrapped Store.
+func (g *GroupCommitter) ReleaseIdempotencyKey(ctx context.Context, scope, key string) error {
+	return g.inner.ReleaseIdempotencyKey(ctx, scope, key)
+}
+
+// PruneIdempotencyKeys goes straight to the wrapped Store.
+func (g *GroupCommitter) PruneIdempotencyKeys(ctx context.Context, now time.Time) (int64, error) {
+	return g.inner.PruneIdempotencyKeys(ctx, now)
+}
+
 // Ping reads through to the wrapped Store.
 func (g *GroupCommitter) Ping(ctx context.Context) error {
 	return g.inner.Ping(ctx)

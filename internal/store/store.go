@@ -49,6 +49,7 @@ const (
 	OpListEvents          = "list_events"
 	OpLastEventSeq        = "last_event_seq"
 	OpPruneEvents         = "prune_events"
+	OpIdempotencyKey      = "idempotency_key"
 )
 
 // ObserveFunc receives the duration and outcome of every store operation; op
@@ -268,6 +269,20 @@ type Store interface {
 	// PruneEvents deletes up to limit events created before `before`, oldest
 	// first, and returns how many it deleted.
 	PruneEvents(ctx context.Context, before time.Time, limit int) (int64, error)
+	// ClaimIdempotencyKey claims key within scope for a request whose
+	// canonical hash is hash, until expires (a claim expired at now is
+	// replaced). claimed true: the caller owns the key and must
+	// CompleteIdempotencyKey or ReleaseIdempotencyKey it. Otherwise turnID
+	// is the turn the key started, "" while its owner is still starting
+	// it. A key held with another hash is a Conflict.
+	ClaimIdempotencyKey(ctx context.Context, scope, key string, hash []byte, now, expires time.Time) (claimed bool, turnID string, err error)
+	// CompleteIdempotencyKey records the turn a claimed key started.
+	CompleteIdempotencyKey(ctx context.Context, scope, key, turnID string) error
+	// ReleaseIdempotencyKey forgets a claimed key whose request started no
+	// turn, so that a retry may.
+	ReleaseIdempotencyKey(ctx context.Context, scope, key string) error
+	// PruneIdempotencyKeys deletes the keys expired at now.
+	PruneIdempotencyKeys(ctx context.Context, now time.Time) (int64, error)
 	// DeleteThread removes a thread with its turns, items and events, atomically;
 	// NotFound when there is no such thread.
 	DeleteThread(ctx context.Context, id string) error

@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -28,7 +29,15 @@ type Store struct {
 	mu      sync.RWMutex // guards threads, events and closed
 	threads map[string]*threadData
 	events  map[string][]store.Event // per thread, in Seq order
+	keys    map[[2]string]*idemKey   // by scope and key
 	closed  bool
+}
+
+// idemKey is one claimed idempotency key.
+type idemKey struct {
+	hash    []byte
+	turnID  string
+	expires time.Time
 }
 
 // threadData is one thread with its transcript; turns[i].Seq == i+1 and
@@ -48,7 +57,7 @@ func New(cfg Config) *Store {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Store{now: cfg.Now, threads: map[string]*threadData{}, events: map[string][]store.Event{}}
+	return &Store{now: cfg.Now, threads: map[string]*threadData{}, events: map[string][]store.Event{}, keys: map[[2]string]*idemKey{}}
 }
 
 // Migrate does nothing: memory has no schema. It is there so that the
@@ -660,4 +669,66 @@ func (s *Store) Close() error {
 	s.closed = true
 	s.threads = map[string]*threadData{}
 	return nil
+}
+
+// ClaimIdempotencyKey claims a key; see store.Store.
+func (s *Store) ClaimIdempotencyKey(_ context.Context, scope, key string, hash []byte, now, expires time.Time) (bool, string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.usableLocked(); err != nil {
+		return false, "", err
+	}
+	k := [2]string{scope, key}
+	if e := s.keys[k]; e != nil && e.expires.After(now) {
+		if !bytes.Equal(e.hash, hash) {
+			return false, "", apperr.New(apperr.Conflict, "idempotency key %q was used with another request", key)
+		}
+		return false, e.turnID, nil
+	}
+	s.keys[k] = &idemKey{hash: slices.Clone(hash), expires: expires}
+	return true, "", nil
+}
+
+// CompleteIdempotencyKey records the turn a claimed key started.
+func (s *Store) CompleteIdempotencyKey(_ context.Context, scope, key, turnID string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.usableLocked(); err != nil {
+		return err
+	}
+	if e := s.keys[[2]string{scope, key}]; e != nil {
+		e.turnID = turnID
+	}
+	return nil
+}
+
+// ReleaseIdempotencyKey forgets an unfinished claim.
+func (s *Store) ReleaseIdempotencyKey(_ context.Context, scope, key string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.usableLocked(); err != nil {
+		return err
+	}
+	k := [2]string{scope, key}
+	if e := s.keys[k]; e != nil && e.turnID == "" {
+		delete(s.keys, k)
+	}
+	return nil
+}
+
+// PruneIdempotencyKeys deletes the keys expired at now.
+func (s *Store) PruneIdempotencyKeys(_ context.Context, now time.Time) (int64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.usableLocked(); err != nil {
+		return 0, err
+	}
+	var n int64
+	for k, e := range s.keys {
+		if !e.expires.After(now) {
+			delete(s.keys, k)
+			n++
+		}
+	}
+	return n, nil
 }

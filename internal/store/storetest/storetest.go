@@ -55,6 +55,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Validation", testValidation},
 		{"Events", testEvents},
 		{"GroupCommitterCarriesEvents", testGroupCommitterCarriesEvents},
+		{"IdempotencyKeys", testIdempotencyKeys},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -1303,4 +1304,48 @@ func testGroupCommitterCarriesEvents(t *testing.T, s store.Store) {
 	seq, err := s.LastEventSeq(ctx, th.ID)
 	require.NoError(t, err)
 	require.EqualValues(t, 3, seq)
+}
+
+// testIdempotencyKeys: one claimer per key until it expires; the others
+// learn the turn it started, or that it is still starting one; another
+// request under the key is a Conflict; an unfinished claim can be released.
+func testIdempotencyKeys(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	scope, key := newID()+"/alice", "k1"
+	h1, h2 := []byte("hash-1"), []byte("hash-2")
+	now, ttl := base, time.Hour
+	claimed, turn, err := s.ClaimIdempotencyKey(ctx, scope, key, h1, now, now.Add(ttl))
+	require.NoError(t, err)
+	require.True(t, claimed)
+	claimed, turn, err = s.ClaimIdempotencyKey(ctx, scope, key, h1, now, now.Add(ttl))
+	require.NoError(t, err)
+	require.False(t, claimed)
+	require.Empty(t, turn, "the owner is still starting its turn")
+	_, _, err = s.ClaimIdempotencyKey(ctx, scope, key, h2, now, now.Add(ttl))
+	requireCode(t, err, apperr.Conflict)
+
+	require.NoError(t, s.CompleteIdempotencyKey(ctx, scope, key, "turn-1"))
+	require.NoError(t, s.ReleaseIdempotencyKey(ctx, scope, key), "a finished claim stays")
+	claimed, turn, err = s.ClaimIdempotencyKey(ctx, scope, key, h1, now.Add(time.Minute), now.Add(ttl))
+	require.NoError(t, err)
+	require.False(t, claimed)
+	require.Equal(t, "turn-1", turn)
+
+	// An unfinished claim released: the next request claims it.
+	claimed, _, err = s.ClaimIdempotencyKey(ctx, scope, "k2", h1, now, now.Add(ttl))
+	require.NoError(t, err)
+	require.True(t, claimed)
+	require.NoError(t, s.ReleaseIdempotencyKey(ctx, scope, "k2"))
+	claimed, _, err = s.ClaimIdempotencyKey(ctx, scope, "k2", h2, now, now.Add(ttl))
+	require.NoError(t, err)
+	require.True(t, claimed)
+
+	// Expired: claimed anew, even with another request; pruning removes.
+	later := now.Add(2 * ttl)
+	claimed, _, err = s.ClaimIdempotencyKey(ctx, scope, key, h2, later, later.Add(ttl))
+	require.NoError(t, err)
+	require.True(t, claimed)
+	n, err := s.PruneIdempotencyKeys(ctx, later.Add(ttl))
+	require.NoError(t, err)
+	require.EqualValues(t, 2, n)
 }
