@@ -64,12 +64,21 @@ type thread struct {
 	// owned is set once this daemon numbered from the stored maximum; a
 	// delivery of another daemon's events clears it.
 	owned bool
+	// used is when the thread last had an event here, for forgetting
+	// threads that went quiet.
+	used time.Time
 }
+
+// forgetAfter is how long a quiet thread's numbering is kept in memory;
+// after it the next event reads the stored maximum again, long after the
+// thread's last events were written.
+const forgetAfter = 10 * time.Minute
 
 // Log is the durable event log; it implements hub.Journal. Start runs its
 // writer, pruner and listener; Stop flushes and stops them.
 //
-// Lock order: thread.mu before Log.mu.
+// Lock order: Log.mu is never held while waiting for a thread.mu
+// (forgetQuiet only tries it).
 type Log struct {
 	cfg Config
 	log *slog.Logger
@@ -140,6 +149,7 @@ func (l *Log) Record(n *hub.Notification, deliver func()) {
 		t.last = max(t.last, stored)
 	}
 	t.last++
+	t.used = l.cfg.Now()
 	n.Seq = t.last
 	if store.ValidThreadID(n.ThreadID) {
 		l.cfg.Queue.Push(&store.Event{ThreadID: n.ThreadID, Seq: n.Seq, Method: n.Method, Data: n.Frame(), CreatedAt: l.cfg.Now()})
@@ -232,8 +242,26 @@ func (l *Log) pruneLoop(ctx context.Context) {
 			if _, err := l.Prune(ctx); err != nil && ctx.Err() == nil {
 				l.log.Error("event log: prune", "err", err)
 			}
+			l.forgetQuiet()
 		case <-ctx.Done():
 			return
+		}
+	}
+}
+
+// forgetQuiet drops the numbering of threads without events for
+// forgetAfter, so the table follows the active threads, not every thread
+// the daemon ever ran.
+func (l *Log) forgetQuiet() {
+	cutoff := l.cfg.Now().Add(-forgetAfter)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for id, t := range l.threads {
+		if t.mu.TryLock() {
+			if t.used.Before(cutoff) {
+				delete(l.threads, id)
+			}
+			t.mu.Unlock()
 		}
 	}
 }
@@ -308,6 +336,7 @@ func (l *Log) catchUp(ctx context.Context, threadID string, first, last int64, d
 			deliver(hub.StoredNotification(threadID, ev.Seq, ev.Method, ev.Data))
 			t.last = ev.Seq
 		}
+		t.used = l.cfg.Now()
 		// The thread runs elsewhere: numbering here must start again from
 		// the store.
 		t.owned = false

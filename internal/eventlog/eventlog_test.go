@@ -191,3 +191,38 @@ func waitListening(t *testing.T, p *postgres.Store) {
 		return err == nil && n >= 2
 	}, 10*time.Second, 10*time.Millisecond)
 }
+
+// A thread quiet for long is forgotten; its next number comes from the
+// store again, so events another daemon wrote meanwhile are not numbered
+// twice.
+func TestQuietThreadRenumbersFromTheStore(t *testing.T) {
+	st := memory.New(memory.Config{})
+	var mu sync.Mutex
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	l := newLog(t, st, eventlog.Config{PruneEvery: 5 * time.Millisecond, Now: clock})
+	h := hub.New(hub.Config{Journal: l})
+	thread := uuid.NewString()
+	h.SendThread(thread, nil, "item/agentMessage/delta", delta(0))
+	h.SendThread(thread, nil, "item/agentMessage/delta", delta(1))
+	require.EqualValues(t, 2, h.LastSeq(thread))
+	require.Eventually(t, func() bool {
+		seq, _ := st.LastEventSeq(t.Context(), thread)
+		return seq == 2
+	}, 10*time.Second, time.Millisecond)
+	// Another daemon runs the thread for a while.
+	var evs []*store.Event
+	for seq := int64(3); seq <= 5; seq++ {
+		evs = append(evs, &store.Event{ThreadID: thread, Seq: seq, Method: "m", Data: []byte("{}")})
+	}
+	require.NoError(t, st.Write(t.Context(), &store.Batch{AppendEvents: evs}))
+	require.EqualValues(t, 2, h.LastSeq(thread), "still remembered")
+
+	mu.Lock()
+	now = now.Add(11 * time.Minute)
+	mu.Unlock()
+	require.Eventually(t, func() bool { return h.LastSeq(thread) == 5 }, 10*time.Second, time.Millisecond)
+	c := subscribe(h, thread)
+	h.SendThread(thread, h.Subscribers(thread), "item/agentMessage/delta", delta(2))
+	require.EqualValues(t, 6, c.next(t).Seq)
+}
