@@ -153,7 +153,8 @@ type ThreadResumeParams struct {
 	// AfterSeq (experimental, appserver's own) resumes the thread's
 	// notifications: after the answer the connection gets every
 	// notification of the thread's event log with a "seq" greater than
-	// this one, then the live ones, none twice.
+	// this one (see InitializeCapabilities.EventSeq), then the live ones,
+	// none twice.
 	AfterSeq *int64 `json:"afterSeq,omitempty"`
 }
 

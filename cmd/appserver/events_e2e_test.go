@@ -25,9 +25,9 @@ func TestEventsAcrossDaemons(t *testing.T) {
 	a := startAppserverProc(t, bin, args...)
 	b := startAppserverProc(t, bin, args...)
 
-	ra := newRPC(t, &testDaemon{addr: a.addr})
+	ra := newSeqRPC(t, &testDaemon{addr: a.addr})
 	thread := startThread(t, ra, nil)
-	rb := newRPC(t, &testDaemon{addr: b.addr})
+	rb := newSeqRPC(t, &testDaemon{addr: b.addr})
 	rb.call("thread/resume", map[string]any{"threadId": thread})
 	ra.seen, rb.seen = nil, nil
 
@@ -46,7 +46,7 @@ func TestEventsAcrossDaemons(t *testing.T) {
 	ra.seen = nil
 	runTurn(t, ra, thread, "again")
 	second := numbered(ra.seen)
-	rc := newRPC(t, &testDaemon{addr: b.addr})
+	rc := newSeqRPC(t, &testDaemon{addr: b.addr})
 	rc.call("thread/resume", map[string]any{"threadId": thread, "afterSeq": k})
 	rc.until("turn/completed") // the first turn's, replayed
 	rc.until("turn/completed") // the second's
@@ -56,6 +56,20 @@ func TestEventsAcrossDaemons(t *testing.T) {
 
 	a.terminate(t)
 	b.terminate(t)
+}
+
+// newSeqRPC is newRPC for a client that asks for each thread
+// notification's number (capabilities.eventSeq).
+func newSeqRPC(t *testing.T, d *testDaemon) *rpc {
+	t.Helper()
+	c, _, err := dialDaemon(t, d, nil)
+	require.NoError(t, err)
+	r := &rpc{t: t, ws: c.ws}
+	r.call("initialize", map[string]any{
+		"clientInfo":   map[string]any{"name": "events-test", "version": "1"},
+		"capabilities": map[string]any{"experimentalApi": true, "eventSeq": true},
+	})
+	return r
 }
 
 // numbered keeps the frames that carry an event log number.

@@ -60,6 +60,7 @@ type Session struct {
 	clientName   string
 	clientVer    string
 	experimental bool
+	eventSeq     bool // thread notifications carry "seq"
 	optOut       map[string]struct{}
 
 	mu         sync.Mutex // guards closeHooks, closed, tails
@@ -123,9 +124,9 @@ func (s *Session) Notify(n *Notification) {
 		return
 	}
 	frame := n.Frame()
-	if s.experimental {
-		// Clients of the experimental API see each thread notification's
-		// sequence number, the position thread/resume's afterSeq takes.
+	if s.eventSeq {
+		// Clients that asked see each thread notification's sequence
+		// number, the position thread/resume's afterSeq takes.
 		frame = n.SeqFrame()
 	}
 	if err := s.conn.Send(frame); err == nil {
