@@ -114,7 +114,9 @@ func NewCore(ctx context.Context, cfg *config.Config, configFile, version string
 	// The durable event log numbers every thread notification and appends
 	// it through the group committer; on Postgres a listener brings the
 	// events of threads run by other daemons to this one's subscribers.
-	c.Events = eventlog.New(eventlog.Config{Store: c.Store, Queue: events, Retention: cfg.EventRetention, Logger: log})
+	if c.Events, err = eventlog.New(eventlog.Config{Store: c.Store, Queue: events, Retention: cfg.EventRetention, Logger: log}); err != nil {
+		return nil, err
+	}
 	if err := c.Events.Start(ctx); err != nil {
 		return nil, err
 	}
@@ -131,9 +133,12 @@ func NewCore(ctx context.Context, cfg *config.Config, configFile, version string
 	})
 	stops[StopHub] = c.Hub.Close
 	if pg, ok := backend.(*postgres.Store); ok {
-		ln := eventlog.NewListener(eventlog.ListenerConfig{
+		ln, err := eventlog.NewListener(eventlog.ListenerConfig{
 			Log: c.Events, Hub: c.Hub, Pool: pg.Pool(), Channel: postgres.EventsChannel, Logger: log,
 		})
+		if err != nil {
+			return nil, err
+		}
 		if err := ln.Start(ctx); err != nil {
 			return nil, err
 		}

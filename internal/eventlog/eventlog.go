@@ -2,6 +2,7 @@ package eventlog
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"time"
@@ -93,8 +94,11 @@ type Log struct {
 
 var _ hub.Journal = (*Log)(nil)
 
-// New returns a Log writing to cfg.Store.
-func New(cfg Config) *Log {
+// New returns a Log writing to cfg.Store; Start runs it.
+func New(cfg Config) (*Log, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("eventlog: Store is required")
+	}
 	if cfg.Retention <= 0 {
 		cfg.Retention = DefaultRetention
 	}
@@ -116,7 +120,7 @@ func New(cfg Config) *Log {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Log{cfg: cfg, log: cfg.Logger, threads: map[string]*thread{}}
+	return &Log{cfg: cfg, log: cfg.Logger, threads: map[string]*thread{}}, nil
 }
 
 func (l *Log) threadOf(id string) *thread {

@@ -63,7 +63,8 @@ func delta(i int) api.AgentMessageDeltaNotification {
 func newLog(t *testing.T, st store.Store, cfg eventlog.Config) *eventlog.Log {
 	t.Helper()
 	cfg.Store = st
-	l := eventlog.New(cfg)
+	l, err := eventlog.New(cfg)
+	require.NoError(t, err)
 	require.NoError(t, l.Start(t.Context()))
 	t.Cleanup(l.Stop)
 	return l
@@ -79,7 +80,8 @@ func TestNumbersContinueFromTheStore(t *testing.T) {
 		{ThreadID: thread, Seq: 1, Method: "m", Data: []byte("{}")},
 		{ThreadID: thread, Seq: 2, Method: "m", Data: []byte("{}")},
 	}}))
-	l := eventlog.New(eventlog.Config{Store: st})
+	l, err := eventlog.New(eventlog.Config{Store: st})
+	require.NoError(t, err)
 	require.NoError(t, l.Start(t.Context()))
 	h := hub.New(hub.Config{Journal: l})
 	c := subscribe(h, thread)
@@ -152,7 +154,8 @@ func TestCrossNodeFanOut(t *testing.T) {
 		h *hub.Hub
 		p *postgres.Store
 	}{{la, ha, pa}, {lb, hb, pb}} {
-		ln := eventlog.NewListener(eventlog.ListenerConfig{Log: x.l, Hub: x.h, Pool: x.p.Pool(), Channel: postgres.EventsChannel})
+		ln, err := eventlog.NewListener(eventlog.ListenerConfig{Log: x.l, Hub: x.h, Pool: x.p.Pool(), Channel: postgres.EventsChannel})
+		require.NoError(t, err)
 		require.NoError(t, ln.Start(t.Context()))
 		t.Cleanup(ln.Stop)
 	}

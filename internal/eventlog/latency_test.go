@@ -36,10 +36,12 @@ func benchCrossNode(b *testing.B, busy int) {
 		require.NoError(b, err)
 		q := store.NewEventQueue(eventlog.DefaultMaxPending)
 		g := store.NewGroupCommitter(p, store.GroupCommitConfig{Events: q})
-		l := eventlog.New(eventlog.Config{Store: g, Queue: q})
+		l, err := eventlog.New(eventlog.Config{Store: g, Queue: q})
+		require.NoError(b, err)
 		require.NoError(b, l.Start(b.Context()))
 		h := hub.New(hub.Config{Journal: l})
-		ln := eventlog.NewListener(eventlog.ListenerConfig{Log: l, Hub: h, Pool: p.Pool(), Channel: postgres.EventsChannel})
+		ln, err := eventlog.NewListener(eventlog.ListenerConfig{Log: l, Hub: h, Pool: p.Pool(), Channel: postgres.EventsChannel})
+		require.NoError(b, err)
 		require.NoError(b, ln.Start(b.Context()))
 		return h, func() { ln.Stop(); l.Stop(); _ = g.Close() }
 	}

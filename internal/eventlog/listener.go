@@ -2,6 +2,7 @@ package eventlog
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -39,11 +40,14 @@ type Listener struct {
 }
 
 // NewListener returns a Listener; Start runs it.
-func NewListener(cfg ListenerConfig) *Listener {
+func NewListener(cfg ListenerConfig) (*Listener, error) {
+	if cfg.Log == nil || cfg.Hub == nil || cfg.Pool == nil || cfg.Channel == "" {
+		return nil, errors.New("eventlog: the listener needs Log, Hub, Pool and Channel")
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Listener{cfg: cfg, log: cfg.Logger}
+	return &Listener{cfg: cfg, log: cfg.Logger}, nil
 }
 
 // Start runs the listening goroutine.

@@ -121,7 +121,8 @@ func newEnv(t testing.TB, o envOpts) *env {
 	var journal *eventlog.Log
 	hcfg := hub.Config{ToolCall: hub.Timeouts{NoClient: o.reconnect}, Approval: o.approval}
 	if o.durable {
-		journal = eventlog.New(eventlog.Config{Store: st})
+		journal, err = eventlog.New(eventlog.Config{Store: st})
+		require.NoError(t, err)
 		require.NoError(t, journal.Start(context.Background()))
 		hcfg.Journal = journal
 	}

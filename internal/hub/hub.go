@@ -138,7 +138,9 @@ type Journal interface {
 	// Record sets n.Seq to the thread's next sequence number, queues n for
 	// the log and calls deliver before another notification of the thread
 	// is numbered, so that subscribers get each thread's notifications in
-	// sequence order. It must not block beyond deliver.
+	// sequence order. It must not block beyond deliver, except on the
+	// first notification of a thread, which may read where the thread's
+	// stored log ends.
 	Record(n *Notification, deliver func())
 	// LastSeq returns the sequence number of the thread's last notification
 	// numbered or delivered here (or stored), 0 if none.
