@@ -26,6 +26,10 @@ type InitializeCapabilities struct {
 	ExperimentalAPI bool `json:"experimentalApi,omitempty"`
 	// OptOutNotificationMethods are exact notification methods never to send.
 	OptOutNotificationMethods []string `json:"optOutNotificationMethods,omitempty"`
+	// EventSeq (appserver's own, with experimentalApi) adds "seq", the
+	// position in the thread's event log, to every thread notification, for
+	// resuming with thread/resume afterSeq.
+	EventSeq bool `json:"eventSeq,omitempty"`
 	// RequestAttestation opts into attestation/generate requests (ignored).
 	RequestAttestation bool `json:"requestAttestation,omitempty"`
 	// RequiredHumanApproval asks for humanCommand approvals (accepted, ignored).

@@ -150,6 +150,12 @@ type ThreadResumeParams struct {
 	Permissions *string `json:"permissions,omitempty"`
 	// RuntimeWorkspaceRoots (experimental) are accepted and ignored.
 	RuntimeWorkspaceRoots []string `json:"runtimeWorkspaceRoots,omitempty"`
+	// AfterSeq (experimental, appserver's own) resumes the thread's
+	// notifications: after the answer the connection gets every
+	// notification of the thread's event log with a "seq" greater than
+	// this one (see InitializeCapabilities.EventSeq), then the live ones,
+	// none twice.
+	AfterSeq *int64 `json:"afterSeq,omitempty"`
 }
 
 // ThreadResumeResult is the result of thread/resume.

@@ -27,6 +27,9 @@ type frame struct {
 		Message string          `json:"message"`
 		Data    json.RawMessage `json:"data,omitempty"`
 	} `json:"error"`
+	// Seq is a thread notification's position in the thread's event log
+	// (clients of the experimental API see it).
+	Seq int64 `json:"seq"`
 }
 
 // rpc is a test client that records every notification it receives.

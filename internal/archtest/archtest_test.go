@@ -165,6 +165,11 @@ var rules = []rule{
 		why:     "the hub is transport-neutral: the websocket server and the HTTP API are its adapters, never the reverse",
 	},
 	{
+		pkgs:    []string{"internal/eventlog"},
+		mustNot: []string{"internal/server/...", "internal/httpapi", "internal/tools/...", "internal/store/sqlite", "internal/daemon", "cmd/..."},
+		why:     "the event log is the hub's journal and a client of the store: the transports sit above it, and it speaks Postgres only to LISTEN",
+	},
+	{
 		pkgs:    []string{"internal/mcpserver"},
 		mustNot: []string{"internal/server/...", "internal/httpapi", "internal/tools/...", "internal/store/postgres", "internal/store/sqlite", "internal/daemon", "cmd/..."},
 		why:     "the MCP front door is a sibling of the websocket server and the HTTP API: an adapter of the hub and turns, authenticated by whoever mounts it",

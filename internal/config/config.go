@@ -154,6 +154,9 @@ const (
 	// input) request waits for a subscribed client to send it to before
 	// the call is declined.
 	DefaultApprovalClientTimeout = 30 * time.Second
+	// DefaultEventRetention is how long thread events are kept for
+	// resuming clients.
+	DefaultEventRetention = 24 * time.Hour
 	// DefaultWSMaxClockSkewSeconds is the default JWT clock skew tolerance.
 	DefaultWSMaxClockSkewSeconds = 30
 	// DefaultModelProvider is the id of the built-in OpenAI provider.
@@ -253,6 +256,10 @@ type Config struct {
 	// waits while no subscribed connection can take it before the call is
 	// declined (the model is told why).
 	ApprovalClientTimeout time.Duration `toml:"approval_client_timeout"`
+	// EventRetention is how long each thread's event log keeps its events
+	// for clients that resume (SSE Last-Event-ID); default
+	// DefaultEventRetention.
+	EventRetention time.Duration `toml:"event_retention"`
 
 	// WSAuth selects websocket authentication (Codex's --ws-auth).
 	WSAuth WSAuthMode `toml:"ws_auth"`
@@ -546,6 +553,7 @@ func defaults(getenv func(string) string, goos string) Config {
 		WebSearch:                   "disabled",
 		OTel:                        OTel{Exporter: OTelExporterNone, ServiceName: DefaultOTelServiceName},
 		ApprovalClientTimeout:       DefaultApprovalClientTimeout,
+		EventRetention:              DefaultEventRetention,
 		WSMaxClockSkewSeconds:       DefaultWSMaxClockSkewSeconds,
 		WSMaxInboundInflightMiB:     DefaultWSMaxInboundInflightMiB,
 		WSMaxOutboundQueuedMiB:      DefaultWSMaxOutboundQueuedMiB,

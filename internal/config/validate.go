@@ -156,6 +156,9 @@ func (c *Config) validateServer() error {
 	if c.ApprovalClientTimeout <= 0 {
 		return c.invalid(key("approval_client_timeout"), "must be positive")
 	}
+	if c.EventRetention <= 0 {
+		return c.invalid(key("event_retention"), "must be positive")
+	}
 	if c.GCHeapFloorMiB < 0 || c.GCHeapFloorMiB > 1<<20 {
 		return c.invalid(key("gc_heap_floor_mib"), "must be between 0 and 1048576")
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/appserver/appserver/internal/config"
 	"github.com/appserver/appserver/internal/config/configview"
 	"github.com/appserver/appserver/internal/dynamic"
+	"github.com/appserver/appserver/internal/eventlog"
 	"github.com/appserver/appserver/internal/hub"
 	"github.com/appserver/appserver/internal/mcp"
 	"github.com/appserver/appserver/internal/model"
@@ -47,6 +48,7 @@ const (
 	StopSkills             // the skills watcher, then the catalog
 	StopTraces             // the last spans are exported, after the turns ended
 	StopLeases             // thread leases are given back, after the turns ended
+	StopEvents             // the event log writes its last events, after the turns ended
 	StopStore              // last: every writer has stopped
 	StopGC                 // the GC heap floor goes with the daemon
 	NumStops
@@ -75,6 +77,7 @@ type Core struct {
 	Where   string
 	Cwd     string
 	Hub     *hub.Hub
+	Events  *eventlog.Log // the durable event log, the hub's journal
 	Catalog *skills.Catalog
 	Watcher *skills.Watcher
 	MCP     *mcp.Manager
@@ -101,8 +104,10 @@ func NewCore(ctx context.Context, cfg *config.Config, configFile, version string
 	}
 	c.Where = where
 	// Items of many threads are committed together (group commit); the
-	// committer owns the backend.
-	c.Store = store.NewGroupCommitter(backend, store.GroupCommitConfig{OnCommit: tel.ObserveCommit})
+	// committer owns the backend. The event log's entries ride the same
+	// commits.
+	events := store.NewEventQueue(eventlog.DefaultMaxPending)
+	c.Store = store.NewGroupCommitter(backend, store.GroupCommitConfig{OnCommit: tel.ObserveCommit, Events: events})
 	stops[StopStore] = func() {
 		if err := c.Store.Close(); err != nil {
 			log.Error("closing store", "err", err)
@@ -113,7 +118,18 @@ func NewCore(ctx context.Context, cfg *config.Config, configFile, version string
 	// requests (approvals and user input to every subscriber, dynamic tool
 	// calls through its broker to one live client), one timeout rule per
 	// kind.
+	// The durable event log numbers every thread notification and appends
+	// it through the group committer; on Postgres a listener brings the
+	// events of threads run by other daemons to this one's subscribers.
+	if c.Events, err = eventlog.New(eventlog.Config{Store: c.Store, Queue: events, Retention: cfg.EventRetention, Logger: log}); err != nil {
+		return nil, err
+	}
+	if err := c.Events.Start(ctx); err != nil {
+		return nil, err
+	}
+	stops[StopEvents] = c.Events.Stop
 	c.Hub = hub.New(hub.Config{
+		Journal:         c.Events,
 		Approval:        hub.Timeouts{NoClient: cfg.ApprovalClientTimeout},
 		UserInput:       hub.Timeouts{NoClient: cfg.ApprovalClientTimeout},
 		ToolCall:        hub.Timeouts{NoClient: cfg.DynamicToolReconnectTimeout},
@@ -123,6 +139,18 @@ func NewCore(ctx context.Context, cfg *config.Config, configFile, version string
 		Logger:          log,
 	})
 	stops[StopHub] = c.Hub.Close
+	if pg, ok := backend.(*postgres.Store); ok {
+		ln, err := eventlog.NewListener(eventlog.ListenerConfig{
+			Log: c.Events, Hub: c.Hub, Pool: pg.Pool(), Channel: postgres.EventsChannel, Logger: log,
+		})
+		if err != nil {
+			return nil, err
+		}
+		if err := ln.Start(ctx); err != nil {
+			return nil, err
+		}
+		stops[StopEvents] = func() { ln.Stop(); c.Events.Stop() }
+	}
 	// The skill catalog: the workspace's own skill folders always (for
 	// skills/list), plus configured roots and remotes.
 	if c.Catalog, err = skills.New(skillsConfig(cfg), skills.Options{Logger: log}); err != nil {

@@ -190,6 +190,9 @@ func (a *API) Start(context.Context) error {
 			case <-t.C:
 				a.logs.detachIdle()
 				a.idem.expire()
+				if _, err := a.cfg.Store.PruneIdempotencyKeys(context.Background(), a.now()); err != nil {
+					a.log.Warn("pruning idempotency keys", "err", err)
+				}
 			}
 		}
 	})

@@ -13,9 +13,17 @@ import (
 	"github.com/appserver/appserver/internal/turns"
 )
 
+// Event positions. A thread notification numbered by the hub's journal
+// (its durable event log) sits at position seq<<posShift, so a stream's
+// Last-Event-ID names the same event on every daemon and after restarts;
+// what only this log shows (dynamic tool calls, approval requests with
+// their requestId, un-numbered notifications) takes the next position
+// after the last one, between two numbered events.
+const posShift = 16
+
 // event is one recorded notification.
 type event struct {
-	seq    int64
+	seq    int64 // its position
 	method string
 	data   []byte // {"method","params","emittedAtMs"}, shared with websockets
 }
@@ -53,15 +61,16 @@ const (
 // a hub subscriber (a recorder) subscribed to the thread under its own
 // connection id, so turns.Manager treats it like any subscriber: it gets
 // the turn and item notifications, and the hub gives it the thread's
-// server requests. Events get consecutive sequence numbers starting at floor; the
-// last EventBuffer of them (at most EventBufferBytes) stay in a ring.
+// server requests. Events get growing positions (see posShift), all above
+// floor-1; the last EventBuffer of them (at most EventBufferBytes) stay in
+// a ring.
 //
 // Lock order: logs.mu before eventLog.mu.
 type eventLog struct {
 	logs   *logs
 	thread string
 	conn   turns.ConnID
-	floor  int64         // the first sequence number of this log
+	floor  int64         // one more than the position before this log's first event
 	ready  chan struct{} // closed once the sink is subscribed (or failed)
 	err    error         // why subscribing failed; written before ready closes
 
@@ -70,7 +79,8 @@ type eventLog struct {
 	head      int     // index of the oldest event
 	n         int     // events held
 	bytes     int     // data bytes held
-	next      int64   // sequence number of the next event
+	next      int64   // one more than the position of the last event
+	evicted   int64   // the position of the last event evicted, floor-1 if none
 	wake      chan struct{}
 	uses      int // requests using the log: streams, waits, turn starts
 	lastUsed  time.Time
@@ -105,6 +115,7 @@ func newEventLog(ls *logs, thread string, floor int64) *eventLog {
 		ready:    make(chan struct{}),
 		ring:     make([]event, ls.a.cfg.EventBuffer),
 		next:     floor,
+		evicted:  floor - 1,
 		wake:     make(chan struct{}),
 		lastUsed: ls.a.now(),
 		turns:    map[string]*turnState{},
@@ -119,6 +130,15 @@ func (l *eventLog) Notify(n *hub.Notification) {
 	data := n.Frame()
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if n.Seq > 0 {
+		pos := n.Seq << posShift
+		if pos < l.next {
+			// Delivered already (the log's own daemon and the event log's
+			// catch-up can both bring it): once is enough.
+			return
+		}
+		l.next = pos
+	}
 	l.appendLocked(n.Method, data)
 	switch p := n.Params.(type) {
 	case api.TurnStartedNotification:
@@ -262,6 +282,7 @@ func (l *eventLog) appendLocked(method string, data []byte) {
 	for l.n > 0 && (l.n == capacity || l.bytes+len(data) > maxBytes) {
 		old := &l.ring[l.head]
 		l.bytes -= len(old.data)
+		l.evicted = old.seq
 		*old = event{}
 		l.head = (l.head + 1) % capacity
 		l.n--
@@ -291,8 +312,7 @@ func (l *eventLog) resumable(after int64) bool {
 }
 
 func (l *eventLog) resumableLocked(after int64) bool {
-	oldest := l.next - int64(l.n)
-	return after >= l.floor-1 && after < l.next && after+1 >= oldest
+	return after >= l.evicted && after < l.next
 }
 
 // start is the sequence number just before the oldest event held: a
@@ -300,7 +320,7 @@ func (l *eventLog) resumableLocked(after int64) bool {
 func (l *eventLog) start() int64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.next - int64(l.n) - 1
+	return l.evicted
 }
 
 // read returns up to readBatch events after `after`, a channel closed when
@@ -311,9 +331,10 @@ func (l *eventLog) read(after int64) (evs []event, wake <-chan struct{}, gone bo
 	if !l.resumableLocked(after) {
 		return nil, nil, true
 	}
-	oldest := l.next - int64(l.n)
-	for seq := after + 1; seq < l.next && len(evs) < readBatch; seq++ {
-		evs = append(evs, l.ring[(l.head+int(seq-oldest))%len(l.ring)])
+	at := func(i int) *event { return &l.ring[(l.head+i)%len(l.ring)] }
+	i := sort.Search(l.n, func(i int) bool { return at(i).seq > after })
+	for ; i < l.n && len(evs) < readBatch; i++ {
+		evs = append(evs, *at(i))
 	}
 	return evs, l.wake, false
 }
@@ -412,16 +433,13 @@ func newLogs(a *API) *logs {
 	return &logs{a: a, m: map[string]*eventLog{}, last: map[string]int64{}}
 }
 
-// floorLocked picks the first sequence number of a new log for a thread:
-// the clock in microseconds, so numbers keep growing across detaches and
-// daemon restarts and an id from an earlier log is always recognisably
-// old, and above any number this process already used for the thread.
+// floorLocked picks the floor of a new log for a thread: just after the
+// position of the thread's last numbered notification, and above any
+// position this process already used for the thread.
 func (ls *logs) floorLocked(thread string) int64 {
-	f := ls.a.now().UnixMicro()
-	if last, ok := ls.last[thread]; ok && f <= last+1 {
-		// Skip one number: a client that saw `last` must not resume
-		// without noticing the events nobody recorded meanwhile.
-		f = last + 2
+	f := ls.a.cfg.Hub.LastSeq(thread)<<posShift + 1
+	if last, ok := ls.last[thread]; ok && f <= last {
+		f = last + 1
 	}
 	return f
 }

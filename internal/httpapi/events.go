@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/appserver/appserver/api"
+	"github.com/appserver/appserver/internal/hub"
+	"github.com/appserver/appserver/internal/store"
 )
 
 // untilTurnCompleted is the value of ?until= that ends a stream after the
@@ -59,13 +61,25 @@ func (a *API) events(w http.ResponseWriter, r *http.Request) *problem {
 		return a.fromError(r, err)
 	}
 	defer l.release()
+	// backlog is the first page of the thread's durable event log when the
+	// stream resumes from before what the log here holds (another daemon's
+	// events, or this daemon's before a restart).
+	var backlog []*hub.Notification
 	if !explicit {
 		after = l.start()
-	} else {
-		if after == 0 {
+	} else if !l.resumable(after) {
+		seq := after >> posShift
+		evs, err := a.cfg.Hub.EventsAfter(ctx, th.ID, seq, store.MaxEventsLimit)
+		if err != nil {
+			return a.fromError(r, err)
+		}
+		switch {
+		case len(evs) > 0 && (after == 0 || evs[0].Seq == seq+1):
+			backlog = evs
+		case after == 0:
 			after = l.floor - 1
 		}
-		if !l.resumable(after) {
+		if backlog == nil && !l.resumable(after) {
 			return newProblem(http.StatusGone, api.ProblemEventsGone,
 				"the events after %d are no longer available: re-read the items (GET /v1/threads/%s/items), then stream without a position or with after=%d",
 				after, th.ID, l.start())
@@ -95,6 +109,35 @@ func (a *API) events(w http.ResponseWriter, r *http.Request) *problem {
 	hb := time.NewTicker(a.cfg.Heartbeat)
 	defer hb.Stop()
 	cursor := after
+	// The durable log first, page by page, until the log here holds what
+	// follows.
+	for len(backlog) > 0 {
+		done := false
+		ok := write(func() error {
+			for _, ev := range backlog {
+				pos := ev.Seq << posShift
+				if _, err := fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", pos, ev.Method, ev.Frame()); err != nil {
+					return err
+				}
+				cursor = pos
+				if until == untilTurnCompleted && ev.Method == "turn/completed" {
+					done = true
+					return nil
+				}
+			}
+			return nil
+		})
+		if !ok || done || l.resumable(cursor) {
+			if !ok || done {
+				return nil
+			}
+			break
+		}
+		var err error
+		if backlog, err = a.cfg.Hub.EventsAfter(ctx, th.ID, cursor>>posShift, store.MaxEventsLimit); err != nil {
+			return nil
+		}
+	}
 	for {
 		evs, wake, gone := l.read(cursor)
 		if gone {

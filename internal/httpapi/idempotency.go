@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/appserver/appserver/api"
+	"github.com/appserver/appserver/internal/apperr"
 )
 
 // maxIdempotencyKeyLen bounds an Idempotency-Key header.
@@ -154,4 +155,47 @@ func (x *idempotency) len() int {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	return len(x.m)
+}
+
+// keyPoll is how often a request waits for another daemon to record the
+// turn of a key it claimed.
+const keyPoll = 50 * time.Millisecond
+
+// idemScope is a key's scope in the store: the thread (a UUID, without
+// '/') and the principal.
+func idemScope(k idemKey) string { return k.thread + "/" + string(k.who) }
+
+// claimKey claims a key in the store, shared by the daemons of one
+// database. claimed: this request starts the turn. Otherwise turnID is the
+// turn another request started; while that request is still starting it
+// (on another daemon), claimKey waits.
+func (a *API) claimKey(r *http.Request, k idemKey, hash [sha256.Size]byte) (turnID string, claimed bool, p *problem) {
+	ctx := r.Context()
+	for {
+		now := a.now()
+		claimed, turnID, err := a.cfg.Store.ClaimIdempotencyKey(ctx, idemScope(k), k.key, hash[:], now, now.Add(a.cfg.IdempotencyTTL))
+		switch {
+		case apperr.Is(err, apperr.Conflict):
+			return "", false, newProblem(http.StatusUnprocessableEntity, api.ProblemIdempotencyKeyReused,
+				"Idempotency-Key %q was already used with a different request body for this thread", k.key)
+		case err != nil:
+			return "", false, a.fromError(r, err)
+		case claimed || turnID != "":
+			return turnID, claimed, nil
+		}
+		select {
+		case <-time.After(keyPoll):
+		case <-ctx.Done():
+			return "", false, unavailable("the request was cancelled while an earlier request with the same Idempotency-Key was running")
+		}
+	}
+}
+
+// releaseKey gives up a claimed key whose request started no turn.
+func (a *API) releaseKey(k idemKey) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := a.cfg.Store.ReleaseIdempotencyKey(ctx, idemScope(k), k.key); err != nil {
+		a.log.Error("releasing an idempotency key", "key", k.key, "err", err)
+	}
 }

@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -25,6 +26,7 @@ import (
 	"github.com/appserver/appserver/api"
 	"github.com/appserver/appserver/internal/auth"
 	"github.com/appserver/appserver/internal/dynamic"
+	"github.com/appserver/appserver/internal/eventlog"
 	"github.com/appserver/appserver/internal/hub"
 	"github.com/appserver/appserver/internal/mcp/mcptest"
 	"github.com/appserver/appserver/internal/model"
@@ -62,6 +64,7 @@ type env struct {
 	api    *API
 	url    string // http://127.0.0.1:PORT
 	token  string // the operator's token, "" without auth
+	close  func() // shuts the daemon down in its order; idempotent
 }
 
 type envOpts struct {
@@ -78,6 +81,10 @@ type envOpts struct {
 	manual bool
 	// approval is the hub's approval timeout rule.
 	approval hub.Timeouts
+	// durable gives the hub the durable event log as its journal.
+	durable bool
+	// dbPath is the SQLite file; "" means a new one.
+	dbPath string
 }
 
 func digest(token string) string {
@@ -119,8 +126,19 @@ func newEnv(t testing.TB, o envOpts) *env {
 	require.NoError(t, err)
 	fake, err := fakemodel.Start(s)
 	require.NoError(t, err)
-	st, err := sqlite.Open(context.Background(), sqlite.Config{Path: filepath.Join(t.TempDir(), "a.db"), Migrate: true})
+	if o.dbPath == "" {
+		o.dbPath = filepath.Join(t.TempDir(), "a.db")
+	}
+	st, err := sqlite.Open(context.Background(), sqlite.Config{Path: o.dbPath, Migrate: true})
 	require.NoError(t, err)
+	var journal *eventlog.Log
+	hcfg := hub.Config{ToolCall: hub.Timeouts{NoClient: o.reconnect}, Approval: o.approval}
+	if o.durable {
+		journal, err = eventlog.New(eventlog.Config{Store: st})
+		require.NoError(t, err)
+		require.NoError(t, journal.Start(context.Background()))
+		hcfg.Journal = journal
+	}
 	var authn *auth.Authenticator
 	if o.token != "" {
 		authn, err = auth.New(auth.Config{Mode: auth.CapabilityToken, TokenSHA256: digest(o.token)})
@@ -129,7 +147,10 @@ func newEnv(t testing.TB, o envOpts) *env {
 	if o.reconnect == 0 {
 		o.reconnect = time.Minute
 	}
-	hb := hub.New(hub.Config{ToolCall: hub.Timeouts{NoClient: o.reconnect}, Approval: o.approval})
+	if hcfg.ToolCall.NoClient == 0 {
+		hcfg.ToolCall.NoClient = o.reconnect
+	}
+	hb := hub.New(hcfg)
 	broker := hb.Broker()
 	client, err := model.New(model.ProviderConfig{BaseURL: fake.URL(), MaxRetries: -1}, slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
@@ -168,20 +189,27 @@ func newEnv(t testing.TB, o envOpts) *env {
 	}
 	hs := httptest.NewServer(srv.Handler())
 	e := &env{t: t, fake: fake, st: st, srv: srv, mgr: mgr, hub: hb, broker: broker, api: a, url: hs.URL, token: o.token}
-	t.Cleanup(func() {
-		// The order of the daemon's shutdown: turns, broker, streams,
-		// connections, store.
-		mgr.Stop()
-		broker.Close()
-		a.Stop()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.CloseConnections(ctx)
-		hs.Close()
-		http.DefaultClient.CloseIdleConnections()
-		_ = st.Close()
-		fake.Close()
-	})
+	var once sync.Once
+	e.close = func() {
+		once.Do(func() {
+			// The order of the daemon's shutdown: turns, broker, streams,
+			// connections, event log, store.
+			mgr.Stop()
+			broker.Close()
+			a.Stop()
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = srv.CloseConnections(ctx)
+			hs.Close()
+			http.DefaultClient.CloseIdleConnections()
+			if journal != nil {
+				journal.Stop()
+			}
+			_ = st.Close()
+			fake.Close()
+		})
+	}
+	t.Cleanup(e.close)
 	return e
 }
 

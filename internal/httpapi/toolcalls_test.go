@@ -112,6 +112,7 @@ type wsFrame struct {
 	Params json.RawMessage `json:"params"`
 	Result json.RawMessage `json:"result"`
 	Error  json.RawMessage `json:"error"`
+	Seq    int64           `json:"seq"`
 }
 
 func (e *env) dialWS() *wsClient {
@@ -122,7 +123,7 @@ func (e *env) dialWS() *wsClient {
 	require.NoError(e.t, err)
 	e.t.Cleanup(func() { _ = ws.CloseNow() })
 	c := &wsClient{t: e.t, ws: ws}
-	c.call("initialize", map[string]any{"clientInfo": map[string]any{"name": "ws-test", "version": "1"}, "capabilities": map[string]any{"experimentalApi": true}})
+	c.call("initialize", map[string]any{"clientInfo": map[string]any{"name": "ws-test", "version": "1"}, "capabilities": map[string]any{"experimentalApi": true, "eventSeq": true}})
 	return c
 }
 

@@ -177,23 +177,43 @@ func (a *API) postTurn(w http.ResponseWriter, r *http.Request) *problem {
 	ctx := r.Context()
 
 	var entry *idemEntry
-	replayed := false
+	replayed, stored := false, false
 	if key := r.Header.Get("Idempotency-Key"); key != "" || len(r.Header.Values("Idempotency-Key")) > 0 {
 		if !validIdempotencyKey(key) {
 			return invalid("Idempotency-Key must be 1-%d visible ASCII characters", maxIdempotencyKeyLen)
 		}
 		canon, _ := json.Marshal(req)
-		e, owner, p := a.idem.begin(ctx, idemKey{who: who, thread: th.ID, key: key}, sha256.Sum256(canon))
+		k, hash := idemKey{who: who, thread: th.ID, key: key}, sha256.Sum256(canon)
+		e, owner, p := a.idem.begin(ctx, k, hash)
 		if p != nil {
 			return p
 		}
 		entry, replayed = e, !owner
+		if owner {
+			// This process owns the key; the store says whether another
+			// daemon (or this one before a restart) has it.
+			turnID, claimed, p := a.claimKey(r, k, hash)
+			if p != nil {
+				a.idem.fail(entry)
+				return p
+			}
+			if !claimed {
+				// Positions are per daemon: the stream starts at the
+				// beginning of the thread's durable log, which has the turn.
+				a.idem.succeed(entry, turnID, 0)
+				replayed = true
+			}
+			stored = claimed
+		}
 	}
 
 	l, err := a.logs.attach(ctx, th.ID)
 	if err != nil {
 		if entry != nil && !replayed {
 			a.idem.fail(entry)
+		}
+		if stored {
+			a.releaseKey(entry.key)
 		}
 		return a.fromError(r, err)
 	}
@@ -221,6 +241,9 @@ func (a *API) postTurn(w http.ResponseWriter, r *http.Request) *problem {
 			if entry != nil {
 				a.idem.fail(entry)
 			}
+			if stored {
+				a.releaseKey(entry.key)
+			}
 			return a.fromError(r, err)
 		}
 		turnID = res.Turn.ID
@@ -233,6 +256,13 @@ func (a *API) postTurn(w http.ResponseWriter, r *http.Request) *problem {
 		}
 		if entry != nil {
 			a.idem.succeed(entry, turnID, eventsAfter)
+		}
+		if stored {
+			if err := a.cfg.Store.CompleteIdempotencyKey(context.WithoutCancel(ctx), idemScope(entry.key), entry.key.key, turnID); err != nil {
+				// The turn runs; a retry on another daemon may wait
+				// for the key until it expires. Logged, not failed.
+				a.log.Error("recording an idempotency key's turn", "key", entry.key.key, "err", err)
+			}
 		}
 	}
 

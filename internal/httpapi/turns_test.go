@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"path/filepath"
 	"reflect"
 	"sync"
 	"testing"
@@ -272,4 +273,30 @@ func TestTurnBodyMatchesHTTPTurn(t *testing.T) {
 		return out
 	}
 	require.Equal(t, tags(api.HTTPTurn{}), tags(turnBody{}))
+}
+
+// An Idempotency-Key is shared by the daemons of one database: the same
+// POST retried against another daemon answers with the turn the first one
+// started, and starts none; another body under the key is refused there
+// too.
+func TestIdempotencyKeyAcrossDaemons(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "a.db")
+	script := `{"steps":[{"text":"first"},{"text":"second"}]}`
+	a := newEnv(t, envOpts{script: script, dbPath: db})
+	b := newEnv(t, envOpts{script: script, dbPath: db})
+	th := a.createThread(nil, nil)
+	key := http.Header{"Idempotency-Key": {"ci-run-7"}}
+	r1, t1 := a.postTurn(th.ID, "?wait=true", textInput("go"), key, nil)
+	require.Equal(t, http.StatusOK, r1.status)
+
+	r2, t2 := b.postTurn(th.ID, "?wait=true", textInput("go"), key, nil)
+	require.Equal(t, http.StatusOK, r2.status)
+	require.Equal(t, t1.ID, t2.ID)
+	require.Equal(t, "true", r2.header.Get("Idempotent-Replayed"))
+	page, err := b.st.ListTurns(t.Context(), store.TurnsQuery{ThreadID: th.ID})
+	require.NoError(t, err)
+	require.Len(t, page.Turns, 1, "one turn for one key")
+
+	r3, _ := b.postTurn(th.ID, "", textInput("something else"), key, nil)
+	require.Equal(t, http.StatusUnprocessableEntity, r3.status)
 }

@@ -1,9 +1,11 @@
 package hub
 
 import (
+	"context"
 	"encoding/json"
 	"log/slog"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -120,10 +122,71 @@ type Config struct {
 	// ApprovalMetrics counts the approvals (command, file change and MCP
 	// elicitation requests) pending and decided; nil discards them.
 	ApprovalMetrics ApprovalMetrics
+	// Journal numbers each thread's notifications and keeps them (the
+	// durable event log); nil numbers them in memory only, from 1 in each
+	// process.
+	Journal Journal
 	// Logger receives warnings; nil discards them.
 	Logger *slog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+}
+
+// Journal gives each notification of a thread its sequence number in the
+// thread's log and records it.
+type Journal interface {
+	// Record sets n.Seq to the thread's next sequence number, queues n for
+	// the log and calls deliver before another notification of the thread
+	// is numbered, so that subscribers get each thread's notifications in
+	// sequence order. It must not block beyond deliver, except on the
+	// first notification of a thread, which may read where the thread's
+	// stored log ends.
+	Record(n *Notification, deliver func())
+	// LastSeq returns the sequence number of the thread's last notification
+	// numbered or delivered here (or stored), 0 if none.
+	LastSeq(threadID string) int64
+	// After returns up to limit notifications of the thread's log after
+	// afterSeq, in order, including those not yet stored; a journal that
+	// keeps nothing returns none.
+	After(ctx context.Context, threadID string, afterSeq int64, limit int) ([]*Notification, error)
+}
+
+// memJournal numbers notifications in memory: the journal of a hub that
+// keeps no durable log.
+type memJournal struct {
+	mu   sync.Mutex
+	last map[string]int64
+}
+
+// Record implements Journal.
+func (j *memJournal) Record(n *Notification, deliver func()) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.last[n.ThreadID]++
+	n.Seq = j.last[n.ThreadID]
+	deliver()
+}
+
+// After implements Journal: a memory journal keeps nothing.
+func (j *memJournal) After(context.Context, string, int64, int) ([]*Notification, error) {
+	return nil, nil
+}
+
+// LastSeq implements Journal.
+func (j *memJournal) LastSeq(threadID string) int64 {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.last[threadID]
+}
+
+// LastSeq returns the sequence number of a thread's last notification, 0
+// if none: later ones have greater numbers.
+func (h *Hub) LastSeq(threadID string) int64 { return h.cfg.Journal.LastSeq(threadID) }
+
+// EventsAfter returns up to limit notifications of a thread's event log
+// after afterSeq, for clients that resume: none without a durable journal.
+func (h *Hub) EventsAfter(ctx context.Context, threadID string, afterSeq int64, limit int) ([]*Notification, error) {
+	return h.cfg.Journal.After(ctx, threadID, afterSeq, limit)
 }
 
 // AttachOptions says how a subscriber takes part.
@@ -187,6 +250,9 @@ func New(cfg Config) *Hub {
 	}
 	if cfg.ApprovalMetrics == nil {
 		cfg.ApprovalMetrics = nopApprovalMetrics{}
+	}
+	if cfg.Journal == nil {
+		cfg.Journal = &memJournal{last: map[string]int64{}}
 	}
 	h := &Hub{
 		cfg:     cfg,
@@ -336,7 +402,39 @@ type Notification struct {
 	Params any
 	// EmittedAtMs is the notification's emittedAtMs stamp.
 	EmittedAtMs int64
-	frame       []byte
+	// ThreadID is the thread of a thread-scoped notification (SendThread,
+	// Deliver), "" for others.
+	ThreadID string
+	// Seq is the notification's position in its thread's event log, from
+	// 1; 0 for notifications that are not thread-scoped.
+	Seq   int64
+	frame []byte
+
+	seqOnce  sync.Once
+	seqFrame []byte
+}
+
+// SeqFrame returns the frame with the notification's sequence number as a
+// last member, {"method","params","emittedAtMs","seq"}, for clients that
+// resume from it; without a number it is Frame. Encoded once, shared.
+func (n *Notification) SeqFrame() []byte {
+	if n.Seq == 0 || len(n.frame) == 0 {
+		return n.frame
+	}
+	n.seqOnce.Do(func() {
+		f := make([]byte, 0, len(n.frame)+24)
+		f = append(f, n.frame[:len(n.frame)-1]...) // the frame is an object: drop its '}'
+		f = append(f, `,"seq":`...)
+		f = strconv.AppendInt(f, n.Seq, 10)
+		n.seqFrame = append(f, '}')
+	})
+	return n.seqFrame
+}
+
+// StoredNotification rebuilds a thread's notification from its event log
+// entry: the frame as sent, without typed params.
+func StoredNotification(threadID string, seq int64, method string, frame []byte) *Notification {
+	return &Notification{Method: method, ThreadID: threadID, Seq: seq, frame: frame}
 }
 
 // Frame returns {"method","params","emittedAtMs"} as sent on websockets
@@ -385,6 +483,35 @@ func (h *Hub) Send(to []ConnID, method string, params any) {
 		if a, ok := h.lookup(id); ok {
 			a.sub.Notify(n)
 		}
+	}
+}
+
+// SendThread implements turns.ThreadNotifier: a notification of a thread,
+// numbered and recorded by the journal (whether or not anybody is
+// subscribed here: clients on other daemons and later clients read it from
+// the log), for the given connections.
+func (h *Hub) SendThread(threadID string, to []ConnID, method string, params any) {
+	n, err := h.NewNotification(method, params)
+	if err != nil {
+		h.log.Error("encode notification", "method", method, "err", err)
+		return
+	}
+	n.ThreadID = threadID
+	h.cfg.Journal.Record(n, func() {
+		for _, id := range to {
+			if a, ok := h.lookup(id); ok {
+				a.sub.Notify(n)
+			}
+		}
+	})
+}
+
+// Deliver gives a thread's notification that another daemon ran (read
+// from the event log) to the thread's subscribers here. The caller
+// delivers each thread's notifications in sequence order, once.
+func (h *Hub) Deliver(n *Notification) {
+	for _, m := range h.subscribed(n.ThreadID) {
+		m.sub.Notify(n)
 	}
 }
 

@@ -308,6 +308,7 @@ func (s *Server) initialize(_ context.Context, c *Call) (any, error) {
 	sess.clientVer = p.ClientInfo.Version
 	if caps := p.Capabilities; caps != nil {
 		sess.experimental = caps.ExperimentalAPI
+		sess.eventSeq = caps.ExperimentalAPI && caps.EventSeq
 		if len(caps.OptOutNotificationMethods) > 0 {
 			sess.optOut = make(map[string]struct{}, len(caps.OptOutNotificationMethods))
 			for _, m := range caps.OptOutNotificationMethods {

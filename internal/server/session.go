@@ -60,6 +60,7 @@ type Session struct {
 	clientName   string
 	clientVer    string
 	experimental bool
+	eventSeq     bool // thread notifications carry "seq"
 	optOut       map[string]struct{}
 
 	mu         sync.Mutex // guards closeHooks, closed, tails
@@ -122,7 +123,13 @@ func (s *Session) Notify(n *Notification) {
 	if _, out := s.optOut[n.Method]; out {
 		return
 	}
-	if err := s.conn.Send(n.Frame()); err == nil {
+	frame := n.Frame()
+	if s.eventSeq {
+		// Clients that asked see each thread notification's sequence
+		// number, the position thread/resume's afterSeq takes.
+		frame = n.SeqFrame()
+	}
+	if err := s.conn.Send(frame); err == nil {
 		s.srv.metrics.Notifications.WithLabelValues(n.Method).Inc()
 	}
 }

@@ -18,7 +18,7 @@ var experimentalFields = map[string][]string{
 	"thread/start": {"dynamicTools", "historyMode", "environments", "permissions", "runtimeWorkspaceRoots",
 		"multiAgentMode", "projectId", "selectedCapabilityRoots", "daybreakEnabled", "experimentalRawEvents",
 		"allowProviderModelFallback", "mockExperimentalField"},
-	"thread/resume": {"history", "path", "initialTurnsPage", "permissions", "runtimeWorkspaceRoots"},
+	"thread/resume": {"history", "path", "initialTurnsPage", "permissions", "runtimeWorkspaceRoots", "afterSeq"},
 	"thread/fork":   {"path", "permissions", "runtimeWorkspaceRoots"},
 	"turn/start": {"collaborationMode", "additionalContext", "environments", "permissions", "runtimeWorkspaceRoots",
 		"multiAgentMode", "cyberAccessProgram", "responsesapiClientMetadata", "responsesapiClientMetadataPatch"},
@@ -124,7 +124,23 @@ func (s *Server) registerThreads(m *turns.Manager) {
 		return m.StartThread(ctx, caller(c), p)
 	}))
 	s.Handle("thread/resume", threadMethod(id, func(ctx context.Context, c *Call, p api.ThreadResumeParams) (api.ThreadResumeResult, turns.After, error) {
-		return m.ResumeThread(ctx, caller(c), p)
+		sub := c.Session.sub.Load()
+		if p.AfterSeq == nil || sub == nil {
+			return m.ResumeThread(ctx, caller(c), p)
+		}
+		// Live notifications of the thread wait while the log is replayed.
+		sub.hold(p.ThreadID)
+		res, after, err := m.ResumeThread(ctx, caller(c), p)
+		if err != nil {
+			sub.replay(context.WithoutCancel(ctx), s.hub, p.ThreadID, -1)
+			return res, after, err
+		}
+		return res, func() {
+			if after != nil {
+				after()
+			}
+			sub.replay(c.Session.Context(), s.hub, p.ThreadID, *p.AfterSeq)
+		}, nil
 	}))
 	s.Handle("thread/fork", threadMethod(id, func(ctx context.Context, c *Call, p api.ThreadForkParams) (api.ThreadStartResult, turns.After, error) {
 		return m.ForkThread(ctx, caller(c), p)

@@ -32,6 +32,9 @@ type wsSub struct {
 	mu    sync.Mutex // guards the fields below; Settled cancels requests under it
 	held  map[*hub.Request]*heldRequest
 	calls connCalls // item/tool/call ids of this connection
+	// holding has, per thread being replayed (thread/resume with
+	// afterSeq), the live notifications that wait for the replay's end.
+	holding map[string][]*hub.Notification
 }
 
 // heldRequest is the session's copy of a routed request.
@@ -82,8 +85,62 @@ func newWSSub(sess *Session) *wsSub {
 	return &wsSub{sess: sess, held: map[*hub.Request]*heldRequest{}, calls: connCalls{state: map[int64]answerState{}}}
 }
 
-// Notify implements hub.Subscriber.
-func (w *wsSub) Notify(n *hub.Notification) { w.sess.Notify(n) }
+// Notify implements hub.Subscriber. A numbered notification of a thread
+// being replayed waits for the replay's end.
+func (w *wsSub) Notify(n *hub.Notification) {
+	if n.Seq > 0 {
+		w.mu.Lock()
+		if held, ok := w.holding[n.ThreadID]; ok {
+			w.holding[n.ThreadID] = append(held, n)
+			w.mu.Unlock()
+			return
+		}
+		w.mu.Unlock()
+	}
+	w.sess.Notify(n)
+}
+
+// hold starts holding the live notifications of a thread until replay.
+func (w *wsSub) hold(threadID string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.holding == nil {
+		w.holding = map[string][]*hub.Notification{}
+	}
+	if _, ok := w.holding[threadID]; !ok {
+		w.holding[threadID] = nil
+	}
+}
+
+// replay sends the thread's logged notifications after afterSeq (none when
+// afterSeq is negative), then the held live ones it did not send, and
+// stops holding. The live ones are sent under w.mu, so that a notification
+// arriving meanwhile cannot overtake them.
+func (w *wsSub) replay(ctx context.Context, h *hub.Hub, threadID string, afterSeq int64) {
+	last := afterSeq
+	for last >= 0 {
+		evs, err := h.EventsAfter(ctx, threadID, last, 0)
+		if err != nil {
+			w.sess.Logger().Warn("thread/resume: replaying the event log", "thread", threadID, "err", err)
+			break
+		}
+		if len(evs) == 0 {
+			break
+		}
+		for _, n := range evs {
+			w.sess.Notify(n)
+			last = n.Seq
+		}
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, n := range w.holding[threadID] {
+		if n.Seq > last {
+			w.sess.Notify(n)
+		}
+	}
+	delete(w.holding, threadID)
+}
 
 // Request implements hub.Subscriber: it queues the request and waits for
 // its answer on a goroutine of its own, which ends with the answer, the

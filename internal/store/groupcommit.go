@@ -23,6 +23,10 @@ type GroupCommitConfig struct {
 	// OnCommit, when set, is called after each commit round with the number
 	// of callers' batches it carried and how long it took.
 	OnCommit func(batches int, d time.Duration)
+	// Events, when set, is drained into every commit round: the event log's
+	// entries ride the transcript's transactions. Events of a round that
+	// fails are written alone, or counted dropped if the store is down.
+	Events *EventQueue
 }
 
 // GroupCommitter is a Store that merges the batches of concurrent Write
@@ -157,10 +161,24 @@ func (g *GroupCommitter) commit(reqs []*commitRequest) {
 		return
 	}
 	start := time.Now()
-	if len(claimed) == 1 {
+	var riders []*Event
+	ridden := func() {}
+	if g.cfg.Events != nil {
+		riders, ridden = g.cfg.Events.take()
+	}
+	if len(claimed) == 1 && len(riders) == 0 {
+		ridden()
 		claimed[0].done <- g.write(claimed[0].batch)
 	} else {
-		err := g.write(mergeBatches(claimed))
+		m := mergeBatches(claimed)
+		m.AppendEvents = append(m.AppendEvents, riders...)
+		err := g.write(m)
+		if err != nil && len(riders) > 0 {
+			g.writeRiders(riders, err)
+		}
+		// Before the callers learn the outcome: whoever reads the log
+		// after a write finds its events stored, not queued.
+		ridden()
 		switch {
 		case err == nil:
 			for _, r := range claimed {
@@ -185,6 +203,20 @@ func (g *GroupCommitter) commit(reqs []*commitRequest) {
 	}
 }
 
+// writeRiders writes the events of a failed round alone, unless the store
+// is down (then they are counted dropped: the clients that were live got
+// them, and waiting here would hold up the transcript).
+func (g *GroupCommitter) writeRiders(riders []*Event, err error) {
+	if !apperr.Is(err, apperr.Unavailable) {
+		if err = g.write(&Batch{AppendEvents: riders}); err == nil {
+			return
+		}
+	}
+	g.cfg.Events.mu.Lock()
+	g.cfg.Events.dropped += int64(len(riders))
+	g.cfg.Events.mu.Unlock()
+}
+
 func (g *GroupCommitter) write(b *Batch) error {
 	ctx, cancel := context.WithTimeout(context.Background(), g.cfg.CommitTimeout)
 	defer cancel()
@@ -205,6 +237,7 @@ func mergeBatches(reqs []*commitRequest) *Batch {
 		m.UpdateTurns = append(m.UpdateTurns, b.UpdateTurns...)
 		m.AppendItems = append(m.AppendItems, b.AppendItems...)
 		m.Fences = append(m.Fences, b.Fences...)
+		m.AppendEvents = append(m.AppendEvents, b.AppendEvents...)
 	}
 	return m
 }
@@ -267,6 +300,42 @@ func (g *GroupCommitter) DeleteThread(ctx context.Context, id string) error {
 // ListInProgressTurns reads through to the wrapped Store.
 func (g *GroupCommitter) ListInProgressTurns(ctx context.Context) ([]Turn, error) {
 	return g.inner.ListInProgressTurns(ctx)
+}
+
+// ListEvents reads through to the wrapped Store.
+func (g *GroupCommitter) ListEvents(ctx context.Context, threadID string, afterSeq int64, limit int) ([]Event, error) {
+	return g.inner.ListEvents(ctx, threadID, afterSeq, limit)
+}
+
+// LastEventSeq reads through to the wrapped Store.
+func (g *GroupCommitter) LastEventSeq(ctx context.Context, threadID string) (int64, error) {
+	return g.inner.LastEventSeq(ctx, threadID)
+}
+
+// PruneEvents goes straight to the wrapped Store: it deletes old rows no
+// pending write touches.
+func (g *GroupCommitter) PruneEvents(ctx context.Context, before time.Time, limit int) (int64, error) {
+	return g.inner.PruneEvents(ctx, before, limit)
+}
+
+// ClaimIdempotencyKey goes straight to the wrapped Store.
+func (g *GroupCommitter) ClaimIdempotencyKey(ctx context.Context, scope, key string, hash []byte, now, expires time.Time) (bool, string, error) {
+	return g.inner.ClaimIdempotencyKey(ctx, scope, key, hash, now, expires)
+}
+
+// CompleteIdempotencyKey goes straight to the wrapped Store.
+func (g *GroupCommitter) CompleteIdempotencyKey(ctx context.Context, scope, key, turnID string) error {
+	return g.inner.CompleteIdempotencyKey(ctx, scope, key, turnID)
+}
+
+// ReleaseIdempotencyKey goes straight to the wrapped Store.
+func (g *GroupCommitter) ReleaseIdempotencyKey(ctx context.Context, scope, key string) error {
+	return g.inner.ReleaseIdempotencyKey(ctx, scope, key)
+}
+
+// PruneIdempotencyKeys goes straight to the wrapped Store.
+func (g *GroupCommitter) PruneIdempotencyKeys(ctx context.Context, now time.Time) (int64, error) {
+	return g.inner.PruneIdempotencyKeys(ctx, now)
 }
 
 // Ping reads through to the wrapped Store.

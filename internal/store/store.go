@@ -22,6 +22,8 @@ const (
 	DefaultLimit = 25
 	// MaxLimit caps a query's Limit; larger values are clamped to it.
 	MaxLimit = 100
+	// MaxEventsLimit caps a ListEvents page.
+	MaxEventsLimit = 1000
 )
 
 // SortKey names the column thread/list orders by.
@@ -46,6 +48,10 @@ const (
 	OpListItems           = "list_items"
 	OpListInProgressTurns = "list_in_progress_turns"
 	OpPing                = "ping"
+	OpListEvents          = "list_events"
+	OpLastEventSeq        = "last_event_seq"
+	OpPruneEvents         = "prune_events"
+	OpIdempotencyKey      = "idempotency_key"
 )
 
 // ObserveFunc receives the duration and outcome of every store operation; op
@@ -105,6 +111,19 @@ type Item struct {
 	CreatedAt time.Time
 }
 
+// Event is one notification of a thread's durable event log.
+type Event struct {
+	ThreadID string
+	// Seq is the event's position in its thread's log, assigned by the
+	// daemon that runs the thread (not by the store): consecutive, from 1.
+	Seq    int64
+	Method string
+	// Data is the notification frame exactly as clients got it; the store
+	// keeps the bytes as they are.
+	Data      []byte
+	CreatedAt time.Time
+}
+
 // ThreadPatch changes some fields of an existing thread; nil fields are left
 // as they are.
 type ThreadPatch struct {
@@ -136,7 +155,7 @@ type TurnPatch struct {
 
 // Batch is a set of writes applied atomically by Store.Write. Within a batch
 // the groups apply in field order (thread creates, thread updates, turn
-// creates, turn updates, item appends), each group in slice order, so a batch
+// creates, turn updates, item appends, event appends), each group in slice order, so a batch
 // may create a thread and its first turn and items at once. On success Write
 // fills store-assigned fields back into the pointed-to records: Seq, the
 // canonical thread ID and defaulted or normalised timestamps. On failure
@@ -154,6 +173,9 @@ type Batch struct {
 	// Conflict. Only the Postgres store has leases; the embedded stores
 	// refuse a fenced batch. Fences alone make no write.
 	Fences []Fence
+	// AppendEvents are written as they are; an event whose (thread, seq)
+	// is already stored is a Conflict.
+	AppendEvents []*Event
 }
 
 // Fence is the lease a write depends on: the thread's lease must still
@@ -166,7 +188,7 @@ type Fence struct {
 // Empty reports whether the batch holds no writes.
 func (b *Batch) Empty() bool {
 	return b == nil || len(b.CreateThreads)+len(b.UpdateThreads)+len(b.CreateTurns)+
-		len(b.UpdateTurns)+len(b.AppendItems) == 0
+		len(b.UpdateTurns)+len(b.AppendItems)+len(b.AppendEvents) == 0
 }
 
 // ListThreadsQuery selects a page of threads for thread/list.
@@ -256,7 +278,29 @@ type Store interface {
 	GetItem(ctx context.Context, threadID, itemID string) (Item, error)
 	// ListItems returns a page of a thread's items in Seq order.
 	ListItems(ctx context.Context, q ItemsQuery) (ItemPage, error)
-	// DeleteThread removes a thread with its turns and items, atomically;
+	// ListEvents returns up to limit (clamped to MaxEventsLimit) events of
+	// a thread's log with Seq greater than afterSeq, in Seq order.
+	ListEvents(ctx context.Context, threadID string, afterSeq int64, limit int) ([]Event, error)
+	// LastEventSeq returns the greatest Seq stored for the thread, 0 if none.
+	LastEventSeq(ctx context.Context, threadID string) (int64, error)
+	// PruneEvents deletes up to limit events created before `before`, oldest
+	// first, and returns how many it deleted.
+	PruneEvents(ctx context.Context, before time.Time, limit int) (int64, error)
+	// ClaimIdempotencyKey claims key within scope for a request whose
+	// canonical hash is hash, until expires (a claim expired at now is
+	// replaced). claimed true: the caller owns the key and must
+	// CompleteIdempotencyKey or ReleaseIdempotencyKey it. Otherwise turnID
+	// is the turn the key started, "" while its owner is still starting
+	// it. A key held with another hash is a Conflict.
+	ClaimIdempotencyKey(ctx context.Context, scope, key string, hash []byte, now, expires time.Time) (claimed bool, turnID string, err error)
+	// CompleteIdempotencyKey records the turn a claimed key started.
+	CompleteIdempotencyKey(ctx context.Context, scope, key, turnID string) error
+	// ReleaseIdempotencyKey forgets a claimed key whose request started no
+	// turn, so that a retry may.
+	ReleaseIdempotencyKey(ctx context.Context, scope, key string) error
+	// PruneIdempotencyKeys deletes the keys expired at now.
+	PruneIdempotencyKeys(ctx context.Context, now time.Time) (int64, error)
+	// DeleteThread removes a thread with its turns, items and events, atomically;
 	// NotFound when there is no such thread.
 	DeleteThread(ctx context.Context, id string) error
 	// ListInProgressTurns returns every turn still marked inProgress, so that

@@ -99,6 +99,20 @@ func (b *Batch) Validate() error {
 			return err
 		}
 	}
+	for _, ev := range b.AppendEvents {
+		if ev == nil {
+			return apperr.New(apperr.Invalid, "event to append is nil")
+		}
+		if !ValidThreadID(ev.ThreadID) {
+			return apperr.New(apperr.NotFound, "thread %s not found", ev.ThreadID)
+		}
+		if ev.Seq <= 0 || ev.Method == "" {
+			return apperr.New(apperr.Invalid, "event %d of thread %s: a positive seq and a method are required", ev.Seq, ev.ThreadID)
+		}
+		if err := checkText("event", ev.Method, ev.Method); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

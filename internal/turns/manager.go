@@ -33,6 +33,16 @@ type Notifier interface {
 	Send(to []ConnID, method string, params any)
 }
 
+// ThreadNotifier is a Notifier that also takes thread-scoped notifications
+// whole: it numbers them in the thread's event log, which keeps them for
+// clients that are not (or not yet) subscribed here.
+type ThreadNotifier interface {
+	Notifier
+	// SendThread sends a notification of threadID to the given
+	// connections (possibly none) and records it in the thread's log.
+	SendThread(threadID string, to []ConnID, method string, params any)
+}
+
 // SubscriberObserver learns who is subscribed to which thread.
 type SubscriberObserver interface {
 	// SubscribersChanged publishes a thread's subscribers. version grows

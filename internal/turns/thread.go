@@ -335,6 +335,13 @@ func (t *thread) emit(method string, params any) {
 		}
 		pid = p.parentID
 	}
+	if tn, ok := t.m.cfg.Notifier.(ThreadNotifier); ok && !t.ephemeral() {
+		// Logged even with no subscriber here: clients of other daemons
+		// and clients that come back later read it from the log. An
+		// ephemeral thread's notifications never reach the durable log.
+		tn.SendThread(t.id, subs, method, params)
+		return
+	}
 	if len(subs) == 0 {
 		return
 	}

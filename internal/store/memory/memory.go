@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -25,9 +26,18 @@ type Config struct {
 type Store struct {
 	now func() time.Time
 
-	mu      sync.RWMutex // guards threads and closed
+	mu      sync.RWMutex // guards threads, events and closed
 	threads map[string]*threadData
+	events  map[string][]store.Event // per thread, in Seq order
+	keys    map[[2]string]*idemKey   // by scope and key
 	closed  bool
+}
+
+// idemKey is one claimed idempotency key.
+type idemKey struct {
+	hash    []byte
+	turnID  string
+	expires time.Time
 }
 
 // threadData is one thread with its transcript; turns[i].Seq == i+1 and
@@ -47,7 +57,7 @@ func New(cfg Config) *Store {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Store{now: cfg.Now, threads: map[string]*threadData{}}
+	return &Store{now: cfg.Now, threads: map[string]*threadData{}, events: map[string][]store.Event{}, keys: map[[2]string]*idemKey{}}
 }
 
 // Migrate does nothing: memory has no schema. It is there so that the
@@ -115,7 +125,83 @@ func (s *Store) DeleteThread(_ context.Context, id string) error {
 		return backend.ThreadNotFound(id)
 	}
 	delete(s.threads, backend.CanonicalID(id))
+	delete(s.events, backend.CanonicalID(id))
 	return nil
+}
+
+// eventIndex returns where seq is or belongs in evs.
+func eventIndex(evs []store.Event, seq int64) (int, bool) {
+	return slices.BinarySearchFunc(evs, seq, func(ev store.Event, seq int64) int { return cmp.Compare(ev.Seq, seq) })
+}
+
+// ListEvents returns up to limit events of a thread after afterSeq.
+func (s *Store) ListEvents(_ context.Context, threadID string, afterSeq int64, limit int) ([]store.Event, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if err := s.usableLocked(); err != nil {
+		return nil, err
+	}
+	if limit <= 0 || limit > store.MaxEventsLimit {
+		limit = store.MaxEventsLimit
+	}
+	evs := s.events[backend.CanonicalID(threadID)]
+	i, found := eventIndex(evs, afterSeq)
+	if found {
+		i++
+	}
+	evs = evs[i:min(len(evs), i+limit)]
+	out := make([]store.Event, len(evs))
+	for k, ev := range evs {
+		ev.Data = slices.Clone(ev.Data)
+		out[k] = ev
+	}
+	return out, nil
+}
+
+// LastEventSeq returns the greatest Seq of a thread's log, 0 if none.
+func (s *Store) LastEventSeq(_ context.Context, threadID string) (int64, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if err := s.usableLocked(); err != nil {
+		return 0, err
+	}
+	evs := s.events[backend.CanonicalID(threadID)]
+	if len(evs) == 0 {
+		return 0, nil
+	}
+	return evs[len(evs)-1].Seq, nil
+}
+
+// PruneEvents deletes up to limit events created before `before`, oldest
+// first.
+func (s *Store) PruneEvents(_ context.Context, before time.Time, limit int) (int64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.usableLocked(); err != nil {
+		return 0, err
+	}
+	var old []store.Event
+	for _, evs := range s.events {
+		for _, ev := range evs {
+			if ev.CreatedAt.Before(before) {
+				old = append(old, ev)
+			}
+		}
+	}
+	slices.SortFunc(old, func(a, b store.Event) int { return a.CreatedAt.Compare(b.CreatedAt) })
+	old = old[:min(len(old), limit)]
+	for _, ev := range old {
+		evs := s.events[ev.ThreadID]
+		if i, ok := eventIndex(evs, ev.Seq); ok {
+			evs = slices.Delete(evs, i, i+1)
+		}
+		if len(evs) == 0 {
+			delete(s.events, ev.ThreadID)
+		} else {
+			s.events[ev.ThreadID] = evs
+		}
+	}
+	return int64(len(old)), nil
 }
 
 // checkLocked finds the error the plan would meet, in the order the SQL
@@ -178,6 +264,19 @@ func (s *Store) checkLocked(p *backend.Plan) error {
 		}
 		newItems[key] = true
 	}
+	type evKey struct {
+		thread string
+		seq    int64
+	}
+	newEvents := map[evKey]bool{}
+	for _, ev := range p.AppendEvents {
+		k := evKey{ev.ThreadID, ev.Seq}
+		_, stored := eventIndex(s.events[ev.ThreadID], ev.Seq)
+		if stored || newEvents[k] {
+			return apperr.New(apperr.Conflict, "event %d of thread %s already stored", ev.Seq, ev.ThreadID)
+		}
+		newEvents[k] = true
+	}
 	return nil
 }
 
@@ -208,6 +307,12 @@ func (s *Store) applyLocked(p *backend.Plan) {
 		c := *it
 		c.Payload = cloneJSON(c.Payload)
 		td.items = append(td.items, c)
+	}
+	for _, ev := range p.AppendEvents {
+		evs := s.events[ev.ThreadID]
+		i, _ := eventIndex(evs, ev.Seq)
+		ev.Data = slices.Clone(ev.Data)
+		s.events[ev.ThreadID] = slices.Insert(evs, i, ev)
 	}
 }
 
@@ -567,4 +672,66 @@ func (s *Store) Close() error {
 	s.closed = true
 	s.threads = map[string]*threadData{}
 	return nil
+}
+
+// ClaimIdempotencyKey claims a key; see store.Store.
+func (s *Store) ClaimIdempotencyKey(_ context.Context, scope, key string, hash []byte, now, expires time.Time) (bool, string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.usableLocked(); err != nil {
+		return false, "", err
+	}
+	k := [2]string{scope, key}
+	if e := s.keys[k]; e != nil && e.expires.After(now) {
+		if !bytes.Equal(e.hash, hash) {
+			return false, "", apperr.New(apperr.Conflict, "idempotency key %q was used with another request", key)
+		}
+		return false, e.turnID, nil
+	}
+	s.keys[k] = &idemKey{hash: slices.Clone(hash), expires: expires}
+	return true, "", nil
+}
+
+// CompleteIdempotencyKey records the turn a claimed key started.
+func (s *Store) CompleteIdempotencyKey(_ context.Context, scope, key, turnID string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.usableLocked(); err != nil {
+		return err
+	}
+	if e := s.keys[[2]string{scope, key}]; e != nil {
+		e.turnID = turnID
+	}
+	return nil
+}
+
+// ReleaseIdempotencyKey forgets an unfinished claim.
+func (s *Store) ReleaseIdempotencyKey(_ context.Context, scope, key string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.usableLocked(); err != nil {
+		return err
+	}
+	k := [2]string{scope, key}
+	if e := s.keys[k]; e != nil && e.turnID == "" {
+		delete(s.keys, k)
+	}
+	return nil
+}
+
+// PruneIdempotencyKeys deletes the keys expired at now.
+func (s *Store) PruneIdempotencyKeys(_ context.Context, now time.Time) (int64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.usableLocked(); err != nil {
+		return 0, err
+	}
+	var n int64
+	for k, e := range s.keys {
+		if !e.expires.After(now) {
+			delete(s.keys, k)
+			n++
+		}
+	}
+	return n, nil
 }

@@ -88,7 +88,8 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 }
 
 // Pool is the store's connection pool, for the parts of a daemon that keep
-// their own tables in the same database (thread leases).
+// their own tables in the same database or speak to Postgres beyond the
+// transcript (thread leases, the event log's LISTEN).
 func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 
 // Migrate applies pending migrations; `appserver migrate` calls it.

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -190,6 +191,66 @@ func threadSteps(p *backend.Plan, fences []store.Fence) []step {
 	return steps
 }
 
+// eventSteps insert the events with one statement, whatever their number,
+// and announce them: one pg_notify per thread, naming the thread and its
+// first and last event in this transaction, which Postgres delivers to the listening daemons when (and
+// only if) the transaction commits.
+func eventSteps(evs []store.Event) []step {
+	threads := make([]string, len(evs))
+	seqs := make([]int64, len(evs))
+	methods := make([]string, len(evs))
+	data := make([][]byte, len(evs))
+	created := make([]time.Time, len(evs))
+	type span struct{ first, last int64 }
+	spans := map[string]span{}
+	for i, ev := range evs {
+		threads[i], seqs[i], methods[i], data[i], created[i] = ev.ThreadID, ev.Seq, ev.Method, ev.Data, ev.CreatedAt
+		sp, ok := spans[ev.ThreadID]
+		if !ok {
+			sp = span{ev.Seq, ev.Seq}
+		}
+		spans[ev.ThreadID] = span{min(sp.first, ev.Seq), max(sp.last, ev.Seq)}
+	}
+	notes := make([]string, 0, len(spans))
+	for id, sp := range spans {
+		notes = append(notes, id+":"+strconv.FormatInt(sp.first, 10)+":"+strconv.FormatInt(sp.last, 10))
+	}
+	return []step{{
+		sql: `INSERT INTO events (thread_id, seq, method, data, created_at)
+			SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::bytea[], $5::timestamptz[])`,
+		args: []any{threads, seqs, methods, data, created},
+		read: execStep(func(err error) error {
+			if pgCode(err) == codeUniqueViolation {
+				return apperr.Wrap(apperr.Conflict, err, "event already stored")
+			}
+			return storageErr(err)
+		}, nil),
+	}, {
+		sql:  `SELECT pg_notify('` + EventsChannel + `', n) FROM unnest($1::text[]) AS n`,
+		args: []any{notes},
+		read: execStep(storageErr, nil),
+	}}
+}
+
+// EventsChannel is the channel every commit of events notifies, with the
+// payload "<thread id>:<first seq>:<last seq>".
+const EventsChannel = "appserver_events"
+
+// PruneEvents deletes up to limit events created before `before`.
+func (s *Store) PruneEvents(ctx context.Context, before time.Time, limit int) (n int64, err error) {
+	defer func(start time.Time) { backend.Observe(s.cfg.Observe, store.OpPruneEvents, start, err) }(time.Now())
+	if err := s.usable(); err != nil {
+		return 0, err
+	}
+	tag, err := s.pool.Exec(ctx, pruneEvents, before, limit)
+	if err != nil {
+		return 0, storageErr(err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+var pruneEvents = backend.PruneEventsSQL(backend.Postgres)
+
 func rowSteps(p *backend.Plan) []step {
 	var steps []step
 	for _, t := range p.CreateTurns {
@@ -230,6 +291,9 @@ func rowSteps(p *backend.Plan) []step {
 				return storageErr(err)
 			}, nil),
 		})
+	}
+	if len(p.AppendEvents) > 0 {
+		steps = append(steps, eventSteps(p.AppendEvents)...)
 	}
 	return steps
 }

@@ -130,6 +130,15 @@ func writePlan(w *txWriter, p *backend.Plan) error {
 			return backend.TurnNotFound(u.ThreadID, u.ID)
 		}
 	}
+	for _, ev := range p.AppendEvents {
+		_, err := w.exec(statements.InsertEvent, statements.EventArgs(&ev)...)
+		switch {
+		case isUniqueViolation(err):
+			return apperr.Wrap(apperr.Conflict, err, "event %d of thread %s already stored", ev.Seq, ev.ThreadID)
+		case err != nil:
+			return storageErr(err)
+		}
+	}
 	for _, it := range p.AppendItems {
 		_, err := w.exec(statements.InsertItem, statements.ItemArgs(&it)...)
 		switch {
@@ -181,4 +190,20 @@ func execOne(w *txWriter, q string, args []any) (found bool, err error) {
 		return false, storageErr(err)
 	}
 	return n > 0, nil
+}
+
+var pruneEvents = backend.PruneEventsSQL(backend.SQLite)
+
+// PruneEvents deletes up to limit events created before `before`, on the
+// writer connection like every other write.
+func (s *Store) PruneEvents(ctx context.Context, before time.Time, limit int) (n int64, err error) {
+	defer func(start time.Time) { backend.Observe(s.cfg.Observe, store.OpPruneEvents, start, err) }(time.Now())
+	if err := s.usable(); err != nil {
+		return 0, err
+	}
+	res, err := s.w.ExecContext(ctx, pruneEvents, backend.SQLite.TimeArg(backend.Time(before)), limit)
+	if err != nil {
+		return 0, storageErr(err)
+	}
+	return res.RowsAffected()
 }

@@ -53,6 +53,9 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"PingClose", testPingClose},
 		{"JSONRoundTrip", testJSONRoundTrip},
 		{"Validation", testValidation},
+		{"Events", testEvents},
+		{"GroupCommitterCarriesEvents", testGroupCommitterCarriesEvents},
+		{"IdempotencyKeys", testIdempotencyKeys},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -1284,4 +1287,131 @@ func testDeleteThread(t *testing.T, s store.Store) {
 	th2 := newThread()
 	th2.ID = th.ID
 	write(t, s, &store.Batch{CreateThreads: []*store.Thread{th2}, CreateTurns: []*store.Turn{newTurn(th.ID)}})
+}
+
+// testEvents: the event log keeps each event's bytes, lists them after a
+// position in Seq order, refuses a Seq twice, prunes by age and goes with
+// its thread.
+func testEvents(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	th, _ := createThread(t, s)
+	other, _ := createThread(t, s)
+	seq, err := s.LastEventSeq(ctx, th.ID)
+	require.NoError(t, err)
+	require.Zero(t, seq)
+	ev := func(thread string, seq int64, at time.Time) *store.Event {
+		return &store.Event{ThreadID: thread, Seq: seq, Method: "item/agentMessage/delta",
+			Data: []byte(fmt.Sprintf(`{"method":"m","params":{"n":%d},"emittedAtMs":1}`, seq)), CreatedAt: at}
+	}
+	// Events of two threads in one batch, as the GroupCommitter merges them.
+	write(t, s, &store.Batch{AppendEvents: []*store.Event{ev(th.ID, 1, base), ev(other.ID, 1, base), ev(th.ID, 2, base.Add(time.Second))}})
+	write(t, s, &store.Batch{AppendEvents: []*store.Event{ev(th.ID, 3, base.Add(2*time.Second))}})
+	requireCode(t, s.Write(ctx, &store.Batch{AppendEvents: []*store.Event{ev(th.ID, 2, base)}}), apperr.Conflict)
+
+	seq, err = s.LastEventSeq(ctx, th.ID)
+	require.NoError(t, err)
+	require.EqualValues(t, 3, seq)
+	evs, err := s.ListEvents(ctx, th.ID, 1, 10)
+	require.NoError(t, err)
+	require.Len(t, evs, 2)
+	require.EqualValues(t, 2, evs[0].Seq)
+	require.EqualValues(t, 3, evs[1].Seq)
+	require.Equal(t, string(ev(th.ID, 2, base).Data), string(evs[0].Data))
+	require.Equal(t, "item/agentMessage/delta", evs[0].Method)
+	require.True(t, evs[0].CreatedAt.Equal(base.Add(time.Second).Truncate(time.Microsecond)))
+	evs, err = s.ListEvents(ctx, th.ID, 0, 1)
+	require.NoError(t, err)
+	require.Len(t, evs, 1)
+	require.EqualValues(t, 1, evs[0].Seq)
+
+	// Pruning takes the oldest first, across threads, up to the limit.
+	n, err := s.PruneEvents(ctx, base.Add(1500*time.Millisecond), 10)
+	require.NoError(t, err)
+	require.EqualValues(t, 3, n)
+	evs, err = s.ListEvents(ctx, th.ID, 0, 10)
+	require.NoError(t, err)
+	require.Len(t, evs, 1)
+	require.EqualValues(t, 3, evs[0].Seq)
+	seq, err = s.LastEventSeq(ctx, other.ID)
+	require.NoError(t, err)
+	require.Zero(t, seq)
+
+	require.NoError(t, s.DeleteThread(ctx, th.ID))
+	seq, err = s.LastEventSeq(ctx, th.ID)
+	require.NoError(t, err)
+	require.Zero(t, seq)
+}
+
+// testGroupCommitterCarriesEvents: queued events ride the next commit round
+// of the transcript (no write of their own), and those of a round spoiled
+// by another batch are still written.
+func testGroupCommitterCarriesEvents(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	q := store.NewEventQueue(100)
+	g := store.NewGroupCommitter(nopCloser{s}, store.GroupCommitConfig{Events: q})
+	defer g.Close()
+	th, tu := createThread(t, s)
+	ev := func(seq int64) *store.Event {
+		return &store.Event{ThreadID: th.ID, Seq: seq, Method: "m", Data: []byte(`{}`)}
+	}
+	require.True(t, q.Push(ev(1)))
+	require.True(t, q.Push(ev(2)))
+	require.Len(t, q.Queued(th.ID, 0), 2, "queued events are visible before they are stored")
+	require.NoError(t, g.Write(ctx, &store.Batch{AppendItems: []*store.Item{newItem(th.ID, tu.ID)}}))
+	evs, err := s.ListEvents(ctx, th.ID, 0, 10)
+	require.NoError(t, err)
+	require.Len(t, evs, 2, "the events rode the item's commit")
+	require.Empty(t, q.Queued(th.ID, 0))
+
+	// A round that fails (the item's turn does not exist) still stores
+	// the events it carried.
+	require.True(t, q.Push(ev(3)))
+	requireCode(t, g.Write(ctx, &store.Batch{AppendItems: []*store.Item{newItem(th.ID, "no-such-turn")}}), apperr.NotFound)
+	seq, err := s.LastEventSeq(ctx, th.ID)
+	require.NoError(t, err)
+	require.EqualValues(t, 3, seq)
+}
+
+// testIdempotencyKeys: one claimer per key until it expires; the others
+// learn the turn it started, or that it is still starting one; another
+// request under the key is a Conflict; an unfinished claim can be released.
+func testIdempotencyKeys(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	scope, key := newID()+"/alice", "k1"
+	h1, h2 := []byte("hash-1"), []byte("hash-2")
+	now, ttl := base, time.Hour
+	claimed, turn, err := s.ClaimIdempotencyKey(ctx, scope, key, h1, now, now.Add(ttl))
+	require.NoError(t, err)
+	require.True(t, claimed)
+	claimed, turn, err = s.ClaimIdempotencyKey(ctx, scope, key, h1, now, now.Add(ttl))
+	require.NoError(t, err)
+	require.False(t, claimed)
+	require.Empty(t, turn, "the owner is still starting its turn")
+	_, _, err = s.ClaimIdempotencyKey(ctx, scope, key, h2, now, now.Add(ttl))
+	requireCode(t, err, apperr.Conflict)
+
+	require.NoError(t, s.CompleteIdempotencyKey(ctx, scope, key, "turn-1"))
+	require.NoError(t, s.ReleaseIdempotencyKey(ctx, scope, key), "a finished claim stays")
+	claimed, turn, err = s.ClaimIdempotencyKey(ctx, scope, key, h1, now.Add(time.Minute), now.Add(ttl))
+	require.NoError(t, err)
+	require.False(t, claimed)
+	require.Equal(t, "turn-1", turn)
+
+	// An unfinished claim released: the next request claims it.
+	claimed, _, err = s.ClaimIdempotencyKey(ctx, scope, "k2", h1, now, now.Add(ttl))
+	require.NoError(t, err)
+	require.True(t, claimed)
+	require.NoError(t, s.ReleaseIdempotencyKey(ctx, scope, "k2"))
+	claimed, _, err = s.ClaimIdempotencyKey(ctx, scope, "k2", h2, now, now.Add(ttl))
+	require.NoError(t, err)
+	require.True(t, claimed)
+
+	// Expired: claimed anew, even with another request; pruning removes.
+	later := now.Add(2 * ttl)
+	claimed, _, err = s.ClaimIdempotencyKey(ctx, scope, key, h2, later, later.Add(ttl))
+	require.NoError(t, err)
+	require.True(t, claimed)
+	n, err := s.PruneIdempotencyKeys(ctx, later.Add(ttl))
+	require.NoError(t, err)
+	require.EqualValues(t, 2, n)
 }

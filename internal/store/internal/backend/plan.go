@@ -22,6 +22,9 @@ type Plan struct {
 	CreateTurns   []store.Turn
 	UpdateTurns   []store.TurnPatch
 	AppendItems   []store.Item
+	// AppendEvents are the events with canonical thread ids and times; the
+	// store assigns them nothing, so there is nothing to fill back.
+	AppendEvents []store.Event
 
 	// TurnGroups and ItemGroups index CreateTurns and AppendItems by thread,
 	// in order of first appearance, so each thread's counter is bumped once.
@@ -102,6 +105,15 @@ func NewPlan(b *store.Batch, now time.Time) (*Plan, error) {
 		c.CreatedAt = Time(c.CreatedAt)
 		p.AppendItems = append(p.AppendItems, c)
 		p.ItemGroups = addToGroup(p.ItemGroups, itemGroups, c.ThreadID, len(p.AppendItems)-1)
+	}
+	for _, ev := range b.AppendEvents {
+		c := *ev
+		c.ThreadID = CanonicalID(c.ThreadID)
+		if c.CreatedAt.IsZero() {
+			c.CreatedAt = now
+		}
+		c.CreatedAt = Time(c.CreatedAt)
+		p.AppendEvents = append(p.AppendEvents, c)
 	}
 	return p, nil
 }

@@ -46,6 +46,7 @@ type Reader struct {
 	usable  func() error
 
 	getThread, threadExists, getTurn, getItem, inProgressTurns string
+	listEvents, lastEventSeq                                   string
 }
 
 // NewReader returns the reads of a store in dialect d over db; observe, if
@@ -62,6 +63,9 @@ func NewReader(d Dialect, db DB, observe store.ObserveFunc, usable func() error)
 		getTurn:         one(turnColumns, "turns", "thread_id = "+d.Param(1)+" AND id = "+d.Param(2)),
 		getItem:         one(itemColumns, "items", "thread_id = "+d.Param(1)+" AND item_id = "+d.Param(2)),
 		inProgressTurns: one(turnColumns, "turns", "status = 'inProgress'") + " ORDER BY thread_id, seq",
+		listEvents: one(eventColumns, "events", "thread_id = "+d.Param(1)+" AND seq > "+d.Param(2)) +
+			" ORDER BY seq LIMIT " + d.Param(3),
+		lastEventSeq: one("COALESCE(MAX(seq), 0)", "events", "thread_id = "+d.Param(1)),
 	}
 }
 
@@ -101,6 +105,55 @@ func scanItem(r Row) (store.Item, error) {
 	it.CreatedAt = created.t
 	it.Payload = rawJSON(payload)
 	return it, err
+}
+
+const eventColumns = `thread_id, seq, method, data, created_at`
+
+func scanEvent(r Row) (store.Event, error) {
+	var ev store.Event
+	var created timeCol
+	err := r.Scan(&ev.ThreadID, &ev.Seq, &ev.Method, &ev.Data, &created)
+	ev.CreatedAt = created.t
+	return ev, err
+}
+
+// ListEvents returns up to limit events of a thread's log after afterSeq.
+// An unknown thread has no events; that is no error, because the log may
+// be read for a thread another daemon is still creating.
+func (r *Reader) ListEvents(ctx context.Context, threadID string, afterSeq int64, limit int) (evs []store.Event, err error) {
+	defer func(start time.Time) { Observe(r.observe, store.OpListEvents, start, err) }(time.Now())
+	if err := r.usable(); err != nil {
+		return nil, err
+	}
+	if !store.ValidThreadID(threadID) {
+		return nil, nil
+	}
+	if limit <= 0 || limit > store.MaxEventsLimit {
+		limit = store.MaxEventsLimit
+	}
+	return queryAll(ctx, r.db, r.listEvents, []any{CanonicalID(threadID), afterSeq, limit}, scanEvent)
+}
+
+// LastEventSeq returns the greatest Seq of a thread's log, 0 if none.
+func (r *Reader) LastEventSeq(ctx context.Context, threadID string) (seq int64, err error) {
+	defer func(start time.Time) { Observe(r.observe, store.OpLastEventSeq, start, err) }(time.Now())
+	if err := r.usable(); err != nil {
+		return 0, err
+	}
+	if !store.ValidThreadID(threadID) {
+		return 0, nil
+	}
+	if err := r.db.QueryRow(ctx, r.lastEventSeq, CanonicalID(threadID)).Scan(&seq); err != nil {
+		return 0, r.db.StorageErr(err)
+	}
+	return seq, nil
+}
+
+// PruneEventsSQL deletes up to Param(2) events created before Param(1),
+// oldest first, in dialect d.
+func PruneEventsSQL(d Dialect) string {
+	return "DELETE FROM events WHERE (thread_id, seq) IN (SELECT thread_id, seq FROM events WHERE created_at < " +
+		d.Param(1) + " ORDER BY created_at LIMIT " + d.Param(2) + ")"
 }
 
 // rawJSON maps SQL NULL, which scans as an empty slice, to absent JSON.

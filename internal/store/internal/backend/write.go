@@ -1,8 +1,12 @@
 package backend
 
 import (
+	"bytes"
+	"context"
 	"strings"
 	"time"
+
+	"github.com/appserver/appserver/internal/apperr"
 
 	"github.com/appserver/appserver/internal/store"
 )
@@ -13,6 +17,8 @@ type Statements struct {
 	// InsertThread, InsertTurn and InsertItem take the arguments of
 	// ThreadArgs, TurnArgs and ItemArgs.
 	InsertThread, InsertTurn, InsertItem string
+	// InsertEvent takes the arguments of EventArgs.
+	InsertEvent string
 	// BumpTurnSeq and BumpItemSeq add their first argument to the counter
 	// of the thread whose id is the second, and return the counter's new
 	// value.
@@ -36,6 +42,7 @@ func NewStatements(d Dialect, jsonArg func([]byte) any) *Statements {
 			"model_provider", "model", "source", "forked_from_id", "archived", "created_at", "updated_at", "recency_at", "meta"),
 		InsertTurn:  insertSQL(d, "turns", "thread_id", "id", "seq", "status", "error", "started_at", "completed_at", "meta"),
 		InsertItem:  insertSQL(d, "items", "thread_id", "seq", "turn_id", "item_id", "type", "payload", "created_at"),
+		InsertEvent: insertSQL(d, "events", "thread_id", "seq", "method", "data", "created_at"),
 		BumpTurnSeq: seq("turn_seq"),
 		BumpItemSeq: seq("item_seq"),
 
@@ -68,6 +75,7 @@ func NewStatements(d Dialect, jsonArg func([]byte) any) *Statements {
 // whether the thread existed.
 func DeleteThreadSQL(param string) []string {
 	return []string{
+		"DELETE FROM events WHERE thread_id = " + param,
 		"DELETE FROM items WHERE thread_id = " + param,
 		"DELETE FROM turns WHERE thread_id = " + param,
 		"DELETE FROM threads WHERE id = " + param,
@@ -118,6 +126,35 @@ func (s *Statements) TurnArgs(t *store.Turn) []any {
 // ItemArgs returns the arguments of InsertItem for it.
 func (s *Statements) ItemArgs(it *store.Item) []any {
 	return []any{it.ThreadID, it.Seq, it.TurnID, it.ItemID, it.Type, s.json(it.Payload), s.d.TimeArg(it.CreatedAt)}
+}
+
+// EventArgs returns the arguments of InsertEvent for ev.
+func (s *Statements) EventArgs(ev *store.Event) []any {
+	return []any{ev.ThreadID, ev.Seq, ev.Method, ev.Data, s.d.TimeArg(ev.CreatedAt)}
+}
+
+// IdempotencySQL are the statements of the idempotency keys in one
+// dialect.
+type IdempotencySQL struct {
+	// DeleteExpired(scope, key, now); Insert(scope, key, hash, expires)
+	// inserts unless the key exists; Get(scope, key) returns hash, turn_id;
+	// Complete(turn_id, scope, key); Release(scope, key) deletes an
+	// unfinished claim; Prune(now).
+	DeleteExpired, Insert, Get, Complete, Release, Prune string
+}
+
+// NewIdempotencySQL returns the idempotency statements of dialect d.
+func NewIdempotencySQL(d Dialect) IdempotencySQL {
+	p := d.Param
+	return IdempotencySQL{
+		DeleteExpired: "DELETE FROM idempotency_keys WHERE scope = " + p(1) + " AND key = " + p(2) + " AND expires_at <= " + p(3),
+		Insert: "INSERT INTO idempotency_keys (scope, key, hash, expires_at) VALUES (" + p(1) + ", " + p(2) + ", " + p(3) + ", " + p(4) +
+			") ON CONFLICT (scope, key) DO NOTHING",
+		Get:      "SELECT hash, turn_id FROM idempotency_keys WHERE scope = " + p(1) + " AND key = " + p(2),
+		Complete: "UPDATE idempotency_keys SET turn_id = " + p(1) + " WHERE scope = " + p(2) + " AND key = " + p(3),
+		Release:  "DELETE FROM idempotency_keys WHERE scope = " + p(1) + " AND key = " + p(2) + " AND turn_id = ''",
+		Prune:    "DELETE FROM idempotency_keys WHERE expires_at <= " + p(1),
+	}
 }
 
 // patchSQL holds the UPDATE texts of one kind of patch, one for every
@@ -245,3 +282,48 @@ func (s *Statements) TurnPatch(u store.TurnPatch) (string, []any) {
 
 // Dialect returns the dialect of the statements.
 func (s *Statements) Dialect() Dialect { return s.d }
+
+// Execer is a backend's writer as the idempotency keys need it.
+type Execer interface {
+	// Exec runs a statement and returns the rows it affected.
+	Exec(ctx context.Context, sql string, args ...any) (int64, error)
+	// QueryRow runs a statement that returns at most one row.
+	QueryRow(ctx context.Context, sql string, args ...any) Row
+	// NoRows reports whether err says QueryRow found no row.
+	NoRows(err error) bool
+	// StorageErr classifies an error of the database or the driver.
+	StorageErr(err error) error
+}
+
+// ClaimIdempotencyKey implements store.Store.ClaimIdempotencyKey with the
+// statements q of dialect d over x. Each statement commits on its own: the
+// insert is the claim, and a concurrent claimer sees either no row (and
+// tries to insert, in vain) or the row.
+func ClaimIdempotencyKey(ctx context.Context, x Execer, q IdempotencySQL, d Dialect, scope, key string, hash []byte, now, expires time.Time) (bool, string, error) {
+	for range 3 {
+		if _, err := x.Exec(ctx, q.DeleteExpired, scope, key, d.TimeArg(Time(now))); err != nil {
+			return false, "", x.StorageErr(err)
+		}
+		n, err := x.Exec(ctx, q.Insert, scope, key, hash, d.TimeArg(Time(expires)))
+		if err != nil {
+			return false, "", x.StorageErr(err)
+		}
+		if n == 1 {
+			return true, "", nil
+		}
+		var stored []byte
+		var turnID string
+		err = x.QueryRow(ctx, q.Get, scope, key).Scan(&stored, &turnID)
+		if x.NoRows(err) {
+			continue // released meanwhile: claim again
+		}
+		if err != nil {
+			return false, "", x.StorageErr(err)
+		}
+		if !bytes.Equal(stored, hash) {
+			return false, "", apperr.New(apperr.Conflict, "idempotency key %q was used with another request", key)
+		}
+		return false, turnID, nil
+	}
+	return false, "", apperr.New(apperr.Unavailable, "idempotency key %q is contended", key)
+}

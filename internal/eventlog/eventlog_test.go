@@ -1,0 +1,231 @@
+package eventlog_test
+
+import (
+	"context"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/appserver/appserver/api"
+	"github.com/appserver/appserver/internal/eventlog"
+	"github.com/appserver/appserver/internal/hub"
+	"github.com/appserver/appserver/internal/store"
+	"github.com/appserver/appserver/internal/store/memory"
+	"github.com/appserver/appserver/internal/store/pgtest"
+	"github.com/appserver/appserver/internal/store/postgres"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+		pgtest.Stop()
+		os.Exit(code)
+	}))
+}
+
+// client is a hub subscriber that records what it gets.
+type client struct {
+	notes chan *hub.Notification
+}
+
+func newClient() *client                           { return &client{notes: make(chan *hub.Notification, 1024)} }
+func (c *client) Notify(n *hub.Notification)       { c.notes <- n }
+func (c *client) Request(*hub.Request, int64) bool { return false }
+func (c *client) Settled(*hub.Request)             {}
+func (c *client) next(t *testing.T) *hub.Notification {
+	t.Helper()
+	select {
+	case n := <-c.notes:
+		return n
+	case <-time.After(10 * time.Second):
+		t.Fatal("no notification")
+	}
+	return nil
+}
+
+// subscribe attaches a client to a thread of h, as the turns layer would.
+func subscribe(h *hub.Hub, thread string) *client {
+	c := newClient()
+	id := h.NewConnID()
+	h.Attach(id, c, hub.AttachOptions{})
+	h.SubscribersChanged(thread, 1, []hub.ConnID{id})
+	return c
+}
+
+func delta(i int) api.AgentMessageDeltaNotification {
+	return api.AgentMessageDeltaNotification{ThreadID: "t", TurnID: "u", ItemID: "i", Delta: string(rune('a' + i%26))}
+}
+
+func newLog(t *testing.T, st store.Store, cfg eventlog.Config) *eventlog.Log {
+	t.Helper()
+	cfg.Store = st
+	l, err := eventlog.New(cfg)
+	require.NoError(t, err)
+	require.NoError(t, l.Start(t.Context()))
+	t.Cleanup(l.Stop)
+	return l
+}
+
+// Numbering continues from what the store holds (a restart), every
+// notification is stored once with its frame, in order, and the local
+// subscribers get the same numbers.
+func TestNumbersContinueFromTheStore(t *testing.T) {
+	st := memory.New(memory.Config{})
+	thread := uuid.NewString()
+	require.NoError(t, st.Write(t.Context(), &store.Batch{AppendEvents: []*store.Event{
+		{ThreadID: thread, Seq: 1, Method: "m", Data: []byte("{}")},
+		{ThreadID: thread, Seq: 2, Method: "m", Data: []byte("{}")},
+	}}))
+	l, err := eventlog.New(eventlog.Config{Store: st})
+	require.NoError(t, err)
+	require.NoError(t, l.Start(t.Context()))
+	h := hub.New(hub.Config{Journal: l})
+	c := subscribe(h, thread)
+	require.EqualValues(t, 2, h.LastSeq(thread))
+	const n = 50
+	for i := range n {
+		h.SendThread(thread, h.Subscribers(thread), "item/agentMessage/delta", delta(i))
+	}
+	for i := range n {
+		require.EqualValues(t, 3+i, c.next(t).Seq)
+	}
+	l.Stop() // writes what is pending
+	evs, err := st.ListEvents(context.Background(), thread, 2, 1000)
+	require.NoError(t, err)
+	require.Len(t, evs, n)
+	for i, ev := range evs {
+		require.EqualValues(t, 3+i, ev.Seq)
+		require.Equal(t, "item/agentMessage/delta", ev.Method)
+		require.Contains(t, string(ev.Data), `"delta":"`+string(rune('a'+i%26))+`"`)
+	}
+}
+
+// Events older than the retention go, the others stay.
+func TestPruneByAge(t *testing.T) {
+	st := memory.New(memory.Config{})
+	var mu sync.Mutex
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	l := newLog(t, st, eventlog.Config{Retention: time.Hour, PruneEvery: time.Hour, Now: clock})
+	h := hub.New(hub.Config{Journal: l})
+	thread := uuid.NewString()
+	h.SendThread(thread, nil, "item/agentMessage/delta", delta(0))
+	advance(40 * time.Minute)
+	h.SendThread(thread, nil, "item/agentMessage/delta", delta(1))
+	require.Eventually(t, func() bool {
+		evs, _ := st.ListEvents(t.Context(), thread, 0, 10)
+		return len(evs) == 2
+	}, 10*time.Second, 5*time.Millisecond)
+
+	advance(30 * time.Minute) // the first is 70 minutes old, the second 30
+	n, err := l.Prune(t.Context())
+	require.NoError(t, err)
+	require.EqualValues(t, 1, n)
+	evs, err := st.ListEvents(t.Context(), thread, 0, 10)
+	require.NoError(t, err)
+	require.Len(t, evs, 1)
+	require.EqualValues(t, 2, evs[0].Seq)
+}
+
+// Two daemons on one Postgres: a subscriber on B gets every notification
+// of a thread A runs, in order, once, with A's numbers.
+func TestCrossNodeFanOut(t *testing.T) {
+	url := pgtest.URL(t)
+	open := func() *postgres.Store {
+		s, err := postgres.Open(t.Context(), postgres.Config{URL: url, MaxConns: 4, Migrate: true})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = s.Close() })
+		return s
+	}
+	pa, pb := open(), open()
+	ga := store.NewGroupCommitter(pa, store.GroupCommitConfig{})
+	gb := store.NewGroupCommitter(pb, store.GroupCommitConfig{})
+	la := newLog(t, ga, eventlog.Config{})
+	lb := newLog(t, gb, eventlog.Config{})
+	ha := hub.New(hub.Config{Journal: la})
+	hb := hub.New(hub.Config{Journal: lb})
+	for _, x := range []struct {
+		l *eventlog.Log
+		h *hub.Hub
+		p *postgres.Store
+	}{{la, ha, pa}, {lb, hb, pb}} {
+		ln, err := eventlog.NewListener(eventlog.ListenerConfig{Log: x.l, Hub: x.h, Pool: x.p.Pool(), Channel: postgres.EventsChannel})
+		require.NoError(t, err)
+		require.NoError(t, ln.Start(t.Context()))
+		t.Cleanup(ln.Stop)
+	}
+	thread := uuid.NewString()
+	onA := subscribe(ha, thread)
+	onB := subscribe(hb, thread)
+	// Let B's listener be LISTENing before A commits.
+	waitListening(t, pa)
+
+	const n = 200
+	for i := range n {
+		ha.SendThread(thread, ha.Subscribers(thread), "item/agentMessage/delta", delta(i))
+	}
+	for i := range n {
+		a := onA.next(t)
+		b := onB.next(t)
+		require.EqualValues(t, i+1, a.Seq)
+		require.EqualValues(t, i+1, b.Seq, "in order, once")
+		require.Equal(t, string(a.Frame()), string(b.Frame()))
+	}
+	select {
+	case extra := <-onA.notes:
+		t.Fatalf("A's subscriber got its own event twice: %d", extra.Seq)
+	case <-time.After(100 * time.Millisecond):
+	}
+	require.NoError(t, ga.Close())
+	require.NoError(t, gb.Close())
+}
+
+// waitListening waits until two connections LISTEN on the events channel.
+func waitListening(t *testing.T, p *postgres.Store) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		var n int
+		err := p.Pool().QueryRow(t.Context(), `SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'LISTEN %'`).Scan(&n)
+		return err == nil && n >= 2
+	}, 10*time.Second, 10*time.Millisecond)
+}
+
+// A thread quiet for long is forgotten; its next number comes from the
+// store again, so events another daemon wrote meanwhile are not numbered
+// twice.
+func TestQuietThreadRenumbersFromTheStore(t *testing.T) {
+	st := memory.New(memory.Config{})
+	var mu sync.Mutex
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	l := newLog(t, st, eventlog.Config{PruneEvery: 5 * time.Millisecond, Now: clock})
+	h := hub.New(hub.Config{Journal: l})
+	thread := uuid.NewString()
+	h.SendThread(thread, nil, "item/agentMessage/delta", delta(0))
+	h.SendThread(thread, nil, "item/agentMessage/delta", delta(1))
+	require.EqualValues(t, 2, h.LastSeq(thread))
+	require.Eventually(t, func() bool {
+		seq, _ := st.LastEventSeq(t.Context(), thread)
+		return seq == 2
+	}, 10*time.Second, time.Millisecond)
+	// Another daemon runs the thread for a while.
+	var evs []*store.Event
+	for seq := int64(3); seq <= 5; seq++ {
+		evs = append(evs, &store.Event{ThreadID: thread, Seq: seq, Method: "m", Data: []byte("{}")})
+	}
+	require.NoError(t, st.Write(t.Context(), &store.Batch{AppendEvents: evs}))
+	require.EqualValues(t, 2, h.LastSeq(thread), "still remembered")
+
+	mu.Lock()
+	now = now.Add(11 * time.Minute)
+	mu.Unlock()
+	require.Eventually(t, func() bool { return h.LastSeq(thread) == 5 }, 10*time.Second, time.Millisecond)
+	c := subscribe(h, thread)
+	h.SendThread(thread, h.Subscribers(thread), "item/agentMessage/delta", delta(2))
+	require.EqualValues(t, 6, c.next(t).Seq)
+}
