@@ -17,8 +17,10 @@ import (
 
 // HeapStats is what a Returner reads of the heap.
 type HeapStats struct {
-	// Held is the heap's memory held from the OS: its objects (live or
-	// not yet collected) and its free pages not returned.
+	// Held is the heap's memory held from the OS: its spans in use
+	// (objects, live or not yet collected, and the room between them) and
+	// its free pages not returned. Allocating from the spans it has does
+	// not change it; only the heap growing or returning pages does.
 	Held uint64
 	// Goal is the heap size at which the next collection starts: what the
 	// heap grows to in normal use.
@@ -141,7 +143,9 @@ func (r *Returner) rebase() {
 // check looks at the heap once, at now, and trims it after a spike.
 func (r *Returner) check(now time.Time) (trimmed bool) {
 	hs := r.cfg.Stats()
-	growing := hs.Held > r.prev
+	// A little growth is not a spike going on: a span or two taken for an
+	// idle daemon's own allocations.
+	growing := hs.Held > r.prev+r.cfg.MinGrowth/64
 	r.prev = hs.Held
 	switch {
 	case max(hs.Held, hs.Goal) < r.base:
@@ -162,15 +166,16 @@ func (r *Returner) check(now time.Time) (trimmed bool) {
 func heapStats() HeapStats {
 	s := []metrics.Sample{
 		{Name: "/memory/classes/heap/objects:bytes"},
+		{Name: "/memory/classes/heap/unused:bytes"},
 		{Name: "/memory/classes/heap/free:bytes"},
 		{Name: "/gc/heap/goal:bytes"},
 	}
 	metrics.Read(s)
-	var v [3]uint64
+	var v [4]uint64
 	for i := range s {
 		if s[i].Value.Kind() == metrics.KindUint64 {
 			v[i] = s[i].Value.Uint64()
 		}
 	}
-	return HeapStats{Held: v[0] + v[1], Goal: v[2]}
+	return HeapStats{Held: v[0] + v[1] + v[2], Goal: v[3]}
 }
