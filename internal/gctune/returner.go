@@ -22,9 +22,8 @@ type HeapStats struct {
 	// its free pages not returned. Allocating from the spans it has does
 	// not change it; only the heap growing or returning pages does.
 	Held uint64
-	// Goal is the heap size at which the next collection starts: what the
-	// heap grows to in normal use.
-	Goal uint64
+	// Allocs is the bytes allocated since the process started.
+	Allocs uint64
 }
 
 // ReturnerConfig configures a Returner. Every zero field means its
@@ -32,9 +31,10 @@ type HeapStats struct {
 type ReturnerConfig struct {
 	// Interval is how often the heap is looked at; default 5 s.
 	Interval time.Duration
-	// MinGrowth is how far above its base (its size, or its goal if
-	// larger, after the last trim or when smallest since) the held heap
-	// must be to count as a spike; default 64 MiB.
+	// MinGrowth is how far above its base (its size after the last trim,
+	// or its smallest since) the held heap must be to be trimmed; default
+	// 64 MiB. The daemon counts as quiet while it allocates less than a
+	// quarter of it per Interval.
 	MinGrowth uint64
 	// MinGap is the least time between two trims, each a full collection;
 	// default 30 s.
@@ -47,12 +47,14 @@ type ReturnerConfig struct {
 }
 
 // Returner gives memory back to the OS after a spike: when the heap held
-// is MinGrowth above its base and has stopped growing (the spike is
-// over), it trims it, at most once per MinGap. The base is the heap's
-// size or its goal after the last trim, whichever is larger, so that the
-// heap growing to its goal between collections is not a spike; a heap
-// that grew because it holds more (loaded threads) is trimmed once and
-// its new size becomes the base.
+// is MinGrowth above its base and the daemon is quiet (the spike is over),
+// it trims it, at most once per MinGap. Only a quiet daemon is trimmed:
+// under load the heap is in use, and a trim in the middle of a spike would
+// find the spike's frames still live and take them for the new base. A
+// heap that grew because it holds more (loaded threads) is trimmed once
+// and its new size becomes the base; one that grows to twice its live size
+// between collections while the daemon is barely busy costs a collection
+// per MinGap.
 type Returner struct {
 	cfg  ReturnerConfig
 	stop chan struct{}
@@ -62,9 +64,9 @@ type Returner struct {
 	started, stopped bool
 
 	// Owned by the loop (or by the test calling check).
-	base     uint64    // see Returner
-	prev     uint64    // the heap held at the previous look
-	lastTrim time.Time // zero before the first trim
+	base       uint64    // see Returner
+	prevAllocs uint64    // Allocs at the previous look
+	lastTrim   time.Time // zero before the first trim
 }
 
 // NewReturner returns a Returner; Start runs it.
@@ -137,22 +139,19 @@ func (r *Returner) loop() {
 // rebase takes the heap as it is now as the base.
 func (r *Returner) rebase() {
 	hs := r.cfg.Stats()
-	r.base, r.prev = max(hs.Held, hs.Goal), hs.Held
+	r.base, r.prevAllocs = hs.Held, hs.Allocs
 }
 
 // check looks at the heap once, at now, and trims it after a spike.
 func (r *Returner) check(now time.Time) (trimmed bool) {
 	hs := r.cfg.Stats()
-	// A little growth is not a spike going on: a span or two taken for an
-	// idle daemon's own allocations.
-	growing := hs.Held > r.prev+r.cfg.MinGrowth/64
-	r.prev = hs.Held
+	quiet := hs.Allocs-r.prevAllocs < r.cfg.MinGrowth/4
+	r.prevAllocs = hs.Allocs
 	switch {
-	case max(hs.Held, hs.Goal) < r.base:
-		// Smaller than the base (the scavenger returned some, or the
-		// goal fell): the next spike counts from here.
-		r.base = max(hs.Held, hs.Goal)
-	case hs.Held >= r.base+r.cfg.MinGrowth && !growing &&
+	case hs.Held < r.base:
+		// The scavenger returned some: the next spike counts from here.
+		r.base = hs.Held
+	case hs.Held >= r.base+r.cfg.MinGrowth && quiet &&
 		(r.lastTrim.IsZero() || now.Sub(r.lastTrim) >= r.cfg.MinGap):
 		r.cfg.Trim()
 		r.lastTrim = now
@@ -168,7 +167,7 @@ func heapStats() HeapStats {
 		{Name: "/memory/classes/heap/objects:bytes"},
 		{Name: "/memory/classes/heap/unused:bytes"},
 		{Name: "/memory/classes/heap/free:bytes"},
-		{Name: "/gc/heap/goal:bytes"},
+		{Name: "/gc/heap/allocs:bytes"},
 	}
 	metrics.Read(s)
 	var v [4]uint64
@@ -177,5 +176,5 @@ func heapStats() HeapStats {
 			v[i] = s[i].Value.Uint64()
 		}
 	}
-	return HeapStats{Held: v[0] + v[1] + v[2], Goal: v[3]}
+	return HeapStats{Held: v[0] + v[1] + v[2], Allocs: v[3]}
 }

@@ -13,50 +13,53 @@ import (
 // fakeHeap is a heap whose stats the test sets; a trim brings it down to
 // afterTrim.
 type fakeHeap struct {
-	hs, afterTrim HeapStats
-	trims         int
+	hs        HeapStats
+	afterTrim uint64
+	trims     int
 }
 
 func (f *fakeHeap) stats() HeapStats { return f.hs }
-func (f *fakeHeap) trim()            { f.trims++; f.hs = f.afterTrim }
+func (f *fakeHeap) trim()            { f.trims++; f.hs.Held = f.afterTrim }
 
-// A spike is trimmed once it stops growing, at most once per MinGap;
-// the heap growing to its goal between collections is not a spike.
+// A spike is trimmed once the daemon is quiet again, at most once per
+// MinGap; a busy heap is left alone.
 func TestReturnerTrimsAfterASpike(t *testing.T) {
-	h := &fakeHeap{hs: HeapStats{Held: 20 * mib, Goal: 40 * mib}, afterTrim: HeapStats{Held: 25 * mib, Goal: 40 * mib}}
+	h := &fakeHeap{hs: HeapStats{Held: 20 * mib}, afterTrim: 25 * mib}
 	r := NewReturner(ReturnerConfig{Stats: h.stats, Trim: h.trim})
 	t0 := time.Unix(1000, 0)
-	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
-	look := func(s int, held, goal uint64) bool {
-		h.hs = HeapStats{Held: held * mib, Goal: goal * mib}
-		return r.check(at(s))
+	// look sets the heap held and what was allocated since the last look,
+	// in MiB, and looks at second s.
+	look := func(s int, held, allocated uint64) bool {
+		h.hs = HeapStats{Held: held * mib, Allocs: h.hs.Allocs + allocated*mib}
+		return r.check(t0.Add(time.Duration(s) * time.Second))
 	}
 
-	assert.False(t, look(5, 40, 40), "up to its goal: not a spike")
-	assert.False(t, look(10, 500, 600), "growing: the spike is not over")
-	assert.False(t, look(15, 700, 1000), "still growing")
-	assert.True(t, look(20, 701, 1000), "the spike is over (an idle daemon's own span or two is not growth): trimmed")
+	assert.False(t, look(5, 40, 10), "less than MinGrowth above the base")
+	assert.False(t, look(10, 500, 400), "busy: the spike is not over")
+	assert.False(t, look(15, 700, 300), "still busy")
+	assert.True(t, look(20, 700, 1), "quiet again: trimmed")
 	assert.Equal(t, 1, h.trims)
 
-	assert.False(t, look(25, 400, 800), "a second spike, growing")
-	assert.False(t, look(30, 400, 800), "over, but within MinGap of the last trim")
-	assert.True(t, look(50, 400, 800), "MinGap later")
+	assert.False(t, look(25, 400, 375), "a second spike")
+	assert.False(t, look(30, 400, 2), "over, but within MinGap of the last trim")
+	assert.True(t, look(50, 400, 2), "MinGap later")
 	assert.Equal(t, 2, h.trims)
 
-	// A heap that holds more now: trimmed once, then its goal is the base.
-	h.afterTrim = HeapStats{Held: 200 * mib, Goal: 400 * mib}
-	assert.False(t, look(100, 300, 400), "growing")
-	assert.True(t, look(105, 300, 400), "trimmed once")
+	// A heap that holds more now: trimmed once, then its size is the base,
+	// and while busy it is left alone.
+	h.afterTrim = 200 * mib
+	assert.False(t, look(100, 300, 100), "busy")
+	assert.True(t, look(105, 300, 1), "trimmed once")
 	for s := 135; s < 400; s += 5 {
-		held := uint64(200 + (s % 20 * 10)) // between collections, below its goal
-		assert.False(t, look(s, held, 400), "a busy heap below its goal is not trimmed again (t=%d)", s)
+		held := uint64(200 + (s % 20 * 10))
+		assert.False(t, look(s, held, 100), "a busy heap is not trimmed (t=%d)", s)
 	}
 	assert.Equal(t, 3, h.trims)
 
 	// The scavenger returned memory: spikes count from the lower base.
-	assert.False(t, look(400, 30, 40))
-	assert.False(t, look(405, 110, 120))
-	assert.True(t, look(410, 110, 120), "64 MiB above the lower base")
+	assert.False(t, look(400, 30, 1))
+	assert.False(t, look(405, 90, 1), "60 MiB above the lower base")
+	assert.True(t, look(410, 110, 1), "80 MiB above it")
 }
 
 var spike []byte
