@@ -31,25 +31,17 @@ func (p *pieces) WriteFrame(w io.Writer) error {
 	return p.err
 }
 
-func readText(t *testing.T, c *websocket.Conn) string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	typ, b, err := c.Read(ctx)
-	require.NoError(t, err)
-	require.Equal(t, websocket.MessageText, typ)
-	return string(b)
-}
-
 // A streamed frame is sent as one message, in its place among the others.
 func TestStreamedFrameKeepsItsPlace(t *testing.T) {
 	s, client := pair(t, Options{})
 	require.NoError(t, s.Send([]byte(`{"a":1}`)))
 	require.NoError(t, s.SendStreamed(&pieces{parts: []string{`{"b":`, strings.Repeat("2", 100<<10), `}`}, size: 10}))
 	require.NoError(t, s.Send([]byte(`{"c":3}`)))
-	require.Equal(t, `{"a":1}`, readText(t, client))
-	require.Equal(t, `{"b":`+strings.Repeat("2", 100<<10)+`}`, readText(t, client))
-	require.Equal(t, `{"c":3}`, readText(t, client))
+	s.CloseWith(websocket.StatusNormalClosure, "")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	got, _ := readAll(ctx, client)
+	require.Equal(t, []string{`{"a":1}`, `{"b":` + strings.Repeat("2", 100<<10) + `}`, `{"c":3}`}, got)
 }
 
 // A streamed frame whose source fails part way closes the connection with
@@ -68,9 +60,13 @@ func TestStreamedFrameFailingPartWayCloses(t *testing.T) {
 // A streamed frame counts in the outbound bytes as its Size: a
 // connection whose queue holds more than OutboundBytes is a slow consumer.
 func TestStreamedFrameCountsItsSize(t *testing.T) {
-	s, _ := pair(t, Options{OutboundBytes: 1 << 20})
+	s, client := pair(t, Options{OutboundBytes: 1 << 20})
 	holdWriter(t, s)
 	require.NoError(t, s.SendStreamed(&pieces{size: 2 << 20}))
 	require.ErrorIs(t, s.SendStreamed(&pieces{size: 1}), ErrSlowConsumer)
 	releaseWriter(s)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err := readAll(ctx, client)
+	require.Equal(t, websocket.StatusPolicyViolation, websocket.CloseStatus(err), "%v", err)
 }
