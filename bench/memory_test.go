@@ -64,12 +64,35 @@ func settledRSS(b *testing.B, d *daemon, floor int64, limit time.Duration) (int6
 	}
 }
 
+// rssCurve returns the daemon's RSS at each of marks after now.
+func rssCurve(b *testing.B, d *daemon, marks []time.Duration) []int64 {
+	start := time.Now()
+	out := make([]int64, 0, len(marks))
+	for _, m := range marks {
+		time.Sleep(time.Until(start.Add(m)))
+		v, err := d.rss()
+		if err != nil {
+			b.Fatal(err)
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+func mibs(v []int64) []int64 {
+	out := make([]int64, len(v))
+	for i, x := range v {
+		out[i] = x / mib
+	}
+	return out
+}
+
 const mib = 1 << 20
 
 // BenchmarkLargeFrames sends one valid frame of just under 16 MiB (a
 // turn/start whose text fills it, for a thread that does not exist) on
 // each of 40 connections at once, and reports the daemon's peak RSS
-// while they are handled and its RSS 60 s later.
+// while they are handled and its RSS over the 3 minutes after.
 //
 //	go test -run '^$' -bench LargeFrames -benchtime=1x ./bench/
 func BenchmarkLargeFrames(b *testing.B) {
@@ -124,11 +147,13 @@ func BenchmarkLargeFrames(b *testing.B) {
 		}
 		wg.Wait()
 		peak := sampler.end()
-		after, waited := settledRSS(b, d, base+64*mib, 180*time.Second)
+		curve := rssCurve(b, d, []time.Duration{5 * time.Second, 10 * time.Second, 30 * time.Second, time.Minute, 2 * time.Minute, 3 * time.Minute})
+		after := curve[len(curve)-1]
 		b.ReportMetric(float64(peak)/mib, "peak-rss-MiB")
+		b.ReportMetric(float64(curve[1])/mib, "rss-10s-MiB")
 		b.ReportMetric(float64(after)/mib, "rss-after-MiB")
-		b.Logf("base RSS %.0f MiB, peak %.0f MiB, %.0f MiB %v later; replies by code: %v",
-			float64(base)/mib, float64(peak)/mib, float64(after)/mib, waited.Round(time.Second), codes)
+		b.Logf("base RSS %.0f MiB, peak %.0f MiB, %.0f MiB 3 min later (RSS at 5 s, 10 s, 30 s, 1, 2, 3 min: %v MiB); replies by code: %v",
+			float64(base)/mib, float64(peak)/mib, float64(after)/mib, mibs(curve), codes)
 	}
 }
 

@@ -336,8 +336,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) (err
 	var stops daemon.Stops
 	defer stops.Run()
 	// Keep the collector from running every few MB while the live heap is
-	// small (the tail latency of tool round trips; see internal/gctune).
-	stops[daemon.StopGC] = gctune.Start(uint64(cfg.GCHeapFloorMiB) << 20).Stop
+	// small (the tail latency of tool round trips), and give memory back
+	// to the OS once a spike is over (see internal/gctune).
+	floor, returner := gctune.Start(uint64(cfg.GCHeapFloorMiB)<<20), gctune.NewReturner(gctune.ReturnerConfig{})
+	returner.Start()
+	stops[daemon.StopGC] = func() { returner.Stop(); floor.Stop() }
 
 	c, err := daemon.NewCore(ctx, cfg, cf.path(), appVersion(), log, &stops)
 	if err != nil {

@@ -223,9 +223,10 @@ func NewCore(ctx context.Context, cfg *config.Config, configFile, version string
 			AutoCompactLimit: configview.AutoCompactLimit(cfg),
 			CompactPrompt:    cfg.CompactPrompt,
 		},
-		ShutdownGrace: cfg.ShutdownGracePeriod,
-		Observer:      obs,
-		Logger:        log,
+		ShutdownGrace:   cfg.ShutdownGracePeriod,
+		PendingEndsFile: filepath.Join(cfg.DataDir, "pending-turn-ends.json"),
+		Observer:        obs,
+		Logger:          log,
 	})
 	if err != nil {
 		return nil, err

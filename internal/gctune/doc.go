@@ -16,6 +16,13 @@
 // memory limit (GOMEMLIMIT) still triggers collections as usual, and with
 // GOGC=off nothing is changed.
 //
+// A Returner gives memory back to the OS after a spike (a burst of large
+// frames): the runtime would keep it until a collection it has no reason
+// to start on an idle daemon, then return it slowly; once the held heap is
+// well above its base and the daemon has gone quiet, the Returner collects
+// and returns every free page at once (debug.FreeOSMemory), at most once
+// per 30 s.
+//
 // It must not import any package of the module: the composition root sets
 // the floor once at start-up.
 package gctune

@@ -9,6 +9,7 @@ import (
 
 	"github.com/appserver/appserver/api"
 	"github.com/appserver/appserver/internal/hub"
+	"github.com/appserver/appserver/internal/server/rpcws"
 	"github.com/appserver/appserver/internal/turns"
 )
 
@@ -114,6 +115,9 @@ func (s *Server) attach(sess *Session) {
 	})
 }
 
+// A thread/read with its turns is written while its reply is sent.
+var _ rpcws.StreamedResult = (*turns.ThreadReadStream)(nil)
+
 // registerThreads serves the thread and turn methods with m.
 func (s *Server) registerThreads(m *turns.Manager) {
 	if s.cfg.LoadedThreads == nil {
@@ -178,7 +182,13 @@ func (s *Server) registerThreads(m *turns.Manager) {
 	s.Handle("thread/goal/clear", threadMethod(id, func(ctx context.Context, _ *Call, p api.ThreadGoalClearParams) (api.ThreadGoalClearResult, turns.After, error) {
 		return m.ClearGoal(ctx, p)
 	}))
-	s.Handle("thread/read", threadMethod(id, func(ctx context.Context, _ *Call, p api.ThreadReadParams) (api.ThreadReadResult, turns.After, error) {
+	s.Handle("thread/read", threadMethod(id, func(ctx context.Context, _ *Call, p api.ThreadReadParams) (any, turns.After, error) {
+		if p.IncludeTurns != nil && *p.IncludeTurns {
+			// Written while the reply is sent, a page of items at a time
+			// (rpcws.StreamedResult): a big thread is never held whole.
+			res, err := m.StreamThread(ctx, p)
+			return res, nil, err
+		}
 		res, err := m.ReadThread(ctx, p)
 		return res, nil, err
 	}))

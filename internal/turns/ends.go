@@ -2,7 +2,13 @@ package turns
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -24,8 +30,19 @@ const (
 // failed; without this, the store would keep them inProgress until a
 // restart's Recover marked them interrupted. Its goroutine runs only while
 // there is something to write.
+//
+// With a journal, the ends waiting for the durable store are also kept in
+// a file, written (and synced) before add returns, so before the client is
+// told the end: should the daemon stop (or die) before the store takes
+// them, the next start's Recover stores them as the client saw them
+// instead of marking those turns interrupted.
 type turnEnds struct {
 	log *slog.Logger
+	// durable is the store whose ends the journal keeps (ephemeral
+	// threads' ends die with the process anyway); journal is the file's
+	// path, "" for none.
+	durable store.Store
+	journal string
 
 	// ctx ends when Stop is called: it withdraws a write waiting for the
 	// store.
@@ -45,9 +62,9 @@ type pendingEnd struct {
 	patch store.TurnPatch
 }
 
-func newTurnEnds(log *slog.Logger) *turnEnds {
+func newTurnEnds(log *slog.Logger, durable store.Store, journal string) *turnEnds {
 	ctx, stop := context.WithCancel(context.Background())
-	return &turnEnds{log: log, ctx: ctx, stop: stop}
+	return &turnEnds{log: log, durable: durable, journal: journal, ctx: ctx, stop: stop}
 }
 
 // add queues a turn's end for writing, starting the goroutine if need be.
@@ -61,6 +78,9 @@ func (e *turnEnds) add(st store.Store, patch store.TurnPatch) {
 		return
 	}
 	e.pending = append(e.pending, pendingEnd{st: st, patch: patch})
+	if st == e.durable {
+		e.saveLocked()
+	}
 	if !e.running {
 		e.running = true
 		e.done = make(chan struct{})
@@ -126,7 +146,90 @@ func (e *turnEnds) flush(ctx context.Context) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.pending = e.pending[n:]
+	if n > 0 {
+		e.saveLocked()
+	}
 	return n == len(todo)
+}
+
+// saveLocked writes the journal: the pending ends of the durable store,
+// or no file when there are none; e.mu must be held. A journal that
+// cannot be written is logged: the end is still retried while the daemon
+// runs.
+func (e *turnEnds) saveLocked() {
+	if e.journal == "" {
+		return
+	}
+	var patches []store.TurnPatch
+	for _, p := range e.pending {
+		if p.st == e.durable {
+			patches = append(patches, p.patch)
+		}
+	}
+	if err := writeJournal(e.journal, patches); err != nil {
+		e.log.Error("turn ends not saved for the next start", "path", e.journal, "err", err)
+	}
+}
+
+// writeJournal replaces the journal at path with patches (removes it when
+// there are none), synced: a new file renamed over the old one.
+func writeJournal(path string, patches []store.TurnPatch) error {
+	if len(patches) == 0 {
+		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		return nil
+	}
+	data, err := json.Marshal(patches)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	_, err = tmp.Write(data)
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		_ = os.Remove(tmp.Name())
+		return err
+	}
+	if dir, err := os.Open(filepath.Dir(path)); err == nil {
+		_ = dir.Sync()
+		_ = dir.Close()
+	}
+	return nil
+}
+
+// readJournal returns the ends a journal at path holds (none when there is
+// no file).
+func readJournal(path string) ([]store.TurnPatch, error) {
+	if path == "" {
+		return nil, nil
+	}
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var patches []store.TurnPatch
+	if err := json.Unmarshal(data, &patches); err != nil {
+		return nil, fmt.Errorf("turn ends journal %s: %w", path, err)
+	}
+	return patches, nil
 }
 
 // permanent reports whether writing again cannot help.

@@ -202,6 +202,12 @@ type Config struct {
 	// ShutdownGrace bounds how long Stop waits for running turns before
 	// interrupting them; 0 means interrupt at once.
 	ShutdownGrace time.Duration
+	// PendingEndsFile is where the ends of turns the store missed (it was
+	// down when they ended; their clients were told they failed) are kept
+	// until it takes them, so that the next start's Recover stores them as
+	// told should the daemon stop first; "" keeps them in memory only, and
+	// Recover marks such turns interrupted.
+	PendingEndsFile string
 	// Observer is told how turns, model requests and tool calls end, for
 	// metrics; nil observes nothing.
 	Observer Observer
@@ -319,7 +325,7 @@ func New(cfg Config) (*Manager, error) {
 		cfg: cfg, log: cfg.Logger, now: cfg.Now,
 		mem:     memory.New(memory.Config{Now: cfg.Now}),
 		threads: map[string]*thread{},
-		ends:    newTurnEnds(cfg.Logger),
+		ends:    newTurnEnds(cfg.Logger, cfg.Store, cfg.PendingEndsFile),
 		live:    LiveDefaults{Model: d.Model, ModelProvider: d.ModelProvider, ApprovalPolicy: d.ApprovalPolicy, SandboxMode: d.SandboxMode}.withBuiltins(),
 	}, nil
 }
@@ -345,31 +351,49 @@ type Ownership interface {
 	Forward(ctx context.Context, threadID, method string, params any) (result json.RawMessage, ok bool, err error)
 }
 
-// Recover settles turns left inProgress by a daemon that died: they are
-// marked interrupted, so their threads load idle with every completed item.
-// With an Ownership it does nothing: the turns in progress may be running
-// on other daemons, and the cluster settles those whose lease expired
-// (TurnRecovered).
+// Recover settles turns left inProgress by a daemon that stopped or died:
+// a turn whose end its clients were told but the store missed (kept in
+// PendingEndsFile) gets that end; any other is marked interrupted, so
+// that its thread loads idle with every completed item. With an Ownership
+// it does nothing: the turns in progress may be running on other daemons,
+// and the cluster settles those whose lease expired (TurnRecovered).
 func (m *Manager) Recover(ctx context.Context) error {
 	if m.cfg.Ownership != nil {
 		return nil
+	}
+	told, err := readJournal(m.cfg.PendingEndsFile)
+	if err != nil {
+		return err
 	}
 	turns, err := m.cfg.Store.ListInProgressTurns(ctx)
 	if err != nil {
 		return err
 	}
-	if len(turns) == 0 {
-		return nil
+	if len(turns) > 0 {
+		ends := make(map[[2]string]store.TurnPatch, len(told))
+		for _, p := range told {
+			ends[[2]string{p.ThreadID, p.ID}] = p
+		}
+		now := m.now()
+		b := &store.Batch{}
+		for _, t := range turns {
+			p, ok := ends[[2]string{t.ThreadID, t.ID}]
+			if !ok {
+				p = store.TurnPatch{ThreadID: t.ThreadID, ID: t.ID, Status: store.TurnInterrupted, CompletedAt: &now}
+			}
+			b.UpdateTurns = append(b.UpdateTurns, p)
+		}
+		m.log.Info("settled turns of a previous run", "turns", len(turns), "endsAsTold", len(told))
+		if err := m.cfg.Store.Write(ctx, b); err != nil {
+			return err
+		}
 	}
-	now := m.now()
-	b := &store.Batch{}
-	for _, t := range turns {
-		b.UpdateTurns = append(b.UpdateTurns, store.TurnPatch{
-			ThreadID: t.ThreadID, ID: t.ID, Status: store.TurnInterrupted, CompletedAt: &now,
-		})
+	if len(told) > 0 {
+		if err := writeJournal(m.cfg.PendingEndsFile, nil); err != nil {
+			m.log.Error("turn ends journal not removed", "path", m.cfg.PendingEndsFile, "err", err)
+		}
 	}
-	m.log.Info("settled turns of a previous run", "turns", len(turns))
-	return m.cfg.Store.Write(ctx, b)
+	return nil
 }
 
 // Stop interrupts running turns (after ShutdownGrace), waits for them, and

@@ -2,6 +2,10 @@ package turns_test
 
 import (
 	"context"
+	"encoding/json"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
@@ -274,4 +278,51 @@ func TestTurnStartRefusedWhileStoreIsDown(t *testing.T) {
 	ended := notes.waitEnded(t, 1)
 	require.Equal(t, res.Turn.ID, ended[0].Turn.ID)
 	require.Equal(t, api.TurnCompleted, ended[0].Turn.Status)
+}
+
+// A turn whose end the store missed, and whose client was told it failed,
+// is stored failed at the next start even when the daemon stopped before
+// the store came back (Recover would otherwise mark it interrupted).
+func TestTurnEndToldFailedSurvivesARestart(t *testing.T) {
+	sqlite, _, client := storeAndModel(t, `{"steps":[{"text":"done"}]}`)
+	st := newOutageStore(sqlite, func(b *store.Batch) bool { return len(b.UpdateTurns) == 1 && b.UpdateTurns[0].Status != "" })
+	journal := filepath.Join(t.TempDir(), "pending-turn-ends.json")
+	cfg := turns.Config{
+		Store: st, Models: oneProvider{client}, PendingEndsFile: journal,
+		Defaults: turns.Defaults{Model: "fake", ModelProvider: "fake", Cwd: t.TempDir()},
+	}
+	notes := &announced{ch: make(chan string, 1)}
+	cfg.Notifier = notes
+	m, err := turns.New(cfg)
+	require.NoError(t, err)
+	ctx := context.Background()
+	caller := turns.Caller{Conn: 1}
+	th, after, err := m.StartThread(ctx, caller, api.ThreadStartParams{})
+	require.NoError(t, err)
+	after()
+	_, after, err = m.StartTurn(ctx, caller, api.TurnStartParams{ThreadID: th.Thread.ID, Input: api.List[api.UserInput]{}})
+	require.NoError(t, err)
+	after()
+	ended := notes.waitEnded(t, 1)[0]
+	require.Equal(t, api.TurnFailed, ended.Turn.Status)
+	m.Stop() // the store is still down: the last attempt fails too
+	stored, err := sqlite.GetTurn(ctx, th.Thread.ID, ended.Turn.ID)
+	require.NoError(t, err)
+	require.Equal(t, store.TurnInProgress, stored.Status, "the store missed the end")
+
+	// The next start, the store back.
+	st.up()
+	cfg.Notifier = newRecorder()
+	m2, err := turns.New(cfg)
+	require.NoError(t, err)
+	t.Cleanup(m2.Stop)
+	require.NoError(t, m2.Recover(ctx))
+	stored, err = sqlite.GetTurn(ctx, th.Thread.ID, ended.Turn.ID)
+	require.NoError(t, err)
+	require.Equal(t, string(api.TurnFailed), stored.Status, "stored as the client was told")
+	var turnErr api.TurnError
+	require.NoError(t, json.Unmarshal(stored.Error, &turnErr))
+	require.Equal(t, ended.Turn.Error.Message, turnErr.Message)
+	_, err = os.Stat(journal)
+	require.ErrorIs(t, err, fs.ErrNotExist, "the journal is cleared once applied")
 }

@@ -106,15 +106,33 @@ func (x transcript) turns(ctx context.Context) ([]store.Turn, error) {
 // items lists every item of the thread (or of one turn) in order.
 func (x transcript) items(ctx context.Context, turnID string) ([]store.Item, error) {
 	var out []store.Item
+	err := x.eachItem(ctx, turnID, 0, func(it store.Item) error {
+		out = append(out, it)
+		return nil
+	})
+	return out, err
+}
+
+// eachItem calls f with every item of the thread (or of one turn) in
+// order, up to sequence number lastSeq (0: all), reading them a page at a
+// time, and stops at f's first error.
+func (x transcript) eachItem(ctx context.Context, turnID string, lastSeq int64, f func(store.Item) error) error {
 	cursor := ""
 	for {
 		page, err := x.store.ListItems(ctx, store.ItemsQuery{ThreadID: x.id, TurnID: turnID, Limit: store.MaxLimit, Cursor: cursor})
 		if err != nil {
-			return nil, err
+			return err
 		}
-		out = append(out, page.Items...)
+		for _, it := range page.Items {
+			if lastSeq > 0 && it.Seq > lastSeq {
+				return nil
+			}
+			if err := f(it); err != nil {
+				return err
+			}
+		}
 		if page.NextCursor == "" {
-			return out, nil
+			return nil
 		}
 		cursor = page.NextCursor
 	}
@@ -326,26 +344,9 @@ func optString(s string) *string {
 
 // ReadThread returns a thread, loaded or stored, optionally with turns.
 func (m *Manager) ReadThread(ctx context.Context, p api.ThreadReadParams) (api.ThreadReadResult, error) {
-	id, err := parseThreadID(p.ThreadID)
+	th, x, err := m.readTarget(ctx, p)
 	if err != nil {
 		return api.ThreadReadResult{}, err
-	}
-	var th api.Thread
-	var x transcript
-	if t := m.loaded(id); t != nil {
-		th, x = t.apiThread(), t.transcript()
-	} else {
-		rec, err := m.cfg.Store.GetThread(ctx, id)
-		if apperr.Is(err, apperr.NotFound) {
-			return api.ThreadReadResult{}, apperr.New(apperr.NotFound, "thread not loaded: %s", p.ThreadID)
-		}
-		if err != nil {
-			return api.ThreadReadResult{}, err
-		}
-		if th, err = m.storedThread(rec); err != nil {
-			return api.ThreadReadResult{}, err
-		}
-		x = transcript{store: m.cfg.Store, id: id}
 	}
 	if p.IncludeTurns != nil && *p.IncludeTurns {
 		turns, err := x.apiTurns(ctx)
@@ -355,6 +356,30 @@ func (m *Manager) ReadThread(ctx context.Context, p api.ThreadReadParams) (api.T
 		th.Turns = turns
 	}
 	return api.ThreadReadResult{Thread: th}, nil
+}
+
+// readTarget returns the thread p reads, loaded or stored, without its
+// turns, and where its transcript is read from.
+func (m *Manager) readTarget(ctx context.Context, p api.ThreadReadParams) (api.Thread, transcript, error) {
+	id, err := parseThreadID(p.ThreadID)
+	if err != nil {
+		return api.Thread{}, transcript{}, err
+	}
+	if t := m.loaded(id); t != nil {
+		return t.apiThread(), t.transcript(), nil
+	}
+	rec, err := m.cfg.Store.GetThread(ctx, id)
+	if apperr.Is(err, apperr.NotFound) {
+		return api.Thread{}, transcript{}, apperr.New(apperr.NotFound, "thread not loaded: %s", p.ThreadID)
+	}
+	if err != nil {
+		return api.Thread{}, transcript{}, err
+	}
+	th, err := m.storedThread(rec)
+	if err != nil {
+		return api.Thread{}, transcript{}, err
+	}
+	return th, transcript{store: m.cfg.Store, id: id}, nil
 }
 
 // knownThread returns the transcript of a loaded thread or of a stored one.

@@ -307,10 +307,14 @@ func (c *Conn) Finish(req *Request) {
 
 // Reply queues the reply {"id","result"} to req, its result encoded once
 // as json.Marshal encodes it. A result that does not encode is answered
-// with an internal error instead, and the encoding error returned.
+// with an internal error instead, and the encoding error returned. A
+// StreamedResult is encoded while the reply is written instead.
 func (c *Conn) Reply(req *Request, result any) error {
 	if req.IsNotification() {
 		return nil
+	}
+	if sr, ok := result.(StreamedResult); ok {
+		return c.replyStreamed(req, sr)
 	}
 	e, err := replyHead(req, "result")
 	if err != nil {

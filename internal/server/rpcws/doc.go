@@ -12,6 +12,9 @@
 // than waited for (see InboundBudget for why). Large frames are read in
 // chunks and copied once into a slice of their size, and the pools keep no
 // buffer above 64 KiB, so a burst of large frames leaves nothing pooled.
+// A reply too large to build whole (a StreamedResult: thread/read of a big
+// thread) is queued as a StreamedFrame that the writer has encode itself
+// into the websocket message, in fragments, while it is sent.
 //
 // A Stream is the transport (frames in, a lazily started writer out); a
 // Conn reads a Stream, decodes each frame once into a Request, hands it to

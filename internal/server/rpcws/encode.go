@@ -73,7 +73,7 @@ func (e *frameEncoder) int(n int64) {
 
 // frame returns the encoded frame. It is a copy, as the frame outlives
 // the buffer, which goes back to the pool; but a buffer too large to be
-// pooled that the frame mostly fills (a big thread/read reply) is handed
+// pooled that the frame mostly fills (a big thread/resume reply) is handed
 // over instead, so that such a frame is not held twice while it is copied.
 func (e *frameEncoder) frame() []byte {
 	if n := e.buf.Len(); e.buf.Cap() > maxPooledFrame && n >= e.buf.Cap()/4*3 {

@@ -104,7 +104,7 @@ type Stream struct {
 	mu sync.Mutex // guards the fields up to closeText
 	// queue holds the frames not yet taken by the writer, oldest first. It
 	// is nil whenever it is empty, so a burst does not pin its backing array.
-	queue [][]byte
+	queue []outFrame
 	// queuedBytes is the size of the frames in queue plus that of the
 	// frame being written (writingBytes), which is held until its write
 	// returns.
@@ -366,9 +366,27 @@ func (s *Stream) Send(frame []byte) error {
 	if s.closing {
 		return ErrClosed
 	}
+	return s.queueLocked(outFrame{data: frame, size: int64(len(frame))})
+}
+
+// SendStreamed queues a frame that f writes while it is sent (see
+// StreamedFrame), counted in the outbound bytes as f.Size(). Otherwise it
+// is Send.
+func (s *Stream) SendStreamed(f StreamedFrame) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing {
+		return ErrClosed
+	}
+	return s.queueLocked(outFrame{streamed: f, size: f.Size()})
+}
+
+// queueLocked queues f, or closes the stream as a slow consumer when the
+// queue is full; s.mu must be held and the stream not closing.
+func (s *Stream) queueLocked(f outFrame) error {
 	if len(s.queue) < s.opts.OutboundQueue && s.queuedBytes < s.opts.OutboundBytes {
-		s.queue = append(s.queue, frame)
-		s.queuedBytes += int64(len(frame))
+		s.queue = append(s.queue, f)
+		s.queuedBytes += f.size
 		s.startWriterLocked()
 		return nil
 	}
@@ -441,28 +459,29 @@ func (s *Stream) writeLoop() {
 	s.mu.Lock()
 	for len(s.queue) > 0 && !s.aborted {
 		frame := s.queue[0]
-		s.queue[0] = nil
+		s.queue[0] = outFrame{}
 		s.queue = s.queue[1:]
 		if len(s.queue) == 0 {
 			s.queue = nil // release the backing array
 		}
 		// A frame with others queued behind it waits for the next one:
-		// the last frame found queued writes them all at once.
+		// the last frame found queued writes them all at once. A streamed
+		// frame goes out in pieces and is never held.
 		var hold []byte
 		if len(s.queue) > 0 {
-			hold = frame
+			hold = frame.data
 		}
 		s.opts.Batch.holdFrame(hold)
-		s.writeDeadline = time.Now().Add(s.opts.WriteTimeout)
-		if s.writeTimer == nil {
-			s.writeTimer = time.AfterFunc(s.opts.WriteTimeout, s.writeTimedOut)
-		} else {
-			s.writeTimer.Reset(s.opts.WriteTimeout)
-		}
-		s.writingBytes = int64(len(frame))
+		s.armWriteTimerLocked()
+		s.writingBytes = frame.size
 		s.inWrite.Store(true)
 		s.mu.Unlock()
-		ok := s.writeFrame(frame)
+		var ok bool
+		if frame.streamed != nil {
+			ok = s.writeStreamed(frame.streamed)
+		} else {
+			ok = s.writeFrame(frame.data)
+		}
 		s.inWrite.Store(false)
 		s.mu.Lock()
 		s.queuedBytes -= s.writingBytes
@@ -494,6 +513,17 @@ func (s *Stream) writeLoop() {
 	s.closeSocket(code, text)
 	s.abort()
 	close(s.writerDone)
+}
+
+// armWriteTimerLocked starts the WriteTimeout of the next write (or of
+// the next piece of a streamed frame); s.mu must be held.
+func (s *Stream) armWriteTimerLocked() {
+	s.writeDeadline = time.Now().Add(s.opts.WriteTimeout)
+	if s.writeTimer == nil {
+		s.writeTimer = time.AfterFunc(s.opts.WriteTimeout, s.writeTimedOut)
+	} else {
+		s.writeTimer.Reset(s.opts.WriteTimeout)
+	}
 }
 
 // abort stops all writing: it fails the write in progress and keeps the

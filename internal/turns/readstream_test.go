@@ -1,0 +1,97 @@
+package turns_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/appserver/appserver/api"
+	"github.com/appserver/appserver/internal/store"
+)
+
+// storeBigThread stores a thread of turns turns with perTurn agent
+// messages each, of size bytes of text, and returns its id.
+func storeBigThread(t *testing.T, st store.Store, turns, perTurn, size int) string {
+	t.Helper()
+	ctx := context.Background()
+	now := time.Now().Truncate(time.Second)
+	th := &store.Thread{ID: "0194f0d2-7c1e-7c3a-9b1e-1f2e3d4c5b6a", Cwd: "/", ModelProvider: "fake", Source: "vscode", CreatedAt: now, UpdatedAt: now, RecencyAt: now}
+	require.NoError(t, st.Write(ctx, &store.Batch{CreateThreads: []*store.Thread{th}}))
+	for i := range turns {
+		tr := &store.Turn{ThreadID: th.ID, ID: fmt.Sprintf("turn-%d", i), Status: store.TurnCompleted, StartedAt: &now, CompletedAt: &now}
+		if i%3 == 2 {
+			tr.Status = store.TurnFailed
+			tr.Error = json.RawMessage(`{"message":"boom <&> \u2028","codexErrorInfo":null,"additionalDetails":null,"misalignment":null}`)
+		}
+		b := &store.Batch{CreateTurns: []*store.Turn{tr}}
+		for j := range perTurn {
+			id := fmt.Sprintf("item-%d-%d", i, j)
+			text := strings.Repeat("x<>&é", size/6+1)[:size]
+			payload, err := json.Marshal(map[string]any{"type": "agentMessage", "id": id, "text": text, "startedAtMs": 1, "completedAtMs": 2})
+			require.NoError(t, err)
+			b.AppendItems = append(b.AppendItems, &store.Item{ThreadID: th.ID, TurnID: tr.ID, ItemID: id, Type: "agentMessage", Payload: payload, CreatedAt: now})
+		}
+		require.NoError(t, st.Write(ctx, b))
+	}
+	return th.ID
+}
+
+// A streamed thread/read writes exactly the bytes of the result built
+// whole, for a thread whose turns span several pages of items, and leaves
+// out items stored after it was made.
+func TestStreamThreadMatchesReadThread(t *testing.T) {
+	m, st, _ := setup(t, `{"steps":[]}`, 0)
+	ctx := context.Background()
+	id := storeBigThread(t, st, 7, 230, 300)
+	yes := true
+	p := api.ThreadReadParams{ThreadID: id, IncludeTurns: &yes}
+	whole, err := m.ReadThread(ctx, p)
+	require.NoError(t, err)
+	want, err := json.Marshal(whole)
+	require.NoError(t, err)
+
+	s, err := m.StreamThread(ctx, p)
+	require.NoError(t, err)
+	// An item stored after the read is not part of it.
+	late, _ := json.Marshal(map[string]any{"type": "agentMessage", "id": "late", "text": "late"})
+	require.NoError(t, st.Write(ctx, &store.Batch{AppendItems: []*store.Item{{ThreadID: id, TurnID: "turn-6", ItemID: "late", Type: "agentMessage", Payload: late, CreatedAt: time.Now()}}}))
+
+	var got bytes.Buffer
+	w := &countingWriter{w: &got}
+	require.NoError(t, s.WriteJSON(w))
+	require.Equal(t, string(want), got.String())
+	require.Greater(t, w.writes, 10, "written in pieces, not whole")
+	require.LessOrEqual(t, w.largest, 3*64<<10, "no piece holds much more than a chunk")
+
+	// A thread without turns.
+	now := time.Now()
+	empty := &store.Thread{ID: "0194f0d2-7c1e-7c3a-9b1e-1f2e3d4c5b6b", Cwd: "/", ModelProvider: "fake", Source: "vscode", CreatedAt: now, UpdatedAt: now, RecencyAt: now}
+	require.NoError(t, st.Write(ctx, &store.Batch{CreateThreads: []*store.Thread{empty}}))
+	p.ThreadID = empty.ID
+	whole, err = m.ReadThread(ctx, p)
+	require.NoError(t, err)
+	want, _ = json.Marshal(whole)
+	s, err = m.StreamThread(ctx, p)
+	require.NoError(t, err)
+	got.Reset()
+	require.NoError(t, s.WriteJSON(&got))
+	require.Equal(t, string(want), got.String())
+}
+
+type countingWriter struct {
+	w       *bytes.Buffer
+	writes  int
+	largest int
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	c.writes++
+	c.largest = max(c.largest, len(p))
+	return c.w.Write(p)
+}
