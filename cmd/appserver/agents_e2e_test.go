@@ -122,7 +122,10 @@ func TestSubAgentSurvivesKillNine(t *testing.T) {
 	for name, storeArgs := range storeBackends(t) {
 		t.Run(name, func(t *testing.T) {
 			fake := startFake(t, agentsCrashScript)
-			args := append(append(append([]string{}, storeArgs...), "--data-dir", t.TempDir(), "-c", "features.multi_agent=true"), fakeArgs(fake, "responses")...)
+			// A fixed node id: on Postgres the restarted daemon settles the
+			// turns its previous process left at once, rather than when
+			// their leases expire.
+			args := append(append(append([]string{}, storeArgs...), "--data-dir", t.TempDir(), "-c", "features.multi_agent=true", "-c", `node_id="agents-crash"`), fakeArgs(fake, "responses")...)
 			bin, err := build()
 			require.NoError(t, err)
 
