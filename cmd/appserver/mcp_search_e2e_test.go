@@ -14,11 +14,23 @@ import (
 // its last mcpToolCall item once the turn completed.
 func runMCPTurn(t *testing.T, fake *fakemodel.Server, extra ...string) (tool, status string) {
 	t.Helper()
-	args := append(append([]string{"--data-dir", t.TempDir()}, fakeArgs(fake, "responses")...), mcpArgs(t, "")...)
-	d := startDaemon(t, append(args, extra...)...)
+	d := startDaemon(t, mcpDaemonArgs(t, fake, t.TempDir(), extra...)...)
 	r := newRPC(t, d)
 	waitMCPConnected(t, r)
-	threadID := startThread(t, r, nil)
+	return mcpTurn(t, r, startThread(t, r, nil))
+}
+
+// mcpDaemonArgs are the flags of a daemon on dataDir with the fake model
+// (Responses API) and the MCP test server, plus extra.
+func mcpDaemonArgs(t *testing.T, fake *fakemodel.Server, dataDir string, extra ...string) []string {
+	args := append(append([]string{"--data-dir", dataDir}, fakeArgs(fake, "responses")...), mcpArgs(t, "")...)
+	return append(args, extra...)
+}
+
+// mcpTurn runs one turn of threadID and returns the tool and status of
+// its last mcpToolCall item once the turn completed.
+func mcpTurn(t *testing.T, r *rpc, threadID string) (tool, status string) {
+	t.Helper()
 	r.call("turn/start", map[string]any{"threadId": threadID, "input": []any{map[string]any{"type": "text", "text": "echo"}}})
 	var completed struct {
 		Item struct {
@@ -145,4 +157,50 @@ func TestMCPToolsNotDeferredWithoutSearchTool(t *testing.T) {
 			require.NotContains(t, body, `tool_search`)
 		})
 	}
+}
+
+// The search call and its output are part of the thread's history: after
+// a restart, the next turn replays them, byte for byte, where they were.
+func TestMCPToolSearchReplayedAfterRestart(t *testing.T) {
+	fake := startFake(t, `{"steps":[
+		{"match":{"user_text":"echo"},"tool_calls":[{"type":"tool_search","call_id":"call_s1","name":"tool_search","arguments":{"query":"echo"}}]},
+		{"match":{"call_output":"call_s1"},"tool_calls":[{"call_id":"call_e1","namespace":"mcp__t__","name":"echo","arguments":{"text":"found"}}]},
+		{"match":{"call_output":"call_e1"},"text":"Echoed."},
+		{"match":{"user_text":"again"},"text":"Again."}]}`)
+	dataDir := t.TempDir()
+	flag := `models.fake-model={supports_search_tool=true}`
+	d := startDaemon(t, mcpDaemonArgs(t, fake, dataDir, "-c", flag)...)
+	r := newRPC(t, d)
+	waitMCPConnected(t, r)
+	threadID := startThread(t, r, nil)
+	tool, status := mcpTurn(t, r, threadID)
+	require.Equal(t, "echo", tool)
+	require.Equal(t, "completed", status)
+	d.stop(t)
+
+	d = startDaemon(t, mcpDaemonArgs(t, fake, dataDir, "-c", flag)...)
+	r = newRPC(t, d)
+	r.call("thread/resume", map[string]any{"threadId": threadID})
+	r.call("turn/start", map[string]any{"threadId": threadID, "input": []any{map[string]any{"type": "text", "text": "again"}}})
+	var tr turnResult
+	require.NoError(t, json.Unmarshal(r.until("turn/completed").Params, &tr))
+	require.Equal(t, "completed", tr.Turn.Status)
+
+	reqs := fake.Requests()
+	require.Len(t, reqs, 4)
+	var before, after searchRequest
+	require.NoError(t, json.Unmarshal(reqs[2].Body, &before))
+	require.NoError(t, json.Unmarshal(reqs[3].Body, &after))
+	require.GreaterOrEqual(t, len(after.Input), len(before.Input))
+	for i, it := range before.Input {
+		require.JSONEq(t, string(it), string(after.Input[i]), "item %d", i)
+	}
+	var kinds []string
+	for _, it := range after.Input {
+		var k struct{ Type string }
+		require.NoError(t, json.Unmarshal(it, &k))
+		kinds = append(kinds, k.Type)
+	}
+	require.Contains(t, kinds, "tool_search_call")
+	require.Contains(t, kinds, "tool_search_output")
 }
