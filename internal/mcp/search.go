@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"unicode"
 
 	"github.com/appserver/appserver/internal/apperr"
@@ -65,6 +66,33 @@ func newSearchIndex(entries []searchEntry) *searchIndex {
 		ix.avgLen = float64(total) / float64(len(entries))
 	}
 	return ix
+}
+
+// searchCache holds the index of the last tool set indexed.
+type searchCache struct {
+	mu sync.Mutex
+	ix *searchIndex
+}
+
+// index returns an index of entries: the cached one when it was built
+// from the same entries, else a new one, which is cached.
+func (c *searchCache) index(entries []searchEntry) *searchIndex {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ix != nil && slices.EqualFunc(c.ix.entries, entries, sameEntry) {
+		return c.ix
+	}
+	c.ix = newSearchIndex(entries)
+	return c.ix
+}
+
+// sameEntry reports whether two entries index and load alike. Schemas
+// are compared by identity: a server's tools share theirs until the
+// server lists its tools anew.
+func sameEntry(a, b searchEntry) bool {
+	return a.server == b.server && a.namespace == b.namespace && a.text == b.text &&
+		a.fn.Name == b.fn.Name && a.fn.Description == b.fn.Description && a.fn.Strict == b.fn.Strict &&
+		a.fn.DeferLoading == b.fn.DeferLoading && a.fn.Parameters == b.fn.Parameters
 }
 
 // search returns the indexes of the entries matching query, best first,

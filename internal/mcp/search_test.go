@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -158,4 +159,23 @@ func paramsOf(t *testing.T, specs []registry.ConfiguredToolSpec, name string) st
 	}
 	t.Fatalf("no spec of %s", name)
 	return ""
+}
+
+// An unchanged tool set reuses its index; a changed description or a
+// server's new schema builds a new one.
+func TestSearchCacheReusesIndexOfSameTools(t *testing.T) {
+	var c searchCache
+	entries := []searchEntry{entry("a", "x", "alpha"), entry("a", "y", "beta")}
+	first := c.index(entries)
+	require.Same(t, first, c.index(slices.Clone(entries)))
+
+	changed := slices.Clone(entries)
+	changed[1].text = "beta gamma"
+	second := c.index(changed)
+	require.NotSame(t, first, second)
+	require.Equal(t, []int{1}, second.search("gamma", 8))
+
+	relisted := slices.Clone(changed)
+	relisted[0].fn.Parameters = registry.Object(nil, nil, nil)
+	require.NotSame(t, second, c.index(relisted))
 }

@@ -103,7 +103,7 @@ func (m *Manager) Register(b *registry.Builder, t *Turn) error {
 			servers = append(servers, e.server)
 		}
 		slices.Sort(servers)
-		if err := b.Register(toolSearchSpec(slices.Compact(servers)), &searchHandler{ix: newSearchIndex(deferred)}, true); err != nil {
+		if err := b.Register(toolSearchSpec(slices.Compact(servers)), &searchHandler{ix: m.search.index(deferred)}, true); err != nil {
 			return err
 		}
 	}
