@@ -97,26 +97,9 @@ func TestMCPNamespacedCallInATurn(t *testing.T) {
 	fake := startFake(t, `{"steps":[
 		{"tool_calls":[{"call_id":"call_n1","namespace":"mcp__t__","name":"echo","arguments":{"text":"namespaced"}}]},
 		{"match":{"call_output":"call_n1"},"text":"Echoed."}]}`)
-	d := startDaemon(t, append(append([]string{"--data-dir", t.TempDir()}, fakeArgs(fake, "responses")...), mcpArgs(t, "")...)...)
-	r := newRPC(t, d)
-	waitMCPConnected(t, r)
-	threadID := startThread(t, r, nil)
-	r.call("turn/start", map[string]any{"threadId": threadID, "input": []any{map[string]any{"type": "text", "text": "echo"}}})
-	var completed struct {
-		Item struct {
-			Type   string `json:"type"`
-			Tool   string `json:"tool"`
-			Status string `json:"status"`
-		} `json:"item"`
-	}
-	for completed.Item.Type != "mcpToolCall" {
-		require.NoError(t, json.Unmarshal(r.until("item/completed").Params, &completed))
-	}
-	require.Equal(t, "completed", completed.Item.Status)
-	require.Equal(t, "echo", completed.Item.Tool)
-	var tr turnResult
-	require.NoError(t, json.Unmarshal(r.until("turn/completed").Params, &tr))
-	require.Equal(t, "completed", tr.Turn.Status)
+	tool, status := runMCPTurn(t, fake)
+	require.Equal(t, "completed", status)
+	require.Equal(t, "echo", tool)
 	second := string(fake.Requests()[1].Body)
 	require.Contains(t, second, `"namespace":"mcp__t__"`)
 	require.Contains(t, second, `echo: namespaced`)

@@ -471,6 +471,10 @@ type ModelEntry struct {
 	// ApplyPatchToolType is "freeform" or "function"; empty picks freeform
 	// for the Responses wire API and function for chat.
 	ApplyPatchToolType string `toml:"apply_patch_tool_type"`
+	// SupportsSearchTool is Codex's model catalog flag of the same name:
+	// the MCP tools are left out of the model's requests and found
+	// through tool_search (Responses wire API only). Default false.
+	SupportsSearchTool bool `toml:"supports_search_tool"`
 }
 
 // Features are the Codex feature switches appserver implements.

@@ -50,6 +50,11 @@ type Turn struct {
 	// approval mode prompts is rejected without asking, and servers'
 	// elicitations are declined.
 	NeverAsk bool
+	// DeferTools leaves the MCP tools out of the request and offers
+	// tool_search in their place, which answers with the matching tools
+	// in their mcp__<server>__ namespaces (for a model whose catalog
+	// entry supports the search tool, as codex does).
+	DeferTools bool
 }
 
 // errRejected is the model's text for an MCP call whose approval was

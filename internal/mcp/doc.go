@@ -13,6 +13,11 @@
 //     qualified names (mcp__server__tool, sanitized, capped at 64 bytes with
 //     a hash suffix), the resource tools, and the mcpToolCall items of
 //     their calls;
+//   - for a turn that defers them (Turn.DeferTools: the model's catalog
+//     entry supports the search tool), the tool_search tool in their place:
+//     a BM25 index of the tools, answered as mcp__<server>__ namespaces of
+//     deferred functions, which the model then calls in the namespaced
+//     form;
 //   - approvals (approval_mode = "prompt") and the elicitations servers
 //     send, both asked through the turn's Asker (mcpServer/elicitation/
 //     request);

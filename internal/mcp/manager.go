@@ -66,6 +66,11 @@ type Manager struct {
 	cancel  context.CancelFunc
 	started bool
 	stopped bool
+
+	// search is the index of the last deferred tool set, which the next
+	// turn reuses while the set is the same (indexing is the cost of a
+	// deferring turn; searching is cheap). Its own lock, taken alone.
+	search searchCache
 }
 
 // New returns the manager of cfg.Servers; Start connects them.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"unicode/utf8"
 
 	"github.com/appserver/appserver/api"
@@ -61,15 +62,28 @@ func (m *Manager) Register(b *registry.Builder, t *Turn) error {
 		m.log.Warn("MCP tool skipped", "server", r.Server, "tool", r.Tool, "reason", reason)
 	})
 	h := &toolHandler{m: m, turn: t, tools: make(map[toolKey]toolRef, 3*len(refs))}
+	var deferred []searchEntry
 	for _, r := range refs {
 		spec := registry.FunctionSpec{Name: r.Name, Description: r.info.tool.Description, Parameters: r.info.params}
 		readOnly := r.info.tool.Annotations != nil && r.info.tool.Annotations.ReadOnlyHint
-		if err := b.Register(spec, h, readOnly); err != nil {
+		var err error
+		if t.DeferTools {
+			// Not in the request: only tool_search shows it, but the
+			// plain name is still served to a model that knows it.
+			err = b.AddHandler(r.Name, h)
+		} else {
+			err = b.Register(spec, h, readOnly)
+		}
+		if err != nil {
 			// A built-in already has the name: the built-in wins.
 			m.log.Warn("MCP tool skipped", "server", r.Server, "tool", r.Tool, "err", err)
 			continue
 		}
 		h.tools[toolKey{name: r.Name}] = r
+		if t.DeferTools {
+			fn := registry.FunctionSpec{Name: modelToolName(r.Tool), Description: r.info.tool.Description, DeferLoading: true, Parameters: r.info.params}
+			deferred = append(deferred, searchEntry{server: r.Server, namespace: namespaces(r.Server)[0], fn: fn, text: searchText(r)})
+		}
 		// The namespaced form: codex serves MCP tools as the functions of
 		// an mcp__<server>__ namespace, and a model trained on it may call
 		// one so (namespace and the tool's own name) even when offered
@@ -81,6 +95,16 @@ func (m *Manager) Register(b *registry.Builder, t *Turn) error {
 				continue
 			}
 			h.tools[toolKey{ns, bare}] = r
+		}
+	}
+	if len(deferred) > 0 {
+		servers := make([]string, 0, len(deferred))
+		for _, e := range deferred {
+			servers = append(servers, e.server)
+		}
+		slices.Sort(servers)
+		if err := b.Register(toolSearchSpec(slices.Compact(servers)), &searchHandler{ix: m.search.index(deferred)}, true); err != nil {
+			return err
 		}
 	}
 	return m.registerResourceTools(b, t)

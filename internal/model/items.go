@@ -17,6 +17,12 @@ const (
 	ItemFunctionCallOutput   = "function_call_output"
 	ItemCustomToolCall       = "custom_tool_call"
 	ItemCustomToolCallOutput = "custom_tool_call_output"
+	// ItemToolSearchCall is the model's call of the client-executed
+	// tool_search tool; its arguments are a JSON object, not a string.
+	ItemToolSearchCall = "tool_search_call"
+	// ItemToolSearchOutput answers a tool_search_call with the tools it
+	// loads.
+	ItemToolSearchOutput = "tool_search_output"
 )
 
 // The content part types of ContentPart.Type.
@@ -48,6 +54,9 @@ const (
 //     when the model called a tool of a namespace
 //   - custom_tool_call: CallID, Name, Input (raw text)
 //   - function_call_output, custom_tool_call_output: CallID, Output
+//   - tool_search_call: CallID, Arguments (the raw JSON object), and Raw,
+//     which is what is replayed
+//   - tool_search_output: CallID and Raw
 //
 // ID is the upstream item id (msg_…, rs_…, fc_…); it is stored but not sent
 // back upstream, as requests are made with store=false. Items of other types
@@ -70,7 +79,8 @@ type InputItem struct {
 	// Namespace is the namespace of a function call's tool ("mcp__docs__"
 	// with Name "search"); "" for a top-level tool.
 	Namespace string
-	// Arguments is a function call's raw JSON argument text.
+	// Arguments is a function call's raw JSON argument text, or a
+	// tool_search_call's arguments object.
 	Arguments string
 	// Input is a custom (freeform) tool call's raw input text.
 	Input string
@@ -256,7 +266,7 @@ func (it *InputItem) UnmarshalJSON(b []byte) error {
 		CallID           string          `json:"call_id"`
 		Name             string          `json:"name"`
 		Namespace        string          `json:"namespace"`
-		Arguments        string          `json:"arguments"`
+		Arguments        json.RawMessage `json:"arguments"`
 		Input            string          `json:"input"`
 		Output           ToolOutput      `json:"output"`
 		Summary          []ContentPart   `json:"summary"`
@@ -285,11 +295,24 @@ func (it *InputItem) UnmarshalJSON(b []byte) error {
 			}
 		}
 	case ItemFunctionCall:
-		it.CallID, it.Name, it.Namespace, it.Arguments = w.CallID, w.Name, w.Namespace, w.Arguments
+		it.CallID, it.Name, it.Namespace = w.CallID, w.Name, w.Namespace
+		if len(w.Arguments) > 0 {
+			if err := json.Unmarshal(w.Arguments, &it.Arguments); err != nil {
+				return fmt.Errorf("model: function_call arguments: %w", err)
+			}
+		}
 	case ItemCustomToolCall:
 		it.CallID, it.Name, it.Input = w.CallID, w.Name, w.Input
 	case ItemFunctionCallOutput, ItemCustomToolCallOutput:
 		it.CallID, it.Output = w.CallID, w.Output
+	case ItemToolSearchCall, ItemToolSearchOutput:
+		// Kept verbatim for replay; the call id pairs them, and the
+		// arguments object is what the search reads.
+		it.CallID = w.CallID
+		if w.Type == ItemToolSearchCall && len(w.Arguments) > 0 && !bytes.Equal(w.Arguments, []byte("null")) {
+			it.Arguments = string(w.Arguments)
+		}
+		it.Raw = append(json.RawMessage(nil), b...)
 	default:
 		it.Raw = append(json.RawMessage(nil), b...)
 	}

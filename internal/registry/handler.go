@@ -18,10 +18,14 @@ const (
 	PayloadLocalShell PayloadKind = "local_shell"
 	// PayloadMCP is a function_call whose name resolved to an MCP tool.
 	PayloadMCP PayloadKind = "mcp"
+	// PayloadToolSearch is a tool_search_call: the model searching the
+	// deferred tools (ToolSearchSpec).
+	PayloadToolSearch PayloadKind = "tool_search"
 )
 
 // Payload is what the model sent for one call. It is one of
-// FunctionPayload, CustomPayload, LocalShellPayload or MCPPayload.
+// FunctionPayload, CustomPayload, LocalShellPayload, MCPPayload or
+// ToolSearchPayload.
 type Payload interface {
 	// Kind reports which payload variant this is.
 	Kind() PayloadKind
@@ -85,6 +89,17 @@ type MCPPayload struct {
 // Kind returns PayloadMCP.
 func (MCPPayload) Kind() PayloadKind { return PayloadMCP }
 func (MCPPayload) isPayload()        {}
+
+// ToolSearchPayload carries the arguments of a tool_search_call.
+type ToolSearchPayload struct {
+	// Arguments is the raw JSON arguments object ({"query","limit"}); it
+	// may be invalid.
+	Arguments string
+}
+
+// Kind returns PayloadToolSearch.
+func (ToolSearchPayload) Kind() PayloadKind { return PayloadToolSearch }
+func (ToolSearchPayload) isPayload()        {}
 
 // Call is one tool call as the model emitted it.
 type Call struct {

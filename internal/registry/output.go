@@ -83,6 +83,10 @@ type Output struct {
 	Content []ContentItem
 	// Success is true, false, or nil when unknown.
 	Success *bool
+	// Tools are the tools a tool_search call loads; only a
+	// tool_search_output carries them (Text and Content are then not
+	// sent).
+	Tools []ToolSpec
 }
 
 // TextOutput returns a text output with the given success flag.
@@ -128,6 +132,8 @@ const (
 	FunctionCallOutput ResponseItemType = "function_call_output"
 	// CustomToolCallOutput answers custom (freeform) calls.
 	CustomToolCallOutput ResponseItemType = "custom_tool_call_output"
+	// ToolSearchOutput answers tool_search calls with the tools found.
+	ToolSearchOutput ResponseItemType = "tool_search_output"
 )
 
 // ResponseItem is the output item for one call, ready to append to the
@@ -144,10 +150,25 @@ type ResponseItem struct {
 
 // MarshalJSON encodes the Responses API item: {"type","call_id","output"},
 // where output is a string or, for function outputs with content items, an
-// array. Success is not serialized. Custom outputs are always a string.
+// array. Success is not serialized. Custom outputs are always a string. A
+// tool_search_output is {"type","call_id","status":"completed",
+// "execution":"client","tools":[...]}, as the reference answers every
+// client-executed search, a failed one with no tools.
 func (r ResponseItem) MarshalJSON() ([]byte, error) {
 	var out any = r.Output.Text
 	switch r.Type {
+	case ToolSearchOutput:
+		tools := r.Output.Tools
+		if tools == nil {
+			tools = []ToolSpec{}
+		}
+		return json.Marshal(struct {
+			Type      ResponseItemType `json:"type"`
+			CallID    string           `json:"call_id"`
+			Status    string           `json:"status"`
+			Execution string           `json:"execution"`
+			Tools     []ToolSpec       `json:"tools"`
+		}{r.Type, r.CallID, "completed", "client", tools})
 	case FunctionCallOutput:
 		if r.Output.Content != nil {
 			out = r.Output.Content
@@ -167,8 +188,13 @@ func (r ResponseItem) MarshalJSON() ([]byte, error) {
 // responseItemFor builds the output item for a call from its payload kind.
 func responseItemFor(c Call, out Output) ResponseItem {
 	t := FunctionCallOutput
-	if c.Payload != nil && c.Payload.Kind() == PayloadCustom {
-		t = CustomToolCallOutput
+	if c.Payload != nil {
+		switch c.Payload.Kind() {
+		case PayloadCustom:
+			t = CustomToolCallOutput
+		case PayloadToolSearch:
+			t = ToolSearchOutput
+		}
 	}
 	return ResponseItem{Type: t, CallID: c.CallID, Output: out}
 }

@@ -32,6 +32,13 @@ func TestResponseItemJSON(t *testing.T) {
 		{"custom flattens content items", ResponseItem{Type: CustomToolCallOutput, CallID: "p", Output: ContentOutput([]ContentItem{
 			InputText("a"), InputImage("data:x"), InputText("b"),
 		}, true)}, `{"type":"custom_tool_call_output","call_id":"p","output":"a\nb"}`},
+		{"tool search", ResponseItem{Type: ToolSearchOutput, CallID: "s", Output: Output{Tools: []ToolSpec{
+			NamespaceSpec{Name: "mcp__t__", Tools: []FunctionSpec{{Name: "echo", DeferLoading: true}}},
+		}}}, `{"type":"tool_search_output","call_id":"s","status":"completed","execution":"client","tools":[
+			{"type":"namespace","name":"mcp__t__","description":"Tools in the mcp__t__ namespace.","tools":[
+				{"type":"function","name":"echo","description":"","strict":false,"defer_loading":true,"parameters":{"type":"object","properties":{}}}]}]}`},
+		{"tool search failed", ResponseItem{Type: ToolSearchOutput, CallID: "s", Output: TextOutput("query must not be empty", false)},
+			`{"type":"tool_search_output","call_id":"s","status":"completed","execution":"client","tools":[]}`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -64,6 +71,7 @@ func TestResponseItemForPayload(t *testing.T) {
 	assert.Equal(t, FunctionCallOutput, responseItemFor(Call{Payload: LocalShellPayload{}}, out).Type)
 	assert.Equal(t, FunctionCallOutput, responseItemFor(Call{Payload: MCPPayload{}}, out).Type)
 	assert.Equal(t, CustomToolCallOutput, responseItemFor(Call{Payload: CustomPayload{}}, out).Type)
+	assert.Equal(t, ToolSearchOutput, responseItemFor(Call{Payload: ToolSearchPayload{}}, out).Type)
 }
 
 func TestMCPOutput(t *testing.T) {

@@ -5,8 +5,9 @@ import (
 )
 
 // ToolSpec is one entry of the request's tools array (docs/tools.md §1.3). It is
-// one of FunctionSpec, FreeformSpec, LocalShellSpec, WebSearchSpec or
-// NamespaceSpec; each encodes to its exact wire JSON, tagged by "type".
+// one of FunctionSpec, FreeformSpec, LocalShellSpec, WebSearchSpec,
+// NamespaceSpec or ToolSearchSpec; each encodes to its exact wire JSON,
+// tagged by "type".
 type ToolSpec interface {
 	json.Marshaler
 	// ToolName is the name the spec is registered under.
@@ -200,6 +201,39 @@ func (n NamespaceSpec) MarshalJSON() ([]byte, error) {
 		Description string         `json:"description"`
 		Tools       []FunctionSpec `json:"tools"`
 	}{"namespace", n.Name, desc, tools})
+}
+
+// ToolSearchName is the name the tool_search spec and its calls use.
+const ToolSearchName = "tool_search"
+
+// ToolSearchSpec is the client-executed tool_search tool (current Codex):
+// the model searches the tools left out of the request (deferred) and gets
+// the matches in a tool_search_output, then calls them by namespace and
+// name.
+type ToolSearchSpec struct {
+	// Description tells the model what it can find.
+	Description string
+	// Parameters is the arguments schema ({"query","limit"}).
+	Parameters *Schema
+}
+
+// ToolName returns "tool_search".
+func (ToolSearchSpec) ToolName() string { return ToolSearchName }
+func (ToolSearchSpec) isToolSpec()      {}
+
+// MarshalJSON encodes {"type":"tool_search","execution":"client",
+// "description","parameters"}.
+func (t ToolSearchSpec) MarshalJSON() ([]byte, error) {
+	params := t.Parameters
+	if params == nil {
+		params = Object(nil, nil, nil)
+	}
+	return json.Marshal(struct {
+		Type        string  `json:"type"`
+		Execution   string  `json:"execution"`
+		Description string  `json:"description"`
+		Parameters  *Schema `json:"parameters"`
+	}{"tool_search", "client", t.Description, params})
 }
 
 // ConfiguredToolSpec is a spec plus whether calls to it may run in parallel

@@ -57,6 +57,13 @@ var goldenSpecs = []struct {
 		SearchContextSize:  "medium",
 		SearchContentTypes: []string{"text"},
 	}},
+	{"tool_search", ToolSearchSpec{
+		Description: "# Tool discovery\n\nSearches over deferred tool metadata with BM25.",
+		Parameters: Object(map[string]*Schema{
+			"query": String("Search query for deferred tools."),
+			"limit": Number("Maximum number of tools to return. Defaults to 8."),
+		}, []string{"query"}, AllowAdditional(false)),
+	}},
 	{"namespace", NamespaceSpec{
 		Name: "skills",
 		Tools: []FunctionSpec{
@@ -106,6 +113,8 @@ func TestSpecWireShape(t *testing.T) {
 			`{"type":"namespace","name":"ns","description":"Tools in the ns namespace.","tools":[{"type":"function","name":"t","description":"d","strict":false,"parameters":{"type":"object","properties":{}}}]}`},
 		{NamespaceSpec{Name: "ns", Description: "Mine."},
 			`{"type":"namespace","name":"ns","description":"Mine.","tools":[]}`},
+		{ToolSearchSpec{Description: "d", Parameters: Object(map[string]*Schema{"query": String("q")}, []string{"query"}, AllowAdditional(false))},
+			`{"type":"tool_search","execution":"client","description":"d","parameters":{"type":"object","properties":{"query":{"type":"string","description":"q"}},"required":["query"],"additionalProperties":false}}`},
 	}
 	for _, tc := range cases {
 		got, err := json.Marshal(tc.spec)
@@ -121,7 +130,7 @@ func TestChatCompletionsTool(t *testing.T) {
 	require.True(t, ok)
 	assert.JSONEq(t, `{"type":"function","function":{"name":"f","description":"d","strict":false,"parameters":{"type":"object","properties":{"a":{"type":"string"}}}}}`, string(raw))
 
-	for _, s := range []ToolSpec{FreeformSpec{Name: "p"}, LocalShellSpec{}, WebSearchSpec{}, NamespaceSpec{Name: "n"}} {
+	for _, s := range []ToolSpec{FreeformSpec{Name: "p"}, LocalShellSpec{}, WebSearchSpec{}, NamespaceSpec{Name: "n"}, ToolSearchSpec{}} {
 		_, ok, err := ChatCompletionsTool(s)
 		require.NoError(t, err)
 		assert.False(t, ok, "%T is not offered to Chat Completions", s)

@@ -60,6 +60,14 @@ func previewOf(input []api.UserInput) string {
 
 // responseItemToModel converts a tool output to its history item.
 func responseItemToModel(r registry.ResponseItem) model.InputItem {
+	if r.Type == registry.ToolSearchOutput {
+		// Replayed as encoded; the specs it carries have no other form.
+		raw, err := json.Marshal(r)
+		if err != nil {
+			raw, _ = json.Marshal(registry.ResponseItem{Type: r.Type, CallID: r.CallID})
+		}
+		return model.InputItem{Type: model.ItemToolSearchOutput, CallID: r.CallID, Raw: raw}
+	}
 	out := model.ToolOutput{Text: r.Output.Text}
 	if r.Output.Content != nil && r.Type == registry.FunctionCallOutput {
 		out.Content = make([]model.ContentPart, 0, len(r.Output.Content))

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 
 	"github.com/appserver/appserver/internal/model"
+	"github.com/appserver/appserver/internal/registry"
 )
 
 // history is a run of model input items with their two encodings, each
@@ -204,7 +205,7 @@ func (h *history) appendTurn(turn history) {
 func closeDanglingCalls(items []model.InputItem) []model.InputItem {
 	answered := map[string]bool{}
 	for _, it := range items {
-		if it.Type == model.ItemFunctionCallOutput || it.Type == model.ItemCustomToolCallOutput {
+		if it.Type == model.ItemFunctionCallOutput || it.Type == model.ItemCustomToolCallOutput || it.Type == model.ItemToolSearchOutput {
 			answered[it.CallID] = true
 		}
 	}
@@ -218,6 +219,9 @@ func closeDanglingCalls(items []model.InputItem) []model.InputItem {
 			out = append(out, model.FunctionCallOutput(it.CallID, "aborted"))
 		case model.ItemCustomToolCall:
 			out = append(out, model.CustomToolCallOutput(it.CallID, "aborted"))
+		case model.ItemToolSearchCall:
+			// A search has no text to answer with: it found nothing.
+			out = append(out, responseItemToModel(registry.ResponseItem{Type: registry.ToolSearchOutput, CallID: it.CallID}))
 		}
 	}
 	return out

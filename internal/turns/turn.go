@@ -481,7 +481,7 @@ func quietEvent(ev model.Event) bool {
 }
 
 func isToolCall(it model.InputItem) bool {
-	return it.Type == model.ItemFunctionCall || it.Type == model.ItemCustomToolCall
+	return it.Type == model.ItemFunctionCall || it.Type == model.ItemCustomToolCall || it.Type == model.ItemToolSearchCall
 }
 
 // requestInput is the full history: finished turns, then this turn, with
@@ -538,7 +538,7 @@ func (r *turnRun) itemDone(open map[string]*streamItem, it model.InputItem) (*mo
 	t := r.t
 	r.hist.add(it)
 	switch it.Type {
-	case model.ItemFunctionCall, model.ItemCustomToolCall:
+	case model.ItemFunctionCall, model.ItemCustomToolCall, model.ItemToolSearchCall:
 		// Committed with its output once the call has run (recordUsage);
 		// a call cut short by a crash is answered "aborted" on reload.
 		return &it, nil
@@ -628,9 +628,13 @@ func (r *turnRun) runTools(calls []model.InputItem) error {
 				}
 			}
 		}
-		if c.Type == model.ItemCustomToolCall {
+		switch c.Type {
+		case model.ItemCustomToolCall:
 			call.Payload = registry.CustomPayload{Input: c.Input}
-		} else {
+		case model.ItemToolSearchCall:
+			// A client-executed search: the item names no tool.
+			call.Name, call.Payload = registry.ToolSearchName, registry.ToolSearchPayload{Arguments: c.Arguments}
+		default:
 			call.Payload = registry.FunctionPayload{Arguments: c.Arguments}
 		}
 		regCalls = append(regCalls, call)

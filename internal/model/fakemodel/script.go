@@ -64,7 +64,8 @@ type Step struct {
 // Match selects the requests a step answers.
 type Match struct {
 	// CallOutput matches a request whose last input item is the output of
-	// this tool call id: a function_call_output or custom_tool_call_output,
+	// this tool call id: a function_call_output, custom_tool_call_output or
+	// tool_search_output,
 	// or for Chat Completions a "tool" message followed by nothing but
 	// image-only user messages.
 	CallOutput string `json:"call_output,omitempty"`
@@ -91,7 +92,8 @@ type Reasoning struct {
 
 // ToolCall scripts one tool call.
 type ToolCall struct {
-	// Type is "function" (default) or "custom".
+	// Type is "function" (default), "custom" or "tool_search" (a
+	// tool_search_call whose arguments are the Arguments object).
 	Type string `json:"type,omitempty"`
 	// ID overrides the generated item id (fc_<n>_<i> or ctc_<n>_<i>).
 	ID string `json:"id,omitempty"`
@@ -226,7 +228,7 @@ func (s Script) Validate() error {
 			if tc.Name == "" {
 				errs = append(errs, fmt.Errorf("%s: tool call %d has no name", where, j))
 			}
-			if tc.Type != "" && tc.Type != "function" && tc.Type != "custom" {
+			if tc.Type != "" && tc.Type != "function" && tc.Type != "custom" && tc.Type != "tool_search" {
 				errs = append(errs, fmt.Errorf("%s: tool call %d: unknown type %q", where, j, tc.Type))
 			}
 			if _, err := tc.argumentText(); err != nil {

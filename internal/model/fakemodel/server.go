@@ -349,7 +349,7 @@ func requestFacts(api wireAPI, req map[string]any) facts {
 			if role == "user" && (typ == "" || typ == "message") {
 				f.lastUserText = contentText(item["content"])
 			}
-			if i == len(input)-1 && (typ == "function_call_output" || typ == "custom_tool_call_output") {
+			if i == len(input)-1 && (typ == "function_call_output" || typ == "custom_tool_call_output" || typ == "tool_search_output") {
 				f.lastCallOutput, _ = item["call_id"].(string)
 			}
 		}

@@ -101,7 +101,16 @@ func writeResponses(sw *streamWriter, step Step, seq int, model string) {
 		callID := tc.callID(seq, i)
 		args, _ := tc.argumentText()
 		var item map[string]any
-		if tc.Type == "custom" {
+		if tc.Type == "tool_search" {
+			id := tc.ID
+			if id == "" {
+				id = fmt.Sprintf("tsc_%d_%d", seq, i)
+			}
+			// A client-executed search streams no argument deltas: the
+			// arguments object comes whole.
+			item = map[string]any{"type": "tool_search_call", "id": id, "call_id": callID, "execution": "client", "arguments": json.RawMessage(args), "status": "completed"}
+			ev("response.output_item.added", map[string]any{"output_index": idx, "item": item})
+		} else if tc.Type == "custom" {
 			id := tc.ID
 			if id == "" {
 				id = fmt.Sprintf("ctc_%d_%d", seq, i)

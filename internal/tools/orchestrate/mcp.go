@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 
 	"github.com/appserver/appserver/api"
+	"github.com/appserver/appserver/internal/config"
 	"github.com/appserver/appserver/internal/mcp"
 	"github.com/appserver/appserver/internal/policy"
 	"github.com/appserver/appserver/internal/turns"
@@ -17,7 +18,7 @@ func (s *Service) mcpTurn(tc turns.ToolContext) *mcp.Turn {
 	tt := s.newTurnTools(tc)
 	never := tt.approval.Mode == policy.Never ||
 		(tt.approval.Mode == policy.Granular && !tt.approval.Granular.McpElicitations)
-	t := &mcp.Turn{ThreadID: tc.ThreadID, TurnID: tc.TurnID, NeverAsk: never}
+	t := &mcp.Turn{ThreadID: tc.ThreadID, TurnID: tc.TurnID, NeverAsk: never, DeferTools: s.deferMCPTools(tc)}
 	if tc.Sink != nil {
 		t.Items = mcpItems{tc.Sink}
 		t.Progress = func(n api.McpToolCallProgressNotification) { tc.Sink.Emit(context.Background(), mcpProgress{n}) }
@@ -26,6 +27,15 @@ func (s *Service) mcpTurn(tc turns.ToolContext) *mcp.Turn {
 		t.Asker = mcpAsker{tc.Client}
 	}
 	return t
+}
+
+// deferMCPTools reports whether the turn's MCP tools are found through
+// tool_search rather than sent in full: the model's catalog entry says it
+// supports the search tool, and its provider speaks the Responses API
+// (Chat Completions has neither tool_search nor namespaces, so codex does
+// not defer there).
+func (s *Service) deferMCPTools(tc turns.ToolContext) bool {
+	return s.cfg.Models[tc.Model].SupportsSearchTool && s.cfg.Providers[tc.Provider].WireAPI != config.WireAPIChat
 }
 
 // mcpAsker sends mcpServer/elicitation/request with the waitingOnApproval
