@@ -10,6 +10,8 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/stretchr/testify/require"
+
+	"github.com/appserver/appserver/internal/store/pgtest"
 )
 
 // An acknowledged turn survives a kill -9 that lands right after turn/start
@@ -21,16 +23,29 @@ func TestKillNineRightAfterTurnStartAnswers(t *testing.T) {
 	if testing.Short() {
 		t.Skip("restarts the daemon dozens of times")
 	}
-	const (
-		clients    = 4
-		iterations = 60
-		budget     = 2 * time.Minute
-	)
 	bin, err := buildAppserver(t.TempDir())
 	require.NoError(t, err)
-	fake := startFake(t, `{"steps":[]}`)
-	args := append([]string{"--data-dir", t.TempDir()}, fakeArgs(fake, "responses")...)
+	t.Run("embedded", func(t *testing.T) {
+		fake := startFake(t, `{"steps":[]}`)
+		killRightAfterAcks(t, bin, append([]string{"--data-dir", t.TempDir()}, fakeArgs(fake, "responses")...), 60)
+	})
+	t.Run("postgres", func(t *testing.T) {
+		// A fixed node id: each restarted daemon settles the turns its
+		// killed predecessor left at once, rather than when their leases
+		// expire.
+		args := []string{"--database-url", pgtest.URL(t), "--migrate", "--data-dir", t.TempDir(), "-c", `node_id="ack-test"`}
+		fake := startFake(t, `{"steps":[]}`)
+		killRightAfterAcks(t, bin, append(args, fakeArgs(fake, "responses")...), 30)
+	})
+}
 
+// killRightAfterAcks runs the kill loop on one store: iterations kills (or
+// as many as fit in two minutes), then checks every acknowledged turn.
+func killRightAfterAcks(t *testing.T, bin string, args []string, iterations int) {
+	const (
+		clients = 4
+		budget  = 2 * time.Minute
+	)
 	// The threads outlive every daemon; each iteration's turn/start loads
 	// them again.
 	d := startAppserverProc(t, bin, args...)
