@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"net/http"
 	"strings"
 	"sync"
 	"syscall"
@@ -184,6 +185,70 @@ func TestClusterDaemons(t *testing.T) {
 		require.Equal(t, "completed", dlTurnCompleted(t, ra).Turn.Status)
 		require.Equal(t, "completed", hubCommandItem(t, ra, "call_run").Status)
 		require.Equal(t, 1, hubRuns(t, ws), "the command ran once, accepted by the forwarded answer")
+	})
+
+	// A client of B sees the approval A's turn asks, under B's id, and its
+	// answer is the one A's turn uses; A's own client, which got the
+	// request too, is told it is settled. A declined approval runs nothing.
+	for _, tc := range []struct {
+		name   string
+		answer map[string]any
+		status string
+		runs   int
+	}{
+		{"accepted", hubAccept, "completed", 1},
+		{"declined", hubDecline, "declined", 0},
+	} {
+		t.Run("an approval of one daemon's turn "+tc.name+" by a client of another", func(t *testing.T) {
+			url, fake := pgtest.URL(t), startFake(t, hubRunScript)
+			a := start(t, url, fake, "a")
+			b := start(t, url, fake, "b")
+			ra, rb := client(t, a), client(t, b)
+			ws := teWorkspace(t)
+			threadID := startThread(t, ra, hubApprovalThread(ws))
+			rb.call("thread/resume", map[string]any{"threadId": threadID})
+			ra.call("turn/start", teInput(threadID, "go"))
+
+			onA := hubUntil(t, ra, "item/commandExecution/requestApproval")
+			onB := hubUntil(t, rb, "item/commandExecution/requestApproval")
+			require.JSONEq(t, string(onA.Params), string(onB.Params), "B presents A's request as it is")
+			rb.reply(onB.ID, tc.answer)
+
+			require.JSONEq(t, string(onB.ID), string(hubResolved(t, rb)), "B's client is told under B's id")
+			require.JSONEq(t, string(onA.ID), string(hubResolved(t, ra)), "A's client sees the request withdrawn")
+			require.Equal(t, "completed", dlTurnCompleted(t, ra).Turn.Status)
+			require.Equal(t, tc.status, hubCommandItem(t, ra, "call_run").Status)
+			require.Equal(t, "completed", dlTurnCompleted(t, rb).Turn.Status)
+			require.Equal(t, tc.runs, hubRuns(t, ws))
+		})
+	}
+
+	// A dynamic tool call of A's turn, with no live client on A (the
+	// turn was started over HTTP), goes to the live client on B, whose
+	// answer the model gets.
+	t.Run("a dynamic tool call of one daemon's turn is answered by a client of another", func(t *testing.T) {
+		url := pgtest.URL(t)
+		fake := startFake(t, `{"steps":[
+			{"tool_calls":[{"call_id":"call_w1","name":"lookup_weather","arguments":{"city":"Paris"}}]},
+			{"match":{"call_output":"call_w1"},"text":"It is sunny in Paris."}]}`)
+		a := start(t, url, fake, "a")
+		b := start(t, url, fake, "b")
+		ra, rb := client(t, a), client(t, b)
+		threadID := startThread(t, ra, map[string]any{"dynamicTools": []any{weatherTool}})
+		ra.call("thread/unsubscribe", map[string]any{"threadId": threadID})
+		rb.call("thread/resume", map[string]any{"threadId": threadID})
+		resp := httpDo(t, &testDaemon{addr: a.addr}, "POST", "/v1/threads/"+threadID+"/turns", "",
+			map[string]any{"input": []any{map[string]any{"type": "text", "text": "weather?"}}})
+		require.Equal(t, http.StatusAccepted, resp.StatusCode)
+		_ = resp.Body.Close()
+
+		call := hubUntil(t, rb, "item/tool/call")
+		require.Contains(t, string(call.Params), `"callId":"call_w1"`)
+		rb.reply(call.ID, map[string]any{"contentItems": []any{map[string]any{"type": "inputText", "text": "Sunny, 21C"}}, "success": true})
+		require.Equal(t, "completed", dlTurnCompleted(t, rb).Turn.Status)
+		reqs := fake.Requests()
+		require.Len(t, reqs, 2)
+		require.Contains(t, string(reqs[1].Body), "Sunny, 21C", "the model got B's answer")
 	})
 
 	t.Run("a paused daemon that lost its lease writes nothing", func(t *testing.T) {

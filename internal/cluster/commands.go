@@ -294,6 +294,9 @@ type Answer struct {
 	ThreadID  string          `json:"threadId"`
 	RequestID int64           `json:"requestId"`
 	Result    json.RawMessage `json:"result"`
+	// Error is the message of the client's JSON-RPC error reply, "" for a
+	// result.
+	Error string `json:"error,omitempty"`
 }
 
 // AnswerRequest forwards a client's answer to a server request of a
