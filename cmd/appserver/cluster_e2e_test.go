@@ -44,12 +44,13 @@ func TestClusterDaemons(t *testing.T) {
 	build := sync.OnceValues(func() (string, error) { return buildAppserver(binDir) })
 	go func() { _, _ = build() }()
 	t.Cleanup(func() { _, _ = build() })
-	start := func(t *testing.T, url string, fake *fakemodel.Server, node string) *appserverProc {
+	start := func(t *testing.T, url string, fake *fakemodel.Server, node string, extra ...string) *appserverProc {
 		t.Helper()
 		bin, err := build()
 		require.NoError(t, err)
 		args := append([]string{"--database-url", url, "--migrate", "--data-dir", t.TempDir(),
 			"-c", `node_id="` + node + `"`, "-c", `lease_ttl="` + clusterLeaseTTL.String() + `"`}, fakeArgs(fake, "responses")...)
+		args = append(args, extra...)
 		p := startAppserverProc(t, bin, args...)
 		t.Cleanup(func() {
 			if t.Failed() {
@@ -220,8 +221,47 @@ func TestClusterDaemons(t *testing.T) {
 			require.Equal(t, tc.status, hubCommandItem(t, ra, "call_run").Status)
 			require.Equal(t, "completed", dlTurnCompleted(t, rb).Turn.Status)
 			require.Equal(t, tc.runs, hubRuns(t, ws))
+
+			// The log's entries that carry the request between daemons
+			// reach no client, live or replayed.
+			rc := client(t, b)
+			rc.call("thread/resume", map[string]any{"threadId": threadID, "afterSeq": 0})
+			rc.until("turn/completed")
+			for _, f := range append(append(ra.seen, rb.seen...), rc.seen...) {
+				require.False(t, strings.HasPrefix(f.Method, "appserver/"), "a client got %s", f.Method)
+			}
+			require.Contains(t, methodsOf(rc.seen), "serverRequest/resolved", "the replay has what clients see")
 		})
 	}
+
+	// Only a client of B holds the approval, and it answers after A's
+	// no-client timeout: A waits for it, since B told A its client holds
+	// the request.
+	t.Run("an approval held only by a client of another daemon waits for its answer", func(t *testing.T) {
+		url := pgtest.URL(t)
+		// The model asks after a pause, by when A's client has left.
+		fake := startFake(t, `{"steps":[{"event_delay_ms":300,"tool_calls":[`+teShellCall("call_run", "echo run >> runs.txt")+`]},
+			{"match":{"call_output":"call_run"},"text":"done"}]}`)
+		const noClient = time.Second
+		timeout := []string{"-c", `approval_client_timeout="` + noClient.String() + `"`}
+		a := start(t, url, fake, "a", timeout...)
+		b := start(t, url, fake, "b", timeout...)
+		ra, rb := client(t, a), client(t, b)
+		ws := teWorkspace(t)
+		threadID := startThread(t, ra, hubApprovalThread(ws))
+		rb.call("thread/resume", map[string]any{"threadId": threadID})
+		ra.call("turn/start", teInput(threadID, "go"))
+		ra.call("thread/unsubscribe", map[string]any{"threadId": threadID})
+
+		onB := hubUntil(t, rb, "item/commandExecution/requestApproval")
+		// Past the timeout, the behaviour under test.
+		time.Sleep(2 * noClient)
+		rb.reply(onB.ID, hubAccept)
+		require.JSONEq(t, string(onB.ID), string(hubResolved(t, rb)))
+		require.Equal(t, "completed", dlTurnCompleted(t, rb).Turn.Status)
+		require.Equal(t, "completed", hubCommandItem(t, rb, "call_run").Status)
+		require.Equal(t, 1, hubRuns(t, ws))
+	})
 
 	// A dynamic tool call of A's turn, with no live client on A (the
 	// turn was started over HTTP), goes to the live client on B, whose
@@ -360,6 +400,15 @@ func (clusterNoEvents) LeaseLost(string)             {}
 func (clusterNoEvents) TurnRecovered(string, string) {}
 func (clusterNoEvents) Command(context.Context, string, json.RawMessage) (any, error) {
 	return nil, apperr.New(apperr.Invalid, "the test's node runs no requests")
+}
+
+// methodsOf lists the methods of frames.
+func methodsOf(fs []frame) []string {
+	out := make([]string, len(fs))
+	for i, f := range fs {
+		out[i] = f.Method
+	}
+	return out
 }
 
 // clusterStartTurn starts a turn and returns its id.

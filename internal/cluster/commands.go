@@ -307,3 +307,23 @@ func (n *Node) AnswerRequest(ctx context.Context, a Answer) (ok bool, err error)
 	_, ok, err = n.Forward(ctx, a.ThreadID, MethodAnswer, a)
 	return ok, err
 }
+
+// MethodHeld is the forwarded request that tells the node whose turn asked
+// a server request that a client of the sender holds it; its params are a
+// RequestRef.
+const MethodHeld = "serverRequest/held"
+
+// RequestRef names a pending server request of a thread on the node
+// running the thread's turn.
+type RequestRef struct {
+	ThreadID  string `json:"threadId"`
+	RequestID int64  `json:"requestId"`
+}
+
+// RequestHeld tells the node running the thread's turn that a client of
+// this node holds its server request, so that it waits for the answer; ok
+// is false when no other node holds the thread.
+func (n *Node) RequestHeld(ctx context.Context, ref RequestRef) (ok bool, err error) {
+	_, ok, err = n.Forward(ctx, ref.ThreadID, MethodHeld, ref)
+	return ok, err
+}

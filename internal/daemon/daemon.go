@@ -262,7 +262,18 @@ type clusterEvents struct {
 
 // Command runs a request another daemon forwarded.
 func (e clusterEvents) Command(ctx context.Context, method string, params json.RawMessage) (any, error) {
-	if method != cluster.MethodAnswer {
+	switch method {
+	case cluster.MethodAnswer:
+	case cluster.MethodHeld:
+		var ref cluster.RequestRef
+		if err := json.Unmarshal(params, &ref); err != nil {
+			return nil, apperr.Wrap(apperr.Invalid, err, "invalid forwarded request reference")
+		}
+		if !e.hub.HeldRemote(ref.ThreadID, ref.RequestID) {
+			return nil, apperr.New(apperr.NotFound, "no pending request %d on thread %s", ref.RequestID, ref.ThreadID)
+		}
+		return struct{}{}, nil
+	default:
 		return e.Manager.Command(ctx, method, params)
 	}
 	var a cluster.Answer
@@ -279,8 +290,9 @@ func (e clusterEvents) Command(ctx context.Context, method string, params json.R
 	return struct{}{}, nil
 }
 
-// remoteAnswers carries the answers of this daemon's clients to the
-// server requests of turns other daemons run: the hub's Remote.
+// remoteAnswers carries to the daemon running a turn that a client of this
+// daemon holds one of its server requests, and that client's answer: the
+// hub's Remote.
 type remoteAnswers struct{ node *cluster.Node }
 
 // Answer implements hub.Remote.
@@ -290,6 +302,15 @@ func (r remoteAnswers) Answer(ctx context.Context, threadID string, requestID in
 		a.Error = clientErr.Error()
 	}
 	ok, err := r.node.AnswerRequest(ctx, a)
+	if err == nil && !ok {
+		err = apperr.New(apperr.NotFound, "no daemon runs thread %s", threadID)
+	}
+	return err
+}
+
+// Held implements hub.Remote.
+func (r remoteAnswers) Held(ctx context.Context, threadID string, requestID int64) error {
+	ok, err := r.node.RequestHeld(ctx, cluster.RequestRef{ThreadID: threadID, RequestID: requestID})
 	if err == nil && !ok {
 		err = apperr.New(apperr.NotFound, "no daemon runs thread %s", threadID)
 	}

@@ -249,7 +249,11 @@ type Hub struct {
 	// with a Remote).
 	remote map[remoteKey]*Request
 
-	wg sync.WaitGroup // the watchers of published dynamic tool calls
+	// ctx ends at Close; wg counts the goroutines that talk to other
+	// daemons (watchers of published tool calls, held reports).
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
 }
 
 // threadSubs is the last published subscriber list of a thread.
@@ -289,6 +293,7 @@ func New(cfg Config) *Hub {
 		waiting: map[int64]*Request{},
 		remote:  map[remoteKey]*Request{},
 	}
+	h.ctx, h.cancel = context.WithCancel(context.Background())
 	h.broker = dynamic.NewBroker(dynamic.BrokerConfig{
 		Router:           toolRouter{h},
 		ReconnectTimeout: cfg.ToolCall.NoClient,
@@ -325,6 +330,7 @@ func (h *Hub) Broker() *dynamic.Broker { return h.broker }
 
 // Close fails every pending dynamic tool call (daemon shutdown).
 func (h *Hub) Close() {
+	h.cancel()
 	h.broker.Close()
 	h.wg.Wait()
 }

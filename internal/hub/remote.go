@@ -40,6 +40,10 @@ type Remote interface {
 	// AnswerRemote. It fails when that daemon did not take the answer:
 	// the request is settled already, or no daemon runs the thread.
 	Answer(ctx context.Context, threadID string, requestID int64, result json.RawMessage, clientErr error) error
+	// Held tells the daemon running threadID's turn that a client of this
+	// daemon holds its request requestID (HeldRemote there), so that it
+	// waits for that client's answer as for one of its own clients'.
+	Held(ctx context.Context, threadID string, requestID int64) error
 }
 
 // remoteOffer is the params of a methodOffered event.
@@ -205,6 +209,7 @@ func (h *Hub) offerRemote(r *Request) {
 		for _, m := range members {
 			r.offer(m, r.ID)
 		}
+		h.reportHeld(r)
 		return
 	}
 	for _, m := range members {
@@ -216,9 +221,62 @@ func (h *Hub) offerRemote(r *Request) {
 		// Recorders keep a dynamic tool call by its broker call, which
 		// lives on the daemon that asked.
 		if !m.opts.Recorder && r.offer(m, h.NextRequestID()) {
+			h.reportHeld(r)
 			return
 		}
 	}
+}
+
+// reportHeld tells the daemon that asked r, once, that a client here holds
+// it; off the caller's goroutine, which may be the event listener's.
+func (h *Hub) reportHeld(r *Request) {
+	r.mu.Lock()
+	report := !r.heldReported && len(r.holders) > 0
+	r.heldReported = r.heldReported || report
+	r.mu.Unlock()
+	if !report {
+		return
+	}
+	h.wg.Add(1)
+	go func() {
+		defer h.wg.Done()
+		ctx, cancel := context.WithTimeout(h.ctx, remoteAnswerTimeout)
+		defer cancel()
+		if err := h.cfg.Remote.Held(ctx, r.ThreadID, r.remoteID); err != nil {
+			h.log.Info("telling another daemon its request is held", "thread", r.ThreadID, "method", r.Method, "err", err)
+		}
+	}()
+}
+
+// HeldRemote records that a client of another daemon holds the pending
+// request id of thread (an approval, user input, or a published dynamic
+// tool call): from now on it waits for an answer as a request a client here
+// holds does, rather than failing once no client here took it within its
+// no-client timeout. It reports whether the request is pending here.
+func (h *Hub) HeldRemote(threadID string, id int64) bool {
+	h.mu.Lock()
+	r := h.waiting[id]
+	if r != nil && r.ThreadID == threadID {
+		r.mu.Lock()
+		r.remoteHeld = true
+		r.mu.Unlock()
+		h.wakeLocked()
+	}
+	h.mu.Unlock()
+	if r == nil || r.ThreadID != threadID {
+		return false
+	}
+	if r.Kind == KindToolCall {
+		h.broker.Reoffer(threadID)
+	}
+	return true
+}
+
+// isRemoteHeld reports whether a client of another daemon holds r.
+func (r *Request) isRemoteHeld() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.remoteHeld
 }
 
 // answerRemote forwards the answer of the client behind from to the

@@ -48,6 +48,11 @@ type Request struct {
 	// remoteID is its id on that daemon, where answers go.
 	remote   bool
 	remoteID int64
+	// heldReported is set once this daemon told the one that asked that
+	// a client here holds the request; remoteHeld is set on the daemon
+	// that asked once another told it so.
+	heldReported bool
+	remoteHeld   bool
 }
 
 // holder is one subscriber's copy of a request.
@@ -232,7 +237,7 @@ func (h *Hub) request(ctx context.Context, kind Kind, threadID, method string, p
 				held = true
 			}
 		}
-		held = held || r.heldByAttached()
+		held = held || r.heldByAttached() || r.isRemoteHeld()
 		switch {
 		case held && noClientTimer != nil:
 			noClientTimer.Stop()
@@ -346,6 +351,9 @@ func (t toolRouter) Offer(_ context.Context, p *dynamic.Pending) error {
 		// still waits for a client here as long as the rule says, so that
 		// it ends when nobody anywhere answers.
 		h.publishCall(r)
+		if r.isRemoteHeld() {
+			return nil // held by a live client of another daemon
+		}
 	}
 	if recorded {
 		return nil
