@@ -234,6 +234,26 @@ func TestClusterDaemons(t *testing.T) {
 		})
 	}
 
+	// A client that joins the thread on B while the approval is pending
+	// gets it from A, and answers it.
+	t.Run("a client joining on another daemon gets the pending approval", func(t *testing.T) {
+		url, fake := pgtest.URL(t), startFake(t, hubRunScript)
+		a := start(t, url, fake, "a")
+		b := start(t, url, fake, "b")
+		ra, rb := client(t, a), client(t, b)
+		ws := teWorkspace(t)
+		threadID := startThread(t, ra, hubApprovalThread(ws))
+		ra.call("turn/start", teInput(threadID, "go"))
+		onA := hubUntil(t, ra, "item/commandExecution/requestApproval")
+		rb.call("thread/resume", map[string]any{"threadId": threadID})
+		onB := hubUntil(t, rb, "item/commandExecution/requestApproval")
+		require.JSONEq(t, string(onA.Params), string(onB.Params))
+		rb.reply(onB.ID, hubAccept)
+		require.JSONEq(t, string(onA.ID), string(hubResolved(t, ra)))
+		require.Equal(t, "completed", dlTurnCompleted(t, ra).Turn.Status)
+		require.Equal(t, 1, hubRuns(t, ws))
+	})
+
 	// Only a client of B holds the approval, and it answers after A's
 	// no-client timeout: A waits for it, since B told A its client holds
 	// the request.

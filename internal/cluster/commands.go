@@ -327,3 +327,15 @@ func (n *Node) RequestHeld(ctx context.Context, ref RequestRef) (ok bool, err er
 	_, ok, err = n.Forward(ctx, ref.ThreadID, MethodHeld, ref)
 	return ok, err
 }
+
+// MethodPending is the forwarded request that asks the node running a
+// thread's turn for its pending server requests; its params are a
+// RequestRef with only the thread.
+const MethodPending = "serverRequest/pending"
+
+// PendingRequests returns the node running the thread's turn's answer to
+// MethodPending (its pending server requests, encoded); ok is false when
+// no other node holds the thread.
+func (n *Node) PendingRequests(ctx context.Context, threadID string) (result json.RawMessage, ok bool, err error) {
+	return n.Forward(ctx, threadID, MethodPending, RequestRef{ThreadID: threadID})
+}

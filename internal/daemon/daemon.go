@@ -273,6 +273,12 @@ func (e clusterEvents) Command(ctx context.Context, method string, params json.R
 			return nil, apperr.New(apperr.NotFound, "no pending request %d on thread %s", ref.RequestID, ref.ThreadID)
 		}
 		return struct{}{}, nil
+	case cluster.MethodPending:
+		var ref cluster.RequestRef
+		if err := json.Unmarshal(params, &ref); err != nil {
+			return nil, apperr.Wrap(apperr.Invalid, err, "invalid forwarded request reference")
+		}
+		return e.hub.PendingRequests(ref.ThreadID), nil
 	default:
 		return e.Manager.Command(ctx, method, params)
 	}
@@ -315,6 +321,19 @@ func (r remoteAnswers) Held(ctx context.Context, threadID string, requestID int6
 		err = apperr.New(apperr.NotFound, "no daemon runs thread %s", threadID)
 	}
 	return err
+}
+
+// Pending implements hub.Remote.
+func (r remoteAnswers) Pending(ctx context.Context, threadID string) ([]hub.Offer, error) {
+	raw, ok, err := r.node.PendingRequests(ctx, threadID)
+	if err != nil || !ok {
+		return nil, err
+	}
+	var offers []hub.Offer
+	if err := json.Unmarshal(raw, &offers); err != nil {
+		return nil, apperr.Wrap(apperr.Internal, err, "decode another daemon's pending requests")
+	}
+	return offers, nil
 }
 
 // turnsObserver is the turns manager's Observer: the series, with spans

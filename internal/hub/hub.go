@@ -376,6 +376,7 @@ func (h *Hub) SubscribersChanged(threadID string, version uint64, subs []ConnID)
 	subs = slices.Clone(subs)
 	slices.Sort(subs)
 	h.mu.Lock()
+	_, had := h.threads[threadID]
 	if cur, ok := h.threads[threadID]; !ok || cur.version < version {
 		if len(subs) == 0 {
 			delete(h.threads, threadID)
@@ -383,12 +384,17 @@ func (h *Hub) SubscribersChanged(threadID string, version uint64, subs []ConnID)
 			h.threads[threadID] = threadSubs{version, subs}
 		}
 	}
+	_, has := h.threads[threadID]
 	h.wakeLocked()
 	h.mu.Unlock()
 	h.broker.Reoffer(threadID)
 	if h.cfg.Remote != nil {
 		for _, r := range h.remoteOf(threadID) {
 			h.offerRemote(r)
+		}
+		if !had && has {
+			h.wg.Add(1)
+			go h.fetchRemote(threadID)
 		}
 	}
 }

@@ -44,6 +44,65 @@ type Remote interface {
 	// daemon holds its request requestID (HeldRemote there), so that it
 	// waits for that client's answer as for one of its own clients'.
 	Held(ctx context.Context, threadID string, requestID int64) error
+	// Pending returns the pending requests of threadID's turn from the
+	// daemon running it (its PendingRequests), none when no other daemon
+	// runs it: what a client that subscribes here mid-request must get.
+	Pending(ctx context.Context, threadID string) ([]Offer, error)
+}
+
+// Offer is a pending server request of a thread as the daemon running its
+// turn lists it for the others.
+type Offer struct {
+	// RequestID is the request's id on the daemon that asked.
+	RequestID int64 `json:"requestId"`
+	// Method and Params are the request as sent.
+	Method string          `json:"method"`
+	Params json.RawMessage `json:"params"`
+}
+
+// PendingRequests lists the requests of a thread's turn that clients of
+// other daemons may answer: its unsettled approvals and user-input
+// requests, and the dynamic tool calls it published.
+func (h *Hub) PendingRequests(threadID string) []Offer {
+	h.mu.Lock()
+	var rs []*Request
+	var ids []int64
+	for id, r := range h.waiting {
+		if r.ThreadID == threadID {
+			rs, ids = append(rs, r), append(ids, id)
+		}
+	}
+	h.mu.Unlock()
+	out := make([]Offer, 0, len(rs))
+	for i, r := range rs {
+		if r.isSettled() {
+			continue
+		}
+		params, err := json.Marshal(r.Params)
+		if err != nil {
+			h.log.Error("encode a pending server request", "method", r.Method, "err", err)
+			continue
+		}
+		out = append(out, Offer{RequestID: ids[i], Method: r.Method, Params: params})
+	}
+	return out
+}
+
+// fetchRemote presents the pending requests of the daemon running a
+// thread's turn, for the thread's first subscribers here: the events that
+// offered them were logged before this daemon listened for the thread.
+func (h *Hub) fetchRemote(threadID string) {
+	defer h.wg.Done()
+	ctx, cancel := context.WithTimeout(h.ctx, remoteAnswerTimeout)
+	defer cancel()
+	offers, err := h.cfg.Remote.Pending(ctx, threadID)
+	if err != nil {
+		h.log.Info("reading another daemon's pending requests", "thread", threadID, "err", err)
+		return
+	}
+	for _, o := range offers {
+		h.presentRemote(threadID, remoteOfferIn(o))
+	}
 }
 
 // remoteOffer is the params of a methodOffered event.
@@ -54,11 +113,7 @@ type remoteOffer struct {
 }
 
 // remoteOfferIn is a remoteOffer as another daemon reads it.
-type remoteOfferIn struct {
-	RequestID int64           `json:"requestId"`
-	Method    string          `json:"method"`
-	Params    json.RawMessage `json:"params"`
-}
+type remoteOfferIn Offer
 
 // remoteWithdrawn is the params of a methodWithdrawn event.
 type remoteWithdrawn struct {
@@ -191,8 +246,14 @@ func (h *Hub) presentRemote(threadID string, in remoteOfferIn) {
 	if r.Kind != KindToolCall {
 		r.ID = h.NextRequestID()
 	}
+	k := remoteKey{threadID, in.RequestID}
 	h.mu.Lock()
-	h.remote[remoteKey{threadID, in.RequestID}] = r
+	if known := h.remote[k]; known != nil {
+		// Both the log and the daemon's list brought it.
+		h.mu.Unlock()
+		return
+	}
+	h.remote[k] = r
 	h.mu.Unlock()
 	h.offerRemote(r)
 }

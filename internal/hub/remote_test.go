@@ -94,6 +94,10 @@ func (p *peer) Held(_ context.Context, threadID string, id int64) error {
 	return nil
 }
 
+func (p *peer) Pending(_ context.Context, threadID string) ([]hub.Offer, error) {
+	return p.to.PendingRequests(threadID), nil
+}
+
 // twoDaemons returns hub A, which runs the turns and logs to the pipe, and
 // hub B, which presents A's requests.
 func twoDaemons(t *testing.T, cfg hub.Config) (a, b *hub.Hub, log *pipeLog) {
@@ -196,6 +200,21 @@ func recv[T any](t *testing.T, ch <-chan T) T {
 	}
 	var zero T
 	return zero
+}
+
+// A client that subscribes on B while A's approval is pending gets it,
+// though the log offered it before B had subscribers to listen for.
+func TestLateSubscriberOfAnotherDaemonGetsPendingRequest(t *testing.T) {
+	a, b, _ := twoDaemons(t, hub.Config{})
+	ca, cb := newClient(), newClient()
+	attach(a, 1, ca)
+	res := approve(context.Background(), a)
+	ca.next(t)
+	idb := attach(b, 1, cb)[0]
+	db := cb.next(t)
+	require.Equal(t, "item/commandExecution/requestApproval", db.r.Method)
+	require.True(t, db.r.Answer(idb, json.RawMessage(`{"decision":"decline"}`), nil))
+	require.JSONEq(t, `{"decision":"decline"}`, string(recv(t, res).raw))
 }
 
 // A turn's end withdraws on B the requests of A that nothing else settled
