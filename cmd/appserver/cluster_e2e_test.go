@@ -65,6 +65,18 @@ func TestClusterDaemons(t *testing.T) {
 		return r
 	}
 
+	// approvalPair starts daemons A and B on a fresh database with the
+	// model playing script, a client of each, and a thread created on A
+	// whose commands need approval.
+	approvalPair := func(t *testing.T, script string, extra ...string) (b *appserverProc, ra, rb *rpc, ws, threadID string) {
+		url, fake := pgtest.URL(t), startFake(t, script)
+		a := start(t, url, fake, "a", extra...)
+		b = start(t, url, fake, "b", extra...)
+		ra, rb = client(t, a), client(t, b)
+		ws = teWorkspace(t)
+		return b, ra, rb, ws, startThread(t, ra, hubApprovalThread(ws))
+	}
+
 	t.Run("restarting one daemon leaves the other's turn running", func(t *testing.T) {
 		url, fake := pgtest.URL(t), startFake(t, clusterScript)
 		a := start(t, url, fake, "a")
@@ -201,12 +213,7 @@ func TestClusterDaemons(t *testing.T) {
 		{"declined", hubDecline, "declined", 0},
 	} {
 		t.Run("an approval of one daemon's turn "+tc.name+" by a client of another", func(t *testing.T) {
-			url, fake := pgtest.URL(t), startFake(t, hubRunScript)
-			a := start(t, url, fake, "a")
-			b := start(t, url, fake, "b")
-			ra, rb := client(t, a), client(t, b)
-			ws := teWorkspace(t)
-			threadID := startThread(t, ra, hubApprovalThread(ws))
+			b, ra, rb, ws, threadID := approvalPair(t, hubRunScript)
 			rb.call("thread/resume", map[string]any{"threadId": threadID})
 			ra.call("turn/start", teInput(threadID, "go"))
 
@@ -237,12 +244,7 @@ func TestClusterDaemons(t *testing.T) {
 	// A client that joins the thread on B while the approval is pending
 	// gets it from A, and answers it.
 	t.Run("a client joining on another daemon gets the pending approval", func(t *testing.T) {
-		url, fake := pgtest.URL(t), startFake(t, hubRunScript)
-		a := start(t, url, fake, "a")
-		b := start(t, url, fake, "b")
-		ra, rb := client(t, a), client(t, b)
-		ws := teWorkspace(t)
-		threadID := startThread(t, ra, hubApprovalThread(ws))
+		_, ra, rb, ws, threadID := approvalPair(t, hubRunScript)
 		ra.call("turn/start", teInput(threadID, "go"))
 		onA := hubUntil(t, ra, "item/commandExecution/requestApproval")
 		rb.call("thread/resume", map[string]any{"threadId": threadID})
@@ -258,17 +260,12 @@ func TestClusterDaemons(t *testing.T) {
 	// no-client timeout: A waits for it, since B told A its client holds
 	// the request.
 	t.Run("an approval held only by a client of another daemon waits for its answer", func(t *testing.T) {
-		url := pgtest.URL(t)
-		// The model asks after a pause, by when A's client has left.
-		fake := startFake(t, `{"steps":[{"event_delay_ms":300,"tool_calls":[`+teShellCall("call_run", "echo run >> runs.txt")+`]},
-			{"match":{"call_output":"call_run"},"text":"done"}]}`)
 		const noClient = time.Second
-		timeout := []string{"-c", `approval_client_timeout="` + noClient.String() + `"`}
-		a := start(t, url, fake, "a", timeout...)
-		b := start(t, url, fake, "b", timeout...)
-		ra, rb := client(t, a), client(t, b)
-		ws := teWorkspace(t)
-		threadID := startThread(t, ra, hubApprovalThread(ws))
+		// The model asks after a pause, by when A's client has left.
+		_, ra, rb, ws, threadID := approvalPair(t,
+			`{"steps":[{"event_delay_ms":300,"tool_calls":[`+teShellCall("call_run", "echo run >> runs.txt")+`]},
+			{"match":{"call_output":"call_run"},"text":"done"}]}`,
+			"-c", `approval_client_timeout="`+noClient.String()+`"`)
 		rb.call("thread/resume", map[string]any{"threadId": threadID})
 		ra.call("turn/start", teInput(threadID, "go"))
 		ra.call("thread/unsubscribe", map[string]any{"threadId": threadID})
