@@ -119,6 +119,9 @@ func TestClusterDaemons(t *testing.T) {
 		// B loads the thread before A runs its turns: its copy goes stale.
 		rb.call("thread/resume", map[string]any{"threadId": threadID})
 		require.Equal(t, "completed", runTurn(t, ra, threadID, "First").Turn.Status)
+		// B's client hears A's turns through the event log: the first
+		// turn's end must not pass for the dead turn's below.
+		rb.until("turn/completed")
 		dead := clusterStartTurn(t, ra, threadID, "Dies")
 		ra.until("item/agentMessage/delta")
 		rb.seen = nil
