@@ -194,6 +194,10 @@ func (h *Hub) LastSeq(threadID string) int64 { return h.cfg.Journal.LastSeq(thre
 // gap in the numbers), so a page may be shorter than limit with more to
 // come; it is empty only at the log's end.
 func (h *Hub) EventsAfter(ctx context.Context, threadID string, afterSeq int64, limit int) ([]*Notification, error) {
+	if h.cfg.Remote == nil {
+		// A single daemon logs no such events.
+		return h.cfg.Journal.After(ctx, threadID, afterSeq, limit)
+	}
 	for {
 		evs, err := h.cfg.Journal.After(ctx, threadID, afterSeq, limit)
 		if err != nil || len(evs) == 0 {
