@@ -309,8 +309,8 @@ func (n *Node) AnswerRequest(ctx context.Context, a Answer) (ok bool, err error)
 }
 
 // MethodHeld is the forwarded request that tells the node whose turn asked
-// a server request that a client of the sender holds it; its params are a
-// RequestRef.
+// a server request whether a client of the sender holds it; its params are
+// a RequestRef with Node and Held.
 const MethodHeld = "serverRequest/held"
 
 // RequestRef names a pending server request of a thread on the node
@@ -318,13 +318,17 @@ const MethodHeld = "serverRequest/held"
 type RequestRef struct {
 	ThreadID  string `json:"threadId"`
 	RequestID int64  `json:"requestId"`
+	// Node and Held, in a MethodHeld request: whether a client of node
+	// Node holds the request.
+	Node string `json:"node,omitempty"`
+	Held bool   `json:"held,omitempty"`
 }
 
-// RequestHeld tells the node running the thread's turn that a client of
-// this node holds its server request, so that it waits for the answer; ok
-// is false when no other node holds the thread.
-func (n *Node) RequestHeld(ctx context.Context, ref RequestRef) (ok bool, err error) {
-	_, ok, err = n.Forward(ctx, ref.ThreadID, MethodHeld, ref)
+// RequestHeld tells the node running the thread's turn whether a client of
+// this node holds its server request, so that it waits for the answer
+// while one does; ok is false when no other node holds the thread.
+func (n *Node) RequestHeld(ctx context.Context, threadID string, requestID int64, held bool) (ok bool, err error) {
+	_, ok, err = n.Forward(ctx, threadID, MethodHeld, RequestRef{ThreadID: threadID, RequestID: requestID, Node: n.cfg.NodeID, Held: held})
 	return ok, err
 }
 

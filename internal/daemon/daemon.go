@@ -269,7 +269,7 @@ func (e clusterEvents) Command(ctx context.Context, method string, params json.R
 		if err := json.Unmarshal(params, &ref); err != nil {
 			return nil, apperr.Wrap(apperr.Invalid, err, "invalid forwarded request reference")
 		}
-		if !e.hub.HeldRemote(ref.ThreadID, ref.RequestID) {
+		if !e.hub.HeldRemote(ref.ThreadID, ref.RequestID, ref.Node, ref.Held) {
 			return nil, apperr.New(apperr.NotFound, "no pending request %d on thread %s", ref.RequestID, ref.ThreadID)
 		}
 		return struct{}{}, nil
@@ -315,8 +315,8 @@ func (r remoteAnswers) Answer(ctx context.Context, threadID string, requestID in
 }
 
 // Held implements hub.Remote.
-func (r remoteAnswers) Held(ctx context.Context, threadID string, requestID int64) error {
-	ok, err := r.node.RequestHeld(ctx, cluster.RequestRef{ThreadID: threadID, RequestID: requestID})
+func (r remoteAnswers) Held(ctx context.Context, threadID string, requestID int64, held bool) error {
+	ok, err := r.node.RequestHeld(ctx, threadID, requestID, held)
 	if err == nil && !ok {
 		err = apperr.New(apperr.NotFound, "no daemon runs thread %s", threadID)
 	}

@@ -40,10 +40,10 @@ type Remote interface {
 	// AnswerRemote. It fails when that daemon did not take the answer:
 	// the request is settled already, or no daemon runs the thread.
 	Answer(ctx context.Context, threadID string, requestID int64, result json.RawMessage, clientErr error) error
-	// Held tells the daemon running threadID's turn that a client of this
-	// daemon holds its request requestID (HeldRemote there), so that it
-	// waits for that client's answer as for one of its own clients'.
-	Held(ctx context.Context, threadID string, requestID int64) error
+	// Held tells the daemon running threadID's turn whether a client of
+	// this daemon holds its request requestID (HeldRemote there): while
+	// one does, it waits for the answer as for one of its own clients'.
+	Held(ctx context.Context, threadID string, requestID int64, held bool) error
 	// Pending returns the pending requests of threadID's turn from the
 	// daemon running it (its PendingRequests), none when no other daemon
 	// runs it: what a client that subscribes here mid-request must get.
@@ -288,45 +288,64 @@ func (h *Hub) offerRemote(r *Request) {
 	}
 }
 
-// reportHeld tells the daemon that asked r, once, that a client here holds
-// it; off the caller's goroutine, which may be the event listener's.
+// reportHeld tells the daemon that asked r whether a client here holds
+// it, when that changed since the last report; off the caller's goroutine,
+// which may be the event listener's. One reporter per request at a time
+// sends the reports, so that they arrive in order.
 func (h *Hub) reportHeld(r *Request) {
 	r.mu.Lock()
-	report := !r.heldReported && len(r.holders) > 0
-	r.heldReported = r.heldReported || report
+	start := !r.reporting && r.heldReported != (len(r.holders) > 0 && !r.settled)
+	r.reporting = r.reporting || start
 	r.mu.Unlock()
-	if !report {
+	if !start {
 		return
 	}
 	h.wg.Add(1)
 	go func() {
 		defer h.wg.Done()
-		ctx, cancel := context.WithTimeout(h.ctx, remoteAnswerTimeout)
-		defer cancel()
-		if err := h.cfg.Remote.Held(ctx, r.ThreadID, r.remoteID); err != nil {
-			h.log.Info("telling another daemon its request is held", "thread", r.ThreadID, "method", r.Method, "err", err)
+		for {
+			r.mu.Lock()
+			held := len(r.holders) > 0 && !r.settled
+			if held == r.heldReported || h.ctx.Err() != nil {
+				r.reporting = false
+				r.mu.Unlock()
+				return
+			}
+			r.heldReported = held
+			r.mu.Unlock()
+			ctx, cancel := context.WithTimeout(h.ctx, remoteAnswerTimeout)
+			if err := h.cfg.Remote.Held(ctx, r.ThreadID, r.remoteID, held); err != nil {
+				h.log.Info("telling another daemon whether its request is held", "thread", r.ThreadID, "method", r.Method, "held", held, "err", err)
+			}
+			cancel()
 		}
 	}()
 }
 
-// HeldRemote records that a client of another daemon holds the pending
+// HeldRemote records whether a client of daemon node holds the pending
 // request id of thread (an approval, user input, or a published dynamic
-// tool call): from now on it waits for an answer as a request a client here
-// holds does, rather than failing once no client here took it within its
-// no-client timeout. It reports whether the request is pending here.
-func (h *Hub) HeldRemote(threadID string, id int64) bool {
+// tool call): while a client of some daemon does, the request waits for an
+// answer as one a client here holds does; once none does, its no-client
+// timeout runs again. It reports whether the request is pending here.
+func (h *Hub) HeldRemote(threadID string, id int64, node string, held bool) bool {
 	h.mu.Lock()
 	r := h.waiting[id]
-	if r != nil && r.ThreadID == threadID {
-		r.mu.Lock()
-		r.remoteHeld = true
-		r.mu.Unlock()
-		h.wakeLocked()
-	}
-	h.mu.Unlock()
 	if r == nil || r.ThreadID != threadID {
+		h.mu.Unlock()
 		return false
 	}
+	r.mu.Lock()
+	if held {
+		if r.remoteHolders == nil {
+			r.remoteHolders = map[string]bool{}
+		}
+		r.remoteHolders[node] = true
+	} else {
+		delete(r.remoteHolders, node)
+	}
+	r.mu.Unlock()
+	h.wakeLocked()
+	h.mu.Unlock()
 	if r.Kind == KindToolCall {
 		h.broker.Reoffer(threadID)
 	}
@@ -337,7 +356,7 @@ func (h *Hub) HeldRemote(threadID string, id int64) bool {
 func (r *Request) isRemoteHeld() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.remoteHeld
+	return len(r.remoteHolders) > 0
 }
 
 // answerRemote forwards the answer of the client behind from to the

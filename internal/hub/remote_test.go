@@ -13,6 +13,7 @@ import (
 	"github.com/appserver/appserver/api"
 	"github.com/appserver/appserver/internal/dynamic"
 	"github.com/appserver/appserver/internal/hub"
+	"github.com/appserver/appserver/internal/turns"
 )
 
 // pipeLog is the journal of daemon A as daemon B's event listener sees
@@ -87,8 +88,8 @@ func (p *peer) Answer(_ context.Context, threadID string, id int64, result json.
 	return nil
 }
 
-func (p *peer) Held(_ context.Context, threadID string, id int64) error {
-	if !p.to.HeldRemote(threadID, id) {
+func (p *peer) Held(_ context.Context, threadID string, id int64, held bool) error {
+	if !p.to.HeldRemote(threadID, id, "b", held) {
 		return errors.New("not pending")
 	}
 	return nil
@@ -215,6 +216,20 @@ func TestLateSubscriberOfAnotherDaemonGetsPendingRequest(t *testing.T) {
 	require.Equal(t, "item/commandExecution/requestApproval", db.r.Method)
 	require.True(t, db.r.Answer(idb, json.RawMessage(`{"decision":"decline"}`), nil))
 	require.JSONEq(t, `{"decision":"decline"}`, string(recv(t, res).raw))
+}
+
+// While B's client holds A's approval, A waits for the answer; once that
+// client left without answering, A's no-client timeout runs again.
+func TestApprovalReleasedByAnotherDaemon(t *testing.T) {
+	a, b, log := twoDaemons(t, hub.Config{Approval: hub.Timeouts{NoClient: 300 * time.Millisecond}})
+	cb := newClient()
+	idb := attach(b, 1, cb)[0]
+	res := approve(context.Background(), a)
+	db := log.pumpUntil(t, b, cb)
+	b.Detach(idb)
+	db.r.Lost(idb)
+	got := recv(t, res)
+	require.ErrorIs(t, got.err, turns.ErrNoClient)
 }
 
 // A turn's end withdraws on B the requests of A that nothing else settled

@@ -48,11 +48,13 @@ type Request struct {
 	// remoteID is its id on that daemon, where answers go.
 	remote   bool
 	remoteID int64
-	// heldReported is set once this daemon told the one that asked that
-	// a client here holds the request; remoteHeld is set on the daemon
-	// that asked once another told it so.
-	heldReported bool
-	remoteHeld   bool
+	// heldReported is what this daemon last told the one that asked:
+	// whether a client here holds the request; reporting is set while a
+	// reporter sends. remoteHolders are, on the daemon that asked, the
+	// daemons whose clients hold it.
+	heldReported  bool
+	reporting     bool
+	remoteHolders map[string]bool
 }
 
 // holder is one subscriber's copy of a request.
@@ -110,6 +112,10 @@ func (r *Request) Lost(from ConnID) {
 	switch {
 	case r.remote && r.Kind == KindToolCall:
 		r.h.offerRemote(r)
+		r.h.reportHeld(r)
+		return
+	case r.remote:
+		r.h.reportHeld(r)
 		return
 	case r.Kind == KindToolCall:
 		r.h.broker.Reoffer(r.ThreadID)
