@@ -223,10 +223,12 @@ func TestClusterDaemons(t *testing.T) {
 			onA := hubUntil(t, ra, "item/commandExecution/requestApproval")
 			onB := hubUntil(t, rb, "item/commandExecution/requestApproval")
 			require.JSONEq(t, string(onA.Params), string(onB.Params), "B presents A's request as it is")
+			answered := time.Now()
 			rb.reply(onB.ID, tc.answer)
 
-			require.JSONEq(t, string(onB.ID), string(hubResolved(t, rb)), "B's client is told under B's id")
 			require.JSONEq(t, string(onA.ID), string(hubResolved(t, ra)), "A's client sees the request withdrawn")
+			t.Logf("answer on B to withdrawal on A: %v", time.Since(answered))
+			require.JSONEq(t, string(onB.ID), string(hubResolved(t, rb)), "B's client is told under B's id")
 			require.Equal(t, "completed", dlTurnCompleted(t, ra).Turn.Status)
 			require.Equal(t, tc.status, hubCommandItem(t, ra, "call_run").Status)
 			require.Equal(t, "completed", dlTurnCompleted(t, rb).Turn.Status)

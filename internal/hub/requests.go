@@ -353,9 +353,10 @@ func (t toolRouter) Offer(_ context.Context, p *dynamic.Pending) error {
 		}
 	}
 	if h.cfg.Remote != nil {
-		// No live client here: one of another daemon may answer. The call
-		// still waits for a client here as long as the rule says, so that
-		// it ends when nobody anywhere answers.
+		// No live client here: one of another daemon may answer. Until
+		// one says it holds the call, the call waits for a client as long
+		// as its no-client rule says, so that it ends when nobody
+		// anywhere answers.
 		h.publishCall(r)
 		if r.isRemoteHeld() {
 			return nil // held by a live client of another daemon
