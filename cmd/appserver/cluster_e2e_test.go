@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"net/http"
 	"strings"
 	"sync"
 	"syscall"
@@ -43,12 +44,13 @@ func TestClusterDaemons(t *testing.T) {
 	build := sync.OnceValues(func() (string, error) { return buildAppserver(binDir) })
 	go func() { _, _ = build() }()
 	t.Cleanup(func() { _, _ = build() })
-	start := func(t *testing.T, url string, fake *fakemodel.Server, node string) *appserverProc {
+	start := func(t *testing.T, url string, fake *fakemodel.Server, node string, extra ...string) *appserverProc {
 		t.Helper()
 		bin, err := build()
 		require.NoError(t, err)
 		args := append([]string{"--database-url", url, "--migrate", "--data-dir", t.TempDir(),
 			"-c", `node_id="` + node + `"`, "-c", `lease_ttl="` + clusterLeaseTTL.String() + `"`}, fakeArgs(fake, "responses")...)
+		args = append(args, extra...)
 		p := startAppserverProc(t, bin, args...)
 		t.Cleanup(func() {
 			if t.Failed() {
@@ -61,6 +63,18 @@ func TestClusterDaemons(t *testing.T) {
 		r := newRPC(t, &testDaemon{addr: p.addr})
 		t.Cleanup(func() { _ = r.ws.CloseNow() })
 		return r
+	}
+
+	// approvalPair starts daemons A and B on a fresh database with the
+	// model playing script, a client of each, and a thread created on A
+	// whose commands need approval.
+	approvalPair := func(t *testing.T, script string, extra ...string) (b *appserverProc, ra, rb *rpc, ws, threadID string) {
+		url, fake := pgtest.URL(t), startFake(t, script)
+		a := start(t, url, fake, "a", extra...)
+		b = start(t, url, fake, "b", extra...)
+		ra, rb = client(t, a), client(t, b)
+		ws = teWorkspace(t)
+		return b, ra, rb, ws, startThread(t, ra, hubApprovalThread(ws))
 	}
 
 	t.Run("restarting one daemon leaves the other's turn running", func(t *testing.T) {
@@ -105,6 +119,9 @@ func TestClusterDaemons(t *testing.T) {
 		// B loads the thread before A runs its turns: its copy goes stale.
 		rb.call("thread/resume", map[string]any{"threadId": threadID})
 		require.Equal(t, "completed", runTurn(t, ra, threadID, "First").Turn.Status)
+		// B's client hears A's turns through the event log: the first
+		// turn's end must not pass for the dead turn's below.
+		rb.until("turn/completed")
 		dead := clusterStartTurn(t, ra, threadID, "Dies")
 		ra.until("item/agentMessage/delta")
 		rb.seen = nil
@@ -185,6 +202,116 @@ func TestClusterDaemons(t *testing.T) {
 		require.Equal(t, "completed", dlTurnCompleted(t, ra).Turn.Status)
 		require.Equal(t, "completed", hubCommandItem(t, ra, "call_run").Status)
 		require.Equal(t, 1, hubRuns(t, ws), "the command ran once, accepted by the forwarded answer")
+	})
+
+	// A client of B sees the approval A's turn asks, under B's id, and its
+	// answer is the one A's turn uses; A's own client, which got the
+	// request too, is told it is settled. A declined approval runs nothing.
+	for _, tc := range []struct {
+		name   string
+		answer map[string]any
+		status string
+		runs   int
+	}{
+		{"accepted", hubAccept, "completed", 1},
+		{"declined", hubDecline, "declined", 0},
+	} {
+		t.Run("an approval of one daemon's turn "+tc.name+" by a client of another", func(t *testing.T) {
+			b, ra, rb, ws, threadID := approvalPair(t, hubRunScript)
+			rb.call("thread/resume", map[string]any{"threadId": threadID})
+			ra.call("turn/start", teInput(threadID, "go"))
+
+			onA := hubUntil(t, ra, "item/commandExecution/requestApproval")
+			onB := hubUntil(t, rb, "item/commandExecution/requestApproval")
+			require.JSONEq(t, string(onA.Params), string(onB.Params), "B presents A's request as it is")
+			answered := time.Now()
+			rb.reply(onB.ID, tc.answer)
+
+			require.JSONEq(t, string(onA.ID), string(hubResolved(t, ra)), "A's client sees the request withdrawn")
+			t.Logf("answer on B to withdrawal on A: %v", time.Since(answered))
+			require.JSONEq(t, string(onB.ID), string(hubResolved(t, rb)), "B's client is told under B's id")
+			require.Equal(t, "completed", dlTurnCompleted(t, ra).Turn.Status)
+			require.Equal(t, tc.status, hubCommandItem(t, ra, "call_run").Status)
+			require.Equal(t, "completed", dlTurnCompleted(t, rb).Turn.Status)
+			require.Equal(t, tc.runs, hubRuns(t, ws))
+
+			// The log's entries that carry the request between daemons
+			// reach no client, live or replayed.
+			rc := client(t, b)
+			rc.call("thread/resume", map[string]any{"threadId": threadID, "afterSeq": 0})
+			rc.until("turn/completed")
+			for _, f := range append(append(ra.seen, rb.seen...), rc.seen...) {
+				require.False(t, strings.HasPrefix(f.Method, "appserver/"), "a client got %s", f.Method)
+			}
+			require.Contains(t, methodsOf(rc.seen), "serverRequest/resolved", "the replay has what clients see")
+		})
+	}
+
+	// A client that joins the thread on B while the approval is pending
+	// gets it from A, and answers it.
+	t.Run("a client joining on another daemon gets the pending approval", func(t *testing.T) {
+		_, ra, rb, ws, threadID := approvalPair(t, hubRunScript)
+		ra.call("turn/start", teInput(threadID, "go"))
+		onA := hubUntil(t, ra, "item/commandExecution/requestApproval")
+		rb.call("thread/resume", map[string]any{"threadId": threadID})
+		onB := hubUntil(t, rb, "item/commandExecution/requestApproval")
+		require.JSONEq(t, string(onA.Params), string(onB.Params))
+		rb.reply(onB.ID, hubAccept)
+		require.JSONEq(t, string(onA.ID), string(hubResolved(t, ra)))
+		require.Equal(t, "completed", dlTurnCompleted(t, ra).Turn.Status)
+		require.Equal(t, 1, hubRuns(t, ws))
+	})
+
+	// Only a client of B holds the approval, and it answers after A's
+	// no-client timeout: A waits for it, since B told A its client holds
+	// the request.
+	t.Run("an approval held only by a client of another daemon waits for its answer", func(t *testing.T) {
+		const noClient = time.Second
+		// The model asks after a pause, by when A's client has left.
+		_, ra, rb, ws, threadID := approvalPair(t,
+			`{"steps":[{"event_delay_ms":300,"tool_calls":[`+teShellCall("call_run", "echo run >> runs.txt")+`]},
+			{"match":{"call_output":"call_run"},"text":"done"}]}`,
+			"-c", `approval_client_timeout="`+noClient.String()+`"`)
+		rb.call("thread/resume", map[string]any{"threadId": threadID})
+		ra.call("turn/start", teInput(threadID, "go"))
+		ra.call("thread/unsubscribe", map[string]any{"threadId": threadID})
+
+		onB := hubUntil(t, rb, "item/commandExecution/requestApproval")
+		// Past the timeout, the behaviour under test.
+		time.Sleep(2 * noClient)
+		rb.reply(onB.ID, hubAccept)
+		require.JSONEq(t, string(onB.ID), string(hubResolved(t, rb)))
+		require.Equal(t, "completed", dlTurnCompleted(t, rb).Turn.Status)
+		require.Equal(t, "completed", hubCommandItem(t, rb, "call_run").Status)
+		require.Equal(t, 1, hubRuns(t, ws))
+	})
+
+	// A dynamic tool call of A's turn, with no live client on A (the
+	// turn was started over HTTP), goes to the live client on B, whose
+	// answer the model gets.
+	t.Run("a dynamic tool call of one daemon's turn is answered by a client of another", func(t *testing.T) {
+		url := pgtest.URL(t)
+		fake := startFake(t, `{"steps":[
+			{"tool_calls":[{"call_id":"call_w1","name":"lookup_weather","arguments":{"city":"Paris"}}]},
+			{"match":{"call_output":"call_w1"},"text":"It is sunny in Paris."}]}`)
+		a := start(t, url, fake, "a")
+		b := start(t, url, fake, "b")
+		ra, rb := client(t, a), client(t, b)
+		threadID := startThread(t, ra, map[string]any{"dynamicTools": []any{weatherTool}})
+		ra.call("thread/unsubscribe", map[string]any{"threadId": threadID})
+		rb.call("thread/resume", map[string]any{"threadId": threadID})
+		resp := httpDo(t, &testDaemon{addr: a.addr}, "POST", "/v1/threads/"+threadID+"/turns", "",
+			map[string]any{"input": []any{map[string]any{"type": "text", "text": "weather?"}}})
+		require.Equal(t, http.StatusAccepted, resp.StatusCode)
+		_ = resp.Body.Close()
+
+		call := hubUntil(t, rb, "item/tool/call")
+		require.Contains(t, string(call.Params), `"callId":"call_w1"`)
+		rb.reply(call.ID, map[string]any{"contentItems": []any{map[string]any{"type": "inputText", "text": "Sunny, 21C"}}, "success": true})
+		require.Equal(t, "completed", dlTurnCompleted(t, rb).Turn.Status)
+		reqs := fake.Requests()
+		require.Len(t, reqs, 2)
+		require.Contains(t, string(reqs[1].Body), "Sunny, 21C", "the model got B's answer")
 	})
 
 	t.Run("a paused daemon that lost its lease writes nothing", func(t *testing.T) {
@@ -296,6 +423,15 @@ func (clusterNoEvents) LeaseLost(string)             {}
 func (clusterNoEvents) TurnRecovered(string, string) {}
 func (clusterNoEvents) Command(context.Context, string, json.RawMessage) (any, error) {
 	return nil, apperr.New(apperr.Invalid, "the test's node runs no requests")
+}
+
+// methodsOf lists the methods of frames.
+func methodsOf(fs []frame) []string {
+	out := make([]string, len(fs))
+	for i, f := range fs {
+		out[i] = f.Method
+	}
+	return out
 }
 
 // clusterStartTurn starts a turn and returns its id.

@@ -294,6 +294,9 @@ type Answer struct {
 	ThreadID  string          `json:"threadId"`
 	RequestID int64           `json:"requestId"`
 	Result    json.RawMessage `json:"result"`
+	// Error is the message of the client's JSON-RPC error reply, "" for a
+	// result.
+	Error string `json:"error,omitempty"`
 }
 
 // AnswerRequest forwards a client's answer to a server request of a
@@ -303,4 +306,40 @@ type Answer struct {
 func (n *Node) AnswerRequest(ctx context.Context, a Answer) (ok bool, err error) {
 	_, ok, err = n.Forward(ctx, a.ThreadID, MethodAnswer, a)
 	return ok, err
+}
+
+// MethodHeld is the forwarded request that tells the node whose turn asked
+// a server request whether a client of the sender holds it; its params are
+// a RequestRef with Node and Held.
+const MethodHeld = "serverRequest/held"
+
+// RequestRef names a pending server request of a thread on the node
+// running the thread's turn.
+type RequestRef struct {
+	ThreadID  string `json:"threadId"`
+	RequestID int64  `json:"requestId"`
+	// Node and Held, in a MethodHeld request: whether a client of node
+	// Node holds the request.
+	Node string `json:"node,omitempty"`
+	Held bool   `json:"held,omitempty"`
+}
+
+// RequestHeld tells the node running the thread's turn whether a client of
+// this node holds its server request, so that it waits for the answer
+// while one does; ok is false when no other node holds the thread.
+func (n *Node) RequestHeld(ctx context.Context, threadID string, requestID int64, held bool) (ok bool, err error) {
+	_, ok, err = n.Forward(ctx, threadID, MethodHeld, RequestRef{ThreadID: threadID, RequestID: requestID, Node: n.cfg.NodeID, Held: held})
+	return ok, err
+}
+
+// MethodPending is the forwarded request that asks the node running a
+// thread's turn for its pending server requests; its params are a
+// RequestRef with only the thread.
+const MethodPending = "serverRequest/pending"
+
+// PendingRequests returns the node running the thread's turn's answer to
+// MethodPending (its pending server requests, encoded); ok is false when
+// no other node holds the thread.
+func (n *Node) PendingRequests(ctx context.Context, threadID string) (result json.RawMessage, ok bool, err error) {
+	return n.Forward(ctx, threadID, MethodPending, RequestRef{ThreadID: threadID})
 }

@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -128,6 +129,17 @@ func NewCore(ctx context.Context, cfg *config.Config, configFile, version string
 		return nil, err
 	}
 	stops[StopEvents] = c.Events.Stop
+	// Several daemons may share a Postgres database: turns then run under
+	// thread leases and their writes are fenced, and the hub shows the
+	// clients here the server requests of turns other daemons run. The
+	// embedded store serves one daemon, which owns every thread.
+	var remote hub.Remote
+	if pg, ok := backend.(*postgres.Store); ok {
+		if c.Node, err = cluster.New(cluster.Config{Pool: pg.Pool(), NodeID: cfg.NodeID, LeaseTTL: cfg.LeaseTTL, Logger: log}); err != nil {
+			return nil, err
+		}
+		remote = remoteAnswers{c.Node}
+	}
 	c.Hub = hub.New(hub.Config{
 		Journal:         c.Events,
 		Approval:        hub.Timeouts{NoClient: cfg.ApprovalClientTimeout},
@@ -136,6 +148,7 @@ func NewCore(ctx context.Context, cfg *config.Config, configFile, version string
 		Encode:          rpcws.EncodeNotification,
 		ToolMetrics:     c.Metrics.DynamicMetrics(),
 		ApprovalMetrics: tel,
+		Remote:          remote,
 		Logger:          log,
 	})
 	stops[StopHub] = c.Hub.Close
@@ -190,15 +203,9 @@ func NewCore(ctx context.Context, cfg *config.Config, configFile, version string
 	if err != nil {
 		return nil, err
 	}
-	// Several daemons may share a Postgres database: turns then run under
-	// thread leases and their writes are fenced. The embedded store serves
-	// one daemon, which owns every thread.
 	turnStore := c.Store
 	var owner turns.Ownership
-	if pg, ok := backend.(*postgres.Store); ok {
-		if c.Node, err = cluster.New(cluster.Config{Pool: pg.Pool(), NodeID: cfg.NodeID, LeaseTTL: cfg.LeaseTTL, Logger: log}); err != nil {
-			return nil, err
-		}
+	if c.Node != nil {
 		turnStore, owner = c.Node.Fenced(c.Store), c.Node
 	}
 	c.Manager, err = turns.New(turns.Config{
@@ -255,17 +262,78 @@ type clusterEvents struct {
 
 // Command runs a request another daemon forwarded.
 func (e clusterEvents) Command(ctx context.Context, method string, params json.RawMessage) (any, error) {
-	if method != cluster.MethodAnswer {
+	switch method {
+	case cluster.MethodAnswer:
+	case cluster.MethodHeld:
+		var ref cluster.RequestRef
+		if err := json.Unmarshal(params, &ref); err != nil {
+			return nil, apperr.Wrap(apperr.Invalid, err, "invalid forwarded request reference")
+		}
+		if !e.hub.HeldRemote(ref.ThreadID, ref.RequestID, ref.Node, ref.Held) {
+			return nil, apperr.New(apperr.NotFound, "no pending request %d on thread %s", ref.RequestID, ref.ThreadID)
+		}
+		return struct{}{}, nil
+	case cluster.MethodPending:
+		var ref cluster.RequestRef
+		if err := json.Unmarshal(params, &ref); err != nil {
+			return nil, apperr.Wrap(apperr.Invalid, err, "invalid forwarded request reference")
+		}
+		return e.hub.PendingRequests(ref.ThreadID), nil
+	default:
 		return e.Manager.Command(ctx, method, params)
 	}
 	var a cluster.Answer
 	if err := json.Unmarshal(params, &a); err != nil {
 		return nil, apperr.Wrap(apperr.Invalid, err, "invalid forwarded answer")
 	}
-	if !e.hub.AnswerRemote(a.ThreadID, a.RequestID, a.Result) {
+	var clientErr error
+	if a.Error != "" {
+		clientErr = errors.New(a.Error)
+	}
+	if !e.hub.AnswerRemote(a.ThreadID, a.RequestID, a.Result, clientErr) {
 		return nil, apperr.New(apperr.NotFound, "no pending request %d on thread %s", a.RequestID, a.ThreadID)
 	}
 	return struct{}{}, nil
+}
+
+// remoteAnswers carries to the daemon running a turn that a client of this
+// daemon holds one of its server requests, and that client's answer: the
+// hub's Remote.
+type remoteAnswers struct{ node *cluster.Node }
+
+// Answer implements hub.Remote.
+func (r remoteAnswers) Answer(ctx context.Context, threadID string, requestID int64, result json.RawMessage, clientErr error) error {
+	a := cluster.Answer{ThreadID: threadID, RequestID: requestID, Result: result}
+	if clientErr != nil {
+		a.Error = clientErr.Error()
+	}
+	ok, err := r.node.AnswerRequest(ctx, a)
+	if err == nil && !ok {
+		err = apperr.New(apperr.NotFound, "no daemon runs thread %s", threadID)
+	}
+	return err
+}
+
+// Held implements hub.Remote.
+func (r remoteAnswers) Held(ctx context.Context, threadID string, requestID int64, held bool) error {
+	ok, err := r.node.RequestHeld(ctx, threadID, requestID, held)
+	if err == nil && !ok {
+		err = apperr.New(apperr.NotFound, "no daemon runs thread %s", threadID)
+	}
+	return err
+}
+
+// Pending implements hub.Remote.
+func (r remoteAnswers) Pending(ctx context.Context, threadID string) ([]hub.Offer, error) {
+	raw, ok, err := r.node.PendingRequests(ctx, threadID)
+	if err != nil || !ok {
+		return nil, err
+	}
+	var offers []hub.Offer
+	if err := json.Unmarshal(raw, &offers); err != nil {
+		return nil, apperr.Wrap(apperr.Internal, err, "decode another daemon's pending requests")
+	}
+	return offers, nil
 }
 
 // turnsObserver is the turns manager's Observer: the series, with spans

@@ -12,6 +12,13 @@
 // answers (Request.Answer) and say when a client went away before answering
 // (Request.Lost).
 //
+// With several daemons on one database (Config.Remote set), the hub also
+// publishes its requests as entries of the thread's event log and presents
+// the requests other daemons published, which reach it through Deliver,
+// to its own subscribers; the answers go back through Remote, which the
+// composition root implements with the cluster's command table. Without a
+// Remote none of this runs.
+//
 // It must not import internal/server or internal/httpapi: both are its
 // adapters. Nor may it import the tool packages (internal/tools/...), the
 // durable store backends or cmd.

@@ -126,6 +126,11 @@ type Config struct {
 	// durable event log); nil numbers them in memory only, from 1 in each
 	// process.
 	Journal Journal
+	// Remote reaches the other daemons sharing the database (several
+	// daemons on Postgres): the hub then publishes its server requests in
+	// the thread's event log and presents theirs to its subscribers. nil
+	// on a single daemon.
+	Remote Remote
 	// Logger receives warnings; nil discards them.
 	Logger *slog.Logger
 	// Now is the clock; nil means time.Now.
@@ -185,8 +190,26 @@ func (h *Hub) LastSeq(threadID string) int64 { return h.cfg.Journal.LastSeq(thre
 
 // EventsAfter returns up to limit notifications of a thread's event log
 // after afterSeq, for clients that resume: none without a durable journal.
+// The events that carry server requests between daemons are left out (a
+// gap in the numbers), so a page may be shorter than limit with more to
+// come; it is empty only at the log's end.
 func (h *Hub) EventsAfter(ctx context.Context, threadID string, afterSeq int64, limit int) ([]*Notification, error) {
-	return h.cfg.Journal.After(ctx, threadID, afterSeq, limit)
+	if h.cfg.Remote == nil {
+		// A single daemon logs no such events.
+		return h.cfg.Journal.After(ctx, threadID, afterSeq, limit)
+	}
+	for {
+		evs, err := h.cfg.Journal.After(ctx, threadID, afterSeq, limit)
+		if err != nil || len(evs) == 0 {
+			return evs, err
+		}
+		last := evs[len(evs)-1].Seq
+		out := slices.DeleteFunc(evs, func(n *Notification) bool { return internalEvent(n.Method) })
+		if len(out) > 0 {
+			return out, nil
+		}
+		afterSeq = last
+	}
 }
 
 // AttachOptions says how a subscriber takes part.
@@ -226,6 +249,15 @@ type Hub struct {
 	// that an answer another daemon forwards (AnswerRemote) finds its
 	// request.
 	waiting map[int64]*Request
+	// remote are the requests of other daemons' turns presented here (only
+	// with a Remote).
+	remote map[remoteKey]*Request
+
+	// ctx ends at Close; wg counts the goroutines that talk to other
+	// daemons (watchers of published tool calls, held reports).
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
 }
 
 // threadSubs is the last published subscriber list of a thread.
@@ -263,7 +295,9 @@ func New(cfg Config) *Hub {
 		changed: make(chan struct{}),
 		tools:   map[*dynamic.Pending]*Request{},
 		waiting: map[int64]*Request{},
+		remote:  map[remoteKey]*Request{},
 	}
+	h.ctx, h.cancel = context.WithCancel(context.Background())
 	h.broker = dynamic.NewBroker(dynamic.BrokerConfig{
 		Router:           toolRouter{h},
 		ReconnectTimeout: cfg.ToolCall.NoClient,
@@ -299,7 +333,11 @@ func (h *Hub) timeouts(k Kind) Timeouts {
 func (h *Hub) Broker() *dynamic.Broker { return h.broker }
 
 // Close fails every pending dynamic tool call (daemon shutdown).
-func (h *Hub) Close() { h.broker.Close() }
+func (h *Hub) Close() {
+	h.cancel()
+	h.broker.Close()
+	h.wg.Wait()
+}
 
 // NewConnID returns a fresh subscriber id. Ids grow, so a smaller id is an
 // older client.
@@ -342,6 +380,7 @@ func (h *Hub) SubscribersChanged(threadID string, version uint64, subs []ConnID)
 	subs = slices.Clone(subs)
 	slices.Sort(subs)
 	h.mu.Lock()
+	_, had := h.threads[threadID]
 	if cur, ok := h.threads[threadID]; !ok || cur.version < version {
 		if len(subs) == 0 {
 			delete(h.threads, threadID)
@@ -349,9 +388,19 @@ func (h *Hub) SubscribersChanged(threadID string, version uint64, subs []ConnID)
 			h.threads[threadID] = threadSubs{version, subs}
 		}
 	}
+	_, has := h.threads[threadID]
 	h.wakeLocked()
 	h.mu.Unlock()
 	h.broker.Reoffer(threadID)
+	if h.cfg.Remote != nil {
+		for _, r := range h.remoteOf(threadID) {
+			h.offerRemote(r)
+		}
+		if !had && has {
+			h.wg.Add(1)
+			go h.fetchRemote(threadID)
+		}
+	}
 }
 
 // Subscribers returns the thread's subscribers, oldest first.
@@ -510,6 +559,9 @@ func (h *Hub) SendThread(threadID string, to []ConnID, method string, params any
 // from the event log) to the thread's subscribers here. The caller
 // delivers each thread's notifications in sequence order, once.
 func (h *Hub) Deliver(n *Notification) {
+	if h.cfg.Remote != nil && h.remoteEvent(n) {
+		return
+	}
 	for _, m := range h.subscribed(n.ThreadID) {
 		m.sub.Notify(n)
 	}

@@ -126,14 +126,14 @@ func TestApprovalAnsweredFromAnotherDaemon(t *testing.T) {
 	attach(h, 1, a)
 	res := approve(context.Background(), h)
 	d := a.next(t)
-	require.False(t, h.AnswerRemote("other", d.id, json.RawMessage(`{"decision":"accept"}`)), "a request of another thread")
-	require.False(t, h.AnswerRemote("th", d.id+1, json.RawMessage(`{"decision":"accept"}`)), "no such request")
-	require.True(t, h.AnswerRemote("th", d.id, json.RawMessage(`{"decision":"accept"}`)))
+	require.False(t, h.AnswerRemote("other", d.id, json.RawMessage(`{"decision":"accept"}`), nil), "a request of another thread")
+	require.False(t, h.AnswerRemote("th", d.id+1, json.RawMessage(`{"decision":"accept"}`), nil), "no such request")
+	require.True(t, h.AnswerRemote("th", d.id, json.RawMessage(`{"decision":"accept"}`), nil))
 	got := <-res
 	require.NoError(t, got.err)
 	require.JSONEq(t, `{"decision":"accept"}`, string(got.raw))
 	require.Same(t, d.r, <-a.settled, "the local holder is told it is settled")
-	require.False(t, h.AnswerRemote("th", d.id, json.RawMessage(`{"decision":"decline"}`)), "settled already")
+	require.False(t, h.AnswerRemote("th", d.id, json.RawMessage(`{"decision":"decline"}`), nil), "settled already")
 }
 
 func TestApprovalReachesALateSubscriberAndOutlivesAHolder(t *testing.T) {

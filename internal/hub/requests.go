@@ -40,6 +40,21 @@ type Request struct {
 	err      error
 	outcome  dynamic.Outcome
 	answered map[ConnID]bool // holders whose answer settled the request
+
+	// published is set once a dynamic tool call of this daemon was
+	// published for the other daemons' clients.
+	published bool
+	// remote marks a request of another daemon's turn presented here;
+	// remoteID is its id on that daemon, where answers go.
+	remote   bool
+	remoteID int64
+	// heldReported is what this daemon last told the one that asked:
+	// whether a client here holds the request; reporting is set while a
+	// reporter sends. remoteHolders are, on the daemon that asked, the
+	// daemons whose clients hold it.
+	heldReported  bool
+	reporting     bool
+	remoteHolders map[string]bool
 }
 
 // holder is one subscriber's copy of a request.
@@ -60,6 +75,9 @@ func (r *Request) Outcome() dynamic.Outcome {
 // client's JSON-RPC error as err. It reports whether this answer settled
 // the request; only the first answer does, whichever transport brings it.
 func (r *Request) Answer(from ConnID, result json.RawMessage, err error) bool {
+	if r.remote {
+		return r.answerRemote(from, result, err)
+	}
 	if r.Kind == KindToolCall {
 		ok := r.Call.ResolveResponse(result, err)
 		if ok {
@@ -91,7 +109,15 @@ func (r *Request) Lost(from ConnID) {
 	if settled {
 		return
 	}
-	if r.Kind == KindToolCall {
+	switch {
+	case r.remote && r.Kind == KindToolCall:
+		r.h.offerRemote(r)
+		r.h.reportHeld(r)
+		return
+	case r.remote:
+		r.h.reportHeld(r)
+		return
+	case r.Kind == KindToolCall:
 		r.h.broker.Reoffer(r.ThreadID)
 		return
 	}
@@ -187,11 +213,15 @@ func (h *Hub) request(ctx context.Context, kind Kind, threadID, method string, p
 		delete(h.waiting, r.ID)
 		h.mu.Unlock()
 	}()
-	defer func() {
-		for _, hd := range r.takeHolders() {
-			hd.sub.Settled(r)
-		}
-	}()
+	defer r.withdraw()
+	if h.cfg.Remote != nil {
+		// Clients of other daemons may hold it: the caller announces its
+		// settlement in the log, which withdraws it there.
+		h.publish(threadID, methodOffered, remoteOffer{RequestID: r.ID, Method: method, Params: params})
+		r.mu.Lock()
+		r.sent = true
+		r.mu.Unlock()
+	}
 
 	var noClient, answer <-chan time.Time
 	var noClientTimer *time.Timer
@@ -213,7 +243,7 @@ func (h *Hub) request(ctx context.Context, kind Kind, threadID, method string, p
 				held = true
 			}
 		}
-		held = held || r.heldByAttached()
+		held = held || r.heldByAttached() || r.isRemoteHeld()
 		switch {
 		case held && noClientTimer != nil:
 			noClientTimer.Stop()
@@ -244,19 +274,24 @@ func (h *Hub) request(ctx context.Context, kind Kind, threadID, method string, p
 	}
 }
 
-// AnswerRemote settles the pending approval or user-input request id of
-// thread with an answer a client of another daemon gave (forwarded by the
-// cluster, since this daemon runs the turn that asked). It reports whether
-// the answer settled the request: false when it is unknown, of another
-// thread, or already settled.
-func (h *Hub) AnswerRemote(threadID string, id int64, result json.RawMessage) bool {
+// AnswerRemote settles the pending request id of thread (an approval,
+// user input, or a dynamic tool call published for other daemons) with an
+// answer a client of another daemon gave: a result, or the client's
+// JSON-RPC error as clientErr (forwarded by the cluster, since this daemon
+// runs the turn that asked). It reports whether the answer settled the
+// request: false when it is unknown, of another thread, or already
+// settled.
+func (h *Hub) AnswerRemote(threadID string, id int64, result json.RawMessage, clientErr error) bool {
 	h.mu.Lock()
 	r := h.waiting[id]
 	h.mu.Unlock()
 	if r == nil || r.ThreadID != threadID {
 		return false
 	}
-	return r.settle(0, result, nil)
+	if r.Kind == KindToolCall {
+		return r.Call.ResolveResponse(result, clientErr)
+	}
+	return r.settle(0, result, clientErr)
 }
 
 // heldByAttached reports whether a holder of r is still attached: a client
@@ -315,6 +350,16 @@ func (t toolRouter) Offer(_ context.Context, p *dynamic.Pending) error {
 			r.sent = true
 			r.mu.Unlock()
 			return nil
+		}
+	}
+	if h.cfg.Remote != nil {
+		// No live client here: one of another daemon may answer. Until
+		// one says it holds the call, the call waits for a client as long
+		// as its no-client rule says, so that it ends when nobody
+		// anywhere answers.
+		h.publishCall(r)
+		if r.isRemoteHeld() {
+			return nil // held by a live client of another daemon
 		}
 	}
 	if recorded {

@@ -195,7 +195,8 @@ func (w *wsSub) await(ctx context.Context, r *hub.Request, h *heldRequest, wait 
 		}
 		return
 	}
-	if !r.Answer(hub.ConnID(w.sess.id), res, err) && tool {
+	if !r.Answer(hub.ConnID(w.sess.id), res, err) && tool && r.Call != nil {
+		// (A call of another daemon has no broker call here; the hub logged it.)
 		w.sess.log.Info("ignored answer to a dynamic tool call that was already settled", "thread", r.ThreadID, "call", r.Call.CallID())
 	}
 }

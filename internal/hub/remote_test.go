@@ -1,0 +1,263 @@
+package hub_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/appserver/appserver/api"
+	"github.com/appserver/appserver/internal/dynamic"
+	"github.com/appserver/appserver/internal/hub"
+	"github.com/appserver/appserver/internal/turns"
+)
+
+// pipeLog is the journal of daemon A as daemon B's event listener sees
+// it: it numbers A's notifications and keeps them until pump hands them to
+// B's hub, in order.
+type pipeLog struct {
+	mu   sync.Mutex
+	last int64
+	logs []*hub.Notification // not pumped yet
+	all  []*hub.Notification
+}
+
+func (p *pipeLog) Record(n *hub.Notification, deliver func()) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.last++
+	n.Seq = p.last
+	p.logs = append(p.logs, n)
+	p.all = append(p.all, n)
+	deliver()
+}
+
+func (p *pipeLog) LastSeq(string) int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.last
+}
+
+func (p *pipeLog) After(context.Context, string, int64, int) ([]*hub.Notification, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]*hub.Notification(nil), p.all...), nil
+}
+
+// pump delivers what A logged since the last pump to B, as frames only,
+// as the listener reads them from the store.
+func (p *pipeLog) pump(b *hub.Hub) {
+	p.mu.Lock()
+	logs := p.logs
+	p.logs = nil
+	p.mu.Unlock()
+	for _, n := range logs {
+		b.Deliver(hub.StoredNotification(n.ThreadID, n.Seq, n.Method, n.Frame()))
+	}
+}
+
+// pumpUntil pumps until c gets a request: what A logs from another
+// goroutine reaches B by then.
+func (p *pipeLog) pumpUntil(t *testing.T, b *hub.Hub, c *client) delivery {
+	t.Helper()
+	deadline := time.After(5 * time.Second)
+	for {
+		p.pump(b)
+		select {
+		case d := <-c.requests:
+			return d
+		case <-deadline:
+			t.Fatal("no request delivered")
+		case <-time.After(time.Millisecond):
+		}
+	}
+}
+
+// peer is the cluster between two hubs: it takes B's answers and held
+// reports to A.
+type peer struct{ to *hub.Hub }
+
+func (p *peer) Answer(_ context.Context, threadID string, id int64, result json.RawMessage, clientErr error) error {
+	if !p.to.AnswerRemote(threadID, id, result, clientErr) {
+		return errors.New("not taken")
+	}
+	return nil
+}
+
+func (p *peer) Held(_ context.Context, threadID string, id int64, held bool) error {
+	if !p.to.HeldRemote(threadID, id, "b", held) {
+		return errors.New("not pending")
+	}
+	return nil
+}
+
+func (p *peer) Pending(_ context.Context, threadID string) ([]hub.Offer, error) {
+	return p.to.PendingRequests(threadID), nil
+}
+
+// twoDaemons returns hub A, which runs the turns and logs to the pipe, and
+// hub B, which presents A's requests.
+func twoDaemons(t *testing.T, cfg hub.Config) (a, b *hub.Hub, log *pipeLog) {
+	log = &pipeLog{}
+	toA := &peer{}
+	b = hub.New(hub.Config{Remote: toA})
+	cfg.Journal, cfg.Remote = log, &peer{to: b}
+	a = hub.New(cfg)
+	toA.to = a
+	t.Cleanup(func() { a.Close(); b.Close() })
+	return a, b, log
+}
+
+// An approval of A's turn reaches B's client under B's id; its answer is
+// the one A uses, and the serverRequest/resolved A logs withdraws it on B
+// under B's id. Nothing of the exchange reaches a client replaying the log.
+func TestApprovalAcrossDaemons(t *testing.T) {
+	a, b, log := twoDaemons(t, hub.Config{})
+	ca, cb := newClient(), newClient()
+	attach(a, 1, ca)
+	idb := attach(b, 1, cb)[0]
+	res := approve(context.Background(), a)
+	da := ca.next(t)
+	log.pump(b)
+	db := cb.next(t)
+	require.Equal(t, "item/commandExecution/requestApproval", db.r.Method)
+	require.JSONEq(t, `{"threadId":"th"}`, string(db.r.Params.(json.RawMessage)))
+
+	require.True(t, db.r.Answer(idb, json.RawMessage(`{"decision":"accept"}`), nil))
+	got := <-res
+	require.NoError(t, got.err)
+	require.True(t, got.sent)
+	require.JSONEq(t, `{"decision":"accept"}`, string(got.raw))
+	require.Same(t, da.r, recv(t, ca.settled), "A's holder is told it is settled")
+	require.True(t, db.r.AnsweredBy(idb))
+	require.False(t, db.r.Answer(idb, json.RawMessage(`{"decision":"decline"}`), nil), "settled already")
+
+	// A's turns layer announces the settlement in the log.
+	a.SendThread("th", a.Subscribers("th"), "serverRequest/resolved", api.ServerRequestResolvedNotification{ThreadID: "th", RequestID: got.id})
+	log.pump(b)
+	require.Same(t, db.r, recv(t, cb.settled))
+	n := recv(t, cb.notes)
+	require.Equal(t, "serverRequest/resolved", n.Method)
+	require.JSONEq(t, `{"threadId":"th","requestId":`+jsonInt(db.id)+`}`, string(paramsOf(t, n)), "under B's id")
+
+	evs, err := a.EventsAfter(context.Background(), "th", 0, 0)
+	require.NoError(t, err)
+	for _, e := range evs {
+		require.NotContains(t, e.Method, "appserver/", "replays leave the exchange out")
+	}
+}
+
+// A dynamic tool call no live client of A can take goes to one live client
+// of B, the oldest; when that client leaves it moves to the next, whose
+// answer A's call gets, and the call's end withdraws it on B.
+func TestToolCallAcrossDaemons(t *testing.T) {
+	a, b, log := twoDaemons(t, hub.Config{})
+	c1, c2 := newClient(), newClient()
+	ids := attach(b, 1, c1, c2)
+	out := make(chan api.DynamicToolCallResult, 1)
+	go func() {
+		res, err := a.Broker().Call(context.Background(), dynamic.CallRequest{ThreadID: "th", TurnID: "tu", CallID: "c1", Tool: "t"})
+		require.NoError(t, err)
+		out <- res
+	}()
+	d1 := log.pumpUntil(t, b, c1)
+	require.Equal(t, hub.KindToolCall, d1.r.Kind)
+	c2.none(t)
+
+	b.Detach(ids[0])
+	b.SubscribersChanged("th", 2, ids[1:])
+	d1.r.Lost(ids[0])
+	d2 := c2.next(t)
+	require.Same(t, d1.r, d2.r)
+	require.NotEqual(t, d1.id, d2.id, "a new id for the new holder")
+	require.True(t, d2.r.Answer(ids[1], json.RawMessage(`{"contentItems":[{"type":"inputText","text":"ok"}],"success":true}`), nil))
+	res := <-out
+	require.True(t, res.Success)
+
+	// The call's end reaches B through the log.
+	for {
+		log.pump(b)
+		select {
+		case r := <-c2.settled:
+			require.Same(t, d2.r, r)
+			return
+		case <-time.After(time.Millisecond):
+		}
+	}
+}
+
+// recv receives from ch, failing after a while.
+func recv[T any](t *testing.T, ch <-chan T) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(5 * time.Second):
+		t.Fatal("nothing received")
+	}
+	var zero T
+	return zero
+}
+
+// A client that subscribes on B while A's approval is pending gets it,
+// though the log offered it before B had subscribers to listen for.
+func TestLateSubscriberOfAnotherDaemonGetsPendingRequest(t *testing.T) {
+	a, b, _ := twoDaemons(t, hub.Config{})
+	ca, cb := newClient(), newClient()
+	attach(a, 1, ca)
+	res := approve(context.Background(), a)
+	ca.next(t)
+	idb := attach(b, 1, cb)[0]
+	db := cb.next(t)
+	require.Equal(t, "item/commandExecution/requestApproval", db.r.Method)
+	require.True(t, db.r.Answer(idb, json.RawMessage(`{"decision":"decline"}`), nil))
+	require.JSONEq(t, `{"decision":"decline"}`, string(recv(t, res).raw))
+}
+
+// While B's client holds A's approval, A waits for the answer; once that
+// client left without answering, A's no-client timeout runs again.
+func TestApprovalReleasedByAnotherDaemon(t *testing.T) {
+	a, b, log := twoDaemons(t, hub.Config{Approval: hub.Timeouts{NoClient: 300 * time.Millisecond}})
+	cb := newClient()
+	idb := attach(b, 1, cb)[0]
+	res := approve(context.Background(), a)
+	db := log.pumpUntil(t, b, cb)
+	b.Detach(idb)
+	db.r.Lost(idb)
+	got := recv(t, res)
+	require.ErrorIs(t, got.err, turns.ErrNoClient)
+}
+
+// A turn's end withdraws on B the requests of A that nothing else settled
+// (A died before announcing them).
+func TestTurnEndWithdrawsRemoteRequests(t *testing.T) {
+	a, b, log := twoDaemons(t, hub.Config{})
+	cb := newClient()
+	attach(b, 1, cb)
+	ctx, cancel := context.WithCancel(context.Background())
+	res := approve(ctx, a)
+	db := log.pumpUntil(t, b, cb)
+	a.SendThread("th", nil, "turn/completed", map[string]any{"threadId": "th"})
+	log.pump(b)
+	require.Same(t, db.r, recv(t, cb.settled))
+	cancel()
+	<-res
+}
+
+func paramsOf(t *testing.T, n *hub.Notification) json.RawMessage {
+	t.Helper()
+	var f struct {
+		Params json.RawMessage `json:"params"`
+	}
+	require.NoError(t, json.Unmarshal(n.Frame(), &f))
+	return f.Params
+}
+
+func jsonInt(v int64) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
