@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"regexp"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -196,4 +198,27 @@ func specNames(specs []registry.ConfiguredToolSpec) []string {
 		out = append(out, s.Spec.ToolName())
 	}
 	return out
+}
+
+// wallTimeLineRE is the header every MCP tool output starts with.
+var wallTimeLineRE = regexp.MustCompile(`^Wall time: [0-9]+\.[0-9]{4} seconds\nOutput:`)
+
+// body checks that an MCP tool's output to the model starts with its wall
+// time and returns what follows: the structured text after the header's
+// line, or the texts of the content items after the header's item, one a
+// line.
+func body(t *testing.T, o registry.Output) string {
+	t.Helper()
+	if o.Content == nil {
+		require.Regexp(t, wallTimeLineRE, o.Text)
+		_, rest, _ := strings.Cut(o.Text, "Output:\n")
+		return rest
+	}
+	require.NotEmpty(t, o.Content)
+	require.Regexp(t, wallTimeLineRE, o.Content[0].Text)
+	texts := make([]string, 0, len(o.Content)-1)
+	for _, c := range o.Content[1:] {
+		texts = append(texts, c.Text)
+	}
+	return strings.Join(texts, "\n")
 }

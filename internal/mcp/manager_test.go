@@ -38,7 +38,7 @@ func TestStdioToolsAndResults(t *testing.T) {
 	require.Contains(t, names, ListResourcesName)
 
 	out := call(t, reg, "mcp__t__echo", `{"text":"hi"}`)
-	require.Equal(t, `[{"type":"text","text":"echo: hi"}]`, out.Output.Text)
+	require.Equal(t, "echo: hi", body(t, out.Output))
 	require.True(t, out.Output.Succeeded())
 	item := rec.lastDone(t)
 	require.Equal(t, api.StatusCompleted, item.Status)
@@ -50,19 +50,22 @@ func TestStdioToolsAndResults(t *testing.T) {
 	require.Equal(t, api.StatusInProgress, rec.started[0].Body.(*api.McpToolCallItem).Status)
 
 	out = call(t, reg, "mcp__t__add", `{"a":2,"b":3}`)
-	require.Equal(t, `{"sum":5}`, out.Output.Text, "structuredContent wins")
+	require.Equal(t, `{"sum":5}`, body(t, out.Output), "structuredContent wins")
 	require.JSONEq(t, `{"sum":5}`, string(rec.lastDone(t).Result.StructuredContent))
 
 	out = call(t, reg, "mcp__t__image", ``)
-	require.Len(t, out.Output.Content, 2)
-	require.Equal(t, registry.ContentInputImage, out.Output.Content[1].Type)
-	require.True(t, strings.HasPrefix(out.Output.Content[1].ImageURL, "data:image/png;base64,"))
+	require.Len(t, out.Output.Content, 3, "the wall time, the text, the image")
+	require.Equal(t, registry.ContentInputImage, out.Output.Content[2].Type)
+	require.True(t, strings.HasPrefix(out.Output.Content[2].ImageURL, "data:image/png;base64,"))
 	require.Equal(t, "null", string(rec.lastDone(t).Arguments))
 
 	out = call(t, reg, "mcp__t__fail", `{}`)
 	require.False(t, out.Output.Succeeded(), "isError is a failed output")
-	require.Contains(t, out.Output.Text, "the tool failed on purpose")
-	require.Equal(t, api.StatusCompleted, rec.lastDone(t).Status)
+	require.Contains(t, body(t, out.Output), "the tool failed on purpose")
+	failed := rec.lastDone(t)
+	require.Equal(t, api.StatusFailed, failed.Status, "isError fails the item, as the reference")
+	require.Nil(t, failed.Error, "and keeps the result rather than an error")
+	require.Contains(t, string(failed.Result.Content[0]), "the tool failed on purpose")
 
 	out = call(t, reg, "mcp__t__echo", `{not json`)
 	require.False(t, out.Output.Succeeded())
@@ -92,7 +95,7 @@ func TestNamespacedCallForm(t *testing.T) {
 		})
 		require.NoError(t, err)
 		require.True(t, out.Output.Succeeded(), out.Output.Text)
-		require.Equal(t, `[{"type":"text","text":"echo: hi"}]`, out.Output.Text)
+		require.Equal(t, "echo: hi", body(t, out.Output))
 		item := rec.lastDone(t)
 		require.Equal(t, "t", item.Server)
 		require.Equal(t, "echo", item.Tool)
@@ -110,8 +113,8 @@ func TestOutputTruncated(t *testing.T) {
 	h.waitState("t", StateReady)
 	_, reg := h.build((&recorder{}).turn())
 	out := call(t, reg, "mcp__t__big", `{"bytes":5000}`)
-	require.Contains(t, out.Output.Text, "[output truncated: 100 of ")
-	require.Less(t, len(out.Output.Text), 200)
+	require.Contains(t, body(t, out.Output), "[output truncated: 100 of ")
+	require.Less(t, len(body(t, out.Output)), 200)
 }
 
 func TestHTTPServerWithBearerToken(t *testing.T) {
@@ -133,7 +136,7 @@ func TestHTTPServerWithBearerToken(t *testing.T) {
 	require.Contains(t, specNames(specs), "mcp__web__echo")
 	require.NotContains(t, specNames(specs), "mcp__notoken__echo")
 	out := call(t, reg, "mcp__web__echo", `{"text":"over http"}`)
-	require.Equal(t, `[{"type":"text","text":"echo: over http"}]`, out.Output.Text)
+	require.Equal(t, "echo: over http", body(t, out.Output))
 
 	st, err := h.m.StatusList(context.Background(), api.McpServerStatusListParams{})
 	require.NoError(t, err)
@@ -156,7 +159,7 @@ func TestCrashMidCallRestarts(t *testing.T) {
 	_, reg := h.build(rec.turn())
 	out := call(t, reg, "mcp__t__crash", `{}`)
 	require.False(t, out.Output.Succeeded())
-	require.Contains(t, out.Output.Text, "tool call failed")
+	require.Contains(t, body(t, out.Output), "tool call failed")
 	require.Equal(t, api.StatusFailed, rec.lastDone(t).Status)
 
 	h.waitHistory("t", "failed")
@@ -174,7 +177,7 @@ func TestToolTimeout(t *testing.T) {
 	_, reg := h.build((&recorder{}).turn())
 	out := call(t, reg, "mcp__t__sleep", `{"ms":20000}`)
 	require.False(t, out.Output.Succeeded())
-	require.Contains(t, out.Output.Text, "tool_timeout_sec")
+	require.Contains(t, body(t, out.Output), "tool_timeout_sec")
 	// The server is still usable.
 	out = call(t, reg, "mcp__t__echo", `{"text":"still here"}`)
 	require.True(t, out.Output.Succeeded(), out.Output.Text)
@@ -211,7 +214,7 @@ func TestElicitationForwarded(t *testing.T) {
 	}}
 	_, reg := h.build(rec.turn())
 	out := call(t, reg, "mcp__t__ask_name", `{}`)
-	require.Equal(t, `[{"type":"text","text":"hello Ada"}]`, out.Output.Text)
+	require.Equal(t, "hello Ada", body(t, out.Output))
 	require.Len(t, rec.asked, 1)
 	p := rec.asked[0]
 	require.Equal(t, "thr", p.ThreadID)
@@ -225,14 +228,14 @@ func TestElicitationForwarded(t *testing.T) {
 		return json.RawMessage(`{"action":"decline"}`), nil
 	}
 	out = call(t, reg, "mcp__t__ask_name", `{}`)
-	require.Equal(t, `[{"type":"text","text":"elicitation decline"}]`, out.Output.Text)
+	require.Equal(t, "elicitation decline", body(t, out.Output))
 
 	// Under the policy never the client is not asked.
 	never := rec.turn()
 	never.NeverAsk = true
 	_, reg = h.build(never)
 	out = call(t, reg, "mcp__t__ask_name", `{}`)
-	require.Equal(t, `[{"type":"text","text":"elicitation decline"}]`, out.Output.Text)
+	require.Equal(t, "elicitation decline", body(t, out.Output))
 	require.Len(t, rec.asked, 2)
 }
 
@@ -266,7 +269,7 @@ func TestApprovalPrompt(t *testing.T) {
 		return json.RawMessage(`{"action":"decline"}`), nil
 	}
 	out = call(t, reg, "mcp__t__echo", `{"text":"no"}`)
-	require.Equal(t, "user rejected MCP tool call", out.Output.Text)
+	require.Equal(t, "user rejected MCP tool call", body(t, out.Output))
 	item := rec.lastDone(t)
 	require.Equal(t, api.StatusFailed, item.Status)
 	require.Equal(t, "user rejected MCP tool call", item.Error.Message)
@@ -275,7 +278,7 @@ func TestApprovalPrompt(t *testing.T) {
 	never.NeverAsk = true
 	_, reg = h.build(never)
 	out = call(t, reg, "mcp__t__echo", `{"text":"no"}`)
-	require.Equal(t, "user rejected MCP tool call", out.Output.Text)
+	require.Equal(t, "user rejected MCP tool call", body(t, out.Output))
 	require.Len(t, rec.asked, 2, "policy never rejects without asking")
 }
 
@@ -346,7 +349,7 @@ func TestStopKillsProcessGroup(t *testing.T) {
 	out := call(t, reg, "mcp__t__spawn", `{}`)
 	require.True(t, out.Output.Succeeded(), out.Output.Text)
 	var blocks []struct{ Text string }
-	require.NoError(t, json.Unmarshal([]byte(out.Output.Text), &blocks))
+	require.NoError(t, json.Unmarshal([]byte(`[{"text":"`+body(t, out.Output)+`"}]`), &blocks))
 	pid, err := strconv.Atoi(blocks[0].Text)
 	require.NoError(t, err)
 	require.True(t, alive(pid))
@@ -425,7 +428,7 @@ func TestHTTPServerRestartAfterFailedCall(t *testing.T) {
 	h.waitState("web", StateReady)
 	out = call(t, tools, "mcp__web__echo", `{"text":"three"}`)
 	require.True(t, out.Output.Succeeded(), out.Output.Text)
-	require.Equal(t, `[{"type":"text","text":"echo: three"}]`, out.Output.Text)
+	require.Equal(t, "echo: three", body(t, out.Output))
 
 	require.Equal(t, 1.0, testutil.ToFloat64(h.m.metrics.up.WithLabelValues("web")))
 	require.Equal(t, 2.0, testutil.ToFloat64(h.m.metrics.calls.WithLabelValues("web", OutcomeOK)))

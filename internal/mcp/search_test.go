@@ -135,7 +135,7 @@ func TestDeferredToolsFoundBySearch(t *testing.T) {
 	out, err = d.Dispatch(context.Background(), registry.Call{CallID: "call_e", Namespace: "mcp__t__", Name: "echo",
 		Payload: registry.FunctionPayload{Arguments: `{"text":"deferred"}`}})
 	require.NoError(t, err)
-	require.Equal(t, `[{"type":"text","text":"echo: deferred"}]`, out.Output.Text)
+	require.Equal(t, "echo: deferred", body(t, out.Output))
 	require.Equal(t, "echo", rec.lastDone(t).Tool)
 
 	out, err = d.Dispatch(context.Background(), registry.Call{CallID: "call_bad", Name: registry.ToolSearchName,

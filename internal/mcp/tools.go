@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"time"
 	"unicode/utf8"
 
 	"github.com/appserver/appserver/api"
@@ -165,7 +166,11 @@ func (h *toolHandler) Handle(ctx context.Context, inv registry.Invocation) (regi
 }
 
 // runCall is one model call of an MCP tool, with its item and approval.
+// Whatever the call ends in goes back to the model shaped as the
+// reference shapes it, after the call's wall time; only the item carries
+// the error.
 func (m *Manager) runCall(ctx context.Context, t *Turn, callID, server, tool string, info *toolInfo, args json.RawMessage) (registry.Output, error) {
+	start := m.now()
 	var readOnly *bool
 	if info.tool.Annotations != nil {
 		ro := info.tool.Annotations.ReadOnlyHint
@@ -175,15 +180,15 @@ func (m *Manager) runCall(ctx context.Context, t *Turn, callID, server, tool str
 	if needsApproval(m.serverConfig(server), tool, info) && !m.approve(ctx, t, server, info, args) {
 		m.metrics.observeCall(server, OutcomeRejected, 0)
 		finish(nil, errRejected)
-		return registry.Output{}, errRejected
+		return errorOutput(errRejected, m.now().Sub(start)), nil
 	}
 	res, _, err := m.CallTool(ctx, t, callID, server, tool, args)
 	if err != nil {
 		finish(nil, err)
-		return registry.Output{}, err
+		return errorOutput(err, m.now().Sub(start)), nil
 	}
 	finish(&res, nil)
-	return m.modelOutput(res), nil
+	return m.modelOutput(res, m.now().Sub(start)), nil
 }
 
 // startItem announces the mcpToolCall item of a call and returns what
@@ -205,7 +210,12 @@ func (m *Manager) startItem(ctx context.Context, t *Turn, callID, server, tool s
 			done.Status = api.StatusFailed
 			done.Error = &api.McpToolCallError{Message: errorMessage(callErr)}
 		} else {
+			// A tool error (isError) fails the item but keeps its result,
+			// with no error, as the reference shows it.
 			done.Status = api.StatusCompleted
+			if res.IsError != nil && *res.IsError {
+				done.Status = api.StatusFailed
+			}
 			done.Result = &api.McpToolCallResult{Content: res.Content, StructuredContent: res.StructuredContent, Meta: res.Meta}
 		}
 		if t.Items != nil {
@@ -286,15 +296,49 @@ func (m *Manager) approve(ctx context.Context, t *Turn, server string, info *too
 	return ans.Action == api.ElicitationAccept
 }
 
-// modelOutput is the result as the model reads it (docs/tools.md §1.9),
-// with a text longer than MaxOutputBytes replaced by a preview.
-func (m *Manager) modelOutput(res api.McpServerToolCallResult) registry.Output {
-	out := registry.MCPOutput(registry.MCPCallToolResult{Content: res.Content, StructuredContent: res.StructuredContent, IsError: res.IsError})
-	if out.Content == nil && len(out.Text) > m.cfg.MaxOutputBytes {
-		out.Text = truncateUTF8(out.Text, m.cfg.MaxOutputBytes) +
-			fmt.Sprintf("\n[output truncated: %d of %d bytes shown]", m.cfg.MaxOutputBytes, len(out.Text))
+// modelOutput is the result as codex 0.169.0 hands it to the model
+// (docs/tools.md §1.9): the wall time header, then structuredContent's
+// JSON on the next line of the same text when there is one, else one
+// content item per block after the header's. A text longer than
+// MaxOutputBytes is replaced by a preview.
+func (m *Manager) modelOutput(res api.McpServerToolCallResult, wall time.Duration) registry.Output {
+	success := res.IsError == nil || !*res.IsError
+	if sc := bytes.TrimSpace(res.StructuredContent); len(sc) > 0 && !bytes.Equal(sc, []byte("null")) {
+		var compact bytes.Buffer
+		if err := json.Compact(&compact, sc); err != nil {
+			compact.Reset()
+			compact.Write(sc)
+		}
+		return registry.TextOutput(wallTimeHeader(wall)+"\n"+m.truncate(compact.String()), success)
 	}
-	return out
+	items := append([]registry.ContentItem{registry.InputText(wallTimeHeader(wall))}, registry.MCPContentItems(res.Content)...)
+	for i := 1; i < len(items); i++ {
+		if items[i].Type == registry.ContentInputText {
+			items[i].Text = m.truncate(items[i].Text)
+		}
+	}
+	return registry.ContentOutput(items, success)
+}
+
+// errorOutput is a call that did not get a result (rejected, server down,
+// timed out) as the model reads it: the wall time header and the error.
+func errorOutput(err error, wall time.Duration) registry.Output {
+	return registry.ContentOutput([]registry.ContentItem{registry.InputText(wallTimeHeader(wall)), registry.InputText(errorMessage(err))}, false)
+}
+
+// wallTimeHeader is the line the reference puts before an MCP tool's
+// output.
+func wallTimeHeader(wall time.Duration) string {
+	return fmt.Sprintf("Wall time: %.4f seconds\nOutput:", wall.Seconds())
+}
+
+// truncate replaces a text longer than MaxOutputBytes by its preview.
+func (m *Manager) truncate(text string) string {
+	if len(text) <= m.cfg.MaxOutputBytes {
+		return text
+	}
+	return truncateUTF8(text, m.cfg.MaxOutputBytes) +
+		fmt.Sprintf("\n[output truncated: %d of %d bytes shown]", m.cfg.MaxOutputBytes, len(text))
 }
 
 // truncateUTF8 cuts s to at most n bytes without splitting a character.
