@@ -86,7 +86,7 @@ func TestMCPToolCallInATurn(t *testing.T) {
 	require.Equal(t, "completed", tr.Turn.Status)
 	reqs := fake.Requests()
 	require.Len(t, reqs, 2)
-	require.Contains(t, string(reqs[0].Body), `"name":"mcp__t__echo"`)
+	require.Contains(t, string(reqs[0].Body), `{"type":"namespace","name":"mcp__t","description":"Tools in the mcp__t namespace.","tools":[`)
 	require.Contains(t, string(reqs[1].Body), `echo: from the model`)
 }
 

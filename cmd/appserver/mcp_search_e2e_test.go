@@ -139,9 +139,11 @@ func TestMCPToolSearchInATurn(t *testing.T) {
 // Without the catalog flag the MCP tools are sent in full and no
 // tool_search is offered; over Chat Completions the flag defers nothing.
 func TestMCPToolsNotDeferredWithoutSearchTool(t *testing.T) {
-	for name, tc := range map[string]struct{ wire, extra string }{
-		"no flag":          {"responses", `models.fake-model={display_name="Fake"}`},
-		"chat completions": {"chat", `models.fake-model={supports_search_tool=true}`},
+	for name, tc := range map[string]struct{ wire, extra, offered string }{
+		// The Responses API gets the server's namespace, Chat Completions
+		// (no namespaces) the plain functions.
+		"no flag":          {"responses", `models.fake-model={display_name="Fake"}`, `"name":"mcp__t","description":"Tools in the mcp__t namespace."`},
+		"chat completions": {"chat", `models.fake-model={supports_search_tool=true}`, `"name":"mcp__t__echo"`},
 	} {
 		t.Run(name, func(t *testing.T) {
 			fake := startFake(t, `{"steps":[{"text":"Hi."}]}`)
@@ -153,7 +155,7 @@ func TestMCPToolsNotDeferredWithoutSearchTool(t *testing.T) {
 			r.call("turn/start", map[string]any{"threadId": threadID, "input": []any{map[string]any{"type": "text", "text": "hi"}}})
 			r.until("turn/completed")
 			body := string(fake.Requests()[0].Body)
-			require.Contains(t, body, `"mcp__t__echo"`)
+			require.Contains(t, body, tc.offered)
 			require.NotContains(t, body, `tool_search`)
 		})
 	}

@@ -55,6 +55,10 @@ type Turn struct {
 	// in their mcp__<server>__ namespaces (for a model whose catalog
 	// entry supports the search tool, as codex does).
 	DeferTools bool
+	// PlainTools offers each tool as the plain function
+	// mcp__<server>__<tool> rather than in its server's namespace, for a
+	// provider that has no namespaces (Chat Completions).
+	PlainTools bool
 }
 
 // errRejected is the model's text for an MCP call whose approval was

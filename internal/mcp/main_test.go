@@ -195,6 +195,14 @@ func call(t *testing.T, reg *registry.Registry, name, args string) registry.Resp
 func specNames(specs []registry.ConfiguredToolSpec) []string {
 	var out []string
 	for _, s := range specs {
+		if ns, ok := s.Spec.(registry.NamespaceSpec); ok {
+			// An MCP server's namespace: its functions under their
+			// qualified names.
+			for _, f := range ns.Tools {
+				out = append(out, ns.Name+nameDelimiter+f.Name)
+			}
+			continue
+		}
 		out = append(out, s.Spec.ToolName())
 	}
 	return out

@@ -1,11 +1,16 @@
 package mcp
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"image"
+	"image/png"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -55,8 +60,10 @@ func TestStdioToolsAndResults(t *testing.T) {
 
 	out = call(t, reg, "mcp__t__image", ``)
 	require.Len(t, out.Output.Content, 3, "the wall time, the text, the image")
-	require.Equal(t, registry.ContentInputImage, out.Output.Content[2].Type)
-	require.True(t, strings.HasPrefix(out.Output.Content[2].ImageURL, "data:image/png;base64,"))
+	// The server's "PNG" is four bytes: the model is told it was left out.
+	require.Equal(t, "a pixel\n"+imageOmitted, body(t, out.Output))
+	require.JSONEq(t, `[{"type":"text","text":"a pixel"},{"type":"image","data":"iVBORw==","mimeType":"image/png"}]`,
+		string(mustJSON(t, rec.lastDone(t).Result.Content)), "the item keeps the block")
 	require.Equal(t, "null", string(rec.lastDone(t).Arguments))
 
 	out = call(t, reg, "mcp__t__fail", `{}`)
@@ -76,22 +83,36 @@ func TestStdioToolsAndResults(t *testing.T) {
 	require.ErrorContains(t, err, "tool 'crash' is disabled for MCP server 't'")
 }
 
-// A model that calls an MCP tool in codex's namespaced form (namespace
-// mcp__<server>__ or mcp__<server>, the tool's own name) is served as if
-// it had called the plain function; the namespace form is not offered as
-// a spec of its own.
+// A server's tools are offered as codex 0.169.0 offers them: one namespace
+// spec mcp__<server> holding the tools under their own names, sorted, and
+// no plain function per tool. A call in either spelling of the namespace
+// (mcp__<server> or mcp__<server>__) or by the qualified name is served.
 func TestNamespacedCallForm(t *testing.T) {
 	h := newHarness(t, map[string]config.MCPServer{"t": stdioServer(t)})
 	h.waitState("t", StateReady)
 	rec := &recorder{}
 	specs, reg := h.build(rec.turn())
+	var offered []registry.NamespaceSpec
 	for _, s := range specs {
-		_, isNS := s.Spec.(registry.NamespaceSpec)
-		require.False(t, isNS, "no namespace spec is offered: %v", specNames(specs))
+		if ns, ok := s.Spec.(registry.NamespaceSpec); ok {
+			offered = append(offered, ns)
+		}
+		require.NotEqual(t, "mcp__t__echo", s.Spec.ToolName(), "no plain function per tool")
 	}
-	for i, ns := range []string{"mcp__t__", "mcp__t"} {
+	require.Len(t, offered, 1)
+	require.Equal(t, "mcp__t", offered[0].Name)
+	var fns []string
+	for _, f := range offered[0].Tools {
+		fns = append(fns, f.Name)
+	}
+	require.True(t, slices.IsSorted(fns), fns)
+	require.Contains(t, fns, "echo")
+	b, err := json.Marshal(offered[0])
+	require.NoError(t, err)
+	require.Contains(t, string(b), `"description":"Tools in the mcp__t namespace."`)
+	for i, ns := range []string{"mcp__t__", "mcp__t", ""} {
 		out, err := reg.NewDispatcher(registry.DispatcherConfig{}).Dispatch(context.Background(), registry.Call{
-			CallID: fmt.Sprintf("call_ns%d", i), Namespace: ns, Name: "echo", Payload: registry.FunctionPayload{Arguments: `{"text":"hi"}`},
+			CallID: fmt.Sprintf("call_ns%d", i), Namespace: ns, Name: map[bool]string{true: "mcp__t__echo", false: "echo"}[ns == ""], Payload: registry.FunctionPayload{Arguments: `{"text":"hi"}`},
 		})
 		require.NoError(t, err)
 		require.True(t, out.Output.Succeeded(), out.Output.Text)
@@ -106,6 +127,18 @@ func TestNamespacedCallForm(t *testing.T) {
 	})
 	require.NoError(t, err)
 	require.False(t, out.Output.Succeeded(), "a server that does not exist serves nothing")
+
+	// A provider without namespaces gets plain functions.
+	plainTurn := rec.turn()
+	plainTurn.PlainTools = true
+	specs, _ = h.build(plainTurn)
+	var plain []string
+	for _, s := range specs {
+		_, isNS := s.Spec.(registry.NamespaceSpec)
+		require.False(t, isNS, "no namespace spec for a provider without namespaces")
+		plain = append(plain, s.Spec.ToolName())
+	}
+	require.Contains(t, plain, "mcp__t__echo")
 }
 
 func TestOutputTruncated(t *testing.T) {
@@ -439,4 +472,27 @@ func TestHTTPServerRestartAfterFailedCall(t *testing.T) {
 	count, err := testutil.GatherAndCount(reg, "appserver_mcp_server_up")
 	require.NoError(t, err)
 	require.Equal(t, 1, count)
+}
+
+// A readable image goes to the model as a data URL after the wall time.
+func TestModelOutputImage(t *testing.T) {
+	var buf bytes.Buffer
+	require.NoError(t, png.Encode(&buf, image.NewGray(image.Rect(0, 0, 1, 1))))
+	data := base64.StdEncoding.EncodeToString(buf.Bytes())
+	m := &Manager{cfg: Config{MaxOutputBytes: 1 << 10}}
+	out := m.modelOutput(api.McpServerToolCallResult{Content: []json.RawMessage{
+		json.RawMessage(`{"type":"image","data":"` + data + `","mimeType":"image/png"}`),
+		json.RawMessage(`{"type":"image","data":"bm90IGFuIGltYWdl","mimeType":"image/png"}`),
+	}}, 1500*time.Millisecond)
+	require.Len(t, out.Content, 3)
+	require.Equal(t, "Wall time: 1.5000 seconds\nOutput:", out.Content[0].Text)
+	require.Equal(t, registry.InputImage("data:image/png;base64,"+data), out.Content[1])
+	require.Equal(t, registry.InputText(imageOmitted), out.Content[2])
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	require.NoError(t, err)
+	return b
 }

@@ -151,10 +151,16 @@ func TestDeferredToolsFoundBySearch(t *testing.T) {
 func paramsOf(t *testing.T, specs []registry.ConfiguredToolSpec, name string) string {
 	t.Helper()
 	for _, s := range specs {
-		if f, ok := s.Spec.(registry.FunctionSpec); ok && f.Name == name {
-			b, err := json.Marshal(f.Parameters)
-			require.NoError(t, err)
-			return string(b)
+		ns, ok := s.Spec.(registry.NamespaceSpec)
+		if !ok {
+			continue
+		}
+		for _, f := range ns.Tools {
+			if ns.Name+nameDelimiter+f.Name == name {
+				b, err := json.Marshal(f.Parameters)
+				require.NoError(t, err)
+				return string(b)
+			}
 		}
 	}
 	t.Fatalf("no spec of %s", name)

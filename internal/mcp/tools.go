@@ -3,9 +3,15 @@ package mcp
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"image"
+	_ "image/gif" // MCP image blocks the model can read
+	_ "image/jpeg"
+	_ "image/png"
 	"slices"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -64,16 +70,23 @@ func (m *Manager) Register(b *registry.Builder, t *Turn) error {
 	})
 	h := &toolHandler{m: m, turn: t, tools: make(map[toolKey]toolRef, 3*len(refs))}
 	var deferred []searchEntry
+	// Offered, each server's tools are the functions of its namespace
+	// mcp__<server>, named as the server names them, as codex 0.169.0
+	// offers them (or plain functions under their qualified names, for a
+	// provider without namespaces); the qualified name stays callable.
+	var offered []registry.NamespaceSpec
+	offeredAt := map[string]int{}
+	offeredReadOnly := map[string]bool{}
 	for _, r := range refs {
-		spec := registry.FunctionSpec{Name: r.Name, Description: r.info.tool.Description, Parameters: r.info.params}
+		bare := modelToolName(r.Tool)
+		ns := namespaces(r.Server)
+		fn := registry.FunctionSpec{Name: bare, Description: r.info.tool.Description, Parameters: r.info.params}
 		readOnly := r.info.tool.Annotations != nil && r.info.tool.Annotations.ReadOnlyHint
 		var err error
-		if t.DeferTools {
-			// Not in the request: only tool_search shows it, but the
-			// plain name is still served to a model that knows it.
-			err = b.AddHandler(r.Name, h)
+		if t.PlainTools && !t.DeferTools {
+			err = b.Register(registry.FunctionSpec{Name: r.Name, Description: fn.Description, Parameters: fn.Parameters}, h, readOnly)
 		} else {
-			err = b.Register(spec, h, readOnly)
+			err = b.AddHandler(r.Name, h)
 		}
 		if err != nil {
 			// A built-in already has the name: the built-in wins.
@@ -81,21 +94,46 @@ func (m *Manager) Register(b *registry.Builder, t *Turn) error {
 			continue
 		}
 		h.tools[toolKey{name: r.Name}] = r
-		if t.DeferTools {
-			fn := registry.FunctionSpec{Name: modelToolName(r.Tool), Description: r.info.tool.Description, DeferLoading: true, Parameters: r.info.params}
-			deferred = append(deferred, searchEntry{server: r.Server, namespace: namespaces(r.Server)[0], fn: fn, text: searchText(r)})
+		addresses := ns[:]
+		switch {
+		case t.DeferTools:
+			fn.DeferLoading = true
+			deferred = append(deferred, searchEntry{server: r.Server, namespace: ns[0], fn: fn, text: searchText(r)})
+		case t.PlainTools:
+		default:
+			at, ok := offeredAt[ns[1]]
+			if !ok {
+				at = len(offered)
+				offeredAt[ns[1]] = at
+				offered = append(offered, registry.NamespaceSpec{Name: ns[1]})
+				offeredReadOnly[ns[1]] = true
+			}
+			spec := &offered[at]
+			if slices.ContainsFunc(spec.Tools, func(f registry.FunctionSpec) bool { return f.Name == bare }) {
+				m.log.Warn("MCP tool's namespaced form skipped", "server", r.Server, "tool", r.Tool, "reason", "another tool of the server has the same name once sanitized")
+				continue
+			}
+			spec.Tools = append(spec.Tools, fn)
+			offeredReadOnly[ns[1]] = offeredReadOnly[ns[1]] && readOnly
+			h.tools[toolKey{ns[1], bare}] = r
+			addresses = ns[:1] // the namespace spec serves the other
 		}
-		// The namespaced form: codex serves MCP tools as the functions of
-		// an mcp__<server>__ namespace, and a model trained on it may call
-		// one so (namespace and the tool's own name) even when offered
-		// the plain function. Both spellings of the namespace are served.
-		bare := modelToolName(r.Tool)
-		for _, ns := range namespaces(r.Server) {
-			if err := b.AddNamespacedHandler(ns, bare, h); err != nil {
+		// A model trained on codex's catalog may call the namespaced form
+		// in either spelling of the namespace.
+		for _, name := range addresses {
+			if err := b.AddNamespacedHandler(name, bare, h); err != nil {
 				m.log.Warn("MCP tool's namespaced form skipped", "server", r.Server, "tool", r.Tool, "err", err)
 				continue
 			}
-			h.tools[toolKey{ns, bare}] = r
+			h.tools[toolKey{name, bare}] = r
+		}
+	}
+	for _, spec := range offered {
+		slices.SortFunc(spec.Tools, func(a, b registry.FunctionSpec) int { return strings.Compare(a.Name, b.Name) })
+		// Parallel only when every tool in it is annotated read-only:
+		// the flag is the namespace's.
+		if err := b.Register(spec, h, offeredReadOnly[spec.Name]); err != nil {
+			m.log.Warn("MCP tools skipped", "namespace", spec.Name, "err", err)
 		}
 	}
 	if len(deferred) > 0 {
@@ -313,11 +351,35 @@ func (m *Manager) modelOutput(res api.McpServerToolCallResult, wall time.Duratio
 	}
 	items := append([]registry.ContentItem{registry.InputText(wallTimeHeader(wall))}, registry.MCPContentItems(res.Content)...)
 	for i := 1; i < len(items); i++ {
-		if items[i].Type == registry.ContentInputText {
+		switch items[i].Type {
+		case registry.ContentInputText:
 			items[i].Text = m.truncate(items[i].Text)
+		case registry.ContentInputImage:
+			if !decodableImage(items[i].ImageURL) {
+				items[i] = registry.InputText(imageOmitted)
+			}
 		}
 	}
 	return registry.ContentOutput(items, success)
+}
+
+// imageOmitted replaces, as in the reference, an image block the model
+// could not read.
+const imageOmitted = "image content omitted because it could not be processed"
+
+// decodableImage reports whether a data URL holds a PNG, JPEG or GIF image
+// whose header decodes.
+func decodableImage(url string) bool {
+	_, data, ok := strings.Cut(url, ";base64,")
+	if !ok {
+		return false
+	}
+	raw, err := base64.StdEncoding.DecodeString(data)
+	if err != nil {
+		return false
+	}
+	_, _, err = image.DecodeConfig(bytes.NewReader(raw))
+	return err == nil
 }
 
 // errorOutput is a call that did not get a result (rejected, server down,
