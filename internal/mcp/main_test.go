@@ -53,7 +53,10 @@ type harness struct {
 func stdioServer(t *testing.T, args ...string) config.MCPServer {
 	bin, err := mcptest.Build()
 	require.NoError(t, err)
-	return config.MCPServer{Command: bin, Args: args, Enabled: true, StartupTimeoutSec: 10, ToolTimeoutSec: 10}
+	// approve: the tests of calls are not about approvals (the auto
+	// default asks for every tool not annotated read-only).
+	return config.MCPServer{Command: bin, Args: args, Enabled: true, StartupTimeoutSec: 10, ToolTimeoutSec: 10,
+		DefaultToolsApprovalMode: config.MCPApprovalApprove}
 }
 
 func newHarness(t *testing.T, servers map[string]config.MCPServer, tweak ...func(*Config)) *harness {

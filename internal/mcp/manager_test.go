@@ -157,7 +157,7 @@ func TestHTTPServerWithBearerToken(t *testing.T) {
 	env := map[string]string{"TEST_MCP_TOKEN": "s3cret", "TEST_TEAM": "agents"}
 	servers := map[string]config.MCPServer{
 		"web": {URL: hs.URL, BearerTokenEnvVar: "TEST_MCP_TOKEN", EnvHTTPHeaders: map[string]string{"X-Team": "TEST_TEAM"},
-			Enabled: true, StartupTimeoutSec: 10, ToolTimeoutSec: 10},
+			Enabled: true, StartupTimeoutSec: 10, ToolTimeoutSec: 10, DefaultToolsApprovalMode: config.MCPApprovalApprove},
 		"notoken": {URL: hs.URL, BearerTokenEnvVar: "TEST_MISSING", Enabled: true, StartupTimeoutSec: 10, ToolTimeoutSec: 10},
 	}
 	h := newHarness(t, servers, func(c *Config) { c.Getenv = func(k string) string { return env[k] } })
@@ -293,6 +293,8 @@ func TestApprovalPrompt(t *testing.T) {
 	require.NoError(t, json.Unmarshal(p.Meta, &meta))
 	require.Equal(t, "mcp_tool_call", meta["codex_approval_kind"])
 	require.Equal(t, map[string]any{"text": "ok"}, meta["tool_params"])
+	require.Equal(t, "echo", meta["tool_name"])
+	require.Equal(t, []any{map[string]any{"name": "text", "value": "ok", "display_name": "text"}}, meta["tool_params_display"])
 
 	out = call(t, reg, "mcp__t__add", `{"a":1,"b":1}`)
 	require.True(t, out.Output.Succeeded())
@@ -311,8 +313,39 @@ func TestApprovalPrompt(t *testing.T) {
 	never.NeverAsk = true
 	_, reg = h.build(never)
 	out = call(t, reg, "mcp__t__echo", `{"text":"no"}`)
-	require.Equal(t, "user rejected MCP tool call", body(t, out.Output))
-	require.Len(t, rec.asked, 2, "policy never rejects without asking")
+	require.Equal(t, "MCP tool call requires approval, but approval policy is never", body(t, out.Output))
+	require.Equal(t, "MCP tool call requires approval, but approval policy is never", rec.lastDone(t).Error.Message)
+	require.Len(t, rec.asked, 2, "policy never fails without asking")
+}
+
+// The auto mode (the default) asks before a tool that is not annotated
+// read-only and runs a read-only one unasked, as codex 0.169.0 does; under
+// the policy never the first fails unasked and the second runs.
+func TestApprovalAutoAsksUnlessReadOnly(t *testing.T) {
+	srv := stdioServer(t)
+	srv.DefaultToolsApprovalMode = ""
+	h := newHarness(t, map[string]config.MCPServer{"t": srv})
+	h.waitState("t", StateReady)
+	rec := &recorder{answer: func(api.McpServerElicitationRequestParams) (json.RawMessage, error) {
+		return json.RawMessage(`{"action":"accept","content":{}}`), nil
+	}}
+	_, reg := h.build(rec.turn())
+	out := call(t, reg, "mcp__t__echo", `{"text":"ok"}`)
+	require.Equal(t, "echo: ok", body(t, out.Output))
+	require.Len(t, rec.asked, 1, "echo has no annotations: asked")
+	out = call(t, reg, "mcp__t__add", `{"a":1,"b":1}`)
+	require.Equal(t, `{"sum":2}`, body(t, out.Output))
+	require.Len(t, rec.asked, 1, "add is read-only: not asked")
+
+	never := rec.turn()
+	never.NeverAsk = true
+	_, reg = h.build(never)
+	out = call(t, reg, "mcp__t__echo", `{"text":"no"}`)
+	require.False(t, out.Output.Succeeded())
+	require.Equal(t, "MCP tool call requires approval, but approval policy is never", body(t, out.Output))
+	out = call(t, reg, "mcp__t__add", `{"a":1,"b":2}`)
+	require.Equal(t, `{"sum":3}`, body(t, out.Output))
+	require.Len(t, rec.asked, 1)
 }
 
 func TestResourceTools(t *testing.T) {
@@ -436,7 +469,7 @@ func TestHTTPServerRestartAfterFailedCall(t *testing.T) {
 	u, err := url.Parse(hs.URL)
 	require.NoError(t, err)
 	reg := prometheus.NewRegistry()
-	h := newHarness(t, map[string]config.MCPServer{"web": {URL: hs.URL, Enabled: true, StartupTimeoutSec: 10, ToolTimeoutSec: 10}},
+	h := newHarness(t, map[string]config.MCPServer{"web": {URL: hs.URL, Enabled: true, StartupTimeoutSec: 10, ToolTimeoutSec: 10, DefaultToolsApprovalMode: config.MCPApprovalApprove}},
 		func(c *Config) { c.Metrics = NewMetrics(reg) })
 	h.waitState("web", StateReady)
 	require.Equal(t, 1.0, testutil.ToFloat64(h.m.metrics.up.WithLabelValues("web")))

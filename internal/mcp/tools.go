@@ -215,10 +215,12 @@ func (m *Manager) runCall(ctx context.Context, t *Turn, callID, server, tool str
 		readOnly = &ro
 	}
 	finish := m.startItem(ctx, t, callID, server, tool, args, readOnly)
-	if needsApproval(m.serverConfig(server), tool, info) && !m.approve(ctx, t, server, info, args) {
-		m.metrics.observeCall(server, OutcomeRejected, 0)
-		finish(nil, errRejected)
-		return errorOutput(errRejected, m.now().Sub(start)), nil
+	if needsApproval(m.serverConfig(server), tool, info) {
+		if err := m.approve(ctx, t, server, info, args); err != nil {
+			m.metrics.observeCall(server, OutcomeRejected, 0)
+			finish(nil, err)
+			return errorOutput(err, m.now().Sub(start)), nil
+		}
 	}
 	res, _, err := m.CallTool(ctx, t, callID, server, tool, args)
 	if err != nil {
@@ -281,7 +283,9 @@ func (m *Manager) serverConfig(name string) config.MCPServer {
 
 // needsApproval applies the tool's approval mode: its own
 // tools.<tool>.approval_mode, else the server's
-// default_tools_approval_mode, else auto (no prompt, as the reference).
+// default_tools_approval_mode, else auto. Auto (and writes) asks unless the
+// tool is annotated read-only, as codex 0.169.0 does; approve never asks,
+// prompt always does.
 func needsApproval(cfg config.MCPServer, tool string, info *toolInfo) bool {
 	mode := cfg.DefaultToolsApprovalMode
 	if tc, ok := cfg.Tools[tool]; ok && tc.ApprovalMode != "" {
@@ -290,23 +294,28 @@ func needsApproval(cfg config.MCPServer, tool string, info *toolInfo) bool {
 	switch mode {
 	case config.MCPApprovalPrompt:
 		return true
-	case config.MCPApprovalWrites:
-		return info == nil || info.tool.Annotations == nil || !info.tool.Annotations.ReadOnlyHint
+	case config.MCPApprovalApprove:
+		return false
 	}
-	return false
+	return info == nil || info.tool.Annotations == nil || !info.tool.Annotations.ReadOnlyHint
 }
 
 // approve asks the thread's clients whether the call may run, as an
-// elicitation in form mode marked as a tool-call approval. Under the
-// policy never, or with nobody to ask, the call is rejected unasked.
-func (m *Manager) approve(ctx context.Context, t *Turn, server string, info *toolInfo, args json.RawMessage) bool {
-	if t.NeverAsk || t.Asker == nil {
-		return false
+// elicitation in form mode marked as a tool-call approval, and returns nil
+// when it may. Under the policy never the call fails unasked; with nobody
+// to ask, or no accept, it is rejected.
+func (m *Manager) approve(ctx context.Context, t *Turn, server string, info *toolInfo, args json.RawMessage) error {
+	if t.NeverAsk {
+		return errApprovalNever
 	}
-	meta := map[string]any{"codex_approval_kind": "mcp_tool_call"}
+	if t.Asker == nil {
+		return errRejected
+	}
+	meta := map[string]any{"codex_approval_kind": "mcp_tool_call", "tool_name": info.tool.Name}
 	if len(args) > 0 {
 		meta["tool_params"] = args
 	}
+	meta["tool_params_display"] = paramsDisplay(args)
 	if info.tool.Description != "" {
 		meta["tool_description"] = info.tool.Description
 	}
@@ -315,7 +324,7 @@ func (m *Manager) approve(ctx context.Context, t *Turn, server string, info *too
 	}
 	rawMeta, err := json.Marshal(meta)
 	if err != nil {
-		return false
+		return errRejected
 	}
 	params := api.McpServerElicitationRequestParams{
 		ThreadID: t.ThreadID, ServerName: server, Mode: "form",
@@ -329,9 +338,36 @@ func (m *Manager) approve(ctx context.Context, t *Turn, server string, info *too
 	ans, err := askElicitation(ctx, t.Asker, params)
 	if err != nil {
 		m.log.Info("MCP tool approval not answered; rejecting", "server", server, "tool", info.tool.Name, "err", err)
-		return false
+		return errRejected
 	}
-	return ans.Action == api.ElicitationAccept
+	if ans.Action != api.ElicitationAccept {
+		return errRejected
+	}
+	return nil
+}
+
+// paramDisplay is one argument as an approval prompt shows it.
+type paramDisplay struct {
+	Name        string `json:"name"`
+	Value       any    `json:"value"`
+	DisplayName string `json:"display_name"`
+}
+
+// paramsDisplay lists the top-level arguments of a call, by name, for the
+// approval prompt; arguments that are not an object list nothing.
+func paramsDisplay(args json.RawMessage) []paramDisplay {
+	var obj map[string]any
+	_ = json.Unmarshal(args, &obj)
+	names := make([]string, 0, len(obj))
+	for k := range obj {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	out := make([]paramDisplay, 0, len(names))
+	for _, k := range names {
+		out = append(out, paramDisplay{Name: k, Value: obj[k], DisplayName: k})
+	}
+	return out
 }
 
 // modelOutput is the result as codex 0.169.0 hands it to the model
