@@ -26,7 +26,8 @@ const mcpGoldenScript = `{"steps":[
 ]}`
 
 // mcpWireMethods are the notifications and requests the comparison keeps:
-// the turn's bounds, its mcpToolCall items and the approvals. The
+// the turn's bounds, the thread's status (waitingOnApproval while an
+// approval is pending), its mcpToolCall items and the approvals. The
 // reference's per-thread mcpServer/startupStatus/updated (starting, ready
 // after thread/start: each codex thread starts its own servers) is a known
 // difference: appserver's servers are the daemon's, connected once, and
