@@ -52,7 +52,7 @@ type Turn struct {
 	NeverAsk bool
 	// DeferTools leaves the MCP tools out of the request and offers
 	// tool_search in their place, which answers with the matching tools
-	// in their mcp__<server>__ namespaces (for a model whose catalog
+	// in their mcp__<server> namespaces (for a model whose catalog
 	// entry supports the search tool, as codex does).
 	DeferTools bool
 	// PlainTools offers each tool as the plain function

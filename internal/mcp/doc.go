@@ -19,7 +19,7 @@
 //     header, then the structured JSON or one content item per block);
 //   - for a turn that defers them (Turn.DeferTools: the model's catalog
 //     entry supports the search tool), the tool_search tool in their place:
-//     a BM25 index of the tools, answered as mcp__<server>__ namespaces of
+//     a BM25 index of the tools, answered as mcp__<server> namespaces of
 //     deferred functions, which the model then calls in the namespaced
 //     form;
 //   - approvals (by default before every tool not annotated read-only,

@@ -98,7 +98,7 @@ func (m *Manager) Register(b *registry.Builder, t *Turn) error {
 		switch {
 		case t.DeferTools:
 			fn.DeferLoading = true
-			deferred = append(deferred, searchEntry{server: r.Server, namespace: ns[0], fn: fn, text: searchText(r)})
+			deferred = append(deferred, searchEntry{server: r.Server, namespace: ns[1], fn: fn, text: searchText(r)})
 		case t.PlainTools:
 		default:
 			at, ok := offeredAt[ns[1]]
@@ -137,12 +137,7 @@ func (m *Manager) Register(b *registry.Builder, t *Turn) error {
 		}
 	}
 	if len(deferred) > 0 {
-		servers := make([]string, 0, len(deferred))
-		for _, e := range deferred {
-			servers = append(servers, e.server)
-		}
-		slices.Sort(servers)
-		if err := b.Register(toolSearchSpec(slices.Compact(servers)), &searchHandler{ix: m.search.index(deferred)}, true); err != nil {
+		if err := b.Register(toolSearchSpec(), &searchHandler{ix: m.search.index(deferred)}, true); err != nil {
 			return err
 		}
 	}
