@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,11 +12,17 @@ import (
 	"github.com/appserver/appserver/internal/mcp/mcptest"
 )
 
-// mcpArgs configures the MCP test server as "t", plus extra fields.
+// mcpArgs configures the MCP test server as "t", plus extra fields. Its
+// tools run without approval unless extra sets
+// default_tools_approval_mode (the auto default asks before every tool not
+// annotated read-only).
 func mcpArgs(t *testing.T, extra string) []string {
 	t.Helper()
 	bin, err := mcptest.Build()
 	require.NoError(t, err)
+	if !strings.Contains(extra, "default_tools_approval_mode") {
+		extra += `, default_tools_approval_mode="approve"`
+	}
 	return []string{"-c", fmt.Sprintf(`mcp_servers.t={command=%q%s}`, bin, extra)}
 }
 
@@ -86,7 +93,7 @@ func TestMCPToolCallInATurn(t *testing.T) {
 	require.Equal(t, "completed", tr.Turn.Status)
 	reqs := fake.Requests()
 	require.Len(t, reqs, 2)
-	require.Contains(t, string(reqs[0].Body), `"name":"mcp__t__echo"`)
+	require.Contains(t, string(reqs[0].Body), `{"type":"namespace","name":"mcp__t","description":"Tools in the mcp__t namespace.","tools":[`)
 	require.Contains(t, string(reqs[1].Body), `echo: from the model`)
 }
 

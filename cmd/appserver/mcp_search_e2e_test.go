@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -74,13 +76,13 @@ func (r searchRequest) toolNames() map[string]bool {
 
 // A model whose catalog entry supports the search tool gets tool_search
 // in place of the MCP tools; its search is answered with the matching
-// tools in their mcp__t__ namespace, deferred; it then calls one in the
+// tools in their mcp__t namespace, deferred; it then calls one in the
 // namespaced form, which runs; and every later request replays the
 // search call and its output.
 func TestMCPToolSearchInATurn(t *testing.T) {
 	fake := startFake(t, `{"steps":[
 		{"tool_calls":[{"type":"tool_search","call_id":"call_s1","name":"tool_search","arguments":{"query":"echo text back","limit":1}}]},
-		{"match":{"call_output":"call_s1"},"tool_calls":[{"call_id":"call_e1","namespace":"mcp__t__","name":"echo","arguments":{"text":"found"}}]},
+		{"match":{"call_output":"call_s1"},"tool_calls":[{"call_id":"call_e1","namespace":"mcp__t","name":"echo","arguments":{"text":"found"}}]},
 		{"match":{"call_output":"call_e1"},"text":"Echoed."}]}`)
 	tool, status := runMCPTurn(t, fake, "-c", `models.fake-model={supports_search_tool=true}`)
 	require.Equal(t, "completed", status)
@@ -94,6 +96,36 @@ func TestMCPToolSearchInATurn(t *testing.T) {
 	require.NoError(t, json.Unmarshal(reqs[2].Body, &third))
 	names := first.toolNames()
 	require.True(t, names["tool_search"], "%v", names)
+
+	// The spec and the search's answer are codex 0.169.0's for a catalog
+	// model (gpt-5.5) with the same server (mcp_search_model.json, taken
+	// as mcp_capture.js takes its files).
+	data, err := os.ReadFile(filepath.Join("testdata", "golden", "reference", "mcp_search_model.json"))
+	require.NoError(t, err)
+	var ref struct {
+		ToolSearch json.RawMessage   `json:"tool_search"`
+		Search     []json.RawMessage `json:"search_call_and_output"`
+	}
+	require.NoError(t, json.Unmarshal(data, &ref))
+	var raw struct {
+		Tools []json.RawMessage `json:"tools"`
+	}
+	require.NoError(t, json.Unmarshal(reqs[0].Body, &raw))
+	var spec json.RawMessage
+	for _, tool := range raw.Tools {
+		var h struct{ Type string }
+		require.NoError(t, json.Unmarshal(tool, &h))
+		if h.Type == "tool_search" {
+			spec = tool
+		}
+	}
+	require.JSONEq(t, string(ref.ToolSearch), string(spec), "the tool_search spec")
+	var refOut, ourOut struct {
+		Tools json.RawMessage `json:"tools"`
+	}
+	require.NoError(t, json.Unmarshal(ref.Search[1], &refOut))
+	require.NoError(t, json.Unmarshal(second.Input[len(second.Input)-1], &ourOut))
+	require.JSONEq(t, string(refOut.Tools), string(ourOut.Tools), "the tools the search answers with")
 	require.False(t, names["mcp__t__echo"], "a deferred MCP tool is not sent: %v", names)
 	require.True(t, names["list_mcp_resources"], "the resource tools are not deferred: %v", names)
 
@@ -124,7 +156,7 @@ func TestMCPToolSearchInATurn(t *testing.T) {
 	require.Equal(t, "client", out.Execution)
 	require.Len(t, out.Tools, 1, "%s", second.Input[n-1])
 	require.Equal(t, "namespace", out.Tools[0].Type)
-	require.Equal(t, "mcp__t__", out.Tools[0].Name)
+	require.Equal(t, "mcp__t", out.Tools[0].Name)
 	require.Len(t, out.Tools[0].Tools, 1, "limit 1: %s", second.Input[n-1])
 	require.Equal(t, "echo", out.Tools[0].Tools[0].Name)
 	require.True(t, out.Tools[0].Tools[0].DeferLoading)
@@ -132,16 +164,18 @@ func TestMCPToolSearchInATurn(t *testing.T) {
 	// The third request replays the search pair before the namespaced call.
 	require.Equal(t, string(second.Input[n-2]), string(third.Input[n-2]))
 	require.Equal(t, string(second.Input[n-1]), string(third.Input[n-1]))
-	require.Contains(t, string(reqs[2].Body), `"namespace":"mcp__t__"`)
+	require.Contains(t, string(reqs[2].Body), `"namespace":"mcp__t"`)
 	require.Contains(t, string(reqs[2].Body), `echo: found`)
 }
 
 // Without the catalog flag the MCP tools are sent in full and no
 // tool_search is offered; over Chat Completions the flag defers nothing.
 func TestMCPToolsNotDeferredWithoutSearchTool(t *testing.T) {
-	for name, tc := range map[string]struct{ wire, extra string }{
-		"no flag":          {"responses", `models.fake-model={display_name="Fake"}`},
-		"chat completions": {"chat", `models.fake-model={supports_search_tool=true}`},
+	for name, tc := range map[string]struct{ wire, extra, offered string }{
+		// The Responses API gets the server's namespace, Chat Completions
+		// (no namespaces) the plain functions.
+		"no flag":          {"responses", `models.fake-model={display_name="Fake"}`, `"name":"mcp__t","description":"Tools in the mcp__t namespace."`},
+		"chat completions": {"chat", `models.fake-model={supports_search_tool=true}`, `"name":"mcp__t__echo"`},
 	} {
 		t.Run(name, func(t *testing.T) {
 			fake := startFake(t, `{"steps":[{"text":"Hi."}]}`)
@@ -153,7 +187,7 @@ func TestMCPToolsNotDeferredWithoutSearchTool(t *testing.T) {
 			r.call("turn/start", map[string]any{"threadId": threadID, "input": []any{map[string]any{"type": "text", "text": "hi"}}})
 			r.until("turn/completed")
 			body := string(fake.Requests()[0].Body)
-			require.Contains(t, body, `"mcp__t__echo"`)
+			require.Contains(t, body, tc.offered)
 			require.NotContains(t, body, `tool_search`)
 		})
 	}
@@ -164,7 +198,7 @@ func TestMCPToolsNotDeferredWithoutSearchTool(t *testing.T) {
 func TestMCPToolSearchReplayedAfterRestart(t *testing.T) {
 	fake := startFake(t, `{"steps":[
 		{"match":{"user_text":"echo"},"tool_calls":[{"type":"tool_search","call_id":"call_s1","name":"tool_search","arguments":{"query":"echo"}}]},
-		{"match":{"call_output":"call_s1"},"tool_calls":[{"call_id":"call_e1","namespace":"mcp__t__","name":"echo","arguments":{"text":"found"}}]},
+		{"match":{"call_output":"call_s1"},"tool_calls":[{"call_id":"call_e1","namespace":"mcp__t","name":"echo","arguments":{"text":"found"}}]},
 		{"match":{"call_output":"call_e1"},"text":"Echoed."},
 		{"match":{"user_text":"again"},"text":"Again."}]}`)
 	dataDir := t.TempDir()

@@ -384,9 +384,9 @@ type MCPServer struct {
 	// environment variable holding its value (unset variables send none).
 	EnvHTTPHeaders map[string]string `toml:"env_http_headers"`
 	// DefaultToolsApprovalMode is the approval mode of the server's tools
-	// that Tools does not name: "auto" (the default: no prompt),
-	// "approve" (no prompt), "prompt" (ask a client before each call) or
-	// "writes" (ask unless the tool is annotated read-only).
+	// that Tools does not name: "auto" (the default: ask unless the tool
+	// is annotated read-only), "approve" (no prompt), "prompt" (ask a
+	// client before each call) or "writes" (the same as auto).
 	DefaultToolsApprovalMode MCPApprovalMode `toml:"default_tools_approval_mode"`
 	// Tools are per-tool settings ([mcp_servers.<id>.tools.<tool>]).
 	Tools map[string]MCPTool `toml:"tools"`
@@ -407,13 +407,14 @@ type MCPApprovalMode string
 
 // The MCP approval modes (Codex's names).
 const (
-	// MCPApprovalAuto does not ask (the default, as in Codex).
+	// MCPApprovalAuto asks unless the tool is annotated readOnlyHint (the
+	// default, as in Codex 0.169).
 	MCPApprovalAuto MCPApprovalMode = "auto"
 	// MCPApprovalApprove never asks: every call is approved.
 	MCPApprovalApprove MCPApprovalMode = "approve"
 	// MCPApprovalPrompt asks the thread's clients before every call.
 	MCPApprovalPrompt MCPApprovalMode = "prompt"
-	// MCPApprovalWrites asks unless the tool is annotated readOnlyHint.
+	// MCPApprovalWrites is auto under its older name.
 	MCPApprovalWrites MCPApprovalMode = "writes"
 )
 

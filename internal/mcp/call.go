@@ -46,20 +46,28 @@ type Turn struct {
 	// Progress announces a server's progress report on a call
 	// (item/mcpToolCall/progress); nil announces none.
 	Progress func(api.McpToolCallProgressNotification)
-	// NeverAsk is true under the approval policy "never": a call whose
-	// approval mode prompts is rejected without asking, and servers'
-	// elicitations are declined.
+	// NeverAsk is true under the approval policy "never": a call that
+	// needs an approval fails without asking, and servers' elicitations
+	// are declined.
 	NeverAsk bool
 	// DeferTools leaves the MCP tools out of the request and offers
 	// tool_search in their place, which answers with the matching tools
-	// in their mcp__<server>__ namespaces (for a model whose catalog
+	// in their mcp__<server> namespaces (for a model whose catalog
 	// entry supports the search tool, as codex does).
 	DeferTools bool
+	// PlainTools offers each tool as the plain function
+	// mcp__<server>__<tool> rather than in its server's namespace, for a
+	// provider that has no namespaces (Chat Completions).
+	PlainTools bool
 }
 
 // errRejected is the model's text for an MCP call whose approval was
-// declined, or that needed one under the policy never.
+// declined or not answered.
 var errRejected = errors.New("user rejected MCP tool call")
+
+// errApprovalNever is the model's text for an MCP call that needed an
+// approval under the policy never (the reference's words).
+var errApprovalNever = errors.New("MCP tool call requires approval, but approval policy is never")
 
 // CallTool calls a tool of a server within its tool_timeout_sec and
 // returns the result as items show it. t, when set, receives the server's

@@ -9,16 +9,21 @@
 //     its bearer token and headers; each connection has a supervisor
 //     goroutine that starts it within startup_timeout_sec and restarts it
 //     with backoff when it dies;
-//   - the tools of the connected servers as registry handlers under their
-//     qualified names (mcp__server__tool, sanitized, capped at 64 bytes with
-//     a hash suffix), the resource tools, and the mcpToolCall items of
-//     their calls;
+//   - the tools of the connected servers, offered as codex 0.169.0 offers
+//     them: one namespace spec mcp__<server> per server with the tools
+//     under their own names (plain functions under their qualified names,
+//     mcp__server__tool, sanitized, capped at 64 bytes with a hash suffix,
+//     for a provider without namespaces; the qualified name is served
+//     either way), the resource tools, the mcpToolCall items of their
+//     calls, and their outputs shaped as the reference's (a wall time
+//     header, then the structured JSON or one content item per block);
 //   - for a turn that defers them (Turn.DeferTools: the model's catalog
 //     entry supports the search tool), the tool_search tool in their place:
-//     a BM25 index of the tools, answered as mcp__<server>__ namespaces of
+//     a BM25 index of the tools, answered as mcp__<server> namespaces of
 //     deferred functions, which the model then calls in the namespaced
 //     form;
-//   - approvals (approval_mode = "prompt") and the elicitations servers
+//   - approvals (by default before every tool not annotated read-only,
+//     as the reference) and the elicitations servers
 //     send, both asked through the turn's Asker (mcpServer/elicitation/
 //     request);
 //   - the data behind mcpServerStatus/list, mcpServer/tool/call,

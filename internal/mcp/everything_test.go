@@ -64,7 +64,7 @@ func TestEverythingServer(t *testing.T) {
 
 	out := call(t, reg, "mcp__everything__echo", `{"message":"hello from appserver"}`)
 	require.True(t, out.Output.Succeeded(), out.Output.Text)
-	require.Contains(t, out.Output.Text, "hello from appserver")
+	require.Contains(t, body(t, out.Output), "hello from appserver")
 	item := rec.lastDone(t)
 	require.Equal(t, api.StatusCompleted, item.Status)
 	require.Equal(t, "everything", item.Server)
@@ -72,7 +72,7 @@ func TestEverythingServer(t *testing.T) {
 
 	out = call(t, reg, "mcp__everything__get-sum", `{"a":19,"b":23}`)
 	require.True(t, out.Output.Succeeded(), out.Output.Text)
-	require.Contains(t, out.Output.Text, "42")
+	require.Contains(t, body(t, out.Output), "42")
 	require.Equal(t, "get-sum", rec.lastDone(t).Tool)
 
 	out = call(t, reg, ReadResourceName, `{"server":"everything","uri":"`+doc+`"}`)

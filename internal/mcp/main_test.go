@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"regexp"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -51,7 +53,10 @@ type harness struct {
 func stdioServer(t *testing.T, args ...string) config.MCPServer {
 	bin, err := mcptest.Build()
 	require.NoError(t, err)
-	return config.MCPServer{Command: bin, Args: args, Enabled: true, StartupTimeoutSec: 10, ToolTimeoutSec: 10}
+	// approve: the tests of calls are not about approvals (the auto
+	// default asks for every tool not annotated read-only).
+	return config.MCPServer{Command: bin, Args: args, Enabled: true, StartupTimeoutSec: 10, ToolTimeoutSec: 10,
+		DefaultToolsApprovalMode: config.MCPApprovalApprove}
 }
 
 func newHarness(t *testing.T, servers map[string]config.MCPServer, tweak ...func(*Config)) *harness {
@@ -193,7 +198,38 @@ func call(t *testing.T, reg *registry.Registry, name, args string) registry.Resp
 func specNames(specs []registry.ConfiguredToolSpec) []string {
 	var out []string
 	for _, s := range specs {
+		if ns, ok := s.Spec.(registry.NamespaceSpec); ok {
+			// An MCP server's namespace: its functions under their
+			// qualified names.
+			for _, f := range ns.Tools {
+				out = append(out, ns.Name+nameDelimiter+f.Name)
+			}
+			continue
+		}
 		out = append(out, s.Spec.ToolName())
 	}
 	return out
+}
+
+// wallTimeLineRE is the header every MCP tool output starts with.
+var wallTimeLineRE = regexp.MustCompile(`^Wall time: [0-9]+\.[0-9]{4} seconds\nOutput:`)
+
+// body checks that an MCP tool's output to the model starts with its wall
+// time and returns what follows: the structured text after the header's
+// line, or the texts of the content items after the header's item, one a
+// line.
+func body(t *testing.T, o registry.Output) string {
+	t.Helper()
+	if o.Content == nil {
+		require.Regexp(t, wallTimeLineRE, o.Text)
+		_, rest, _ := strings.Cut(o.Text, "Output:\n")
+		return rest
+	}
+	require.NotEmpty(t, o.Content)
+	require.Regexp(t, wallTimeLineRE, o.Content[0].Text)
+	texts := make([]string, 0, len(o.Content)-1)
+	for _, c := range o.Content[1:] {
+		texts = append(texts, c.Text)
+	}
+	return strings.Join(texts, "\n")
 }

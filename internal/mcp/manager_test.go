@@ -1,11 +1,16 @@
 package mcp
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"image"
+	"image/png"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -38,7 +43,7 @@ func TestStdioToolsAndResults(t *testing.T) {
 	require.Contains(t, names, ListResourcesName)
 
 	out := call(t, reg, "mcp__t__echo", `{"text":"hi"}`)
-	require.Equal(t, `[{"type":"text","text":"echo: hi"}]`, out.Output.Text)
+	require.Equal(t, "echo: hi", body(t, out.Output))
 	require.True(t, out.Output.Succeeded())
 	item := rec.lastDone(t)
 	require.Equal(t, api.StatusCompleted, item.Status)
@@ -50,19 +55,24 @@ func TestStdioToolsAndResults(t *testing.T) {
 	require.Equal(t, api.StatusInProgress, rec.started[0].Body.(*api.McpToolCallItem).Status)
 
 	out = call(t, reg, "mcp__t__add", `{"a":2,"b":3}`)
-	require.Equal(t, `{"sum":5}`, out.Output.Text, "structuredContent wins")
+	require.Equal(t, `{"sum":5}`, body(t, out.Output), "structuredContent wins")
 	require.JSONEq(t, `{"sum":5}`, string(rec.lastDone(t).Result.StructuredContent))
 
 	out = call(t, reg, "mcp__t__image", ``)
-	require.Len(t, out.Output.Content, 2)
-	require.Equal(t, registry.ContentInputImage, out.Output.Content[1].Type)
-	require.True(t, strings.HasPrefix(out.Output.Content[1].ImageURL, "data:image/png;base64,"))
+	require.Len(t, out.Output.Content, 3, "the wall time, the text, the image")
+	// The server's "PNG" is four bytes: the model is told it was left out.
+	require.Equal(t, "a pixel\n"+imageOmitted, body(t, out.Output))
+	require.JSONEq(t, `[{"type":"text","text":"a pixel"},{"type":"image","data":"iVBORw==","mimeType":"image/png"}]`,
+		string(mustJSON(t, rec.lastDone(t).Result.Content)), "the item keeps the block")
 	require.Equal(t, "null", string(rec.lastDone(t).Arguments))
 
 	out = call(t, reg, "mcp__t__fail", `{}`)
 	require.False(t, out.Output.Succeeded(), "isError is a failed output")
-	require.Contains(t, out.Output.Text, "the tool failed on purpose")
-	require.Equal(t, api.StatusCompleted, rec.lastDone(t).Status)
+	require.Contains(t, body(t, out.Output), "the tool failed on purpose")
+	failed := rec.lastDone(t)
+	require.Equal(t, api.StatusFailed, failed.Status, "isError fails the item, as the reference")
+	require.Nil(t, failed.Error, "and keeps the result rather than an error")
+	require.Contains(t, string(failed.Result.Content[0]), "the tool failed on purpose")
 
 	out = call(t, reg, "mcp__t__echo", `{not json`)
 	require.False(t, out.Output.Succeeded())
@@ -73,26 +83,40 @@ func TestStdioToolsAndResults(t *testing.T) {
 	require.ErrorContains(t, err, "tool 'crash' is disabled for MCP server 't'")
 }
 
-// A model that calls an MCP tool in codex's namespaced form (namespace
-// mcp__<server>__ or mcp__<server>, the tool's own name) is served as if
-// it had called the plain function; the namespace form is not offered as
-// a spec of its own.
+// A server's tools are offered as codex 0.169.0 offers them: one namespace
+// spec mcp__<server> holding the tools under their own names, sorted, and
+// no plain function per tool. A call in either spelling of the namespace
+// (mcp__<server> or mcp__<server>__) or by the qualified name is served.
 func TestNamespacedCallForm(t *testing.T) {
 	h := newHarness(t, map[string]config.MCPServer{"t": stdioServer(t)})
 	h.waitState("t", StateReady)
 	rec := &recorder{}
 	specs, reg := h.build(rec.turn())
+	var offered []registry.NamespaceSpec
 	for _, s := range specs {
-		_, isNS := s.Spec.(registry.NamespaceSpec)
-		require.False(t, isNS, "no namespace spec is offered: %v", specNames(specs))
+		if ns, ok := s.Spec.(registry.NamespaceSpec); ok {
+			offered = append(offered, ns)
+		}
+		require.NotEqual(t, "mcp__t__echo", s.Spec.ToolName(), "no plain function per tool")
 	}
-	for i, ns := range []string{"mcp__t__", "mcp__t"} {
+	require.Len(t, offered, 1)
+	require.Equal(t, "mcp__t", offered[0].Name)
+	var fns []string
+	for _, f := range offered[0].Tools {
+		fns = append(fns, f.Name)
+	}
+	require.True(t, slices.IsSorted(fns), fns)
+	require.Contains(t, fns, "echo")
+	b, err := json.Marshal(offered[0])
+	require.NoError(t, err)
+	require.Contains(t, string(b), `"description":"Tools in the mcp__t namespace."`)
+	for i, ns := range []string{"mcp__t__", "mcp__t", ""} {
 		out, err := reg.NewDispatcher(registry.DispatcherConfig{}).Dispatch(context.Background(), registry.Call{
-			CallID: fmt.Sprintf("call_ns%d", i), Namespace: ns, Name: "echo", Payload: registry.FunctionPayload{Arguments: `{"text":"hi"}`},
+			CallID: fmt.Sprintf("call_ns%d", i), Namespace: ns, Name: map[bool]string{true: "mcp__t__echo", false: "echo"}[ns == ""], Payload: registry.FunctionPayload{Arguments: `{"text":"hi"}`},
 		})
 		require.NoError(t, err)
 		require.True(t, out.Output.Succeeded(), out.Output.Text)
-		require.Equal(t, `[{"type":"text","text":"echo: hi"}]`, out.Output.Text)
+		require.Equal(t, "echo: hi", body(t, out.Output))
 		item := rec.lastDone(t)
 		require.Equal(t, "t", item.Server)
 		require.Equal(t, "echo", item.Tool)
@@ -103,6 +127,18 @@ func TestNamespacedCallForm(t *testing.T) {
 	})
 	require.NoError(t, err)
 	require.False(t, out.Output.Succeeded(), "a server that does not exist serves nothing")
+
+	// A provider without namespaces gets plain functions.
+	plainTurn := rec.turn()
+	plainTurn.PlainTools = true
+	specs, _ = h.build(plainTurn)
+	var plain []string
+	for _, s := range specs {
+		_, isNS := s.Spec.(registry.NamespaceSpec)
+		require.False(t, isNS, "no namespace spec for a provider without namespaces")
+		plain = append(plain, s.Spec.ToolName())
+	}
+	require.Contains(t, plain, "mcp__t__echo")
 }
 
 func TestOutputTruncated(t *testing.T) {
@@ -110,8 +146,8 @@ func TestOutputTruncated(t *testing.T) {
 	h.waitState("t", StateReady)
 	_, reg := h.build((&recorder{}).turn())
 	out := call(t, reg, "mcp__t__big", `{"bytes":5000}`)
-	require.Contains(t, out.Output.Text, "[output truncated: 100 of ")
-	require.Less(t, len(out.Output.Text), 200)
+	require.Contains(t, body(t, out.Output), "[output truncated: 100 of ")
+	require.Less(t, len(body(t, out.Output)), 200)
 }
 
 func TestHTTPServerWithBearerToken(t *testing.T) {
@@ -121,7 +157,7 @@ func TestHTTPServerWithBearerToken(t *testing.T) {
 	env := map[string]string{"TEST_MCP_TOKEN": "s3cret", "TEST_TEAM": "agents"}
 	servers := map[string]config.MCPServer{
 		"web": {URL: hs.URL, BearerTokenEnvVar: "TEST_MCP_TOKEN", EnvHTTPHeaders: map[string]string{"X-Team": "TEST_TEAM"},
-			Enabled: true, StartupTimeoutSec: 10, ToolTimeoutSec: 10},
+			Enabled: true, StartupTimeoutSec: 10, ToolTimeoutSec: 10, DefaultToolsApprovalMode: config.MCPApprovalApprove},
 		"notoken": {URL: hs.URL, BearerTokenEnvVar: "TEST_MISSING", Enabled: true, StartupTimeoutSec: 10, ToolTimeoutSec: 10},
 	}
 	h := newHarness(t, servers, func(c *Config) { c.Getenv = func(k string) string { return env[k] } })
@@ -133,7 +169,7 @@ func TestHTTPServerWithBearerToken(t *testing.T) {
 	require.Contains(t, specNames(specs), "mcp__web__echo")
 	require.NotContains(t, specNames(specs), "mcp__notoken__echo")
 	out := call(t, reg, "mcp__web__echo", `{"text":"over http"}`)
-	require.Equal(t, `[{"type":"text","text":"echo: over http"}]`, out.Output.Text)
+	require.Equal(t, "echo: over http", body(t, out.Output))
 
 	st, err := h.m.StatusList(context.Background(), api.McpServerStatusListParams{})
 	require.NoError(t, err)
@@ -156,7 +192,7 @@ func TestCrashMidCallRestarts(t *testing.T) {
 	_, reg := h.build(rec.turn())
 	out := call(t, reg, "mcp__t__crash", `{}`)
 	require.False(t, out.Output.Succeeded())
-	require.Contains(t, out.Output.Text, "tool call failed")
+	require.Contains(t, body(t, out.Output), "tool call failed")
 	require.Equal(t, api.StatusFailed, rec.lastDone(t).Status)
 
 	h.waitHistory("t", "failed")
@@ -174,7 +210,7 @@ func TestToolTimeout(t *testing.T) {
 	_, reg := h.build((&recorder{}).turn())
 	out := call(t, reg, "mcp__t__sleep", `{"ms":20000}`)
 	require.False(t, out.Output.Succeeded())
-	require.Contains(t, out.Output.Text, "tool_timeout_sec")
+	require.Contains(t, body(t, out.Output), "tool_timeout_sec")
 	// The server is still usable.
 	out = call(t, reg, "mcp__t__echo", `{"text":"still here"}`)
 	require.True(t, out.Output.Succeeded(), out.Output.Text)
@@ -211,7 +247,7 @@ func TestElicitationForwarded(t *testing.T) {
 	}}
 	_, reg := h.build(rec.turn())
 	out := call(t, reg, "mcp__t__ask_name", `{}`)
-	require.Equal(t, `[{"type":"text","text":"hello Ada"}]`, out.Output.Text)
+	require.Equal(t, "hello Ada", body(t, out.Output))
 	require.Len(t, rec.asked, 1)
 	p := rec.asked[0]
 	require.Equal(t, "thr", p.ThreadID)
@@ -225,14 +261,14 @@ func TestElicitationForwarded(t *testing.T) {
 		return json.RawMessage(`{"action":"decline"}`), nil
 	}
 	out = call(t, reg, "mcp__t__ask_name", `{}`)
-	require.Equal(t, `[{"type":"text","text":"elicitation decline"}]`, out.Output.Text)
+	require.Equal(t, "elicitation decline", body(t, out.Output))
 
 	// Under the policy never the client is not asked.
 	never := rec.turn()
 	never.NeverAsk = true
 	_, reg = h.build(never)
 	out = call(t, reg, "mcp__t__ask_name", `{}`)
-	require.Equal(t, `[{"type":"text","text":"elicitation decline"}]`, out.Output.Text)
+	require.Equal(t, "elicitation decline", body(t, out.Output))
 	require.Len(t, rec.asked, 2)
 }
 
@@ -257,6 +293,8 @@ func TestApprovalPrompt(t *testing.T) {
 	require.NoError(t, json.Unmarshal(p.Meta, &meta))
 	require.Equal(t, "mcp_tool_call", meta["codex_approval_kind"])
 	require.Equal(t, map[string]any{"text": "ok"}, meta["tool_params"])
+	require.Equal(t, "echo", meta["tool_name"])
+	require.Equal(t, []any{map[string]any{"name": "text", "value": "ok", "display_name": "text"}}, meta["tool_params_display"])
 
 	out = call(t, reg, "mcp__t__add", `{"a":1,"b":1}`)
 	require.True(t, out.Output.Succeeded())
@@ -266,7 +304,7 @@ func TestApprovalPrompt(t *testing.T) {
 		return json.RawMessage(`{"action":"decline"}`), nil
 	}
 	out = call(t, reg, "mcp__t__echo", `{"text":"no"}`)
-	require.Equal(t, "user rejected MCP tool call", out.Output.Text)
+	require.Equal(t, "user rejected MCP tool call", body(t, out.Output))
 	item := rec.lastDone(t)
 	require.Equal(t, api.StatusFailed, item.Status)
 	require.Equal(t, "user rejected MCP tool call", item.Error.Message)
@@ -275,8 +313,39 @@ func TestApprovalPrompt(t *testing.T) {
 	never.NeverAsk = true
 	_, reg = h.build(never)
 	out = call(t, reg, "mcp__t__echo", `{"text":"no"}`)
-	require.Equal(t, "user rejected MCP tool call", out.Output.Text)
-	require.Len(t, rec.asked, 2, "policy never rejects without asking")
+	require.Equal(t, "MCP tool call requires approval, but approval policy is never", body(t, out.Output))
+	require.Equal(t, "MCP tool call requires approval, but approval policy is never", rec.lastDone(t).Error.Message)
+	require.Len(t, rec.asked, 2, "policy never fails without asking")
+}
+
+// The auto mode (the default) asks before a tool that is not annotated
+// read-only and runs a read-only one unasked, as codex 0.169.0 does; under
+// the policy never the first fails unasked and the second runs.
+func TestApprovalAutoAsksUnlessReadOnly(t *testing.T) {
+	srv := stdioServer(t)
+	srv.DefaultToolsApprovalMode = ""
+	h := newHarness(t, map[string]config.MCPServer{"t": srv})
+	h.waitState("t", StateReady)
+	rec := &recorder{answer: func(api.McpServerElicitationRequestParams) (json.RawMessage, error) {
+		return json.RawMessage(`{"action":"accept","content":{}}`), nil
+	}}
+	_, reg := h.build(rec.turn())
+	out := call(t, reg, "mcp__t__echo", `{"text":"ok"}`)
+	require.Equal(t, "echo: ok", body(t, out.Output))
+	require.Len(t, rec.asked, 1, "echo has no annotations: asked")
+	out = call(t, reg, "mcp__t__add", `{"a":1,"b":1}`)
+	require.Equal(t, `{"sum":2}`, body(t, out.Output))
+	require.Len(t, rec.asked, 1, "add is read-only: not asked")
+
+	never := rec.turn()
+	never.NeverAsk = true
+	_, reg = h.build(never)
+	out = call(t, reg, "mcp__t__echo", `{"text":"no"}`)
+	require.False(t, out.Output.Succeeded())
+	require.Equal(t, "MCP tool call requires approval, but approval policy is never", body(t, out.Output))
+	out = call(t, reg, "mcp__t__add", `{"a":1,"b":2}`)
+	require.Equal(t, `{"sum":3}`, body(t, out.Output))
+	require.Len(t, rec.asked, 1)
 }
 
 func TestResourceTools(t *testing.T) {
@@ -346,7 +415,7 @@ func TestStopKillsProcessGroup(t *testing.T) {
 	out := call(t, reg, "mcp__t__spawn", `{}`)
 	require.True(t, out.Output.Succeeded(), out.Output.Text)
 	var blocks []struct{ Text string }
-	require.NoError(t, json.Unmarshal([]byte(out.Output.Text), &blocks))
+	require.NoError(t, json.Unmarshal([]byte(`[{"text":"`+body(t, out.Output)+`"}]`), &blocks))
 	pid, err := strconv.Atoi(blocks[0].Text)
 	require.NoError(t, err)
 	require.True(t, alive(pid))
@@ -400,7 +469,7 @@ func TestHTTPServerRestartAfterFailedCall(t *testing.T) {
 	u, err := url.Parse(hs.URL)
 	require.NoError(t, err)
 	reg := prometheus.NewRegistry()
-	h := newHarness(t, map[string]config.MCPServer{"web": {URL: hs.URL, Enabled: true, StartupTimeoutSec: 10, ToolTimeoutSec: 10}},
+	h := newHarness(t, map[string]config.MCPServer{"web": {URL: hs.URL, Enabled: true, StartupTimeoutSec: 10, ToolTimeoutSec: 10, DefaultToolsApprovalMode: config.MCPApprovalApprove}},
 		func(c *Config) { c.Metrics = NewMetrics(reg) })
 	h.waitState("web", StateReady)
 	require.Equal(t, 1.0, testutil.ToFloat64(h.m.metrics.up.WithLabelValues("web")))
@@ -425,7 +494,7 @@ func TestHTTPServerRestartAfterFailedCall(t *testing.T) {
 	h.waitState("web", StateReady)
 	out = call(t, tools, "mcp__web__echo", `{"text":"three"}`)
 	require.True(t, out.Output.Succeeded(), out.Output.Text)
-	require.Equal(t, `[{"type":"text","text":"echo: three"}]`, out.Output.Text)
+	require.Equal(t, "echo: three", body(t, out.Output))
 
 	require.Equal(t, 1.0, testutil.ToFloat64(h.m.metrics.up.WithLabelValues("web")))
 	require.Equal(t, 2.0, testutil.ToFloat64(h.m.metrics.calls.WithLabelValues("web", OutcomeOK)))
@@ -436,4 +505,27 @@ func TestHTTPServerRestartAfterFailedCall(t *testing.T) {
 	count, err := testutil.GatherAndCount(reg, "appserver_mcp_server_up")
 	require.NoError(t, err)
 	require.Equal(t, 1, count)
+}
+
+// A readable image goes to the model as a data URL after the wall time.
+func TestModelOutputImage(t *testing.T) {
+	var buf bytes.Buffer
+	require.NoError(t, png.Encode(&buf, image.NewGray(image.Rect(0, 0, 1, 1))))
+	data := base64.StdEncoding.EncodeToString(buf.Bytes())
+	m := &Manager{cfg: Config{MaxOutputBytes: 1 << 10}}
+	out := m.modelOutput(api.McpServerToolCallResult{Content: []json.RawMessage{
+		json.RawMessage(`{"type":"image","data":"` + data + `","mimeType":"image/png"}`),
+		json.RawMessage(`{"type":"image","data":"bm90IGFuIGltYWdl","mimeType":"image/png"}`),
+	}}, 1500*time.Millisecond)
+	require.Len(t, out.Content, 3)
+	require.Equal(t, "Wall time: 1.5000 seconds\nOutput:", out.Content[0].Text)
+	require.Equal(t, registry.InputImage("data:image/png;base64,"+data), out.Content[1])
+	require.Equal(t, registry.InputText(imageOmitted), out.Content[2])
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	require.NoError(t, err)
+	return b
 }

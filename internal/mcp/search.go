@@ -202,21 +202,11 @@ func searchText(r toolRef) string {
 }
 
 // toolSearchSpec is the tool_search tool offered in place of the deferred
-// tools; servers are the sources it lists (sorted, without duplicates).
-func toolSearchSpec(servers []string) registry.ToolSearchSpec {
-	var sources strings.Builder
-	if len(servers) == 0 {
-		sources.WriteString("None currently enabled.")
-	}
-	for i, s := range servers {
-		if i > 0 {
-			sources.WriteByte('\n')
-		}
-		sources.WriteString("- " + s)
-	}
+// tools, worded as codex 0.169.0's for MCP servers (which lists no
+// sources).
+func toolSearchSpec() registry.ToolSearchSpec {
 	desc := "# Tool discovery\n\nSearches over deferred tool metadata with BM25 and exposes matching tools for the next model call.\n\n" +
-		"You have access to tools from the following sources:\n" + sources.String() +
-		"\nSome of the tools may not have been provided to you upfront, and you should use this tool (`" + registry.ToolSearchName +
+		"Some of the tools may not have been provided to you upfront, and you should use this tool (`" + registry.ToolSearchName +
 		"`) to search for the required tools. For MCP tool discovery, always use `" + registry.ToolSearchName +
 		"` instead of `list_mcp_resources` or `list_mcp_resource_templates`."
 	params := registry.Object(map[string]*registry.Schema{

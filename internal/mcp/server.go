@@ -236,7 +236,7 @@ func (s *server) connect(ctx context.Context) (*conn, error) {
 	}
 	c := &conn{sess: sess, proc: proc, tools: tools, dead: make(chan struct{}), lost: make(chan struct{})}
 	if ir := sess.InitializeResult(); ir != nil {
-		c.serverInfo, _ = json.Marshal(ir.ServerInfo)
+		c.serverInfo, _ = json.Marshal(wireServerInfo(ir.ServerInfo))
 		c.capabilities, _ = json.Marshal(ir.Capabilities)
 	}
 	go func() {
@@ -354,4 +354,30 @@ func seconds(v, def float64) time.Duration {
 		v = def
 	}
 	return time.Duration(v * float64(time.Second))
+}
+
+// serverInfo is a server's implementation info as the reference lists it:
+// every field present, null when the server left it out.
+type serverInfo struct {
+	Name        string        `json:"name"`
+	Title       *string       `json:"title"`
+	Version     string        `json:"version"`
+	Description *string       `json:"description"`
+	Icons       []mcpsdk.Icon `json:"icons"`
+	WebsiteURL  *string       `json:"websiteUrl"`
+}
+
+// wireServerInfo converts the SDK's implementation info; nil stays nil.
+func wireServerInfo(impl *mcpsdk.Implementation) *serverInfo {
+	if impl == nil {
+		return nil
+	}
+	opt := func(s string) *string {
+		if s == "" {
+			return nil
+		}
+		return &s
+	}
+	return &serverInfo{Name: impl.Name, Title: opt(impl.Title), Version: impl.Version, Description: opt(impl.Description),
+		Icons: impl.Icons, WebsiteURL: opt(impl.WebsiteURL)}
 }

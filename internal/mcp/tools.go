@@ -3,9 +3,16 @@ package mcp
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"image"
+	_ "image/gif" // MCP image blocks the model can read
+	_ "image/jpeg"
+	_ "image/png"
 	"slices"
+	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/appserver/appserver/api"
@@ -63,16 +70,23 @@ func (m *Manager) Register(b *registry.Builder, t *Turn) error {
 	})
 	h := &toolHandler{m: m, turn: t, tools: make(map[toolKey]toolRef, 3*len(refs))}
 	var deferred []searchEntry
+	// Offered, each server's tools are the functions of its namespace
+	// mcp__<server>, named as the server names them, as codex 0.169.0
+	// offers them (or plain functions under their qualified names, for a
+	// provider without namespaces); the qualified name stays callable.
+	var offered []registry.NamespaceSpec
+	offeredAt := map[string]int{}
+	offeredReadOnly := map[string]bool{}
 	for _, r := range refs {
-		spec := registry.FunctionSpec{Name: r.Name, Description: r.info.tool.Description, Parameters: r.info.params}
+		bare := modelToolName(r.Tool)
+		ns := namespaces(r.Server)
+		fn := registry.FunctionSpec{Name: bare, Description: r.info.tool.Description, Parameters: r.info.params}
 		readOnly := r.info.tool.Annotations != nil && r.info.tool.Annotations.ReadOnlyHint
 		var err error
-		if t.DeferTools {
-			// Not in the request: only tool_search shows it, but the
-			// plain name is still served to a model that knows it.
-			err = b.AddHandler(r.Name, h)
+		if t.PlainTools && !t.DeferTools {
+			err = b.Register(registry.FunctionSpec{Name: r.Name, Description: fn.Description, Parameters: fn.Parameters}, h, readOnly)
 		} else {
-			err = b.Register(spec, h, readOnly)
+			err = b.AddHandler(r.Name, h)
 		}
 		if err != nil {
 			// A built-in already has the name: the built-in wins.
@@ -80,30 +94,50 @@ func (m *Manager) Register(b *registry.Builder, t *Turn) error {
 			continue
 		}
 		h.tools[toolKey{name: r.Name}] = r
-		if t.DeferTools {
-			fn := registry.FunctionSpec{Name: modelToolName(r.Tool), Description: r.info.tool.Description, DeferLoading: true, Parameters: r.info.params}
-			deferred = append(deferred, searchEntry{server: r.Server, namespace: namespaces(r.Server)[0], fn: fn, text: searchText(r)})
+		addresses := ns[:]
+		switch {
+		case t.DeferTools:
+			fn.DeferLoading = true
+			deferred = append(deferred, searchEntry{server: r.Server, namespace: ns[1], fn: fn, text: searchText(r)})
+		case t.PlainTools:
+		default:
+			at, ok := offeredAt[ns[1]]
+			if !ok {
+				at = len(offered)
+				offeredAt[ns[1]] = at
+				offered = append(offered, registry.NamespaceSpec{Name: ns[1]})
+				offeredReadOnly[ns[1]] = true
+			}
+			spec := &offered[at]
+			if slices.ContainsFunc(spec.Tools, func(f registry.FunctionSpec) bool { return f.Name == bare }) {
+				m.log.Warn("MCP tool's namespaced form skipped", "server", r.Server, "tool", r.Tool, "reason", "another tool of the server has the same name once sanitized")
+				continue
+			}
+			spec.Tools = append(spec.Tools, fn)
+			offeredReadOnly[ns[1]] = offeredReadOnly[ns[1]] && readOnly
+			h.tools[toolKey{ns[1], bare}] = r
+			addresses = ns[:1] // the namespace spec serves the other
 		}
-		// The namespaced form: codex serves MCP tools as the functions of
-		// an mcp__<server>__ namespace, and a model trained on it may call
-		// one so (namespace and the tool's own name) even when offered
-		// the plain function. Both spellings of the namespace are served.
-		bare := modelToolName(r.Tool)
-		for _, ns := range namespaces(r.Server) {
-			if err := b.AddNamespacedHandler(ns, bare, h); err != nil {
+		// A model trained on codex's catalog may call the namespaced form
+		// in either spelling of the namespace.
+		for _, name := range addresses {
+			if err := b.AddNamespacedHandler(name, bare, h); err != nil {
 				m.log.Warn("MCP tool's namespaced form skipped", "server", r.Server, "tool", r.Tool, "err", err)
 				continue
 			}
-			h.tools[toolKey{ns, bare}] = r
+			h.tools[toolKey{name, bare}] = r
+		}
+	}
+	for _, spec := range offered {
+		slices.SortFunc(spec.Tools, func(a, b registry.FunctionSpec) int { return strings.Compare(a.Name, b.Name) })
+		// Parallel only when every tool in it is annotated read-only:
+		// the flag is the namespace's.
+		if err := b.Register(spec, h, offeredReadOnly[spec.Name]); err != nil {
+			m.log.Warn("MCP tools skipped", "namespace", spec.Name, "err", err)
 		}
 	}
 	if len(deferred) > 0 {
-		servers := make([]string, 0, len(deferred))
-		for _, e := range deferred {
-			servers = append(servers, e.server)
-		}
-		slices.Sort(servers)
-		if err := b.Register(toolSearchSpec(slices.Compact(servers)), &searchHandler{ix: m.search.index(deferred)}, true); err != nil {
+		if err := b.Register(toolSearchSpec(), &searchHandler{ix: m.search.index(deferred)}, true); err != nil {
 			return err
 		}
 	}
@@ -165,25 +199,31 @@ func (h *toolHandler) Handle(ctx context.Context, inv registry.Invocation) (regi
 }
 
 // runCall is one model call of an MCP tool, with its item and approval.
+// Whatever the call ends in goes back to the model shaped as the
+// reference shapes it, after the call's wall time; only the item carries
+// the error.
 func (m *Manager) runCall(ctx context.Context, t *Turn, callID, server, tool string, info *toolInfo, args json.RawMessage) (registry.Output, error) {
+	start := m.now()
 	var readOnly *bool
 	if info.tool.Annotations != nil {
 		ro := info.tool.Annotations.ReadOnlyHint
 		readOnly = &ro
 	}
 	finish := m.startItem(ctx, t, callID, server, tool, args, readOnly)
-	if needsApproval(m.serverConfig(server), tool, info) && !m.approve(ctx, t, server, info, args) {
-		m.metrics.observeCall(server, OutcomeRejected, 0)
-		finish(nil, errRejected)
-		return registry.Output{}, errRejected
+	if needsApproval(m.serverConfig(server), tool, info) {
+		if err := m.approve(ctx, t, server, info, args); err != nil {
+			m.metrics.observeCall(server, OutcomeRejected, 0)
+			finish(nil, err)
+			return errorOutput(err, m.now().Sub(start)), nil
+		}
 	}
 	res, _, err := m.CallTool(ctx, t, callID, server, tool, args)
 	if err != nil {
 		finish(nil, err)
-		return registry.Output{}, err
+		return errorOutput(err, m.now().Sub(start)), nil
 	}
 	finish(&res, nil)
-	return m.modelOutput(res), nil
+	return m.modelOutput(res, m.now().Sub(start)), nil
 }
 
 // startItem announces the mcpToolCall item of a call and returns what
@@ -205,7 +245,12 @@ func (m *Manager) startItem(ctx context.Context, t *Turn, callID, server, tool s
 			done.Status = api.StatusFailed
 			done.Error = &api.McpToolCallError{Message: errorMessage(callErr)}
 		} else {
+			// A tool error (isError) fails the item but keeps its result,
+			// with no error, as the reference shows it.
 			done.Status = api.StatusCompleted
+			if res.IsError != nil && *res.IsError {
+				done.Status = api.StatusFailed
+			}
 			done.Result = &api.McpToolCallResult{Content: res.Content, StructuredContent: res.StructuredContent, Meta: res.Meta}
 		}
 		if t.Items != nil {
@@ -233,7 +278,9 @@ func (m *Manager) serverConfig(name string) config.MCPServer {
 
 // needsApproval applies the tool's approval mode: its own
 // tools.<tool>.approval_mode, else the server's
-// default_tools_approval_mode, else auto (no prompt, as the reference).
+// default_tools_approval_mode, else auto. Auto (and writes) asks unless the
+// tool is annotated read-only, as codex 0.169.0 does; approve never asks,
+// prompt always does.
 func needsApproval(cfg config.MCPServer, tool string, info *toolInfo) bool {
 	mode := cfg.DefaultToolsApprovalMode
 	if tc, ok := cfg.Tools[tool]; ok && tc.ApprovalMode != "" {
@@ -242,23 +289,28 @@ func needsApproval(cfg config.MCPServer, tool string, info *toolInfo) bool {
 	switch mode {
 	case config.MCPApprovalPrompt:
 		return true
-	case config.MCPApprovalWrites:
-		return info == nil || info.tool.Annotations == nil || !info.tool.Annotations.ReadOnlyHint
+	case config.MCPApprovalApprove:
+		return false
 	}
-	return false
+	return info == nil || info.tool.Annotations == nil || !info.tool.Annotations.ReadOnlyHint
 }
 
 // approve asks the thread's clients whether the call may run, as an
-// elicitation in form mode marked as a tool-call approval. Under the
-// policy never, or with nobody to ask, the call is rejected unasked.
-func (m *Manager) approve(ctx context.Context, t *Turn, server string, info *toolInfo, args json.RawMessage) bool {
-	if t.NeverAsk || t.Asker == nil {
-		return false
+// elicitation in form mode marked as a tool-call approval, and returns nil
+// when it may. Under the policy never the call fails unasked; with nobody
+// to ask, or no accept, it is rejected.
+func (m *Manager) approve(ctx context.Context, t *Turn, server string, info *toolInfo, args json.RawMessage) error {
+	if t.NeverAsk {
+		return errApprovalNever
 	}
-	meta := map[string]any{"codex_approval_kind": "mcp_tool_call"}
+	if t.Asker == nil {
+		return errRejected
+	}
+	meta := map[string]any{"codex_approval_kind": "mcp_tool_call", "tool_name": info.tool.Name}
 	if len(args) > 0 {
 		meta["tool_params"] = args
 	}
+	meta["tool_params_display"] = paramsDisplay(args)
 	if info.tool.Description != "" {
 		meta["tool_description"] = info.tool.Description
 	}
@@ -267,7 +319,7 @@ func (m *Manager) approve(ctx context.Context, t *Turn, server string, info *too
 	}
 	rawMeta, err := json.Marshal(meta)
 	if err != nil {
-		return false
+		return errRejected
 	}
 	params := api.McpServerElicitationRequestParams{
 		ThreadID: t.ThreadID, ServerName: server, Mode: "form",
@@ -281,20 +333,105 @@ func (m *Manager) approve(ctx context.Context, t *Turn, server string, info *too
 	ans, err := askElicitation(ctx, t.Asker, params)
 	if err != nil {
 		m.log.Info("MCP tool approval not answered; rejecting", "server", server, "tool", info.tool.Name, "err", err)
-		return false
+		return errRejected
 	}
-	return ans.Action == api.ElicitationAccept
+	if ans.Action != api.ElicitationAccept {
+		return errRejected
+	}
+	return nil
 }
 
-// modelOutput is the result as the model reads it (docs/tools.md §1.9),
-// with a text longer than MaxOutputBytes replaced by a preview.
-func (m *Manager) modelOutput(res api.McpServerToolCallResult) registry.Output {
-	out := registry.MCPOutput(registry.MCPCallToolResult{Content: res.Content, StructuredContent: res.StructuredContent, IsError: res.IsError})
-	if out.Content == nil && len(out.Text) > m.cfg.MaxOutputBytes {
-		out.Text = truncateUTF8(out.Text, m.cfg.MaxOutputBytes) +
-			fmt.Sprintf("\n[output truncated: %d of %d bytes shown]", m.cfg.MaxOutputBytes, len(out.Text))
+// paramDisplay is one argument as an approval prompt shows it.
+type paramDisplay struct {
+	Name        string `json:"name"`
+	Value       any    `json:"value"`
+	DisplayName string `json:"display_name"`
+}
+
+// paramsDisplay lists the top-level arguments of a call, by name, for the
+// approval prompt; arguments that are not an object list nothing.
+func paramsDisplay(args json.RawMessage) []paramDisplay {
+	var obj map[string]any
+	_ = json.Unmarshal(args, &obj)
+	names := make([]string, 0, len(obj))
+	for k := range obj {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	out := make([]paramDisplay, 0, len(names))
+	for _, k := range names {
+		out = append(out, paramDisplay{Name: k, Value: obj[k], DisplayName: k})
 	}
 	return out
+}
+
+// modelOutput is the result as codex 0.169.0 hands it to the model
+// (docs/tools.md §1.9): the wall time header, then structuredContent's
+// JSON on the next line of the same text when there is one, else one
+// content item per block after the header's. A text longer than
+// MaxOutputBytes is replaced by a preview.
+func (m *Manager) modelOutput(res api.McpServerToolCallResult, wall time.Duration) registry.Output {
+	success := res.IsError == nil || !*res.IsError
+	if sc := bytes.TrimSpace(res.StructuredContent); len(sc) > 0 && !bytes.Equal(sc, []byte("null")) {
+		var compact bytes.Buffer
+		if err := json.Compact(&compact, sc); err != nil {
+			compact.Reset()
+			compact.Write(sc)
+		}
+		return registry.TextOutput(wallTimeHeader(wall)+"\n"+m.truncate(compact.String()), success)
+	}
+	items := append([]registry.ContentItem{registry.InputText(wallTimeHeader(wall))}, registry.MCPContentItems(res.Content)...)
+	for i := 1; i < len(items); i++ {
+		switch items[i].Type {
+		case registry.ContentInputText:
+			items[i].Text = m.truncate(items[i].Text)
+		case registry.ContentInputImage:
+			if !decodableImage(items[i].ImageURL) {
+				items[i] = registry.InputText(imageOmitted)
+			}
+		}
+	}
+	return registry.ContentOutput(items, success)
+}
+
+// imageOmitted replaces, as in the reference, an image block the model
+// could not read.
+const imageOmitted = "image content omitted because it could not be processed"
+
+// decodableImage reports whether a data URL holds a PNG, JPEG or GIF image
+// whose header decodes.
+func decodableImage(url string) bool {
+	_, data, ok := strings.Cut(url, ";base64,")
+	if !ok {
+		return false
+	}
+	raw, err := base64.StdEncoding.DecodeString(data)
+	if err != nil {
+		return false
+	}
+	_, _, err = image.DecodeConfig(bytes.NewReader(raw))
+	return err == nil
+}
+
+// errorOutput is a call that did not get a result (rejected, server down,
+// timed out) as the model reads it: the wall time header and the error.
+func errorOutput(err error, wall time.Duration) registry.Output {
+	return registry.ContentOutput([]registry.ContentItem{registry.InputText(wallTimeHeader(wall)), registry.InputText(errorMessage(err))}, false)
+}
+
+// wallTimeHeader is the line the reference puts before an MCP tool's
+// output.
+func wallTimeHeader(wall time.Duration) string {
+	return fmt.Sprintf("Wall time: %.4f seconds\nOutput:", wall.Seconds())
+}
+
+// truncate replaces a text longer than MaxOutputBytes by its preview.
+func (m *Manager) truncate(text string) string {
+	if len(text) <= m.cfg.MaxOutputBytes {
+		return text
+	}
+	return truncateUTF8(text, m.cfg.MaxOutputBytes) +
+		fmt.Sprintf("\n[output truncated: %d of %d bytes shown]", m.cfg.MaxOutputBytes, len(text))
 }
 
 // truncateUTF8 cuts s to at most n bytes without splitting a character.

@@ -220,35 +220,13 @@ func MCPOutput(res MCPCallToolResult) Output {
 	if sc := bytes.TrimSpace(res.StructuredContent); len(sc) > 0 && !bytes.Equal(sc, []byte("null")) {
 		return TextOutput(compactJSON(sc), success)
 	}
-	type block struct {
-		Type     string `json:"type"`
-		Text     string `json:"text"`
-		Data     string `json:"data"`
-		MimeType string `json:"mimeType"`
-	}
-	blocks := make([]block, len(res.Content))
-	hasImage := false
-	for i, raw := range res.Content {
-		// A block that does not decode keeps its zero value and is passed
-		// through as JSON text below.
-		_ = json.Unmarshal(raw, &blocks[i])
-		if blocks[i].Type == "image" {
-			hasImage = true
+	for _, raw := range res.Content {
+		var b struct {
+			Type string `json:"type"`
 		}
-	}
-	if hasImage {
-		items := make([]ContentItem, 0, len(blocks))
-		for i, b := range blocks {
-			switch b.Type {
-			case "text":
-				items = append(items, InputText(b.Text))
-			case "image":
-				items = append(items, InputImage("data:"+b.MimeType+";base64,"+b.Data))
-			default:
-				items = append(items, InputText(compactJSON(res.Content[i])))
-			}
+		if json.Unmarshal(raw, &b) == nil && b.Type == "image" {
+			return ContentOutput(MCPContentItems(res.Content), success)
 		}
-		return ContentOutput(items, success)
 	}
 	content := res.Content
 	if content == nil {
@@ -264,6 +242,33 @@ func MCPOutput(res MCPCallToolResult) Output {
 		return TextOutput("["+strings.Join(parts, ",")+"]", success)
 	}
 	return TextOutput(string(b), success)
+}
+
+// MCPContentItems converts MCP content blocks to content items: text →
+// input_text, image → data URL input_image, any other block → its JSON as
+// input_text.
+func MCPContentItems(content []json.RawMessage) []ContentItem {
+	items := make([]ContentItem, 0, len(content))
+	for _, raw := range content {
+		// A block that does not decode keeps its zero value and is passed
+		// through as JSON text.
+		var b struct {
+			Type     string `json:"type"`
+			Text     string `json:"text"`
+			Data     string `json:"data"`
+			MimeType string `json:"mimeType"`
+		}
+		_ = json.Unmarshal(raw, &b)
+		switch b.Type {
+		case "text":
+			items = append(items, InputText(b.Text))
+		case "image":
+			items = append(items, InputImage("data:"+b.MimeType+";base64,"+b.Data))
+		default:
+			items = append(items, InputText(compactJSON(raw)))
+		}
+	}
+	return items
 }
 
 func compactJSON(raw []byte) string {

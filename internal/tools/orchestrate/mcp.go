@@ -18,7 +18,8 @@ func (s *Service) mcpTurn(tc turns.ToolContext) *mcp.Turn {
 	tt := s.newTurnTools(tc)
 	never := tt.approval.Mode == policy.Never ||
 		(tt.approval.Mode == policy.Granular && !tt.approval.Granular.McpElicitations)
-	t := &mcp.Turn{ThreadID: tc.ThreadID, TurnID: tc.TurnID, NeverAsk: never, DeferTools: s.deferMCPTools(tc)}
+	t := &mcp.Turn{ThreadID: tc.ThreadID, TurnID: tc.TurnID, NeverAsk: never, DeferTools: s.deferMCPTools(tc),
+		PlainTools: s.cfg.Providers[tc.Provider].WireAPI == config.WireAPIChat}
 	if tc.Sink != nil {
 		t.Items = mcpItems{tc.Sink}
 		t.Progress = func(n api.McpToolCallProgressNotification) { tc.Sink.Emit(context.Background(), mcpProgress{n}) }

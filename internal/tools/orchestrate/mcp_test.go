@@ -52,7 +52,7 @@ func TestBuildMCPServersEmptiedByThread(t *testing.T) {
 
 	plain := newTurn(t, s, ws, turnOpts{})
 	names := specNames(plain.specs)
-	require.True(t, names["mcp__tests__echo"], "%v", names)
+	require.True(t, names["ns:mcp__tests"], "%v", names)
 	require.True(t, names[mcp.ListResourcesName], "%v", names)
 
 	for name, cfg := range map[string]map[string]string{
