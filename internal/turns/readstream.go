@@ -23,9 +23,9 @@ const streamChunk = 64 << 10
 // unless excludeTurns) for a websocket reply, encoded while the reply is
 // written instead of built whole: the thread and its turn rows are read
 // when it is made (so that a missing thread or a store outage is still an
-// error reply), and each turn's items are paged from the store and
-// encoded a page at a time, so a big thread costs one page of items in
-// memory, not the thread twice over. Its bytes are those of the result
+// error reply), and the items are paged from the store and encoded a page
+// at a time, so a big thread costs one page of items in memory, not the
+// thread twice over. Its bytes are those of the result
 // built whole (ReadThread, ResumeThread, ForkThread) as encoding/json
 // encodes it.
 //
