@@ -217,7 +217,9 @@ func requestBytes(fake *fakemodel.Server) int {
 // measures
 //   - resume-ms: the first thread/resume (excludeTurns), which loads the
 //     thread; resume-turns-ms: a second connection's resume with every
-//     turn in the answer, the protocol's default;
+//     turn in the answer, the protocol's default; resume-turns-cpu-ms and
+//     resume-turns-rss-MB: the daemon's CPU time during that resume, and
+//     its highest RSS then minus its RSS before;
 //   - loaded-KB: the daemon's heap after the first turn (which reads the
 //     model history) minus before the resume;
 //   - daemon-cpu-ms/turn and request-KB/turn over 100 plain turns.
@@ -257,7 +259,22 @@ func benchLongThread(b *testing.B, items int, compacted bool) {
 	w := worker(b, d, id)
 	base := heapInuse(b, d)
 	resume := w.resume(b, true)
-	resumeTurns := worker(b, d, id).resume(b, false)
+	rw := worker(b, d, id)
+	rss0, err := d.rss()
+	if err != nil {
+		b.Fatal(err)
+	}
+	rss := sampleRSS(d)
+	rcpu0, err := procCPUTime(d.pid())
+	if err != nil {
+		b.Fatal(err)
+	}
+	resumeTurns := rw.resume(b, false)
+	rcpu1, err := procCPUTime(d.pid())
+	if err != nil {
+		b.Fatal(err)
+	}
+	resumeRSS := float64(rss.end()-rss0) / (1 << 20)
 	ctx := context.Background()
 	if _, _, err := w.turn(ctx); err != nil {
 		b.Fatal(err)
@@ -286,12 +303,14 @@ func benchLongThread(b *testing.B, items int, compacted bool) {
 	_ = w.ws.Close(websocket.StatusNormalClosure, "")
 	b.ReportMetric(ms(resume), "resume-ms")
 	b.ReportMetric(ms(resumeTurns), "resume-turns-ms")
+	b.ReportMetric(resumeRSS, "resume-turns-rss-MB")
+	b.ReportMetric(ms(rcpu1-rcpu0), "resume-turns-cpu-ms")
 	b.ReportMetric(loaded/1024, "loaded-KB")
 	b.ReportMetric(ms(cpu1-cpu0)/turns, "daemon-cpu-ms/turn")
 	b.ReportMetric(reqKB, "request-KB/turn")
 	b.ReportMetric(ms(percentile(durs, 0.5)), "p50-ms")
-	b.Logf("%d items: resume %v (with turns %v), loaded thread %.0f KB of heap, %d turns: p50 %v, daemon CPU %.2f ms/turn, requests %.1f KB/turn",
-		items, resume.Round(time.Microsecond), resumeTurns.Round(time.Microsecond), loaded/1024, turns, percentile(durs, 0.5),
+	b.Logf("%d items: resume %v (with turns %v, daemon CPU %v, RSS +%.1f MB), loaded thread %.0f KB of heap, %d turns: p50 %v, daemon CPU %.2f ms/turn, requests %.1f KB/turn",
+		items, resume.Round(time.Microsecond), resumeTurns.Round(time.Microsecond), rcpu1-rcpu0, resumeRSS, loaded/1024, turns, percentile(durs, 0.5),
 		ms(cpu1-cpu0)/turns, reqKB)
 }
 

@@ -115,8 +115,13 @@ func (s *Server) attach(sess *Session) {
 	})
 }
 
-// A thread/read with its turns is written while its reply is sent.
-var _ rpcws.StreamedResult = (*turns.ThreadReadStream)(nil)
+// A thread/read, thread/resume or thread/fork with its turns is written
+// while its reply is sent.
+var _ rpcws.StreamedResult = (*turns.ThreadStream)(nil)
+
+// withTurns reports whether a thread/resume or thread/fork answers with
+// the thread's turns, which are then streamed (rpcws.StreamedResult).
+func withTurns(excludeTurns *bool) bool { return excludeTurns == nil || !*excludeTurns }
 
 // registerThreads serves the thread and turn methods with m.
 func (s *Server) registerThreads(m *turns.Manager) {
@@ -127,14 +132,23 @@ func (s *Server) registerThreads(m *turns.Manager) {
 	s.Handle("thread/start", threadMethod(nil, func(ctx context.Context, c *Call, p api.ThreadStartParams) (api.ThreadStartResult, turns.After, error) {
 		return m.StartThread(ctx, caller(c), p)
 	}))
-	s.Handle("thread/resume", threadMethod(id, func(ctx context.Context, c *Call, p api.ThreadResumeParams) (api.ThreadResumeResult, turns.After, error) {
+	// With its turns, the reply is written as they are read from the
+	// store, a page of items at a time; it is queued before the
+	// notifications After sends, so it still precedes them on the wire.
+	resume := func(ctx context.Context, c *Call, p api.ThreadResumeParams) (any, turns.After, error) {
+		if withTurns(p.ExcludeTurns) {
+			return m.StreamResume(ctx, caller(c), p)
+		}
+		return m.ResumeThread(ctx, caller(c), p)
+	}
+	s.Handle("thread/resume", threadMethod(id, func(ctx context.Context, c *Call, p api.ThreadResumeParams) (any, turns.After, error) {
 		sub := c.Session.sub.Load()
 		if p.AfterSeq == nil || sub == nil {
-			return m.ResumeThread(ctx, caller(c), p)
+			return resume(ctx, c, p)
 		}
 		// Live notifications of the thread wait while the log is replayed.
 		sub.hold(p.ThreadID)
-		res, after, err := m.ResumeThread(ctx, caller(c), p)
+		res, after, err := resume(ctx, c, p)
 		if err != nil {
 			sub.replay(context.WithoutCancel(ctx), s.hub, p.ThreadID, -1)
 			return res, after, err
@@ -146,7 +160,10 @@ func (s *Server) registerThreads(m *turns.Manager) {
 			sub.replay(c.Session.Context(), s.hub, p.ThreadID, *p.AfterSeq)
 		}, nil
 	}))
-	s.Handle("thread/fork", threadMethod(id, func(ctx context.Context, c *Call, p api.ThreadForkParams) (api.ThreadStartResult, turns.After, error) {
+	s.Handle("thread/fork", threadMethod(id, func(ctx context.Context, c *Call, p api.ThreadForkParams) (any, turns.After, error) {
+		if withTurns(p.ExcludeTurns) {
+			return m.StreamFork(ctx, caller(c), p)
+		}
 		return m.ForkThread(ctx, caller(c), p)
 	}))
 	s.Handle("thread/archive", threadMethod(id, func(ctx context.Context, _ *Call, p api.ThreadArchiveParams) (api.ThreadArchiveResult, turns.After, error) {

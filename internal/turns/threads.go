@@ -226,29 +226,59 @@ func (m *Manager) threadFor(ctx context.Context, rawID, notFound string) (*threa
 
 // ResumeThread loads a thread, applies overrides and subscribes the caller.
 func (m *Manager) ResumeThread(ctx context.Context, c Caller, p api.ThreadResumeParams) (api.ThreadResumeResult, After, error) {
-	t, err := m.threadFor(ctx, p.ThreadID, "thread not found: %s")
+	res, t, after, err := m.resume(ctx, c, p)
 	if err != nil {
 		return api.ThreadResumeResult{}, nil, err
 	}
 	defer t.unpin()
+	if err := t.loadTurns(ctx, &res.Thread, p.ExcludeTurns); err != nil {
+		return api.ThreadResumeResult{}, nil, err
+	}
+	return res, after, nil
+}
+
+// StreamResume is ResumeThread for a websocket reply: its result is a
+// ThreadStream, the thread's turns (unless p.ExcludeTurns) read from the
+// store while the reply is written; ctx must outlive the call (the
+// connection's). The turns are the transcript when the stream is made,
+// as ResumeThread's, and the notifications of the thread that After sends
+// follow the reply as they follow ResumeThread's.
+func (m *Manager) StreamResume(ctx context.Context, c Caller, p api.ThreadResumeParams) (*ThreadStream, After, error) {
+	res, t, after, err := m.resume(ctx, c, p)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer t.unpin()
+	s, err := t.transcript().stream(ctx, &res, &res.Thread, !isTrue(p.ExcludeTurns))
+	if err != nil {
+		return nil, nil, err
+	}
+	return s, after, nil
+}
+
+// resume is ResumeThread without the thread's turns; the thread it returns
+// is pinned until the caller unpins it.
+func (m *Manager) resume(ctx context.Context, c Caller, p api.ThreadResumeParams) (api.ThreadResumeResult, *thread, After, error) {
+	t, err := m.threadFor(ctx, p.ThreadID, "thread not found: %s")
+	if err != nil {
+		return api.ThreadResumeResult{}, nil, nil, err
+	}
 	if err := t.update(ctx, overrides{
 		model: p.Model, provider: p.ModelProvider, cwd: p.Cwd, approval: p.ApprovalPolicy,
 		sandboxMode: p.Sandbox, base: p.BaseInstructions, developer: p.DeveloperInstructions,
 	}); err != nil {
-		return api.ThreadResumeResult{}, nil, err
+		t.unpin()
+		return api.ThreadResumeResult{}, nil, nil, err
 	}
 	t.subscribe(c.Conn)
 	base := t.settingsResult()
-	if err := t.loadTurns(ctx, &base.Thread, p.ExcludeTurns); err != nil {
-		return api.ThreadResumeResult{}, nil, err
-	}
 	res := api.ThreadResumeResult{
 		Thread: base.Thread, Model: base.Model, ModelProvider: base.ModelProvider,
 		Cwd: base.Cwd, RuntimeWorkspaceRoots: base.RuntimeWorkspaceRoots,
 		ApprovalPolicy: base.ApprovalPolicy, ApprovalsReviewer: base.ApprovalsReviewer,
 		Sandbox: base.Sandbox, ReasoningEffort: base.ReasoningEffort,
 	}
-	return res, func() {
+	return res, t, func() {
 		t.replayUsage(c.Conn)
 		// A client that resumes may answer calls still pending for it.
 		m.subscribersChanged(t.id)
@@ -296,9 +326,36 @@ func (t *thread) update(ctx context.Context, o overrides) error {
 
 // ForkThread copies a thread (through lastTurnId) into a new one.
 func (m *Manager) ForkThread(ctx context.Context, c Caller, p api.ThreadForkParams) (api.ThreadStartResult, After, error) {
-	src, err := m.threadFor(ctx, p.ThreadID, "thread not found: %s")
+	res, t, after, err := m.fork(ctx, c, p)
 	if err != nil {
 		return api.ThreadStartResult{}, nil, err
+	}
+	if err := t.loadTurns(ctx, &res.Thread, p.ExcludeTurns); err != nil {
+		return api.ThreadStartResult{}, nil, err
+	}
+	return res, after, nil
+}
+
+// StreamFork is ForkThread for a websocket reply: its result is a
+// ThreadStream, the copy's turns (unless p.ExcludeTurns) read from its
+// store while the reply is written (see StreamResume).
+func (m *Manager) StreamFork(ctx context.Context, c Caller, p api.ThreadForkParams) (*ThreadStream, After, error) {
+	res, t, after, err := m.fork(ctx, c, p)
+	if err != nil {
+		return nil, nil, err
+	}
+	s, err := t.transcript().stream(ctx, &res, &res.Thread, !isTrue(p.ExcludeTurns))
+	if err != nil {
+		return nil, nil, err
+	}
+	return s, after, nil
+}
+
+// fork is ForkThread without the copy's turns.
+func (m *Manager) fork(ctx context.Context, c Caller, p api.ThreadForkParams) (api.ThreadStartResult, *thread, After, error) {
+	src, err := m.threadFor(ctx, p.ThreadID, "thread not found: %s")
+	if err != nil {
+		return api.ThreadStartResult{}, nil, nil, err
 	}
 	defer src.unpin()
 	src.mu.Lock()
@@ -319,33 +376,29 @@ func (m *Manager) ForkThread(ctx context.Context, c Caller, p api.ThreadForkPara
 		model: p.Model, provider: p.ModelProvider, cwd: p.Cwd, approval: p.ApprovalPolicy,
 		sandboxMode: p.Sandbox, base: p.BaseInstructions, developer: p.DeveloperInstructions,
 	}); err != nil {
-		return api.ThreadStartResult{}, nil, err
+		return api.ThreadStartResult{}, nil, nil, err
 	}
 	if err := applyConfig(&meta, p.Config, p.Sandbox != nil); err != nil {
-		return api.ThreadStartResult{}, nil, err
+		return api.ThreadStartResult{}, nil, nil, err
 	}
 	metaJSON, _ := json.Marshal(meta)
 	rec.Meta = metaJSON
 
 	b := &store.Batch{CreateThreads: []*store.Thread{&rec}}
 	if err := m.copyTranscript(ctx, src, rec.ID, p.LastTurnID, now, b); err != nil {
-		return api.ThreadStartResult{}, nil, err
+		return api.ThreadStartResult{}, nil, nil, err
 	}
 	st := m.storeFor(p.Ephemeral)
 	if err := st.Write(ctx, b); err != nil {
-		return api.ThreadStartResult{}, nil, err
+		return api.ThreadStartResult{}, nil, nil, err
 	}
 	// The copy's history is read from its own store by its first turn.
 	t := newThread(m, rec, meta, st)
 	if err := m.register(t); err != nil {
-		return api.ThreadStartResult{}, nil, err
+		return api.ThreadStartResult{}, nil, nil, err
 	}
 	t.subscribe(c.Conn)
-	res := t.settingsResult()
-	if err := t.loadTurns(ctx, &res.Thread, p.ExcludeTurns); err != nil {
-		return api.ThreadStartResult{}, nil, err
-	}
-	return res, func() {
+	return t.settingsResult(), t, func() {
 		t.replayUsage(c.Conn)
 		m.cfg.Notifier.Broadcast("thread/started", api.ThreadStartedNotification{Thread: t.apiThread()})
 	}, nil
@@ -423,7 +476,7 @@ func (m *Manager) Unsubscribe(c Caller, p api.ThreadUnsubscribeParams) (api.Thre
 // loadTurns fills th's turns from the thread's transcript unless the
 // client asked to exclude them (thread/resume, thread/fork).
 func (t *thread) loadTurns(ctx context.Context, th *api.Thread, exclude *bool) error {
-	if exclude != nil && *exclude {
+	if isTrue(exclude) {
 		return nil
 	}
 	turns, err := t.transcript().apiTurns(ctx)
@@ -433,3 +486,6 @@ func (t *thread) loadTurns(ctx context.Context, th *api.Thread, exclude *bool) e
 	th.Turns = turns
 	return nil
 }
+
+// isTrue reports whether an optional flag is set and true.
+func isTrue(b *bool) bool { return b != nil && *b }
