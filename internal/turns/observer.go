@@ -90,7 +90,10 @@ func (m *Manager) Counts() (loaded, running int) {
 	threads := m.loadedThreads()
 	for _, t := range threads {
 		t.mu.Lock()
-		if t.active != nil {
+		// A turn whose end is settled (ending) is no longer running,
+		// though it stays active until turn/completed is out: a client
+		// told the turn completed reads a gauge without it.
+		if t.active != nil && !t.active.ending {
 			running++
 		}
 		t.mu.Unlock()
