@@ -265,7 +265,7 @@ func startFake(tb testing.TB, script fakemodel.Script) *fakemodel.Server {
 
 const (
 	// crossNodeThreads is how many threads BenchmarkCrossNodeEvents drives
-	// at once, each with its own subscriber.
+	// at once under load, each with its own subscriber.
 	crossNodeThreads = 4
 	// crossNodeTurns is its measured turns in total.
 	crossNodeTurns = 400
@@ -282,7 +282,8 @@ const (
 // turn the latency is the time B's stream delivers turn/completed minus
 // the time A's websocket delivered it (both read by this process, with one
 // clock). Reported: p50-ms and p99-ms of that latency over the measured
-// turns, 4 threads at once.
+// turns, with one thread (the lag itself) and 4 threads at once (under
+// load).
 //
 // A daemon without cross-node fan-out never delivers the event on B: the
 // benchmark then skips, saying so, after the warm-up turn waited
@@ -290,11 +291,19 @@ const (
 //
 //	go test -run '^$' -bench CrossNodeEvents -benchtime=1x ./bench/
 func BenchmarkCrossNodeEvents(b *testing.B) {
+	for _, threads := range []int{1, crossNodeThreads} {
+		b.Run(fmt.Sprintf("threads=%d", threads), func(b *testing.B) { crossNodeEvents(b, threads) })
+	}
+}
+
+// crossNodeEvents is BenchmarkCrossNodeEvents with threads threads driven
+// at once.
+func crossNodeEvents(b *testing.B, threads int) {
 	fake := startFake(b, fakemodel.Script{})
 	nodes := startNodes(b, 2, pgtest.URL(b), fakeModelArgs(fake.URL())...)
 	a, nb := nodes[0], nodes[1]
 
-	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: crossNodeThreads}}
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: threads}}
 	defer hc.CloseIdleConnections()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -306,8 +315,8 @@ func BenchmarkCrossNodeEvents(b *testing.B) {
 	// channel.
 	var mu sync.Mutex
 	seen := map[string]time.Time{}
-	arrived := make([]chan string, crossNodeThreads)
-	workers := make([]*turnWorker, crossNodeThreads)
+	arrived := make([]chan string, threads)
+	workers := make([]*turnWorker, threads)
 	var readers sync.WaitGroup
 	defer readers.Wait()
 	defer cancel()
@@ -322,7 +331,7 @@ func BenchmarkCrossNodeEvents(b *testing.B) {
 		if err != nil {
 			b.Fatalf("subscriber %d on B: %v\nB stderr:\n%s", i, err, nb.stderr)
 		}
-		ch := make(chan string, crossNodeTurns+crossNodeThreads)
+		ch := make(chan string, crossNodeTurns+threads)
 		arrived[i] = ch
 		readers.Go(func() {
 			defer resp.Body.Close()
@@ -384,7 +393,7 @@ func BenchmarkCrossNodeEvents(b *testing.B) {
 	b.ResetTimer()
 	for range b.N {
 		run, runCancel := context.WithTimeout(ctx, turnsTimeout)
-		err := runWorkers(run, crossNodeThreads, crossNodeTurns, func(ctx context.Context, i int) (time.Duration, error) {
+		err := runWorkers(run, threads, crossNodeTurns, func(ctx context.Context, i int) (time.Duration, error) {
 			return lat(ctx, i, turnTimeout)
 		}, func(d time.Duration) {
 			lagMu.Lock()
@@ -401,7 +410,7 @@ func BenchmarkCrossNodeEvents(b *testing.B) {
 	b.ReportMetric(ms(percentile(lags, 0.50)), "p50-ms")
 	b.ReportMetric(ms(percentile(lags, 0.99)), "p99-ms")
 	b.Logf("%d turns on %d threads: B's turn/completed after A's: p50 %v p90 %v p99 %v max %v",
-		len(lags), crossNodeThreads, percentile(lags, 0.50), percentile(lags, 0.90), percentile(lags, 0.99), lags[len(lags)-1])
+		len(lags), threads, percentile(lags, 0.50), percentile(lags, 0.90), percentile(lags, 0.99), lags[len(lags)-1])
 }
 
 // errNoCrossNode is a turn whose events never reached the other node.
