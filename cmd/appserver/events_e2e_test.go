@@ -3,6 +3,7 @@ package main
 import (
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -24,11 +25,14 @@ func TestEventsAcrossDaemons(t *testing.T) {
 	require.NoError(t, err)
 	a := startAppserverProc(t, bin, args...)
 	b := startAppserverProc(t, bin, args...)
+	c := startAppserverProc(t, bin, args...)
 
 	ra := newSeqRPC(t, &testDaemon{addr: a.addr})
 	thread := startThread(t, ra, nil)
 	rb := newSeqRPC(t, &testDaemon{addr: b.addr})
 	rb.call("thread/resume", map[string]any{"threadId": thread})
+	// A third daemon's HTTP API streams the thread's events (SSE).
+	sc := hubEvents(t, &testDaemon{addr: c.addr}, thread)
 	ra.seen, rb.seen = nil, nil
 
 	runTurn(t, ra, thread, "count")
@@ -40,6 +44,22 @@ func TestEventsAcrossDaemons(t *testing.T) {
 	for i := 1; i < len(onB); i++ {
 		require.Equal(t, onB[i-1].Seq+1, onB[i].Seq, "consecutive numbers")
 	}
+	var onC []string
+	for len(onC) == 0 || onC[len(onC)-1] != "turn/completed" {
+		select {
+		case ev, ok := <-sc.events:
+			require.True(t, ok, "C's event stream ended before turn/completed")
+			onC = append(onC, ev.Method)
+		case <-time.After(15 * time.Second):
+			t.Fatalf("C's event stream stopped after %v", onC)
+		}
+	}
+	var methodsA []string
+	for _, f := range onA {
+		methodsA = append(methodsA, f.Method)
+	}
+	methodsA = append(methodsA, "turn/completed") // runTurn took A's
+	require.Equal(t, methodsA, onC, "C's event stream has every event of A's turn, in A's order")
 
 	// A client of A drops mid-turn and comes back on B with its last number.
 	k := onA[len(onA)/2].Seq
@@ -56,6 +76,7 @@ func TestEventsAcrossDaemons(t *testing.T) {
 
 	a.terminate(t)
 	b.terminate(t)
+	c.terminate(t)
 }
 
 // newSeqRPC is newRPC for a client that asks for each thread
