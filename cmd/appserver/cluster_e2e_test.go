@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -395,15 +396,29 @@ func clusterSteerAndInterrupt(t *testing.T, fake *fakemodel.Server, ra, rb *rpc)
 			break
 		}
 	}
-	ra.until("item/agentMessage/delta")
+	// The input is in the history once its item completed, and goes out
+	// with the next model request, after the one streaming now: wait for
+	// that request before interrupting.
+	carrying := func() (fakemodel.RecordedRequest, bool) {
+		for _, r := range slices.Backward(fake.Requests()) {
+			var body struct {
+				Input []json.RawMessage `json:"input"`
+			}
+			if r.Decode(&body) == nil && strings.Contains(string(mustJSON(t, body.Input)), "Steered more") {
+				return r, true
+			}
+		}
+		return fakemodel.RecordedRequest{}, false
+	}
+	require.Eventually(t, func() bool { _, ok := carrying(); return ok }, 20*time.Second, 20*time.Millisecond,
+		"no model request carries the steered input")
 	rb.call("turn/interrupt", map[string]any{"threadId": threadID, "turnId": turnID})
 	var done turnResult
 	require.NoError(t, json.Unmarshal(ra.until("turn/completed").Params, &done))
 	require.Equal(t, turnID, done.Turn.ID)
 	require.Equal(t, "interrupted", done.Turn.Status)
 
-	reqs := fake.Requests()
-	last := reqs[len(reqs)-1]
+	last, _ := carrying()
 	require.Equal(t, clusterStepSteered, last.Step)
 	var body struct {
 		Input []json.RawMessage `json:"input"`
