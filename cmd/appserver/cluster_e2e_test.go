@@ -354,8 +354,11 @@ func TestClusterDaemons(t *testing.T) {
 		done := ra.until("turn/completed")
 		require.Contains(t, string(done.Params), turnID)
 		require.NotContains(t, string(done.Params), `"completed"`, "A cannot complete a turn whose end it could not store")
-		// A ping through A: everything it did after waking is behind it.
+		// A ping through A: everything it did after waking is behind it;
+		// and a retry of the refused end (the turn-end retrier starts at
+		// 100 ms) must not come after it either, once the lease is gone.
 		ra.call("thread/loaded/list", map[string]any{})
+		time.Sleep(500 * time.Millisecond)
 		turns = clusterTurns(t, rb, threadID)
 		require.Equal(t, "interrupted", turns[0].Status)
 		require.Equal(t, before, turns[0].Items, "A wrote nothing after it lost the lease")

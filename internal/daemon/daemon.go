@@ -89,6 +89,10 @@ type Core struct {
 	Node *cluster.Node
 }
 
+// embeddedEventFlushDelay is the event log's FlushDelay on the embedded
+// store (see NewCore).
+const embeddedEventFlushDelay = 50 * time.Millisecond
+
 // NewCore builds the core. Each part puts its stop in stops as soon as it
 // runs, in the shutdown order of runServe, so the caller stops what was
 // built whether or not the rest could be.
@@ -122,7 +126,16 @@ func NewCore(ctx context.Context, cfg *config.Config, configFile, version string
 	// The durable event log numbers every thread notification and appends
 	// it through the group committer; on Postgres a listener brings the
 	// events of threads run by other daemons to this one's subscribers.
-	if c.Events, err = eventlog.New(eventlog.Config{Store: c.Store, Queue: events, Retention: cfg.EventRetention, Logger: log}); err != nil {
+	// Events that no transcript commit carries are written alone after
+	// FlushDelay. Only other daemons need them stored that soon (a resume
+	// here reads the queue too): on the embedded store they wait longer,
+	// so that nearly all of them ride the transcript's commits instead of
+	// queueing separate writes behind them on SQLite's one writer.
+	flushDelay := eventlog.DefaultFlushDelay
+	if cfg.DatabaseURL == "" {
+		flushDelay = embeddedEventFlushDelay
+	}
+	if c.Events, err = eventlog.New(eventlog.Config{Store: c.Store, Queue: events, Retention: cfg.EventRetention, FlushDelay: flushDelay, Logger: log}); err != nil {
 		return nil, err
 	}
 	if err := c.Events.Start(ctx); err != nil {
@@ -208,6 +221,13 @@ func NewCore(ctx context.Context, cfg *config.Config, configFile, version string
 	if c.Node != nil {
 		turnStore, owner = c.Node.Fenced(c.Store), c.Node
 	}
+	// The journal of turn ends told but not stored is read by the
+	// single-daemon start-up recovery; with leases the cluster settles
+	// such turns, and nothing would read it.
+	pendingEndsFile := ""
+	if c.Node == nil {
+		pendingEndsFile = filepath.Join(cfg.DataDir, "pending-turn-ends.json")
+	}
 	c.Manager, err = turns.New(turns.Config{
 		Store:                turnStore,
 		Ownership:            owner,
@@ -231,7 +251,7 @@ func NewCore(ctx context.Context, cfg *config.Config, configFile, version string
 			CompactPrompt:    cfg.CompactPrompt,
 		},
 		ShutdownGrace:   cfg.ShutdownGracePeriod,
-		PendingEndsFile: filepath.Join(cfg.DataDir, "pending-turn-ends.json"),
+		PendingEndsFile: pendingEndsFile,
 		Observer:        obs,
 		Logger:          log,
 	})

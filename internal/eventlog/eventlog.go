@@ -26,6 +26,9 @@ const (
 	pruneBatch = 10_000
 	// loadTimeout bounds reading a thread's last stored sequence number.
 	loadTimeout = 5 * time.Second
+	// retryLoadAfter is how long a thread's notifications go on without
+	// reading the stored maximum again after a failed read.
+	retryLoadAfter = time.Second
 )
 
 // Config configures a Log. Store is required; zero fields take the
@@ -65,6 +68,10 @@ type thread struct {
 	// owned is set once this daemon numbered from the stored maximum; a
 	// delivery of another daemon's events clears it.
 	owned bool
+	// retryAt is when, after a failed read of the stored maximum, the
+	// next notification reads it again: in between, a store outage costs
+	// notifications no wait.
+	retryAt time.Time
 	// used is when the thread last had an event here, for forgetting
 	// threads that went quiet.
 	used time.Time
@@ -139,7 +146,7 @@ func (l *Log) Record(n *hub.Notification, deliver func()) {
 	t := l.threadOf(n.ThreadID)
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if !t.owned {
+	if !t.owned && !l.cfg.Now().Before(t.retryAt) {
 		ctx, cancel := context.WithTimeout(context.Background(), loadTimeout)
 		stored, err := l.cfg.Store.LastEventSeq(ctx, n.ThreadID)
 		cancel()
@@ -147,6 +154,7 @@ func (l *Log) Record(n *hub.Notification, deliver func()) {
 			// Numbering goes on from what this daemon knows; if that
 			// collides with stored events their append fails and is logged.
 			l.log.Error("event log: read the last sequence number", "thread", n.ThreadID, "err", err)
+			t.retryAt = l.cfg.Now().Add(retryLoadAfter)
 		} else {
 			t.owned = true
 		}

@@ -198,8 +198,10 @@ func (a *API) postTurn(w http.ResponseWriter, r *http.Request) *problem {
 				return p
 			}
 			if !claimed {
-				// Positions are per daemon: the stream starts at the
-				// beginning of the thread's durable log, which has the turn.
+				// The first claim was made here or on another daemon; its
+				// position is not known here, so the stream starts at the
+				// beginning of the thread's retained log, which has the
+				// turn (a replay of up to event_retention of events).
 				a.idem.succeed(entry, turnID, 0)
 				replayed = true
 			}

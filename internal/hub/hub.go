@@ -380,8 +380,8 @@ func (h *Hub) SubscribersChanged(threadID string, version uint64, subs []ConnID)
 	subs = slices.Clone(subs)
 	slices.Sort(subs)
 	h.mu.Lock()
-	_, had := h.threads[threadID]
-	if cur, ok := h.threads[threadID]; !ok || cur.version < version {
+	cur, had := h.threads[threadID]
+	if !had || cur.version < version {
 		if len(subs) == 0 {
 			delete(h.threads, threadID)
 		} else {

@@ -399,17 +399,14 @@ func (m *Manager) modelOutput(res api.McpServerToolCallResult, wall time.Duratio
 const imageOmitted = "image content omitted because it could not be processed"
 
 // decodableImage reports whether a data URL holds a PNG, JPEG or GIF image
-// whose header decodes.
+// whose header decodes. Only the header is decoded (streamed from the
+// base64), not the whole image.
 func decodableImage(url string) bool {
 	_, data, ok := strings.Cut(url, ";base64,")
 	if !ok {
 		return false
 	}
-	raw, err := base64.StdEncoding.DecodeString(data)
-	if err != nil {
-		return false
-	}
-	_, _, err = image.DecodeConfig(bytes.NewReader(raw))
+	_, _, err := image.DecodeConfig(base64.NewDecoder(base64.StdEncoding, strings.NewReader(data)))
 	return err == nil
 }
 

@@ -111,8 +111,9 @@ func (t *thread) uniqueItemID(ctx context.Context, id, prefix string) string {
 	}
 	t.mu.Lock()
 	_, dup := t.itemIDs[id]
+	inMemory := t.allIDsInMemory
 	t.mu.Unlock()
-	if !dup {
+	if !dup && !inMemory {
 		// Any failure but "not found" takes a fresh id: a conflict would
 		// fail the commit.
 		_, err := t.store.GetItem(ctx, t.id, id)

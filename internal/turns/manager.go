@@ -690,6 +690,7 @@ func (m *Manager) refresh(ctx context.Context, t *thread) error {
 	// The model history is read again by the turn (ensureHistory): what
 	// this daemon held misses the other daemon's turns.
 	t.history, t.historyLoaded, t.itemIDs = history{}, false, nil
+	t.allIDsInMemory = false
 	t.historyGen++
 	return nil
 }

@@ -3,6 +3,7 @@ package turns
 import (
 	"context"
 	"encoding/json"
+	"math"
 	"strings"
 
 	"github.com/appserver/appserver/api"
@@ -106,7 +107,7 @@ func (x transcript) turns(ctx context.Context) ([]store.Turn, error) {
 // items lists every item of the thread (or of one turn) in order.
 func (x transcript) items(ctx context.Context, turnID string) ([]store.Item, error) {
 	var out []store.Item
-	err := x.eachItem(ctx, turnID, 0, func(it store.Item) error {
+	err := x.eachItem(ctx, turnID, math.MaxInt64, func(it store.Item) error {
 		out = append(out, it)
 		return nil
 	})
@@ -114,7 +115,8 @@ func (x transcript) items(ctx context.Context, turnID string) ([]store.Item, err
 }
 
 // eachItem calls f with every item of the thread (or of one turn) in
-// order, up to sequence number lastSeq (0: all), reading them a page at a
+// order, up to sequence number lastSeq (math.MaxInt64: all; 0: none, as for
+// a thread that had no items when a reply was made), reading them a page at a
 // time, and stops at f's first error.
 func (x transcript) eachItem(ctx context.Context, turnID string, lastSeq int64, f func(store.Item) error) error {
 	cursor := ""
@@ -124,7 +126,7 @@ func (x transcript) eachItem(ctx context.Context, turnID string, lastSeq int64, 
 			return err
 		}
 		for _, it := range page.Items {
-			if lastSeq > 0 && it.Seq > lastSeq {
+			if it.Seq > lastSeq {
 				return nil
 			}
 			if err := f(it); err != nil {

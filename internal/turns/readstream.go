@@ -127,7 +127,7 @@ func (s *ThreadStream) itemsInOrder() (bool, error) {
 // The page of stored items it converts is not counted: its size is not
 // known before it is read.
 func (s *ThreadStream) Size() int64 {
-	return int64(len(s.head) + len(s.tail) + streamChunk)
+	return int64(len(s.head) + len(s.tail) + 2*streamChunk) // WriteJSON's buffer
 }
 
 // WriteJSON writes the result to w, the items a page at a time, in

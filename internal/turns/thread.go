@@ -107,9 +107,12 @@ type thread struct {
 	// trimmed, since reading it back would miss that turn.
 	historyUnsaved bool
 	// itemIDs are the item ids taken since the history was last loaded;
-	// older ones are looked up in the store (uniqueItemID).
-	itemIDs     map[string]struct{}
-	unloadTimer *time.Timer
+	// older ones are looked up in the store (uniqueItemID), unless
+	// allIDsInMemory: a thread started by this daemon, whose every item id
+	// is in itemIDs until its history is first dropped or read again.
+	itemIDs        map[string]struct{}
+	allIDsInMemory bool
+	unloadTimer    *time.Timer
 	// trimTimer drops the history of a thread left idle (trim).
 	trimTimer *time.Timer
 	// pins counts callers using the thread between loading it and
@@ -262,6 +265,7 @@ func (t *thread) trim() {
 		return // armed again when a turn ends or the pin goes
 	}
 	t.history, t.historyLoaded, t.itemIDs = history{}, false, nil
+	t.allIDsInMemory = false
 }
 
 // ensureHistory reads the model history from the store unless it is in

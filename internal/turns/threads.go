@@ -199,6 +199,8 @@ func (m *Manager) StartThread(ctx context.Context, c Caller, p api.ThreadStartPa
 		return api.ThreadStartResult{}, nil, err
 	}
 	t := newThread(m, rec, meta, st)
+	// A new thread has no stored items: its ids are all taken here.
+	t.allIDsInMemory = true
 	if err := m.register(t); err != nil {
 		return api.ThreadStartResult{}, nil, err
 	}

@@ -707,7 +707,12 @@ func (r *turnRun) finish(runErr error) {
 		status, turnErr = r.endStatus(fmt.Errorf("persist turn end: %w", err))
 		patch.Status = string(status)
 		patch.Error, _ = json.Marshal(turnErr)
-		t.m.ends.add(t.store, patch)
+		// A refusal (the lease went to another daemon: Conflict) is
+		// final: retrying it after the lease is released would write
+		// unfenced over the end the new owner stored.
+		if !permanent(err) {
+			t.m.ends.add(t.store, patch)
+		}
 	}
 	t.metaMu.Unlock()
 	r.observeEnd(status, turnErr, runErr, now)
