@@ -447,7 +447,8 @@ var protocolCoreMethods = []string{
 	"turn/steer", "turn/interrupt", "model/list", "skills/list",
 	"mcpServerStatus/list", "mcpServer/tool/call", "command/exec", "config/read",
 	"account/read", "configRequirements/read", "thread/loaded/list",
-	"collaborationMode/list", "hooks/list",
+	"collaborationMode/list", "hooks/list", "config/value/write", "config/batchWrite",
+	"process/spawn", "process/writeStdin", "process/resizePty", "process/kill",
 }
 
 func TestClientMethodsCoverProtocol(t *testing.T) {
@@ -463,6 +464,7 @@ func TestClientMethodsCoverProtocol(t *testing.T) {
 		MethodTurnStart, MethodTurnSteer, MethodTurnInterrupt, MethodModelList, MethodSkillsList,
 		MethodMcpServerStatusList, MethodMcpServerToolCall, MethodCommandExec, MethodConfigRead,
 		MethodConfigRequirementsRead, MethodAccountRead, MethodHooksList, MethodCollaborationModeList,
+		MethodProcessSpawn, MethodProcessWriteStdin, MethodProcessResizePty, MethodProcessKill,
 	} {
 		if _, ok := ClientMethods[m]; !ok {
 			t.Errorf("constant %s missing from ClientMethods", m)
@@ -477,9 +479,9 @@ func TestClientMethodsCoverProtocol(t *testing.T) {
 			exp++
 		}
 	}
-	// Counts of the 0.169.0 ClientRequest.json bundles: 109 stable + 75 experimental.
-	if len(ClientMethods) != 184 || exp != 75 {
-		t.Errorf("got %d methods, %d experimental; want 184, 75", len(ClientMethods), exp)
+	// Counts of the 0.171.0 bundles: 110 stable + 79 experimental.
+	if len(ClientMethods) != 189 || exp != 79 {
+		t.Errorf("got %d methods, %d experimental; want 189, 79", len(ClientMethods), exp)
 	}
 	for m, want := range map[string]MethodInfo{
 		"initialize":                                {},

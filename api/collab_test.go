@@ -25,3 +25,22 @@ func TestCollabAgentToolCallItemWire(t *testing.T) {
 	require.NoError(t, json.Unmarshal(b, &back))
 	require.Equal(t, it, back)
 }
+
+// subAgentActivity items as codex 0.171.0 sent them (a spawn's and a
+// child's end) decode to their own type and encode back byte for byte in
+// meaning.
+func TestSubAgentActivityItemWire(t *testing.T) {
+	for _, raw := range []string{
+		`{"type":"subAgentActivity","model":"gpt-5.5","reasoningEffort":"medium","id":"call_spawn","kind":"started","agentThreadId":"t1","agentPath":"/root/helper","startedAtMs":1,"completedAtMs":2}`,
+		`{"type":"subAgentActivity","model":null,"reasoningEffort":null,"id":"subagent-completed-u1","kind":"completed","agentThreadId":"t1","agentPath":"/root/helper","startedAtMs":3,"completedAtMs":null}`,
+	} {
+		var it ThreadItem
+		require.NoError(t, json.Unmarshal([]byte(raw), &it))
+		body, ok := it.Body.(*SubAgentActivityItem)
+		require.True(t, ok, "%T", it.Body)
+		require.Equal(t, "/root/helper", body.AgentPath)
+		b, err := json.Marshal(it)
+		require.NoError(t, err)
+		require.JSONEq(t, raw, string(b))
+	}
+}

@@ -12,10 +12,12 @@ type ConfigReadParams struct {
 
 // ConfigReadResult is the result of config/read.
 type ConfigReadResult struct {
-	// Config is the effective config, mirroring config.toml (snake_case keys); must be non-nil.
-	Config map[string]any `json:"config"`
-	// Origins maps each dotted key to the layer that set it; must be non-nil.
-	Origins map[string]ConfigLayerMetadata `json:"origins"`
+	// Config is the effective config, mirroring config.toml (snake_case
+	// keys); nil is written as {}.
+	Config Map[any] `json:"config"`
+	// Origins maps each dotted key to the layer that set it; nil is written
+	// as {}.
+	Origins Map[ConfigLayerMetadata] `json:"origins"`
 	// Layers are the config layers, highest precedence first; 0.169.0 omits
 	// the key (rather than writing null) unless includeLayers was set.
 	Layers []ConfigLayer `json:"layers,omitempty"`

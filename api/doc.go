@@ -1,5 +1,6 @@
 // Package api holds the wire types of the Codex app-server protocol v2 as
-// spoken by codex-cli 0.169.0: JSON-RPC params and results, notifications,
+// codex-cli 0.171.0 defines it (ProtocolVersion; 0.169.0 clients speak a
+// subset of it): JSON-RPC params and results, notifications,
 // server→client requests and the ThreadItem union, plus the bodies of the
 // HTTP/JSON API under /v1 (http.go, described by openapi.yaml). It has no
 // logic and depends on the standard library only.
@@ -20,7 +21,17 @@
 //     selected variant. ThreadItem is the exception: it wraps one of the
 //     per-variant structs (see ThreadItemBody).
 //
+// The types are written by hand and held to the reference schema
+// (api/schema, which says why they are not generated) by the tests:
+// api/wiretypes_test.go maps each served method to its types, and
+// Unserved (unserved.go) lists what is not served and why. The method
+// tables (protocol_gen.go, and protocol_methods.json for generators in
+// other languages) and docs/protocol-methods.md are generated from the
+// schema and Unserved by go generate.
+//
 // Decoding never rejects a missing required param (Go has no such notion);
 // callers validate those and answer like codex does, e.g. -32600
 // "Invalid request: missing field `threadId`".
 package api
+
+//go:generate go run ./internal/gen

@@ -59,6 +59,9 @@ type Problem struct {
 	Detail string `json:"detail,omitempty"`
 	// Instance is the request path.
 	Instance string `json:"instance,omitempty"`
+	// RequestID is the request's id, as answered in its X-Request-Id
+	// header.
+	RequestID string `json:"requestId,omitempty"`
 }
 
 // HTTPThreadCreateRequest is the body of POST /v1/threads. Every field is
@@ -68,7 +71,9 @@ type HTTPThreadCreateRequest struct {
 	Model *string `json:"model,omitempty"`
 	// ModelProvider is a configured provider id.
 	ModelProvider *string `json:"modelProvider,omitempty"`
-	// Cwd is the absolute working directory of the thread's tools.
+	// Cwd is the absolute working directory of the thread's tools; a
+	// principal's must lie inside its workspace roots (default: its first
+	// root).
 	Cwd *string `json:"cwd,omitempty"`
 	// Instructions replace the default system instructions.
 	Instructions *string `json:"instructions,omitempty"`
@@ -228,3 +233,143 @@ type HTTPToolCallResolved struct {
 // Problem of type ProblemEventsGone. Reconnecting with Last-Event-ID then
 // answers 410.
 const HTTPStreamErrorMethod = "stream/error"
+
+// HTTPTicket is the body of POST /v1/auth/ticket: a single-use credential
+// a browser opens one websocket or one event stream with.
+type HTTPTicket struct {
+	// Ticket goes in the subprotocol appserver.ticket.<ticket> of a
+	// websocket upgrade or the ticket query parameter.
+	Ticket string `json:"ticket"`
+	// ExpiresIn is how many seconds it stays valid.
+	ExpiresIn int64 `json:"expiresIn"`
+}
+
+// HTTPSession is the body of POST /v1/auth/session, which sets the
+// session cookie.
+type HTTPSession struct {
+	// ExpiresIn is how many seconds the cookie stays valid.
+	ExpiresIn int64 `json:"expiresIn"`
+}
+
+// HTTPWebhookCreate is the body of POST /v1/webhooks.
+type HTTPWebhookCreate struct {
+	// URL is the receiver: http:// or https://.
+	URL string `json:"url"`
+	// Events are the event types to post; empty or absent for all.
+	Events []string `json:"events,omitempty"`
+	// ThreadID limits the subscription to one thread the caller sees.
+	ThreadID *string `json:"threadId,omitempty"`
+	// Secret is the signing secret (whsec_ and the base64 of 24 to 64
+	// bytes); absent, the daemon makes one and answers it once.
+	Secret *string `json:"secret,omitempty"`
+	// AllowPrivate lets the receiver be on a loopback, private or
+	// link-local address: the operator's only.
+	AllowPrivate bool `json:"allowPrivate,omitempty"`
+}
+
+// HTTPWebhook is a webhook subscription.
+type HTTPWebhook struct {
+	ID       string   `json:"id"`
+	URL      string   `json:"url"`
+	Events   []string `json:"events"`
+	ThreadID *string  `json:"threadId"`
+	// Owner is the principal that made it, null for the operator.
+	Owner        *string `json:"owner"`
+	AllowPrivate bool    `json:"allowPrivate"`
+	// CreatedAt is RFC 3339 in UTC.
+	CreatedAt string `json:"createdAt"`
+	// Secret is present in the answer to its creation only.
+	Secret *string `json:"secret,omitempty"`
+}
+
+// HTTPWebhookList is the body of GET /v1/webhooks.
+type HTTPWebhookList struct {
+	// Data are the caller's subscriptions (every one for the operator),
+	// oldest first.
+	Data List[HTTPWebhook] `json:"data"`
+	// NextCursor is always null: the subscriptions fit one page.
+	NextCursor *string `json:"nextCursor"`
+}
+
+// HTTPWebhookDelivery is one attempt to post a webhook's notice.
+type HTTPWebhookDelivery struct {
+	// EventID is the notice's webhook-id: the same on every attempt.
+	EventID   string `json:"eventId"`
+	EventType string `json:"eventType"`
+	// At is when the attempt started, RFC 3339 in UTC.
+	At string `json:"at"`
+	// Status is the receiver's HTTP status, null when it gave none.
+	Status *int `json:"status"`
+	// Error says why the attempt failed, null for a success.
+	Error      *string `json:"error"`
+	DurationMs float64 `json:"durationMs"`
+	// NextRetryAt is when the notice is tried again, null when it is not.
+	NextRetryAt *string `json:"nextRetryAt"`
+}
+
+// HTTPWebhookDeliveryList is the body of GET /v1/webhooks/{id}/deliveries.
+type HTTPWebhookDeliveryList struct {
+	// Data are the attempts, newest first.
+	Data List[HTTPWebhookDelivery] `json:"data"`
+	// NextCursor continues with older attempts, or null on the last page.
+	NextCursor *string `json:"nextCursor"`
+}
+
+// HTTPAuditEntry is one entry of the audit log (GET /v1/audit).
+type HTTPAuditEntry struct {
+	// Seq orders the log; it is the entry's position in it.
+	Seq int64 `json:"seq"`
+	// At is when the action happened, RFC 3339 in UTC.
+	At string `json:"at"`
+	// Kind is approval, tool_call, config_write, thread_delete or admin.
+	Kind string `json:"kind"`
+	// Principal is whom the action was done for (who answered an
+	// approval; whose thread a tool call ran in); null for the operator.
+	Principal *string `json:"principal"`
+	// Client names the connection: clientInfo.name and the connection's
+	// id, http#<request id>, or mcp#<session>; "" when none.
+	Client string `json:"client"`
+	// Node is the daemon's node id.
+	Node string `json:"node"`
+	// TraceID is the request's OpenTelemetry trace id, null when none.
+	TraceID  *string `json:"traceId"`
+	ThreadID *string `json:"threadId"`
+	TurnID   *string `json:"turnId"`
+	// Detail says what exactly was done; its members depend on Kind.
+	Detail json.RawMessage `json:"detail"`
+}
+
+// HTTPAuditList is the body of GET /v1/audit.
+type HTTPAuditList struct {
+	// Data are the entries, oldest first.
+	Data List[HTTPAuditEntry] `json:"data"`
+	// NextCursor continues with newer entries, or null on the last page.
+	NextCursor *string `json:"nextCursor"`
+}
+
+// HTTPQueueAddRequest is the body of POST /v1/threads/{id}/queue.
+type HTTPQueueAddRequest struct {
+	// ClientUserMessageID is the caller's id of the message; required. A
+	// second POST with it answers the entry it queued.
+	ClientUserMessageID string `json:"clientUserMessageId"`
+	// Input is the user input; required and not empty.
+	Input List[UserInput] `json:"input"`
+	// ResponsesapiClientMetadata is kept with the entry.
+	ResponsesapiClientMetadata map[string]string `json:"responsesapiClientMetadata,omitempty"`
+}
+
+// HTTPQueueUpdateRequest is the body of PATCH
+// /v1/threads/{id}/queue/{queuedId}.
+type HTTPQueueUpdateRequest struct {
+	// Input replaces the entry's input; required and not empty.
+	Input List[UserInput] `json:"input"`
+	// ResponsesapiClientMetadata, when not empty, replaces the entry's.
+	ResponsesapiClientMetadata map[string]string `json:"responsesapiClientMetadata,omitempty"`
+}
+
+// HTTPQueueOrderRequest is the body of PUT /v1/threads/{id}/queue.
+type HTTPQueueOrderRequest struct {
+	// QueuedSubmissionIDs are every entry of the queue, once each, in
+	// their new order.
+	QueuedSubmissionIDs []string `json:"queuedSubmissionIds"`
+}

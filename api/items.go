@@ -197,6 +197,8 @@ func (it *ThreadItem) UnmarshalJSON(b []byte) error {
 		body = new(ContextCompactionItem)
 	case ItemCollabAgentToolCall:
 		body = new(CollabAgentToolCallItem)
+	case ItemSubAgentActivity:
+		body = new(SubAgentActivityItem)
 	case ItemEnteredReviewMode:
 		body = new(ReviewModeItem)
 	case ItemExitedReviewMode:
@@ -808,8 +810,9 @@ type CollabAgentToolCallItem struct {
 	Model *string `json:"model"`
 	// ReasoningEffort is the effort requested for a spawned agent, or null.
 	ReasoningEffort *string `json:"reasoningEffort"`
-	// AgentsStates are the last known states of the receivers, by thread id.
-	AgentsStates map[string]CollabAgentState `json:"agentsStates"`
+	// AgentsStates are the last known states of the receivers, by thread
+	// id; nil is written as {}.
+	AgentsStates Map[CollabAgentState] `json:"agentsStates"`
 }
 
 // ItemType implements ThreadItemBody.
@@ -817,6 +820,42 @@ func (*CollabAgentToolCallItem) ItemType() ThreadItemType { return ItemCollabAge
 
 // ItemID implements ThreadItemBody.
 func (i *CollabAgentToolCallItem) ItemID() string { return i.ID }
+
+// SubAgentActivityKind is what happened to a sub-agent of the v2
+// collaboration tools.
+type SubAgentActivityKind string
+
+// The SubAgentActivityKind values of the reference schema.
+const (
+	SubAgentStarted     SubAgentActivityKind = "started"
+	SubAgentInteracted  SubAgentActivityKind = "interacted"
+	SubAgentInterrupted SubAgentActivityKind = "interrupted"
+	SubAgentCompleted   SubAgentActivityKind = "completed"
+)
+
+// SubAgentActivityItem is an event of a v2 sub-agent on its parent's turn
+// (collaboration.spawn_agent started it, its turn completed).
+type SubAgentActivityItem struct {
+	// Model is the child's model when it was created, null for the other
+	// activities.
+	Model *string `json:"model"`
+	// ReasoningEffort is the child's effort when it was created, or null.
+	ReasoningEffort *ReasoningEffort `json:"reasoningEffort"`
+	// ID identifies the item (a spawn's tool call id).
+	ID string `json:"id"`
+	// Kind is what happened.
+	Kind SubAgentActivityKind `json:"kind"`
+	// AgentThreadID is the child's thread.
+	AgentThreadID string `json:"agentThreadId"`
+	// AgentPath is the child's task path ("/root/helper").
+	AgentPath string `json:"agentPath"`
+}
+
+// ItemType implements ThreadItemBody.
+func (*SubAgentActivityItem) ItemType() ThreadItemType { return ItemSubAgentActivity }
+
+// ItemID implements ThreadItemBody.
+func (i *SubAgentActivityItem) ItemID() string { return i.ID }
 
 // ImageViewItem records that the model viewed a local image.
 type ImageViewItem struct {

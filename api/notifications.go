@@ -49,6 +49,9 @@ type ThreadTokenUsageUpdatedNotification struct {
 	TurnID string `json:"turnId"`
 	// TokenUsage is the usage.
 	TokenUsage TokenUsage `json:"tokenUsage"`
+	// Budget is appserver's extension: what is left of the budgets that
+	// bound the thread; absent when no budget is configured.
+	Budget *BudgetStatus `json:"budget,omitempty"`
 }
 
 // TurnStartedNotification announces a turn (method turn/started).
@@ -331,6 +334,8 @@ type McpServerStartupStatusUpdatedNotification struct {
 	ThreadID *string `json:"threadId"`
 	// Name is the server name.
 	Name string `json:"name"`
+	// EnvironmentID is the registration scope of the server, or null.
+	EnvironmentID *string `json:"environmentId"`
 	// Status is "starting", "ready", "failed" or "cancelled".
 	Status string `json:"status"`
 	// Error is the failure, or null.

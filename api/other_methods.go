@@ -12,6 +12,34 @@ type SkillsListParams struct {
 	PerCwdExtraUserRoots json.RawMessage `json:"perCwdExtraUserRoots,omitempty"`
 }
 
+// SkillsExtraRootsSetParams are the params of skills/extraRoots/set
+// (docs/protocol.md §4.16): the skill roots skills/list searches besides
+// the configured ones, replacing those set before.
+type SkillsExtraRootsSetParams struct {
+	// ExtraRoots are absolute directories; empty clears them.
+	ExtraRoots []AbsolutePath `json:"extraRoots"`
+}
+
+// SkillsExtraRootsSetResult is the (empty) result of skills/extraRoots/set.
+type SkillsExtraRootsSetResult struct{}
+
+// SkillsConfigWriteParams are the params of skills/config/write: turn one
+// skill on or off, named by exactly one of Path and Name.
+type SkillsConfigWriteParams struct {
+	// Enabled is the skill's new state.
+	Enabled bool `json:"enabled"`
+	// Name selects every skill of that name.
+	Name *string `json:"name,omitempty"`
+	// Path selects the skill whose SKILL.md is there.
+	Path *AbsolutePath `json:"path,omitempty"`
+}
+
+// SkillsConfigWriteResult is the result of skills/config/write.
+type SkillsConfigWriteResult struct {
+	// EffectiveEnabled is the state the write left the selector in.
+	EffectiveEnabled bool `json:"effectiveEnabled"`
+}
+
 // SkillsListResult is the result of skills/list.
 type SkillsListResult struct {
 	// Data has one entry per requested directory.
@@ -361,15 +389,6 @@ type ModelProviderListResult struct {
 	CanChangeDefault bool `json:"canChangeDefault"`
 }
 
-// PluginInstalledResult is the result of plugin/installed: appserver has
-// no plugin marketplaces, so both lists are empty.
-type PluginInstalledResult struct {
-	// Marketplaces are the installed marketplaces with their plugins.
-	Marketplaces List[json.RawMessage] `json:"marketplaces"`
-	// MarketplaceLoadErrors are marketplaces that failed to load.
-	MarketplaceLoadErrors List[json.RawMessage] `json:"marketplaceLoadErrors"`
-}
-
 // GovCloudRequirementsResult is the result of
 // account/bedrock/checkGovCloudRequirements.
 type GovCloudRequirementsResult struct {
@@ -423,4 +442,95 @@ type ConfigWriteResult struct {
 	FilePath string `json:"filePath"`
 	// OverriddenMetadata says which layer hides the value, or null.
 	OverriddenMetadata json.RawMessage `json:"overriddenMetadata"`
+}
+
+// ConfigWriteErrorCode classifies a refused config write; it is sent in
+// the JSON-RPC error's data as ConfigWriteErrorData.
+type ConfigWriteErrorCode string
+
+// The config write error codes of the reference.
+const (
+	// ConfigLayerReadonly: the write targets something clients may not
+	// write (another file than the user config, or a key only the
+	// server's operator sets).
+	ConfigLayerReadonly ConfigWriteErrorCode = "configLayerReadonly"
+	// ConfigVersionConflict: expectedVersion is not the file's version.
+	ConfigVersionConflict ConfigWriteErrorCode = "configVersionConflict"
+	// ConfigValidationError: a key path or value is invalid.
+	ConfigValidationError ConfigWriteErrorCode = "configValidationError"
+	// ConfigSchemaUnknownKey: the key is not a configuration key.
+	ConfigSchemaUnknownKey ConfigWriteErrorCode = "configSchemaUnknownKey"
+	// ConfigPathNotFound: the write names something that is not
+	// configured (modelProvider/config/write's unknown provider).
+	ConfigPathNotFound ConfigWriteErrorCode = "configPathNotFound"
+)
+
+// ConfigWriteErrorData is the data of the JSON-RPC error answering a
+// refused config/value/write or config/batchWrite.
+type ConfigWriteErrorData struct {
+	// ConfigWriteErrorCode says why the write was refused.
+	ConfigWriteErrorCode ConfigWriteErrorCode `json:"config_write_error_code"`
+}
+
+// ExperimentalFeatureStage is a feature flag's lifecycle stage.
+type ExperimentalFeatureStage string
+
+// The values of ExperimentalFeatureStage.
+const (
+	FeatureBeta             ExperimentalFeatureStage = "beta"
+	FeatureUnderDevelopment ExperimentalFeatureStage = "underDevelopment"
+	FeatureStable           ExperimentalFeatureStage = "stable"
+	FeatureDeprecated       ExperimentalFeatureStage = "deprecated"
+	FeatureRemoved          ExperimentalFeatureStage = "removed"
+)
+
+// ExperimentalFeature is one feature flag of experimentalFeature/list.
+type ExperimentalFeature struct {
+	// Name is the flag's key under [features].
+	Name string `json:"name"`
+	// Stage is its lifecycle stage.
+	Stage ExperimentalFeatureStage `json:"stage"`
+	// DisplayName, Description and Announcement are what the TUI's
+	// /experimental shows of a beta flag; null for the others.
+	DisplayName  *string `json:"displayName"`
+	Description  *string `json:"description"`
+	Announcement *string `json:"announcement"`
+	// Enabled is the flag's state in the caller's configuration (or the
+	// thread's, when one is named).
+	Enabled bool `json:"enabled"`
+	// DefaultEnabled is the flag's default.
+	DefaultEnabled bool `json:"defaultEnabled"`
+}
+
+// ExperimentalFeatureListParams are the params of experimentalFeature/list.
+type ExperimentalFeatureListParams struct {
+	// Cursor is the offset of the page, as a previous page's nextCursor.
+	Cursor *string `json:"cursor,omitempty"`
+	// Limit bounds the page (0 counts as 1); none lists all.
+	Limit *uint32 `json:"limit,omitempty"`
+	// ThreadID computes enablement for that thread's config.
+	ThreadID *string `json:"threadId,omitempty"`
+}
+
+// ExperimentalFeatureListResult is the result of experimentalFeature/list.
+type ExperimentalFeatureListResult struct {
+	// Data are the flags of the page.
+	Data List[ExperimentalFeature] `json:"data"`
+	// NextCursor is the next page's offset; null after the last.
+	NextCursor *string `json:"nextCursor"`
+}
+
+// ExperimentalFeatureEnablementSetParams are the params of
+// experimentalFeature/enablement/set.
+type ExperimentalFeatureEnablementSetParams struct {
+	// Enablement maps flag names to their new state; required, empty is a
+	// no-op.
+	Enablement map[string]bool `json:"enablement"`
+}
+
+// ExperimentalFeatureEnablementSetResult is the result of
+// experimentalFeature/enablement/set: the flags it changed.
+type ExperimentalFeatureEnablementSetResult struct {
+	// Enablement maps the flags set to their new state.
+	Enablement Map[bool] `json:"enablement"`
 }

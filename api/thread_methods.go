@@ -52,9 +52,12 @@ type ThreadStartParams struct {
 	HistoryMode *ThreadHistoryMode `json:"historyMode,omitempty"`
 	// Environments (experimental) are accepted and ignored.
 	Environments json.RawMessage `json:"environments,omitempty"`
-	// Permissions (experimental) is accepted and ignored.
+	// Permissions (experimental) names a built-in permission profile
+	// (":read-only", ":workspace", ":danger-full-access") whose sandbox
+	// the thread takes; not with the sandbox. Unknown ids are refused.
 	Permissions *string `json:"permissions,omitempty"`
-	// RuntimeWorkspaceRoots (experimental) are accepted and ignored.
+	// RuntimeWorkspaceRoots (experimental) are accepted and ignored (a
+	// principal's must still lie inside its workspace roots).
 	RuntimeWorkspaceRoots []string `json:"runtimeWorkspaceRoots,omitempty"`
 	// MultiAgentMode (experimental) is accepted and ignored.
 	MultiAgentMode json.RawMessage `json:"multiAgentMode,omitempty"`
@@ -146,9 +149,12 @@ type ThreadResumeParams struct {
 	Path *string `json:"path,omitempty"`
 	// InitialTurnsPage (experimental) is accepted and ignored.
 	InitialTurnsPage json.RawMessage `json:"initialTurnsPage,omitempty"`
-	// Permissions (experimental) is accepted and ignored.
+	// Permissions (experimental) names a built-in permission profile
+	// (":read-only", ":workspace", ":danger-full-access") whose sandbox
+	// the thread takes; not with the sandbox. Unknown ids are refused.
 	Permissions *string `json:"permissions,omitempty"`
-	// RuntimeWorkspaceRoots (experimental) are accepted and ignored.
+	// RuntimeWorkspaceRoots (experimental) are accepted and ignored (a
+	// principal's must still lie inside its workspace roots).
 	RuntimeWorkspaceRoots []string `json:"runtimeWorkspaceRoots,omitempty"`
 	// AfterSeq (experimental, appserver's own) resumes the thread's
 	// notifications: after the answer the connection gets every
@@ -244,9 +250,12 @@ type ThreadForkParams struct {
 	BeforeTurnID *string `json:"beforeTurnId,omitempty"`
 	// Path (experimental) is accepted and ignored.
 	Path *string `json:"path,omitempty"`
-	// Permissions (experimental) is accepted and ignored.
+	// Permissions (experimental) names a built-in permission profile
+	// (":read-only", ":workspace", ":danger-full-access") whose sandbox
+	// the thread takes; not with the sandbox. Unknown ids are refused.
 	Permissions *string `json:"permissions,omitempty"`
-	// RuntimeWorkspaceRoots (experimental) are accepted and ignored.
+	// RuntimeWorkspaceRoots (experimental) are accepted and ignored (a
+	// principal's must still lie inside its workspace roots).
 	RuntimeWorkspaceRoots []string `json:"runtimeWorkspaceRoots,omitempty"`
 }
 
@@ -543,9 +552,12 @@ type TurnStartParams struct {
 	AdditionalContext json.RawMessage `json:"additionalContext,omitempty"`
 	// Environments (experimental) are accepted and ignored.
 	Environments json.RawMessage `json:"environments,omitempty"`
-	// Permissions (experimental) is accepted and ignored.
+	// Permissions (experimental) names a built-in permission profile
+	// (":read-only", ":workspace", ":danger-full-access") whose sandbox
+	// the thread takes; not with the sandbox. Unknown ids are refused.
 	Permissions *string `json:"permissions,omitempty"`
-	// RuntimeWorkspaceRoots (experimental) are accepted and ignored.
+	// RuntimeWorkspaceRoots (experimental) are accepted and ignored (a
+	// principal's must still lie inside its workspace roots).
 	RuntimeWorkspaceRoots []string `json:"runtimeWorkspaceRoots,omitempty"`
 	// MultiAgentMode (experimental) is accepted and ignored.
 	MultiAgentMode json.RawMessage `json:"multiAgentMode,omitempty"`
@@ -615,8 +627,8 @@ type ThreadShellCommandParams struct {
 type ThreadShellCommandResult struct{}
 
 // ThreadSettingsUpdateParams are the params of thread/settings/update
-// (experimental): settings for the thread's next turns, each null field
-// left as it is. Fields appserver has no use for are accepted and ignored.
+// (experimental): settings for the thread's next turns, each absent field
+// left as it is.
 type ThreadSettingsUpdateParams struct {
 	// ThreadID is the thread; required.
 	ThreadID string `json:"threadId"`
@@ -635,10 +647,72 @@ type ThreadSettingsUpdateParams struct {
 	Model *string `json:"model,omitempty"`
 	// Effort changes the reasoning effort, or null.
 	Effort *ReasoningEffort `json:"effort,omitempty"`
+	// Summary changes the reasoning summary style, or null.
+	Summary *ReasoningSummary `json:"summary,omitempty"`
+	// ServiceTier changes the service tier; an explicit null resets it to
+	// the default tier, an absent key keeps it.
+	ServiceTier Nullable[string] `json:"serviceTier,omitzero"`
+	// CollaborationMode is accepted and ignored (experimental).
+	CollaborationMode *CollaborationMode `json:"collaborationMode,omitempty"`
+	// Personality is accepted and ignored (deprecated).
+	Personality *Personality `json:"personality,omitempty"`
+	// MultiAgentMode is accepted and ignored (deprecated).
+	MultiAgentMode json.RawMessage `json:"multiAgentMode,omitempty"`
+	// Environments is accepted and ignored: a thread has one local
+	// environment, its cwd.
+	Environments json.RawMessage `json:"environments,omitempty"`
+	// DisabledPluginIDs is accepted and ignored: this server has no
+	// plugins.
+	DisabledPluginIDs []string `json:"disabledPluginIds,omitempty"`
 }
 
 // ThreadSettingsUpdateResult is the (empty) result of thread/settings/update.
 type ThreadSettingsUpdateResult struct{}
+
+// ThreadSettings are a thread's settings for its next turns, as
+// thread/settings/updated reports them.
+type ThreadSettings struct {
+	// DisabledPluginIDs are the thread's disabled plugins (always empty).
+	DisabledPluginIDs List[string] `json:"disabledPluginIds"`
+	// Cwd is the working directory.
+	Cwd string `json:"cwd"`
+	// Environments are the thread's environments, the local one first.
+	Environments List[ThreadEnvironment] `json:"environments"`
+	// ApprovalPolicy is the approval policy.
+	ApprovalPolicy AskForApproval `json:"approvalPolicy"`
+	// ApprovalsReviewer is who reviews approval requests.
+	ApprovalsReviewer ApprovalsReviewer `json:"approvalsReviewer"`
+	// SandboxPolicy is the sandbox.
+	SandboxPolicy SandboxPolicy `json:"sandboxPolicy"`
+	// ActivePermissionProfile is the permission profile that chose the
+	// sandbox, or null.
+	ActivePermissionProfile *ActivePermissionProfile `json:"activePermissionProfile"`
+	// Model is the model.
+	Model string `json:"model"`
+	// ModelProvider is the model provider.
+	ModelProvider string `json:"modelProvider"`
+	// ServiceTier is the service tier, or null.
+	ServiceTier *string `json:"serviceTier"`
+	// Effort is the reasoning effort, or null.
+	Effort *ReasoningEffort `json:"effort"`
+	// Summary is the reasoning summary style, or null.
+	Summary *ReasoningSummary `json:"summary"`
+	// CollaborationMode is the collaboration mode.
+	CollaborationMode CollaborationMode `json:"collaborationMode"`
+	// MultiAgentMode is always "explicitRequestOnly" (deprecated).
+	MultiAgentMode string `json:"multiAgentMode"`
+	// Personality is the saved personality, or null (deprecated).
+	Personality *Personality `json:"personality"`
+}
+
+// ThreadSettingsUpdatedNotification is thread/settings/updated: a
+// thread's settings changed (by thread/settings/update or turn/start).
+type ThreadSettingsUpdatedNotification struct {
+	// ThreadID is the thread.
+	ThreadID string `json:"threadId"`
+	// ThreadSettings are its settings now.
+	ThreadSettings ThreadSettings `json:"threadSettings"`
+}
 
 // ThreadCompactStartParams are the params of thread/compact/start: compact
 // the thread's context in a turn of its own.
@@ -650,3 +724,16 @@ type ThreadCompactStartParams struct {
 // ThreadCompactStartResult is the (empty) result of thread/compact/start;
 // the compaction runs as a turn after it.
 type ThreadCompactStartResult struct{}
+
+// ThreadInjectItemsParams are the params of thread/inject_items: raw
+// Responses API items to add to the thread's model history without
+// starting a turn.
+type ThreadInjectItemsParams struct {
+	// ThreadID is the thread; required.
+	ThreadID string `json:"threadId"`
+	// Items are the Responses API items, in order; required, not empty.
+	Items []json.RawMessage `json:"items"`
+}
+
+// ThreadInjectItemsResult is the (empty) result of thread/inject_items.
+type ThreadInjectItemsResult struct{}

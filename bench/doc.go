@@ -8,7 +8,7 @@
 //	go test -run '^$' -bench Handshake -benchmem ./bench/
 //	go test -run '^$' -bench IdleConnections -benchtime=1x ./bench/
 //
-// See README.md for what each metric means and the targets.
+// See bench/README.md for what each metric means and the targets.
 //
 // It imports no package of the module, and its tests only the fakes of the
 // outside world (internal/model/fakemodel, internal/store/pgtest): it

@@ -69,7 +69,10 @@ const (
 //     migrations, warm-up and load);
 //   - daemon-cpu-ms/turn: the daemon's user+system CPU time over the
 //     measured phase (from /proc/PID/stat), per turn. Unlike the latency
-//     figures it hardly moves when other processes compete for the CPU.
+//     figures it hardly moves when other processes compete for the CPU;
+//   - tree-cpu-ms/turn: the same for the daemon and every process below
+//     it, the commands it ran and their sandboxes (bubblewrap, pooled
+//     sandboxes' launchers) included.
 //
 // The log line adds the p50 of the first and the last tenth of the turns
 // (threads grow, and every model request carries the whole history), the
@@ -92,24 +95,44 @@ func BenchmarkTurns(b *testing.B) {
 	}
 }
 
-// BenchmarkShellTurns is BenchmarkTurns (embedded store, one thread) for
-// a turn that runs one command: the model calls exec_command `echo hi`,
-// which runs in the user's login shell under the default sandbox, then
-// answers. The daemon runs with this process's HOME, so that the user's
-// real profile is what a login shell (or its snapshot) costs.
+// BenchmarkShellTurns is BenchmarkTurns (embedded store) for a turn that
+// runs one command: the model calls exec_command `echo hi`, which runs in
+// the user's login shell under the default sandbox, then answers. The
+// daemon runs with this process's HOME, so that the user's real profile
+// is what a login shell (or its snapshot) costs. One thread runs 200
+// turns in a row; four threads 25 each at once.
 func BenchmarkShellTurns(b *testing.B) {
 	raiseNoFileLimit(b, 4096)
-	tc := turnsCase{threads: 1, total: 200}
-	// One tool call and one answer per turn, the warm-up turn included;
-	// a call id is never reused, since it names the turn's item.
-	var script fakemodel.Script
-	for i := range tc.threads + tc.total*b.N {
-		id := fmt.Sprintf("call_sh_%d", i)
-		script.Steps = append(script.Steps,
-			fakemodel.Step{ToolCalls: []fakemodel.ToolCall{{CallID: id, Name: "exec_command", Arguments: json.RawMessage(`{"cmd":"echo hi"}`)}}},
-			fakemodel.Step{Match: &fakemodel.Match{CallOutput: id}, Text: "done"})
+	for _, tc := range []turnsCase{{threads: 1, total: 200}, {threads: 4, total: 100}} {
+		b.Run(fmt.Sprintf("threads=%d", tc.threads), func(b *testing.B) {
+			// One tool call and one answer per turn, the warm-up turns
+			// included; a call id is never reused, since it names the
+			// turn's item.
+			var script fakemodel.Script
+			for i := range tc.threads + tc.total*b.N {
+				id := fmt.Sprintf("call_sh_%d", i)
+				script.Steps = append(script.Steps,
+					fakemodel.Step{ToolCalls: []fakemodel.ToolCall{{CallID: id, Name: "exec_command", Arguments: json.RawMessage(`{"cmd":"echo hi"}`)}}},
+					fakemodel.Step{Match: &fakemodel.Match{CallOutput: id}, Text: "done"})
+			}
+			benchTurns(b, "embedded", tc, script)
+		})
 	}
-	benchTurns(b, "embedded", tc, script)
+}
+
+// BenchmarkCrowdTurns is BenchmarkTurns (embedded store) at rising
+// concurrency: N connections with one thread each, five turns per thread
+// after the warm-up turn. A refused turn/start (-32001) fails the run, so
+// a line of results also says that no turn was refused at that
+// concurrency. Compare daemon-cpu-ms/turn across N: a cost that grows
+// with the number of connections or threads shows there.
+func BenchmarkCrowdTurns(b *testing.B) {
+	raiseNoFileLimit(b, 8192)
+	for _, n := range []int{32, 100, 400} {
+		b.Run(fmt.Sprintf("threads=%d", n), func(b *testing.B) {
+			benchTurns(b, "embedded", turnsCase{threads: n, total: 5 * n}, fakemodel.Script{})
+		})
+	}
 }
 
 func benchTurns(b *testing.B, storeKind string, tc turnsCase, script fakemodel.Script) {
@@ -145,6 +168,7 @@ func benchTurns(b *testing.B, storeKind string, tc turnsCase, script fakemodel.S
 	durs := make([]time.Duration, 0, tc.total*b.N)
 	answers := make([]time.Duration, 0, tc.total*b.N)
 	var wall time.Duration
+	tree0 := procTreeCPUTime(d.pid())
 	cpu0, err := procCPUTime(d.pid())
 	if err != nil {
 		b.Fatal(err)
@@ -169,6 +193,7 @@ func benchTurns(b *testing.B, storeKind string, tc turnsCase, script fakemodel.S
 	}
 	b.StopTimer()
 	self1 := selfCPUTime()
+	tree1 := procTreeCPUTime(d.pid())
 	cpu1, err := procCPUTime(d.pid())
 	if err != nil {
 		b.Fatal(err)
@@ -213,6 +238,7 @@ func benchTurns(b *testing.B, storeKind string, tc turnsCase, script fakemodel.S
 	b.ReportMetric(float64(wall.Nanoseconds())/float64(n), "ns/op")
 	b.ReportMetric(float64(hwm)/(1<<20), "peak-rss-MB")
 	b.ReportMetric(ms(cpu1-cpu0)/float64(n), "daemon-cpu-ms/turn")
+	b.ReportMetric(ms(tree1-tree0)/float64(n), "tree-cpu-ms/turn")
 	b.Logf("%d turns on %d threads in %v: p50 %v p90 %v p99 %v max %v; p50 of the first/last tenth %v/%v; %.1f frames read per turn; CPU per turn: daemon %.2f ms, this process (clients and fake model) %.2f ms; daemon VmHWM %.1f MB, VmRSS at end %.1f MB",
 		n, tc.threads, wall.Round(time.Millisecond), p50, percentile(durs, 0.90), p99, durs[n-1],
 		percentile(early, 0.5), percentile(late, 0.5), float64(frames)/float64(n),
@@ -469,6 +495,54 @@ func procCPUTime(pid int) (time.Duration, error) {
 		return 0, err
 	}
 	return time.Duration(utime+stime) * 10 * time.Millisecond, nil
+}
+
+// procTreeCPUTime returns the CPU time used by pid and every process below
+// it, alive or reaped by a process of the tree: the user and system time
+// of each live one and of the children it reaped (/proc/PID/stat fields
+// 14 to 17).
+func procTreeCPUTime(pid int) time.Duration {
+	ents, _ := os.ReadDir("/proc")
+	type proc struct {
+		ppid int
+		cpu  int64
+	}
+	procs := map[int]proc{}
+	for _, e := range ents {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		data, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		i := bytes.LastIndexByte(data, ')')
+		if err != nil || i < 0 {
+			continue
+		}
+		f := strings.Fields(string(data[i+1:]))
+		if len(f) < 15 {
+			continue
+		}
+		ppid, _ := strconv.Atoi(f[1])
+		var cpu int64
+		for _, v := range f[11:15] {
+			n, _ := strconv.ParseInt(v, 10, 64)
+			cpu += n
+		}
+		procs[p] = proc{ppid: ppid, cpu: cpu}
+	}
+	var total int64
+	for p, pr := range procs {
+		for q := p; q > 1; q = procs[q].ppid {
+			if q == pid {
+				total += pr.cpu
+				break
+			}
+			if _, ok := procs[q]; !ok {
+				break
+			}
+		}
+	}
+	return time.Duration(total) * 10 * time.Millisecond
 }
 
 // selfCPUTime returns the user plus system CPU time this process has used.

@@ -197,6 +197,12 @@ func TestNginxConf(t *testing.T) {
 	// heartbeat): an idle event stream must not hit the read timeout.
 	require.Greater(t, nginxSeconds(t, c.directive(t, "proxy_read_timeout")), 15*time.Second)
 	require.GreaterOrEqual(t, nginxSeconds(t, c.directive(t, "proxy_send_timeout")), time.Minute)
+	// Browsers' tickets ride in query strings: the access log's format
+	// leaves them out.
+	require.Equal(t, "/dev/stdout appserver", c.directive(t, "access_log"))
+	format := c.directive(t, "log_format")
+	require.True(t, strings.HasPrefix(format, "appserver "), format)
+	require.NotRegexp(t, `\$(request|request_uri|args|query_string|arg_\w+)([^_a-z]|$)`, format, "no query string in the access log")
 	require.Len(t, c.upstreams, 2)
 	for name, servers := range c.upstreams {
 		require.Len(t, servers, 2, "upstream %s balances two daemons", name)

@@ -2,7 +2,7 @@
 // unit, the example configuration, a Grafana dashboard of the daemon's
 // metrics (its queries are checked by internal/daemon's tests) and, in the
 // repository's root, the Dockerfile, docker-compose.yml and .dockerignore. It has no code; its
-// tests hold the files to what the README's Deploying section promises
+// tests hold the files to what docs/operations.md ("Deploying") promises
 // (a hardened unit whose score systemd-analyze confirms, credentials out of
 // the config, a compose healthcheck on /readyz, no secret in the image).
 //

@@ -23,7 +23,7 @@ have_nginx || missing+=(nginx)
 # the fallback, and both backends are tested when bwrap is present).
 command -v rg >/dev/null 2>&1 || missing+=(ripgrep)
 command -v bwrap >/dev/null 2>&1 || missing+=(bubblewrap)
-# The HTTP API's README examples and testdata/ci_bot.sh run with curl and jq.
+# The examples of docs/http-api.md and testdata/ci_bot.sh run with curl and jq.
 command -v curl >/dev/null 2>&1 || missing+=(curl)
 command -v jq >/dev/null 2>&1 || missing+=(jq)
 # deploy/appserver.service is scored with systemd-analyze.
@@ -31,6 +31,9 @@ command -v systemd-analyze >/dev/null 2>&1 || missing+=(systemd)
 # api/openapi.yaml is linted with Redocly CLI, an npm package.
 command -v node >/dev/null 2>&1 || missing+=(nodejs)
 command -v npm >/dev/null 2>&1 || missing+=(npm)
+# The web console's browser tests drive Debian's Chromium (playwright-core
+# with the system browser; Playwright's own download is never used).
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 
 # install_linters fetches the pinned OpenAPI linter once (into a cache
 # directory), so that the test that runs it does not download.
@@ -81,6 +84,7 @@ if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
   command -v npm >/dev/null 2>&1 || { echo "test-deps: npm still missing after install" >&2; exit 1; }
   command -v systemd-analyze >/dev/null 2>&1 || { echo "test-deps: systemd-analyze still missing after install" >&2; exit 1; }
   have_nginx || { echo "test-deps: nginx still missing after install" >&2; exit 1; }
+  command -v chromium >/dev/null 2>&1 || { echo "test-deps: chromium still missing after install" >&2; exit 1; }
   install_linters
   install_mcp_everything
   exit 0

@@ -10,11 +10,17 @@ type Code string
 
 // The error codes used across appserver.
 const (
-	NotFound    Code = "not_found"
-	Invalid     Code = "invalid"
+	NotFound Code = "not_found"
+	Invalid  Code = "invalid"
+	// Forbidden is a well-formed request its caller may not make: a
+	// principal asking beyond its ceiling or outside its workspace roots.
+	Forbidden   Code = "forbidden"
 	Conflict    Code = "conflict"
 	Unavailable Code = "unavailable"
-	Internal    Code = "internal"
+	// Overloaded is work refused past a configured limit (running turns):
+	// the same request may succeed once others have ended.
+	Overloaded Code = "overloaded"
+	Internal   Code = "internal"
 )
 
 // Error is a domain error with a code and a message that is safe to show to

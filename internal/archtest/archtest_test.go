@@ -44,8 +44,9 @@ type rule struct {
 
 // Groups of packages the rules name more than once.
 var (
-	// transports are the adapters of clients to the turns layer.
-	transports = []string{"internal/server/...", "internal/httpapi", "internal/hub"}
+	// transports are the adapters of clients to the turns layer, and the
+	// front door that serves them.
+	transports = []string{"internal/server/...", "internal/httpapi", "internal/hub", "internal/frontdoor"}
 	// leafTools are tool handlers: they get an invocation and return an
 	// output, knowing nothing about threads, storage or transports.
 	leafTools = []string{
@@ -63,20 +64,61 @@ var rules = []rule{
 		why:     "api is the wire contract: every layer and every client depends on it, so it depends on nothing of ours",
 	},
 	{
-		pkgs:    []string{"internal/apperr", "internal/jsonscan", "internal/lossy", "internal/gctune", "internal/tlscert", "migrations"},
+		pkgs:    []string{"api/schema"},
+		mustNot: []string{"..."},
+		why:     "the reference schema and its checks are the contract's tests: they know no package of ours",
+	},
+	{
+		pkgs:    []string{"..."},
+		except:  []string{"api/internal/gen"},
+		mustNot: []string{"api/schema"},
+		why:     "the schema is read by tests and by the generator only: the daemon does not carry it",
+	},
+	{
+		pkgs:    []string{"api/internal/gen"},
+		mustNot: []string{"..."},
+		unless:  []string{"api", "api/schema"},
+		why:     "the generator writes api's tables from the schema and api.Unserved",
+	},
+	{
+		pkgs:    []string{"internal/apperr", "internal/jsonscan", "internal/lossy", "internal/gctune", "internal/reqlog", "internal/feedback", "internal/service", "migrations"},
 		mustNot: []string{"..."},
 		why:     "foundations used across the layers depend on nothing of ours",
 	},
 	{
-		pkgs:    []string{"internal/testenv", "internal/store/pgtest", "internal/model/fakemodel", "internal/tlscert/tlscerttest"},
+		pkgs:    []string{"internal/tlscert", "internal/pgnotify"},
+		mustNot: []string{"..."},
+		unless:  []string{"internal/service"},
+		why:     "services of the daemon that know none of its layers: only the one life cycle they share",
+	},
+	{
+		pkgs:    []string{"internal/audit"},
+		mustNot: []string{"..."},
+		unless:  []string{"internal/apperr", "internal/service", "internal/store", "migrations"},
+		why:     "the audit log is recorded by every door and the tool layer and read back over the HTTP API: it knows only the store it writes through and the one life cycle",
+	},
+	{
+		pkgs:    []string{"internal/testenv", "internal/logtest", "internal/store/pgtest", "internal/model/fakemodel", "internal/tlscert/tlscerttest"},
 		mustNot: []string{"..."},
 		why:     "test helpers stand for the outside world (an environment, a database, a model server) and share no code with what they test",
 	},
 	{
-		pkgs:    []string{"internal/config", "internal/auth"},
+		pkgs:    []string{"internal/config"},
 		mustNot: []string{"..."},
 		unless:  []string{"internal/apperr"},
-		why:     "configuration and authentication are read by the composition root and the transports; they must not reach into the services they configure or guard",
+		why:     "configuration is read by the composition root; it must not reach into the services it configures",
+	},
+	{
+		pkgs:    []string{"internal/auth"},
+		mustNot: []string{"..."},
+		unless:  []string{"internal/apperr", "internal/store", "migrations"},
+		why:     "authentication is read by the transports; it keeps the browser credentials it issues in the store (its interface), and must not reach into the services it guards",
+	},
+	{
+		pkgs:    []string{"internal/principal"},
+		mustNot: []string{"..."},
+		unless:  []string{"api", "internal/apperr"},
+		why:     "the principals' rules are one place every front door and the turns layer consult; they know no door, thread table or store",
 	},
 	{
 		pkgs:    []string{"internal/policy"},
@@ -103,6 +145,23 @@ var rules = []rule{
 		why:     "model clients speak to model providers; they know nothing of the client protocol, threads, tools or storage",
 	},
 	{
+		pkgs:    []string{"internal/fsguard"},
+		mustNot: []string{"..."},
+		unless:  []string{"internal/policy", "api"},
+		why:     "the path rule of the daemon's own tools is decided on policies and paths alone; tools and client methods call it, it calls none of them",
+	},
+	{
+		pkgs:    []string{"internal/fuzzy"},
+		mustNot: []string{"..."},
+		why:     "fuzzy scoring is pure logic over strings: the file search and any other caller build on it",
+	},
+	{
+		pkgs:    []string{"internal/clientfs"},
+		mustNot: []string{"..."},
+		unless:  []string{"api", "internal/apperr", "internal/fsguard", "internal/policy", "internal/fuzzy", "internal/principal"},
+		why:     "the file system methods reach the disk through the path rule only; the JSON-RPC edge calls them, they know no transport, thread or store",
+	},
+	{
 		pkgs:    []string{"internal/sandbox"},
 		mustNot: []string{"..."},
 		unless:  []string{"internal/policy", "api"},
@@ -110,7 +169,7 @@ var rules = []rule{
 	},
 	{
 		pkgs:    []string{"internal/registry"},
-		mustNot: append([]string{"internal/turns", "internal/store/...", "internal/tools/...", "internal/registry/planning", "internal/dynamic", "internal/skills", "internal/model/...", "cmd/..."}, transports...),
+		mustNot: append([]string{"internal/turns/...", "internal/store/...", "internal/tools/...", "internal/registry/planning", "internal/dynamic", "internal/skills", "internal/model/...", "cmd/..."}, transports...),
 		why:     "the tool contract knows nothing about threads, transports, storage or any handler",
 	},
 	{
@@ -131,13 +190,18 @@ var rules = []rule{
 	},
 	{
 		pkgs:    leafTools,
-		mustNot: append([]string{"internal/turns", "internal/tools/orchestrate", "internal/store/...", "internal/model/...", "cmd/..."}, transports...),
+		mustNot: append([]string{"internal/turns/...", "internal/tools/orchestrate", "internal/store/...", "internal/model/...", "cmd/..."}, transports...),
 		why:     "a tool handler gets an invocation and returns an output; it knows nothing about threads, storage or transports",
 	},
 	{
+		pkgs:    []string{"internal/turns/transcript"},
+		mustNot: append([]string{"internal/turns", "internal/turns/...", "internal/tools/...", "internal/dynamic", "internal/skills", "internal/sandbox", "internal/config", "internal/auth", "internal/principal", "internal/store/memory", "internal/store/postgres", "internal/store/sqlite", "cmd/..."}, transports...),
+		why:     "the read side reads what the store holds and converts it: it knows no loaded thread, running turn or transport, and the thread table and the agent loop build on it",
+	},
+	{
 		pkgs:    []string{"internal/turns"},
-		mustNot: append([]string{"internal/tools/...", "internal/dynamic", "internal/skills", "internal/sandbox", "internal/config", "internal/auth", "internal/store/postgres", "internal/store/sqlite", "cmd/..."}, transports...),
-		why:     "turns owns threads and turns behind interfaces: transports adapt to it, tools come through its ToolsFactory, the durable store is chosen by the composition root",
+		mustNot: append([]string{"internal/tools/...", "internal/dynamic", "internal/skills", "internal/sandbox", "internal/config", "internal/auth", "internal/store/memory", "internal/store/postgres", "internal/store/sqlite", "cmd/..."}, transports...),
+		why:     "turns owns threads and turns behind interfaces: it emits to one sink the transports' hub implements, tools come through its ToolsFactory, its stores (the durable one and the memory one of ephemeral threads) are chosen by the composition root",
 	},
 	{
 		pkgs:    []string{"internal/tools/orchestrate"},
@@ -146,7 +210,7 @@ var rules = []rule{
 	},
 	{
 		pkgs:    []string{"internal/mcp"},
-		mustNot: append([]string{"internal/turns", "internal/tools/...", "internal/dynamic", "internal/skills", "internal/sandbox", "internal/store/...", "internal/model/...", "cmd/..."}, transports...),
+		mustNot: append([]string{"internal/turns/...", "internal/tools/...", "internal/dynamic", "internal/skills", "internal/sandbox", "internal/store/...", "internal/model/...", "cmd/..."}, transports...),
 		why:     "MCP connections are a tool provider like the others: tools reach turns and clients through the registry and the orchestrator's adapters",
 	},
 	{
@@ -156,12 +220,12 @@ var rules = []rule{
 	},
 	{
 		pkgs:    []string{"internal/cluster"},
-		mustNot: append([]string{"internal/turns", "internal/tools/...", "internal/dynamic", "internal/skills", "internal/sandbox", "internal/model/...", "internal/store/memory", "internal/store/postgres", "internal/store/sqlite", "cmd/..."}, transports...),
+		mustNot: append([]string{"internal/turns/...", "internal/tools/...", "internal/dynamic", "internal/skills", "internal/sandbox", "internal/model/...", "internal/store/memory", "internal/store/postgres", "internal/store/sqlite", "cmd/..."}, transports...),
 		why:     "thread ownership is a service the turns manager uses through its own interface; it keeps its table through the pool it is handed",
 	},
 	{
 		pkgs:    []string{"internal/hub"},
-		mustNot: []string{"internal/server/...", "internal/httpapi", "internal/tools/...", "internal/store/postgres", "internal/store/sqlite", "cmd/..."},
+		mustNot: []string{"internal/server/...", "internal/httpapi", "internal/tools/...", "internal/store/memory", "internal/store/postgres", "internal/store/sqlite", "cmd/..."},
 		why:     "the hub is transport-neutral: the websocket server and the HTTP API are its adapters, never the reverse",
 	},
 	{
@@ -170,36 +234,72 @@ var rules = []rule{
 		why:     "the event log is the hub's journal and a client of the store: the transports sit above it, and it speaks Postgres only to LISTEN",
 	},
 	{
+		pkgs:    []string{"internal/webhook"},
+		mustNot: []string{"internal/server/...", "internal/httpapi", "internal/frontdoor", "internal/tools/...", "internal/store/memory", "internal/store/postgres", "internal/store/sqlite", "internal/daemon", "cmd/..."},
+		why:     "the webhook sender is an in-process consumer of the event log: it reads events through the hub and the log, keeps its cursor through the store's interface, and no transport or backend is its concern",
+	},
+	{
+		pkgs:    []string{"internal/budget"},
+		mustNot: append([]string{"internal/turns", "internal/turns/...", "internal/tools/...", "internal/config", "internal/store/memory", "internal/store/postgres", "internal/store/sqlite", "internal/daemon", "cmd/..."}, transports...),
+		why:     "budgets are a service of the turns layer: limits, prices and the principals' spending through the store's interface; the turns layer and the daemon decide what happens at a limit",
+	},
+	{
 		pkgs:    []string{"internal/mcpserver"},
-		mustNot: []string{"internal/server/...", "internal/httpapi", "internal/tools/...", "internal/store/postgres", "internal/store/sqlite", "internal/daemon", "cmd/..."},
+		mustNot: []string{"internal/server/...", "internal/frontdoor", "internal/httpapi", "internal/tools/...", "internal/store/postgres", "internal/store/sqlite", "internal/daemon", "cmd/..."},
 		why:     "the MCP front door is a sibling of the websocket server and the HTTP API: an adapter of the hub and turns, authenticated by whoever mounts it",
 	},
 	{
 		pkgs:    []string{"internal/daemon"},
-		mustNot: []string{"internal/mcpserver", "internal/httpapi", "cmd/..."},
-		why:     "the daemon's core is shared by every front door; the front doors are added on top of it by cmd/appserver",
+		mustNot: []string{"internal/mcpserver", "internal/httpapi", "internal/serve", "cmd/..."},
+		why:     "the daemon's core is shared by every front door; the front doors are added on top of it by internal/serve",
 	},
 	{
 		pkgs:    []string{"..."},
-		except:  []string{"cmd/appserver"},
+		except:  []string{"cmd/appserver", "internal/serve", "internal/apptest"},
 		mustNot: []string{"internal/daemon"},
-		tests:   true,
-		why:     "the daemon's core is the composition root's library: only cmd/appserver builds it",
+		why:     "the daemon's core is the composition root's library: only the commands of internal/serve build it (tests start a daemon through internal/apptest)",
+	},
+	{
+		pkgs:    []string{"internal/serve"},
+		mustNot: []string{"internal/apptest", "cmd/..."},
+		why:     "the daemon's commands are the composition root's library: they wire every service, and know nothing of their callers",
+	},
+	{
+		pkgs:    []string{"..."},
+		except:  []string{"cmd/appserver", "internal/apptest"},
+		mustNot: []string{"internal/serve"},
+		why:     "the daemon's commands are run by cmd/appserver, and by tests through internal/apptest",
+	},
+	{
+		pkgs:    []string{"internal/apptest"},
+		mustNot: []string{"cmd/..."},
+		why:     "the e2e harness starts the daemon through internal/serve, as cmd/appserver does, and drives it over the wire",
+	},
+	{
+		pkgs:    []string{"internal/frontdoor"},
+		mustNot: []string{"..."},
+		unless:  []string{"internal/reqlog"},
+		why:     "the front door serves the handlers the composition root gives it (the HTTP API, /mcp, the websocket upgrade), each with its request id and access log line; it knows no protocol, session or service",
+	},
+	{
+		pkgs:    []string{"internal/console"},
+		mustNot: []string{"..."},
+		why:     "the web console is a built page the binary embeds; it talks to the daemon over the protocol like any client, so the package serves files and knows nothing of ours",
 	},
 	{
 		pkgs:    []string{"internal/server/rpcws"},
-		mustNot: []string{"internal/server", "internal/httpapi", "internal/hub", "internal/turns", "internal/tools/...", "internal/dynamic", "internal/store/...", "cmd/..."},
-		why:     "the JSON-RPC connection owns framing and correlation only; its caller decides what the methods mean",
+		mustNot: []string{"internal/server", "internal/httpapi", "internal/hub", "internal/turns/...", "internal/tools/...", "internal/dynamic", "internal/store/...", "cmd/..."},
+		why:     "the JSON-RPC connection owns framing (over any transport's Framer) and correlation only; its caller decides what the methods mean",
 	},
 	{
 		pkgs:    []string{"internal/server"},
-		mustNot: []string{"internal/httpapi", "internal/tools/orchestrate", "internal/store/postgres", "internal/store/sqlite", "cmd/..."},
-		why:     "the websocket server and the HTTP API are sibling adapters of the hub and turns; the composition root mounts one on the other's router",
+		mustNot: []string{"internal/httpapi", "internal/frontdoor", "internal/tools/orchestrate", "internal/store/postgres", "internal/store/sqlite", "cmd/..."},
+		why:     "the JSON-RPC sessions and the HTTP API are sibling adapters of the hub and turns, whatever the transport; the composition root gives both to the front door",
 	},
 	{
 		pkgs:    []string{"internal/httpapi"},
-		mustNot: []string{"internal/server/...", "internal/tools/...", "internal/store/postgres", "internal/store/sqlite", "cmd/..."},
-		why:     "the HTTP API is an adapter of the hub and turns like the websocket server, not a client of it",
+		mustNot: []string{"internal/server/...", "internal/frontdoor", "internal/tools/...", "internal/store/memory", "internal/store/postgres", "internal/store/sqlite", "cmd/..."},
+		why:     "the HTTP API is an adapter of the hub and turns like the websocket server, not a client of it: it reads turns through the thread table's read side and keeps its idempotency keys through an interface of its own, never through a store backend",
 	},
 	{
 		pkgs:    []string{"bench"},
@@ -215,6 +315,12 @@ var rules = []rule{
 		why:     "the deployment files are checked as an operator reads them, not through our code",
 	},
 	{
+		pkgs:    []string{"docs"},
+		mustNot: []string{"..."},
+		tests:   true,
+		why:     "the documentation is checked as a reader follows it, not through our code",
+	},
+	{
 		pkgs:    []string{"internal/archtest"},
 		mustNot: []string{"..."},
 		tests:   true,
@@ -222,14 +328,20 @@ var rules = []rule{
 	},
 	{
 		pkgs:    []string{"..."},
-		mustNot: []string{"internal/testenv", "internal/store/pgtest", "internal/store/storetest"},
-		why:     "test helpers are imported by test files only",
+		except:  []string{"internal/apptest"},
+		mustNot: []string{"internal/testenv", "internal/logtest", "internal/store/pgtest", "internal/store/storetest"},
+		why:     "test helpers are imported by test files only (and by the e2e harness, itself imported by test files only)",
 	},
 	{
 		pkgs:    []string{"..."},
-		except:  []string{"cmd/appserver"},
+		mustNot: []string{"internal/apptest"},
+		why:     "the e2e harness is imported by test files only",
+	},
+	{
+		pkgs:    []string{"..."},
+		except:  []string{"cmd/appserver", "internal/apptest"},
 		mustNot: []string{"internal/model/fakemodel"},
-		why:     "the fake model server is for tests, and for the composition root's mockmodel subcommand",
+		why:     "the fake model server is for tests (the e2e harness included), and for the composition root's mockmodel subcommand",
 	},
 	{
 		pkgs:    []string{"..."},

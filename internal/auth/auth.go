@@ -75,6 +75,10 @@ type Config struct {
 	MaxClockSkew time.Duration
 	// Now is the clock used for exp and nbf; nil means time.Now.
 	Now func() time.Time
+	// Principals maps principal names to the hex SHA-256 digest of their
+	// bearer tokens ([http_api.principals.<name>] token_sha256): Identify
+	// knows them in every mode, None included.
+	Principals map[string]string
 }
 
 // Authenticator checks websocket upgrade requests against one Config; it is
@@ -83,6 +87,8 @@ type Authenticator struct {
 	mode Mode
 
 	tokenDigest [sha256.Size]byte // CapabilityToken: SHA-256 of the token; the token itself is not kept
+
+	principals []principalToken // sorted by name
 
 	secret      []byte // SignedBearerToken
 	issuer      string // "" = not checked
@@ -108,6 +114,9 @@ func New(cfg Config) (*Authenticator, error) {
 		return nil, err
 	}
 	a := &Authenticator{mode: cfg.Mode}
+	if err := a.addPrincipals(cfg.Principals); err != nil {
+		return nil, err
+	}
 	switch cfg.Mode {
 	case CapabilityToken:
 		if cfg.TokenFile != "" {
@@ -235,8 +244,9 @@ func readTrimmed(setting, path string) ([]byte, error) {
 	return bytes.Clone(trimmed), nil
 }
 
-// Enabled reports whether requests need credentials, i.e. the mode is not None.
-func (a *Authenticator) Enabled() bool { return a.mode != None }
+// Enabled reports whether requests need credentials, i.e. the mode is not
+// None (a nil Authenticator has none).
+func (a *Authenticator) Enabled() bool { return a != nil && a.mode != None }
 
 // Check authenticates an upgrade request from its Authorization header and
 // returns nil when it may proceed.

@@ -18,15 +18,10 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
 	"github.com/appserver/appserver/internal/apperr"
 	"github.com/appserver/appserver/internal/auth"
 )
-
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
-}
 
 const (
 	testToken  = "s3cret-capability-token"

@@ -16,6 +16,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/appserver/appserver/internal/apperr"
+	"github.com/appserver/appserver/internal/pgnotify"
+	"github.com/appserver/appserver/internal/service"
 )
 
 // DefaultLeaseTTL is how long a lease outlives its last renewal when the
@@ -26,6 +28,14 @@ const DefaultLeaseTTL = 10 * time.Second
 type Config struct {
 	// Pool is the Postgres store's pool; required.
 	Pool *pgxpool.Pool
+	// Notifier is the daemon's LISTEN connection, where the node hears
+	// the requests forwarded to it and the answers to its own; required,
+	// and started by its owner.
+	Notifier *pgnotify.Notifier
+	// Events hears of lost leases and recovered turns and runs the
+	// forwarded requests; required. It is called only while the node
+	// runs (between Start and Stop).
+	Events Events
 	// NodeID names this daemon in the lease table; "" means the host name
 	// with a random suffix, new for every process. Two live daemons must
 	// never share one.
@@ -79,17 +89,19 @@ type Node struct {
 	// answers, by id; guarded by waitMu.
 	waitMu  sync.Mutex
 	waiters map[int64]chan struct{}
-	// running counts forwarded requests being run here; stopListen ends
-	// the listener, which closes listenDone.
-	running    sync.WaitGroup
-	stopListen context.CancelFunc
-	listenDone chan struct{}
 
-	startOnce sync.Once
-	stopOnce  sync.Once
-	stop      chan struct{}
-	done      chan struct{}
+	base service.Base
+	// runCtx is the context of the node's work, set by Start and ended
+	// by Stop.
+	runCtx context.Context
+	// cmdMu guards cmdStopped and the additions to running, the forwarded
+	// requests being run here; Stop sets cmdStopped, then waits for them.
+	cmdMu      sync.Mutex
+	cmdStopped bool
+	running    sync.WaitGroup
 }
+
+var _ service.Service = (*Node)(nil)
 
 // lease is a thread's lease as this node holds it.
 type lease struct {
@@ -106,10 +118,11 @@ type lease struct {
 	lost atomic.Bool
 }
 
-// New returns a node; Start runs it.
+// New returns a node, subscribed to its channel on cfg.Notifier; Start
+// runs it.
 func New(cfg Config) (*Node, error) {
-	if cfg.Pool == nil {
-		return nil, errors.New("cluster: Pool is required")
+	if cfg.Pool == nil || cfg.Notifier == nil || cfg.Events == nil {
+		return nil, errors.New("cluster: Pool, Notifier and Events are required")
 	}
 	if cfg.LeaseTTL <= 0 {
 		cfg.LeaseTTL = DefaultLeaseTTL
@@ -123,16 +136,20 @@ func New(cfg Config) (*Node, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Node{
+	n := &Node{
 		cfg: cfg, log: cfg.Logger.With("node", cfg.NodeID), pool: cfg.Pool,
-		ttl:        cfg.LeaseTTL.Seconds(),
-		leases:     map[string]*lease{},
-		waiters:    map[int64]chan struct{}{},
-		stopListen: func() {},
-		listenDone: make(chan struct{}),
-		stop:       make(chan struct{}),
-		done:       make(chan struct{}),
-	}, nil
+		ttl:     cfg.LeaseTTL.Seconds(),
+		leases:  map[string]*lease{},
+		events:  cfg.Events,
+		waiters: map[int64]chan struct{}{},
+	}
+	if err := cfg.Notifier.Subscribe(channel(cfg.NodeID), pgnotify.Handler{
+		Notify:    func(_ context.Context, payload string) { n.onNote(payload) },
+		Connected: func(context.Context) { n.catchUp() },
+	}); err != nil {
+		return nil, err
+	}
+	return n, nil
 }
 
 // defaultNodeID is the host name with a random suffix: a restarted daemon
@@ -152,48 +169,45 @@ func defaultNodeID() string {
 func (n *Node) ID() string { return n.cfg.NodeID }
 
 // Start settles the turns of dead nodes once (start-up recovery), then
-// runs the heartbeat and the periodic failover scan until Stop. ev hears
-// of lost leases and recovered turns.
-func (n *Node) Start(ctx context.Context, ev Events) error {
-	err := errors.New("cluster: node already started")
-	n.startOnce.Do(func() {
-		n.events = ev
-		n.mu.Lock()
-		n.lastRenew = time.Now()
-		n.mu.Unlock()
-		// Leases under this node's id are a previous process's (a daemon
-		// restarted with a fixed node_id): its turns died with it, so
-		// the scan below settles them now rather than after the TTL.
-		if _, err = n.pool.Exec(ctx, releaseAllSQL, n.cfg.NodeID); err != nil {
-			err = apperr.Wrap(apperr.Unavailable, err, "storage unavailable")
-			close(n.done)
-			close(n.listenDone)
-			return
-		}
-		if err = n.scan(ctx); err != nil {
-			close(n.done)
-			close(n.listenDone)
-			return
-		}
-		go n.loop()
-		lctx, cancel := context.WithCancel(context.Background())
-		n.stopListen = cancel
-		go n.listen(lctx)
-	})
-	return err
+// runs the heartbeat, the periodic failover scan and the forwarded
+// requests until Stop; it then runs the requests it may have missed
+// before. Events hears of lost leases and recovered turns.
+func (n *Node) Start(ctx context.Context) error {
+	runCtx, run, err := n.base.Begin(ctx)
+	if !run {
+		return err
+	}
+	n.runCtx = runCtx
+	n.mu.Lock()
+	n.lastRenew = time.Now()
+	n.mu.Unlock()
+	// Leases under this node's id are a previous process's (a daemon
+	// restarted with a fixed node_id): its turns died with it, so the
+	// scan below settles them now rather than after the TTL.
+	if _, err := n.pool.Exec(ctx, releaseAllSQL, n.cfg.NodeID); err != nil {
+		return n.base.Started(apperr.Wrap(apperr.Unavailable, err, "storage unavailable"))
+	}
+	if err := n.scan(ctx); err != nil {
+		return n.base.Started(err)
+	}
+	n.base.Go(n.loop)
+	if err := n.base.Started(nil); err != nil {
+		return err
+	}
+	// Requests sent before the node ran were not run when heard.
+	n.catchUp()
+	return nil
 }
 
-// Stop ends the heartbeat and the scan and gives back the leases still
-// held, so that other nodes can take their threads at once. Call it after
-// the work of the threads has stopped. It tolerates being called twice and
-// before Start.
+// Stop ends the heartbeat, the scan and the forwarded requests, and gives
+// back the leases still held, so that other nodes can take their threads
+// at once. Call it after the work of the threads has stopped. It
+// tolerates being called twice and before Start.
 func (n *Node) Stop() {
-	n.stopOnce.Do(func() {
-		n.startOnce.Do(func() { close(n.done); close(n.listenDone) })
-		close(n.stop)
-		<-n.done
-		n.stopListen()
-		<-n.listenDone
+	n.base.Stop(func() {
+		n.cmdMu.Lock()
+		n.cmdStopped = true
+		n.cmdMu.Unlock()
 		n.running.Wait()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -203,24 +217,23 @@ func (n *Node) Stop() {
 	})
 }
 
-func (n *Node) loop() {
-	defer close(n.done)
+func (n *Node) loop(ctx context.Context) {
 	beat := time.NewTicker(n.cfg.LeaseTTL / 3)
 	defer beat.Stop()
 	scan := time.NewTimer(n.cfg.ScanInterval)
 	defer scan.Stop()
 	for {
 		select {
-		case <-n.stop:
+		case <-ctx.Done():
 			return
 		case <-beat.C:
 			n.renew()
 		case <-scan.C:
-			ctx, cancel := context.WithTimeout(context.Background(), n.cfg.LeaseTTL)
-			if err := n.scan(ctx); err != nil {
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), n.cfg.LeaseTTL)
+			if err := n.scan(sctx); err != nil {
 				n.log.Warn("failover scan", "err", err)
 			}
-			scan.Reset(n.nextScan(ctx))
+			scan.Reset(n.nextScan(sctx))
 			cancel()
 		}
 	}

@@ -3,7 +3,6 @@ package cluster
 import (
 	"context"
 	"encoding/json"
-	"os"
 	"strconv"
 	"sync"
 	"testing"
@@ -11,20 +10,13 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
 	"github.com/appserver/appserver/internal/apperr"
+	"github.com/appserver/appserver/internal/pgnotify"
 	"github.com/appserver/appserver/internal/store"
 	"github.com/appserver/appserver/internal/store/pgtest"
 	"github.com/appserver/appserver/internal/store/postgres"
 )
-
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
-		pgtest.Stop()
-		os.Exit(code)
-	}))
-}
 
 // recorder is the Events of a node under test.
 type recorder struct {
@@ -45,8 +37,14 @@ func (r *recorder) TurnRecovered(threadID, turnID string) {
 	r.recovered = append(r.recovered, threadID+"/"+turnID)
 }
 
-// Command answers "echo" with its params and fails anything else.
+// Command answers "echo" with its params, fails "fail" with its params as
+// the message, and fails anything else.
 func (r *recorder) Command(_ context.Context, method string, params json.RawMessage) (any, error) {
+	if method == "fail" {
+		var p struct{ Message string }
+		_ = json.Unmarshal(params, &p)
+		return nil, apperr.New(apperr.Invalid, "%s", p.Message)
+	}
 	if method != "echo" {
 		return nil, apperr.New(apperr.Invalid, "unknown method %s", method)
 	}
@@ -67,10 +65,16 @@ func openStore(t testing.TB) *postgres.Store {
 	return st
 }
 
-func newNode(t testing.TB, st *postgres.Store, id string, ttl time.Duration) *Node {
+// newNode returns a node on a notifier of its own, which runs; the node
+// does not run until Start.
+func newNode(t testing.TB, st *postgres.Store, id string, ttl time.Duration, ev Events) *Node {
 	t.Helper()
-	n, err := New(Config{Pool: st.Pool(), NodeID: id, LeaseTTL: ttl})
+	notes, err := pgnotify.New(pgnotify.Config{Pool: st.Pool()})
 	require.NoError(t, err)
+	n, err := New(Config{Pool: st.Pool(), Notifier: notes, Events: ev, NodeID: id, LeaseTTL: ttl})
+	require.NoError(t, err)
+	require.NoError(t, notes.Start(t.Context()))
+	t.Cleanup(notes.Stop)
 	t.Cleanup(n.Stop)
 	return n
 }
@@ -119,7 +123,7 @@ func turnStatus(t *testing.T, st store.Store, threadID string) string {
 func TestExpiredLeaseIsTakenOverOnceAndFencesItsNode(t *testing.T) {
 	st := openStore(t)
 	const ttl = 400 * time.Millisecond
-	a := newNode(t, st, "a", ttl)
+	a := newNode(t, st, "a", ttl, &recorder{})
 	_, _, err := a.Acquire(t.Context(), "00000000-0000-0000-0000-000000000000")
 	require.Error(t, err, "no lease for a thread that does not exist")
 	id := newThread(t, st)
@@ -135,9 +139,9 @@ func TestExpiredLeaseIsTakenOverOnceAndFencesItsNode(t *testing.T) {
 	// Two live nodes start (their start-up recovery) while a's lease is
 	// valid: they leave its turn alone.
 	var recB, recC recorder
-	b, c := newNode(t, st, "b", ttl), newNode(t, st, "c", ttl)
-	require.NoError(t, b.Start(t.Context(), &recB))
-	require.NoError(t, c.Start(t.Context(), &recC))
+	b, c := newNode(t, st, "b", ttl, &recB), newNode(t, st, "c", ttl, &recC)
+	require.NoError(t, b.Start(t.Context()))
+	require.NoError(t, c.Start(t.Context()))
 	require.Equal(t, store.TurnInProgress, turnStatus(t, st, id))
 	_, _, err = b.Acquire(t.Context(), id)
 	require.True(t, apperr.Is(err, apperr.Conflict), "%v", err)
@@ -176,8 +180,8 @@ func TestHeartbeatKeepsTheLease(t *testing.T) {
 	st := openStore(t)
 	const ttl = 300 * time.Millisecond
 	var recA, recB recorder
-	a, b := newNode(t, st, "a", ttl), newNode(t, st, "b", ttl)
-	require.NoError(t, a.Start(t.Context(), &recA))
+	a, b := newNode(t, st, "a", ttl, &recA), newNode(t, st, "b", ttl, &recB)
+	require.NoError(t, a.Start(t.Context()))
 	id := newThread(t, st)
 	token, _, err := a.Acquire(t.Context(), id)
 	require.NoError(t, err)
@@ -186,7 +190,7 @@ func TestHeartbeatKeepsTheLease(t *testing.T) {
 		CreateTurns: []*store.Turn{{ThreadID: id, ID: "turn-1", Status: store.TurnInProgress}},
 		AppendItems: []*store.Item{item(id, "item-1")},
 	}))
-	require.NoError(t, b.Start(t.Context(), &recB))
+	require.NoError(t, b.Start(t.Context()))
 	// Several TTLs, each with several scans of b.
 	time.Sleep(5 * ttl)
 	require.NoError(t, fenced.Write(t.Context(), &store.Batch{AppendItems: []*store.Item{item(id, "item-2")}}))
@@ -210,17 +214,17 @@ func TestHeartbeatReportsALostLease(t *testing.T) {
 	st := openStore(t)
 	const ttl = 300 * time.Millisecond
 	var recA, recB recorder
-	a, b := newNode(t, st, "a", ttl), newNode(t, st, "b", ttl)
+	a, b := newNode(t, st, "a", ttl, &recA), newNode(t, st, "b", ttl, &recB)
 	id := threadWithTurn(t, st, st)
 	_, _, err := a.Acquire(t.Context(), id)
 	require.NoError(t, err)
 	// Another node's view of a dead a: the lease expired.
 	_, err = st.Pool().Exec(t.Context(), `UPDATE thread_leases SET expires_at = clock_timestamp() WHERE thread_id = $1`, id)
 	require.NoError(t, err)
-	require.NoError(t, b.Start(t.Context(), &recB))
+	require.NoError(t, b.Start(t.Context()))
 	_, recovered := recB.snapshot()
 	require.Equal(t, []string{id + "/turn-1"}, recovered, "start-up recovery takes an expired lease")
-	require.NoError(t, a.Start(t.Context(), &recA))
+	require.NoError(t, a.Start(t.Context()))
 	require.Eventually(t, func() bool { lost, _ := recA.snapshot(); return len(lost) > 0 }, 10*ttl, 10*time.Millisecond)
 	time.Sleep(ttl) // more heartbeats
 	lost, _ := recA.snapshot()
@@ -236,7 +240,7 @@ func TestGroupCommitFailsOnlyTheFencedOutBatch(t *testing.T) {
 	st := openStore(t)
 	gc := store.NewGroupCommitter(st, store.GroupCommitConfig{})
 	t.Cleanup(func() { _ = gc.Close() })
-	n := newNode(t, st, "a", time.Minute)
+	n := newNode(t, st, "a", time.Minute, &recorder{})
 	ids := []string{threadWithTurn(t, st, st), threadWithTurn(t, st, st)}
 	for _, id := range ids {
 		_, _, err := n.Acquire(t.Context(), id)
@@ -269,9 +273,9 @@ func TestGroupCommitFailsOnlyTheFencedOutBatch(t *testing.T) {
 func TestForwardReachesTheOwner(t *testing.T) {
 	st := openStore(t)
 	var recA, recB recorder
-	a, b := newNode(t, st, "a", time.Minute), newNode(t, st, "b", time.Minute)
-	require.NoError(t, a.Start(t.Context(), &recA))
-	require.NoError(t, b.Start(t.Context(), &recB))
+	a, b := newNode(t, st, "a", time.Minute, &recA), newNode(t, st, "b", time.Minute, &recB)
+	require.NoError(t, a.Start(t.Context()))
+	require.NoError(t, b.Start(t.Context()))
 	id := newThread(t, st)
 
 	_, ok, err := b.Forward(t.Context(), id, "echo", map[string]string{"x": "y"})
@@ -288,10 +292,18 @@ func TestForwardReachesTheOwner(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, ok)
 	require.JSONEq(t, `{"x":"y"}`, string(res))
+	// A NUL (a tool's output in a client's answer) goes and comes back.
+	res, ok, err = b.Forward(t.Context(), id, "echo", map[string]string{"output": "a\x00b ␀"})
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.JSONEq(t, `{"output":"a\u0000b ␀"}`, string(res))
 	_, ok, err = b.Forward(t.Context(), id, "other", struct{}{})
 	require.True(t, ok)
 	require.True(t, apperr.Is(err, apperr.Invalid), "%v", err)
 	require.Equal(t, "unknown method other", apperr.MessageOf(err))
+	_, ok, err = b.Forward(t.Context(), id, "fail", map[string]string{"message": "a\x00b"})
+	require.True(t, ok)
+	require.Equal(t, "a\uFFFDb", apperr.MessageOf(err), "an error's text comes back, its NUL replaced")
 
 	var left int
 	require.NoError(t, st.Pool().QueryRow(t.Context(), `SELECT count(*) FROM node_commands`).Scan(&left))
@@ -299,11 +311,43 @@ func TestForwardReachesTheOwner(t *testing.T) {
 	a.Release(id)
 }
 
+// A request forwarded to a node that holds the lease but does not run yet
+// (its notifier heard it, it did not) waits, and runs when the node
+// starts.
+func TestRequestSentBeforeStartRunsAtStart(t *testing.T) {
+	st := openStore(t)
+	var recA, recB recorder
+	a, b := newNode(t, st, "a", time.Minute, &recA), newNode(t, st, "b", time.Minute, &recB)
+	require.NoError(t, b.Start(t.Context()))
+	id := newThread(t, st)
+	_, _, err := a.Acquire(t.Context(), id)
+	require.NoError(t, err)
+	type answer struct {
+		res json.RawMessage
+		err error
+	}
+	answers := make(chan answer, 1)
+	go func() {
+		res, _, err := b.Forward(t.Context(), id, "echo", map[string]string{"x": "y"})
+		answers <- answer{res, err}
+	}()
+	select {
+	case a := <-answers:
+		t.Fatalf("a node not started answered: %s %v", a.res, a.err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	require.NoError(t, a.Start(t.Context()))
+	got := <-answers
+	require.NoError(t, got.err)
+	require.JSONEq(t, `{"x":"y"}`, string(got.res))
+	a.Release(id)
+}
+
 // A daemon restarted under a fixed node id settles the turns its previous
 // process left running at once, not after their leases expire.
 func TestRestartUnderTheSameIDSettlesItsOwnTurns(t *testing.T) {
 	st := openStore(t)
-	old := newNode(t, st, "a", time.Minute)
+	old := newNode(t, st, "a", time.Minute, &recorder{})
 	id := newThread(t, st)
 	_, _, err := old.Acquire(t.Context(), id)
 	require.NoError(t, err)
@@ -312,8 +356,8 @@ func TestRestartUnderTheSameIDSettlesItsOwnTurns(t *testing.T) {
 	}))
 	// The process dies holding the lease; its successor starts.
 	var rec recorder
-	restarted := newNode(t, st, "a", time.Minute)
-	require.NoError(t, restarted.Start(t.Context(), &rec))
+	restarted := newNode(t, st, "a", time.Minute, &rec)
+	require.NoError(t, restarted.Start(t.Context()))
 	_, recovered := rec.snapshot()
 	require.Equal(t, []string{id + "/turn-1"}, recovered)
 	require.Equal(t, store.TurnInterrupted, turnStatus(t, st, id))
@@ -323,7 +367,7 @@ func TestRestartUnderTheSameIDSettlesItsOwnTurns(t *testing.T) {
 // Acquire and one Release.
 func BenchmarkLeaseCycle(b *testing.B) {
 	st := openStore(b)
-	n := newNode(b, st, "a", time.Minute)
+	n := newNode(b, st, "a", time.Minute, &recorder{})
 	id := newThread(b, st)
 	for b.Loop() {
 		if _, _, err := n.Acquire(b.Context(), id); err != nil {
@@ -337,7 +381,7 @@ func BenchmarkLeaseCycle(b *testing.B) {
 // a leased turn's writes carry.
 func BenchmarkFencedWrite(b *testing.B) {
 	st := openStore(b)
-	n := newNode(b, st, "a", time.Minute)
+	n := newNode(b, st, "a", time.Minute, &recorder{})
 	for _, fenced := range []bool{false, true} {
 		b.Run(map[bool]string{false: "plain", true: "fenced"}[fenced], func(b *testing.B) {
 			id := newThread(b, st)

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/appserver/appserver/internal/apperr"
+	"github.com/appserver/appserver/internal/store"
 )
 
 // How long a forwarded request may wait for its answer once the owner has
@@ -23,11 +24,9 @@ import (
 const (
 	forwardTimeout = 30 * time.Second
 	// forwardPoll is how often a waiting sender looks at its request's
-	// row, should the owner's notification be lost (a listener that was
+	// row, should the owner's notification be lost (a notifier that was
 	// reconnecting).
 	forwardPoll = 500 * time.Millisecond
-	// listenRetry is the pause before the listener connects again.
-	listenRetry = time.Second
 )
 
 // channel is the NOTIFY channel of a node: appserver_cmd_<node>, or a
@@ -57,6 +56,11 @@ func (n *Node) Forward(ctx context.Context, threadID, method string, params any)
 		return nil, true, apperr.Wrap(apperr.Unavailable, err, "storage unavailable")
 	}
 	raw, err := json.Marshal(params)
+	if err == nil {
+		// A client's answer may hold NUL (a tool's output), which jsonb
+		// refuses: the store's escape, undone by the owner.
+		raw, err = store.EscapeNUL(raw)
+	}
 	if err != nil {
 		return nil, true, apperr.Wrap(apperr.Internal, err, "encode forwarded request")
 	}
@@ -120,7 +124,7 @@ func (n *Node) await(ctx context.Context, id int64, wake <-chan struct{}) (json.
 			if code != nil {
 				return nil, apperr.New(apperr.Code(*code), "%s", deref(message))
 			}
-			return result, nil
+			return store.UnescapeNUL(result), nil
 		}
 		select {
 		case <-wake:
@@ -159,72 +163,61 @@ func deref(s *string) string {
 	return *s
 }
 
-// listen is the node's listener goroutine: one dedicated connection
-// LISTENing on the node's channel, reconnecting after failures. After each
-// (re)connection it runs the requests it may have missed and wakes every
-// waiting sender.
-func (n *Node) listen(ctx context.Context) {
-	defer close(n.listenDone)
-	for {
-		err := n.listenOnce(ctx)
-		if ctx.Err() != nil {
-			return
+// catchUp runs the requests addressed to this node that it may have
+// missed (sent while its notifier was reconnecting, or before it ran)
+// and wakes every waiting sender, whose answer may have been missed too.
+// The notifier calls it after every connection; Start once it runs.
+func (n *Node) catchUp() {
+	ctx, ok := n.workContext()
+	if !ok {
+		return
+	}
+	rows, err := n.pool.Query(ctx, `SELECT id FROM node_commands WHERE node_id = $1 AND state = 'pending'`, n.cfg.NodeID)
+	if err == nil {
+		var missed []int64
+		if missed, err = pgx.CollectRows(rows, pgx.RowTo[int64]); err == nil {
+			for _, id := range missed {
+				n.runAsync(id)
+			}
 		}
-		n.log.Warn("command listener", "err", err)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(listenRetry):
+	}
+	if err != nil && ctx.Err() == nil {
+		n.log.Warn("looking for missed forwarded requests", "err", err)
+	}
+	n.wakeAll()
+}
+
+// onNote handles a notification on the node's channel: "c:<id>" is a
+// request to run, "r:<id>" the answer to one of this node's.
+func (n *Node) onNote(payload string) {
+	kind, idText, _ := strings.Cut(payload, ":")
+	id, err := strconv.ParseInt(idText, 10, 64)
+	if err != nil {
+		return
+	}
+	switch kind {
+	case "c":
+		n.runAsync(id)
+	case "r":
+		n.waitMu.Lock()
+		wake := n.waiters[id]
+		n.waitMu.Unlock()
+		if wake != nil {
+			select {
+			case wake <- struct{}{}:
+			default:
+			}
 		}
 	}
 }
 
-func (n *Node) listenOnce(ctx context.Context) error {
-	conn, err := pgx.ConnectConfig(ctx, n.pool.Config().ConnConfig.Copy())
-	if err != nil {
-		return err
+// workContext is the context of the node's work, and false before Start
+// and after Stop.
+func (n *Node) workContext() (context.Context, bool) {
+	if !n.base.Running() {
+		return nil, false
 	}
-	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
-	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{channel(n.cfg.NodeID)}.Sanitize()); err != nil {
-		return err
-	}
-	rows, err := conn.Query(ctx, `SELECT id FROM node_commands WHERE node_id = $1 AND state = 'pending'`, n.cfg.NodeID)
-	if err != nil {
-		return err
-	}
-	missed, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-	if err != nil {
-		return err
-	}
-	for _, id := range missed {
-		n.runAsync(ctx, id)
-	}
-	n.wakeAll()
-	for {
-		note, err := conn.WaitForNotification(ctx)
-		if err != nil {
-			return err
-		}
-		kind, idText, _ := strings.Cut(note.Payload, ":")
-		id, err := strconv.ParseInt(idText, 10, 64)
-		if err != nil {
-			continue
-		}
-		switch kind {
-		case "c":
-			n.runAsync(ctx, id)
-		case "r":
-			n.waitMu.Lock()
-			wake := n.waiters[id]
-			n.waitMu.Unlock()
-			if wake != nil {
-				select {
-				case wake <- struct{}{}:
-				default:
-				}
-			}
-		}
-	}
+	return n.runCtx, true
 }
 
 func (n *Node) wakeAll() {
@@ -238,10 +231,21 @@ func (n *Node) wakeAll() {
 	}
 }
 
-// runAsync runs a forwarded request off the listener, so that a slow one
-// does not hold the others or the answers.
-func (n *Node) runAsync(ctx context.Context, id int64) {
+// runAsync runs a forwarded request off the notifier's goroutine, so that
+// a slow one does not hold the others or the answers. A node that does
+// not run leaves it pending: Start runs it, or its sender withdraws it.
+func (n *Node) runAsync(id int64) {
+	ctx, ok := n.workContext()
+	if !ok {
+		return
+	}
+	n.cmdMu.Lock()
+	if n.cmdStopped {
+		n.cmdMu.Unlock()
+		return
+	}
 	n.running.Add(1)
+	n.cmdMu.Unlock()
 	go func() {
 		defer n.running.Done()
 		n.run(ctx, id)
@@ -262,11 +266,14 @@ func (n *Node) run(ctx context.Context, id int64) {
 		}
 		return
 	}
-	res, runErr := n.events.Command(ctx, method, params)
+	res, runErr := n.events.Command(ctx, method, store.UnescapeNUL(params))
 	var result, code, message any
 	if runErr != nil {
-		code, message = string(apperr.CodeOf(runErr)), apperr.MessageOf(runErr)
+		// Text cannot hold NUL.
+		code, message = string(apperr.CodeOf(runErr)), strings.ReplaceAll(apperr.MessageOf(runErr), "\x00", "\uFFFD")
 	} else if raw, err := json.Marshal(res); err != nil {
+		code, message = string(apperr.Internal), "encode the answer"
+	} else if raw, err = store.EscapeNUL(raw); err != nil {
 		code, message = string(apperr.Internal), "encode the answer"
 	} else {
 		result = string(raw)

@@ -36,6 +36,9 @@ func (f fencedStore) Write(ctx context.Context, b *store.Batch) error {
 	for _, u := range b.UpdateThreads {
 		add(u.ID)
 	}
+	for _, d := range b.DropTurns {
+		add(d.ThreadID)
+	}
 	for _, t := range b.CreateTurns {
 		add(t.ThreadID)
 	}

@@ -18,6 +18,12 @@ func TestFeaturesAndAgents(t *testing.T) {
 	require.Equal(t, []Warning{codexWarning("agents.job_max_runtime_seconds", source), codexWarning("features.undo", source)}, warnings)
 
 	require.False(t, Default().Features.MultiAgent, "off unless configured")
+	require.Equal(t, map[string]bool{"shell_tool": true, "view_image": true, "unified_exec": true, "multi_agent": false, "multi_agent_v2": false, "goals": true},
+		Default().Features.Map(), "the other switches are on unless configured")
+	for _, f := range FeatureFlags {
+		require.Equal(t, f.Default, Default().Features.Map()[f.Name], f.Name)
+	}
+	require.Len(t, Default().Features.Map(), len(FeatureFlags))
 	msg := loadError(t, Sources{File: writeConfig(t, "[agents]\nmax_depth = -1\n")})
 	require.Contains(t, msg, "agents.max_depth")
 }

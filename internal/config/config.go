@@ -1,11 +1,11 @@
 package config
 
 import (
+	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"runtime"
-	"strings"
 	"time"
 )
 
@@ -21,6 +21,10 @@ const (
 	// LayerUser is the per-user overlay in data_dir that clients write
 	// (config/value/write, config/batchWrite); it comes after the file.
 	LayerUser Layer = "user"
+	// LayerPrincipal is a principal's own user config in data_dir, which
+	// that principal's clients write; it comes after the daemon-wide one
+	// and applies to that principal only.
+	LayerPrincipal Layer = "principal"
 	// LayerEnv is an APPSERVER_* environment variable.
 	LayerEnv Layer = "env"
 	// LayerFlag is a dedicated command-line flag such as --listen.
@@ -134,6 +138,10 @@ const (
 const (
 	// DefaultListen is the default listen address.
 	DefaultListen = "ws://127.0.0.1:7878"
+	// DefaultControlSocket is where a bare unix:// listen URL puts the
+	// control socket, relative to data_dir (the reference's place in its
+	// home directory).
+	DefaultControlSocket = "app-server-control/app-server-control.sock"
 	// DefaultShutdownGracePeriod is how long shutdown waits for running turns.
 	DefaultShutdownGracePeriod = 10 * time.Second
 	// DefaultLeaseTTL is how long a thread lease outlives its node's last
@@ -144,6 +152,10 @@ const (
 	// DefaultWSMaxInboundInflightMiB is the default
 	// ws_max_inbound_inflight_mib (rpcws.DefaultInboundBytes).
 	DefaultWSMaxInboundInflightMiB = 128
+	// DefaultMaxRunningTurns is the default max_running_turns.
+	DefaultMaxRunningTurns = 1000
+	// DefaultMaxPendingRequests is the default max_pending_requests.
+	DefaultMaxPendingRequests = 4096
 	// DefaultWSMaxOutboundQueuedMiB is the default
 	// ws_max_outbound_queued_mib (rpcws.DefaultOutboundBytes).
 	DefaultWSMaxOutboundQueuedMiB = 32
@@ -157,6 +169,31 @@ const (
 	// DefaultEventRetention is how long thread events are kept for
 	// resuming clients.
 	DefaultEventRetention = 24 * time.Hour
+	// DefaultSandboxPoolSize is how many pooled bubblewrap sandboxes live
+	// at once (sandbox.DefaultPoolSize).
+	DefaultSandboxPoolSize = 16
+	// DefaultSandboxPoolIdleTimeout is how long an unused pooled sandbox
+	// lives (sandbox.DefaultPoolIdleTimeout).
+	DefaultSandboxPoolIdleTimeout = time.Minute
+	// DefaultEventItemMaxKiB bounds the delta notifications one item keeps
+	// in the event log: the cap of a command's aggregated output (1 MiB).
+	DefaultEventItemMaxKiB = 1024
+	// DefaultEventThreadMaxMiB bounds what one thread's event log keeps.
+	DefaultEventThreadMaxMiB = 64
+	// DefaultEventPruneInterval is how often the event log is pruned.
+	DefaultEventPruneInterval = time.Minute
+	// DefaultWSPingInterval is how often an idle websocket is pinged
+	// (ws_ping_interval).
+	DefaultWSPingInterval = 30 * time.Second
+	// DefaultWSPongTimeout is how long a ping waits for its pong before
+	// the connection is closed (ws_pong_timeout).
+	DefaultWSPongTimeout = 15 * time.Second
+	// DefaultAuthTicketTTL is how long a browser ticket stays valid
+	// (auth_ticket_ttl).
+	DefaultAuthTicketTTL = 30 * time.Second
+	// DefaultAuthSessionTTL is how long a session cookie stays valid
+	// (auth_session_ttl).
+	DefaultAuthSessionTTL = 12 * time.Hour
 	// DefaultWSMaxClockSkewSeconds is the default JWT clock skew tolerance.
 	DefaultWSMaxClockSkewSeconds = 30
 	// DefaultModelProvider is the id of the built-in OpenAI provider.
@@ -177,9 +214,12 @@ const (
 // of config.toml (a Codex config.toml is accepted as is); Load fills it from
 // all layers and validates it.
 type Config struct {
-	// Listen is the listen address of the websocket and the HTTP API,
-	// ws://IP:PORT, or wss://IP:PORT to serve TLS (wss:// and https://)
-	// with TLSCertFile and TLSKeyFile (port 0 picks one).
+	// Listen is the listen URL (ParseListen): ws://IP:PORT for the
+	// websocket and the HTTP API, or wss://IP:PORT to serve them with TLS
+	// (wss:// and https://) with TLSCertFile and TLSKeyFile (port 0 picks
+	// one); unix:// or unix://PATH for the JSON-RPC websocket on a control
+	// socket only the daemon's user can reach; stdio:// for one JSON-RPC
+	// session on stdin and stdout.
 	Listen string `toml:"listen"`
 	// TLSCertFile is the absolute path of the PEM certificate chain served
 	// on a wss:// listener; re-read on SIGHUP. Required with wss://.
@@ -210,6 +250,9 @@ type Config struct {
 	// AllowedOrigins lists the browser origins (scheme://host[:port]) allowed
 	// to connect; requests with any other Origin header are refused.
 	AllowedOrigins []string `toml:"allowed_origins"`
+	// WebConsole serves the web console at "/" of the network listener
+	// (default true).
+	WebConsole bool `toml:"web_console"`
 	// ShutdownGracePeriod is how long shutdown lets running turns finish
 	// before interrupting them; written as a duration string such as "10s".
 	ShutdownGracePeriod time.Duration `toml:"shutdown_grace_period"`
@@ -236,15 +279,23 @@ type Config struct {
 	// is offered to Responses-API models.
 	WebSearch string `toml:"web_search"`
 	// Features are Codex's feature switches; appserver acts on the ones
-	// named in Features and ignores the others.
+	// named in Features (FeatureFlags) and ignores the others.
 	Features Features `toml:"features"`
 	// Agents are the limits of the sub-agent tools (features.multi_agent).
 	Agents Agents `toml:"agents"`
 	// OTel configures the export of OpenTelemetry traces; off by default.
 	OTel OTel `toml:"otel"`
+	// Audit configures the audit log.
+	Audit Audit `toml:"audit"`
 	// SandboxBackend selects the OS sandbox: "auto" (bubblewrap when it
 	// works, else Landlock), "bwrap" or "landlock".
 	SandboxBackend string `toml:"sandbox_backend"`
+	// SandboxPoolSize bounds the pooled bubblewrap sandboxes, each kept
+	// for one thread and one file-system view to run its commands one at
+	// a time; 0 turns pooling off (a sandbox per command).
+	SandboxPoolSize int `toml:"sandbox_pool_size"`
+	// SandboxPoolIdleTimeout closes a pooled sandbox left unused this long.
+	SandboxPoolIdleTimeout time.Duration `toml:"sandbox_pool_idle_timeout"`
 	// DynamicToolReconnectTimeout is how long a dynamic tool call waits
 	// while no subscribed connection can take it before failing.
 	DynamicToolReconnectTimeout time.Duration `toml:"dynamic_tool_reconnect_timeout"`
@@ -260,6 +311,17 @@ type Config struct {
 	// for clients that resume (SSE Last-Event-ID); default
 	// DefaultEventRetention.
 	EventRetention time.Duration `toml:"event_retention"`
+	// EventItemMaxKiB bounds the bytes of the delta notifications one item
+	// keeps in the event log; the deltas past it still reach this daemon's
+	// clients live; default DefaultEventItemMaxKiB.
+	EventItemMaxKiB int `toml:"event_item_max_kib"`
+	// EventThreadMaxMiB bounds the bytes one thread's event log keeps, the
+	// oldest events pruned first; default DefaultEventThreadMaxMiB.
+	EventThreadMaxMiB int `toml:"event_thread_max_mib"`
+	// EventPruneInterval is how often events past the retention or their
+	// thread's bound are deleted (and, on the embedded store, their space
+	// given back); default DefaultEventPruneInterval.
+	EventPruneInterval time.Duration `toml:"event_prune_interval"`
 
 	// WSAuth selects websocket authentication (Codex's --ws-auth).
 	WSAuth WSAuthMode `toml:"ws_auth"`
@@ -279,10 +341,30 @@ type Config struct {
 	// not yet done being handled, across all connections; frames beyond it
 	// are refused (requests answered -32001).
 	WSMaxInboundInflightMiB int `toml:"ws_max_inbound_inflight_mib"`
+	// MaxRunningTurns bounds the turns running at once on this daemon;
+	// a turn past it is refused (-32001 over JSON-RPC, 503 over HTTP). 0
+	// means no bound.
+	MaxRunningTurns int `toml:"max_running_turns"`
+	// MaxPendingRequests bounds the JSON-RPC requests queued or being
+	// handled across all connections; a request past it is answered
+	// -32001.
+	MaxPendingRequests int `toml:"max_pending_requests"`
 	// WSMaxOutboundQueuedMiB bounds the bytes waiting to be written to one
 	// connection; a client that lets more wait is disconnected as a slow
 	// consumer.
 	WSMaxOutboundQueuedMiB int `toml:"ws_max_outbound_queued_mib"`
+	// WSPingInterval is how often the daemon pings each websocket
+	// connection (network listener and control socket); 0 sends no pings.
+	WSPingInterval time.Duration `toml:"ws_ping_interval"`
+	// WSPongTimeout is how long a ping waits for the peer's pong before
+	// the connection is closed.
+	WSPongTimeout time.Duration `toml:"ws_pong_timeout"`
+	// AuthTicketTTL is how long a ticket of POST /v1/auth/ticket stays
+	// valid (it is used once).
+	AuthTicketTTL time.Duration `toml:"auth_ticket_ttl"`
+	// AuthSessionTTL is how long a session cookie of POST
+	// /v1/auth/session stays valid.
+	AuthSessionTTL time.Duration `toml:"auth_session_ttl"`
 
 	// Model is the default model for new threads; always listed by Models.
 	Model string `toml:"model"`
@@ -292,6 +374,13 @@ type Config struct {
 	ApprovalPolicy ApprovalPolicy `toml:"approval_policy"`
 	// SandboxMode is the default sandbox mode for new threads.
 	SandboxMode SandboxMode `toml:"sandbox_mode"`
+	// ModelReasoningEffort is the reasoning effort of new threads' turns;
+	// "" sends none (the model's own default).
+	ModelReasoningEffort ReasoningEffort `toml:"model_reasoning_effort"`
+	// ModelReasoningSummary is the reasoning summary style of new
+	// threads' turns ("auto", "concise", "detailed" or "none"); "" sends
+	// none.
+	ModelReasoningSummary string `toml:"model_reasoning_summary"`
 	// ModelProviders maps provider ids to their settings; it always holds an
 	// "openai" entry: the built-in provider, with any fields the
 	// configuration sets for it.
@@ -305,10 +394,19 @@ type Config struct {
 	ModelCatalog map[string]ModelEntry `toml:"models"`
 	// HTTPAPI configures the HTTP/JSON API served under /v1 ([http_api]).
 	HTTPAPI HTTPAPI `toml:"http_api"`
+	// Webhooks are the [[webhooks]] entries: receivers the daemon posts
+	// signed notices of thread events to.
+	Webhooks []Webhook `toml:"webhooks"`
+	// Budgets are the token and cost limits of turns, threads and
+	// principals, and the models' prices ([budgets]).
+	Budgets Budgets `toml:"budgets"`
 
 	// origins records, by dotted key, the layer and source that last set a
 	// key or created a table entry; filled by Load.
 	origins map[string]origin
+	// principal is the principal whose user config Load applied
+	// (Sources.Principal); "" for the daemon-wide configuration.
+	principal string
 }
 
 // ModelProvider is one [model_providers.<id>] table, with Codex's fields and
@@ -351,7 +449,21 @@ type Skills struct {
 	Roots []string `toml:"roots"`
 	// Remote maps provider ids to remote skill catalogs.
 	Remote map[string]SkillsRemote `toml:"remote"`
+	// Config are the skills turned off ([[skills.config]]), as Codex
+	// keeps them: skills/config/write writes them to the user config.
+	Config []SkillSwitch `toml:"config"`
 }
+
+// SkillSwitch is one [[skills.config]] entry: the skills of Name, or the
+// one whose SKILL.md is at Path (exactly one of the two), on or off.
+type SkillSwitch struct {
+	Path    string `toml:"path"`
+	Name    string `toml:"name"`
+	Enabled bool   `toml:"enabled"`
+}
+
+// MaxSkillSwitches bounds the [[skills.config]] entries of a user config.
+const MaxSkillSwitches = 1024
 
 // SkillsRemote is one remote skill provider ([skills.remote.<id>]).
 type SkillsRemote struct {
@@ -425,6 +537,50 @@ type MCPTool struct {
 	ApprovalMode MCPApprovalMode `toml:"approval_mode"`
 }
 
+// DefaultWebhookRetryFor is how long a webhook's notice is retried after
+// its first failed attempt (retry_for).
+const DefaultWebhookRetryFor = 24 * time.Hour
+
+// The webhook event types an entry's events may name.
+const (
+	WebhookTurnCompleted     = "turn.completed"
+	WebhookTurnFailed        = "turn.failed"
+	WebhookTurnInterrupted   = "turn.interrupted"
+	WebhookApprovalRequested = "approval.requested"
+	WebhookThreadArchived    = "thread.archived"
+	WebhookThreadUnarchived  = "thread.unarchived"
+)
+
+// WebhookEventTypes lists the webhook event types, in the docs' order.
+var WebhookEventTypes = []string{
+	WebhookTurnCompleted, WebhookTurnFailed, WebhookTurnInterrupted,
+	WebhookApprovalRequested, WebhookThreadArchived, WebhookThreadUnarchived,
+}
+
+// Webhook is one [[webhooks]] entry: where to post the notices of which
+// events, signed with which secret (the Standard Webhooks scheme).
+type Webhook struct {
+	// URL is the receiver, an http:// or https:// URL.
+	URL string `toml:"url"`
+	// Secret is the signing secret, "whsec_" and base64; Load fills it
+	// from SecretFile when that is set instead.
+	Secret string `toml:"secret"`
+	// SecretFile is a file holding the secret, for keeping it out of the
+	// configuration.
+	SecretFile string `toml:"secret_file"`
+	// Events are the event types sent (WebhookEventTypes); empty sends
+	// them all.
+	Events []string `toml:"events"`
+	// Thread, when set, limits the notices to that thread's events.
+	Thread string `toml:"thread"`
+	// AllowPrivate lets the receiver resolve to loopback, private,
+	// link-local or unspecified addresses, which are refused otherwise.
+	AllowPrivate bool `toml:"allow_private"`
+	// RetryFor is how long a notice is retried after its first failed
+	// attempt (default DefaultWebhookRetryFor); then it is dropped.
+	RetryFor time.Duration `toml:"retry_for"`
+}
+
 // HTTPAPI is the [http_api] table. The HTTP API takes the websocket's
 // credentials (ws_auth), whose holder sees every thread; principals add
 // tokens of their own that see only the threads they created.
@@ -442,6 +598,12 @@ type HTTPAPI struct {
 	// "never" explicitly, "never" together with danger-full-access is
 	// refused: nobody would be asked before an unsandboxed command.
 	PrincipalMaxApproval ApprovalPolicy `toml:"principal_max_approval"`
+	// PrincipalWorkspaces is the directory under which each principal
+	// without workspace_roots gets a directory of its own,
+	// <principal_workspaces>/<name>, created 0700 on first use
+	// (principal_workspaces; default: "<data_dir>-workspaces", beside the
+	// data directory, which sandboxed commands never see).
+	PrincipalWorkspaces string `toml:"principal_workspaces"`
 }
 
 // HTTPPrincipal is one [http_api.principals.<name>] table.
@@ -449,6 +611,11 @@ type HTTPPrincipal struct {
 	// TokenSHA256 is the hex SHA-256 digest of the principal's bearer
 	// token (as ws_token_sha256 is of the websocket's).
 	TokenSHA256 string `toml:"token_sha256"`
+	// WorkspaceRoots are the absolute directories the principal's threads
+	// may work in and write (workspace_roots); the first is the cwd of a
+	// thread started without one. Default: the principal's own directory
+	// under principal_workspaces.
+	WorkspaceRoots []string `toml:"workspace_roots"`
 }
 
 // ModelEntry is one [models.<id>] table describing a model for model/list.
@@ -476,15 +643,83 @@ type ModelEntry struct {
 	// the MCP tools are left out of the model's requests and found
 	// through tool_search (Responses wire API only). Default false.
 	SupportsSearchTool bool `toml:"supports_search_tool"`
+	// ServiceTiers are the service tiers a thread may choose for this
+	// model (model/list serviceTiers); a thread's tier is sent as the
+	// Responses API's service_tier only when listed here.
+	ServiceTiers []ServiceTier `toml:"service_tiers"`
 }
 
-// Features are the Codex feature switches appserver implements.
+// ServiceTier is one [[models.<id>.service_tiers]] entry.
+type ServiceTier struct {
+	// ID is the tier sent to the provider as service_tier, e.g.
+	// "priority" (the reference's "fast" is kept as "priority").
+	ID string `toml:"id"`
+	// Name is shown to users, e.g. "fast".
+	Name string `toml:"name"`
+	// Description is a one-line description.
+	Description string `toml:"description"`
+}
+
+// Features are the Codex feature switches appserver implements
+// (FeatureFlags lists them with their stages). Each is the default of
+// every thread; a thread's own config override of the same key wins.
+// Clients may write them to their user config (experimentalFeature/*, the
+// TUI's /experimental), which applies to the turns started afterwards.
 type Features struct {
+	// ShellTool offers the tools that reach the workspace (the shell
+	// tools, exec_command, apply_patch, read_file, list_dir, grep_files).
+	// Default true.
+	ShellTool bool `toml:"shell_tool"`
+	// ViewImage offers view_image. Default true.
+	ViewImage bool `toml:"view_image"`
+	// UnifiedExec offers exec_command and write_stdin. Default true.
+	UnifiedExec bool `toml:"unified_exec"`
 	// MultiAgent offers the multi_agent_v1 collaboration tools
-	// (spawn_agent, send_input, wait_agent, close_agent, resume_agent) to
-	// every thread; a thread's own features.multi_agent override wins.
+	// (spawn_agent, send_input, wait_agent, close_agent, resume_agent).
 	// Default false.
 	MultiAgent bool `toml:"multi_agent"`
+	// MultiAgentV2 offers the v2 collaboration tools (collaboration
+	// namespace: spawn_agent, wait_agent, list_agents, send_message,
+	// followup_task, interrupt_agent) instead of
+	// multi_agent_v1. Default false.
+	MultiAgentV2 bool `toml:"multi_agent_v2"`
+	// Goals offers the goal tools (get_goal, create_goal, update_goal).
+	// Default true.
+	Goals bool `toml:"goals"`
+}
+
+// FeatureFlag is one feature switch appserver implements: its key under
+// [features], its lifecycle stage (the reference's for the same key:
+// "beta", "underDevelopment", "stable", "deprecated" or "removed") and its
+// default.
+type FeatureFlag struct {
+	Name    string
+	Stage   string
+	Default bool
+}
+
+// FeatureFlags are the feature switches appserver implements, in the
+// order the reference lists them; the others of Codex's [features] table
+// are accepted and ignored.
+var FeatureFlags = []FeatureFlag{
+	{"shell_tool", "stable", true},
+	{"view_image", "stable", true},
+	{"unified_exec", "stable", true},
+	{"multi_agent", "deprecated", false},
+	{"multi_agent_v2", "stable", false},
+	{"goals", "stable", true},
+}
+
+// Map returns the switches by key, one entry per FeatureFlags entry.
+func (f Features) Map() map[string]bool {
+	return map[string]bool{
+		"shell_tool":     f.ShellTool,
+		"view_image":     f.ViewImage,
+		"unified_exec":   f.UnifiedExec,
+		"multi_agent":    f.MultiAgent,
+		"multi_agent_v2": f.MultiAgentV2,
+		"goals":          f.Goals,
+	}
 }
 
 // Agents are the limits of the sub-agent tools.
@@ -495,9 +730,14 @@ type Agents struct {
 	// MaxDepth is how deep sub-agents nest; 0 is the default, 1: a
 	// thread's children spawn no children of their own.
 	MaxDepth int `toml:"max_depth"`
-	// MaxTotal is how many open sub-agents the daemon holds across
-	// threads (an appserver key); 0 is the default, 64.
+	// MaxTotal is how many sub-agents may run at once across the daemon
+	// (an appserver key); 0 is the default, 64. A sub-agent holds its
+	// slot while it has a turn running.
 	MaxTotal int `toml:"max_total"`
+	// MaxPerPrincipal is how many sub-agents the threads of one principal
+	// may run at once (an appserver key); 0 is the default, 16. The
+	// operator's threads are bounded by MaxTotal only.
+	MaxPerPrincipal int `toml:"max_per_principal"`
 }
 
 // OTelExporter is how traces leave the daemon.
@@ -532,6 +772,19 @@ type OTel struct {
 	ServiceName string `toml:"service_name"`
 }
 
+// DefaultAuditRetention is how long the audit log keeps its entries.
+const DefaultAuditRetention = 90 * 24 * time.Hour
+
+// Audit is the [audit] table: the audit log's retention.
+type Audit struct {
+	// Retention is how long entries are kept ("90d" by default); older
+	// ones are pruned every PruneInterval.
+	Retention time.Duration `toml:"retention"`
+	// PruneInterval is how often entries past Retention are deleted
+	// ("1h" by default).
+	PruneInterval time.Duration `toml:"prune_interval"`
+}
+
 // Enabled reports whether traces are exported.
 func (o OTel) Enabled() bool { return o.Exporter != OTelExporterNone && o.Exporter != "" }
 
@@ -550,18 +803,31 @@ func defaults(getenv func(string) string, goos string) Config {
 		LogFormat:                   LogFormatText,
 		LogLevel:                    LogLevelInfo,
 		AllowedOrigins:              []string{},
+		WebConsole:                  true,
 		ShutdownGracePeriod:         DefaultShutdownGracePeriod,
 		LeaseTTL:                    DefaultLeaseTTL,
 		DynamicToolReconnectTimeout: DefaultDynamicToolReconnectTimeout,
 		GCHeapFloorMiB:              DefaultGCHeapFloorMiB,
 		SandboxBackend:              "auto",
+		SandboxPoolSize:             DefaultSandboxPoolSize,
+		SandboxPoolIdleTimeout:      DefaultSandboxPoolIdleTimeout,
 		WebSearch:                   "disabled",
 		OTel:                        OTel{Exporter: OTelExporterNone, ServiceName: DefaultOTelServiceName},
 		ApprovalClientTimeout:       DefaultApprovalClientTimeout,
 		EventRetention:              DefaultEventRetention,
+		Audit:                       Audit{Retention: DefaultAuditRetention, PruneInterval: time.Hour},
+		EventItemMaxKiB:             DefaultEventItemMaxKiB,
+		EventThreadMaxMiB:           DefaultEventThreadMaxMiB,
+		EventPruneInterval:          DefaultEventPruneInterval,
 		WSMaxClockSkewSeconds:       DefaultWSMaxClockSkewSeconds,
 		WSMaxInboundInflightMiB:     DefaultWSMaxInboundInflightMiB,
+		MaxRunningTurns:             DefaultMaxRunningTurns,
+		MaxPendingRequests:          DefaultMaxPendingRequests,
 		WSMaxOutboundQueuedMiB:      DefaultWSMaxOutboundQueuedMiB,
+		WSPingInterval:              DefaultWSPingInterval,
+		WSPongTimeout:               DefaultWSPongTimeout,
+		AuthTicketTTL:               DefaultAuthTicketTTL,
+		AuthSessionTTL:              DefaultAuthSessionTTL,
 		ModelProvider:               DefaultModelProvider,
 		ApprovalPolicy:              ApprovalOnRequest,
 		SandboxMode:                 SandboxReadOnly,
@@ -569,7 +835,13 @@ func defaults(getenv func(string) string, goos string) Config {
 		MCPServers:                  map[string]MCPServer{},
 		ModelCatalog:                map[string]ModelEntry{},
 		HTTPAPI:                     HTTPAPI{PrincipalMaxSandbox: SandboxWorkspaceWrite},
+		Features:                    defaultFeatures(),
 	}
+}
+
+// defaultFeatures are the FeatureFlags defaults.
+func defaultFeatures() Features {
+	return Features{ShellTool: true, ViewImage: true, UnifiedExec: true, Goals: true}
 }
 
 // defaultDataDir is $XDG_DATA_HOME/appserver when XDG_DATA_HOME is an
@@ -633,22 +905,21 @@ func (c *Config) MigrateOnStart() bool {
 	return c.DatabaseURL == ""
 }
 
-// ListenAddr returns the parsed listen address (IP and port, ready for
-// net.Listen("tcp", addr.String())), or the zero AddrPort if Listen is
-// invalid; Load has already rejected invalid addresses.
-func (c *Config) ListenAddr() netip.AddrPort {
-	ap, err := ParseListen(c.Listen)
-	if err != nil {
-		return netip.AddrPort{}
-	}
-	return ap
+// ListenURL returns the parsed listen URL, or the zero ListenURL if
+// Listen is invalid; Load has already rejected invalid ones.
+func (c *Config) ListenURL() ListenURL {
+	l, _ := ParseListen(c.Listen)
+	return l
 }
+
+// ListenAddr returns the IP and port of a ws:// or wss:// listen URL,
+// ready for net.Listen("tcp", addr.String()), and the zero AddrPort for
+// any other.
+func (c *Config) ListenAddr() netip.AddrPort { return c.ListenURL().Addr }
 
 // ListenTLS reports whether the listen address is wss://: the listener
 // serves TLS with TLSCertFile and TLSKeyFile.
-func (c *Config) ListenTLS() bool {
-	return strings.HasPrefix(c.Listen, "wss://")
-}
+func (c *Config) ListenTLS() bool { return c.ListenURL().Scheme == ListenWSS }
 
 // ListenHost returns the IP of the listen address, without brackets.
 func (c *Config) ListenHost() string {
@@ -659,7 +930,91 @@ func (c *Config) ListenHost() string {
 	return ap.Addr().String()
 }
 
+// ControlSocket returns the absolute path of the control socket of a
+// unix:// listen URL (DefaultControlSocket in DataDir for a bare
+// unix://), and "" for any other.
+func (c *Config) ControlSocket() string {
+	l := c.ListenURL()
+	if l.Scheme != ListenUnix {
+		return ""
+	}
+	path := l.Path
+	if path == "" {
+		path = filepath.Join(c.DataDir, DefaultControlSocket)
+	}
+	if abs, err := filepath.Abs(path); err == nil {
+		path = abs
+	}
+	return path
+}
+
 // ListenPort returns the port of the listen address (0 asks the OS for one).
 func (c *Config) ListenPort() int {
 	return int(c.ListenAddr().Port())
+}
+
+// Budgets is the [budgets] table: token and cost limits of each turn, each
+// thread and each principal per period, and the prices that give a model
+// response its cost. A limit of 0 is none.
+type Budgets struct {
+	// Period is the principals' budget period: "day" (the default, from
+	// midnight UTC), "month" (from the first, UTC) or a duration such as
+	// "6h" (periods aligned on the Unix epoch).
+	Period string `toml:"period"`
+	// OnExceeded is what a turn does at a limit: "fail" (the default) ends
+	// it failed; "ask" asks the thread's client whether to go on.
+	OnExceeded string `toml:"on_exceeded"`
+	// Turn bounds each turn.
+	Turn BudgetLimits `toml:"turn"`
+	// Thread bounds each thread over its life.
+	Thread BudgetLimits `toml:"thread"`
+	// Principal bounds each principal (not the operator) per period.
+	Principal BudgetLimits `toml:"principal"`
+	// Principals replace Principal for the principals they name.
+	Principals map[string]BudgetLimits `toml:"principals"`
+	// Prices are by model id; a model without one costs nothing.
+	Prices map[string]ModelPrice `toml:"prices"`
+}
+
+// BudgetLimits are the limits of one scope; 0 is none.
+type BudgetLimits struct {
+	// MaxTokens bounds the models' reported total tokens.
+	MaxTokens int `toml:"max_tokens"`
+	// MaxCost bounds the cost, in the prices' currency.
+	MaxCost float64 `toml:"max_cost"`
+}
+
+// ModelPrice is a model's price per million tokens.
+type ModelPrice struct {
+	// Input is the price of uncached input tokens.
+	Input float64 `toml:"input"`
+	// CachedInput is the price of cached input tokens; unset means Input.
+	CachedInput *float64 `toml:"cached_input"`
+	// Output is the price of output tokens (reasoning included).
+	Output float64 `toml:"output"`
+}
+
+// The values of budgets.on_exceeded.
+const (
+	BudgetFail = "fail"
+	BudgetAsk  = "ask"
+)
+
+// PeriodSpec reads Period: month true for calendar months, else every is
+// the period's length (a day for ""); an error names what is wrong.
+func (b Budgets) PeriodSpec() (month bool, every time.Duration, err error) {
+	switch b.Period {
+	case "", "day":
+		return false, 24 * time.Hour, nil
+	case "month":
+		return true, 0, nil
+	}
+	d, err := time.ParseDuration(b.Period)
+	if err != nil {
+		return false, 0, fmt.Errorf("expected \"day\", \"month\" or a duration such as \"6h\", got %q", b.Period)
+	}
+	if d < time.Minute {
+		return false, 0, fmt.Errorf("a period must be at least a minute, got %s", d)
+	}
+	return false, d, nil
 }

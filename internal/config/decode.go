@@ -18,6 +18,7 @@ var (
 	providerType = reflect.TypeFor[ModelProvider]()
 	mcpType      = reflect.TypeFor[MCPServer]()
 	exporterType = reflect.TypeFor[OTelExporter]()
+	webhookType  = reflect.TypeFor[Webhook]()
 )
 
 // origin is who last set a key (or created a table entry).
@@ -104,9 +105,9 @@ func (l *loader) decode(v reflect.Value, raw any, path []string, s source) error
 		if !ok {
 			return s.errorf(path, `expected a duration string such as "10s"`)
 		}
-		d, err := time.ParseDuration(str)
+		d, err := parseDuration(str)
 		if err != nil {
-			return s.errorf(path, `invalid duration %q (expected a duration such as "10s" or "1m30s")`, str)
+			return s.errorf(path, `invalid duration %q (expected a duration such as "10s", "1m30s" or "90d")`, str)
 		}
 		v.SetInt(int64(d))
 		l.record(path, s)
@@ -126,6 +127,9 @@ func (l *loader) decode(v reflect.Value, raw any, path []string, s source) error
 	case reflect.Map:
 		return l.decodeMap(v, raw, path, s)
 	case reflect.Slice:
+		if v.Type().Elem().Kind() == reflect.Struct {
+			return l.decodeTables(v, raw, path, s)
+		}
 		arr, ok := raw.([]any)
 		if !ok {
 			return s.errorf(path, "expected an array of strings")
@@ -238,6 +242,38 @@ func (l *loader) decodeMap(v reflect.Value, raw any, path []string, s source) er
 	return nil
 }
 
+// decodeTables stores an array of tables ([[webhooks]]); a layer that
+// sets it replaces the array of the layers below.
+func (l *loader) decodeTables(v reflect.Value, raw any, path []string, s source) error {
+	var tables []map[string]any
+	switch arr := raw.(type) {
+	case []map[string]any:
+		tables = arr
+	case []any:
+		for _, e := range arr {
+			tbl, ok := e.(map[string]any)
+			if !ok {
+				return s.errorf(path, "expected an array of tables")
+			}
+			tables = append(tables, tbl)
+		}
+	default:
+		return s.errorf(path, "expected an array of tables")
+	}
+	l.forget(path)
+	l.record(path, s)
+	out := reflect.MakeSlice(v.Type(), len(tables), len(tables))
+	for i, tbl := range tables {
+		elem := out.Index(i)
+		elem.Set(newEntry(v.Type().Elem(), ""))
+		if err := l.decodeStruct(elem, tbl, append(slices.Clip(path), strconv.Itoa(i)), s); err != nil {
+			return err
+		}
+	}
+	v.Set(out)
+	return nil
+}
+
 // newEntry is the starting value of a table entry the configuration creates
 // or replaces: the defaults of its type, or the built-in provider for
 // "openai".
@@ -250,6 +286,8 @@ func newEntry(t reflect.Type, id string) reflect.Value {
 		return reflect.ValueOf(newProvider())
 	case mcpType:
 		return reflect.ValueOf(newMCPServer())
+	case webhookType:
+		return reflect.ValueOf(Webhook{RetryFor: DefaultWebhookRetryFor})
 	}
 	return reflect.Zero(t)
 }
@@ -330,4 +368,17 @@ func flagValue(t reflect.Type, text string) (any, error) {
 		return items, nil
 	}
 	return parseValue(text), nil
+}
+
+// parseDuration reads a Go duration, or a whole number of days ("90d"),
+// the unit retention periods are thought in.
+func parseDuration(str string) (time.Duration, error) {
+	if days, ok := strings.CutSuffix(str, "d"); ok {
+		n, err := strconv.ParseInt(days, 10, 32)
+		if err != nil || n < 0 {
+			return 0, fmt.Errorf("invalid number of days %q", days)
+		}
+		return time.Duration(n) * 24 * time.Hour, nil
+	}
+	return time.ParseDuration(str)
 }

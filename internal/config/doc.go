@@ -12,9 +12,13 @@
 //  2. the TOML file named by --config (Sources.File) or, when that is not
 //     given, by the APPSERVER_CONFIG environment variable; with neither, no
 //     file is read;
-//  3. APPSERVER_* environment variables;
-//  4. dedicated command-line flags (Sources.Flags);
-//  5. repeatable -c key=value overrides, in order.
+//  3. the user configs clients write (config/value/write): the daemon-wide
+//     one in data_dir, then, for Sources.Principal, that principal's. Only
+//     the keys of the allow-list clients may write (clientkeys.go) count;
+//     any other key found there is left out with a warning;
+//  4. APPSERVER_* environment variables;
+//  5. dedicated command-line flags (Sources.Flags);
+//  6. repeatable -c key=value overrides, in order.
 //
 // The file merges into the defaults table by table, so a
 // [model_providers.openai] table that sets only base_url keeps the rest of

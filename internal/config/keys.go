@@ -159,7 +159,7 @@ var codexTopLevelKeys = setOf(
 	"mcp_oauth_callback_port", "mcp_oauth_callback_url", "mcp_oauth_credentials_store",
 	"memories", "model_auto_compact_token_limit_scope",
 	"model_catalog_json", "model_instructions_file",
-	"model_max_output_tokens", "model_reasoning_effort", "model_reasoning_summary",
+	"model_max_output_tokens",
 	"model_reasoning_summary_format", "model_supports_reasoning_summaries",
 	"model_verbosity", "notice", "notify", "openai_base_url", "oss_provider",
 	"permissions", "personality", "plan_mode_reasoning_effort", "plugins",

@@ -17,6 +17,17 @@ import (
 // EnvPrefix starts every environment variable Load reads.
 const EnvPrefix = "APPSERVER_"
 
+// notConfigEnv are the APPSERVER_ variables that are not the daemon's
+// configuration: the client's (`appserver exec`: the server and its
+// token) and the project's scripts' and tests'. Load passes over them
+// without a warning, so a daemon started where a client is set up says
+// nothing of them.
+var notConfigEnv = map[string]bool{"APPSERVER_URL": true, "APPSERVER_TOKEN": true, "APPSERVER_BIN": true, "APPSERVER_TOOLS_CACHE": true}
+
+// notConfigEnvPrefixes start variables of the project's tests and
+// benchmarks, not configuration either.
+var notConfigEnvPrefixes = []string{"APPSERVER_TEST_", "APPSERVER_BENCH_"}
+
 // EnvConfigFile names the environment variable holding the config file path
 // used when Sources.File is empty.
 const EnvConfigFile = "APPSERVER_CONFIG"
@@ -40,6 +51,10 @@ type Sources struct {
 	// Overrides are the raw values of repeatable -c key=value flags, applied
 	// in order.
 	Overrides []string
+	// Principal names the principal ([http_api.principals.<name>]) whose
+	// user config (PrincipalOverlayFile) is applied after the daemon-wide
+	// one; "" applies the daemon-wide user config only.
+	Principal string
 }
 
 // Warning is a non-fatal configuration problem, such as an unknown key.
@@ -67,25 +82,85 @@ func (w Warning) String() string {
 // and invalid values are apperr.Invalid errors naming the source and key.
 // Warnings gathered before an error are returned with it.
 //
-// The per-user overlay (OverlayFile in the resulting data_dir), when it
-// exists, is applied right after the config file: what clients wrote wins
-// over the operator's file but not over the environment or the command
-// line.
+// The user configs clients write are applied right after the config file:
+// the daemon-wide one (OverlayFile in the resulting data_dir), then, for
+// src.Principal, that principal's (PrincipalOverlayFile). What clients
+// wrote wins over the operator's file but not over the environment or the
+// command line, and only the keys clients may write count: any other key
+// in a user config, or a value its check refuses, is left out with a
+// warning (see FilterUserConfig).
 func Load(src Sources) (*Config, []Warning, error) {
-	cfg, warnings, err := load(src, "")
-	if err != nil {
-		return cfg, warnings, err
-	}
-	overlay := OverlayFile(cfg.DataDir)
-	if _, statErr := os.Stat(overlay); statErr != nil {
-		return cfg, warnings, nil
-	}
-	return load(src, overlay)
+	return loadCandidate(src, "")
 }
 
-// load is Load with the overlay file to apply after the config file ("" for
-// none).
-func load(src Sources, overlay string) (*Config, []Warning, error) {
+// CheckOverlay loads the configuration of src with the file candidate in
+// place of the user config a client of src writes (src.Principal's, or
+// the daemon-wide one) and reports what is wrong, so that a user config is
+// validated before it replaces the current one.
+func CheckOverlay(src Sources, candidate string) error {
+	_, _, err := loadCandidate(src, candidate)
+	return err
+}
+
+// userConfig is one user config load applies, already filtered.
+type userConfig struct {
+	s    source
+	tree map[string]any
+}
+
+// loadCandidate is Load, reading candidate (when not "") in place of the
+// last user config.
+func loadCandidate(src Sources, candidate string) (*Config, []Warning, error) {
+	base, warnings, err := load(src, nil)
+	if err != nil {
+		return base, warnings, err
+	}
+	type file struct {
+		path  string
+		layer Layer
+		who   Author
+	}
+	files := []file{{OverlayFile(base.DataDir), LayerUser, Author{}}}
+	if src.Principal != "" {
+		if _, ok := base.HTTPAPI.Principals[src.Principal]; !ok {
+			return nil, warnings, apperr.New(apperr.Invalid, "unknown principal %q: not in [http_api.principals]", src.Principal)
+		}
+		files = append(files, file{PrincipalOverlayFile(base.DataDir, src.Principal), LayerPrincipal, base.AuthorFor(src.Principal)})
+	}
+	var users []userConfig
+	var dropped []Warning
+	for i, f := range files {
+		read := f.path
+		if candidate != "" && i == len(files)-1 {
+			read = candidate
+		}
+		s := source{layer: f.layer, name: "user config " + f.path}
+		tree, err := readTOML(read, s)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, warnings, err
+		}
+		kept, ws := FilterUserConfig(tree, base, f.who, s.name)
+		dropped = append(dropped, ws...)
+		users = append(users, userConfig{s: s, tree: kept})
+	}
+	if len(users) == 0 {
+		base.principal = src.Principal
+		return base, warnings, nil
+	}
+	// The first pass's warnings are the second's too.
+	cfg, warnings, err := load(src, users)
+	if cfg != nil {
+		cfg.principal = src.Principal
+	}
+	return cfg, append(warnings, dropped...), err
+}
+
+// load builds the configuration with users, the user configs to apply
+// after the config file.
+func load(src Sources, users []userConfig) (*Config, []Warning, error) {
 	env := envMap(src.Env)
 	cfg := defaults(func(k string) string { return env[k] }, runtime.GOOS)
 	l := &loader{cfg: &cfg, origins: map[string]origin{}}
@@ -99,8 +174,8 @@ func load(src Sources, overlay string) (*Config, []Warning, error) {
 			return nil, l.warnings, err
 		}
 	}
-	if overlay != "" {
-		if err := l.loadTOML(overlay, source{layer: LayerUser, name: "user config " + overlay}); err != nil {
+	for _, u := range users {
+		if err := l.apply(u.s, u.tree); err != nil {
 			return nil, l.warnings, err
 		}
 	}
@@ -144,23 +219,36 @@ func (l *loader) loadFile(path string) error {
 
 // loadTOML applies the TOML file at path as source s.
 func (l *loader) loadTOML(path string, s source) error {
-	data, err := os.ReadFile(path)
+	tree, err := readTOML(path, s)
+	if errors.Is(err, fs.ErrNotExist) {
+		return apperr.Wrap(apperr.Invalid, err, "%s: not found", s.name)
+	}
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return apperr.Wrap(apperr.Invalid, err, "%s: not found", s.name)
-		}
-		return apperr.Wrap(apperr.Invalid, err, "%s: cannot read", s.name)
+		return err
+	}
+	return l.apply(s, tree)
+}
+
+// readTOML reads and decodes the TOML file at path, the input of source s;
+// a missing file is an fs.ErrNotExist error.
+func readTOML(path string, s source) (map[string]any, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	if err != nil {
+		return nil, apperr.Wrap(apperr.Invalid, err, "%s: cannot read", s.name)
 	}
 	var tree map[string]any
 	if _, err := toml.Decode(string(data), &tree); err != nil {
 		var perr toml.ParseError
 		if errors.As(err, &perr) {
-			return apperr.New(apperr.Invalid, "%s: line %d, column %d: %s",
+			return nil, apperr.New(apperr.Invalid, "%s: line %d, column %d: %s",
 				s.name, perr.Position.Line, perr.Position.Col, perr.Message)
 		}
-		return apperr.Wrap(apperr.Invalid, err, "%s: invalid TOML", s.name)
+		return nil, apperr.Wrap(apperr.Invalid, err, "%s: invalid TOML", s.name)
 	}
-	return l.apply(s, tree)
+	return tree, nil
 }
 
 // loadEnv applies every APPSERVER_* variable but APPSERVER_CONFIG. The name
@@ -174,7 +262,8 @@ func (l *loader) loadEnv(env map[string]string) error {
 	}
 	var vars []envVar
 	for name := range env {
-		if !strings.HasPrefix(name, EnvPrefix) || name == EnvConfigFile {
+		if !strings.HasPrefix(name, EnvPrefix) || name == EnvConfigFile || notConfigEnv[name] ||
+			slices.ContainsFunc(notConfigEnvPrefixes, func(p string) bool { return strings.HasPrefix(name, p) }) {
 			continue
 		}
 		segs := strings.Split(strings.ToLower(strings.TrimPrefix(name, EnvPrefix)), "__")
@@ -260,12 +349,4 @@ func nest(path []string, value any) map[string]any {
 		value = map[string]any{path[i]: value}
 	}
 	return map[string]any{path[0]: value}
-}
-
-// CheckOverlay loads the configuration of src with overlay as its per-user
-// overlay and reports what is wrong, so that an overlay is validated before
-// it replaces the current one.
-func CheckOverlay(src Sources, overlay string) error {
-	_, _, err := load(src, overlay)
-	return err
 }

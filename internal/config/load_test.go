@@ -305,15 +305,21 @@ func TestEnv(t *testing.T) {
 func TestEnvWarnings(t *testing.T) {
 	_, warnings := mustLoad(t, Sources{Env: testEnv(
 		"APPSERVER_FOO=1",
-		"APPSERVER_MODEL_REASONING_EFFORT=high",
+		"APPSERVER_MODEL_VERBOSITY=high",
 		"APPSERVER_TUI__THEME=dark",
 		"APPSERVER_MODEL_PROVIDERS__OPENAI__COLOUR=red",
 		"APPSERVER_=x",
 		"APPSERVER_A____B=x",
+		// A client's and the tests' variables are not configuration.
+		"APPSERVER_URL=http://127.0.0.1:7878",
+		"APPSERVER_TOKEN=secret",
+		"APPSERVER_BIN=/usr/bin/appserver",
+		"APPSERVER_TEST_DATABASE_URL=postgres://x",
+		"APPSERVER_BENCH_BIN=/tmp/x",
 	)})
 	require.Equal(t, []Warning{
 		unknownWarning("foo", "env APPSERVER_FOO"),
-		codexWarning("model_reasoning_effort", "env APPSERVER_MODEL_REASONING_EFFORT"),
+		codexWarning("model_verbosity", "env APPSERVER_MODEL_VERBOSITY"),
 		codexWarning("tui", "env APPSERVER_TUI__THEME"),
 		unknownWarning("model_providers.openai.colour", "env APPSERVER_MODEL_PROVIDERS__OPENAI__COLOUR"),
 	}, withoutUnmappable(warnings))
@@ -502,7 +508,7 @@ displayname = "typo"
 	source := "config file " + file
 	_, warnings := mustLoad(t, Sources{File: file, Overrides: []string{
 		"foo.bar=1",
-		"model_reasoning_effort=high",
+		"model_verbosity=high",
 		"experimental_use_freeform_apply_patch=true",
 		`mcp_servers.m.name="legacy"`,
 	}})
@@ -515,7 +521,7 @@ displayname = "typo"
 		unknownWarning("models.m1.displayname", source),
 		codexWarning("tui", source),
 		unknownWarning("foo", "-c foo.bar=1"),
-		codexWarning("model_reasoning_effort", "-c model_reasoning_effort=high"),
+		codexWarning("model_verbosity", "-c model_verbosity=high"),
 		codexWarning("experimental_use_freeform_apply_patch", "-c experimental_use_freeform_apply_patch=true"),
 		codexWarning("mcp_servers.m.name", `-c mcp_servers.m.name="legacy"`),
 	}, warnings)
@@ -532,19 +538,21 @@ func TestCodexConfigFile(t *testing.T) {
 		"disable_response_storage", "experimental_use_exec_command_tool", "features.web_search_request", "file_opener",
 		"hide_agent_reasoning", "history", `mcp_servers."figma.remote".startup_timeout_ms`,
 		"model_providers.azure.experimental_bearer_token",
-		"model_reasoning_effort", "model_reasoning_summary", "model_verbosity", "notify", "otel.environment",
+		"model_verbosity", "notify", "otel.environment",
 		"profile", "profiles", "projects", "sandbox_workspace_write", "shell_environment_policy",
 		"tools", "tui",
 	} {
 		want = append(want, codexWarning(key, source))
 	}
 	// Codex's exporter table (its log events) is not a trace exporter.
-	want = slices.Insert(want, 13, Warning{Path: "otel.exporter", Source: source,
+	want = slices.Insert(want, 11, Warning{Path: "otel.exporter", Source: source,
 		Message: `codex config key "otel.exporter" (a table) is not used by appserver (ignored); set it to "otlp-http" or "otlp-grpc" to export traces`})
 	require.Equal(t, want, warnings)
 	require.False(t, cfg.OTel.Enabled())
 
 	require.Equal(t, "gpt-5-codex", cfg.Model, "profiles are not applied")
+	require.Equal(t, ReasoningHigh, cfg.ModelReasoningEffort)
+	require.Equal(t, "detailed", cfg.ModelReasoningSummary)
 	require.Equal(t, "azure", cfg.ModelProvider)
 	require.Equal(t, ApprovalUntrusted, cfg.ApprovalPolicy)
 	require.Equal(t, SandboxWorkspaceWrite, cfg.SandboxMode)
@@ -606,7 +614,7 @@ func TestTypeErrors(t *testing.T) {
 		{"override array from bare word", Sources{Overrides: []string{"allowed_origins=https://a"}}, "-c allowed_origins=https://a: expected an array of strings"},
 		{"override array of numbers", Sources{Overrides: []string{"allowed_origins=[1]"}}, "-c allowed_origins=[1]: expected an array of strings"},
 		{"override duration number", Sources{Overrides: []string{"shutdown_grace_period=10"}}, `-c shutdown_grace_period=10: expected a duration string such as "10s"`},
-		{"override duration text", Sources{Overrides: []string{"shutdown_grace_period=soon"}}, `-c shutdown_grace_period=soon: invalid duration "soon" (expected a duration such as "10s" or "1m30s")`},
+		{"override duration text", Sources{Overrides: []string{"shutdown_grace_period=soon"}}, `-c shutdown_grace_period=soon: invalid duration "soon" (expected a duration such as "10s", "1m30s" or "90d")`},
 		{"override number", Sources{Overrides: []string{"mcp_servers.m.tool_timeout_sec=long"}}, "-c mcp_servers.m.tool_timeout_sec=long: expected a number"},
 		{"override number inf", Sources{Overrides: []string{"mcp_servers.m.tool_timeout_sec=inf"}}, "-c mcp_servers.m.tool_timeout_sec=inf: expected a finite number"},
 		{"override nested in inline table", Sources{Overrides: []string{`model_providers.x={request_max_retries="4"}`}},

@@ -19,6 +19,8 @@ type ModelInfo struct {
 	Hidden bool
 	// IsDefault marks the model new threads use.
 	IsDefault bool
+	// ServiceTiers are the tiers a thread may choose for the model.
+	ServiceTiers []ServiceTier
 }
 
 // Models returns the models for model/list: the configured model first,
@@ -62,6 +64,7 @@ func (c *Config) modelInfo(id string) ModelInfo {
 		Provider:               e.Provider,
 		DefaultReasoningEffort: e.DefaultReasoningEffort,
 		Hidden:                 e.Hidden,
+		ServiceTiers:           e.ServiceTiers,
 	}
 	if info.DisplayName == "" {
 		info.DisplayName = id

@@ -17,15 +17,39 @@ import (
 	"github.com/appserver/appserver/internal/apperr"
 )
 
-// OverlayFileName is the per-user overlay's name inside data_dir.
+// OverlayFileName is the daemon-wide user config's name inside data_dir.
 const OverlayFileName = "user-config.toml"
 
-// OverlayFile is where the per-user overlay of data dir dir lives.
+// OverlayFile is where the daemon-wide user config of data dir dir lives.
 func OverlayFile(dir string) string { return filepath.Join(dir, OverlayFileName) }
 
-// Edit is one change a client makes to the per-user overlay.
+// PrincipalOverlayDir is the directory of data_dir holding the principals'
+// user configs, one file per principal.
+const PrincipalOverlayDir = "principal-config"
+
+// PrincipalOverlayFile is where principal's user config of data dir dir
+// lives. Principal names are TOML bare keys (validated with
+// [http_api.principals]), so the name is a plain file name.
+func PrincipalOverlayFile(dir, principal string) string {
+	return filepath.Join(dir, PrincipalOverlayDir, principal+".toml")
+}
+
+// UserConfigFile is the user config the clients of this configuration
+// write: its principal's (see Sources.Principal), or the daemon-wide one.
+func (c *Config) UserConfigFile() string {
+	if c.principal != "" {
+		return PrincipalOverlayFile(c.DataDir, c.principal)
+	}
+	return OverlayFile(c.DataDir)
+}
+
+// Principal is the principal whose user config Load applied, "" for the
+// daemon-wide configuration.
+func (c *Config) Principal() string { return c.principal }
+
+// Edit is one change a client makes to its user config.
 type Edit struct {
-	// KeyPath is the dotted key ("model", `model_providers.x.base_url`).
+	// KeyPath is the dotted key ("model", `profiles.work.model`).
 	KeyPath string
 	// Value is the new value as JSON; null removes the key.
 	Value json.RawMessage
@@ -34,62 +58,68 @@ type Edit struct {
 	Upsert bool
 }
 
-// keysNotWritable are keys a client may not set through the overlay: where
-// the overlay itself lives, and what only the operator decides (listening,
-// storage, authentication).
-var keysNotWritable = map[string]bool{
-	"data_dir": true, "database_url": true, "listen": true, "migrate": true, "allowed_origins": true,
-	"ws_auth": true, "ws_token_file": true, "ws_token_sha256": true, "ws_shared_secret_file": true,
-	"ws_issuer": true, "ws_audience": true,
-}
+// MaxUserConfigBytes bounds the size of a user config clients write.
+const MaxUserConfigBytes = 64 << 10
 
-// WriteOverlay applies edits to the overlay file of data dir dir, in order,
-// after check accepts the new overlay's path (check typically loads the
-// whole configuration with it). The file is replaced atomically. It
-// returns the file's path and its version ("sha256:<hex>" of its bytes).
-// A data dir that cannot be written (a read-only deployment) is an
-// apperr.Unavailable error saying so.
-func WriteOverlay(dir string, edits []Edit, check func(path string) error) (string, string, error) {
-	path := OverlayFile(dir)
-	tree := map[string]any{}
-	data, err := os.ReadFile(path)
+// WriteOverlay applies who's edits, in order and all or none, to the user
+// config file: every edit must name a key clients may write with a value
+// its check accepts under base, the configuration without any user config
+// (see clientKeys); a refused one is an *EditError naming the key, and
+// nothing is written. Keys of the file clients may not write (left by an
+// older build or a hand edit) are dropped. The new file is then handed to
+// check (typically: the whole configuration loaded with it) and replaces
+// the old one atomically. It returns the new file's version
+// ("sha256:<hex>" of its bytes). A data dir that cannot be written (a
+// read-only deployment) is an apperr.Unavailable error saying so.
+func WriteOverlay(file string, base *Config, who Author, edits []Edit, check func(path string) error) (string, error) {
+	tree, err := readTOML(file, source{name: "user config " + file})
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
+		tree = map[string]any{}
 	case err != nil:
-		return "", "", apperr.Wrap(apperr.Internal, err, "user config %s: cannot read", path)
-	default:
-		if _, err := toml.Decode(string(data), &tree); err != nil {
-			return "", "", apperr.Wrap(apperr.Invalid, err, "user config %s: invalid TOML", path)
+		return "", err
+	}
+	tree, _ = FilterUserConfig(tree, base, who, "")
+	x := editContext{base: base, who: who}
+	for _, e := range edits {
+		if err := applyEdit(tree, e, x); err != nil {
+			return "", err
 		}
 	}
-	for _, e := range edits {
-		if err := applyEdit(tree, e); err != nil {
-			return "", "", err
-		}
+	// Merged tables too hold only what clients may write.
+	if _, problems := checkClientTree(nil, tree, x); problems != nil {
+		return "", problems[0]
 	}
 	var buf bytes.Buffer
 	if err := toml.NewEncoder(&buf).Encode(tree); err != nil {
-		return "", "", apperr.Wrap(apperr.Invalid, err, "config value cannot be written as TOML")
+		return "", apperr.Wrap(apperr.Invalid, err, "Invalid request: config value cannot be written as TOML")
+	}
+	if buf.Len() > MaxUserConfigBytes {
+		return "", apperr.New(apperr.Invalid, "Invalid request: the user config would exceed %d bytes", MaxUserConfigBytes)
+	}
+	dir := filepath.Dir(file)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", readOnly(file, err)
 	}
 	tmp, err := os.CreateTemp(dir, ".user-config-*.toml")
 	if err != nil {
-		return "", "", readOnly(path, err)
+		return "", readOnly(file, err)
 	}
 	defer os.Remove(tmp.Name())
 	if _, err := tmp.Write(buf.Bytes()); err != nil {
 		tmp.Close()
-		return "", "", readOnly(path, err)
+		return "", readOnly(file, err)
 	}
 	if err := tmp.Close(); err != nil {
-		return "", "", readOnly(path, err)
+		return "", readOnly(file, err)
 	}
 	if err := check(tmp.Name()); err != nil {
-		return "", "", err
+		return "", err
 	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return "", "", readOnly(path, err)
+	if err := os.Rename(tmp.Name(), file); err != nil {
+		return "", readOnly(file, err)
 	}
-	return path, Version(buf.Bytes()), nil
+	return Version(buf.Bytes()), nil
 }
 
 // Version is the version string of a config file's bytes, as config/read
@@ -104,22 +134,23 @@ func readOnly(path string, err error) error {
 		"config writes are unavailable: the user config %s cannot be written (data_dir is read-only in this deployment)", path)
 }
 
-// applyEdit sets (or removes) one key of tree.
-func applyEdit(tree map[string]any, e Edit) error {
+// applyEdit checks one edit against the allow-list and sets (or removes)
+// its key in tree.
+func applyEdit(tree map[string]any, e Edit, x editContext) error {
 	path, rest, err := parseKeyPath(e.KeyPath + "=")
 	if err != nil || strings.TrimSpace(rest) != "" || len(path) == 0 {
-		return apperr.New(apperr.Invalid, "Invalid request: invalid keyPath %q", e.KeyPath)
-	}
-	if keysNotWritable[path[0]] {
-		return apperr.New(apperr.Invalid, "Invalid request: %s is set by the server's operator and cannot be written by clients", path[0])
+		return &EditError{Key: e.KeyPath, Reason: EditInvalid, err: apperr.New(apperr.Invalid, "Invalid request: invalid keyPath %q", e.KeyPath)}
 	}
 	dec := json.NewDecoder(bytes.NewReader(e.Value))
 	dec.UseNumber()
 	var v any
 	if err := dec.Decode(&v); err != nil {
-		return apperr.New(apperr.Invalid, "Invalid request: value of %s is not JSON", e.KeyPath)
+		return editError(path, EditInvalid, "value is not JSON")
 	}
 	v = tomlValue(v)
+	if err := checkEdit(path, v, x); err != nil {
+		return err
+	}
 	parent := tree
 	for _, seg := range path[:len(path)-1] {
 		next, ok := parent[seg].(map[string]any)

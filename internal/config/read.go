@@ -15,7 +15,7 @@ const RedactedValue = "REDACTED"
 // such as "10s", migrate is its effective value, unset optional lists are
 // left out, and secrets are replaced by RedactedValue (ws_token_sha256 and
 // the principals' token_sha256, the
-// password in database_url, and header, query parameter and env values
+// password in database_url, the webhooks' secrets and URL credentials, and header, query parameter and env values
 // whose names look like credentials, e.g. Authorization or X-Api-Key).
 func (c *Config) Redacted() map[string]any {
 	m := c.tree()
@@ -44,6 +44,14 @@ func (c *Config) Redacted() map[string]any {
 		for _, e := range ps {
 			if e, ok := e.(map[string]any); ok {
 				e["token_sha256"] = RedactedValue
+			}
+		}
+	}
+	if hooks, ok := m["webhooks"].([]any); ok {
+		for _, e := range hooks {
+			if e, ok := e.(map[string]any); ok {
+				e["secret"] = RedactedValue
+				e["url"] = redactURL(e["url"].(string))
 			}
 		}
 	}
@@ -82,6 +90,13 @@ func (c *Config) Origins() map[string]Layer {
 func (c *Config) tree() map[string]any {
 	m := toTree(reflect.ValueOf(*c)).(map[string]any)
 	m["migrate"] = c.MigrateOnStart()
+	// Unset, these are absent, as in Codex: its clients read them as
+	// enums, which "" is not.
+	for _, k := range []string{"model_reasoning_effort", "model_reasoning_summary"} {
+		if m[k] == "" {
+			delete(m, k)
+		}
+	}
 	return m
 }
 

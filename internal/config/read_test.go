@@ -53,6 +53,8 @@ func TestRedactedShape(t *testing.T) {
 	require.Equal(t, "on-request", m["approval_policy"])
 	require.Equal(t, "read-only", m["sandbox_mode"])
 	require.Equal(t, "o3", m["model"])
+	require.NotContains(t, m, "model_reasoning_effort", "unset, as Codex's clients expect: absent, never \"\"")
+	require.NotContains(t, m, "model_reasoning_summary")
 	require.Equal(t, map[string]any{"o3": map[string]any{
 		"display_name": "o3", "description": "", "provider": "", "default_reasoning_effort": "", "hidden": false,
 		"shell_type": "", "apply_patch_tool_type": "", "supports_search_tool": false,

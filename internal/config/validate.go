@@ -1,35 +1,81 @@
 package config
 
 import (
+	"encoding/base64"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"math"
 	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/appserver/appserver/internal/apperr"
 )
 
-// ParseListen parses a listen address of the form ws://IP:PORT, or
-// wss://IP:PORT for TLS, where IP is an IPv4 or bracketed IPv6 literal (not
-// a host name) and PORT is 0-65535.
-func ParseListen(s string) (netip.AddrPort, error) {
+// Listen schemes: the transports a listen URL names.
+const (
+	// ListenWS is ws://IP:PORT: the websocket JSON-RPC protocol and the
+	// HTTP API on one TCP listener.
+	ListenWS = "ws"
+	// ListenWSS is wss://IP:PORT: the same over TLS.
+	ListenWSS = "wss"
+	// ListenUnix is unix:// or unix://PATH: the JSON-RPC websocket on the
+	// control socket, for the daemon's own user only.
+	ListenUnix = "unix"
+	// ListenStdio is stdio://: one JSON-RPC session, newline-delimited
+	// JSON on stdin and stdout.
+	ListenStdio = "stdio"
+)
+
+// ListenURL is a parsed listen URL.
+type ListenURL struct {
+	// Scheme is ListenWS, ListenWSS, ListenUnix or ListenStdio.
+	Scheme string
+	// Addr is the IP and port of ws:// and wss://.
+	Addr netip.AddrPort
+	// Path is the socket of unix://PATH as written; empty for unix://,
+	// which means DefaultControlSocket in data_dir.
+	Path string
+}
+
+// listenForms lists the listen URLs ParseListen accepts, for its errors.
+const listenForms = "ws://IP:PORT, wss://IP:PORT, unix://, unix://PATH or stdio://"
+
+// ParseListen parses a listen URL: ws://IP:PORT, or wss://IP:PORT for
+// TLS, where IP is an IPv4 or bracketed IPv6 literal (not a host name) and
+// PORT is 0-65535; unix:// (the default control socket) or unix://PATH
+// (absolute, or relative to the working directory); or stdio://.
+func ParseListen(s string) (ListenURL, error) {
+	if s == "stdio://" {
+		return ListenURL{Scheme: ListenStdio}, nil
+	}
+	if path, ok := strings.CutPrefix(s, "unix://"); ok {
+		if strings.ContainsRune(path, 0) {
+			return ListenURL{}, fmt.Errorf("expected a socket path without NUL bytes, got %q", s)
+		}
+		return ListenURL{Scheme: ListenUnix, Path: path}, nil
+	}
+	scheme := ListenWS
 	rest, ok := strings.CutPrefix(s, "ws://")
 	if !ok {
+		scheme = ListenWSS
 		rest, ok = strings.CutPrefix(s, "wss://")
 	}
 	if !ok {
-		return netip.AddrPort{}, fmt.Errorf("expected ws://IP:PORT or wss://IP:PORT, got %q", s)
+		return ListenURL{}, fmt.Errorf("expected %s, got %q", listenForms, s)
 	}
 	ap, err := netip.ParseAddrPort(rest)
 	if err != nil {
-		return netip.AddrPort{}, fmt.Errorf("expected ws://IP:PORT or wss://IP:PORT with an IP address literal and a port, got %q", s)
+		return ListenURL{}, fmt.Errorf("expected ws://IP:PORT or wss://IP:PORT with an IP address literal and a port, got %q", s)
 	}
-	return ap, nil
+	return ListenURL{Scheme: scheme, Addr: ap}, nil
 }
 
 // lookupOrigin returns the origin of the value at path: the source that set
@@ -76,6 +122,8 @@ func (c *Config) validate() error {
 		c.validateMCPServers,
 		c.validateModels,
 		c.validateHTTPAPI,
+		c.validateWebhooks,
+		c.validateBudgets,
 	}
 	for _, check := range checks {
 		if err := check(); err != nil {
@@ -86,8 +134,12 @@ func (c *Config) validate() error {
 }
 
 func (c *Config) validateServer() error {
-	if _, err := ParseListen(c.Listen); err != nil {
+	l, err := ParseListen(c.Listen)
+	if err != nil {
 		return c.invalid(key("listen"), "%s", err.Error())
+	}
+	if l.Scheme == ListenUnix && l.Path == "" && c.DataDir == "" {
+		return c.invalid(key("listen"), "unix:// puts the control socket in data_dir, which is empty; name the socket: unix://PATH")
 	}
 	if err := c.validateTLS(); err != nil {
 		return err
@@ -117,12 +169,17 @@ func (c *Config) validateServer() error {
 			return c.invalid(key("allowed_origins"), "%q is not an origin (expected scheme://host[:port], no path)", o)
 		}
 	}
+	for i, sw := range c.Skills.Config {
+		if (sw.Path == "") == (strings.TrimSpace(sw.Name) == "") || sw.Path != "" && !filepath.IsAbs(sw.Path) {
+			return c.invalid(key("skills", "config"), "entry %d: expected exactly one of an absolute path and a name", i+1)
+		}
+	}
 	for id, r := range c.Skills.Remote {
 		if u, err := url.Parse(r.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return c.invalid(key("skills", "remote", id, "url"), "must be an http(s) URL")
 		}
 	}
-	for name, v := range map[string]int{"max_threads": c.Agents.MaxThreads, "max_depth": c.Agents.MaxDepth, "max_total": c.Agents.MaxTotal} {
+	for name, v := range map[string]int{"max_threads": c.Agents.MaxThreads, "max_depth": c.Agents.MaxDepth, "max_total": c.Agents.MaxTotal, "max_per_principal": c.Agents.MaxPerPrincipal} {
 		if v < 0 {
 			return c.invalid(key("agents", name), "must not be negative (0 is the default)")
 		}
@@ -150,6 +207,12 @@ func (c *Config) validateServer() error {
 	default:
 		return c.invalid(key("sandbox_backend"), "must be auto, bwrap or landlock")
 	}
+	if c.SandboxPoolSize < 0 {
+		return c.invalid(key("sandbox_pool_size"), "must not be negative (0 turns pooling off)")
+	}
+	if c.SandboxPoolIdleTimeout <= 0 {
+		return c.invalid(key("sandbox_pool_idle_timeout"), "must be positive")
+	}
 	if c.DynamicToolReconnectTimeout <= 0 {
 		return c.invalid(key("dynamic_tool_reconnect_timeout"), "must be positive")
 	}
@@ -159,6 +222,21 @@ func (c *Config) validateServer() error {
 	if c.EventRetention <= 0 {
 		return c.invalid(key("event_retention"), "must be positive")
 	}
+	if c.Audit.Retention <= 0 {
+		return c.invalid(key("audit", "retention"), "must be positive")
+	}
+	if c.Audit.PruneInterval <= 0 {
+		return c.invalid(key("audit", "prune_interval"), "must be positive")
+	}
+	if c.EventItemMaxKiB < 1 || c.EventItemMaxKiB > 1<<20 {
+		return c.invalid(key("event_item_max_kib"), "must be between 1 and 1048576")
+	}
+	if c.EventThreadMaxMiB < 1 || c.EventThreadMaxMiB > 1<<20 {
+		return c.invalid(key("event_thread_max_mib"), "must be between 1 and 1048576")
+	}
+	if c.EventPruneInterval <= 0 {
+		return c.invalid(key("event_prune_interval"), "must be positive")
+	}
 	if c.GCHeapFloorMiB < 0 || c.GCHeapFloorMiB > 1<<20 {
 		return c.invalid(key("gc_heap_floor_mib"), "must be between 0 and 1048576")
 	}
@@ -166,8 +244,26 @@ func (c *Config) validateServer() error {
 	if c.WSMaxInboundInflightMiB < 16 || c.WSMaxInboundInflightMiB > 1<<20 {
 		return c.invalid(key("ws_max_inbound_inflight_mib"), "must be between 16 and 1048576")
 	}
+	if c.MaxRunningTurns < 0 {
+		return c.invalid(key("max_running_turns"), "must not be negative (0 sets no bound)")
+	}
+	if c.MaxPendingRequests < 16 || c.MaxPendingRequests > 1<<20 {
+		return c.invalid(key("max_pending_requests"), "must be between 16 and 1048576")
+	}
 	if c.WSMaxOutboundQueuedMiB < 1 || c.WSMaxOutboundQueuedMiB > 1<<20 {
 		return c.invalid(key("ws_max_outbound_queued_mib"), "must be between 1 and 1048576")
+	}
+	if c.WSPingInterval < 0 {
+		return c.invalid(key("ws_ping_interval"), "must not be negative (0 sends no pings)")
+	}
+	if c.WSPongTimeout < 100*time.Millisecond {
+		return c.invalid(key("ws_pong_timeout"), "must be at least 100ms")
+	}
+	if c.AuthTicketTTL < time.Second || c.AuthTicketTTL > 10*time.Minute {
+		return c.invalid(key("auth_ticket_ttl"), "must be between 1s and 10m")
+	}
+	if c.AuthSessionTTL < time.Minute || c.AuthSessionTTL > 30*24*time.Hour {
+		return c.invalid(key("auth_session_ttl"), "must be between 1m and 720h")
 	}
 	if c.ShutdownGracePeriod < 0 {
 		return c.invalid(key("shutdown_grace_period"), "must not be negative")
@@ -273,6 +369,14 @@ func (c *Config) validateAgent() error {
 	case SandboxReadOnly, SandboxWorkspaceWrite, SandboxDangerFullAccess:
 	default:
 		return c.invalid(key("sandbox_mode"), `expected "read-only", "workspace-write" or "danger-full-access", got %q`, c.SandboxMode)
+	}
+	if c.ModelReasoningEffort != "" && !slices.Contains(effortNames, string(c.ModelReasoningEffort)) {
+		return c.invalid(key("model_reasoning_effort"), "expected one of %s, got %q", strings.Join(effortNames, ", "), c.ModelReasoningEffort)
+	}
+	switch c.ModelReasoningSummary {
+	case "", "auto", "concise", "detailed", "none":
+	default:
+		return c.invalid(key("model_reasoning_summary"), `expected "auto", "concise", "detailed" or "none", got %q`, c.ModelReasoningSummary)
 	}
 	if c.ModelContextWindow < 0 {
 		return c.invalid(key("model_context_window"), "must not be negative, got %d", c.ModelContextWindow)
@@ -427,9 +531,24 @@ func (c *Config) validateModels() error {
 		default:
 			return c.invalid(key("models", id, "apply_patch_tool_type"), `expected "freeform" or "function", got %q`, m.ApplyPatchToolType)
 		}
+		seen := map[string]bool{}
+		for _, st := range m.ServiceTiers {
+			switch {
+			case !serviceTierRE.MatchString(st.ID):
+				return c.invalid(key("models", id, "service_tiers"), "tier id %q must be 1 to 64 letters, digits, '_' or '-'", st.ID)
+			case st.ID == "fast" || st.ID == "default":
+				return c.invalid(key("models", id, "service_tiers"), `tier id %q is reserved: "fast" is kept as "priority", "default" is no tier`, st.ID)
+			case seen[st.ID]:
+				return c.invalid(key("models", id, "service_tiers"), "tier id %q is listed twice", st.ID)
+			}
+			seen[st.ID] = true
+		}
 	}
 	return nil
 }
+
+// serviceTierRE is what a service tier id may be.
+var serviceTierRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
 // principalNameRE is what an [http_api.principals.<name>] may be called.
 var principalNameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
@@ -449,6 +568,14 @@ func (c *Config) validateHTTPAPI() error {
 			return c.invalid(key("http_api", "principals", name, "token_sha256"), "the same token as principal %q; every principal needs its own", other)
 		}
 		seen[digest] = name
+		for _, root := range p.WorkspaceRoots {
+			if !filepath.IsAbs(root) || filepath.Clean(root) == "/" {
+				return c.invalid(key("http_api", "principals", name, "workspace_roots"), "expected absolute directories other than \"/\", got %q", root)
+			}
+		}
+	}
+	if w := c.HTTPAPI.PrincipalWorkspaces; w != "" && (!filepath.IsAbs(w) || filepath.Clean(w) == "/") {
+		return c.invalid(key("http_api", "principal_workspaces"), "expected an absolute directory other than \"/\", got %q", w)
 	}
 	switch c.HTTPAPI.PrincipalMaxSandbox {
 	case SandboxReadOnly, SandboxWorkspaceWrite, SandboxDangerFullAccess:
@@ -471,3 +598,118 @@ type flagged struct {
 
 // key builds a key path.
 func key(segs ...string) []string { return segs }
+
+// validateWebhooks checks the [[webhooks]] entries and reads the secrets
+// of those that name a secret_file.
+func (c *Config) validateWebhooks() error {
+	for i := range c.Webhooks {
+		w := &c.Webhooks[i]
+		at := func(field string) []string { return key("webhooks", strconv.Itoa(i), field) }
+		if !isHTTPURL(w.URL) {
+			return c.invalid(at("url"), "expected an http:// or https:// URL, got %q", w.URL)
+		}
+		switch {
+		case w.Secret != "" && w.SecretFile != "":
+			return c.invalid(at("secret"), "secret and secret_file are mutually exclusive")
+		case w.SecretFile != "":
+			b, err := os.ReadFile(w.SecretFile)
+			if err != nil {
+				return c.invalid(at("secret_file"), "cannot read the webhook secret: %v", err)
+			}
+			w.Secret = strings.TrimSpace(string(b))
+		case w.Secret == "":
+			return c.invalid(at("secret"), "set secret or secret_file (whsec_ and base64)")
+		}
+		if err := CheckWebhookSecret(w.Secret); err != nil {
+			field := "secret"
+			if w.SecretFile != "" {
+				field = "secret_file"
+			}
+			return c.invalid(at(field), "%v", err)
+		}
+		for _, e := range w.Events {
+			if !slices.Contains(WebhookEventTypes, e) {
+				return c.invalid(at("events"), "unknown event type %q (expected one of %s)", e, strings.Join(WebhookEventTypes, ", "))
+			}
+		}
+		if w.RetryFor < 0 {
+			return c.invalid(at("retry_for"), "must not be negative")
+		}
+	}
+	return nil
+}
+
+// CheckWebhookSecret checks a webhook signing secret: "whsec_" and the
+// standard base64 of 24 to 64 bytes.
+func CheckWebhookSecret(secret string) error {
+	b64, ok := strings.CutPrefix(secret, "whsec_")
+	if !ok {
+		return errors.New(`expected a secret of the form "whsec_" and base64`)
+	}
+	key, err := base64.StdEncoding.DecodeString(b64)
+	if err != nil {
+		return errors.New(`the secret after "whsec_" is not standard base64`)
+	}
+	if len(key) < 24 || len(key) > 64 {
+		return fmt.Errorf("the secret holds %d bytes; expected 24 to 64", len(key))
+	}
+	return nil
+}
+
+// validateBudgets checks the [budgets] table: a known period and
+// on_exceeded, no negative limit or price.
+func (c *Config) validateBudgets() error {
+	b := &c.Budgets
+	if _, _, err := b.PeriodSpec(); err != nil {
+		return c.invalid(key("budgets", "period"), "%v", err)
+	}
+	switch b.OnExceeded {
+	case "", BudgetFail, BudgetAsk:
+	default:
+		return c.invalid(key("budgets", "on_exceeded"), "expected %q or %q, got %q", BudgetFail, BudgetAsk, b.OnExceeded)
+	}
+	limits := func(at []string, l BudgetLimits) error {
+		if l.MaxTokens < 0 {
+			return c.invalid(append(at, "max_tokens"), "must not be negative, got %d", l.MaxTokens)
+		}
+		if l.MaxCost < 0 || math.IsNaN(l.MaxCost) || math.IsInf(l.MaxCost, 0) {
+			return c.invalid(append(at, "max_cost"), "must be a finite amount not below 0, got %v", l.MaxCost)
+		}
+		return nil
+	}
+	for _, s := range []struct {
+		name string
+		l    BudgetLimits
+	}{{"turn", b.Turn}, {"thread", b.Thread}, {"principal", b.Principal}} {
+		if err := limits(key("budgets", s.name), s.l); err != nil {
+			return err
+		}
+	}
+	for _, name := range sortedKeys(b.Principals) {
+		if err := limits(key("budgets", "principals", name), b.Principals[name]); err != nil {
+			return err
+		}
+	}
+	for _, id := range sortedKeys(b.Prices) {
+		p := b.Prices[id]
+		price := func(field string, v float64) error {
+			if v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
+				return c.invalid(key("budgets", "prices", id, field), "a price per million tokens must be finite and not below 0, got %v", v)
+			}
+			return nil
+		}
+		cached := p.Input
+		if p.CachedInput != nil {
+			cached = *p.CachedInput
+		}
+		for _, f := range []struct {
+			name string
+			v    float64
+		}{{"input", p.Input}, {"cached_input", cached}, {"output", p.Output}} {
+			if err := price(f.name, f.v); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

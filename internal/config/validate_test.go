@@ -2,6 +2,8 @@ package config
 
 import (
 	"net/netip"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -91,9 +93,9 @@ func TestListenTLS(t *testing.T) {
 	require.Equal(t, "0.0.0.0", cfg.ListenHost())
 	require.Equal(t, 8443, cfg.ListenPort())
 	require.Equal(t, "/etc/appserver/cert.pem", cfg.TLSCertFile)
-	ap, err := ParseListen("wss://[::1]:443")
+	l, err := ParseListen("wss://[::1]:443")
 	require.NoError(t, err)
-	require.Equal(t, netip.MustParseAddrPort("[::1]:443"), ap)
+	require.Equal(t, ListenURL{Scheme: ListenWSS, Addr: netip.MustParseAddrPort("[::1]:443")}, l)
 	cfg, _ = mustLoad(t, Sources{})
 	require.False(t, cfg.ListenTLS())
 
@@ -123,8 +125,10 @@ func TestParseListen(t *testing.T) {
 	}
 	for _, tt := range valid {
 		t.Run(tt.in, func(t *testing.T) {
-			ap, err := ParseListen(tt.in)
+			l, err := ParseListen(tt.in)
 			require.NoError(t, err)
+			require.Equal(t, ListenWS, l.Scheme)
+			ap := l.Addr
 			require.Equal(t, netip.MustParseAddr(tt.host), ap.Addr())
 			cfg, _ := mustLoad(t, Sources{Overrides: []string{"listen=" + tt.in}})
 			require.Equal(t, tt.host, cfg.ListenHost())
@@ -145,7 +149,10 @@ func TestParseListen(t *testing.T) {
 		"wss://localhost:443",
 		"http://127.0.0.1:80",
 		"127.0.0.1:80",
-		"stdio://",
+		"stdio:///dev/tty",
+		"stdio:",
+		"unix:/tmp/a.sock",
+		"off",
 		"",
 	}
 	for _, in := range invalid {
@@ -153,7 +160,7 @@ func TestParseListen(t *testing.T) {
 			_, err := ParseListen(in)
 			require.Error(t, err)
 			msg := loadError(t, Sources{Flags: map[string]string{"listen": in}})
-			require.Contains(t, msg, "flag --listen: expected ws://IP:PORT or wss://IP:PORT")
+			require.Contains(t, msg, "flag --listen: expected ws://IP:PORT")
 			require.Contains(t, msg, `got "`+in+`"`)
 		})
 	}
@@ -165,6 +172,37 @@ func TestParseListen(t *testing.T) {
 	require.False(t, zero.ListenAddr().IsValid())
 	require.Empty(t, zero.ListenHost())
 	require.Zero(t, zero.ListenPort())
+}
+
+// The listen URLs of the reference's other transports: stdio:// and the
+// control socket, at a path or (bare unix://) in data_dir.
+func TestListenStdioAndUnix(t *testing.T) {
+	cfg, _ := mustLoad(t, Sources{Flags: map[string]string{"listen": "stdio://"}})
+	require.Equal(t, ListenURL{Scheme: ListenStdio}, cfg.ListenURL())
+	require.Empty(t, cfg.ControlSocket())
+	require.False(t, cfg.ListenAddr().IsValid())
+	require.False(t, cfg.ListenTLS())
+
+	dataDir := t.TempDir()
+	cfg, _ = mustLoad(t, Sources{Flags: map[string]string{"listen": "unix://", "data_dir": dataDir}})
+	require.Equal(t, ListenURL{Scheme: ListenUnix}, cfg.ListenURL())
+	require.Equal(t, filepath.Join(dataDir, "app-server-control", "app-server-control.sock"), cfg.ControlSocket())
+
+	cfg, _ = mustLoad(t, Sources{Flags: map[string]string{"listen": "unix:///run/appserver/ctl.sock"}})
+	require.Equal(t, "/run/appserver/ctl.sock", cfg.ControlSocket())
+	cwd, err := os.Getwd()
+	require.NoError(t, err)
+	cfg, _ = mustLoad(t, Sources{Flags: map[string]string{"listen": "unix://run/ctl.sock"}})
+	require.Equal(t, filepath.Join(cwd, "run", "ctl.sock"), cfg.ControlSocket(), "a relative path is taken from the working directory")
+
+	cfg, _ = mustLoad(t, Sources{Flags: map[string]string{"listen": "ws://127.0.0.1:0"}})
+	require.Empty(t, cfg.ControlSocket())
+
+	require.Contains(t, loadError(t, Sources{Flags: map[string]string{"listen": "unix://a\x00b"}}), "without NUL bytes")
+	require.Contains(t, loadError(t, Sources{Flags: map[string]string{"listen": "unix://", "data_dir": "", "database_url": "postgres://db/x"}}),
+		"unix:// puts the control socket in data_dir, which is empty")
+	require.Contains(t, loadError(t, Sources{Flags: map[string]string{"listen": "unix://", "tls_cert_file": "/c.pem", "tls_key_file": "/k.pem"}}),
+		"requires a wss:// listen address")
 }
 
 func TestValidation(t *testing.T) {
@@ -187,11 +225,24 @@ func TestValidation(t *testing.T) {
 		{"origin without scheme", []string{`allowed_origins=["a.example"]`},
 			`-c allowed_origins=["a.example"]: "a.example" is not an origin (expected scheme://host[:port], no path)`},
 		{"negative grace period", []string{"shutdown_grace_period=-1s"}, "-c shutdown_grace_period=-1s: must not be negative"},
+		{"event bounds", []string{"event_item_max_kib=64", "event_thread_max_mib=1", `event_prune_interval="5s"`}, ""},
+		{"no item bound", []string{"event_item_max_kib=0"}, "-c event_item_max_kib=0: must be between 1 and 1048576"},
+		{"no thread bound", []string{"event_thread_max_mib=0"}, "-c event_thread_max_mib=0: must be between 1 and 1048576"},
+		{"no prune interval", []string{`event_prune_interval="0s"`}, `-c event_prune_interval="0s": must be positive`},
 		{"no gc heap floor", []string{"gc_heap_floor_mib=0"}, ""},
 		{"negative gc heap floor", []string{"gc_heap_floor_mib=-1"}, "-c gc_heap_floor_mib=-1: must be between 0 and 1048576"},
 		{"inbound in flight below one frame", []string{"ws_max_inbound_inflight_mib=8"}, "-c ws_max_inbound_inflight_mib=8: must be between 16 and 1048576"},
 		{"larger inbound in flight", []string{"ws_max_inbound_inflight_mib=1024"}, ""},
 		{"no outbound queue", []string{"ws_max_outbound_queued_mib=0"}, "-c ws_max_outbound_queued_mib=0: must be between 1 and 1048576"},
+		{"no pings", []string{`ws_ping_interval="0s"`}, ""},
+		{"negative running turns", []string{"max_running_turns=-1"}, "-c max_running_turns=-1: must not be negative (0 sets no bound)"},
+		{"unbounded running turns", []string{"max_running_turns=0"}, ""},
+		{"few pending requests", []string{"max_pending_requests=8"}, "-c max_pending_requests=8: must be between 16 and 1048576"},
+		{"negative ping interval", []string{`ws_ping_interval="-1s"`}, `-c ws_ping_interval="-1s": must not be negative (0 sends no pings)`},
+		{"no pong timeout", []string{`ws_pong_timeout="0s"`}, `-c ws_pong_timeout="0s": must be at least 100ms`},
+		{"ticket ttl", []string{`auth_ticket_ttl="5s"`, `auth_session_ttl="1h"`}, ""},
+		{"ticket ttl too long", []string{`auth_ticket_ttl="1h"`}, `-c auth_ticket_ttl="1h": must be between 1s and 10m`},
+		{"session ttl too short", []string{`auth_session_ttl="30s"`}, `-c auth_session_ttl="30s": must be between 1m and 720h`},
 		{"otel over http", []string{"otel.exporter=otlp-http", `otel.endpoint="http://collector:4318/v1/traces"`, `otel.headers={api-key="k"}`, "otel.service_name=svc"}, ""},
 		{"otel over grpc, default endpoint", []string{"otel.exporter=otlp-grpc"}, ""},
 		{"otel exporter", []string{"otel.exporter=zipkin"}, `-c otel.exporter=zipkin: expected "none", "otlp-http" or "otlp-grpc", got "zipkin"`},
@@ -201,6 +252,20 @@ func TestValidation(t *testing.T) {
 			`-c approval_policy=always: expected "untrusted", "on-failure", "on-request" or "never", got "always"`},
 		{"sandbox mode", []string{"sandbox_mode=none"},
 			`-c sandbox_mode=none: expected "read-only", "workspace-write" or "danger-full-access", got "none"`},
+		{"reasoning effort", []string{"model_reasoning_effort=ultra"},
+			`-c model_reasoning_effort=ultra: expected one of none, minimal, low, medium, high, xhigh, got "ultra"`},
+		{"reasoning summary", []string{"model_reasoning_summary=long"},
+			`-c model_reasoning_summary=long: expected "auto", "concise", "detailed" or "none", got "long"`},
+		{"service tiers", []string{`models.m.service_tiers=[{id="priority", name="fast"}, {id="flex"}]`}, ""},
+		{"service tier id", []string{`models.m.service_tiers=[{id="a b"}]`},
+			`-c models.m.service_tiers=[{id="a b"}]: tier id "a b" must be 1 to 64 letters, digits, '_' or '-'`},
+		{"service tier fast", []string{`models.m.service_tiers=[{id="fast"}]`},
+			`-c models.m.service_tiers=[{id="fast"}]: tier id "fast" is reserved: "fast" is kept as "priority", "default" is no tier`},
+		{"service tier twice", []string{`models.m.service_tiers=[{id="flex"}, {id="flex"}]`},
+			`-c models.m.service_tiers=[{id="flex"}, {id="flex"}]: tier id "flex" is listed twice`},
+		{"service tiers not tables", []string{`models.m.service_tiers=["priority"]`},
+			`-c models.m.service_tiers=["priority"]: expected an array of tables`},
+		{"reasoning settings", []string{"model_reasoning_effort=xhigh", "model_reasoning_summary=none"}, ""},
 		{"every approval policy and sandbox mode", []string{"approval_policy=never", "approval_policy=on-failure", "sandbox_mode=danger-full-access"}, ""},
 		{"undefined provider", []string{"model_provider=ollama"},
 			`-c model_provider=ollama: provider "ollama" is not defined; add a [model_providers.ollama] table (only "openai" is built in)`},

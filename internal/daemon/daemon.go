@@ -6,31 +6,43 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/appserver/appserver/api"
 	"github.com/appserver/appserver/internal/apperr"
+	"github.com/appserver/appserver/internal/audit"
 	"github.com/appserver/appserver/internal/auth"
+	"github.com/appserver/appserver/internal/clientfs"
 	"github.com/appserver/appserver/internal/cluster"
 	"github.com/appserver/appserver/internal/config"
 	"github.com/appserver/appserver/internal/config/configview"
 	"github.com/appserver/appserver/internal/dynamic"
 	"github.com/appserver/appserver/internal/eventlog"
+	"github.com/appserver/appserver/internal/frontdoor"
+	"github.com/appserver/appserver/internal/fsguard"
 	"github.com/appserver/appserver/internal/hub"
 	"github.com/appserver/appserver/internal/mcp"
 	"github.com/appserver/appserver/internal/model"
+	"github.com/appserver/appserver/internal/pgnotify"
 	"github.com/appserver/appserver/internal/policy"
+	"github.com/appserver/appserver/internal/principal"
+	"github.com/appserver/appserver/internal/sandbox"
 	"github.com/appserver/appserver/internal/server"
 	"github.com/appserver/appserver/internal/server/rpcws"
 	"github.com/appserver/appserver/internal/skills"
 	"github.com/appserver/appserver/internal/store"
+	"github.com/appserver/appserver/internal/store/memory"
 	"github.com/appserver/appserver/internal/store/postgres"
 	"github.com/appserver/appserver/internal/store/sqlite"
 	"github.com/appserver/appserver/internal/tools/agents"
 	"github.com/appserver/appserver/internal/tools/orchestrate"
 	"github.com/appserver/appserver/internal/turns"
+	"github.com/appserver/appserver/internal/webhook"
 )
 
 // The steps of the daemon's shutdown, in order (docs/design.md §5): they
@@ -45,11 +57,14 @@ const (
 	StopMCPSessions        // MCP host sessions end, after the turns' last events
 	StopHTTP               // HTTP event streams end, after the turns' last events
 	StopConns              // the listener and the websockets close (1001)
+	StopFiles              // file watches and search sessions end, after their connections
 	StopCerts              // SIGHUP no longer reloads the TLS certificate
 	StopSkills             // the skills watcher, then the catalog
 	StopTraces             // the last spans are exported, after the turns ended
+	StopWebhooks           // webhook deliveries stop, their cursors saved, after the turns ended
 	StopLeases             // thread leases are given back, after the turns ended
 	StopEvents             // the event log writes its last events, after the turns ended
+	StopAudit              // the audit log writes its last entries, after every door closed
 	StopStore              // last: every writer has stopped
 	StopGC                 // the GC heap floor goes with the daemon
 	NumStops
@@ -73,37 +88,75 @@ func (s *Stops) Run() {
 // store, the hub, the skill catalog and its watcher, the MCP connections,
 // the built-in tools and the turns manager.
 type Core struct {
-	Metrics *server.Metrics
-	Store   store.Store // the group committer, which owns the backend
-	Where   string
-	Cwd     string
-	Hub     *hub.Hub
-	Events  *eventlog.Log // the durable event log, the hub's journal
-	Catalog *skills.Catalog
-	Watcher *skills.Watcher
-	MCP     *mcp.Manager
+	// Registry holds the daemon's series; the front door serves it.
+	Registry *prometheus.Registry
+	Metrics  *server.Metrics
+	Store    store.Store // the group committer, which owns the backend
+	Where    string
+	Cwd      string
+	Hub      *hub.Hub
+	Events   *eventlog.Log // the durable event log, the hub's journal
+	Audit    *audit.Log    // the audit log, whose entries ride the store's commits
+	Catalog  *skills.Catalog
+	Watcher  *skills.Watcher
+	MCP      *mcp.Manager
+	// Guard is the one rule of what the daemon touches on a model's or a
+	// client's behalf (the tools' and the file-system methods' paths).
+	Guard *fsguard.Guard
+	// Files serves the fs/* methods and the fuzzy file search through
+	// Guard.
+	Files   *clientfs.Service
 	Tools   *orchestrate.Service
 	Manager *turns.Manager
+	// Webhooks runs the [[webhooks]] entries and the stored subscriptions.
+	Webhooks *webhook.Sender
 	// Node is this daemon's side of thread ownership among the daemons
 	// sharing a Postgres database; nil on the embedded store.
 	Node *cluster.Node
+	// Traces gives the front doors their spans when [otel] configures an
+	// exporter; nil (whose hooks are nil) otherwise.
+	Traces *Traces
 }
 
 // embeddedEventFlushDelay is the event log's FlushDelay on the embedded
 // store (see NewCore).
 const embeddedEventFlushDelay = 50 * time.Millisecond
 
+// Doors are what the core's services must know of the front doors the
+// caller opens on top of it.
+type Doors struct {
+	// TCP is set when a listener serves cfg's listen address (serve; the
+	// stdio MCP session opens none): without ws_auth it takes requests
+	// from anyone who can connect, so sandboxed commands with network
+	// access are refused (NetworkRefusal).
+	TCP bool
+}
+
+// NetworkRefusal is why sandboxed commands with network access are
+// refused by a daemon serving cfg's listen address (sandbox.Options.
+// NetworkRefused), or "" when they are not: such a command shares the
+// host's loopback, and a listener without authentication would let it
+// start an unsandboxed thread.
+func NetworkRefusal(cfg *config.Config) string {
+	if cfg.WSAuth != config.WSAuthNone {
+		return ""
+	}
+	return fmt.Sprintf("the daemon takes requests without authentication on %s (ws_auth is off), which such a command could reach to run anything; "+
+		"set ws_auth (%q or %q), or run the command without network access", cfg.Listen, config.WSAuthCapabilityToken, config.WSAuthSignedBearerToken)
+}
+
 // NewCore builds the core. Each part puts its stop in stops as soon as it
 // runs, in the shutdown order of runServe, so the caller stops what was
 // built whether or not the rest could be.
-func NewCore(ctx context.Context, cfg *config.Config, configFile, version string, log *slog.Logger, stops *Stops) (*Core, error) {
-	c := &Core{Metrics: server.NewMetrics()}
-	tel := newTelemetry(c.Metrics.Registry, version)
+func NewCore(ctx context.Context, cfg *config.Config, doors Doors, configFile, version string, log *slog.Logger, stops *Stops) (*Core, error) {
+	reg := frontdoor.NewRegistry()
+	c := &Core{Registry: reg, Metrics: server.NewMetrics(reg)}
+	tel := newTelemetry(reg, version)
 	var err error
 	if c.Cwd, err = os.Getwd(); err != nil {
 		return nil, fmt.Errorf("working directory: %w", err)
 	}
-	backend, where, err := OpenStore(ctx, cfg, cfg.MigrateOnStart(), c.Metrics.ObserveStoreOp)
+	backend, where, err := OpenStore(ctx, cfg, cfg.MigrateOnStart(), c.Metrics.ObserveStoreOp, log)
 	if err != nil {
 		return nil, err
 	}
@@ -112,7 +165,8 @@ func NewCore(ctx context.Context, cfg *config.Config, configFile, version string
 	// committer owns the backend. The event log's entries ride the same
 	// commits.
 	events := store.NewEventQueue(eventlog.DefaultMaxPending)
-	c.Store = store.NewGroupCommitter(backend, store.GroupCommitConfig{OnCommit: tel.ObserveCommit, Events: events})
+	auditQueue := store.NewAuditQueue(audit.DefaultMaxPending)
+	c.Store = store.NewGroupCommitter(backend, store.GroupCommitConfig{OnCommit: tel.ObserveCommit, Events: events, Audit: auditQueue})
 	stops[StopStore] = func() {
 		if err := c.Store.Close(); err != nil {
 			log.Error("closing store", "err", err)
@@ -135,7 +189,11 @@ func NewCore(ctx context.Context, cfg *config.Config, configFile, version string
 	if cfg.DatabaseURL == "" {
 		flushDelay = embeddedEventFlushDelay
 	}
-	if c.Events, err = eventlog.New(eventlog.Config{Store: c.Store, Queue: events, Retention: cfg.EventRetention, FlushDelay: flushDelay, Logger: log}); err != nil {
+	if c.Events, err = eventlog.New(eventlog.Config{
+		Store: c.Store, Queue: events, Retention: cfg.EventRetention, FlushDelay: flushDelay, Logger: log,
+		ItemMaxBytes: int64(cfg.EventItemMaxKiB) << 10, ThreadMaxBytes: int64(cfg.EventThreadMaxMiB) << 20,
+		PruneEvery: cfg.EventPruneInterval,
+	}); err != nil {
 		return nil, err
 	}
 	if err := c.Events.Start(ctx); err != nil {
@@ -146,13 +204,36 @@ func NewCore(ctx context.Context, cfg *config.Config, configFile, version string
 	// thread leases and their writes are fenced, and the hub shows the
 	// clients here the server requests of turns other daemons run. The
 	// embedded store serves one daemon, which owns every thread.
-	var remote hub.Remote
+	// On Postgres one LISTEN connection (the notifier) serves both the
+	// cross-daemon event fan-out and the cluster's forwarded requests.
+	var (
+		remote   hub.Remote
+		notifier *pgnotify.Notifier
+		clEvents = &clusterEvents{}
+	)
 	if pg, ok := backend.(*postgres.Store); ok {
-		if c.Node, err = cluster.New(cluster.Config{Pool: pg.Pool(), NodeID: cfg.NodeID, LeaseTTL: cfg.LeaseTTL, Logger: log}); err != nil {
+		if notifier, err = pgnotify.New(pgnotify.Config{Pool: pg.Pool(), Logger: log}); err != nil {
+			return nil, err
+		}
+		if c.Node, err = cluster.New(cluster.Config{
+			Pool: pg.Pool(), Notifier: notifier, Events: clEvents, NodeID: cfg.NodeID, LeaseTTL: cfg.LeaseTTL, Logger: log,
+		}); err != nil {
 			return nil, err
 		}
 		remote = remoteAnswers{c.Node}
 	}
+	// The audit log's entries ride the same commits; what none carries
+	// is written alone a few milliseconds later.
+	if c.Audit, err = audit.New(audit.Config{
+		Store: c.Store, Queue: auditQueue, Node: nodeName(cfg, c.Node), Retention: cfg.Audit.Retention,
+		PruneEvery: cfg.Audit.PruneInterval, Logger: log, TraceID: traceID,
+	}); err != nil {
+		return nil, err
+	}
+	if err := c.Audit.Start(ctx); err != nil {
+		return nil, err
+	}
+	stops[StopAudit] = c.Audit.Stop
 	c.Hub = hub.New(hub.Config{
 		Journal:         c.Events,
 		Approval:        hub.Timeouts{NoClient: cfg.ApprovalClientTimeout},
@@ -161,21 +242,21 @@ func NewCore(ctx context.Context, cfg *config.Config, configFile, version string
 		Encode:          rpcws.EncodeNotification,
 		ToolMetrics:     c.Metrics.DynamicMetrics(),
 		ApprovalMetrics: tel,
+		Audit:           c.Audit,
 		Remote:          remote,
 		Logger:          log,
 	})
 	stops[StopHub] = c.Hub.Close
-	if pg, ok := backend.(*postgres.Store); ok {
-		ln, err := eventlog.NewListener(eventlog.ListenerConfig{
-			Log: c.Events, Hub: c.Hub, Pool: pg.Pool(), Channel: postgres.EventsChannel, Logger: log,
-		})
-		if err != nil {
+	if notifier != nil {
+		if err := eventlog.NewListener(eventlog.ListenerConfig{
+			Log: c.Events, Hub: c.Hub, Notifier: notifier, Channel: postgres.EventsChannel,
+		}); err != nil {
 			return nil, err
 		}
-		if err := ln.Start(ctx); err != nil {
+		stops[StopEvents] = func() { notifier.Stop(); c.Events.Stop() }
+		if err := notifier.Start(ctx); err != nil {
 			return nil, err
 		}
-		stops[StopEvents] = func() { ln.Stop(); c.Events.Stop() }
 	}
 	// The skill catalog: the workspace's own skill folders always (for
 	// skills/list), plus configured roots and remotes.
@@ -188,14 +269,16 @@ func NewCore(ctx context.Context, cfg *config.Config, configFile, version string
 	})
 	stops[StopSkills] = func() { c.Watcher.Stop(); c.Catalog.Close() }
 	// MCP servers connect in the background; a turn gets the tools of
-	// those connected when it starts, and status changes are broadcast.
+	// those connected when it starts (after a short wait for those still
+	// starting), status changes are broadcast, and each new thread is
+	// told the start-up of its servers (turns.Config.ThreadStarted).
 	c.MCP, err = mcp.New(mcp.Config{
 		Servers:       cfg.MCPServers,
 		ClientVersion: version,
 		OnStatus: func(n api.McpServerStartupStatusUpdatedNotification) {
 			c.Hub.Broadcast(api.MethodMcpServerStartupStatusUpdated, n)
 		},
-		Metrics: mcp.NewMetrics(c.Metrics.Registry),
+		Metrics: mcp.NewMetrics(reg),
 		Logger:  log,
 	})
 	if err != nil {
@@ -208,12 +291,16 @@ func NewCore(ctx context.Context, cfg *config.Config, configFile, version string
 	// Built-in tools: commands and patches under the thread's approval and
 	// sandbox policies; approvals and user input reach the subscribed
 	// clients through the hub.
-	if c.Tools, err = newTools(cfg, configFile, log, c.Hub.Broker(), c.Catalog, c.MCP); err != nil {
+	if c.Guard, err = newGuard(cfg, configFile); err != nil {
+		return nil, err
+	}
+	if c.Tools, err = newTools(cfg, doors, c.Guard, c.Audit, log, c.Hub.Broker(), c.Catalog, c.MCP); err != nil {
 		return nil, err
 	}
 	stops[StopTools] = c.Tools.Close
-	obs, err := turnsObserver(ctx, cfg, tel, version, log, stops)
-	if err != nil {
+	c.Files = clientfs.New(clientfs.Config{Guard: c.Guard, Logger: log})
+	stops[StopFiles] = c.Files.Stop
+	if c.Traces, err = newTraces(ctx, cfg.OTel, version, log, stops); err != nil {
 		return nil, err
 	}
 	turnStore := c.Store
@@ -228,31 +315,48 @@ func NewCore(ctx context.Context, cfg *config.Config, configFile, version string
 	if c.Node == nil {
 		pendingEndsFile = filepath.Join(cfg.DataDir, "pending-turn-ends.json")
 	}
+	budgets, err := newBudgets(cfg, c.Store, reg, log)
+	if err != nil {
+		return nil, err
+	}
 	c.Manager, err = turns.New(turns.Config{
+		Budgets:              budgets,
 		Store:                turnStore,
+		Audit:                c.Audit,
 		Ownership:            owner,
-		Notifier:             c.Hub,
-		Subscribers:          c.Hub,
-		Requests:             c.Hub,
-		Models:               modelRouter(cfg, log),
+		Sink:                 c.Hub,
+		Ephemeral:            memory.New(memory.Config{}),
+		Models:               modelRouter(cfg, log, c.Traces.Propagate()),
 		Tools:                c.Tools.Build,
 		ValidateDynamicTools: orchestrate.ValidateDynamicTools,
 		ThreadUnloaded:       c.Tools.ThreadUnloaded,
-		UserShell:            c.Tools,
+		ChildTurn:            c.Tools.ChildTurn,
+		ChildEnded:           c.Tools.ChildEnded,
+		ThreadStarted: func(threadID string, config map[string]json.RawMessage, tell func(string, any)) {
+			c.MCP.ThreadStarted(threadID, config, func(n api.McpServerStartupStatusUpdatedNotification) {
+				tell(api.MethodMcpServerStartupStatusUpdated, n)
+			})
+		},
+		UserShell: c.Tools,
 		Defaults: turns.Defaults{
 			Model:            cfg.Model,
 			ModelProvider:    cfg.ModelProvider,
 			ApprovalPolicy:   string(cfg.ApprovalPolicy),
 			SandboxMode:      string(cfg.SandboxMode),
+			ReasoningEffort:  string(cfg.ModelReasoningEffort),
+			ReasoningSummary: cfg.ModelReasoningSummary,
+			ServiceTiers:     serviceTiers(cfg),
 			Cwd:              c.Cwd,
 			CLIVersion:       version,
 			ContextWindow:    configview.ContextWindow(cfg),
 			AutoCompactLimit: configview.AutoCompactLimit(cfg),
 			CompactPrompt:    cfg.CompactPrompt,
+			Features:         cfg.Features.Map(),
 		},
 		ShutdownGrace:   cfg.ShutdownGracePeriod,
+		MaxRunningTurns: cfg.MaxRunningTurns,
 		PendingEndsFile: pendingEndsFile,
-		Observer:        obs,
+		Observer:        turnsObserver(tel, c.Traces),
 		Logger:          log,
 	})
 	if err != nil {
@@ -262,26 +366,75 @@ func NewCore(ctx context.Context, cfg *config.Config, configFile, version string
 	if c.Node != nil {
 		// Settles the turns of dead daemons before this one serves.
 		stops[StopLeases] = c.Node.Stop
-		if err := c.Node.Start(ctx, clusterEvents{Manager: c.Manager, hub: c.Hub}); err != nil {
+		clEvents.Manager, clEvents.hub = c.Manager, c.Hub
+		if err := c.Node.Start(ctx); err != nil {
 			return nil, err
 		}
 		log.Info("thread leases", "node", c.Node.ID(), "lease_ttl", cfg.LeaseTTL)
 	}
-	registerCounts(c.Metrics.Registry, c.Manager)
+	// Webhooks: each [[webhooks]] entry is a consumer of the event log;
+	// one daemon of the database delivers each.
+	holder := embeddedHolder
+	if c.Node != nil {
+		holder = c.Node.ID()
+	}
+	// Subscriptions made over the HTTP API live in the store: every daemon
+	// runs them, a principal's taking only its own threads' events.
+	hooks, err := webhook.New(webhook.Config{
+		Hooks: cfg.Webhooks, Log: c.Events, Hub: c.Hub, Store: c.Store, Holder: holder, Registerer: reg, Logger: log,
+		OwnerOf: func(ctx context.Context, threadID string) (string, error) {
+			res, err := c.Manager.ReadThread(ctx, api.ThreadReadParams{ThreadID: threadID})
+			if err != nil {
+				return "", err
+			}
+			if res.Thread.Originator == nil {
+				return "", nil
+			}
+			return principal.NameOf(*res.Thread.Originator), nil
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	c.Webhooks = hooks
+	stops[StopWebhooks] = hooks.Stop
+	if err := hooks.Start(ctx); err != nil {
+		return nil, err
+	}
+	registerCounts(reg, c.Manager)
 	return c, nil
 }
+
+// nodeName is the node id the audit log names this daemon by: the
+// cluster node's id on Postgres, else node_id or the host name.
+func nodeName(cfg *config.Config, node *cluster.Node) string {
+	if node != nil {
+		return node.ID()
+	}
+	if cfg.NodeID != "" {
+		return cfg.NodeID
+	}
+	host, _ := os.Hostname()
+	return host
+}
+
+// embeddedHolder names the daemon of an embedded store in the event
+// consumers' leases: the only one, so a daemon restarted after a crash
+// takes its leases back at once.
+const embeddedHolder = "embedded"
 
 // clusterEvents is what the cluster node tells this daemon: lost leases,
 // recovered turns and forwarded turn requests go to the turns manager;
 // forwarded answers to server requests go to the hub, which holds the
-// pending requests.
+// pending requests. The node is built before both and calls it only once
+// it runs, after they are set.
 type clusterEvents struct {
 	*turns.Manager
 	hub *hub.Hub
 }
 
 // Command runs a request another daemon forwarded.
-func (e clusterEvents) Command(ctx context.Context, method string, params json.RawMessage) (any, error) {
+func (e *clusterEvents) Command(ctx context.Context, method string, params json.RawMessage) (any, error) {
 	switch method {
 	case cluster.MethodAnswer:
 	case cluster.MethodHeld:
@@ -356,27 +509,9 @@ func (r remoteAnswers) Pending(ctx context.Context, threadID string) ([]hub.Offe
 	return offers, nil
 }
 
-// turnsObserver is the turns manager's Observer: the series, with spans
-// when [otel] configures an exporter (the provider's shutdown, which
-// exports the last spans, goes in stops).
-func turnsObserver(ctx context.Context, cfg *config.Config, tel *telemetry, version string, log *slog.Logger, stops *Stops) (turns.Observer, error) {
-	tp, err := newTracerProvider(ctx, cfg.OTel, version)
-	if err != nil || tp == nil {
-		return tel, err
-	}
-	stops[StopTraces] = func() {
-		ctx, cancel := context.WithTimeout(context.Background(), traceShutdownTimeout)
-		defer cancel()
-		if err := tp.Shutdown(ctx); err != nil {
-			log.Warn("exporting the last spans", "err", err)
-		}
-	}
-	return tracing{Observer: tel, tracer: tp.Tracer(tracerName)}, nil
-}
-
 // OpenStore opens the configured backend: Postgres when database_url is
 // set, otherwise the embedded store inside data_dir (created on first run).
-func OpenStore(ctx context.Context, cfg *config.Config, migrate bool, observe store.ObserveFunc) (store.Store, string, error) {
+func OpenStore(ctx context.Context, cfg *config.Config, migrate bool, observe store.ObserveFunc, log *slog.Logger) (store.Store, string, error) {
 	if cfg.DatabaseURL != "" {
 		st, err := postgres.Open(ctx, postgres.Config{URL: cfg.DatabaseURL, Migrate: migrate, Observe: observe})
 		return st, "postgres", err
@@ -385,12 +520,14 @@ func OpenStore(ctx context.Context, cfg *config.Config, migrate bool, observe st
 		return nil, "", fmt.Errorf("create data dir: %w", err)
 	}
 	path := filepath.Join(cfg.DataDir, "appserver.db")
-	st, err := sqlite.Open(ctx, sqlite.Config{Path: path, Migrate: migrate, Observe: observe})
+	st, err := sqlite.Open(ctx, sqlite.Config{Path: path, Migrate: migrate, Observe: observe, Logger: log})
 	return st, "embedded:" + path, err
 }
 
-// modelRouter maps [model_providers] to the model clients' router.
-func modelRouter(cfg *config.Config, log *slog.Logger) *model.Router {
+// modelRouter maps [model_providers] to the model clients' router;
+// propagate (nil when traces are off) writes the trace context into their
+// requests' headers.
+func modelRouter(cfg *config.Config, log *slog.Logger, propagate func(context.Context, http.Header)) *model.Router {
 	providers := make(map[string]model.ProviderSource, len(cfg.ModelProviders))
 	for id, pc := range cfg.ModelProviders {
 		// The config counts retries (0 = none); the client's 0 means its
@@ -413,7 +550,18 @@ func modelRouter(cfg *config.Config, log *slog.Logger) *model.Router {
 			HeaderEnv: pc.EnvHTTPHeaders,
 		}
 	}
-	return model.NewRouter(model.RouterConfig{Providers: providers, Logger: log})
+	return model.NewRouter(model.RouterConfig{Providers: providers, Logger: log, Propagate: propagate})
+}
+
+// serviceTiers are, per model of the catalog, the ids of its service tiers.
+func serviceTiers(cfg *config.Config) map[string][]string {
+	out := map[string][]string{}
+	for id, m := range cfg.ModelCatalog {
+		for _, st := range m.ServiceTiers {
+			out[id] = append(out[id], st.ID)
+		}
+	}
+	return out
 }
 
 // skillsConfig maps the [skills] config section.
@@ -426,22 +574,31 @@ func skillsConfig(cfg *config.Config) skills.Config {
 }
 
 // newTools builds the tool orchestration: the exec-policy rules live in
-// data_dir/rules; the skills namespace is offered only when [skills]
-// configures roots or remotes.
-func newTools(cfg *config.Config, configFile string, log *slog.Logger, broker *dynamic.Broker, cat *skills.Catalog, mcpServers *mcp.Manager) (*orchestrate.Service, error) {
+// data_dir/rules and the login-shell snapshots in data_dir/shell-snapshots
+// (hidden from commands but for that directory, shown read-only); the
+// skills namespace is offered only when [skills] configures roots or
+// remotes.
+func newTools(cfg *config.Config, doors Doors, guard *fsguard.Guard, auditLog *audit.Log, log *slog.Logger, broker *dynamic.Broker, cat *skills.Catalog, mcpServers *mcp.Manager) (*orchestrate.Service, error) {
 	if !skillsConfig(cfg).Configured() {
 		cat = nil
+	}
+	refusal := ""
+	if doors.TCP {
+		refusal = NetworkRefusal(cfg)
 	}
 	return orchestrate.New(orchestrate.Config{
 		RulesDir:       filepath.Join(cfg.DataDir, "rules"),
 		RulesFile:      policy.DefaultRulesFile(cfg.DataDir),
 		SandboxBackend: cfg.SandboxBackend,
-		// The daemon's own state: sandboxed commands neither read nor write it.
-		Hidden:    []string{cfg.DataDir, configFile, cfg.WSTokenFile, cfg.WSSharedSecretFile},
-		WebSearch: cfg.WebSearch,
+		SandboxPool:    sandboxPool(cfg),
+		Guard:          guard,
+		Audit:          auditLog,
+		SnapshotDir:    filepath.Join(cfg.DataDir, "shell-snapshots"),
+		NetworkRefused: refusal,
+		WebSearch:      cfg.WebSearch,
 		MultiAgent: agents.Config{
 			Enabled: cfg.Features.MultiAgent, MaxDepth: cfg.Agents.MaxDepth,
-			MaxPerThread: cfg.Agents.MaxThreads, MaxTotal: cfg.Agents.MaxTotal,
+			MaxPerThread: cfg.Agents.MaxThreads, MaxTotal: cfg.Agents.MaxTotal, MaxPerPrincipal: cfg.Agents.MaxPerPrincipal,
 		},
 		Providers: cfg.ModelProviders,
 		Models:    cfg.ModelCatalog,
@@ -450,17 +607,53 @@ func newTools(cfg *config.Config, configFile string, log *slog.Logger, broker *d
 	}, broker, cat)
 }
 
-// Authenticator checks that the listen address may go without
-// authentication (loopback only) and builds the websocket's (and the HTTP
-// API's operator) authenticator from ws_auth; nil when ws_auth is off.
+// sandboxPool is the configuration's bound on pooled sandboxes; a size
+// of 0 turns pooling off.
+func sandboxPool(cfg *config.Config) sandbox.PoolOptions {
+	size := cfg.SandboxPoolSize
+	if size == 0 {
+		size = -1
+	}
+	return sandbox.PoolOptions{Size: size, IdleTimeout: cfg.SandboxPoolIdleTimeout}
+}
+
+// newGuard is the rule of what the daemon's own tools may touch, built once:
+// its masked paths are the daemon's own state (the data directory, with
+// the store, the exec-policy rules and the user config overlay; the
+// config file; the token, shared-secret and TLS key files; the unix
+// control socket, which trusts its peer without a token). Sandboxed
+// commands are hidden the same list (the tools' sandbox takes it from the
+// guard), and the tools the daemon runs itself never read or write it.
+func newGuard(cfg *config.Config, configFile string) (*fsguard.Guard, error) {
+	return fsguard.New(fsguard.Config{Masked: []string{
+		cfg.DataDir, configFile, cfg.WSTokenFile, cfg.WSSharedSecretFile, cfg.TLSKeyFile, cfg.ControlSocket(),
+	}})
+}
+
+// Authenticator checks that a network listen address may go without
+// authentication (loopback only) and builds the authenticator of every
+// door from ws_auth (the operator's credential) and the principals'
+// tokens; nil when there is neither. The control socket and stdio need
+// no credential: only the daemon's user reaches them, as with the
+// reference.
 func Authenticator(cfg *config.Config) (*auth.Authenticator, error) {
-	if err := auth.RequireForAddress(auth.Mode(cfg.WSAuth), cfg.ListenHost()); err != nil {
-		return nil, err
+	if cfg.ListenAddr().IsValid() {
+		if err := auth.RequireForAddress(auth.Mode(cfg.WSAuth), cfg.ListenHost()); err != nil {
+			return nil, err
+		}
+	}
+	principals := make(map[string]string, len(cfg.HTTPAPI.Principals))
+	for name, p := range cfg.HTTPAPI.Principals {
+		principals[name] = p.TokenSHA256
 	}
 	if cfg.WSAuth == config.WSAuthNone {
-		return nil, nil
+		if len(principals) == 0 {
+			return nil, nil
+		}
+		return auth.New(auth.Config{Principals: principals})
 	}
 	ac := auth.Config{
+		Principals:       principals,
 		Mode:             auth.Mode(cfg.WSAuth),
 		TokenFile:        cfg.WSTokenFile,
 		TokenSHA256:      cfg.WSTokenSHA256,
@@ -472,4 +665,45 @@ func Authenticator(cfg *config.Config) (*auth.Authenticator, error) {
 		ac.MaxClockSkew = time.Duration(cfg.WSMaxClockSkewSeconds) * time.Second
 	}
 	return auth.New(ac)
+}
+
+// Principals builds the principals' rules from [http_api]: their ceiling
+// and workspace roots, kept clear of the daemon's own files (the data
+// directory, configFile, the token and secret files).
+func Principals(cfg *config.Config, configFile string) (*principal.Rules, error) {
+	roots := make(map[string][]string, len(cfg.HTTPAPI.Principals))
+	for name, p := range cfg.HTTPAPI.Principals {
+		roots[name] = p.WorkspaceRoots
+	}
+	workspaces := cfg.HTTPAPI.PrincipalWorkspaces
+	if workspaces == "" && cfg.DataDir != "" {
+		// Beside the data directory, not in it: sandboxed commands never
+		// see the data directory.
+		workspaces = filepath.Clean(cfg.DataDir) + "-workspaces"
+	}
+	return principal.New(principal.Config{
+		Roots: roots,
+		Ceiling: principal.Ceiling{
+			MaxSandbox:               api.SandboxMode(cfg.HTTPAPI.PrincipalMaxSandbox),
+			MaxApproval:              api.ApprovalPolicy(cfg.HTTPAPI.PrincipalMaxApproval),
+			AllowNeverWithFullAccess: cfg.HTTPAPI.PrincipalMaxApproval == config.ApprovalNever,
+		},
+		WorkspacesDir: workspaces,
+		Reserved:      absPaths(cfg.DataDir, configFile, cfg.WSTokenFile, cfg.WSSharedSecretFile),
+	})
+}
+
+// absPaths makes the given paths absolute (from the daemon's directory),
+// skipping empty ones.
+func absPaths(paths ...string) []string {
+	var out []string
+	for _, p := range paths {
+		if p == "" {
+			continue
+		}
+		if abs, err := filepath.Abs(p); err == nil {
+			out = append(out, abs)
+		}
+	}
+	return out
 }

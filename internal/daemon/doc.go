@@ -3,8 +3,9 @@
 // skill catalog and its watcher, the MCP connections, the built-in tools
 // and the turns manager, and with Postgres the cluster node that leases
 // threads to this daemon among those sharing the database; and it names
-// the steps of their shutdown, in order. cmd/appserver adds the listeners (websocket, HTTP API, /mcp) or
-// the stdio MCP session on top, and keeps flags and configuration loading.
+// the steps of their shutdown, in order. internal/serve adds the listeners
+// (websocket, HTTP API, /mcp) or the stdio sessions on top, and keeps flags
+// and configuration loading.
 //
 // It owns the turns' telemetry: the Prometheus series and, when [otel]
 // configures an exporter, the OpenTelemetry tracer provider, both behind
@@ -12,5 +13,6 @@
 // import OpenTelemetry; archtest holds that.
 //
 // It is the composition root's library: it may import every service
-// package, and nothing but cmd/appserver imports it.
+// package, and nothing but internal/serve (and the e2e harness,
+// internal/apptest) imports it.
 package daemon

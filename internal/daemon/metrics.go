@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/appserver/appserver/api"
 	"github.com/appserver/appserver/internal/turns"
@@ -50,56 +51,57 @@ type telemetry struct {
 
 // newTelemetry registers the series on reg, with appserver_build_info.
 func newTelemetry(reg prometheus.Registerer, version string) *telemetry {
+	f := promauto.With(reg)
 	m := &telemetry{
-		turns: prometheus.NewCounterVec(prometheus.CounterOpts{
+		turns: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "appserver_turns_total",
 			Help: "Turns ended, by status (completed, interrupted, failed).",
 		}, []string{"status"}),
-		turnDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		turnDuration: f.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "appserver_turn_duration_seconds",
 			Help:    "Duration of turns from turn/start to their end, by status.",
 			Buckets: turnBuckets,
 		}, []string{"status"}),
-		modelRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+		modelRequests: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "appserver_model_requests_total",
 			Help: "Model requests of turns, by provider, model and outcome (ok, canceled, error, or the model error's kind such as unauthorized or rate_limited).",
 		}, []string{"provider", "model", "outcome"}),
-		modelDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		modelDuration: f.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "appserver_model_request_duration_seconds",
 			Help:    "Duration of model requests from sending to the end of the response, retries included, by provider and model.",
 			Buckets: modelBuckets,
 		}, []string{"provider", "model"}),
-		modelFirst: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		modelFirst: f.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "appserver_model_time_to_first_token_seconds",
 			Help:    "Time from sending a model request to its first streamed event, by provider and model.",
 			Buckets: firstTokenBuckets,
 		}, []string{"provider", "model"}),
-		modelRetries: prometheus.NewCounterVec(prometheus.CounterOpts{
+		modelRetries: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "appserver_model_retries_total",
 			Help: "Model requests repeated after a transient failure (429, 5xx, connection errors), by provider and model.",
 		}, []string{"provider", "model"}),
-		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{
+		tokens: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "appserver_model_tokens_total",
 			Help: "Tokens reported by model responses, by provider, model and type (input and output include cached_input and reasoning_output respectively).",
 		}, []string{"provider", "model", "type"}),
-		toolCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
+		toolCalls: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "appserver_tool_calls_total",
 			Help: "Tool calls of turns, by tool and outcome (ok, failed, aborted, unsupported, fatal).",
 		}, []string{"tool", "outcome"}),
-		toolDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		toolDuration: f.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "appserver_tool_call_duration_seconds",
 			Help:    "Duration of tool calls from dispatch to output, approval and lock waits included, by tool.",
 			Buckets: toolBuckets,
 		}, []string{"tool"}),
-		approvals: prometheus.NewGauge(prometheus.GaugeOpts{
+		approvals: f.NewGauge(prometheus.GaugeOpts{
 			Name: "appserver_approvals_pending",
 			Help: "Approval requests (commands, file changes, MCP elicitations) waiting for a client's decision.",
 		}),
-		approvalsTaken: prometheus.NewCounterVec(prometheus.CounterOpts{
+		approvalsTaken: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "appserver_approval_decisions_total",
 			Help: "Approval requests settled, by kind (approval, elicitation) and decision (accept, acceptForSession, decline, cancel, ..., no_client, canceled, error).",
 		}, []string{"kind", "decision"}),
-		commitBatches: prometheus.NewHistogram(prometheus.HistogramOpts{
+		commitBatches: f.NewHistogram(prometheus.HistogramOpts{
 			Name:    "appserver_store_group_commit_batches",
 			Help:    "Callers' batches carried by each group commit (one transaction); its latency is appserver_store_operation_duration_seconds{op=\"write\"}.",
 			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128},
@@ -113,14 +115,11 @@ func newTelemetry(reg prometheus.Registerer, version string) *telemetry {
 			}
 		}
 	}
-	buildInfo := prometheus.NewGauge(prometheus.GaugeOpts{
+	f.NewGauge(prometheus.GaugeOpts{
 		Name:        "appserver_build_info",
 		Help:        "Always 1; the labels say which build is running.",
 		ConstLabels: prometheus.Labels{"version": version, "revision": revision, "goversion": runtime.Version()},
-	})
-	buildInfo.Set(1)
-	reg.MustRegister(m.turns, m.turnDuration, m.modelRequests, m.modelDuration, m.modelFirst, m.modelRetries,
-		m.tokens, m.toolCalls, m.toolDuration, m.approvals, m.approvalsTaken, m.commitBatches, buildInfo)
+	}).Set(1)
 	return m
 }
 
@@ -132,21 +131,26 @@ type counter interface {
 
 // registerCounts registers the gauges read from mgr when scraped.
 func registerCounts(reg prometheus.Registerer, mgr counter) {
-	reg.MustRegister(
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "appserver_threads_loaded",
-			Help: "Threads loaded in memory.",
-		}, func() float64 { loaded, _ := mgr.Counts(); return float64(loaded) }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "appserver_turns_running",
-			Help: "Turns running now.",
-		}, func() float64 { _, running := mgr.Counts(); return float64(running) }),
-	)
+	f := promauto.With(reg)
+	f.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "appserver_threads_loaded",
+		Help: "Threads loaded in memory.",
+	}, func() float64 { loaded, _ := mgr.Counts(); return float64(loaded) })
+	f.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "appserver_turns_running",
+		Help: "Turns running now.",
+	}, func() float64 { _, running := mgr.Counts(); return float64(running) })
 }
 
 // TurnStarted implements turns.Observer; the series need nothing at the
 // start.
 func (m *telemetry) TurnStarted(ctx context.Context, _ turns.TurnInfo) context.Context { return ctx }
+
+// ModelRequestStarted implements turns.Observer; the series count a
+// request when it ended.
+func (m *telemetry) ModelRequestStarted(ctx context.Context, _, _ string) context.Context {
+	return ctx
+}
 
 // TurnEnded implements turns.Observer.
 func (m *telemetry) TurnEnded(_ context.Context, status api.TurnStatus, d time.Duration) {

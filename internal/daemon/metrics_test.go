@@ -10,18 +10,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
 	"github.com/appserver/appserver/api"
+	"github.com/appserver/appserver/internal/frontdoor"
 	"github.com/appserver/appserver/internal/model"
 	"github.com/appserver/appserver/internal/server"
 	"github.com/appserver/appserver/internal/turns"
 )
-
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // seriesName finds the daemon's series names in a PromQL expression.
 var seriesName = regexp.MustCompile(`\bappserver_[a-z_]+`)
@@ -31,8 +30,11 @@ var seriesName = regexp.MustCompile(`\bappserver_[a-z_]+`)
 // and unit conventions, and checks that deploy/grafana-dashboard.json
 // queries only those.
 func TestMetricsLintClean(t *testing.T) {
-	m := server.NewMetrics()
-	tel := newTelemetry(m.Registry, "v1.2.3")
+	reg := frontdoor.NewRegistry()
+	m := server.NewMetrics(reg)
+	_, err := frontdoor.New(frontdoor.Config{Registry: reg})
+	require.NoError(t, err)
+	tel := newTelemetry(reg, "v1.2.3")
 	ctx := context.Background()
 	tel.TurnEnded(ctx, api.TurnCompleted, 3*time.Second)
 	tel.ModelRequest(ctx, turns.ModelRequestStats{Provider: "p", Model: "m", Outcome: "ok", Duration: time.Second,
@@ -41,10 +43,10 @@ func TestMetricsLintClean(t *testing.T) {
 	tel.ApprovalPending(1)
 	tel.ApprovalDecided("approval", "accept")
 	m.ObserveStoreOp("write", time.Millisecond, nil)
-	registerCounts(m.Registry, fixedCounts{loaded: 3, running: 2})
+	registerCounts(reg, fixedCounts{loaded: 3, running: 2})
 	tel.ObserveCommit(3, time.Millisecond)
 
-	mfs, err := m.Registry.Gather()
+	mfs, err := reg.Gather()
 	require.NoError(t, err)
 	problems, err := promlint.NewWithMetricFamilies(mfs).Lint()
 	require.NoError(t, err)
@@ -97,7 +99,7 @@ func (c fixedCounts) Counts() (int, int) { return c.loaded, c.running }
 // BenchmarkTelemetryPerTurn is what the series cost a turn of one model
 // request and one tool call.
 func BenchmarkTelemetryPerTurn(b *testing.B) {
-	tel := newTelemetry(server.NewMetrics().Registry, "bench")
+	tel := newTelemetry(prometheus.NewRegistry(), "bench")
 	stats := turns.ModelRequestStats{Provider: "openai", Model: "gpt-5.1-codex", Outcome: "ok", Duration: time.Second,
 		FirstEvent: 300 * time.Millisecond, Usage: model.Usage{InputTokens: 1000, CachedInputTokens: 800, OutputTokens: 50, ReasoningOutputTokens: 20}}
 	ctx := context.Background()

@@ -12,21 +12,23 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
 	"github.com/appserver/appserver/api"
 	"github.com/appserver/appserver/internal/config"
+	"github.com/appserver/appserver/internal/hub"
 	"github.com/appserver/appserver/internal/model"
 	"github.com/appserver/appserver/internal/model/fakemodel"
 	"github.com/appserver/appserver/internal/registry"
-	"github.com/appserver/appserver/internal/server"
 	"github.com/appserver/appserver/internal/store/sqlite"
 	"github.com/appserver/appserver/internal/turns"
 )
@@ -36,11 +38,15 @@ import (
 // provider is left alone.
 func TestTracesOffByDefault(t *testing.T) {
 	cfg := config.Default()
-	tel := newTelemetry(server.NewMetrics().Registry, "v")
+	tel := newTelemetry(prometheus.NewRegistry(), "v")
 	var stops Stops
-	obs, err := turnsObserver(context.Background(), &cfg, tel, "v", slog.New(slog.DiscardHandler), &stops)
+	tr, err := newTraces(context.Background(), cfg.OTel, "v", slog.New(slog.DiscardHandler), &stops)
 	require.NoError(t, err)
-	require.Same(t, tel, obs)
+	require.Nil(t, tr)
+	require.Same(t, tel, turnsObserver(tel, tr))
+	require.Nil(t, tr.HTTP())
+	require.Nil(t, tr.Sessions())
+	require.Nil(t, tr.Propagate())
 	require.Nil(t, stops[StopTraces])
 	_, isSDK := otel.GetTracerProvider().(*sdktrace.TracerProvider)
 	require.False(t, isSDK)
@@ -62,10 +68,11 @@ func TestTracesExportOverOTLPHTTP(t *testing.T) {
 	cfg := config.Default()
 	cfg.OTel = config.OTel{Exporter: config.OTelExporterHTTP, Endpoint: collector.URL + "/v1/traces",
 		Headers: map[string]string{"X-Api-Key": "k"}, ServiceName: "svc"}
-	tel := newTelemetry(server.NewMetrics().Registry, "v")
+	tel := newTelemetry(prometheus.NewRegistry(), "v")
 	var stops Stops
-	obs, err := turnsObserver(context.Background(), &cfg, tel, "v", slog.New(slog.DiscardHandler), &stops)
+	tr, err := newTraces(context.Background(), cfg.OTel, "v", slog.New(slog.DiscardHandler), &stops)
 	require.NoError(t, err)
+	obs := turnsObserver(tel, tr)
 	require.NotNil(t, stops[StopTraces])
 	ctx := obs.TurnStarted(context.Background(), turns.TurnInfo{ThreadID: "th", TurnID: "tu", Provider: "p", Model: "m"})
 	obs.TurnEnded(ctx, api.TurnCompleted, time.Second)
@@ -108,8 +115,9 @@ func TestTracesExportOverOTLPGRPC(t *testing.T) {
 	cfg.OTel = config.OTel{Exporter: config.OTelExporterGRPC, Endpoint: "http://" + lis.Addr().String(),
 		Headers: map[string]string{"x-api-key": "k"}, ServiceName: "svc"}
 	var stops Stops
-	obs, err := turnsObserver(context.Background(), &cfg, newTelemetry(server.NewMetrics().Registry, "v"), "v", slog.New(slog.DiscardHandler), &stops)
+	tr, err := newTraces(context.Background(), cfg.OTel, "v", slog.New(slog.DiscardHandler), &stops)
 	require.NoError(t, err)
+	obs := turnsObserver(newTelemetry(prometheus.NewRegistry(), "v"), tr)
 	ctx := obs.TurnStarted(context.Background(), turns.TurnInfo{ThreadID: "th", TurnID: "tu", Provider: "p", Model: "m"})
 	obs.TurnEnded(ctx, api.TurnCompleted, time.Second)
 	stops.Run()
@@ -121,16 +129,18 @@ func TestTracesExportOverOTLPGRPC(t *testing.T) {
 	}
 }
 
-// notified signals turn/completed; the other notifications are dropped.
+// notified is a hub subscriber that signals turn/completed; the other
+// notifications are dropped.
 type notified chan struct{}
 
-func (n notified) Broadcast(string, any) {}
-
-func (n notified) Send(_ []turns.ConnID, method string, _ any) {
-	if method == "turn/completed" {
+func (n notified) Notify(note *hub.Notification) {
+	if note.Method == "turn/completed" {
 		n <- struct{}{}
 	}
 }
+
+func (n notified) Request(*hub.Request, int64) bool { return false }
+func (n notified) Settled(*hub.Request)             {}
 
 type fakeModels struct{ c model.Client }
 
@@ -151,16 +161,20 @@ func TestTurnSpans(t *testing.T) {
 	fake, err := fakemodel.Start(script)
 	require.NoError(t, err)
 	defer fake.Close()
-	client, err := model.New(model.ProviderConfig{BaseURL: fake.URL(), MaxRetries: -1}, nil)
-	require.NoError(t, err)
-
 	spans := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))
 	defer tp.Shutdown(ctx)
+	tr := newTracesOf(tp)
+	client, err := model.New(model.ProviderConfig{BaseURL: fake.URL(), MaxRetries: -1}, nil, model.WithPropagation(tr.Propagate()))
+	require.NoError(t, err)
 	done := make(notified, 1)
+	h := hub.New(hub.Config{})
+	defer h.Close()
+	conn := h.NewConnID()
+	h.Attach(conn, done, hub.AttachOptions{})
 	m, err := turns.New(turns.Config{
-		Store: st, Notifier: done, Models: fakeModels{client},
-		Observer: tracing{Observer: newTelemetry(server.NewMetrics().Registry, "v"), tracer: tp.Tracer(tracerName)},
+		Store: st, Sink: h, Models: fakeModels{client},
+		Observer: turnsObserver(newTelemetry(prometheus.NewRegistry(), "v"), tr),
 		Defaults: turns.Defaults{Model: "fake-model", ModelProvider: "fake", Cwd: t.TempDir()},
 		Tools: func(turns.ToolContext) ([]registry.ConfiguredToolSpec, *registry.Registry, error) {
 			b := registry.NewBuilder(registry.Config{})
@@ -176,10 +190,18 @@ func TestTurnSpans(t *testing.T) {
 	})
 	require.NoError(t, err)
 	defer m.Stop()
-	th, after, err := m.StartThread(ctx, turns.Caller{Conn: 1}, api.ThreadStartParams{})
+	th, after, err := m.StartThread(ctx, turns.Caller{Conn: conn}, api.ThreadStartParams{})
 	require.NoError(t, err)
 	after()
-	tr, after, err := m.StartTurn(ctx, turns.Caller{Conn: 1}, api.TurnStartParams{
+	// The request that starts the turn continues a caller's trace.
+	callerTrace, err := trace.TraceIDFromHex("4bf92f3577b34da6a3ce929d0e0e4736")
+	require.NoError(t, err)
+	callerSpan, err := trace.SpanIDFromHex("00f067aa0ba902b7")
+	require.NoError(t, err)
+	caller := trace.ContextWithRemoteSpanContext(ctx, trace.NewSpanContext(trace.SpanContextConfig{
+		TraceID: callerTrace, SpanID: callerSpan, TraceFlags: trace.FlagsSampled, Remote: true,
+	}))
+	turn, after, err := m.StartTurn(caller, turns.Caller{Conn: conn}, api.TurnStartParams{
 		ThreadID: th.Thread.ID, Input: api.List[api.UserInput]{{Type: api.UserInputText, Text: "go"}},
 	})
 	require.NoError(t, err)
@@ -196,12 +218,13 @@ func TestTurnSpans(t *testing.T) {
 	for _, s := range spans.GetSpans() {
 		byName[s.Name] = s
 	}
-	turn := byName["turn"]
-	require.False(t, turn.Parent.IsValid(), "the turn's span is a root")
+	turnSpan := byName["turn"]
+	require.Equal(t, callerTrace, turnSpan.SpanContext.TraceID(), "the turn continues its caller's trace")
+	require.Equal(t, callerSpan, turnSpan.Parent.SpanID())
 	require.Equal(t, map[attribute.Key]string{
-		"appserver.thread.id": th.Thread.ID, "appserver.turn.id": tr.Turn.ID,
+		"appserver.thread.id": th.Thread.ID, "appserver.turn.id": turn.Turn.ID,
 		"gen_ai.provider.name": "fake", "gen_ai.request.model": "fake-model", "appserver.turn.status": "completed",
-	}, stringAttrs(turn.Attributes))
+	}, stringAttrs(turnSpan.Attributes))
 
 	var requests []tracetest.SpanStub
 	for _, s := range spans.GetSpans() {
@@ -213,10 +236,17 @@ func TestTurnSpans(t *testing.T) {
 	tool, ok := byName["execute_tool probe"]
 	require.True(t, ok)
 	for _, child := range append(requests, tool) {
-		require.Equal(t, turn.SpanContext.TraceID(), child.SpanContext.TraceID())
-		require.Equal(t, turn.SpanContext.SpanID(), child.Parent.SpanID(), "%s is a child of the turn", child.Name)
-		require.False(t, child.StartTime.Before(turn.StartTime))
-		require.False(t, child.EndTime.After(turn.EndTime))
+		require.Equal(t, callerTrace, child.SpanContext.TraceID())
+		require.Equal(t, turnSpan.SpanContext.SpanID(), child.Parent.SpanID(), "%s is a child of the turn", child.Name)
+		require.False(t, child.StartTime.Before(turnSpan.StartTime))
+		require.False(t, child.EndTime.After(turnSpan.EndTime))
+	}
+	// Each model request went out with its span's trace context, so the
+	// provider's spans join the trace under it.
+	sent := fake.Requests()
+	require.Len(t, sent, 2)
+	for i, r := range sent {
+		require.Equal(t, "00-"+callerTrace.String()+"-"+requests[i].SpanContext.SpanID().String()+"-01", r.Header.Get("Traceparent"))
 	}
 	first := attrMap(requests[0].Attributes)
 	require.Equal(t, "fake", first["gen_ai.provider.name"].AsString())
@@ -254,16 +284,16 @@ func stringAttrs(kvs []attribute.KeyValue) map[attribute.Key]string {
 func BenchmarkTracingPerTurn(b *testing.B) {
 	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(tracetest.NewNoopExporter()))
 	defer tp.Shutdown(context.Background())
-	obs := tracing{Observer: newTelemetry(server.NewMetrics().Registry, "bench"), tracer: tp.Tracer(tracerName)}
+	obs := turnsObserver(newTelemetry(prometheus.NewRegistry(), "bench"), newTracesOf(tp))
 	stats := turns.ModelRequestStats{Provider: "openai", Model: "gpt-5.1-codex", Outcome: "ok", Duration: time.Second,
 		FirstEvent: 300 * time.Millisecond, Usage: model.Usage{InputTokens: 1000, CachedInputTokens: 800, OutputTokens: 50, ReasoningOutputTokens: 20}}
 	info := turns.TurnInfo{ThreadID: "thread", TurnID: "turn", Provider: "openai", Model: "gpt-5.1-codex"}
 	b.ReportAllocs()
 	for b.Loop() {
 		ctx := obs.TurnStarted(context.Background(), info)
-		obs.ModelRequest(ctx, stats)
+		obs.ModelRequest(obs.ModelRequestStarted(ctx, stats.Provider, stats.Model), stats)
 		obs.ToolCall(ctx, "shell_command", "ok", 20*time.Millisecond)
-		obs.ModelRequest(ctx, stats)
+		obs.ModelRequest(obs.ModelRequestStarted(ctx, stats.Provider, stats.Model), stats)
 		obs.TurnEnded(ctx, api.TurnCompleted, 2*time.Second)
 	}
 }

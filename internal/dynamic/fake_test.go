@@ -11,10 +11,6 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
-}
-
 // leakCheck verifies, after every other cleanup of the test, that no
 // goroutine is left behind. Call it first.
 func leakCheck(t *testing.T) {

@@ -3,9 +3,20 @@
 // store's events table (a store.EventQueue that the group committer drains
 // into every commit round, so events ride the transcript's transactions;
 // what no round takes within FlushDelay the Log writes itself, through the
-// same committer), prunes events older than the retention, and, on
-// Postgres, listens (Listener) for the events other daemons commit and
-// gives them to this daemon's subscribers of the thread in order.
+// same committer), bounds it (the deltas of one item beyond ItemMaxBytes
+// are delivered live but not logged; a thread's log is cut to
+// ThreadMaxBytes, oldest first, and events older than the retention go, by
+// a pruner apart from the hot path, which then has the store reclaim the
+// space), and, on Postgres, listens (Listener) for the events other
+// daemons commit and gives them to this daemon's subscribers of the thread
+// in order.
+//
+// It also serves in-process consumers of every thread's events (Consumer,
+// for code of the daemon such as a webhook sender): each hears the events
+// live through the hub as an all-threads subscriber, reads back from the
+// log what it was not told or could not keep, and saves a durable cursor
+// (the last sequence number handled per thread) through the store; one
+// consumer per name holds a lease across the daemons sharing the database.
 //
 // Numbering: the daemon that runs a thread is its single writer. The first
 // notification of a thread this daemon numbers continues from the stored

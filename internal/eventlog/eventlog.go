@@ -1,13 +1,17 @@
 package eventlog
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"log/slog"
+	"maps"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/appserver/appserver/internal/hub"
+	"github.com/appserver/appserver/internal/service"
 	"github.com/appserver/appserver/internal/store"
 )
 
@@ -22,8 +26,17 @@ const (
 	// DefaultFlushDelay is how long queued events wait for a transcript
 	// commit to ride before they are written alone.
 	DefaultFlushDelay = 2 * time.Millisecond
-	// pruneBatch bounds one DELETE, so pruning never holds long locks.
+	// DefaultItemMaxBytes bounds the delta frames logged for one item: the
+	// size at which a command's aggregated output is cut (1 MiB).
+	DefaultItemMaxBytes = 1 << 20
+	// DefaultThreadMaxBytes bounds what one thread's log keeps.
+	DefaultThreadMaxBytes = 64 << 20
+	// pruneBatch bounds one DELETE by age, so pruning never holds long
+	// locks.
 	pruneBatch = 10_000
+	// pruneThreadBatch bounds one DELETE of a thread's oldest events: they
+	// may be large (a delta frame is up to 32 KiB of output).
+	pruneThreadBatch = 1_000
 	// loadTimeout bounds reading a thread's last stored sequence number.
 	loadTimeout = 5 * time.Second
 	// retryLoadAfter is how long a thread's notifications go on without
@@ -53,6 +66,17 @@ type Config struct {
 	// Log makes (default DefaultMaxPending); beyond it new events are
 	// dropped from the log (live subscribers still get them) and logged.
 	MaxPending int
+	// ItemMaxBytes bounds the bytes of the delta notifications (methods
+	// ending in "Delta" or "/delta") logged for one item of a turn
+	// (default DefaultItemMaxBytes). The deltas beyond it are neither
+	// numbered nor logged: this daemon's subscribers still get them live,
+	// without a sequence number; other daemons' subscribers and a replay
+	// do not (the item's completion carries its capped output).
+	ItemMaxBytes int64
+	// ThreadMaxBytes bounds the bytes a thread's log keeps (default
+	// DefaultThreadMaxBytes): every PruneEvery the oldest events of the
+	// threads that had events since and went past it are deleted.
+	ThreadMaxBytes int64
 	// Logger receives errors; nil discards them.
 	Logger *slog.Logger
 	// Now is the clock; nil means time.Now.
@@ -75,6 +99,13 @@ type thread struct {
 	// used is when the thread last had an event here, for forgetting
 	// threads that went quiet.
 	used time.Time
+	// itemBytes are the bytes of the delta frames logged for each item of
+	// the thread's turn (Config.ItemMaxBytes), cleared when a turn starts
+	// or completes.
+	itemBytes map[string]int64
+	// stored is the bytes of the thread's stored events as its last prune
+	// left them, -1 before the first; appended is the bytes logged since.
+	stored, appended int64
 }
 
 // forgetAfter is how long a quiet thread's numbering is kept in memory;
@@ -94,10 +125,10 @@ type Log struct {
 	mu      sync.Mutex
 	threads map[string]*thread
 
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	once   sync.Once
+	base service.Base
 }
+
+var _ service.Service = (*Log)(nil)
 
 var _ hub.Journal = (*Log)(nil)
 
@@ -114,6 +145,12 @@ func New(cfg Config) (*Log, error) {
 	}
 	if cfg.MaxPending <= 0 {
 		cfg.MaxPending = DefaultMaxPending
+	}
+	if cfg.ItemMaxBytes <= 0 {
+		cfg.ItemMaxBytes = DefaultItemMaxBytes
+	}
+	if cfg.ThreadMaxBytes <= 0 {
+		cfg.ThreadMaxBytes = DefaultThreadMaxBytes
 	}
 	if cfg.Queue == nil {
 		cfg.Queue = store.NewEventQueue(cfg.MaxPending)
@@ -135,17 +172,22 @@ func (l *Log) threadOf(id string) *thread {
 	defer l.mu.Unlock()
 	t := l.threads[id]
 	if t == nil {
-		t = &thread{}
+		t = &thread{stored: -1}
 		l.threads[id] = t
 	}
 	return t
 }
 
-// Record implements hub.Journal.
+// Record implements hub.Journal. A delta beyond its item's bound
+// (Config.ItemMaxBytes) is delivered without a number and not logged.
 func (l *Log) Record(n *hub.Notification, deliver func()) {
 	t := l.threadOf(n.ThreadID)
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if !l.admitLocked(t, n) {
+		deliver()
+		return
+	}
 	if !t.owned && !l.cfg.Now().Before(t.retryAt) {
 		ctx, cancel := context.WithTimeout(context.Background(), loadTimeout)
 		stored, err := l.cfg.Store.LastEventSeq(ctx, n.ThreadID)
@@ -164,9 +206,76 @@ func (l *Log) Record(n *hub.Notification, deliver func()) {
 	t.used = l.cfg.Now()
 	n.Seq = t.last
 	if store.ValidThreadID(n.ThreadID) {
-		l.cfg.Queue.Push(&store.Event{ThreadID: n.ThreadID, Seq: n.Seq, Method: n.Method, Data: n.Frame(), CreatedAt: l.cfg.Now()})
+		frame := n.Frame()
+		if l.cfg.Queue.Push(&store.Event{ThreadID: n.ThreadID, Seq: n.Seq, Method: n.Method, Data: frame, CreatedAt: l.cfg.Now()}) {
+			t.appended += int64(len(frame))
+		}
 	}
 	deliver()
+}
+
+// heads returns the last sequence number of each thread this daemon
+// numbered and still remembers.
+func (l *Log) heads() map[string]int64 {
+	l.mu.Lock()
+	ids := make([]string, 0, len(l.threads))
+	ts := make([]*thread, 0, len(l.threads))
+	for id, t := range l.threads {
+		ids, ts = append(ids, id), append(ts, t)
+	}
+	l.mu.Unlock()
+	out := make(map[string]int64, len(ts))
+	for i, t := range ts {
+		t.mu.Lock()
+		if t.owned && t.last > 0 {
+			out[ids[i]] = t.last
+		}
+		t.mu.Unlock()
+	}
+	return out
+}
+
+// admitLocked reports whether n goes into the log: not a delta of an item
+// whose logged deltas would pass Config.ItemMaxBytes. t.mu is held.
+func (l *Log) admitLocked(t *thread, n *hub.Notification) bool {
+	switch {
+	case n.Method == "turn/started" || n.Method == "turn/completed":
+		clear(t.itemBytes)
+		return true
+	case !strings.HasSuffix(n.Method, "Delta") && !strings.HasSuffix(n.Method, "/delta"):
+		return true
+	}
+	frame := n.Frame()
+	id := deltaItemID(frame)
+	if id == "" {
+		return true
+	}
+	used := t.itemBytes[id] + int64(len(frame))
+	if used > l.cfg.ItemMaxBytes {
+		return false
+	}
+	if t.itemBytes == nil {
+		t.itemBytes = map[string]int64{}
+	}
+	t.itemBytes[id] = used
+	return true
+}
+
+// deltaItemID returns the itemId of a delta notification's frame, as its
+// JSON spells it ("" when it has none). Every delta's params name the item
+// before the delta, so the search stops early.
+func deltaItemID(frame []byte) string {
+	const key = `"itemId":"`
+	i := bytes.Index(frame, []byte(key))
+	if i < 0 {
+		return ""
+	}
+	rest := frame[i+len(key):]
+	end := bytes.IndexByte(rest, '"')
+	if end < 0 {
+		return ""
+	}
+	return string(rest[:end])
 }
 
 // LastSeq implements hub.Journal: the last sequence number numbered or
@@ -189,29 +298,23 @@ func (l *Log) LastSeq(threadID string) int64 {
 
 // Start runs the writer and the pruner.
 func (l *Log) Start(ctx context.Context) error {
-	ctx, l.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	l.wg.Add(2)
-	go l.writeLoop(ctx)
-	go l.pruneLoop(ctx)
-	return nil
+	_, run, err := l.base.Begin(ctx)
+	if !run {
+		return err
+	}
+	l.base.Go(l.writeLoop)
+	l.base.Go(l.pruneLoop)
+	return l.base.Started(nil)
 }
 
 // Stop stops the goroutines after the writer stored what was pending. It
 // tolerates a Log never started and repeated calls.
-func (l *Log) Stop() {
-	l.once.Do(func() {
-		if l.cancel != nil {
-			l.cancel()
-			l.wg.Wait()
-		}
-	})
-}
+func (l *Log) Stop() { l.base.Stop(nil) }
 
 // writeLoop writes the events no commit round took: once events are
 // queued it gives the group committer FlushDelay to carry them with the
 // transcript, then writes what is left alone.
 func (l *Log) writeLoop(ctx context.Context) {
-	defer l.wg.Done()
 	delay := time.NewTimer(0)
 	<-delay.C
 	defer delay.Stop()
@@ -245,20 +348,87 @@ func (l *Log) flush(ctx context.Context) {
 }
 
 func (l *Log) pruneLoop(ctx context.Context) {
-	defer l.wg.Done()
 	tick := time.NewTicker(l.cfg.PruneEvery)
 	defer tick.Stop()
 	for {
 		select {
 		case <-tick.C:
-			if _, err := l.Prune(ctx); err != nil && ctx.Err() == nil {
-				l.log.Error("event log: prune", "err", err)
-			}
+			l.pruneOnce(ctx)
 			l.forgetQuiet()
 		case <-ctx.Done():
 			return
 		}
 	}
+}
+
+// pruneOnce deletes the events past the retention and those past each
+// thread's bound, then gives the space back to the file system.
+func (l *Log) pruneOnce(ctx context.Context) {
+	old, err := l.Prune(ctx)
+	if err != nil && ctx.Err() == nil {
+		l.log.Error("event log: prune", "err", err)
+	}
+	big, err := l.PruneThreads(ctx)
+	if err != nil && ctx.Err() == nil {
+		l.log.Error("event log: prune threads past their bound", "err", err)
+	}
+	if old+big == 0 {
+		return
+	}
+	if err := l.cfg.Store.Reclaim(ctx); err != nil && ctx.Err() == nil {
+		l.log.Error("event log: reclaim the pruned space", "err", err)
+	}
+}
+
+// PruneThreads deletes the oldest events of the threads whose log may hold
+// more than Config.ThreadMaxBytes, and returns how many. A thread is
+// looked at once it had events here: first to learn how much its log
+// holds, then whenever what it logged since may take it past the bound.
+// It runs apart from Record, which only counts the bytes it logs.
+func (l *Log) PruneThreads(ctx context.Context) (int64, error) {
+	type candidate struct {
+		id       string
+		t        *thread
+		appended int64
+	}
+	l.mu.Lock()
+	threads := make(map[string]*thread, len(l.threads))
+	maps.Copy(threads, l.threads)
+	l.mu.Unlock()
+	var todo []candidate
+	for id, t := range threads {
+		t.mu.Lock()
+		if t.appended > 0 && (t.stored < 0 || t.stored+t.appended > l.cfg.ThreadMaxBytes) {
+			todo = append(todo, candidate{id, t, t.appended})
+		}
+		t.mu.Unlock()
+	}
+	if len(todo) == 0 {
+		return 0, nil
+	}
+	// The store counts what it holds: what is still queued goes first.
+	l.flush(ctx)
+	var total int64
+	for _, c := range todo {
+		var remaining int64
+		for {
+			n, left, err := l.cfg.Store.PruneThreadEvents(ctx, c.id, l.cfg.ThreadMaxBytes, pruneThreadBatch)
+			total += n
+			if err != nil {
+				return total, err
+			}
+			remaining = left
+			if n < pruneThreadBatch {
+				break
+			}
+		}
+		c.t.mu.Lock()
+		// Bytes logged meanwhile are counted again; the next prune corrects
+		// the estimate.
+		c.t.stored, c.t.appended = remaining, c.t.appended-c.appended
+		c.t.mu.Unlock()
+	}
+	return total, nil
 }
 
 // forgetQuiet drops the numbering of threads without events for

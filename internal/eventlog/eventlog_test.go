@@ -2,30 +2,25 @@ package eventlog_test
 
 import (
 	"context"
-	"os"
+	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
 	"github.com/appserver/appserver/api"
 	"github.com/appserver/appserver/internal/eventlog"
 	"github.com/appserver/appserver/internal/hub"
+	"github.com/appserver/appserver/internal/pgnotify"
 	"github.com/appserver/appserver/internal/store"
 	"github.com/appserver/appserver/internal/store/memory"
 	"github.com/appserver/appserver/internal/store/pgtest"
 	"github.com/appserver/appserver/internal/store/postgres"
+	"github.com/appserver/appserver/internal/turns"
 )
-
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
-		pgtest.Stop()
-		os.Exit(code)
-	}))
-}
 
 // client is a hub subscriber that records what it gets.
 type client struct {
@@ -52,8 +47,13 @@ func subscribe(h *hub.Hub, thread string) *client {
 	c := newClient()
 	id := h.NewConnID()
 	h.Attach(id, c, hub.AttachOptions{})
-	h.SubscribersChanged(thread, 1, []hub.ConnID{id})
+	h.Subscribe(thread, id)
 	return c
+}
+
+// publish sends a delta of a thread as the turns layer would.
+func publish(h *hub.Hub, thread string, d api.AgentMessageDeltaNotification) {
+	h.Publish(turns.Event{ThreadID: thread, Method: "item/agentMessage/delta", Params: d})
 }
 
 func delta(i int) api.AgentMessageDeltaNotification {
@@ -88,7 +88,7 @@ func TestNumbersContinueFromTheStore(t *testing.T) {
 	require.EqualValues(t, 2, h.LastSeq(thread))
 	const n = 50
 	for i := range n {
-		h.SendThread(thread, h.Subscribers(thread), "item/agentMessage/delta", delta(i))
+		publish(h, thread, delta(i))
 	}
 	for i := range n {
 		require.EqualValues(t, 3+i, c.next(t).Seq)
@@ -114,9 +114,9 @@ func TestPruneByAge(t *testing.T) {
 	l := newLog(t, st, eventlog.Config{Retention: time.Hour, PruneEvery: time.Hour, Now: clock})
 	h := hub.New(hub.Config{Journal: l})
 	thread := uuid.NewString()
-	h.SendThread(thread, nil, "item/agentMessage/delta", delta(0))
+	publish(h, thread, delta(0))
 	advance(40 * time.Minute)
-	h.SendThread(thread, nil, "item/agentMessage/delta", delta(1))
+	publish(h, thread, delta(1))
 	require.Eventually(t, func() bool {
 		evs, _ := st.ListEvents(t.Context(), thread, 0, 10)
 		return len(evs) == 2
@@ -154,10 +154,7 @@ func TestCrossNodeFanOut(t *testing.T) {
 		h *hub.Hub
 		p *postgres.Store
 	}{{la, ha, pa}, {lb, hb, pb}} {
-		ln, err := eventlog.NewListener(eventlog.ListenerConfig{Log: x.l, Hub: x.h, Pool: x.p.Pool(), Channel: postgres.EventsChannel})
-		require.NoError(t, err)
-		require.NoError(t, ln.Start(t.Context()))
-		t.Cleanup(ln.Stop)
+		t.Cleanup(listen(t, x.l, x.h, x.p))
 	}
 	thread := uuid.NewString()
 	onA := subscribe(ha, thread)
@@ -167,7 +164,7 @@ func TestCrossNodeFanOut(t *testing.T) {
 
 	const n = 200
 	for i := range n {
-		ha.SendThread(thread, ha.Subscribers(thread), "item/agentMessage/delta", delta(i))
+		publish(ha, thread, delta(i))
 	}
 	for i := range n {
 		a := onA.next(t)
@@ -183,6 +180,17 @@ func TestCrossNodeFanOut(t *testing.T) {
 	}
 	require.NoError(t, ga.Close())
 	require.NoError(t, gb.Close())
+}
+
+// listen runs the cross-daemon listener of l and h on a notifier of its
+// own on p's pool and returns the notifier's Stop.
+func listen(tb testing.TB, l *eventlog.Log, h *hub.Hub, p *postgres.Store) func() {
+	tb.Helper()
+	notes, err := pgnotify.New(pgnotify.Config{Pool: p.Pool()})
+	require.NoError(tb, err)
+	require.NoError(tb, eventlog.NewListener(eventlog.ListenerConfig{Log: l, Hub: h, Notifier: notes, Channel: postgres.EventsChannel}))
+	require.NoError(tb, notes.Start(tb.Context()))
+	return notes.Stop
 }
 
 // waitListening waits until two connections LISTEN on the events channel.
@@ -206,8 +214,8 @@ func TestQuietThreadRenumbersFromTheStore(t *testing.T) {
 	l := newLog(t, st, eventlog.Config{PruneEvery: 5 * time.Millisecond, Now: clock})
 	h := hub.New(hub.Config{Journal: l})
 	thread := uuid.NewString()
-	h.SendThread(thread, nil, "item/agentMessage/delta", delta(0))
-	h.SendThread(thread, nil, "item/agentMessage/delta", delta(1))
+	publish(h, thread, delta(0))
+	publish(h, thread, delta(1))
 	require.EqualValues(t, 2, h.LastSeq(thread))
 	require.Eventually(t, func() bool {
 		seq, _ := st.LastEventSeq(t.Context(), thread)
@@ -226,6 +234,99 @@ func TestQuietThreadRenumbersFromTheStore(t *testing.T) {
 	mu.Unlock()
 	require.Eventually(t, func() bool { return h.LastSeq(thread) == 5 }, 10*time.Second, time.Millisecond)
 	c := subscribe(h, thread)
-	h.SendThread(thread, h.Subscribers(thread), "item/agentMessage/delta", delta(2))
+	publish(h, thread, delta(2))
 	require.EqualValues(t, 6, c.next(t).Seq)
+}
+
+// storedBytes is the bytes of a thread's stored events.
+func storedBytes(t *testing.T, st store.Store, thread string) (n int64, seqs []int64) {
+	t.Helper()
+	evs, err := st.ListEvents(t.Context(), thread, 0, store.MaxEventsLimit)
+	require.NoError(t, err)
+	for _, ev := range evs {
+		n += int64(len(ev.Data))
+		seqs = append(seqs, ev.Seq)
+	}
+	return n, seqs
+}
+
+// An item's deltas are logged up to the item bound; the ones beyond reach
+// the subscribers here without a number and are not logged; another item's
+// deltas and the other notifications are logged as before, and a new turn
+// starts counting again.
+func TestDeltasBeyondTheItemBoundAreLiveOnly(t *testing.T) {
+	st := memory.New(memory.Config{})
+	l := newLog(t, st, eventlog.Config{ItemMaxBytes: 1000})
+	h := hub.New(hub.Config{Journal: l})
+	thread := uuid.NewString()
+	c := subscribe(h, thread)
+	out := func(item string) api.CommandExecutionOutputDeltaNotification {
+		return api.CommandExecutionOutputDeltaNotification{ThreadID: thread, TurnID: "u", ItemID: item, Delta: strings.Repeat("x", 200)}
+	}
+	send := func(method string, params any) *hub.Notification {
+		h.Publish(turns.Event{ThreadID: thread, Method: method, Params: params})
+		return c.next(t)
+	}
+	var logged, live, size int
+	for range 10 {
+		n := send("item/commandExecution/outputDelta", out("call_a"))
+		size = len(n.Frame())
+		if n.Seq > 0 {
+			logged++
+		} else {
+			live++
+			require.NotContains(t, string(n.SeqFrame()), `"seq"`)
+		}
+	}
+	require.Equal(t, 1000/size, logged, "as many frames as fit the bound")
+	require.Equal(t, 10-logged, live, "the rest is delivered all the same")
+	next := int64(logged + 1)
+	require.Equal(t, next, send("item/commandExecution/outputDelta", out("call_b")).Seq, "another item has its own bound")
+	require.Equal(t, next+1, send("item/completed", map[string]any{"threadId": thread, "item": map[string]any{"id": "call_a"}}).Seq)
+	require.Equal(t, next+2, send("turn/started", map[string]any{"threadId": thread}).Seq)
+	require.Equal(t, next+3, send("item/commandExecution/outputDelta", out("call_a")).Seq, "a new turn counts again")
+
+	l.Stop()
+	_, seqs := storedBytes(t, st, thread)
+	require.Len(t, seqs, int(next+3), "numbers without gaps, live-only deltas left out")
+	require.Equal(t, next+3, seqs[len(seqs)-1])
+}
+
+// A thread's log is cut to its bound, oldest events first, by the pruner;
+// a thread within the bound keeps everything, and numbering goes on.
+func TestThreadLogIsPrunedToItsBound(t *testing.T) {
+	st := memory.New(memory.Config{})
+	l := newLog(t, st, eventlog.Config{ThreadMaxBytes: 2000, PruneEvery: time.Hour})
+	h := hub.New(hub.Config{Journal: l})
+	big, small := uuid.NewString(), uuid.NewString()
+	msg := func(thread string, i int) api.AgentMessageDeltaNotification {
+		return api.AgentMessageDeltaNotification{ThreadID: thread, TurnID: "u", ItemID: fmt.Sprint("m", i), Delta: strings.Repeat("y", 100)}
+	}
+	for i := range 40 {
+		h.Publish(turns.Event{ThreadID: big, Method: "item/agentMessage/delta", Params: msg(big, i)})
+	}
+	for i := range 3 {
+		h.Publish(turns.Event{ThreadID: small, Method: "item/agentMessage/delta", Params: msg(small, i)})
+	}
+	n, err := l.PruneThreads(t.Context())
+	require.NoError(t, err)
+	require.Positive(t, n)
+	bigBytes, bigSeqs := storedBytes(t, st, big)
+	require.LessOrEqual(t, bigBytes, int64(2000))
+	require.Equal(t, int64(40), bigSeqs[len(bigSeqs)-1], "the newest stay")
+	require.Greater(t, bigSeqs[0], int64(1), "the oldest went")
+	_, smallSeqs := storedBytes(t, st, small)
+	require.Len(t, smallSeqs, 3)
+
+	// Nothing new: nothing to look at again.
+	n, err = l.PruneThreads(t.Context())
+	require.NoError(t, err)
+	require.Zero(t, n)
+	h.Publish(turns.Event{ThreadID: big, Method: "item/agentMessage/delta", Params: msg(big, 40)})
+	require.EqualValues(t, 41, h.LastSeq(big))
+	n, err = l.PruneThreads(t.Context())
+	require.NoError(t, err)
+	require.Positive(t, n, "a new event takes it past the bound again")
+	bigBytes, _ = storedBytes(t, st, big)
+	require.LessOrEqual(t, bigBytes, int64(2000))
 }

@@ -40,10 +40,8 @@ func benchCrossNode(b *testing.B, busy int) {
 		require.NoError(b, err)
 		require.NoError(b, l.Start(b.Context()))
 		h := hub.New(hub.Config{Journal: l})
-		ln, err := eventlog.NewListener(eventlog.ListenerConfig{Log: l, Hub: h, Pool: p.Pool(), Channel: postgres.EventsChannel})
-		require.NoError(b, err)
-		require.NoError(b, ln.Start(b.Context()))
-		return h, func() { ln.Stop(); l.Stop(); _ = g.Close() }
+		stopListening := listen(b, l, h, p)
+		return h, func() { stopListening(); l.Stop(); _ = g.Close() }
 	}
 	ha, stopA := node()
 	defer stopA()
@@ -52,7 +50,7 @@ func benchCrossNode(b *testing.B, busy int) {
 	thread := uuid.NewString()
 	onB := subscribe(hb, thread)
 	// Warm up until B's listener delivers.
-	ha.SendThread(thread, nil, "item/agentMessage/delta", delta(0))
+	publish(ha, thread, delta(0))
 	select {
 	case <-onB.notes:
 	case <-time.After(10 * time.Second):
@@ -70,7 +68,7 @@ func benchCrossNode(b *testing.B, busy int) {
 					return
 				case <-time.After(time.Millisecond):
 				}
-				ha.SendThread(other, nil, "item/agentMessage/delta", delta(i))
+				publish(ha, other, delta(i))
 			}
 		}()
 	}
@@ -78,7 +76,7 @@ func benchCrossNode(b *testing.B, busy int) {
 	b.ResetTimer()
 	for i := range b.N {
 		start := time.Now()
-		ha.SendThread(thread, nil, "item/agentMessage/delta", delta(i))
+		publish(ha, thread, delta(i))
 		select {
 		case <-onB.notes:
 		case <-time.After(10 * time.Second):

@@ -32,6 +32,11 @@ const (
 // one.
 const DefaultServer = "http://127.0.0.1:7878"
 
+// cleanupTimeout bounds what exec still asks of the daemon once the run
+// is over (--timeout, a signal): interrupting the turn, reading how it
+// ended, deleting a thread whose turn never started.
+const cleanupTimeout = 10 * time.Second
+
 // Options configure a Client.
 type Options struct {
 	// Server is the daemon's URL: http(s)://HOST:PORT, or its ws:// listen
@@ -39,42 +44,49 @@ type Options struct {
 	Server string
 	// Token is the bearer token; "" sends none.
 	Token string
-	// Thread continues this thread; "" creates one.
-	Thread string
+	// Resume continues this thread; "" creates one.
+	Resume string
 	// Cwd is the working directory of a new thread; "" is the current
-	// directory.
+	// directory, unless DaemonCwd.
 	Cwd string
-	// Model is the model of a new thread; "" is the daemon's default.
+	// DaemonCwd sends no directory with a new thread: the daemon picks
+	// its default (a principal's first workspace root).
+	DaemonCwd bool
+	// Model is the model of a new thread, or of the turn on a resumed
+	// one; "" is the thread's or the daemon's.
 	Model string
+	// ApprovalPolicy is a new thread's approval policy (untrusted,
+	// on-failure, on-request, never); "" is the daemon's default.
+	ApprovalPolicy string
+	// Sandbox is a new thread's sandbox mode (read-only,
+	// workspace-write, danger-full-access); "" is the daemon's default.
+	Sandbox string
+	// Timeout bounds the whole run; when it expires the turn is
+	// interrupted and Run returns a StoppedError. 0 is no bound.
+	Timeout time.Duration
+	// OutputSchema is the path of a JSON Schema file: it is sent with the
+	// turn and the final message must validate against it. "" is none.
+	OutputSchema string
+	// Images are image files sent with the prompt.
+	Images []string
+	// OnApproval is what exec does with approval and user-input requests;
+	// "" is ApprovalAsk with a Terminal, else ApprovalDecline.
+	OnApproval ApprovalRule
+	// Terminal is where ApprovalAsk asks; nil is none.
+	Terminal Terminal
 	// IdempotencyKey is the turn's Idempotency-Key: a rerun with the same
 	// key never starts a second turn. "" is a random key.
 	IdempotencyKey string
-	// JSON prints the finished turn as one JSON object on stdout instead
-	// of streaming the agent's text.
+	// JSON prints the JSONL event stream on stdout instead of the agent's
+	// text.
 	JSON bool
 	// HTTPClient sends the requests; nil is a new http.Client.
 	HTTPClient *http.Client
 	// Now is the clock that times the turn; nil is time.Now.
 	Now func() time.Time
-	// Stdout receives the agent's text (or the JSON turn); Stderr the
+	// Stdout receives the agent's text (or the JSONL stream); Stderr the
 	// progress lines. Nil discards.
 	Stdout, Stderr io.Writer
-}
-
-// TurnEndedError is a turn that ended but did not complete.
-type TurnEndedError struct {
-	// Status is how the turn ended (failed, interrupted).
-	Status api.TurnStatus
-	// Message is the turn's error message, if any.
-	Message string
-}
-
-// Error says how the turn ended, with its message.
-func (e TurnEndedError) Error() string {
-	if e.Message != "" {
-		return fmt.Sprintf("turn %s: %s", e.Status, e.Message)
-	}
-	return "turn " + string(e.Status)
 }
 
 // Client runs turns on one daemon. A Client runs one turn at a time.
@@ -83,27 +95,67 @@ type Client struct {
 	hc             *http.Client
 	stdout, stderr io.Writer
 	opts           Options
-
-	// Text printed to stdout so far, per agent message item.
-	printed  map[string]bool
-	lastByte byte
-	// started is when the turn was posted.
-	started time.Time
+	images         []api.UserInput
+	schema         *outputSchema
 }
 
-// New checks the options and returns the client; a Server that is not an
-// http, https or ws URL is an error.
+// New checks the options and returns the client. A Server that is not an
+// http, https or ws URL, an unknown policy, sandbox or rule, asking
+// without a terminal, an image or schema file that cannot be used, and
+// settings a resumed thread cannot take are errors.
 func New(o Options) (*Client, error) {
 	base, err := baseURL(o.Server)
 	if err != nil {
 		return nil, err
 	}
-	if o.IdempotencyKey == "" {
-		var b [16]byte
-		_, _ = rand.Read(b[:])
-		o.IdempotencyKey = "exec-" + hex.EncodeToString(b[:])
+	switch api.ApprovalPolicy(o.ApprovalPolicy) {
+	case "", api.ApprovalUntrusted, api.ApprovalOnRequest, api.ApprovalNever, "on-failure":
+	default:
+		return nil, fmt.Errorf("--approval-policy: expected untrusted, on-failure, on-request or never, got %q", o.ApprovalPolicy)
+	}
+	switch api.SandboxMode(o.Sandbox) {
+	case "", api.SandboxReadOnly, api.SandboxWorkspaceWrite, api.SandboxDangerFullAccess:
+	default:
+		return nil, fmt.Errorf("--sandbox: expected read-only, workspace-write or danger-full-access, got %q", o.Sandbox)
+	}
+	if o.Resume != "" && (o.ApprovalPolicy != "" || o.Sandbox != "" || o.Cwd != "" || o.DaemonCwd) {
+		return nil, errors.New("--approval-policy, --sandbox and --cwd set up a new thread; a resumed thread keeps its own")
+	}
+	switch o.OnApproval {
+	case "":
+		o.OnApproval = ApprovalDecline
+		if o.Terminal != nil {
+			o.OnApproval = ApprovalAsk
+		}
+	case ApprovalAsk:
+		if o.Terminal == nil {
+			return nil, errors.New("--on-approval ask needs a terminal on stdin")
+		}
+	case ApprovalDecline, ApprovalFail:
+	default:
+		return nil, fmt.Errorf("--on-approval: expected ask, decline or fail, got %q", o.OnApproval)
+	}
+	if o.Timeout < 0 {
+		return nil, errors.New("--timeout must not be negative")
 	}
 	c := &Client{base: base, token: o.Token, hc: o.HTTPClient, stdout: o.Stdout, stderr: o.Stderr, opts: o}
+	for _, path := range o.Images {
+		in, err := imageInput(path)
+		if err != nil {
+			return nil, err
+		}
+		c.images = append(c.images, in)
+	}
+	if o.OutputSchema != "" {
+		if c.schema, err = loadOutputSchema(o.OutputSchema); err != nil {
+			return nil, err
+		}
+	}
+	if c.opts.IdempotencyKey == "" {
+		var b [16]byte
+		_, _ = rand.Read(b[:])
+		c.opts.IdempotencyKey = "exec-" + hex.EncodeToString(b[:])
+	}
 	if c.hc == nil {
 		c.hc = &http.Client{}
 	}
@@ -148,10 +200,6 @@ func (e *apiError) Error() string {
 		return fmt.Sprintf("%d %s: %s", e.status, e.problem.Title, e.problem.Detail)
 	}
 	return fmt.Sprintf("HTTP %d", e.status)
-}
-
-func (c *Client) progress(format string, args ...any) {
-	fmt.Fprintf(c.stderr, "[exec] "+format+"\n", args...)
 }
 
 // do sends one request and decodes a JSON answer into out.
@@ -202,80 +250,177 @@ func decodeAPIError(resp *http.Response) error {
 	return e
 }
 
+// errTimedOut is the cause of a run's context when --timeout expired.
+var errTimedOut = errors.New("exec: --timeout expired")
+
+// run is the state of one Run.
+type run struct {
+	c   *Client
+	out output
+
+	threadID, turnID string
+	started          time.Time
+	// patches are the file changes of the turn's items, for showing a
+	// file change approval's diff.
+	patches map[string][]api.FileUpdateChange
+	// refused is set when exec refused a request and interrupted the
+	// turn.
+	refused *ApprovalRefusedError
+	// typed is what was typed at the terminal and not read yet.
+	typed []byte
+}
+
+func (x *run) progress(format string, args ...any) {
+	fmt.Fprintf(x.c.stderr, "[exec] "+format+"\n", args...)
+}
+
 // Run runs one turn with prompt and returns once it ended: nil when it
-// completed, a TurnEndedError when it failed or was interrupted. When ctx
-// ends first, the turn is interrupted on the daemon too.
+// completed (with a valid final message under an output schema), else an
+// error whose ExitCode says how it ended. When ctx ends or the timeout
+// expires first, the turn is interrupted on the daemon too. A thread Run
+// created is deleted again when its turn could not be started.
 func (c *Client) Run(ctx context.Context, prompt string) error {
-	threadID := c.opts.Thread
-	if threadID == "" {
-		cwd := c.opts.Cwd
-		if cwd == "" {
-			var err error
-			if cwd, err = os.Getwd(); err != nil {
-				return err
-			}
+	x := &run{c: c, patches: map[string][]api.FileUpdateChange{}}
+	if c.opts.JSON {
+		x.out = &jsonlOutput{w: c.stdout}
+	} else {
+		x.out = newTextOutput(c.stdout)
+	}
+	runCtx := ctx
+	if c.opts.Timeout > 0 {
+		var cancel context.CancelFunc
+		runCtx, cancel = context.WithTimeoutCause(ctx, c.opts.Timeout, errTimedOut)
+		defer cancel()
+	}
+	err := x.run(runCtx, prompt)
+	if err != nil && runCtx.Err() != nil {
+		var stopped StoppedError
+		if !errors.As(err, &stopped) {
+			err = x.stopped(runCtx, err)
 		}
-		req := api.HTTPThreadCreateRequest{Cwd: &cwd}
+	}
+	return err
+}
+
+// stopped is the error of a run that ctx ended before its turn started.
+func (x *run) stopped(ctx context.Context, err error) error {
+	if context.Cause(ctx) == errTimedOut {
+		return StoppedError{Timeout: x.c.opts.Timeout, Err: err}
+	}
+	return StoppedError{Err: err}
+}
+
+func (x *run) run(ctx context.Context, prompt string) error {
+	c := x.c
+	created := false
+	x.threadID = c.opts.Resume
+	if x.threadID == "" {
+		var req api.HTTPThreadCreateRequest
+		if !c.opts.DaemonCwd {
+			cwd := c.opts.Cwd
+			if cwd == "" {
+				var err error
+				if cwd, err = os.Getwd(); err != nil {
+					return err
+				}
+			}
+			req.Cwd = &cwd
+		}
 		if c.opts.Model != "" {
 			req.Model = &c.opts.Model
+		}
+		if c.opts.ApprovalPolicy != "" {
+			req.ApprovalPolicy = &api.AskForApproval{Policy: api.ApprovalPolicy(c.opts.ApprovalPolicy)}
+		}
+		if c.opts.Sandbox != "" {
+			mode := api.SandboxMode(c.opts.Sandbox)
+			req.Sandbox = &mode
 		}
 		var th api.HTTPThread
 		if _, err := c.do(ctx, http.MethodPost, "/threads", nil, req, &th); err != nil {
 			return fmt.Errorf("create a thread: %w", err)
 		}
-		threadID = th.Thread.ID
-		c.progress("thread %s created", threadID)
+		x.threadID, created = th.Thread.ID, true
+		x.progress("thread %s created", x.threadID)
 	} else {
-		c.progress("thread %s", threadID)
+		x.progress("thread %s", x.threadID)
 	}
+	x.out.threadStarted(x.threadID)
 
-	c.started = c.opts.Now()
-	turn, err := c.postTurn(ctx, threadID, prompt)
+	x.started = c.opts.Now()
+	turn, err := x.postTurn(ctx, prompt, created)
 	if err != nil {
+		if created {
+			x.deleteThread(ctx)
+		}
 		return err
 	}
-	c.progress("turn %s started", turn.ID)
-	interrupted := false
-	if err := c.stream(ctx, threadID, turn.ID, *turn.EventsAfter); err != nil {
-		if ctx.Err() == nil {
-			return err
-		}
-		interrupted = true
-		// Ctrl-C: stop the turn on the daemon too, then report how it ended.
-		ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		_, _ = c.do(ictx, http.MethodPost, "/threads/"+threadID+"/turns/"+turn.ID+"/interrupt?wait=true", nil, nil, nil)
-		cancel()
-	}
+	x.turnID = turn.ID
+	x.progress("turn %s started", turn.ID)
+	x.out.turnStarted(turn.ID)
+
+	streamErr := x.stream(ctx, *turn.EventsAfter)
 	fctx := ctx
-	if interrupted {
+	if ctx.Err() != nil {
+		// --timeout or a signal: stop the turn on the daemon too, then
+		// report how it ended.
+		if context.Cause(ctx) == errTimedOut {
+			x.progress("--timeout %s expired: interrupting the turn", c.opts.Timeout)
+		} else {
+			x.progress("stopped: interrupting the turn")
+		}
 		var cancel context.CancelFunc
-		fctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		fctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 		defer cancel()
+		_, _ = c.do(fctx, http.MethodPost, "/threads/"+x.threadID+"/turns/"+turn.ID+"/interrupt?wait=true", nil, nil, nil)
+	} else if streamErr != nil {
+		return streamErr
 	}
 	var final api.HTTPTurn
-	if _, err := c.do(fctx, http.MethodGet, "/threads/"+threadID+"/turns/"+turn.ID+"?wait=true", nil, nil, &final); err != nil {
+	if _, err := c.do(fctx, http.MethodGet, "/threads/"+x.threadID+"/turns/"+turn.ID+"?wait=true", nil, nil, &final); err != nil {
 		return fmt.Errorf("read the turn: %w", err)
 	}
-	return c.finish(final)
+	return x.finish(ctx, final)
+}
+
+// deleteThread deletes the thread this run created for a turn that did
+// not start, so that a failed start leaves nothing behind.
+func (x *run) deleteThread(ctx context.Context) {
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
+	if _, err := x.c.do(dctx, http.MethodDelete, "/threads/"+x.threadID, nil, nil, nil); err != nil {
+		x.progress("could not delete thread %s, whose turn did not start: %v", x.threadID, err)
+		return
+	}
+	x.progress("thread %s deleted: its turn did not start", x.threadID)
 }
 
 // postTurn posts the prompt, retrying transport errors and 503 with the
 // same Idempotency-Key, so a retry never starts a second turn.
-func (c *Client) postTurn(ctx context.Context, threadID, prompt string) (api.HTTPTurn, error) {
-	body := api.HTTPTurnCreateRequest{Input: api.List[api.UserInput]{{Type: api.UserInputText, Text: prompt}}}
+func (x *run) postTurn(ctx context.Context, prompt string, newThread bool) (api.HTTPTurn, error) {
+	c := x.c
+	input := append(api.List[api.UserInput]{}, c.images...)
+	input = append(input, api.UserInput{Type: api.UserInputText, Text: prompt})
+	body := api.HTTPTurnCreateRequest{Input: input}
+	if !newThread && c.opts.Model != "" {
+		body.Model = &c.opts.Model
+	}
+	if c.schema != nil {
+		body.OutputSchema = c.schema.raw
+	}
 	hdr := http.Header{"Idempotency-Key": {c.opts.IdempotencyKey}}
 	var turn api.HTTPTurn
 	var err error
 	for attempt := 0; attempt < 5; attempt++ {
 		if attempt > 0 {
-			c.progress("retrying: %v", err)
+			x.progress("retrying: %v", err)
 			select {
 			case <-time.After(time.Duration(attempt) * 500 * time.Millisecond):
 			case <-ctx.Done():
-				return turn, ctx.Err()
+				return turn, fmt.Errorf("start the turn: %w", err)
 			}
 		}
-		_, err = c.do(ctx, http.MethodPost, "/threads/"+threadID+"/turns", hdr, body, &turn)
+		_, err = c.do(ctx, http.MethodPost, "/threads/"+x.threadID+"/turns", hdr, body, &turn)
 		var ae *apiError
 		if err == nil || ctx.Err() != nil || (errors.As(err, &ae) && ae.status != http.StatusServiceUnavailable) {
 			break
@@ -291,14 +436,13 @@ func (c *Client) postTurn(ctx context.Context, threadID, prompt string) (api.HTT
 }
 
 // stream follows the thread's events from `after` until the turn
-// completes, printing the turn's text; a dropped stream is resumed from
-// the last event seen. If the events are gone (410), the caller's final
-// read prints the answer instead.
-func (c *Client) stream(ctx context.Context, threadID, turnID string, after int64) error {
-	c.printed = map[string]bool{}
+// completes; a dropped stream is resumed from the last event seen. If the
+// events are gone (410), the caller's final read reports the turn
+// instead.
+func (x *run) stream(ctx context.Context, after int64) error {
 	failures := 0
 	for {
-		done, last, err := c.streamOnce(ctx, threadID, turnID, after)
+		done, last, err := x.streamOnce(ctx, after)
 		if done {
 			return nil
 		}
@@ -308,10 +452,14 @@ func (c *Client) stream(ctx context.Context, threadID, turnID string, after int6
 		var ae *apiError
 		if errors.As(err, &ae) {
 			if ae.status == http.StatusGone {
-				c.progress("the event stream is no longer available; waiting for the turn to end")
+				x.progress("the event stream is no longer available; waiting for the turn to end")
 				return nil
 			}
 			return fmt.Errorf("stream the events: %w", err)
+		}
+		var fatal fatalError
+		if errors.As(err, &fatal) {
+			return fatal.err
 		}
 		if last > after {
 			after, failures = last, 0
@@ -319,7 +467,7 @@ func (c *Client) stream(ctx context.Context, threadID, turnID string, after int6
 		if failures++; failures > 5 {
 			return fmt.Errorf("stream the events: %w", err)
 		}
-		c.progress("event stream interrupted (%v); resuming after event %d", err, after)
+		x.progress("event stream interrupted (%v); resuming after event %d", err, after)
 		select {
 		case <-time.After(time.Duration(failures) * 300 * time.Millisecond):
 		case <-ctx.Done():
@@ -328,11 +476,17 @@ func (c *Client) stream(ctx context.Context, threadID, turnID string, after int6
 	}
 }
 
+// fatalError ends the stream for good: not a connection to retry.
+type fatalError struct{ err error }
+
+func (e fatalError) Error() string { return e.err.Error() }
+
 // streamOnce reads one event stream; it reports whether the turn completed
 // and the id of the last event handled.
-func (c *Client) streamOnce(ctx context.Context, threadID, turnID string, after int64) (bool, int64, error) {
+func (x *run) streamOnce(ctx context.Context, after int64) (bool, int64, error) {
+	c := x.c
 	q := url.Values{"after": {strconv.FormatInt(after, 10)}, "until": {"turnCompleted"}}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+"/threads/"+threadID+"/events?"+q.Encode(), nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+"/threads/"+x.threadID+"/events?"+q.Encode(), nil)
 	if err != nil {
 		return false, after, err
 	}
@@ -357,7 +511,7 @@ func (c *Client) streamOnce(ctx context.Context, threadID, turnID string, after 
 		switch {
 		case len(line) == 0:
 			if data != nil {
-				done, err := c.handle(turnID, data)
+				done, err := x.handle(ctx, data)
 				if err != nil {
 					return false, last, err
 				}
@@ -381,18 +535,29 @@ func (c *Client) streamOnce(ctx context.Context, threadID, turnID string, after 
 	return false, last, io.ErrUnexpectedEOF
 }
 
-// handle shows one event; it reports whether it was the turn's end.
-func (c *Client) handle(turnID string, data []byte) (bool, error) {
+// handle shows one event, and answers it when it is a request; it reports
+// whether it was the turn's end.
+func (x *run) handle(ctx context.Context, data []byte) (bool, error) {
 	var ev api.HTTPEvent
 	if err := json.Unmarshal(data, &ev); err != nil {
-		return false, fmt.Errorf("bad event %q: %w", data, err)
+		return false, fatalError{fmt.Errorf("bad event %q: %w", data, err)}
+	}
+	if ev.RequestID != nil {
+		// A request of this thread or of a sub-agent of its turn: nobody
+		// else may be there to answer it.
+		if err := x.handleRequest(ctx, parseRequest(ev, x.patches)); err != nil {
+			if ctx.Err() != nil {
+				return false, err
+			}
+			return false, fatalError{err}
+		}
+		return false, nil
 	}
 	var p struct {
-		TurnID string          `json:"turnId"`
-		ItemID string          `json:"itemId"`
-		Delta  string          `json:"delta"`
-		Item   json.RawMessage `json:"item"`
-		Turn   struct {
+		ThreadID string          `json:"threadId"`
+		TurnID   string          `json:"turnId"`
+		Item     json.RawMessage `json:"item"`
+		Turn     struct {
 			ID string `json:"id"`
 		} `json:"turn"`
 		Tool   string `json:"tool"`
@@ -400,109 +565,111 @@ func (c *Client) handle(turnID string, data []byte) (bool, error) {
 		Error  struct {
 			Message string `json:"message"`
 		} `json:"error"`
-		Detail string `json:"detail"`
+		WillRetry bool   `json:"willRetry"`
+		Detail    string `json:"detail"`
 	}
 	_ = json.Unmarshal(ev.Params, &p)
-	if p.TurnID != "" && p.TurnID != turnID {
-		return false, nil
-	}
 	switch ev.Method {
-	case "item/agentMessage/delta":
-		if !c.opts.JSON {
-			c.print(p.Delta)
-			c.printed[p.ItemID] = true
-		}
-	case "item/started", "item/completed":
-		var it struct {
-			Type       string `json:"type"`
-			ID         string `json:"id"`
-			Text       string `json:"text"`
-			Tool       string `json:"tool"`
-			Command    string `json:"command"`
-			Status     string `json:"status"`
-			ExitCode   *int   `json:"exitCode"`
-			DurationMs *int64 `json:"durationMs"`
-		}
-		_ = json.Unmarshal(p.Item, &it)
-		switch {
-		case it.Type == "agentMessage" && ev.Method == "item/completed":
-			if !c.opts.JSON {
-				if !c.printed[it.ID] {
-					c.print(it.Text)
-				}
-				if c.lastByte != '\n' && c.lastByte != 0 {
-					c.print("\n")
-				}
-			}
-		case it.Type == "agentMessage", it.Type == "userMessage", it.Type == "reasoning":
-		default:
-			label := it.Type
-			if it.Tool != "" {
-				label += " " + it.Tool
-			}
-			if it.Command != "" {
-				label += ": " + it.Command
-			}
-			if ev.Method == "item/started" {
-				c.progress("%s", label)
-				break
-			}
-			// How it ended: a command's exit status, else the item's
-			// status, and how long it ran when the item says.
-			outcome := it.Status
-			if it.ExitCode != nil {
-				outcome = fmt.Sprintf("exit %d", *it.ExitCode)
-			}
-			if outcome == "" {
-				outcome = "done"
-			}
-			if it.DurationMs != nil {
-				outcome += " in " + humanDuration(time.Duration(*it.DurationMs)*time.Millisecond)
-			}
-			c.progress("%s -> %s", label, outcome)
-		}
 	case api.HTTPToolCallEventMethod:
-		c.progress("tool call %s (%s) is waiting for a client that registered the tool", p.Tool, p.CallID)
-	case "error":
-		c.progress("error: %s", p.Error.Message)
+		x.progress("tool call %s (%s) is waiting for a client that registered the tool; exec registers none", p.Tool, p.CallID)
+		return false, nil
 	case api.HTTPStreamErrorMethod:
 		return false, &apiError{status: http.StatusGone, problem: api.Problem{Detail: p.Detail}}
-	case "turn/completed":
-		return p.Turn.ID == turnID || p.Turn.ID == "", nil
+	case api.MethodTurnCompleted:
+		return p.Turn.ID == x.turnID || p.Turn.ID == "", nil
 	}
+	if (p.ThreadID != "" && p.ThreadID != x.threadID) || (p.TurnID != "" && p.TurnID != x.turnID) {
+		return false, nil // a sub-agent's, or another turn's
+	}
+	switch ev.Method {
+	case api.MethodItemStarted, api.MethodItemCompleted:
+		x.itemProgress(ev.Method, p.Item)
+	case api.MethodError:
+		if p.WillRetry {
+			x.progress("error (retrying): %s", p.Error.Message)
+		} else {
+			x.progress("error: %s", p.Error.Message)
+		}
+	}
+	x.out.notification(ev.Method, ev.Params)
 	return false, nil
 }
 
-func (c *Client) print(s string) {
-	if s == "" {
+// itemProgress shows a tool item as it starts and as it ends, and keeps a
+// file change's patch for its approval.
+func (x *run) itemProgress(method string, raw json.RawMessage) {
+	var it struct {
+		Type       string                 `json:"type"`
+		ID         string                 `json:"id"`
+		Tool       string                 `json:"tool"`
+		Server     string                 `json:"server"`
+		Command    string                 `json:"command"`
+		Status     string                 `json:"status"`
+		ExitCode   *int                   `json:"exitCode"`
+		DurationMs *int64                 `json:"durationMs"`
+		Changes    []api.FileUpdateChange `json:"changes"`
+	}
+	_ = json.Unmarshal(raw, &it)
+	switch it.Type {
+	case string(api.ItemAgentMessage), string(api.ItemUserMessage), string(api.ItemReasoning), string(api.ItemPlan):
+		return
+	case string(api.ItemFileChange):
+		x.patches[it.ID] = it.Changes
+	}
+	label := it.Type
+	if it.Server != "" {
+		label += " " + it.Server
+	}
+	if it.Tool != "" {
+		label += " " + it.Tool
+	}
+	if it.Command != "" {
+		label += ": " + it.Command
+	}
+	for _, ch := range it.Changes {
+		label += " " + ch.Path
+	}
+	if method == api.MethodItemStarted {
+		x.progress("%s", label)
 		return
 	}
-	_, _ = io.WriteString(c.stdout, s)
-	c.lastByte = s[len(s)-1]
+	// How it ended: a command's exit status, else the item's status, and
+	// how long it ran when the item says.
+	outcome := it.Status
+	if it.ExitCode != nil {
+		outcome = fmt.Sprintf("exit %d", *it.ExitCode)
+	}
+	if outcome == "" {
+		outcome = "done"
+	}
+	if it.DurationMs != nil {
+		outcome += " in " + humanDuration(time.Duration(*it.DurationMs)*time.Millisecond)
+	}
+	x.progress("%s -> %s", label, outcome)
 }
 
-// finish reports the ended turn and turns a failure into an error.
-func (c *Client) finish(t api.HTTPTurn) error {
-	if c.opts.JSON {
-		b, err := json.MarshalIndent(t, "", "  ")
-		if err != nil {
-			return err
-		}
-		_, _ = c.stdout.Write(append(b, '\n'))
-	} else if t.FinalMessage != nil && len(c.printed) == 0 && c.lastByte == 0 {
-		// The stream was lost before any text: print the answer now.
-		c.print(*t.FinalMessage)
-		if c.lastByte != '\n' {
-			c.print("\n")
-		}
-	}
-	msg := fmt.Sprintf("turn %s %s in %s", t.ID, t.Status, humanDuration(c.opts.Now().Sub(c.started)))
+// finish reports the ended turn and turns its outcome into Run's error.
+func (x *run) finish(ctx context.Context, t api.HTTPTurn) error {
+	x.out.turnEnded(t)
+	msg := fmt.Sprintf("turn %s %s in %s", t.ID, t.Status, humanDuration(x.c.opts.Now().Sub(x.started)))
 	if t.Usage != nil {
 		msg += fmt.Sprintf(" (%d tokens: %d in, %d out)", t.Usage.TotalTokens, t.Usage.InputTokens, t.Usage.OutputTokens)
 	}
-	c.progress("%s", msg)
-	if t.Status == api.TurnCompleted {
+	x.progress("%s", msg)
+	switch {
+	case t.Status == api.TurnCompleted:
+		if x.c.schema != nil {
+			if err := x.c.schema.check(t.FinalMessage); err != nil {
+				x.progress("%v", err)
+				return err
+			}
+			x.progress("the final message matches --output-schema")
+		}
 		return nil
+	case ctx.Err() != nil:
+		return x.stopped(ctx, nil)
+	case x.refused != nil:
+		return *x.refused
 	}
 	e := TurnEndedError{Status: t.Status}
 	if t.Error != nil {

@@ -6,7 +6,9 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -15,10 +17,13 @@ import (
 
 	"github.com/appserver/appserver/api"
 	"github.com/appserver/appserver/internal/apperr"
+	"github.com/appserver/appserver/internal/audit"
 	"github.com/appserver/appserver/internal/auth"
 	"github.com/appserver/appserver/internal/hub"
-	"github.com/appserver/appserver/internal/store"
+	"github.com/appserver/appserver/internal/principal"
+	"github.com/appserver/appserver/internal/reqlog"
 	"github.com/appserver/appserver/internal/turns"
+	"github.com/appserver/appserver/internal/turns/transcript"
 )
 
 // Defaults of the Config fields left zero.
@@ -34,31 +39,76 @@ const (
 	DefaultMaxIdempotencyKeys = 10000
 )
 
-// Config configures the API. Manager, Hub and Store are required.
+// Threads is what the API asks of the thread table (turns.Manager): the
+// methods it serves, and the read side of single turns and stored items,
+// which answers for a turn whether or not a log here saw it run.
+type Threads interface {
+	StartThread(ctx context.Context, c turns.Caller, p api.ThreadStartParams) (api.ThreadStartResult, turns.After, error)
+	ReadThread(ctx context.Context, p api.ThreadReadParams) (api.ThreadReadResult, error)
+	ListThreads(ctx context.Context, who principal.Principal, p api.ThreadListParams) (api.ThreadListResult, error)
+	ListChildren(ctx context.Context, threadID string) ([]api.Thread, error)
+	ListItems(ctx context.Context, p api.ThreadItemsListParams) (api.ThreadItemsListResult, error)
+	StartTurn(ctx context.Context, c turns.Caller, p api.TurnStartParams) (api.TurnStartResult, turns.After, error)
+	InterruptTurn(ctx context.Context, p api.TurnInterruptParams) (turns.After, error)
+	DeleteThread(ctx context.Context, p api.ThreadDeleteParams) (turns.After, error)
+	TurnStatus(ctx context.Context, threadID, turnID string) (api.TurnStatus, error)
+	TurnRecord(ctx context.Context, threadID, turnID string) (transcript.TurnRecord, error)
+	ItemRecords(ctx context.Context, q transcript.ItemsQuery) ([]transcript.ItemRecord, string, error)
+	Running(threadID string) bool
+	QueueAdd(ctx context.Context, p api.ThreadQueueAddParams) (api.ThreadQueueAddResult, turns.After, error)
+	QueueList(ctx context.Context, p api.ThreadQueueListParams) (api.ThreadQueueListResult, error)
+	QueueUpdate(ctx context.Context, p api.ThreadQueueUpdateParams) (api.ThreadQueueUpdateResult, turns.After, error)
+	QueueDelete(ctx context.Context, p api.ThreadQueueDeleteParams) (api.ThreadQueueDeleteResult, turns.After, error)
+	QueueReorder(ctx context.Context, p api.ThreadQueueReorderParams) (api.ThreadQueueReorderResult, turns.After, error)
+	QueueStart(ctx context.Context, c turns.Caller, p api.ThreadQueueStartParams) (api.TurnStartResult, turns.After, error)
+}
+
+// IdempotencyKeys keeps the claims of Idempotency-Keys for every daemon of
+// the database (the store).
+type IdempotencyKeys interface {
+	ClaimIdempotencyKey(ctx context.Context, scope, key string, hash []byte, now, expires time.Time) (claimed bool, turnID string, err error)
+	CompleteIdempotencyKey(ctx context.Context, scope, key, turnID string) error
+	ReleaseIdempotencyKey(ctx context.Context, scope, key string) error
+	PruneIdempotencyKeys(ctx context.Context, now time.Time) (int64, error)
+}
+
+// Config configures the API. Threads, Hub and Keys are required.
 type Config struct {
-	// Manager serves the threads; its Notifier, Subscribers and Requests
-	// must be Hub.
-	Manager *turns.Manager
+	// Threads serves the threads; its Sink must be Hub.
+	Threads Threads
 	// Hub is where the per-thread event logs subscribe: they get the
 	// thread's notifications and server requests like any client, and
 	// answers posted over HTTP settle the same requests websocket clients
 	// answer.
 	Hub *hub.Hub
-	// Store is read for items and turns.
-	Store store.Store
+	// Keys keeps the Idempotency-Key claims.
+	Keys IdempotencyKeys
 	// Auth is the websocket's authenticator: its credential is the
-	// operator's, who sees every thread. Nil means none.
+	// operator's, who sees every thread, and it knows the principals'
+	// tokens. Nil means none.
 	Auth *auth.Authenticator
-	// Principals maps principal names to the hex SHA-256 of their bearer
-	// token; a principal sees only the threads it created.
-	Principals map[string]string
-	// Ceiling bounds the sandbox and approval policy of the principals'
-	// threads (not the operator's); the zero value is workspace-write with
-	// any approval policy.
-	Ceiling Ceiling
+	// Browser issues tickets and session cookies (/v1/auth/...) and takes
+	// them back: a ticket on the event streams, the cookie on every
+	// route. Nil serves none (501).
+	Browser *auth.Browser
+	// Principals are the rules of the principals Auth identifies: the
+	// threads each sees, the ceiling and the workspace roots of its
+	// threads. Nil means none.
+	Principals *principal.Rules
+	// Audit reads the audit log (/audit); nil answers 501.
+	Audit AuditLog
+	// Recorder records the webhook subscriptions made and deleted in the
+	// audit log; nil records nothing.
+	Recorder *audit.Log
+	// Webhooks keeps and runs the webhook subscriptions (/webhooks); nil
+	// serves none (501).
+	Webhooks Webhooks
 	// MCP lists the MCP servers' status (GET /mcp-servers); nil lists
 	// none.
 	MCP MCPStatus
+	// Budgets serves the budget endpoints (/budget, /threads/{id}/budget);
+	// nil answers them 404.
+	Budgets Budgets
 	// Draining reports that the daemon is shutting down; requests then get
 	// 503. Nil means never.
 	Draining func() bool
@@ -99,8 +149,7 @@ type API struct {
 	cfg     Config
 	log     *slog.Logger
 	now     func() time.Time
-	mgr     *turns.Manager
-	auth    *authenticator
+	threads Threads
 	logs    *logs
 	idem    *idempotency
 	metrics *metrics
@@ -117,8 +166,8 @@ type API struct {
 
 // New builds the API.
 func New(cfg Config) (*API, error) {
-	if cfg.Manager == nil || cfg.Hub == nil || cfg.Store == nil {
-		return nil, errors.New("httpapi: Manager, Hub and Store are required")
+	if cfg.Threads == nil || cfg.Hub == nil || cfg.Keys == nil {
+		return nil, errors.New("httpapi: Threads, Hub and Keys are required")
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -138,20 +187,12 @@ func New(cfg Config) (*API, error) {
 	setDefault(&cfg.WriteTimeout, DefaultWriteTimeout)
 	setDefault(&cfg.IdempotencyTTL, DefaultIdempotencyTTL)
 	setDefault(&cfg.MaxIdempotencyKeys, DefaultMaxIdempotencyKeys)
-	authn, err := newAuthenticator(cfg.Auth, cfg.Principals)
-	if err != nil {
-		return nil, err
-	}
-	m, err := newMetrics(cfg.Registerer)
-	if err != nil {
-		return nil, err
-	}
+	m := newMetrics(cfg.Registerer)
 	a := &API{
 		cfg:      cfg,
 		log:      cfg.Logger,
 		now:      cfg.Now,
-		mgr:      cfg.Manager,
-		auth:     authn,
+		threads:  cfg.Threads,
 		metrics:  m,
 		stopping: make(chan struct{}),
 	}
@@ -190,7 +231,7 @@ func (a *API) Start(context.Context) error {
 			case <-t.C:
 				a.logs.detachIdle()
 				a.idem.expire()
-				if _, err := a.cfg.Store.PruneIdempotencyKeys(context.Background(), a.now()); err != nil {
+				if _, err := a.cfg.Keys.PruneIdempotencyKeys(context.Background(), a.now()); err != nil {
 					a.log.Warn("pruning idempotency keys", "err", err)
 				}
 			}
@@ -220,37 +261,54 @@ func (a *API) unsubscribe(l *eventLog) {
 	if a.stopped {
 		return // the daemon is stopping: subscriptions no longer matter
 	}
-	a.bg.Go(func() {
-		if _, err := a.mgr.Unsubscribe(turns.Caller{Conn: l.conn}, api.ThreadUnsubscribeParams{ThreadID: l.thread}); err != nil {
-			a.log.Debug("http api: unsubscribe event log", "thread", l.thread, "err", err)
-		}
-		a.cfg.Hub.Detach(l.conn)
-	})
+	a.bg.Go(func() { a.cfg.Hub.Detach(l.conn) })
 }
 
 func (a *API) routes() chi.Router {
 	r := chi.NewRouter()
-	r.Use(a.instrument, a.guard)
-	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+	r.Use(a.instrument, refuseNUL)
+	// Each route is behind the guard of its door: the credentials it
+	// takes besides the Authorization header (auth.Identify).
+	bearer, stream, rest := r.With(a.guard(auth.BearerDoor)), r.With(a.guard(auth.EventStreamDoor)), r.With(a.guard(auth.APIDoor))
+	r.NotFound(a.guard(auth.APIDoor)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, notFound("no such endpoint: %s %s", r.Method, r.URL.Path))
-	})
-	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+	})).ServeHTTP)
+	r.MethodNotAllowed(a.guard(auth.APIDoor)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, r, newProblem(http.StatusMethodNotAllowed, api.ProblemMethodNotAllowed,
 			"%s is not allowed on %s", r.Method, r.URL.Path))
-	})
-	r.Method(http.MethodGet, "/openapi.yaml", http.HandlerFunc(serveOpenAPI))
-	r.Method(http.MethodPost, "/threads", a.handle(a.createThread))
-	r.Method(http.MethodGet, "/threads", a.handle(a.listThreads))
-	r.Method(http.MethodGet, "/threads/{threadID}", a.handle(a.getThread))
-	r.Method(http.MethodGet, "/threads/{threadID}/items", a.handle(a.listItems))
-	r.Method(http.MethodGet, "/threads/{threadID}/children", a.handle(a.listChildren))
-	r.Method(http.MethodPost, "/threads/{threadID}/turns", a.handle(a.postTurn))
-	r.Method(http.MethodGet, "/threads/{threadID}/turns/{turnID}", a.handle(a.getTurn))
-	r.Method(http.MethodPost, "/threads/{threadID}/turns/{turnID}/interrupt", a.handle(a.interruptTurn))
-	r.Method(http.MethodGet, "/threads/{threadID}/events", a.handle(a.events))
-	r.Method(http.MethodPost, "/threads/{threadID}/tool-calls/{callID}", a.handle(a.answerToolCall))
-	r.Method(http.MethodPost, "/threads/{threadID}/approvals/{requestID}", a.handle(a.answerApproval))
-	r.Method(http.MethodGet, "/mcp-servers", a.handle(a.listMCPServers))
+	})).ServeHTTP)
+	rest.Method(http.MethodGet, "/openapi.yaml", http.HandlerFunc(serveOpenAPI))
+	rest.Method(http.MethodPost, "/threads", a.handle(a.createThread))
+	rest.Method(http.MethodGet, "/threads", a.handle(a.listThreads))
+	rest.Method(http.MethodGet, "/threads/{threadID}", a.handle(a.getThread))
+	rest.Method(http.MethodDelete, "/threads/{threadID}", a.handle(a.deleteThread))
+	rest.Method(http.MethodGet, "/threads/{threadID}/items", a.handle(a.listItems))
+	rest.Method(http.MethodGet, "/threads/{threadID}/children", a.handle(a.listChildren))
+	rest.Method(http.MethodPost, "/threads/{threadID}/turns", a.handle(a.postTurn))
+	rest.Method(http.MethodGet, "/threads/{threadID}/turns/{turnID}", a.handle(a.getTurn))
+	rest.Method(http.MethodPost, "/threads/{threadID}/turns/{turnID}/interrupt", a.handle(a.interruptTurn))
+	rest.Method(http.MethodGet, "/threads/{threadID}/queue", a.handle(a.listQueue))
+	rest.Method(http.MethodPost, "/threads/{threadID}/queue", a.handle(a.addQueue))
+	rest.Method(http.MethodPut, "/threads/{threadID}/queue", a.handle(a.orderQueue))
+	rest.Method(http.MethodPatch, "/threads/{threadID}/queue/{queuedID}", a.handle(a.updateQueue))
+	rest.Method(http.MethodDelete, "/threads/{threadID}/queue/{queuedID}", a.handle(a.deleteQueue))
+	rest.Method(http.MethodPost, "/threads/{threadID}/queue/{queuedID}/start", a.handle(a.startQueue))
+	stream.Method(http.MethodGet, "/threads/{threadID}/events", a.handle(a.events))
+	rest.Method(http.MethodPost, "/threads/{threadID}/tool-calls/{callID}", a.handle(a.answerToolCall))
+	rest.Method(http.MethodPost, "/threads/{threadID}/approvals/{requestID}", a.handle(a.answerApproval))
+	rest.Method(http.MethodGet, "/mcp-servers", a.handle(a.listMCPServers))
+	rest.Method(http.MethodGet, "/threads/{threadID}/budget", a.handle(a.getThreadBudget))
+	rest.Method(http.MethodPut, "/threads/{threadID}/budget", a.handle(a.putThreadBudget))
+	rest.Method(http.MethodGet, "/budget", a.handle(a.getBudget))
+	rest.Method(http.MethodPost, "/webhooks", a.handle(a.createWebhook))
+	rest.Method(http.MethodGet, "/webhooks", a.handle(a.listWebhooks))
+	rest.Method(http.MethodGet, "/webhooks/{webhookID}", a.handle(a.getWebhook))
+	rest.Method(http.MethodDelete, "/webhooks/{webhookID}", a.handle(a.deleteWebhook))
+	rest.Method(http.MethodGet, "/webhooks/{webhookID}/deliveries", a.handle(a.listDeliveries))
+	rest.Method(http.MethodGet, "/audit", a.handle(a.listAudit))
+	bearer.Method(http.MethodPost, "/auth/ticket", a.handle(a.issueTicket))
+	bearer.Method(http.MethodPost, "/auth/session", a.handle(a.startSession))
+	rest.Method(http.MethodDelete, "/auth/session", a.handle(a.endSession))
 	return r
 }
 
@@ -274,25 +332,54 @@ func (a *API) handle(f handlerFunc) http.Handler {
 	})
 }
 
-// guard refuses requests while draining and authenticates the others.
-func (a *API) guard(next http.Handler) http.Handler {
+// guard refuses requests while draining and authenticates the others
+// with the credentials door takes; a ticket in the query is gone from the
+// request next gets.
+func (a *API) guard(door auth.Door) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Header.Get("Origin") != "" {
+				// The server's origin guard admitted the origin; let browser
+				// code read what our answers carry in headers.
+				w.Header().Set("Access-Control-Expose-Headers", "Location, Idempotent-Replayed, Preference-Applied, Retry-After, X-Request-Id")
+			}
+			if a.cfg.Draining() {
+				writeProblem(w, r, unavailable("the server is shutting down"))
+				return
+			}
+			who, p := a.identify(r, door)
+			if door.Tickets {
+				r = auth.WithoutTicket(r)
+			}
+			if p != nil {
+				a.metrics.authFailures.Inc()
+				writeProblem(w, r, p)
+				return
+			}
+			reqlog.SetPrincipal(r.Context(), who.LogName())
+			next.ServeHTTP(w, r.WithContext(withPrincipal(r.Context(), who)))
+		})
+	}
+}
+
+// refuseNUL answers 400 to a request whose path or query holds a NUL
+// character (%00): the store can neither keep nor compare one, and every
+// path and query parameter of the API is an id, a filter or a cursor.
+func refuseNUL(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("Origin") != "" {
-			// The server's origin guard admitted the origin; let browser
-			// code read what our answers carry in headers.
-			w.Header().Set("Access-Control-Expose-Headers", "Location, Idempotent-Replayed, Preference-Applied, Retry-After")
-		}
-		if a.cfg.Draining() {
-			writeProblem(w, r, unavailable("the server is shutting down"))
+		if strings.IndexByte(r.URL.Path, 0) >= 0 {
+			writeProblem(w, r, invalid("the path contains a NUL character"))
 			return
 		}
-		who, p := a.auth.identify(r)
-		if p != nil {
-			a.metrics.authFailures.Inc()
-			writeProblem(w, r, p)
-			return
+		if strings.Contains(r.URL.RawQuery, "%00") {
+			for name, values := range r.URL.Query() {
+				if strings.IndexByte(name, 0) >= 0 || slices.ContainsFunc(values, func(v string) bool { return strings.IndexByte(v, 0) >= 0 }) {
+					writeProblem(w, r, invalid("query parameter %q contains a NUL character", name))
+					return
+				}
+			}
 		}
-		next.ServeHTTP(w, r.WithContext(withPrincipal(r.Context(), who)))
+		next.ServeHTTP(w, r)
 	})
 }
 
@@ -350,7 +437,7 @@ func (a *API) instrument(next http.Handler) http.Handler {
 // thread from a missing one.
 func (a *API) visibleThread(r *http.Request) (api.Thread, *problem) {
 	raw := chi.URLParam(r, "threadID")
-	res, err := a.mgr.ReadThread(r.Context(), api.ThreadReadParams{ThreadID: raw})
+	res, err := a.threads.ReadThread(r.Context(), api.ThreadReadParams{ThreadID: raw})
 	if err != nil {
 		var p *problem
 		if errors.As(err, &p) {
@@ -361,7 +448,7 @@ func (a *API) visibleThread(r *http.Request) (api.Thread, *problem) {
 		}
 		return api.Thread{}, a.fromError(r, err)
 	}
-	if !principalOf(r).sees(res.Thread) {
+	if !principalOf(r).Sees(res.Thread) {
 		return api.Thread{}, notFound("thread %s not found", raw)
 	}
 	return res.Thread, nil

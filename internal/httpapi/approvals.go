@@ -8,6 +8,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/appserver/appserver/api"
+	"github.com/appserver/appserver/internal/audit"
 )
 
 // maxSettledRequests is how many settled request ids a log remembers (to
@@ -23,7 +24,7 @@ func (l *eventLog) rememberSettledLocked(key string) {
 
 // answerRequest delivers an HTTP client's answer to a request the log
 // showed: 404 for an unknown request, 409 for one already settled.
-func (l *eventLog) answerRequest(id string, decode func(method string) (json.RawMessage, *problem)) *problem {
+func (l *eventLog) answerRequest(id string, by audit.Actor, decode func(method string) (json.RawMessage, *problem)) *problem {
 	l.mu.Lock()
 	r := l.requests[id]
 	settled := slices.Contains(l.settled, id)
@@ -38,7 +39,7 @@ func (l *eventLog) answerRequest(id string, decode func(method string) (json.Raw
 	if p != nil {
 		return p
 	}
-	if !r.Answer(l.conn, raw, nil) {
+	if !r.AnswerAs(l.conn, by, raw, nil) {
 		return conflict("request %s was already answered or has ended", id)
 	}
 	return nil
@@ -113,7 +114,8 @@ func (a *API) answerApproval(w http.ResponseWriter, r *http.Request) *problem {
 	if l == nil {
 		return notFound("no pending request %s in thread %s", id, th.ID)
 	}
-	if p := l.answerRequest(id, decodeRequestAnswer(b)); p != nil {
+	by, _ := audit.ActorOf(r.Context())
+	if p := l.answerRequest(id, by, decodeRequestAnswer(b)); p != nil {
 		return p
 	}
 	writeJSON(w, http.StatusOK, api.HTTPRequestAnswered{ThreadID: th.ID, RequestID: id})

@@ -27,9 +27,9 @@ type requestResult struct {
 func ask(ctx context.Context, h *hub.Hub, threadID string) chan requestResult {
 	out := make(chan requestResult, 1)
 	go func() {
-		raw, id, sent, err := h.Request(ctx, threadID, "item/commandExecution/requestApproval", api.CommandExecutionRequestApprovalParams{
+		raw, id, sent, err := h.Request(ctx, turns.ServerRequest{ThreadID: threadID, Method: "item/commandExecution/requestApproval", Params: api.CommandExecutionRequestApprovalParams{
 			Kind: api.ApprovalKindCommand, ThreadID: threadID, TurnID: "turn-1", ItemID: "item-1",
-		})
+		}})
 		out <- requestResult{raw, id, sent, err}
 	}()
 	return out

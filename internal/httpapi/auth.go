@@ -2,143 +2,69 @@ package httpapi
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
-	"encoding/hex"
-	"fmt"
 	"net/http"
-	"regexp"
-	"sort"
 	"strings"
 
 	"github.com/appserver/appserver/api"
+	"github.com/appserver/appserver/internal/audit"
 	"github.com/appserver/appserver/internal/auth"
+	"github.com/appserver/appserver/internal/principal"
+	"github.com/appserver/appserver/internal/reqlog"
 )
 
-// Originator is the client name the HTTP API creates threads under: a
-// thread created with the operator's credentials has Originator, one
-// created by principal P has Originator + "/" + P. It is what the thread's
-// "originator" field shows and what principals are matched against.
+// Originator is the client name the HTTP API creates the operator's
+// threads under; a principal's threads carry principal.OriginatorPrefix
+// and its name, whichever door created them.
 const Originator = "appserver-http"
-
-// principal is who a request acts for. The zero value is the operator (the
-// websocket's credentials, or no auth on loopback), who sees every thread;
-// a named principal sees only the threads it created.
-type principal string
-
-// originator is the thread originator of threads this principal creates.
-func (p principal) originator() string {
-	if p == "" {
-		return Originator
-	}
-	return Originator + "/" + string(p)
-}
-
-// sees reports whether the principal may see a thread.
-func (p principal) sees(th api.Thread) bool {
-	return p == "" || (th.Originator != nil && *th.Originator == p.originator())
-}
 
 type principalKey struct{}
 
-func withPrincipal(ctx context.Context, p principal) context.Context {
+// withPrincipal returns ctx carrying who a request acts for, for the API
+// and, as its actor, for the audit log (the client is the HTTP API and
+// the request's id).
+func withPrincipal(ctx context.Context, p principal.Principal) context.Context {
+	ctx = audit.WithActor(ctx, audit.Actor{Principal: p.Name(), Client: "http#" + reqlog.ID(ctx)})
 	return context.WithValue(ctx, principalKey{}, p)
 }
 
-func principalOf(r *http.Request) principal {
-	p, _ := r.Context().Value(principalKey{}).(principal)
+// principalOf is who a request admitted by guard acts for.
+func principalOf(r *http.Request) principal.Principal {
+	p, _ := r.Context().Value(principalKey{}).(principal.Principal)
 	return p
 }
 
-// principalName is what a principal may be called: a TOML bare key.
-var principalName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
-
-// principalToken is one configured principal.
-type principalToken struct {
-	name   string
-	digest [sha256.Size]byte
-}
-
-// authenticator decides who a request is: a principal whose token digest
-// matches, else whoever the websocket's authenticator admits.
-type authenticator struct {
-	shared     *auth.Authenticator // nil or disabled: no shared credential
-	principals []principalToken
-}
-
-func newAuthenticator(shared *auth.Authenticator, principals map[string]string) (*authenticator, error) {
-	a := &authenticator{shared: shared}
-	names := make([]string, 0, len(principals))
-	for name := range principals {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	seen := map[[sha256.Size]byte]string{}
-	for _, name := range names {
-		if !principalName.MatchString(name) {
-			return nil, fmt.Errorf("http api principal %q: names are 1-64 characters from [A-Za-z0-9_-]", name)
+// identify authenticates a request at door as the websocket does (a
+// principal's token, ticket or session cookie, else the operator's
+// credential; auth.Identify), with one rule of the API's own: without an
+// operator credential, principals' tokens are the only way in, or anyone
+// could skip the token and see every thread.
+func (a *API) identify(r *http.Request, door auth.Door) (principal.Principal, *problem) {
+	given := len(r.Header.Values("Authorization")) > 0
+	name, f := auth.Identify(r.Context(), a.cfg.Auth, a.cfg.Browser, r, door)
+	if f != nil {
+		// The authenticator words its reasons for websockets.
+		msg := strings.Replace(f.Message, "websocket ", "", 1)
+		switch f.Status {
+		case http.StatusForbidden:
+			return principal.Principal{}, forbidden("%s", msg)
+		case http.StatusServiceUnavailable:
+			return principal.Principal{}, unavailable("%s", msg)
+		case http.StatusInternalServerError:
+			return principal.Principal{}, newProblem(http.StatusInternalServerError, api.ProblemInternal, "%s", msg)
 		}
-		d, err := hex.DecodeString(strings.TrimSpace(principals[name]))
-		if err != nil || len(d) != sha256.Size {
-			return nil, fmt.Errorf("http api principal %q: token_sha256 must be 64 hexadecimal characters", name)
-		}
-		var pt principalToken
-		pt.name = name
-		copy(pt.digest[:], d)
-		if other, dup := seen[pt.digest]; dup {
-			return nil, fmt.Errorf("http api principals %q and %q have the same token", other, name)
-		}
-		seen[pt.digest] = name
-		a.principals = append(a.principals, pt)
+		return principal.Principal{}, unauthorized(msg, given)
 	}
-	return a, nil
-}
-
-// identify authenticates a request.
-func (a *authenticator) identify(r *http.Request) (principal, *problem) {
-	values := r.Header.Values("Authorization")
-	if len(a.principals) > 0 && len(values) > 0 {
-		if token, ok := bearer(values[0]); ok {
-			digest := sha256.Sum256([]byte(token))
-			match := ""
-			// Compare with every digest so the time taken says nothing
-			// about which principal, if any, matched.
-			for _, pt := range a.principals {
-				if subtle.ConstantTimeCompare(digest[:], pt.digest[:]) == 1 {
-					match = pt.name
-				}
-			}
-			if match != "" {
-				return principal(match), nil
-			}
+	if name != "" {
+		p, ok := a.cfg.Principals.Get(name)
+		if !ok {
+			return principal.Principal{}, unauthorized("invalid bearer token", true)
 		}
+		return p, nil
 	}
-	if a.shared != nil && a.shared.Enabled() {
-		if f := a.shared.Check(r); f != nil {
-			// The shared authenticator words its reasons for websockets.
-			return "", unauthorized(strings.Replace(f.Message, "websocket ", "", 1), len(values) > 0)
-		}
-		return "", nil
+	if a.cfg.Auth.HasPrincipals() && !a.cfg.Auth.Enabled() {
+		return principal.Principal{}, unauthorized("missing bearer token", false)
 	}
-	if len(a.principals) > 0 {
-		// Without a shared credential, principals are the only way in:
-		// otherwise anyone could skip the token and see every thread.
-		if len(values) == 0 {
-			return "", unauthorized("missing bearer token", false)
-		}
-		return "", unauthorized("invalid bearer token", true)
-	}
-	return "", nil
-}
-
-// bearer extracts the token of "Bearer <token>" (scheme in any case).
-func bearer(v string) (string, bool) {
-	scheme, token, ok := strings.Cut(v, " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return "", false
-	}
-	token = strings.TrimSpace(token)
-	return token, token != ""
+	return principal.Operator(), nil
 }
 
 func unauthorized(detail string, tokenGiven bool) *problem {

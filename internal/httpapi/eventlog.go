@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -28,27 +29,6 @@ type event struct {
 	data   []byte // {"method","params","emittedAtMs"}, shared with websockets
 }
 
-// turnState is what a log knows about a turn of its thread: whether it is
-// still running, how it ended and the token usage of its model responses.
-// A turn the log saw from turn/started to turn/completed is recorded whole
-// (its completed items, its end), so waiting requests are answered without
-// reading the store back.
-type turnState struct {
-	id       string
-	done     chan struct{} // closed when the turn completed
-	status   api.TurnStatus
-	usage    api.TokenUsageBreakdown
-	hasUsage bool
-
-	started bool              // turn/started was seen: items is the whole turn
-	items   []json.RawMessage // completed items, as announced
-	ended   *api.Turn         // the turn of turn/completed
-}
-
-// keptItemTurns is how many ended turns keep their items in the log;
-// older ones are read from the store.
-const keptItemTurns = 4
-
 // callState is what a log knows about a dynamic tool call it showed.
 type callState uint8
 
@@ -58,10 +38,9 @@ const (
 )
 
 // eventLog records the notifications of one thread for HTTP clients. It is
-// a hub subscriber (a recorder) subscribed to the thread under its own
-// connection id, so turns.Manager treats it like any subscriber: it gets
-// the turn and item notifications, and the hub gives it the thread's
-// server requests. Events get growing positions (see posShift), all above
+// a hub subscriber (a recorder) that follows the thread under its own
+// connection id: it gets the turn and item notifications, and the hub
+// gives it the thread's server requests. Events get growing positions (see posShift), all above
 // floor-1; the last EventBuffer of them (at most EventBufferBytes) stay in
 // a ring.
 //
@@ -71,22 +50,23 @@ type eventLog struct {
 	thread string
 	conn   turns.ConnID
 	floor  int64         // one more than the position before this log's first event
-	ready  chan struct{} // closed once the sink is subscribed (or failed)
-	err    error         // why subscribing failed; written before ready closes
+	ready  chan struct{} // closed once the log follows its thread
 
-	mu        sync.Mutex
-	ring      []event // circular, len = capacity
-	head      int     // index of the oldest event
-	n         int     // events held
-	bytes     int     // data bytes held
-	next      int64   // one more than the position of the last event
-	evicted   int64   // the position of the last event evicted, floor-1 if none
-	wake      chan struct{}
+	mu      sync.Mutex
+	ring    []event // circular, len = capacity
+	head    int     // index of the oldest event
+	n       int     // events held
+	bytes   int     // data bytes held
+	next    int64   // one more than the position of the last event
+	evicted int64   // the position of the last event evicted, floor-1 if none
+	wake    chan struct{}
+	// ended is closed (and replaced) when a turn/completed is recorded:
+	// a request waiting for a turn's end then asks the thread table
+	// whether it was that turn's.
+	ended     chan struct{}
 	uses      int // requests using the log: streams, waits, turn starts
 	lastUsed  time.Time
 	detached  bool
-	turns     map[string]*turnState
-	finished  []string // finished turn ids, oldest first
 	calls     map[string]callState
 	callOrder []string
 	// requests are the approvals and user-input requests shown and not
@@ -97,9 +77,6 @@ type eventLog struct {
 }
 
 const (
-	// maxFinishedTurns is how many ended turns a log remembers (for their
-	// usage and for waits that come late).
-	maxFinishedTurns = 64
 	// maxCalls is how many tool calls a log remembers (to tell an answer
 	// to a settled call, 409, from an unknown one, 404).
 	maxCalls = 256
@@ -117,15 +94,15 @@ func newEventLog(ls *logs, thread string, floor int64) *eventLog {
 		next:     floor,
 		evicted:  floor - 1,
 		wake:     make(chan struct{}),
+		ended:    make(chan struct{}),
 		lastUsed: ls.a.now(),
-		turns:    map[string]*turnState{},
 		calls:    map[string]callState{},
 		requests: map[string]*hub.Request{},
 	}
 }
 
 // Notify implements hub.Subscriber: the frame is recorded as the event's
-// data, and the typed params keep the log's account of the turns.
+// data.
 func (l *eventLog) Notify(n *hub.Notification) {
 	data := n.Frame()
 	l.mu.Lock()
@@ -140,47 +117,18 @@ func (l *eventLog) Notify(n *hub.Notification) {
 		l.next = pos
 	}
 	l.appendLocked(n.Method, data)
-	switch p := n.Params.(type) {
-	case api.TurnStartedNotification:
-		if p.Turn.ID == "" {
-			return
-		}
-		st := l.turnLocked(p.Turn.ID)
-		if st.status == api.TurnInProgress && len(st.items) == 0 {
-			st.started = true
-		}
-	case api.TurnCompletedNotification:
-		if p.Turn.ID == "" {
-			return
-		}
-		st := l.turnLocked(p.Turn.ID)
-		turn := p.Turn
-		st.ended = &turn
-		l.finishLocked(st, p.Turn.Status)
-	case api.ItemCompletedNotification:
-		// Items completing after the turn (an exec session's) count too,
-		// as they do in the store.
-		if st := l.turns[p.TurnID]; st != nil && st.started {
-			if item, err := json.Marshal(p.Item); err == nil {
-				st.items = append(st.items, item)
-			}
-		}
-	case api.ThreadTokenUsageUpdatedNotification:
-		// Only running turns count: resume replays the last usage.
-		if st := l.turns[p.TurnID]; st != nil && st.status == api.TurnInProgress {
-			addUsage(&st.usage, p.TokenUsage.Last)
-			st.hasUsage = true
-		}
+	if n.Method == "turn/completed" {
+		close(l.ended)
+		l.ended = make(chan struct{})
 	}
 }
 
-func addUsage(to *api.TokenUsageBreakdown, u api.TokenUsageBreakdown) {
-	to.TotalTokens += u.TotalTokens
-	to.InputTokens += u.InputTokens
-	to.CachedInputTokens += u.CachedInputTokens
-	to.CacheWriteInputTokens += u.CacheWriteInputTokens
-	to.OutputTokens += u.OutputTokens
-	to.ReasoningOutputTokens += u.ReasoningOutputTokens
+// turnEnded returns a channel closed when the log next records a
+// turn/completed.
+func (l *eventLog) turnEnded() <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.ended
 }
 
 // Request implements hub.Subscriber. A dynamic tool call becomes an event
@@ -339,65 +287,13 @@ func (l *eventLog) read(after int64) (evs []event, wake <-chan struct{}, gone bo
 	return evs, l.wake, false
 }
 
-// turnLocked returns the state of a turn, creating it as running.
-func (l *eventLog) turnLocked(id string) *turnState {
-	st := l.turns[id]
-	if st == nil {
-		st = &turnState{id: id, done: make(chan struct{}), status: api.TurnInProgress}
-		l.turns[id] = st
-	}
-	return st
-}
-
-func (l *eventLog) finishLocked(st *turnState, status api.TurnStatus) {
-	if st.status != api.TurnInProgress {
-		return
-	}
-	if status == "" || status == api.TurnInProgress {
-		status = api.TurnCompleted
-	}
-	st.status = status
-	close(st.done)
-	l.finished = append(l.finished, st.id)
-	if n := len(l.finished); n > keptItemTurns {
-		if old := l.turns[l.finished[n-1-keptItemTurns]]; old != nil {
-			old.started, old.items = false, nil
-		}
-	}
-	if len(l.finished) > maxFinishedTurns {
-		delete(l.turns, l.finished[0])
-		l.finished = l.finished[1:]
-	}
-}
-
-// track returns the state of a turn, creating it as running if the log has
-// not seen it end: the caller knows the turn exists and is waiting for it.
-func (l *eventLog) track(turnID string) *turnState {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.turnLocked(turnID)
-}
-
-// finishFromStore settles a tracked turn that the store says has ended
-// (its turn/completed went out before this log subscribed).
-func (l *eventLog) finishFromStore(turnID string, status api.TurnStatus) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if st := l.turns[turnID]; st != nil {
-		l.finishLocked(st, status)
-	}
-}
-
-// busyLocked reports whether the log must stay subscribed: a request uses
-// it, a turn is running or a tool call it showed is pending.
+// busyLocked reports whether the log must stay subscribed for what it
+// holds itself: a request uses it or a tool call it showed is pending.
+// Whether its thread runs a turn is the thread table's to say
+// (logs.idle).
 func (l *eventLog) busyLocked() bool {
 	if l.uses > 0 {
 		return true
-	}
-	for _, st := range l.turns {
-		if st.status == api.TurnInProgress {
-			return true
-		}
 	}
 	for _, c := range l.calls {
 		if c == callPending {
@@ -458,11 +354,11 @@ func (ls *logs) create() *eventLog {
 
 // bind enters a log made by create under its new thread's id.
 func (ls *logs) bind(l *eventLog, thread string) {
+	ls.makeRoom()
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
 	l.thread = thread
 	close(l.ready)
-	ls.makeRoomLocked()
 	ls.m[thread] = l
 }
 
@@ -478,6 +374,9 @@ func (ls *logs) attachLog(l *eventLog) {
 // attach returns the thread's log, subscribing a new one if needed, with
 // one use taken; the caller must release it.
 func (ls *logs) attach(ctx context.Context, thread string) (*eventLog, error) {
+	if ls.lookup(thread) == nil {
+		ls.makeRoom()
+	}
 	ls.mu.Lock()
 	if l := ls.m[thread]; l != nil {
 		l.mu.Lock()
@@ -491,62 +390,38 @@ func (ls *logs) attach(ctx context.Context, thread string) (*eventLog, error) {
 			l.release()
 			return nil, ctx.Err()
 		}
-		if l.err != nil {
-			l.release()
-			return nil, l.err
-		}
 		return l, nil
 	}
-	ls.makeRoomLocked()
 	l := newEventLog(ls, thread, ls.floorLocked(thread))
 	l.uses = 1
 	ls.m[thread] = l
 	ls.mu.Unlock()
 
-	ls.attachLog(l)
-	excl := true
-	_, after, err := ls.a.cfg.Manager.ResumeThread(ctx, turns.Caller{Conn: l.conn, ClientName: Originator},
-		api.ThreadResumeParams{ThreadID: thread, ExcludeTurns: &excl})
-	if err != nil {
-		l.err = err
-		close(l.ready)
-		ls.mu.Lock()
-		if ls.m[thread] == l {
-			delete(ls.m, thread)
-		}
-		ls.mu.Unlock()
-		ls.a.cfg.Hub.Detach(l.conn)
-		return nil, err
-	}
+	// One call: the hub subscribes the log to the thread and offers it
+	// the thread's pending requests.
+	l.conn = ls.a.cfg.Hub.Follow(thread, l, hub.AttachOptions{Recorder: true})
 	close(l.ready)
-	if after != nil {
-		// Replays the last usage and re-offers pending tool calls,
-		// which now include this log.
-		after()
-	}
 	return l, nil
 }
 
-// makeRoomLocked detaches idle logs, least recently used first, while the
-// table is full. Busy logs are never detached, so the bound is soft.
-func (ls *logs) makeRoomLocked() {
-	if len(ls.m) < ls.a.cfg.MaxThreadLogs {
+// makeRoom detaches idle logs, least recently used first, while the table
+// is full. Busy logs are never detached, so the bound is soft.
+func (ls *logs) makeRoom() {
+	ls.mu.Lock()
+	full := len(ls.m) >= ls.a.cfg.MaxThreadLogs
+	ls.mu.Unlock()
+	if !full {
 		return
 	}
-	var idle []*eventLog
-	for _, l := range ls.m {
-		l.mu.Lock()
-		if !l.busyLocked() {
-			idle = append(idle, l)
-		}
-		l.mu.Unlock()
-	}
+	idle := ls.idle(func(*eventLog) bool { return true })
 	sort.Slice(idle, func(i, j int) bool { return idle[i].lastUsed.Before(idle[j].lastUsed) })
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
 	for _, l := range idle {
 		if len(ls.m) < ls.a.cfg.MaxThreadLogs {
 			break
 		}
-		ls.detachLocked(l)
+		ls.detachIfIdleLocked(l)
 	}
 }
 
@@ -554,15 +429,39 @@ func (ls *logs) makeRoomLocked() {
 // thread can unload; a later request subscribes a new log.
 func (ls *logs) detachIdle() {
 	now := ls.a.now()
+	idle := ls.idle(func(l *eventLog) bool { return now.Sub(l.lastUsed) >= ls.a.cfg.IdleDetach })
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
+	for _, l := range idle {
+		ls.detachIfIdleLocked(l)
+	}
+}
+
+// idle returns the logs that are not busy, whose thread runs no turn here,
+// and that pass keep (called with the log's lock held). The thread table is
+// asked without the logs' locks held.
+func (ls *logs) idle(keep func(*eventLog) bool) []*eventLog {
+	ls.mu.Lock()
+	var out []*eventLog
 	for _, l := range ls.m {
 		l.mu.Lock()
-		idle := !l.busyLocked() && now.Sub(l.lastUsed) >= ls.a.cfg.IdleDetach
-		l.mu.Unlock()
-		if idle {
-			ls.detachLocked(l)
+		if !l.busyLocked() && keep(l) {
+			out = append(out, l)
 		}
+		l.mu.Unlock()
+	}
+	ls.mu.Unlock()
+	return slices.DeleteFunc(out, func(l *eventLog) bool { return ls.a.threads.Running(l.thread) })
+}
+
+// detachIfIdleLocked detaches a log found idle unless it was used or
+// replaced since; ls.mu must be held.
+func (ls *logs) detachIfIdleLocked(l *eventLog) {
+	l.mu.Lock()
+	busy := l.busyLocked()
+	l.mu.Unlock()
+	if ls.m[l.thread] == l && !busy {
+		ls.detachLocked(l)
 	}
 }
 
@@ -584,6 +483,15 @@ func (ls *logs) detachLocked(l *eventLog) {
 	}
 	ls.last[l.thread] = last
 	ls.a.unsubscribe(l)
+}
+
+// forget detaches the log of a thread that no longer exists, if it has one.
+func (ls *logs) forget(thread string) {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if l := ls.m[thread]; l != nil {
+		ls.detachLocked(l)
+	}
 }
 
 // lookup returns the thread's log if it has one (without taking a use).

@@ -10,7 +10,6 @@ import (
 
 	"github.com/appserver/appserver/api"
 	"github.com/appserver/appserver/internal/hub"
-	"github.com/appserver/appserver/internal/store"
 )
 
 // untilTurnCompleted is the value of ?until= that ends a stream after the
@@ -69,7 +68,7 @@ func (a *API) events(w http.ResponseWriter, r *http.Request) *problem {
 		after = l.start()
 	} else if !l.resumable(after) {
 		seq := after >> posShift
-		evs, err := a.cfg.Hub.EventsAfter(ctx, th.ID, seq, store.MaxEventsLimit)
+		evs, err := a.cfg.Hub.EventsAfter(ctx, th.ID, seq, 0)
 		if err != nil {
 			return a.fromError(r, err)
 		}
@@ -134,7 +133,7 @@ func (a *API) events(w http.ResponseWriter, r *http.Request) *problem {
 			break
 		}
 		var err error
-		if backlog, err = a.cfg.Hub.EventsAfter(ctx, th.ID, cursor>>posShift, store.MaxEventsLimit); err != nil {
+		if backlog, err = a.cfg.Hub.EventsAfter(ctx, th.ID, cursor>>posShift, 0); err != nil {
 			return nil
 		}
 	}

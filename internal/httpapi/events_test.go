@@ -144,7 +144,7 @@ func seqs(evs []event) []int64 {
 
 func TestIdleLogDetachesAndResumesSafely(t *testing.T) {
 	e := newEnv(t, envOpts{
-		script: `{"steps":[{"text":"first"},{"text":"second"}]}`,
+		script: `{"steps":[{"text":"first","usage":{"input_tokens":4,"output_tokens":1,"total_tokens":5}},{"text":"second"}]}`,
 		config: func(c *Config) { c.IdleDetach = time.Nanosecond },
 		manual: true,
 	})
@@ -152,13 +152,13 @@ func TestIdleLogDetachesAndResumesSafely(t *testing.T) {
 	_, first := e.postTurn(th.ID, "?wait=true", textInput("1"), nil, nil)
 	l := e.api.logs.lookup(th.ID)
 	require.NotNil(t, l)
-	require.Contains(t, e.mgr.Subscribers(th.ID), l.conn)
+	require.Contains(t, e.hub.Subscribers(th.ID), l.conn)
 	seen := l.lastSeq()
 
 	e.api.logs.detachIdle()
 	require.Nil(t, e.api.logs.lookup(th.ID))
 	require.Eventually(t, func() bool {
-		for _, c := range e.mgr.Subscribers(th.ID) {
+		for _, c := range e.hub.Subscribers(th.ID) {
 			if c == l.conn {
 				return false
 			}
@@ -177,11 +177,12 @@ func TestIdleLogDetachesAndResumesSafely(t *testing.T) {
 	require.Equal(t, http.StatusOK, r.status)
 	require.Contains(t, methodsOf(s.until("turn/completed")), "turn/started")
 
-	// Usage of the first turn was known to the old log only; the turn
-	// itself is still there.
+	// The first turn, which no log here holds any more, is still read
+	// whole: its usage is the transcript's, not a log's.
 	var got api.HTTPTurn
 	e.do(req{method: "GET", path: "/v1/threads/" + th.ID + "/turns/" + first.ID}).decode(t, &got)
 	require.Equal(t, "first", *got.FinalMessage)
+	require.Equal(t, &api.TokenUsageBreakdown{InputTokens: 4, OutputTokens: 1, TotalTokens: 5}, got.Usage)
 }
 
 func TestBusyLogsAreNotDetached(t *testing.T) {

@@ -17,7 +17,7 @@ const maxIdempotencyKeyLen = 255
 
 // idemKey scopes an Idempotency-Key to the caller and the thread.
 type idemKey struct {
-	who    principal
+	who    string // the principal's name, "" for the operator
 	thread string
 	key    string
 }
@@ -163,7 +163,7 @@ const keyPoll = 50 * time.Millisecond
 
 // idemScope is a key's scope in the store: the thread (a UUID, without
 // '/') and the principal.
-func idemScope(k idemKey) string { return k.thread + "/" + string(k.who) }
+func idemScope(k idemKey) string { return k.thread + "/" + k.who }
 
 // claimKey claims a key in the store, shared by the daemons of one
 // database. claimed: this request starts the turn. Otherwise turnID is the
@@ -173,7 +173,7 @@ func (a *API) claimKey(r *http.Request, k idemKey, hash [sha256.Size]byte) (turn
 	ctx := r.Context()
 	for {
 		now := a.now()
-		claimed, turnID, err := a.cfg.Store.ClaimIdempotencyKey(ctx, idemScope(k), k.key, hash[:], now, now.Add(a.cfg.IdempotencyTTL))
+		claimed, turnID, err := a.cfg.Keys.ClaimIdempotencyKey(ctx, idemScope(k), k.key, hash[:], now, now.Add(a.cfg.IdempotencyTTL))
 		switch {
 		case apperr.Is(err, apperr.Conflict):
 			return "", false, newProblem(http.StatusUnprocessableEntity, api.ProblemIdempotencyKeyReused,
@@ -191,11 +191,12 @@ func (a *API) claimKey(r *http.Request, k idemKey, hash [sha256.Size]byte) (turn
 	}
 }
 
-// releaseKey gives up a claimed key whose request started no turn.
-func (a *API) releaseKey(k idemKey) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+// releaseKey gives up a claimed key whose request (of ctx, which may
+// have ended) started no turn.
+func (a *API) releaseKey(ctx context.Context, k idemKey) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	if err := a.cfg.Store.ReleaseIdempotencyKey(ctx, idemScope(k), k.key); err != nil {
-		a.log.Error("releasing an idempotency key", "key", k.key, "err", err)
+	if err := a.cfg.Keys.ReleaseIdempotencyKey(ctx, idemScope(k), k.key); err != nil {
+		a.log.ErrorContext(ctx, "releasing an idempotency key", "key", k.key, "err", err)
 	}
 }

@@ -7,12 +7,10 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -21,34 +19,24 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
 	"github.com/appserver/appserver/api"
 	"github.com/appserver/appserver/internal/auth"
 	"github.com/appserver/appserver/internal/dynamic"
 	"github.com/appserver/appserver/internal/eventlog"
+	"github.com/appserver/appserver/internal/frontdoor"
 	"github.com/appserver/appserver/internal/hub"
-	"github.com/appserver/appserver/internal/mcp/mcptest"
 	"github.com/appserver/appserver/internal/model"
 	"github.com/appserver/appserver/internal/model/fakemodel"
+	"github.com/appserver/appserver/internal/principal"
 	"github.com/appserver/appserver/internal/registry"
+	"github.com/appserver/appserver/internal/reqlog"
 	"github.com/appserver/appserver/internal/server"
 	"github.com/appserver/appserver/internal/store"
+	"github.com/appserver/appserver/internal/store/memory"
 	"github.com/appserver/appserver/internal/store/sqlite"
 	"github.com/appserver/appserver/internal/turns"
 )
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	mcptest.Cleanup()
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goleak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
 
 // env is the real stack the API runs on: a store, the server (whose router
 // mounts the API at /v1 behind a real listener), the turns manager, the
@@ -58,6 +46,7 @@ type env struct {
 	fake   *fakemodel.Server
 	st     store.Store
 	srv    *server.Server
+	drain  *frontdoor.Drain
 	mgr    *turns.Manager
 	hub    *hub.Hub
 	broker *dynamic.Broker
@@ -65,14 +54,35 @@ type env struct {
 	url    string // http://127.0.0.1:PORT
 	token  string // the operator's token, "" without auth
 	close  func() // shuts the daemon down in its order; idempotent
+	// clock is the browser credentials' clock, which advance moves.
+	clockMu sync.Mutex
+	clock   time.Time
+}
+
+func (e *env) now() time.Time {
+	e.clockMu.Lock()
+	defer e.clockMu.Unlock()
+	return e.clock
+}
+
+// advance moves the browser credentials' clock.
+func (e *env) advance(d time.Duration) {
+	e.clockMu.Lock()
+	defer e.clockMu.Unlock()
+	e.clock = e.clock.Add(d)
 }
 
 type envOpts struct {
 	script string
 	// token enables capability-token auth with this token.
 	token string
-	// principals maps principal names to their tokens.
+	// principals maps principal names to their tokens; each gets a
+	// workspace root of its own.
 	principals map[string]string
+	// ceiling bounds the principals' threads.
+	ceiling principal.Ceiling
+	// sandbox and approvalPolicy are the daemon's defaults.
+	sandbox, approvalPolicy string
 	// config adjusts the API's configuration.
 	config func(*Config)
 	// reconnect is the broker's ReconnectTimeout; 0 means a minute.
@@ -85,6 +95,12 @@ type envOpts struct {
 	durable bool
 	// dbPath is the SQLite file; "" means a new one.
 	dbPath string
+	// origins are the front door's allowed_origins.
+	origins []string
+	// logs receives the debug log of the front door, the API, the server,
+	// the turns and the model client, as JSON lines with request ids;
+	// nil discards it.
+	logs io.Writer
 }
 
 func digest(token string) string {
@@ -139,11 +155,23 @@ func newEnv(t testing.TB, o envOpts) *env {
 		require.NoError(t, journal.Start(context.Background()))
 		hcfg.Journal = journal
 	}
+	principals := map[string]string{}
+	roots := map[string][]string{}
+	for name, tok := range o.principals {
+		principals[name] = digest(tok)
+		roots[name] = nil
+	}
 	var authn *auth.Authenticator
-	if o.token != "" {
-		authn, err = auth.New(auth.Config{Mode: auth.CapabilityToken, TokenSHA256: digest(o.token)})
+	switch {
+	case o.token != "":
+		authn, err = auth.New(auth.Config{Mode: auth.CapabilityToken, TokenSHA256: digest(o.token), Principals: principals})
+		require.NoError(t, err)
+	case len(principals) > 0:
+		authn, err = auth.New(auth.Config{Principals: principals})
 		require.NoError(t, err)
 	}
+	rules, err := principal.New(principal.Config{Roots: roots, Ceiling: o.ceiling, WorkspacesDir: t.TempDir()})
+	require.NoError(t, err)
 	if o.reconnect == 0 {
 		o.reconnect = time.Minute
 	}
@@ -152,10 +180,14 @@ func newEnv(t testing.TB, o envOpts) *env {
 	}
 	hb := hub.New(hcfg)
 	broker := hb.Broker()
-	client, err := model.New(model.ProviderConfig{BaseURL: fake.URL(), MaxRetries: -1}, slog.New(slog.DiscardHandler))
+	log := slog.New(slog.DiscardHandler)
+	if o.logs != nil {
+		log = slog.New(reqlog.NewHandler(slog.NewJSONHandler(o.logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	}
+	client, err := model.New(model.ProviderConfig{ID: "fake", BaseURL: fake.URL(), MaxRetries: -1}, log)
 	require.NoError(t, err)
 	mgr, err := turns.New(turns.Config{
-		Store: st, Notifier: hb, Models: oneProvider{client}, Tools: dynamicTools(broker),
+		Store: st, Sink: hb, Ephemeral: memory.New(memory.Config{}), Models: oneProvider{client}, Tools: dynamicTools(broker),
 		ValidateDynamicTools: func(specs []api.DynamicToolSpec) (json.RawMessage, error) {
 			tools, err := dynamic.Validate(specs, dynamic.Options{})
 			if err != nil {
@@ -163,32 +195,35 @@ func newEnv(t testing.TB, o envOpts) *env {
 			}
 			return json.Marshal(tools)
 		},
-		Subscribers: hb,
-		Requests:    hb,
-		Defaults:    turns.Defaults{Model: "fake", ModelProvider: "fake", Cwd: t.TempDir()},
+		Defaults: turns.Defaults{Model: "fake", ModelProvider: "fake", Cwd: t.TempDir(), SandboxMode: o.sandbox, ApprovalPolicy: o.approvalPolicy},
+		Logger:   log,
 	})
 	require.NoError(t, err)
-	srv, err := server.New(server.Config{Auth: authn, Hub: hb, Threads: mgr})
+	e := &env{t: t, fake: fake, st: st, hub: hb, broker: broker, mgr: mgr, token: o.token, clock: time.Now()}
+	browser, err := auth.NewBrowser(auth.BrowserConfig{Store: st, Now: e.now, Logger: log})
 	require.NoError(t, err)
-	principals := map[string]string{}
-	for name, tok := range o.principals {
-		principals[name] = digest(tok)
-	}
+	drain := new(frontdoor.Drain)
+	srv, err := server.New(server.Config{Auth: authn, Browser: browser, Principals: rules, Hub: hb, Threads: mgr, Draining: drain.Draining, Logger: log})
+	require.NoError(t, err)
 	cfg := Config{
-		Manager: mgr, Hub: hb, Store: st, Auth: authn, Principals: principals,
-		Draining: srv.Draining, Heartbeat: 50 * time.Millisecond,
+		Threads: mgr, Hub: hb, Keys: st, Auth: authn, Browser: browser, Principals: rules,
+		Draining: drain.Draining, Heartbeat: 50 * time.Millisecond, Logger: log,
 	}
 	if o.config != nil {
 		o.config(&cfg)
 	}
 	a, err := New(cfg)
 	require.NoError(t, err)
-	srv.Mount("/v1", a.Handler())
+	fd, err := frontdoor.New(frontdoor.Config{
+		Drain: drain, Mounts: []frontdoor.Mount{{Pattern: "/v1", Handler: a.Handler()}}, Upgrade: srv.Handler(),
+		AllowedOrigins: o.origins, Logger: log,
+	})
+	require.NoError(t, err)
 	if !o.manual {
 		require.NoError(t, a.Start(context.Background()))
 	}
-	hs := httptest.NewServer(srv.Handler())
-	e := &env{t: t, fake: fake, st: st, srv: srv, mgr: mgr, hub: hb, broker: broker, api: a, url: hs.URL, token: o.token}
+	hs := httptest.NewServer(fd.Handler())
+	e.srv, e.drain, e.api, e.url = srv, drain, a, hs.URL
 	var once sync.Once
 	e.close = func() {
 		once.Do(func() {

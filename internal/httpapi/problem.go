@@ -13,6 +13,7 @@ import (
 
 	"github.com/appserver/appserver/api"
 	"github.com/appserver/appserver/internal/apperr"
+	"github.com/appserver/appserver/internal/reqlog"
 )
 
 // problem is an error answered as application/problem+json. Handlers return
@@ -73,7 +74,8 @@ func unavailable(format string, args ...any) *problem {
 
 // body renders the problem for the request it answers.
 func (p *problem) body(r *http.Request) api.Problem {
-	return api.Problem{Type: p.typ, Title: titles[p.typ], Status: p.status, Detail: p.detail, Instance: r.URL.Path}
+	return api.Problem{Type: p.typ, Title: titles[p.typ], Status: p.status, Detail: p.detail, Instance: r.URL.Path,
+		RequestID: reqlog.ID(r.Context())}
 }
 
 // writeProblem answers with the problem.
@@ -119,15 +121,17 @@ func (a *API) fromError(r *http.Request, err error) *problem {
 	switch apperr.CodeOf(err) {
 	case apperr.Invalid:
 		return invalid("%s", apperr.MessageOf(err))
+	case apperr.Forbidden:
+		return forbidden("%s", apperr.MessageOf(err))
 	case apperr.NotFound:
 		return notFound("%s", apperr.MessageOf(err))
 	case apperr.Conflict:
 		return conflict("%s", apperr.MessageOf(err))
-	case apperr.Unavailable:
+	case apperr.Unavailable, apperr.Overloaded:
 		return unavailable("%s", apperr.MessageOf(err))
 	}
 	if r != nil {
-		a.log.Error("http api request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		a.log.ErrorContext(r.Context(), "http api request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 	} else {
 		a.log.Error("http api request failed", "err", err)
 	}

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -82,6 +83,12 @@ func TestBadRequestsGetProblems(t *testing.T) {
 			400, api.ProblemInvalidRequest, "after must be an event sequence number"},
 		{"bad Last-Event-ID", req{method: "GET", path: "/v1/threads/" + th.ID + "/events", header: http.Header{"Last-Event-Id": {"-3"}}},
 			400, api.ProblemInvalidRequest, "Last-Event-ID must be an event sequence number"},
+		{"NUL in a query parameter", req{method: "GET", path: "/v1/threads/" + th.ID + "/items?turnId=a%00b"},
+			400, api.ProblemInvalidRequest, `query parameter "turnId" contains a NUL character`},
+		{"NUL in a cursor", req{method: "GET", path: "/v1/threads?cursor=%00"},
+			400, api.ProblemInvalidRequest, `query parameter "cursor" contains a NUL character`},
+		{"NUL in the path", req{method: "GET", path: turns + "/a%00b"},
+			400, api.ProblemInvalidRequest, "the path contains a NUL character"},
 		{"bad until", req{method: "GET", path: "/v1/threads/" + th.ID + "/events?until=forever"},
 			400, api.ProblemInvalidRequest, `until must be "turnCompleted"`},
 		{"invalid tool answer", req{method: "POST", path: "/v1/threads/" + th.ID + "/tool-calls/c1", body: `{"contentItems":[{"type":"inputText"}],"success":true}`},
@@ -106,8 +113,8 @@ func TestBadRequestsGetProblems(t *testing.T) {
 			409, api.ProblemConflict, "turn " + turn.ID + " is not running"},
 		{"unknown tool call", req{method: "POST", path: "/v1/threads/" + th.ID + "/tool-calls/c1", body: `{"contentItems":[],"success":true}`},
 			404, api.ProblemNotFound, "no pending tool call c1"},
-		{"wrong method", req{method: "DELETE", path: "/v1/threads/" + th.ID},
-			405, api.ProblemMethodNotAllowed, "DELETE is not allowed"},
+		{"wrong method", req{method: "PUT", path: "/v1/threads/" + th.ID},
+			405, api.ProblemMethodNotAllowed, "PUT is not allowed"},
 		{"unknown approval", req{method: "POST", path: "/v1/threads/" + th.ID + "/approvals/7", body: `{"decision":"accept"}`},
 			404, api.ProblemNotFound, "no pending request 7"},
 	}
@@ -118,7 +125,9 @@ func TestBadRequestsGetProblems(t *testing.T) {
 			p := r.problem(t)
 			require.Equal(t, c.typ, p.Type)
 			require.Contains(t, p.Detail, c.detail)
-			require.Equal(t, strings.SplitN(c.req.path, "?", 2)[0], p.Instance)
+			path, err := url.PathUnescape(strings.SplitN(c.req.path, "?", 2)[0])
+			require.NoError(t, err)
+			require.Equal(t, path, p.Instance)
 		})
 	}
 	// None of the refused turn posts started a turn.
@@ -130,7 +139,7 @@ func TestBadRequestsGetProblems(t *testing.T) {
 func TestDrainingAnswers503(t *testing.T) {
 	e := newEnv(t, envOpts{})
 	th := e.createThread(nil, nil)
-	e.srv.Drain()
+	e.drain.Start()
 	for _, rq := range []req{
 		{method: "GET", path: "/v1/threads"},
 		{method: "POST", path: "/v1/threads/" + th.ID + "/turns", body: textInput("x")},
@@ -180,4 +189,30 @@ func TestCreateThreadSettingsAndReadBack(t *testing.T) {
 	require.Contains(t, body, "Be brief.")
 	require.Contains(t, body, "CI run 42.")
 	require.Contains(t, body, "lookup_weather")
+}
+
+// DELETE /v1/threads/{id} removes a thread with its transcript, even with a
+// turn running; the thread is then unknown to every route, and a second
+// delete is 404.
+func TestDeleteThread(t *testing.T) {
+	e := newEnv(t, envOpts{script: `{"steps":[{"text":"done"},{"match":{"user_text":"stall"},"fail":{"kind":"stall"}}]}`})
+	th := e.createThread(nil, nil)
+	_, turn := e.postTurn(th.ID, "?wait=true", textInput("hello"), nil, nil)
+	require.Equal(t, api.TurnCompleted, turn.Status)
+	r, running := e.postTurn(th.ID, "", textInput("stall"), nil, nil)
+	require.Equal(t, http.StatusAccepted, r.status, string(r.body))
+	keep := e.createThread(nil, nil)
+
+	d := e.do(req{method: "DELETE", path: "/v1/threads/" + th.ID})
+	require.Equal(t, http.StatusNoContent, d.status, string(d.body))
+	require.Empty(t, d.body)
+	for _, path := range []string{"/v1/threads/" + th.ID, "/v1/threads/" + th.ID + "/items", "/v1/threads/" + th.ID + "/turns/" + running.ID} {
+		require.Equal(t, http.StatusNotFound, e.do(req{method: "GET", path: path}).status, path)
+	}
+	_, err := e.st.GetThread(t.Context(), th.ID)
+	require.Error(t, err, "gone from the store")
+	again := e.do(req{method: "DELETE", path: "/v1/threads/" + th.ID})
+	require.Equal(t, http.StatusNotFound, again.status)
+	require.Equal(t, api.ProblemNotFound, again.problem(t).Type)
+	require.Equal(t, http.StatusOK, e.do(req{method: "GET", path: "/v1/threads/" + keep.ID}).status, "other threads stay")
 }

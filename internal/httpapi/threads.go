@@ -7,13 +7,9 @@ import (
 
 	"github.com/appserver/appserver/api"
 	"github.com/appserver/appserver/internal/apperr"
-	"github.com/appserver/appserver/internal/store"
 	"github.com/appserver/appserver/internal/turns"
+	"github.com/appserver/appserver/internal/turns/transcript"
 )
-
-// maxListPasses bounds the store pages one GET /v1/threads of a principal
-// reads while skipping other principals' threads.
-const maxListPasses = 10
 
 // createThread serves POST /v1/threads.
 func (a *API) createThread(w http.ResponseWriter, r *http.Request) *problem {
@@ -22,17 +18,10 @@ func (a *API) createThread(w http.ResponseWriter, r *http.Request) *problem {
 		return p
 	}
 	who := principalOf(r)
-	if who != "" {
-		s, a, p := a.cfg.Ceiling.apply(req.Sandbox, req.ApprovalPolicy)
-		if p != nil {
-			return p
-		}
-		req.Sandbox, req.ApprovalPolicy = s, a
-	}
 	// The thread's log subscribes from the start, so nothing the thread
 	// does is missed and its tool calls always have a holder.
 	l := a.logs.create()
-	res, after, err := a.mgr.StartThread(r.Context(), turns.Caller{Conn: l.conn, ClientName: who.originator()}, api.ThreadStartParams{
+	res, after, err := a.threads.StartThread(r.Context(), turns.Caller{Conn: l.conn, ClientName: who.ClientName(Originator), Principal: who}, api.ThreadStartParams{
 		Model:                 req.Model,
 		ModelProvider:         req.ModelProvider,
 		Cwd:                   req.Cwd,
@@ -66,6 +55,27 @@ func (a *API) getThread(w http.ResponseWriter, r *http.Request) *problem {
 	return nil
 }
 
+// deleteThread serves DELETE /v1/threads/{id}: the thread goes for good
+// with its turns and items, as thread/delete does (a running turn is
+// interrupted first; every websocket client hears thread/deleted). The
+// API's event log of the thread, if it keeps one, is detached.
+func (a *API) deleteThread(w http.ResponseWriter, r *http.Request) *problem {
+	th, p := a.visibleThread(r)
+	if p != nil {
+		return p
+	}
+	after, err := a.threads.DeleteThread(r.Context(), api.ThreadDeleteParams{ThreadID: th.ID})
+	if err != nil {
+		return a.fromError(r, err)
+	}
+	a.logs.forget(th.ID)
+	if after != nil {
+		after()
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
 // queryInt parses an optional non-negative integer query parameter.
 func queryInt(r *http.Request, name string, maxValue int64) (int64, bool, *problem) {
 	raw := r.URL.Query().Get(name)
@@ -79,17 +89,18 @@ func queryInt(r *http.Request, name string, maxValue int64) (int64, bool, *probl
 	return n, true, nil
 }
 
-// pageLimit parses ?limit=: 1 to store.MaxLimit, default store.DefaultLimit.
+// pageLimit parses ?limit=: 1 to transcript.MaxItemsPage, default
+// transcript.DefaultItemsPage.
 func pageLimit(r *http.Request) (int, *problem) {
-	n, ok, p := queryInt(r, "limit", store.MaxLimit)
+	n, ok, p := queryInt(r, "limit", transcript.MaxItemsPage)
 	if p != nil {
 		return 0, p
 	}
 	if !ok {
-		return store.DefaultLimit, nil
+		return transcript.DefaultItemsPage, nil
 	}
 	if n == 0 {
-		return 0, invalid("query parameter limit must be from 1 to %d", store.MaxLimit)
+		return 0, invalid("query parameter limit must be from 1 to %d", transcript.MaxItemsPage)
 	}
 	return int(n), nil
 }
@@ -115,30 +126,14 @@ func (a *API) listThreads(w http.ResponseWriter, r *http.Request) *problem {
 	default:
 		return invalid("query parameter archived must be true or false, got %q", v)
 	}
-	who := principalOf(r)
-	out := api.HTTPThreadList{Data: api.List[api.Thread]{}}
-	remaining := limit
-	for pass := 0; ; pass++ {
-		n := uint32(remaining)
-		params.Limit = &n
-		res, err := a.mgr.ListThreads(r.Context(), params)
-		if err != nil {
-			return a.fromError(r, err)
-		}
-		for _, th := range res.Data {
-			if who.sees(th) {
-				out.Data = append(out.Data, th)
-			}
-		}
-		out.NextCursor = res.NextCursor
-		remaining = limit - len(out.Data)
-		// A page asks for at most what is still missing, so every thread
-		// it returns is used and its cursor is exact.
-		if who == "" || remaining == 0 || res.NextCursor == nil || pass+1 >= maxListPasses {
-			break
-		}
-		params.Cursor = res.NextCursor
+	n := uint32(limit)
+	params.Limit = &n
+	res, err := a.threads.ListThreads(r.Context(), principalOf(r), params)
+	if err != nil {
+		return a.fromError(r, err)
 	}
+	out := api.HTTPThreadList{Data: api.List[api.Thread]{}, NextCursor: res.NextCursor}
+	out.Data = append(out.Data, res.Data...)
 	writeJSON(w, http.StatusOK, out)
 	return nil
 }
@@ -151,14 +146,14 @@ func (a *API) listChildren(w http.ResponseWriter, r *http.Request) *problem {
 	if p != nil {
 		return p
 	}
-	kids, err := a.mgr.ListChildren(r.Context(), th.ID)
+	kids, err := a.threads.ListChildren(r.Context(), th.ID)
 	if err != nil {
 		return a.fromError(r, err)
 	}
 	who := principalOf(r)
 	out := api.HTTPThreadList{Data: make(api.List[api.Thread], 0, len(kids))}
 	for _, k := range kids {
-		if who.sees(k) {
+		if who.Sees(k) {
 			out.Data = append(out.Data, k)
 		}
 	}
@@ -185,7 +180,7 @@ func (a *API) listItems(w http.ResponseWriter, r *http.Request) *problem {
 	if th.Ephemeral {
 		return a.listEphemeralItems(w, r, th, limit, q.Get("turnId"), q.Get("cursor"), since)
 	}
-	page, err := a.cfg.Store.ListItems(r.Context(), store.ItemsQuery{
+	items, next, err := a.threads.ItemRecords(r.Context(), transcript.ItemsQuery{
 		ThreadID: th.ID, TurnID: q.Get("turnId"), AfterSeq: since, Limit: limit, Cursor: q.Get("cursor"),
 	})
 	if err != nil {
@@ -194,8 +189,8 @@ func (a *API) listItems(w http.ResponseWriter, r *http.Request) *problem {
 		}
 		return a.fromError(r, err)
 	}
-	out := api.HTTPItemList{Data: make(api.List[api.HTTPItem], 0, len(page.Items))}
-	for _, it := range page.Items {
+	out := api.HTTPItemList{Data: make(api.List[api.HTTPItem], 0, len(items))}
+	for _, it := range items {
 		var ti api.ThreadItem
 		if err := json.Unmarshal(it.Payload, &ti); err != nil {
 			return a.fromError(r, apperr.Wrap(apperr.Internal, err, "corrupt item"))
@@ -203,8 +198,8 @@ func (a *API) listItems(w http.ResponseWriter, r *http.Request) *problem {
 		seq := it.Seq
 		out.Data = append(out.Data, api.HTTPItem{Seq: &seq, TurnID: it.TurnID, Item: ti})
 	}
-	if page.NextCursor != "" {
-		out.NextCursor = &page.NextCursor
+	if next != "" {
+		out.NextCursor = &next
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
@@ -226,7 +221,7 @@ func (a *API) listEphemeralItems(w http.ResponseWriter, r *http.Request, th api.
 	}
 	n := uint32(limit)
 	params.Limit = &n
-	res, err := a.mgr.ListItems(r.Context(), params)
+	res, err := a.threads.ListItems(r.Context(), params)
 	if err != nil {
 		return a.fromError(r, err)
 	}

@@ -14,7 +14,6 @@ import (
 
 	"github.com/appserver/appserver/api"
 	"github.com/appserver/appserver/internal/apperr"
-	"github.com/appserver/appserver/internal/store"
 	"github.com/appserver/appserver/internal/turns"
 )
 
@@ -59,26 +58,31 @@ func parseWait(r *http.Request) (waitOpts, *problem) {
 }
 
 // await blocks until the turn ends, the bound passes, the client leaves or
-// the API stops; it reports whether the turn ended.
-func (a *API) await(ctx context.Context, st *turnState, o waitOpts) bool {
+// the API stops. The thread table says whether the turn ended; the log only
+// wakes it when a turn/completed goes by. A turn that cannot be read is
+// not waited for.
+func (a *API) await(ctx context.Context, threadID, turnID string, l *eventLog, o waitOpts) {
 	var timeout <-chan time.Time
 	if o.bounded {
 		t := time.NewTimer(o.limit)
 		defer t.Stop()
 		timeout = t.C
 	}
-	select {
-	case <-st.done:
-		return true
-	case <-ctx.Done():
-	case <-timeout:
-	case <-a.stopping:
-	}
-	select {
-	case <-st.done:
-		return true
-	default:
-		return false
+	for {
+		ended := l.turnEnded() // before reading: an end after the read wakes us
+		status, err := a.threads.TurnStatus(ctx, threadID, turnID)
+		if err != nil || status != api.TurnInProgress {
+			return
+		}
+		select {
+		case <-ended:
+		case <-ctx.Done():
+			return
+		case <-timeout:
+			return
+		case <-a.stopping:
+			return
+		}
 	}
 }
 
@@ -183,7 +187,7 @@ func (a *API) postTurn(w http.ResponseWriter, r *http.Request) *problem {
 			return invalid("Idempotency-Key must be 1-%d visible ASCII characters", maxIdempotencyKeyLen)
 		}
 		canon, _ := json.Marshal(req)
-		k, hash := idemKey{who: who, thread: th.ID, key: key}, sha256.Sum256(canon)
+		k, hash := idemKey{who: who.Name(), thread: th.ID, key: key}, sha256.Sum256(canon)
 		e, owner, p := a.idem.begin(ctx, k, hash)
 		if p != nil {
 			return p
@@ -215,7 +219,7 @@ func (a *API) postTurn(w http.ResponseWriter, r *http.Request) *problem {
 			a.idem.fail(entry)
 		}
 		if stored {
-			a.releaseKey(entry.key)
+			a.releaseKey(ctx, entry.key)
 		}
 		return a.fromError(r, err)
 	}
@@ -223,15 +227,13 @@ func (a *API) postTurn(w http.ResponseWriter, r *http.Request) *problem {
 
 	var turnID string
 	var eventsAfter int64
-	var st *turnState
 	if replayed {
 		turnID, eventsAfter = entry.turnID, entry.eventsAfter
-		st, p = a.trackExisting(ctx, th, l, turnID)
-		if p != nil {
+		if p := a.turnExists(ctx, th, turnID); p != nil {
 			return p
 		}
 	} else {
-		res, after, err := a.mgr.StartTurn(ctx, turns.Caller{Conn: l.conn, ClientName: who.originator()}, api.TurnStartParams{
+		res, after, err := a.threads.StartTurn(ctx, turns.Caller{Conn: l.conn, ClientName: who.ClientName(Originator), Principal: who}, api.TurnStartParams{
 			ThreadID:            th.ID,
 			Input:               req.Input,
 			Model:               req.Model,
@@ -244,14 +246,13 @@ func (a *API) postTurn(w http.ResponseWriter, r *http.Request) *problem {
 				a.idem.fail(entry)
 			}
 			if stored {
-				a.releaseKey(entry.key)
+				a.releaseKey(ctx, entry.key)
 			}
 			return a.fromError(r, err)
 		}
 		turnID = res.Turn.ID
-		// Track the turn and note where its events start before it runs
-		// (after starts it), so neither its end nor its events are missed.
-		st = l.track(turnID)
+		// Note where its events start before it runs (after starts it),
+		// so that none is missed.
 		eventsAfter = l.lastSeq()
 		if after != nil {
 			after()
@@ -260,21 +261,21 @@ func (a *API) postTurn(w http.ResponseWriter, r *http.Request) *problem {
 			a.idem.succeed(entry, turnID, eventsAfter)
 		}
 		if stored {
-			if err := a.cfg.Store.CompleteIdempotencyKey(context.WithoutCancel(ctx), idemScope(entry.key), entry.key.key, turnID); err != nil {
+			if err := a.cfg.Keys.CompleteIdempotencyKey(context.WithoutCancel(ctx), idemScope(entry.key), entry.key.key, turnID); err != nil {
 				// The turn runs; a retry on another daemon may wait
 				// for the key until it expires. Logged, not failed.
-				a.log.Error("recording an idempotency key's turn", "key", entry.key.key, "err", err)
+				a.log.ErrorContext(ctx, "recording an idempotency key's turn", "key", entry.key.key, "err", err)
 			}
 		}
 	}
 
 	if wo.wait {
-		a.await(ctx, st, wo)
+		a.await(ctx, th.ID, turnID, l, wo)
 		if wo.applied != "" {
 			w.Header().Set("Preference-Applied", wo.applied)
 		}
 	}
-	view, p := a.turnView(ctx, th, turnID, l)
+	view, p := a.turnView(ctx, th, turnID)
 	if p != nil {
 		return p
 	}
@@ -291,33 +292,16 @@ func (a *API) postTurn(w http.ResponseWriter, r *http.Request) *problem {
 	return nil
 }
 
-// trackExisting makes the log watch a turn that exists (per the store or
-// the log) and returns its state; a turn nobody knows is a 404. The store
-// is read again after tracking, so a turn that ended before the log
-// subscribed is not waited for forever.
-func (a *API) trackExisting(ctx context.Context, th api.Thread, l *eventLog, turnID string) (*turnState, *problem) {
-	l.mu.Lock()
-	_, known := l.turns[turnID]
-	l.mu.Unlock()
-	if !known {
-		rec, err := a.cfg.Store.GetTurn(ctx, th.ID, turnID)
-		if apperr.Is(err, apperr.NotFound) || apperr.Is(err, apperr.Invalid) {
-			return nil, notFound("turn %s not found in thread %s", turnID, th.ID)
-		}
-		if err != nil {
-			return nil, a.fromError(nil, err)
-		}
-		if rec.Status != store.TurnInProgress {
-			st := l.track(turnID)
-			l.finishFromStore(turnID, api.TurnStatus(rec.Status))
-			return st, nil
-		}
+// turnExists answers 404 for a turn the thread does not have.
+func (a *API) turnExists(ctx context.Context, th api.Thread, turnID string) *problem {
+	_, err := a.threads.TurnStatus(ctx, th.ID, turnID)
+	switch {
+	case apperr.Is(err, apperr.NotFound) || apperr.Is(err, apperr.Invalid):
+		return notFound("turn %s not found in thread %s", turnID, th.ID)
+	case err != nil:
+		return a.fromError(nil, err)
 	}
-	st := l.track(turnID)
-	if rec, err := a.cfg.Store.GetTurn(ctx, th.ID, turnID); err == nil && rec.Status != store.TurnInProgress {
-		l.finishFromStore(turnID, api.TurnStatus(rec.Status))
-	}
-	return st, nil
+	return nil
 }
 
 // getTurn serves GET /v1/threads/{id}/turns/{turnId}.
@@ -331,25 +315,21 @@ func (a *API) getTurn(w http.ResponseWriter, r *http.Request) *problem {
 		return p
 	}
 	turnID := chi.URLParam(r, "turnID")
-	var l *eventLog
 	if wo.wait {
-		var err error
-		if l, err = a.logs.attach(r.Context(), th.ID); err != nil {
+		if p := a.turnExists(r.Context(), th, turnID); p != nil {
+			return p
+		}
+		l, err := a.logs.attach(r.Context(), th.ID)
+		if err != nil {
 			return a.fromError(r, err)
 		}
 		defer l.release()
-		st, p := a.trackExisting(r.Context(), th, l, turnID)
-		if p != nil {
-			return p
-		}
-		a.await(r.Context(), st, wo)
+		a.await(r.Context(), th.ID, turnID, l, wo)
 		if wo.applied != "" {
 			w.Header().Set("Preference-Applied", wo.applied)
 		}
-	} else {
-		l = a.logs.lookup(th.ID)
 	}
-	view, p := a.turnView(r.Context(), th, turnID, l)
+	view, p := a.turnView(r.Context(), th, turnID)
 	if p != nil {
 		return p
 	}
@@ -377,27 +357,26 @@ func (a *API) interruptTurn(w http.ResponseWriter, r *http.Request) *problem {
 		return a.fromError(r, err)
 	}
 	defer l.release()
-	after, err := a.mgr.InterruptTurn(ctx, api.TurnInterruptParams{ThreadID: th.ID, TurnID: turnID})
+	after, err := a.threads.InterruptTurn(ctx, api.TurnInterruptParams{ThreadID: th.ID, TurnID: turnID})
 	if err != nil {
 		if !apperr.Is(err, apperr.Invalid) {
 			return a.fromError(r, err)
 		}
 		// No running turn, or another one: tell a finished turn from an
 		// unknown one.
-		if _, p := a.trackExisting(ctx, th, l, turnID); p != nil {
+		if p := a.turnExists(ctx, th, turnID); p != nil {
 			return p
 		}
 		return conflict("turn %s is not running", turnID)
 	}
-	st := l.track(turnID)
 	after()
 	if wo.wait {
-		a.await(ctx, st, wo)
+		a.await(ctx, th.ID, turnID, l, wo)
 		if wo.applied != "" {
 			w.Header().Set("Preference-Applied", wo.applied)
 		}
 	}
-	view, p := a.turnView(ctx, th, turnID, l)
+	view, p := a.turnView(ctx, th, turnID)
 	if p != nil {
 		return p
 	}
@@ -409,10 +388,9 @@ func (a *API) interruptTurn(w http.ResponseWriter, r *http.Request) *problem {
 	return nil
 }
 
-// turnBody is api.HTTPTurn with the items as raw JSON: as announced (for
-// a turn the log recorded) or as stored, so they are not decoded and
-// encoded again on the way out. TestTurnBodyMatchesHTTPTurn keeps the two
-// in step.
+// turnBody is api.HTTPTurn with the items as raw JSON, as stored, so they
+// are not decoded and encoded again on the way out.
+// TestTurnBodyMatchesHTTPTurn keeps the two in step.
 type turnBody struct {
 	ID           string                   `json:"id"`
 	ThreadID     string                   `json:"threadId"`
@@ -426,78 +404,20 @@ type turnBody struct {
 	EventsAfter  *int64                   `json:"eventsAfter,omitempty"`
 }
 
-// turnView renders a turn: from the log when it recorded the whole turn
-// (the answer to a waiting request), else from the store, with what the
-// log knows (usage, and a turn not persisted yet). l may be nil.
-func (a *API) turnView(ctx context.Context, th api.Thread, turnID string, l *eventLog) (turnBody, *problem) {
-	out := turnBody{ID: turnID, ThreadID: th.ID, Items: []json.RawMessage{}}
-	var logStatus api.TurnStatus
-	if l != nil {
-		l.mu.Lock()
-		st := l.turns[turnID]
-		if st != nil {
-			logStatus = st.status
-			if st.hasUsage {
-				u := st.usage
-				out.Usage = &u
-			}
-			if st.started && st.ended != nil {
-				out.Status, out.Error = st.ended.Status, st.ended.Error
-				out.StartedAt, out.CompletedAt = st.ended.StartedAt, st.ended.CompletedAt
-				out.Items = append(out.Items, st.items...)
-			}
-		}
-		l.mu.Unlock()
-	}
-	if out.Status != "" {
-		out.FinalMessage = finalMessage(out.Items)
-		return out, nil
-	}
-	rec, err := a.cfg.Store.GetTurn(ctx, th.ID, turnID)
+// turnView renders a turn from the thread table's read side.
+func (a *API) turnView(ctx context.Context, th api.Thread, turnID string) (turnBody, *problem) {
+	rec, err := a.threads.TurnRecord(ctx, th.ID, turnID)
 	switch {
-	case err == nil:
-		out.Status = api.TurnStatus(rec.Status)
-		if len(rec.Error) > 0 && string(rec.Error) != "null" {
-			var te api.TurnError
-			if json.Unmarshal(rec.Error, &te) == nil {
-				out.Error = &te
-			}
-		}
-		if rec.StartedAt != nil {
-			s := rec.StartedAt.Unix()
-			out.StartedAt = &s
-		}
-		if rec.CompletedAt != nil {
-			c := rec.CompletedAt.Unix()
-			out.CompletedAt = &c
-		}
-		items, err := a.turnItems(ctx, th.ID, turnID)
-		if err != nil {
-			return out, a.fromError(nil, err)
-		}
-		out.Items = items
 	case apperr.Is(err, apperr.NotFound) || apperr.Is(err, apperr.Invalid):
-		// Not persisted: the turn has just started, or the thread lives in
-		// memory only; otherwise it does not exist.
-		if logStatus == "" {
-			return out, notFound("turn %s not found in thread %s", turnID, th.ID)
-		}
-		out.Status = logStatus
-		if th.Ephemeral {
-			res, err := a.mgr.ListItems(ctx, api.ThreadItemsListParams{ThreadID: th.ID, TurnID: &turnID})
-			if err == nil {
-				for _, e := range res.Data {
-					if raw, err := json.Marshal(e.Item); err == nil {
-						out.Items = append(out.Items, raw)
-					}
-				}
-			}
-		}
-	default:
-		return out, a.fromError(nil, err)
+		return turnBody{}, notFound("turn %s not found in thread %s", turnID, th.ID)
+	case err != nil:
+		return turnBody{}, a.fromError(nil, err)
 	}
-	out.FinalMessage = finalMessage(out.Items)
-	return out, nil
+	return turnBody{
+		ID: turnID, ThreadID: th.ID, Status: rec.Status, Error: rec.Error,
+		StartedAt: rec.StartedAt, CompletedAt: rec.CompletedAt,
+		Items: rec.Items, FinalMessage: finalMessage(rec.Items), Usage: rec.Usage,
+	}, nil
 }
 
 // finalMessage is the text of the last agent message among items.
@@ -512,23 +432,4 @@ func finalMessage(items []json.RawMessage) *string {
 		}
 	}
 	return nil
-}
-
-// turnItems reads every persisted item of a turn, as stored.
-func (a *API) turnItems(ctx context.Context, threadID, turnID string) ([]json.RawMessage, error) {
-	out := []json.RawMessage{}
-	cursor := ""
-	for {
-		page, err := a.cfg.Store.ListItems(ctx, store.ItemsQuery{ThreadID: threadID, TurnID: turnID, Limit: store.MaxLimit, Cursor: cursor})
-		if err != nil {
-			return nil, err
-		}
-		for _, it := range page.Items {
-			out = append(out, it.Payload)
-		}
-		if page.NextCursor == "" {
-			return out, nil
-		}
-		cursor = page.NextCursor
-	}
 }

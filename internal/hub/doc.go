@@ -6,11 +6,16 @@
 // every subscriber of the thread, and dynamic tool calls, which go to one
 // live client (through the dynamic.Broker the hub owns).
 //
-// The turns layer decides who is subscribed to which thread and publishes
-// each change to the hub (SubscribersChanged); the hub never calls back into
-// turns. Transports attach their clients (Attach, Detach), deliver the
-// answers (Request.Answer) and say when a client went away before answering
-// (Request.Lost).
+// It is the one owner of who hears which thread (the turns layer keeps no
+// copy: it subscribes the callers of its methods here and asks Watched
+// before it unloads a thread), and the turns layer's only sink: it
+// implements turns.Sink, so every notification and server request of a
+// thread comes here typed and is encoded once. The rule by which a spawned
+// child's notifications and requests reach its ancestors' subscribers is
+// stated once, above Hub.audience. The hub never calls back into turns.
+// Transports attach their clients (Attach, Detach; Follow for a client of
+// one thread), deliver the answers (Request.Answer) and say when a client
+// went away before answering (Request.Lost).
 //
 // With several daemons on one database (Config.Remote set), the hub also
 // publishes its requests as entries of the thread's event log and presents

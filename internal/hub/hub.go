@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/appserver/appserver/api"
+	"github.com/appserver/appserver/internal/audit"
 	"github.com/appserver/appserver/internal/dynamic"
 	"github.com/appserver/appserver/internal/turns"
 )
@@ -131,6 +133,9 @@ type Config struct {
 	// the thread's event log and presents theirs to its subscribers. nil
 	// on a single daemon.
 	Remote Remote
+	// Audit records every approval and elicitation request with its
+	// answer and who gave it; nil records nothing.
+	Audit *audit.Log
 	// Logger receives warnings; nil discards them.
 	Logger *slog.Logger
 	// Now is the clock; nil means time.Now.
@@ -143,9 +148,10 @@ type Journal interface {
 	// Record sets n.Seq to the thread's next sequence number, queues n for
 	// the log and calls deliver before another notification of the thread
 	// is numbered, so that subscribers get each thread's notifications in
-	// sequence order. It must not block beyond deliver, except on the
-	// first notification of a thread, which may read where the thread's
-	// stored log ends.
+	// sequence order; a notification the journal does not keep (a delta
+	// past its item's bound) is delivered with Seq 0. It must not block
+	// beyond deliver, except on the first notification of a thread, which
+	// may read where the thread's stored log ends.
 	Record(n *Notification, deliver func())
 	// LastSeq returns the sequence number of the thread's last notification
 	// numbered or delivered here (or stored), 0 if none.
@@ -190,14 +196,11 @@ func (h *Hub) LastSeq(threadID string) int64 { return h.cfg.Journal.LastSeq(thre
 
 // EventsAfter returns up to limit notifications of a thread's event log
 // after afterSeq, for clients that resume: none without a durable journal.
-// The events that carry server requests between daemons are left out (a
-// gap in the numbers), so a page may be shorter than limit with more to
-// come; it is empty only at the log's end.
+// The hub's own entries (server requests, archiving: MethodRequestOffered
+// and the others) are left out (a gap in the numbers), so a page may be
+// shorter than limit with more to come; it is empty only at the log's
+// end.
 func (h *Hub) EventsAfter(ctx context.Context, threadID string, afterSeq int64, limit int) ([]*Notification, error) {
-	if h.cfg.Remote == nil {
-		// A single daemon logs no such events.
-		return h.cfg.Journal.After(ctx, threadID, afterSeq, limit)
-	}
 	for {
 		evs, err := h.cfg.Journal.After(ctx, threadID, afterSeq, limit)
 		if err != nil || len(evs) == 0 {
@@ -214,6 +217,11 @@ func (h *Hub) EventsAfter(ctx context.Context, threadID string, afterSeq int64, 
 
 // AttachOptions says how a subscriber takes part.
 type AttachOptions struct {
+	// AllThreads marks an in-process consumer of the event log: it hears
+	// the logged notifications of every thread (those of ephemeral
+	// threads excepted) without subscribing to any, gets no broadcasts and
+	// no server requests. Its order is each thread's.
+	AllThreads bool
 	// Recorder marks a subscriber that records the thread for clients who
 	// poll it (the HTTP event log): it gets no broadcasts, holds every
 	// dynamic tool call of its threads besides the one live client, and
@@ -225,6 +233,8 @@ type attached struct {
 	sub  Subscriber
 	opts AttachOptions
 }
+
+var _ turns.Sink = (*Hub)(nil)
 
 // Hub is the subscriber table, the notification fan-out and the request
 // router. It is safe for concurrent use.
@@ -240,11 +250,26 @@ type Hub struct {
 	nextConn atomic.Uint64
 	nextReq  atomic.Int64
 
-	mu      sync.Mutex
-	subs    map[ConnID]attached
-	threads map[string]threadSubs
-	changed chan struct{} // closed (and replaced) when subscribers change
-	tools   map[*dynamic.Pending]*Request
+	mu   sync.Mutex
+	subs map[ConnID]attached
+	// threads are the subscribers of each thread, oldest first (ids grow);
+	// joined are the threads each subscriber hears. The hub is their one
+	// owner: the turns layer subscribes its callers here and asks Watched.
+	threads map[string][]ConnID
+	joined  map[ConnID]map[string]struct{}
+	// everyone are the subscribers that hear every thread (AllThreads).
+	everyone map[ConnID]Subscriber
+	// fetched marks the threads whose pending requests were read from the
+	// daemon running their turn since they last had no subscriber (only
+	// with a Remote).
+	fetched map[string]bool
+	// unwelcomed are, per thread, the subscribers that joined while
+	// requests of the thread were pending: they get those requests from
+	// the thread's next Welcome (after the answer that subscribed them),
+	// not before.
+	unwelcomed map[string]map[ConnID]struct{}
+	changed    chan struct{} // closed (and replaced) when subscribers change
+	tools      map[*dynamic.Pending]*Request
 	// waiting are the pending approval and user-input requests by id, so
 	// that an answer another daemon forwards (AnswerRemote) finds its
 	// request.
@@ -258,12 +283,6 @@ type Hub struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
-}
-
-// threadSubs is the last published subscriber list of a thread.
-type threadSubs struct {
-	version uint64
-	conns   []ConnID // sorted: ids grow, so oldest first
 }
 
 // New returns a Hub and the broker of its dynamic tool calls.
@@ -287,15 +306,19 @@ func New(cfg Config) *Hub {
 		cfg.Journal = &memJournal{last: map[string]int64{}}
 	}
 	h := &Hub{
-		cfg:     cfg,
-		log:     cfg.Logger,
-		now:     cfg.Now,
-		subs:    map[ConnID]attached{},
-		threads: map[string]threadSubs{},
-		changed: make(chan struct{}),
-		tools:   map[*dynamic.Pending]*Request{},
-		waiting: map[int64]*Request{},
-		remote:  map[remoteKey]*Request{},
+		cfg:        cfg,
+		log:        cfg.Logger,
+		now:        cfg.Now,
+		subs:       map[ConnID]attached{},
+		threads:    map[string][]ConnID{},
+		joined:     map[ConnID]map[string]struct{}{},
+		everyone:   map[ConnID]Subscriber{},
+		fetched:    map[string]bool{},
+		unwelcomed: map[string]map[ConnID]struct{}{},
+		changed:    make(chan struct{}),
+		tools:      map[*dynamic.Pending]*Request{},
+		waiting:    map[int64]*Request{},
+		remote:     map[remoteKey]*Request{},
 	}
 	h.ctx, h.cancel = context.WithCancel(context.Background())
 	h.broker = dynamic.NewBroker(dynamic.BrokerConfig{
@@ -347,22 +370,48 @@ func (h *Hub) NewConnID() ConnID { return ConnID(h.nextConn.Add(1)) }
 // process; transports that send requests of their own take ids here too.
 func (h *Hub) NextRequestID() int64 { return h.nextReq.Add(1) - 1 }
 
-// Attach registers a subscriber under id (from NewConnID): notifications
-// and requests for id reach it from now on.
+// Attach registers a subscriber under id (from NewConnID): broadcasts
+// (unless it is a recorder), and the notifications and requests of the
+// threads it subscribes to, reach it from now on.
 func (h *Hub) Attach(id ConnID, sub Subscriber, opts AttachOptions) {
 	h.mu.Lock()
-	h.subs[id] = attached{sub, opts}
+	if opts.AllThreads {
+		h.everyone[id] = sub
+	} else {
+		h.subs[id] = attached{sub, opts}
+	}
 	h.mu.Unlock()
 }
 
-// Detach forgets a subscriber; call it when its client is gone. The
-// requests it held are offered again once the turns layer publishes the
-// thread's new subscribers (or at once for approvals, which re-check).
+// Follow attaches sub under a fresh id, subscribed to one thread, and
+// offers it the thread's pending requests: one call for a client that
+// follows a single thread (an HTTP event log). Detach ends it.
+func (h *Hub) Follow(threadID string, sub Subscriber, opts AttachOptions) ConnID {
+	id := h.NewConnID()
+	h.Attach(id, sub, opts)
+	h.Subscribe(threadID, id)
+	h.Welcome(threadID)
+	return id
+}
+
+// Detach forgets a subscriber and its subscriptions; call it when its
+// client is gone. The requests it held are offered again to the threads'
+// other subscribers (approvals re-check at once).
 func (h *Hub) Detach(id ConnID) {
 	h.mu.Lock()
 	delete(h.subs, id)
+	delete(h.everyone, id)
+	left := make([]string, 0, len(h.joined[id]))
+	for th := range h.joined[id] {
+		h.leaveLocked(th, id)
+		left = append(left, th)
+	}
+	delete(h.joined, id)
 	h.wakeLocked()
 	h.mu.Unlock()
+	for _, th := range left {
+		h.reoffer(th)
+	}
 }
 
 func (h *Hub) lookup(id ConnID) (attached, bool) {
@@ -372,51 +421,157 @@ func (h *Hub) lookup(id ConnID) (attached, bool) {
 	return a, ok
 }
 
-// SubscribersChanged records a thread's subscribers as the turns layer
-// published them (version grows with every change of that thread, so a
-// late publication of an older list is ignored) and offers the thread's
-// pending requests to whoever can take them now.
-func (h *Hub) SubscribersChanged(threadID string, version uint64, subs []ConnID) {
-	subs = slices.Clone(subs)
-	slices.Sort(subs)
+// Subscribe implements turns.Sink: conn hears the thread's notifications
+// from now on, and gets its pending requests from the next Welcome.
+func (h *Hub) Subscribe(threadID string, conn ConnID) bool {
 	h.mu.Lock()
-	cur, had := h.threads[threadID]
-	if !had || cur.version < version {
-		if len(subs) == 0 {
-			delete(h.threads, threadID)
-		} else {
-			h.threads[threadID] = threadSubs{version, subs}
-		}
+	defer h.mu.Unlock()
+	subs := h.threads[threadID]
+	i, found := slices.BinarySearch(subs, conn)
+	if found {
+		return false
 	}
-	_, has := h.threads[threadID]
+	h.threads[threadID] = slices.Insert(subs, i, conn)
+	if h.pendingLocked(threadID) {
+		if h.unwelcomed[threadID] == nil {
+			h.unwelcomed[threadID] = map[ConnID]struct{}{}
+		}
+		h.unwelcomed[threadID][conn] = struct{}{}
+	}
+	if h.joined[conn] == nil {
+		h.joined[conn] = map[string]struct{}{}
+	}
+	h.joined[conn][threadID] = struct{}{}
+	return true
+}
+
+// Welcome implements turns.Sink: the thread's pending requests are offered
+// to whoever can take them now, and, with several daemons, the requests
+// of the daemon running the thread's turn are fetched when the thread got
+// its first subscribers here.
+func (h *Hub) Welcome(threadID string) {
+	h.mu.Lock()
+	delete(h.unwelcomed, threadID)
+	h.wakeLocked()
+	fetch := h.cfg.Remote != nil && len(h.threads[threadID]) > 0 && !h.fetched[threadID]
+	if fetch {
+		h.fetched[threadID] = true
+	}
+	h.mu.Unlock()
+	h.reoffer(threadID)
+	if fetch {
+		h.wg.Add(1)
+		go h.fetchRemote(threadID)
+	}
+}
+
+// Unsubscribe implements turns.Sink.
+func (h *Hub) Unsubscribe(threadID string, conn ConnID) bool {
+	h.mu.Lock()
+	_, ok := h.joined[conn][threadID]
+	if ok {
+		h.leaveLocked(threadID, conn)
+		delete(h.joined[conn], threadID)
+		h.wakeLocked()
+	}
+	h.mu.Unlock()
+	if ok {
+		h.reoffer(threadID)
+	}
+	return ok
+}
+
+// Forget implements turns.Sink: nobody hears the thread any more.
+func (h *Hub) Forget(threadID string) {
+	h.mu.Lock()
+	for _, c := range h.threads[threadID] {
+		delete(h.joined[c], threadID)
+	}
+	delete(h.threads, threadID)
+	delete(h.fetched, threadID)
+	delete(h.unwelcomed, threadID)
 	h.wakeLocked()
 	h.mu.Unlock()
+	h.reoffer(threadID)
+}
+
+// leaveLocked removes conn from the thread's subscribers; h.mu must be
+// held.
+func (h *Hub) leaveLocked(threadID string, conn ConnID) {
+	if w := h.unwelcomed[threadID]; w != nil {
+		delete(w, conn)
+		if len(w) == 0 {
+			delete(h.unwelcomed, threadID)
+		}
+	}
+	subs := slices.DeleteFunc(h.threads[threadID], func(c ConnID) bool { return c == conn })
+	if len(subs) == 0 {
+		delete(h.threads, threadID)
+		delete(h.fetched, threadID)
+		return
+	}
+	h.threads[threadID] = subs
+}
+
+// reoffer offers the thread's pending dynamic tool calls, and the requests
+// of other daemons presented here, to whoever can take them now.
+func (h *Hub) reoffer(threadID string) {
 	h.broker.Reoffer(threadID)
 	if h.cfg.Remote != nil {
 		for _, r := range h.remoteOf(threadID) {
 			h.offerRemote(r)
 		}
-		if !had && has {
-			h.wg.Add(1)
-			go h.fetchRemote(threadID)
-		}
 	}
+}
+
+// Watched implements turns.Sink: whether the thread has subscribers here.
+func (h *Hub) Watched(threadID string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.threads[threadID]) > 0
+}
+
+// Listening reports whether a notification of the thread logged by another
+// daemon has anybody to reach here: a subscriber of the thread or an
+// all-threads consumer.
+func (h *Hub) Listening(threadID string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.threads[threadID]) > 0 || len(h.everyone) > 0
 }
 
 // Subscribers returns the thread's subscribers, oldest first.
 func (h *Hub) Subscribers(threadID string) []ConnID {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return slices.Clone(h.threads[threadID].conns)
+	return slices.Clone(h.threads[threadID])
 }
 
 // subscribed returns the attached subscribers of a thread, oldest first.
 func (h *Hub) subscribed(threadID string) []member {
+	return h.members(threadID, nil)
+}
+
+// offerable returns the attached subscribers of a thread that its pending
+// requests may be offered to now: the welcomed ones, oldest first.
+func (h *Hub) offerable(threadID string) []member {
+	return h.members(threadID, func(c ConnID) bool {
+		_, later := h.unwelcomed[threadID][c]
+		return later
+	})
+}
+
+// members returns the attached subscribers of a thread, oldest first,
+// but those skip (called under h.mu) leaves out.
+func (h *Hub) members(threadID string, skip func(ConnID) bool) []member {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	conns := h.threads[threadID].conns
+	conns := h.threads[threadID]
 	out := make([]member, 0, len(conns))
 	for _, c := range conns {
+		if skip != nil && skip(c) {
+			continue
+		}
 		if a, ok := h.subs[c]; ok {
 			out = append(out, member{c, a})
 		}
@@ -424,9 +579,66 @@ func (h *Hub) subscribed(threadID string) []member {
 	return out
 }
 
+// pendingLocked reports whether an approval, user-input request or
+// elicitation offered to the thread's subscribers is pending.
+func (h *Hub) pendingLocked(threadID string) bool {
+	for _, r := range h.waiting {
+		if r.ThreadID == threadID {
+			return true
+		}
+	}
+	return false
+}
+
 type member struct {
 	id ConnID
 	attached
+}
+
+// The rule for spawned children (sub-agents), stated here once: a child's
+// notifications reach the subscribers of the child and of each of its
+// ancestors (turns.Event.Ancestors), each subscriber once, so that a
+// client watching a thread sees the work it delegated; a child's server
+// requests go to the subscribers of the child, or, when it has none, to
+// those of its nearest ancestor that has any (the request still names the
+// child's thread). Events read back from the log (another daemon's) carry
+// no ancestors and reach the thread's own subscribers.
+
+// audience returns the attached subscribers of a thread and its
+// ancestors, each once.
+func (h *Hub) audience(threadID string, ancestors []string) []member {
+	if len(ancestors) == 0 {
+		return h.subscribed(threadID)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []member
+	seen := map[ConnID]bool{}
+	for _, th := range append([]string{threadID}, ancestors...) {
+		for _, c := range h.threads[th] {
+			if a, ok := h.subs[c]; ok && !seen[c] {
+				seen[c] = true
+				out = append(out, member{c, a})
+			}
+		}
+	}
+	return out
+}
+
+// requestThread is the thread whose subscribers a request of threadID is
+// offered to: its own, or its nearest ancestor's that has subscribers.
+func (h *Hub) requestThread(threadID string, ancestors []string) string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.threads[threadID]) > 0 {
+		return threadID
+	}
+	for _, a := range ancestors {
+		if len(h.threads[a]) > 0 {
+			return a
+		}
+	}
+	return threadID
 }
 
 func (h *Hub) wakeLocked() {
@@ -441,8 +653,10 @@ func (h *Hub) wakeup() <-chan struct{} {
 }
 
 // Notification is a notification as every transport gets it: the typed
-// params, for subscribers that keep state from them, and the frame,
-// encoded once and shared by every subscriber.
+// params, for subscribers that map them onto another wire (MCP's
+// codex/event), and the frame, encoded once and shared by every
+// subscriber, with its sequence number appended once for those who ask
+// (SeqFrame). One read back from the log has the frame only.
 type Notification struct {
 	// Method is the notification's method.
 	Method string
@@ -456,8 +670,17 @@ type Notification struct {
 	ThreadID string
 	// Seq is the notification's position in its thread's event log, from
 	// 1; 0 for notifications that are not thread-scoped.
-	Seq   int64
-	frame []byte
+	Seq int64
+	// Owned is set on a broadcast about one thread (BroadcastThread), whose
+	// originator Owner is (nil when it has none): a transport keeps it from
+	// clients that may not see the thread.
+	Owned bool
+	Owner *string
+	// Broadcast is set on a notification sent to every subscriber
+	// (Broadcast, BroadcastThread): a transport may hold it briefly to
+	// write it together with others.
+	Broadcast bool
+	frame     []byte
 
 	seqOnce  sync.Once
 	seqFrame []byte
@@ -500,7 +723,7 @@ func (h *Hub) NewNotification(method string, params any) (*Notification, error) 
 	return &Notification{Method: method, Params: params, EmittedAtMs: ms, frame: frame}, nil
 }
 
-// Broadcast implements turns.Notifier: every attached subscriber but the
+// Broadcast implements turns.Sink: every attached subscriber but the
 // recorders gets the notification.
 func (h *Hub) Broadcast(method string, params any) {
 	n, err := h.NewNotification(method, params)
@@ -508,6 +731,33 @@ func (h *Hub) Broadcast(method string, params any) {
 		h.log.Error("encode notification", "method", method, "err", err)
 		return
 	}
+	h.broadcast(n)
+}
+
+// BroadcastThread implements turns.Sink: a broadcast about one
+// thread, marked with the thread's originator (Notification.Owner).
+func (h *Hub) BroadcastThread(owner *string, method string, params any) {
+	n, err := h.NewNotification(method, params)
+	if err != nil {
+		h.log.Error("encode notification", "method", method, "err", err)
+		return
+	}
+	n.Owned, n.Owner = true, owner
+	h.broadcast(n)
+	// The event consumers hear of an archiving from the thread's log.
+	switch p := params.(type) {
+	case api.ThreadIDNotification:
+		switch method {
+		case api.MethodThreadArchived:
+			h.publish(p.ThreadID, MethodThreadArchived, p)
+		case api.MethodThreadUnarchived:
+			h.publish(p.ThreadID, MethodThreadUnarchived, p)
+		}
+	}
+}
+
+func (h *Hub) broadcast(n *Notification) {
+	n.Broadcast = true
 	h.mu.Lock()
 	to := make([]Subscriber, 0, len(h.subs))
 	for _, a := range h.subs {
@@ -521,37 +771,40 @@ func (h *Hub) Broadcast(method string, params any) {
 	}
 }
 
-// Send implements turns.Notifier.
-func (h *Hub) Send(to []ConnID, method string, params any) {
+// Send implements turns.Sink.
+func (h *Hub) Send(to ConnID, method string, params any) {
 	n, err := h.NewNotification(method, params)
 	if err != nil {
 		h.log.Error("encode notification", "method", method, "err", err)
 		return
 	}
-	for _, id := range to {
-		if a, ok := h.lookup(id); ok {
-			a.sub.Notify(n)
-		}
+	if a, ok := h.lookup(to); ok {
+		a.sub.Notify(n)
 	}
 }
 
-// SendThread implements turns.ThreadNotifier: a notification of a thread,
-// numbered and recorded by the journal (whether or not anybody is
-// subscribed here: clients on other daemons and later clients read it from
-// the log), for the given connections.
-func (h *Hub) SendThread(threadID string, to []ConnID, method string, params any) {
-	n, err := h.NewNotification(method, params)
+// Publish implements turns.Sink: the notification is encoded once, and,
+// for a durable thread, numbered and recorded by the journal whether or
+// not anybody here hears it (clients of other daemons and later clients
+// read it from the log); then it goes to the thread's audience.
+func (h *Hub) Publish(ev turns.Event) {
+	n, err := h.NewNotification(ev.Method, ev.Params)
 	if err != nil {
-		h.log.Error("encode notification", "method", method, "err", err)
+		h.log.Error("encode notification", "method", ev.Method, "err", err)
 		return
 	}
-	n.ThreadID = threadID
-	h.cfg.Journal.Record(n, func() {
-		for _, id := range to {
-			if a, ok := h.lookup(id); ok {
-				a.sub.Notify(n)
-			}
+	n.ThreadID = ev.ThreadID
+	if ev.Ephemeral {
+		for _, m := range h.audience(ev.ThreadID, ev.Ancestors) {
+			m.sub.Notify(n)
 		}
+		return
+	}
+	h.cfg.Journal.Record(n, func() {
+		for _, m := range h.audience(ev.ThreadID, ev.Ancestors) {
+			m.sub.Notify(n)
+		}
+		h.notifyEveryone(n)
 	})
 }
 
@@ -560,10 +813,29 @@ func (h *Hub) SendThread(threadID string, to []ConnID, method string, params any
 // delivers each thread's notifications in sequence order, once.
 func (h *Hub) Deliver(n *Notification) {
 	if h.cfg.Remote != nil && h.remoteEvent(n) {
+		h.notifyEveryone(n) // the event consumers get the entry as logged
 		return
 	}
 	for _, m := range h.subscribed(n.ThreadID) {
 		m.sub.Notify(n)
+	}
+	h.notifyEveryone(n)
+}
+
+// notifyEveryone gives a logged notification to the all-threads consumers.
+func (h *Hub) notifyEveryone(n *Notification) {
+	h.mu.Lock()
+	if len(h.everyone) == 0 {
+		h.mu.Unlock()
+		return
+	}
+	to := make([]Subscriber, 0, len(h.everyone))
+	for _, s := range h.everyone {
+		to = append(to, s)
+	}
+	h.mu.Unlock()
+	for _, s := range to {
+		s.Notify(n)
 	}
 }
 

@@ -9,15 +9,12 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
 	"github.com/appserver/appserver/api"
 	"github.com/appserver/appserver/internal/dynamic"
 	"github.com/appserver/appserver/internal/hub"
 	"github.com/appserver/appserver/internal/turns"
 )
-
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // delivery is one request a fake client got.
 type delivery struct {
@@ -68,14 +65,20 @@ func (c *client) none(t *testing.T) {
 }
 
 // attach attaches clients and subscribes them to thread "th".
-func attach(h *hub.Hub, version uint64, cs ...*client) []hub.ConnID {
+func attach(h *hub.Hub, cs ...*client) []hub.ConnID {
 	ids := make([]hub.ConnID, len(cs))
 	for i, c := range cs {
 		ids[i] = h.NewConnID()
 		h.Attach(ids[i], c, hub.AttachOptions{})
+		h.Subscribe("th", ids[i])
 	}
-	h.SubscribersChanged("th", version, ids)
+	h.Welcome("th")
 	return ids
+}
+
+// ask sends a server request of thread "th".
+func ask(ctx context.Context, h *hub.Hub, method string, params any) (json.RawMessage, api.RequestID, bool, error) {
+	return h.Request(ctx, turns.ServerRequest{ThreadID: "th", Method: method, Params: params})
 }
 
 type result struct {
@@ -88,7 +91,7 @@ type result struct {
 func approve(ctx context.Context, h *hub.Hub) chan result {
 	out := make(chan result, 1)
 	go func() {
-		raw, id, sent, err := h.Request(ctx, "th", "item/commandExecution/requestApproval", map[string]string{"threadId": "th"})
+		raw, id, sent, err := ask(ctx, h, "item/commandExecution/requestApproval", map[string]string{"threadId": "th"})
 		out <- result{raw, id, sent, err}
 	}()
 	return out
@@ -98,7 +101,7 @@ func TestApprovalGoesToEverySubscriberFirstAnswerWins(t *testing.T) {
 	h := hub.New(hub.Config{})
 	defer h.Close()
 	a, b := newClient(), newClient()
-	ids := attach(h, 1, a, b)
+	ids := attach(h, a, b)
 	res := approve(context.Background(), h)
 	da, db := a.next(t), b.next(t)
 	require.Same(t, da.r, db.r)
@@ -123,7 +126,7 @@ func TestApprovalAnsweredFromAnotherDaemon(t *testing.T) {
 	h := hub.New(hub.Config{})
 	defer h.Close()
 	a := newClient()
-	attach(h, 1, a)
+	attach(h, a)
 	res := approve(context.Background(), h)
 	d := a.next(t)
 	require.False(t, h.AnswerRemote("other", d.id, json.RawMessage(`{"decision":"accept"}`), nil), "a request of another thread")
@@ -140,7 +143,7 @@ func TestApprovalReachesALateSubscriberAndOutlivesAHolder(t *testing.T) {
 	h := hub.New(hub.Config{})
 	defer h.Close()
 	a := newClient()
-	ids := attach(h, 1, a)
+	ids := attach(h, a)
 	res := approve(context.Background(), h)
 	d := a.next(t)
 
@@ -150,7 +153,9 @@ func TestApprovalReachesALateSubscriberAndOutlivesAHolder(t *testing.T) {
 	b := newClient()
 	idB := h.NewConnID()
 	h.Attach(idB, b, hub.AttachOptions{})
-	h.SubscribersChanged("th", 2, []hub.ConnID{idB})
+	h.Subscribe("th", idB)
+	b.none(t) // pending requests reach a new subscriber once welcomed
+	h.Welcome("th")
 	db := b.next(t)
 	require.Equal(t, d.id, db.id)
 	require.True(t, db.r.Answer(idB, json.RawMessage(`{"decision":"accept"}`), nil))
@@ -168,14 +173,14 @@ func TestApprovalTimeouts(t *testing.T) {
 	t.Run("user input has its own rule", func(t *testing.T) {
 		h := hub.New(hub.Config{Approval: hub.Timeouts{NoClient: time.Hour}, UserInput: hub.Timeouts{NoClient: 20 * time.Millisecond}})
 		defer h.Close()
-		_, _, _, err := h.Request(context.Background(), "th", "item/tool/requestUserInput", struct{}{})
+		_, _, _, err := ask(context.Background(), h, "item/tool/requestUserInput", struct{}{})
 		require.ErrorIs(t, err, turns.ErrNoClient)
 	})
 	t.Run("held but unanswered", func(t *testing.T) {
 		h := hub.New(hub.Config{Approval: hub.Timeouts{Answer: 20 * time.Millisecond}})
 		defer h.Close()
 		a := newClient()
-		attach(h, 1, a)
+		attach(h, a)
 		res := approve(context.Background(), h)
 		d := a.next(t)
 		got := <-res
@@ -187,7 +192,7 @@ func TestApprovalTimeouts(t *testing.T) {
 		h := hub.New(hub.Config{Approval: hub.Timeouts{NoClient: 50 * time.Millisecond}})
 		defer h.Close()
 		a := newClient()
-		ids := attach(h, 1, a)
+		ids := attach(h, a)
 		res := approve(context.Background(), h)
 		d := a.next(t)
 		time.Sleep(100 * time.Millisecond) // past NoClient: the holder keeps it alive
@@ -196,12 +201,90 @@ func TestApprovalTimeouts(t *testing.T) {
 	})
 }
 
-func TestSubscriberListVersions(t *testing.T) {
+// The hub is the one owner of who hears a thread: subscribers come oldest
+// first, and a detached client leaves every thread it heard.
+func TestSubscriptions(t *testing.T) {
 	h := hub.New(hub.Config{})
 	defer h.Close()
-	h.SubscribersChanged("th", 2, []hub.ConnID{3, 1})
-	h.SubscribersChanged("th", 1, []hub.ConnID{9}) // older: ignored
+	for _, id := range []hub.ConnID{3, 1, 2} {
+		h.Attach(id, newClient(), hub.AttachOptions{})
+	}
+	require.True(t, h.Subscribe("th", 3))
+	require.True(t, h.Subscribe("th", 1))
+	require.False(t, h.Subscribe("th", 3), "already subscribed")
+	require.True(t, h.Subscribe("other", 3))
+	require.True(t, h.Subscribe("other", 2))
 	require.Equal(t, []hub.ConnID{1, 3}, h.Subscribers("th"))
+	require.True(t, h.Watched("th"))
+
+	require.True(t, h.Unsubscribe("th", 1))
+	require.False(t, h.Unsubscribe("th", 1), "not subscribed any more")
+	h.Detach(3)
+	require.False(t, h.Watched("th"), "a detached client hears nothing")
+	require.Equal(t, []hub.ConnID{2}, h.Subscribers("other"))
+	require.False(t, h.Unsubscribe("other", 3))
+
+	// An archived thread is heard by nobody.
+	h.Forget("other")
+	require.False(t, h.Watched("other"))
+	require.False(t, h.Unsubscribe("other", 2))
+}
+
+// The sub-agent rule: a child's notifications reach the subscribers of the
+// child and of its ancestors, each once; its requests go to the child's
+// subscribers, or to its nearest ancestor's that has any.
+func TestSpawnedChildrenAreHeardThroughTheirAncestors(t *testing.T) {
+	h := hub.New(hub.Config{Approval: hub.Timeouts{NoClient: time.Hour}})
+	defer h.Close()
+	child, parent, root, stranger := newClient(), newClient(), newClient(), newClient()
+	for i, c := range []*client{child, parent, root, stranger} {
+		h.Attach(hub.ConnID(i+1), c, hub.AttachOptions{})
+	}
+	h.Subscribe("child", 1)
+	h.Subscribe("root", 2) // the parent's client watches the root too
+	h.Subscribe("parent", 2)
+	h.Subscribe("root", 3)
+	h.Subscribe("unrelated", 4)
+	lineage := []string{"parent", "root"}
+	h.Publish(turns.Event{ThreadID: "child", Ancestors: lineage, Method: "turn/started", Params: api.TurnStartedNotification{ThreadID: "child"}})
+	for _, c := range []*client{child, parent, root} {
+		require.Equal(t, "child", (<-c.notes).ThreadID)
+	}
+	for _, c := range []*client{child, parent, root, stranger} {
+		select {
+		case n := <-c.notes:
+			t.Fatalf("a second or stray delivery: %s", n.Method)
+		default:
+		}
+	}
+
+	asked := func(threadID string, ancestors []string) chan error {
+		out := make(chan error, 1)
+		go func() {
+			_, _, _, err := h.Request(context.Background(), turns.ServerRequest{ThreadID: threadID, Ancestors: ancestors, Method: "item/commandExecution/requestApproval", Params: struct{}{}})
+			out <- err
+		}()
+		return out
+	}
+	// The child has a subscriber: the request is the child's clients'.
+	res := asked("child", lineage)
+	d := child.next(t)
+	parent.none(t)
+	require.True(t, d.r.Answer(1, json.RawMessage(`{"decision":"accept"}`), nil))
+	require.NoError(t, <-res)
+	// A grandchild nobody watches: its parent ("child") is watched.
+	res = asked("grandchild", append([]string{"child"}, lineage...))
+	d = child.next(t)
+	require.Equal(t, "child", d.r.ThreadID)
+	require.True(t, d.r.Answer(1, json.RawMessage(`{"decision":"accept"}`), nil))
+	require.NoError(t, <-res)
+	// Once the child's client leaves, the child's requests go up the chain.
+	h.Detach(1)
+	res = asked("child", lineage)
+	d = parent.next(t)
+	require.Equal(t, "parent", d.r.ThreadID)
+	require.True(t, d.r.Answer(2, json.RawMessage(`{"decision":"accept"}`), nil))
+	require.NoError(t, <-res)
 }
 
 func TestNotificationEncodedOnceForEverySubscriber(t *testing.T) {
@@ -215,9 +298,9 @@ func TestNotificationEncodedOnceForEverySubscriber(t *testing.T) {
 	}})
 	defer h.Close()
 	a, b := newClient(), newClient()
-	ids := attach(h, 1, a, b)
+	attach(h, a, b)
 	params := api.TurnStartedNotification{ThreadID: "th"}
-	h.Send(ids, "turn/started", params)
+	h.Publish(turns.Event{ThreadID: "th", Method: "turn/started", Params: params})
 	na, nb := <-a.notes, <-b.notes
 	require.Same(t, na, nb)
 	require.Equal(t, params, na.Params, "subscribers get the typed value")
@@ -228,10 +311,8 @@ func TestToolCallGoesToOneClientAndIsReofferedOnDisconnect(t *testing.T) {
 	h := hub.New(hub.Config{})
 	defer h.Close()
 	a, b, rec := newClient(), newClient(), newClient()
-	ids := attach(h, 1, a, b)
-	recID := h.NewConnID()
-	h.Attach(recID, rec, hub.AttachOptions{Recorder: true})
-	h.SubscribersChanged("th", 2, append(ids, recID))
+	ids := attach(h, a, b)
+	h.Follow("th", rec, hub.AttachOptions{Recorder: true})
 
 	out := make(chan api.DynamicToolCallResult, 1)
 	go func() {
@@ -246,7 +327,6 @@ func TestToolCallGoesToOneClientAndIsReofferedOnDisconnect(t *testing.T) {
 
 	// a disconnects: the call moves to b under a new id.
 	h.Detach(ids[0])
-	h.SubscribersChanged("th", 3, []hub.ConnID{ids[1], recID})
 	da.r.Lost(ids[0])
 	db := b.next(t)
 	require.NotEqual(t, da.id, db.id)
@@ -296,12 +376,12 @@ func TestApprovalMetrics(t *testing.T) {
 	h := hub.New(hub.Config{Approval: hub.Timeouts{NoClient: 20 * time.Millisecond}, ApprovalMetrics: counts})
 	defer h.Close()
 	a := newClient()
-	ids := attach(h, 1, a)
+	ids := attach(h, a)
 	answer := func(method, raw string) {
 		t.Helper()
 		res := make(chan error, 1)
 		go func() {
-			_, _, _, err := h.Request(context.Background(), "th", method, struct{}{})
+			_, _, _, err := ask(context.Background(), h, method, struct{}{})
 			res <- err
 		}()
 		d := a.next(t)
@@ -319,7 +399,7 @@ func TestApprovalMetrics(t *testing.T) {
 	// User input is not an approval.
 	res := make(chan error, 1)
 	go func() {
-		_, _, _, err := h.Request(context.Background(), "th", "item/tool/requestUserInput", struct{}{})
+		_, _, _, err := ask(context.Background(), h, "item/tool/requestUserInput", struct{}{})
 		res <- err
 	}()
 	d := a.next(t)
@@ -327,8 +407,8 @@ func TestApprovalMetrics(t *testing.T) {
 	require.NoError(t, <-res)
 	<-a.settled
 	// Nobody to ask.
-	h.SubscribersChanged("th", 2, nil)
-	_, _, _, err := h.Request(context.Background(), "th", "item/commandExecution/requestApproval", struct{}{})
+	h.Detach(ids[0])
+	_, _, _, err := ask(context.Background(), h, "item/commandExecution/requestApproval", struct{}{})
 	require.ErrorIs(t, err, turns.ErrNoClient)
 
 	pending, decisions := counts.get()
@@ -337,4 +417,152 @@ func TestApprovalMetrics(t *testing.T) {
 		"approval:acceptForSession", "approval:acceptWithExecpolicyAmendment", "approval:decline",
 		"elicitation:accept", "approval:other", "approval:no_client",
 	}, decisions)
+}
+
+// An all-threads subscriber (an in-process consumer of the event log)
+// hears every thread's logged notifications, its own daemon's and those
+// delivered from the log, without subscribing: no broadcast, no ephemeral
+// thread's notifications; a server request only as its log entry.
+func TestAllThreadsSubscriber(t *testing.T) {
+	h := hub.New(hub.Config{Approval: hub.Timeouts{NoClient: 10 * time.Millisecond}})
+	defer h.Close()
+	c := newClient()
+	id := h.NewConnID()
+	h.Attach(id, c, hub.AttachOptions{AllThreads: true})
+	require.False(t, h.Watched("th"), "it keeps no thread loaded")
+	require.True(t, h.Listening("th"), "the log's listener delivers every thread here")
+
+	h.Broadcast("thread/started", struct{}{})
+	h.Publish(turns.Event{ThreadID: "eph", Method: "turn/started", Params: struct{}{}, Ephemeral: true})
+	h.Publish(turns.Event{ThreadID: "th", Method: "turn/started", Params: struct{}{}})
+	h.Deliver(hub.StoredNotification("other", 7, "turn/completed", []byte(`{"method":"turn/completed","params":{},"emittedAtMs":1}`)))
+	_, _, _, err := ask(context.Background(), h, "item/commandExecution/requestApproval", struct{}{})
+	require.ErrorIs(t, err, turns.ErrNoClient)
+	n := <-c.notes
+	require.Equal(t, "th", n.ThreadID)
+	require.EqualValues(t, 1, n.Seq)
+	n = <-c.notes
+	require.Equal(t, "other", n.ThreadID)
+	n = <-c.notes
+	require.Equal(t, hub.MethodRequestOffered, n.Method, "the request's entry of the log")
+	require.Equal(t, "th", n.ThreadID)
+	require.EqualValues(t, 2, n.Seq)
+	c.none(t)
+	select {
+	case n := <-c.notes:
+		t.Fatalf("unexpected %s of %q", n.Method, n.ThreadID)
+	default:
+	}
+
+	h.Detach(id)
+	require.False(t, h.Listening("th"))
+}
+
+// recordingJournal numbers notifications as the durable log does and keeps
+// them, for replays.
+type recordingJournal struct {
+	mu   sync.Mutex
+	last map[string]int64
+	kept []*hub.Notification
+}
+
+func (j *recordingJournal) Record(n *hub.Notification, deliver func()) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.last == nil {
+		j.last = map[string]int64{}
+	}
+	j.last[n.ThreadID]++
+	n.Seq = j.last[n.ThreadID]
+	j.kept = append(j.kept, n)
+	deliver()
+}
+
+func (j *recordingJournal) LastSeq(thread string) int64 {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.last[thread]
+}
+
+func (j *recordingJournal) After(_ context.Context, thread string, after int64, _ int) ([]*hub.Notification, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	var out []*hub.Notification
+	for _, n := range j.kept {
+		if n.ThreadID == thread && n.Seq > after {
+			out = append(out, n)
+		}
+	}
+	return out, nil
+}
+
+func (j *recordingJournal) methods(thread string) []string {
+	evs, _ := j.After(context.Background(), thread, 0, 0)
+	out := make([]string, len(evs))
+	for i, n := range evs {
+		out[i] = n.Method
+	}
+	return out
+}
+
+// A single daemon (no Remote) logs its own entries too: a durable
+// thread's server request and its archiving and unarchiving, which the
+// event consumers act on (webhooks), with the request's method and params;
+// an ephemeral thread's request is not logged, and replays leave every
+// entry out.
+func TestSingleDaemonLogsItsEntries(t *testing.T) {
+	j := &recordingJournal{}
+	h := hub.New(hub.Config{Journal: j, Approval: hub.Timeouts{NoClient: time.Millisecond}})
+	defer h.Close()
+	params := map[string]string{"threadId": "th", "command": "make"}
+	_, _, sent, err := ask(context.Background(), h, "item/commandExecution/requestApproval", params)
+	require.ErrorIs(t, err, turns.ErrNoClient)
+	require.False(t, sent, "logging the request is not sending it")
+	_, _, _, err = h.Request(context.Background(), turns.ServerRequest{ThreadID: "eph", Method: "item/commandExecution/requestApproval", Params: params, Ephemeral: true})
+	require.ErrorIs(t, err, turns.ErrNoClient)
+	h.BroadcastThread(nil, api.MethodThreadArchived, api.ThreadArchivedNotification{ThreadID: "th"})
+	h.BroadcastThread(nil, api.MethodThreadUnarchived, api.ThreadUnarchivedNotification{ThreadID: "th"})
+	h.BroadcastThread(nil, "thread/name/updated", api.ThreadIDNotification{ThreadID: "th"})
+
+	require.Equal(t, []string{hub.MethodRequestOffered, hub.MethodThreadArchived, hub.MethodThreadUnarchived}, j.methods("th"))
+	require.Empty(t, j.methods("eph"), "an ephemeral thread keeps no log")
+	evs, _ := j.After(context.Background(), "th", 0, 0)
+	var offer hub.Offer
+	var frame struct {
+		Params json.RawMessage `json:"params"`
+	}
+	require.NoError(t, json.Unmarshal(evs[0].Frame(), &frame))
+	require.NoError(t, json.Unmarshal(frame.Params, &offer))
+	require.Equal(t, "item/commandExecution/requestApproval", offer.Method)
+	require.JSONEq(t, `{"threadId":"th","command":"make"}`, string(offer.Params))
+
+	replay, err := h.EventsAfter(context.Background(), "th", 0, 0)
+	require.NoError(t, err)
+	require.Empty(t, replay, "no client replays the hub's entries")
+}
+
+// Broadcasts, which every subscriber gets, are marked so that a transport
+// may write them together with others; a thread's own notifications and
+// those sent to one connection are not.
+func TestBroadcastsAreMarked(t *testing.T) {
+	h := hub.New(hub.Config{})
+	defer h.Close()
+	c := newClient()
+	ids := attach(h, c)
+	next := func() *hub.Notification {
+		t.Helper()
+		select {
+		case n := <-c.notes:
+			return n
+		case <-time.After(5 * time.Second):
+			t.Fatal("no notification")
+			return nil
+		}
+	}
+	h.Broadcast("account/updated", map[string]any{})
+	require.True(t, next().Broadcast)
+	h.BroadcastThread(nil, "thread/status/changed", api.ThreadStatusChangedNotification{ThreadID: "other"})
+	require.True(t, next().Broadcast)
+	h.Send(ids[0], "model/rerouted", map[string]any{})
+	require.False(t, next().Broadcast)
 }

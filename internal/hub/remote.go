@@ -17,11 +17,27 @@ import (
 const (
 	// methodOffered carries a request of the daemon running the turn: its
 	// id there, method and params (remoteOffer).
-	methodOffered = "appserver/serverRequest/offered"
+	methodOffered = MethodRequestOffered
 	// methodWithdrawn says that a dynamic tool call published with
 	// methodOffered is settled (remoteWithdrawn). Approvals and user input
 	// need none: the turns layer logs serverRequest/resolved for them.
 	methodWithdrawn = "appserver/serverRequest/withdrawn"
+)
+
+// The hub's own entries of a thread's event log that in-process consumers
+// of the log (eventlog.Consumer) may act on; no client gets them.
+const (
+	// MethodRequestOffered is the entry of a server request of a durable
+	// thread (an approval, a user-input request, an MCP elicitation, a
+	// dynamic tool call no client here could take); its params decode as
+	// an Offer.
+	MethodRequestOffered = "appserver/serverRequest/offered"
+	// MethodThreadArchived and MethodThreadUnarchived are the entries of
+	// a thread's archiving and unarchiving, which clients hear as the
+	// broadcasts thread/archived and thread/unarchived; their params
+	// are {"threadId"}.
+	MethodThreadArchived   = "appserver/thread/archived"
+	MethodThreadUnarchived = "appserver/thread/unarchived"
 )
 
 // remoteAnswerTimeout bounds forwarding one client's answer to the daemon
@@ -130,19 +146,23 @@ type remoteKey struct {
 // internalEvent reports whether a logged event is one of the hub's own,
 // which no client gets.
 func internalEvent(method string) bool {
-	return method == methodOffered || method == methodWithdrawn
+	switch method {
+	case methodOffered, methodWithdrawn, MethodThreadArchived, MethodThreadUnarchived:
+		return true
+	}
+	return false
 }
 
-// publish numbers an event of a thread in its log for the other daemons;
-// nobody here gets it.
+// publish numbers one of the hub's own entries in a thread's log for the
+// other daemons and the event consumers; no client here gets it.
 func (h *Hub) publish(threadID, method string, params any) {
 	n, err := h.NewNotification(method, params)
 	if err != nil {
-		h.log.Error("encode a server request for other daemons", "method", method, "err", err)
+		h.log.Error("encode an entry of the event log", "method", method, "err", err)
 		return
 	}
 	n.ThreadID = threadID
-	h.cfg.Journal.Record(n, func() {})
+	h.cfg.Journal.Record(n, func() { h.notifyEveryone(n) })
 }
 
 // publishCall publishes a dynamic tool call that no live client here can
@@ -186,6 +206,8 @@ func (h *Hub) remoteEvent(n *Notification) bool {
 			return true
 		}
 		h.presentRemote(n.ThreadID, in)
+		return true
+	case MethodThreadArchived, MethodThreadUnarchived:
 		return true
 	case methodWithdrawn:
 		var in remoteWithdrawn

@@ -118,8 +118,8 @@ func twoDaemons(t *testing.T, cfg hub.Config) (a, b *hub.Hub, log *pipeLog) {
 func TestApprovalAcrossDaemons(t *testing.T) {
 	a, b, log := twoDaemons(t, hub.Config{})
 	ca, cb := newClient(), newClient()
-	attach(a, 1, ca)
-	idb := attach(b, 1, cb)[0]
+	attach(a, ca)
+	idb := attach(b, cb)[0]
 	res := approve(context.Background(), a)
 	da := ca.next(t)
 	log.pump(b)
@@ -137,7 +137,7 @@ func TestApprovalAcrossDaemons(t *testing.T) {
 	require.False(t, db.r.Answer(idb, json.RawMessage(`{"decision":"decline"}`), nil), "settled already")
 
 	// A's turns layer announces the settlement in the log.
-	a.SendThread("th", a.Subscribers("th"), "serverRequest/resolved", api.ServerRequestResolvedNotification{ThreadID: "th", RequestID: got.id})
+	a.Publish(turns.Event{ThreadID: "th", Method: "serverRequest/resolved", Params: api.ServerRequestResolvedNotification{ThreadID: "th", RequestID: got.id}})
 	log.pump(b)
 	require.Same(t, db.r, recv(t, cb.settled))
 	n := recv(t, cb.notes)
@@ -157,7 +157,7 @@ func TestApprovalAcrossDaemons(t *testing.T) {
 func TestToolCallAcrossDaemons(t *testing.T) {
 	a, b, log := twoDaemons(t, hub.Config{})
 	c1, c2 := newClient(), newClient()
-	ids := attach(b, 1, c1, c2)
+	ids := attach(b, c1, c2)
 	out := make(chan api.DynamicToolCallResult, 1)
 	go func() {
 		res, err := a.Broker().Call(context.Background(), dynamic.CallRequest{ThreadID: "th", TurnID: "tu", CallID: "c1", Tool: "t"})
@@ -169,7 +169,6 @@ func TestToolCallAcrossDaemons(t *testing.T) {
 	c2.none(t)
 
 	b.Detach(ids[0])
-	b.SubscribersChanged("th", 2, ids[1:])
 	d1.r.Lost(ids[0])
 	d2 := c2.next(t)
 	require.Same(t, d1.r, d2.r)
@@ -208,10 +207,10 @@ func recv[T any](t *testing.T, ch <-chan T) T {
 func TestLateSubscriberOfAnotherDaemonGetsPendingRequest(t *testing.T) {
 	a, b, _ := twoDaemons(t, hub.Config{})
 	ca, cb := newClient(), newClient()
-	attach(a, 1, ca)
+	attach(a, ca)
 	res := approve(context.Background(), a)
 	ca.next(t)
-	idb := attach(b, 1, cb)[0]
+	idb := attach(b, cb)[0]
 	db := cb.next(t)
 	require.Equal(t, "item/commandExecution/requestApproval", db.r.Method)
 	require.True(t, db.r.Answer(idb, json.RawMessage(`{"decision":"decline"}`), nil))
@@ -223,7 +222,7 @@ func TestLateSubscriberOfAnotherDaemonGetsPendingRequest(t *testing.T) {
 func TestApprovalReleasedByAnotherDaemon(t *testing.T) {
 	a, b, log := twoDaemons(t, hub.Config{Approval: hub.Timeouts{NoClient: 300 * time.Millisecond}})
 	cb := newClient()
-	idb := attach(b, 1, cb)[0]
+	idb := attach(b, cb)[0]
 	res := approve(context.Background(), a)
 	db := log.pumpUntil(t, b, cb)
 	b.Detach(idb)
@@ -237,11 +236,11 @@ func TestApprovalReleasedByAnotherDaemon(t *testing.T) {
 func TestTurnEndWithdrawsRemoteRequests(t *testing.T) {
 	a, b, log := twoDaemons(t, hub.Config{})
 	cb := newClient()
-	attach(b, 1, cb)
+	attach(b, cb)
 	ctx, cancel := context.WithCancel(context.Background())
 	res := approve(ctx, a)
 	db := log.pumpUntil(t, b, cb)
-	a.SendThread("th", nil, "turn/completed", map[string]any{"threadId": "th"})
+	a.Publish(turns.Event{ThreadID: "th", Method: "turn/completed", Params: map[string]any{"threadId": "th"}})
 	log.pump(b)
 	require.Same(t, db.r, recv(t, cb.settled))
 	cancel()

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/appserver/appserver/api"
+	"github.com/appserver/appserver/internal/audit"
 	"github.com/appserver/appserver/internal/dynamic"
 	"github.com/appserver/appserver/internal/turns"
 )
@@ -40,6 +41,9 @@ type Request struct {
 	err      error
 	outcome  dynamic.Outcome
 	answered map[ConnID]bool // holders whose answer settled the request
+	// answerer is who answered an approval or user-input request, for
+	// the audit log: nil when nobody did, or a client of another daemon.
+	answerer *audit.Actor
 
 	// published is set once a dynamic tool call of this daemon was
 	// published for the other daemons' clients.
@@ -74,7 +78,14 @@ func (r *Request) Outcome() dynamic.Outcome {
 // Answer delivers the answer of the client behind from: a result, or the
 // client's JSON-RPC error as err. It reports whether this answer settled
 // the request; only the first answer does, whichever transport brings it.
+// The audit log knows nobody for it: doors answer with AnswerAs.
 func (r *Request) Answer(from ConnID, result json.RawMessage, err error) bool {
+	return r.AnswerAs(from, audit.Actor{}, result, err)
+}
+
+// AnswerAs is Answer by the actor by, whom the audit log names as the
+// one who answered an approval.
+func (r *Request) AnswerAs(from ConnID, by audit.Actor, result json.RawMessage, err error) bool {
 	if r.remote {
 		return r.answerRemote(from, result, err)
 	}
@@ -87,7 +98,7 @@ func (r *Request) Answer(from ConnID, result json.RawMessage, err error) bool {
 		}
 		return ok
 	}
-	return r.settle(from, result, err)
+	return r.settle(from, &by, result, err)
 }
 
 // AnsweredBy reports whether the answer of the client behind id settled
@@ -126,8 +137,9 @@ func (r *Request) Lost(from ConnID) {
 	r.h.mu.Unlock()
 }
 
-// settle records the outcome of an approval or user-input request once.
-func (r *Request) settle(from ConnID, result json.RawMessage, err error) bool {
+// settle records the outcome of an approval or user-input request once,
+// and by whom (nil: not a client of this daemon).
+func (r *Request) settle(from ConnID, by *audit.Actor, result json.RawMessage, err error) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.settled {
@@ -138,6 +150,7 @@ func (r *Request) settle(from ConnID, result json.RawMessage, err error) bool {
 	if from != 0 {
 		r.answered[from] = true
 	}
+	r.answerer = by
 	close(r.done)
 	return true
 }
@@ -180,28 +193,31 @@ func (h *Hub) newRequest(kind Kind, threadID, method string, params any) *Reques
 		done: make(chan struct{}), answered: map[ConnID]bool{}}
 }
 
-// Request implements turns.ServerRequester for approvals and user-input
-// requests (see README, "Server requests"): the request goes to every
-// subscriber of the thread, under one id, and to every client that
-// subscribes while it is pending; the first answer is used. While no
-// subscriber holds it, it waits for one at most the kind's NoClient
-// timeout, then fails with turns.ErrNoClient. The caller (turns) announces
+// Request implements turns.Sink for approvals, user-input requests and
+// MCP elicitations (docs/protocol.md §7): the request goes to every
+// subscriber of the thread (or of its nearest ancestor with any: the rule
+// above audience), under one id, and to every client that subscribes while
+// it is pending; the first answer is used. While no subscriber holds it, it
+// waits for one at most the kind's NoClient timeout, then fails with
+// turns.ErrNoClient. The caller (turns) announces
 // serverRequest/resolved for the returned id to the thread's subscribers,
 // which tells the other holders that the request is settled.
-func (h *Hub) Request(ctx context.Context, threadID, method string, params any) (json.RawMessage, api.RequestID, bool, error) {
+func (h *Hub) Request(ctx context.Context, req turns.ServerRequest) (json.RawMessage, api.RequestID, bool, error) {
+	threadID, method, params := h.requestThread(req.ThreadID, req.Ancestors), req.Method, req.Params
 	kind := KindOf(method)
 	if kind != KindApproval && kind != KindElicitation {
-		return h.request(ctx, kind, threadID, method, params)
+		return h.request(ctx, kind, threadID, method, params, !req.Ephemeral)
 	}
 	h.cfg.ApprovalMetrics.ApprovalPending(1)
-	res, id, sent, err := h.request(ctx, kind, threadID, method, params)
+	res, id, sent, err := h.request(ctx, kind, threadID, method, params, !req.Ephemeral)
 	h.cfg.ApprovalMetrics.ApprovalPending(-1)
 	h.cfg.ApprovalMetrics.ApprovalDecided(kind.String(), decisionOf(res, err))
 	return res, id, sent, err
 }
 
-// request is Request for a request of the given kind.
-func (h *Hub) request(ctx context.Context, kind Kind, threadID, method string, params any) (json.RawMessage, api.RequestID, bool, error) {
+// request is Request for a request of the given kind; logged says that
+// the thread keeps an event log (it is not ephemeral).
+func (h *Hub) request(ctx context.Context, kind Kind, threadID, method string, params any, logged bool) (json.RawMessage, api.RequestID, bool, error) {
 	limits := h.timeouts(kind)
 	r := h.newRequest(kind, threadID, method, params)
 	r.ID = h.NextRequestID()
@@ -214,10 +230,14 @@ func (h *Hub) request(ctx context.Context, kind Kind, threadID, method string, p
 		h.mu.Unlock()
 	}()
 	defer r.withdraw()
-	if h.cfg.Remote != nil {
-		// Clients of other daemons may hold it: the caller announces its
-		// settlement in the log, which withdraws it there.
+	if logged {
+		// The request is an entry of the thread's log: the event
+		// consumers (webhooks' approval.requested) hear of it, and so do
+		// the other daemons, whose clients may hold it: the caller
+		// announces its settlement in the log, which withdraws it there.
 		h.publish(threadID, methodOffered, remoteOffer{RequestID: r.ID, Method: method, Params: params})
+	}
+	if logged && h.cfg.Remote != nil {
 		r.mu.Lock()
 		r.sent = true
 		r.mu.Unlock()
@@ -238,7 +258,7 @@ func (h *Hub) request(ctx context.Context, kind Kind, threadID, method string, p
 	for {
 		wake := h.wakeup() // before offering: a change after it wakes us
 		held := false
-		for _, m := range h.subscribed(threadID) {
+		for _, m := range h.offerable(threadID) {
 			if r.offer(m, r.ID) {
 				held = true
 			}
@@ -265,11 +285,14 @@ func (h *Hub) request(ctx context.Context, kind Kind, threadID, method string, p
 			fail = ctx.Err()
 		}
 		if fail != nil {
-			r.settle(0, nil, fail) // an answer that won the race is used
+			r.settle(0, nil, nil, fail) // an answer that won the race is used
 		}
 		r.mu.Lock()
 		res, err, sent := r.result, r.err, r.sent
 		r.mu.Unlock()
+		if kind == KindApproval || kind == KindElicitation {
+			h.auditApproval(ctx, r, res, err)
+		}
 		return res, api.IntRequestID(r.ID), sent, err
 	}
 }
@@ -291,7 +314,7 @@ func (h *Hub) AnswerRemote(threadID string, id int64, result json.RawMessage, cl
 	if r.Kind == KindToolCall {
 		return r.Call.ResolveResponse(result, clientErr)
 	}
-	return r.settle(0, result, clientErr)
+	return r.settle(0, nil, result, clientErr)
 }
 
 // heldByAttached reports whether a holder of r is still attached: a client
@@ -385,4 +408,45 @@ func (t toolRouter) Withdraw(p *dynamic.Pending, outcome dynamic.Outcome) {
 	for _, hd := range r.takeHolders() {
 		hd.sub.Settled(r)
 	}
+}
+
+// approvalDetail is the detail of an approval entry.
+type approvalDetail struct {
+	Method    string          `json:"method"`
+	RequestID int64           `json:"requestId"`
+	ItemID    string          `json:"itemId,omitempty"`
+	Request   json.RawMessage `json:"request"`
+	// Decision is the answer's decision (accept, decline, ...) or why
+	// there was none (no_client, canceled, error).
+	Decision string          `json:"decision"`
+	Answer   json.RawMessage `json:"answer,omitempty"`
+	// AnsweredRemotely says that a client of another daemon answered.
+	AnsweredRemotely bool `json:"answeredRemotely,omitempty"`
+}
+
+// auditApproval records an approval request and its answer: the entry's
+// actor is who answered (none when nobody did).
+func (h *Hub) auditApproval(ctx context.Context, r *Request, res json.RawMessage, err error) {
+	if h.cfg.Audit == nil {
+		return
+	}
+	r.mu.Lock()
+	by, remote := r.answerer, r.result != nil && r.answerer == nil
+	r.mu.Unlock()
+	var actor audit.Actor
+	if by != nil {
+		actor = *by
+	}
+	params, perr := json.Marshal(r.Params)
+	if perr != nil {
+		params = []byte(`null`)
+	}
+	var ids struct {
+		TurnID string `json:"turnId"`
+		ItemID string `json:"itemId"`
+	}
+	_ = json.Unmarshal(params, &ids)
+	h.cfg.Audit.Record(ctx, audit.Entry{Kind: audit.KindApproval, Actor: &actor, ThreadID: r.ThreadID, TurnID: ids.TurnID, Detail: approvalDetail{
+		Method: r.Method, RequestID: r.ID, ItemID: ids.ItemID, Request: params, Decision: decisionOf(res, err), Answer: res, AnsweredRemotely: remote,
+	}})
 }

@@ -59,6 +59,10 @@ type Turn struct {
 	// mcp__<server>__<tool> rather than in its server's namespace, for a
 	// provider that has no namespaces (Chat Completions).
 	PlainTools bool
+	// Disabled names the servers the thread's config turns off
+	// (mcp_servers.<name>.enabled = false): their tools are not offered,
+	// and with every server off neither are the resource tools.
+	Disabled map[string]bool
 }
 
 // errRejected is the model's text for an MCP call whose approval was

@@ -9,12 +9,14 @@
 //     its bearer token and headers; each connection has a supervisor
 //     goroutine that starts it within startup_timeout_sec and restarts it
 //     with backoff when it dies;
-//   - the tools of the connected servers, offered as codex 0.169.0 offers
-//     them: one namespace spec mcp__<server> per server with the tools
-//     under their own names (plain functions under their qualified names,
-//     mcp__server__tool, sanitized, capped at 64 bytes with a hash suffix,
-//     for a provider without namespaces; the qualified name is served
-//     either way), the resource tools, the mcpToolCall items of their
+//   - the tools of the connected servers, offered as codex 0.171.0 offers
+//     them: one namespace spec mcp__<server> per server, described by the
+//     server's instructions, with the tools under their own names (plain
+//     functions under their qualified names, mcp__server__tool, for a
+//     provider without namespaces; the qualified name is served either
+//     way), every name sanitized to [A-Za-z0-9_] and capped at 64 bytes
+//     with a hash suffix; without the servers the thread's config turns
+//     off (Turn.Disabled), the resource tools, the mcpToolCall items of their
 //     calls, and their outputs shaped as the reference's (a wall time
 //     header, then the structured JSON or one content item per block);
 //   - for a turn that defers them (Turn.DeferTools: the model's catalog
@@ -29,10 +31,12 @@
 //   - the data behind mcpServerStatus/list, mcpServer/tool/call,
 //     mcpServer/resource/read and config/mcpServer/reload.
 //
-// A server that is starting, restarting or failed never holds back a turn:
-// the tools of a turn are what is connected when the turn starts, and a
-// call to a server that is down fails at once with a text the model can
-// read.
+// A turn waits for the servers still on their first start at most
+// StartupWait (1s, as codex 0.171.0), then takes what is connected; a
+// server that is restarting or failed never holds back a turn, and a call
+// to a server that is down fails at once with a text the model can read.
+// Servers are declared the client capabilities codex 0.171.0 declares
+// (elicitation in form and url mode).
 //
 // It depends on internal/registry, internal/config, internal/apperr and api
 // only, and must not import the turns layer, a transport, another tool

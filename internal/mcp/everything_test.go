@@ -3,33 +3,15 @@ package mcp
 import (
 	"context"
 	"encoding/json"
-	"os"
-	"path/filepath"
-	"runtime"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/appserver/appserver/api"
 	"github.com/appserver/appserver/internal/config"
+	"github.com/appserver/appserver/internal/mcp/mcptest"
+	"github.com/appserver/appserver/internal/registry"
 )
-
-// everythingBin is the reference MCP server from npm
-// (@modelcontextprotocol/server-everything, pinned), which
-// scripts/test-deps.sh installs into .tools/ of the checkout. Without it
-// the test is skipped, and under CI=true it fails.
-func everythingBin(t *testing.T) string {
-	t.Helper()
-	_, file, _, _ := runtime.Caller(0)
-	bin := filepath.Join(filepath.Dir(file), "..", "..", ".tools", "server-everything", "node_modules", ".bin", "mcp-server-everything")
-	if _, err := os.Stat(bin); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("the reference MCP server is missing (run scripts/test-deps.sh): %v", err)
-		}
-		t.Skipf("the reference MCP server is missing (run scripts/test-deps.sh): %v", err)
-	}
-	return bin
-}
 
 // The reference "everything" server over stdio: mcpServerStatus/list
 // shows it connected with its tools and resources; the model calls its
@@ -37,7 +19,7 @@ func everythingBin(t *testing.T) string {
 // resources through read_mcp_resource.
 func TestEverythingServer(t *testing.T) {
 	sc := stdioServer(t)
-	sc.Command, sc.Args = everythingBin(t), []string{"stdio"}
+	sc.Command, sc.Args = mcptest.Everything(t), []string{"stdio"}
 	h := newHarness(t, map[string]config.MCPServer{"everything": sc})
 	h.waitState("everything", StateReady)
 
@@ -49,6 +31,10 @@ func TestEverythingServer(t *testing.T) {
 	require.Equal(t, "connected", *st.RuntimeStatus)
 	require.Contains(t, st.Tools, "echo")
 	require.Contains(t, st.Tools, "get-sum")
+	// The server offers its URL-elicitation tool only to a client that
+	// declares capabilities.elicitation.url, as codex 0.171.0 does.
+	_, url := st.Tools["trigger-url-elicitation"]
+	require.True(t, url, "the URL-elicitation tool is listed")
 	var uris []string
 	for _, r := range st.Resources {
 		var res struct{ URI string }
@@ -61,6 +47,13 @@ func TestEverythingServer(t *testing.T) {
 	rec := &recorder{}
 	specs, reg := h.build(rec.turn())
 	require.Contains(t, specNames(specs), "mcp__everything__echo")
+	// The server's instructions describe its namespace, as codex 0.171.0
+	// sends them.
+	for _, s := range specs {
+		if ns, ok := s.Spec.(registry.NamespaceSpec); ok && ns.Name == "mcp__everything" {
+			require.Contains(t, ns.Description, "Everything Server")
+		}
+	}
 
 	out := call(t, reg, "mcp__everything__echo", `{"message":"hello from appserver"}`)
 	require.True(t, out.Output.Succeeded(), out.Output.Text)
@@ -70,7 +63,8 @@ func TestEverythingServer(t *testing.T) {
 	require.Equal(t, "everything", item.Server)
 	require.Equal(t, "echo", item.Tool)
 
-	out = call(t, reg, "mcp__everything__get-sum", `{"a":19,"b":23}`)
+	// '-' becomes '_' in the name the model calls (codex 0.171.0).
+	out = call(t, reg, "mcp__everything__get_sum", `{"a":19,"b":23}`)
 	require.True(t, out.Output.Succeeded(), out.Output.Text)
 	require.Contains(t, body(t, out.Output), "42")
 	require.Equal(t, "get-sum", rec.lastDone(t).Tool)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"regexp"
 	"slices"
 	"strings"
@@ -13,29 +12,12 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
 	"github.com/appserver/appserver/api"
 	"github.com/appserver/appserver/internal/config"
 	"github.com/appserver/appserver/internal/mcp/mcptest"
 	"github.com/appserver/appserver/internal/registry"
 )
-
-func TestMain(m *testing.M) {
-	if _, err := mcptest.Build(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	mcptest.Cleanup()
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goleak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
 
 // waitTimeout bounds waiting for a server state; it only guards against a
 // hang, it measures nothing.

@@ -2,17 +2,19 @@ package mcp
 
 import (
 	"context"
-	"errors"
+	"encoding/json"
 	"log/slog"
 	"os"
 	"reflect"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/appserver/appserver/api"
 	"github.com/appserver/appserver/internal/apperr"
 	"github.com/appserver/appserver/internal/config"
+	"github.com/appserver/appserver/internal/service"
 )
 
 // Config configures a Manager. Every field but Servers is optional.
@@ -27,6 +29,12 @@ type Config struct {
 	// null: servers are shared by every thread); nil tells nobody. It must
 	// not block.
 	OnStatus func(api.McpServerStartupStatusUpdatedNotification)
+	// StartupWait is how long a turn waits for the servers still on their
+	// first start before it takes the tools of those that are ready (codex
+	// 0.171.0 offers a server that is ready within about a second of the
+	// turn and starts without one that is later); 0 means 1s, a negative
+	// value never waits.
+	StartupWait time.Duration
 	// MinBackoff and MaxBackoff bound the delay before a restart, doubled
 	// at each failure in a row; 0 means 500ms and 30s.
 	MinBackoff, MaxBackoff time.Duration
@@ -90,6 +98,9 @@ func New(cfg Config) (*Manager, error) {
 	if cfg.MaxBackoff < cfg.MinBackoff {
 		return nil, apperr.New(apperr.Invalid, "mcp: MaxBackoff %s is below MinBackoff %s", cfg.MaxBackoff, cfg.MinBackoff)
 	}
+	if cfg.StartupWait == 0 {
+		cfg.StartupWait = time.Second
+	}
 	if cfg.KillGrace <= 0 {
 		cfg.KillGrace = 2 * time.Second
 	}
@@ -115,13 +126,15 @@ func New(cfg Config) (*Manager, error) {
 	return m, nil
 }
 
+var _ service.Service = (*Manager)(nil)
+
 // Start connects every enabled server in the background; it does not wait
 // for any of them. The servers live until Stop, not until ctx ends.
 func (m *Manager) Start(context.Context) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.stopped {
-		return errors.New("mcp: Start after Stop")
+		return service.ErrStopped
 	}
 	if m.started {
 		return nil
@@ -135,24 +148,18 @@ func (m *Manager) Start(context.Context) error {
 }
 
 // Stop closes every connection, kills the stdio servers' process groups
-// and waits for the supervisors. It may be called more than once, and
-// without Start.
+// and waits for the supervisors. It may be called more than once; before
+// Start it does nothing.
 func (m *Manager) Stop() {
 	m.mu.Lock()
-	if m.stopped {
+	if m.stopped || !m.started {
 		m.mu.Unlock()
 		return
 	}
 	m.stopped = true
 	servers := m.servers
-	started := m.started
-	if m.cancel != nil {
-		m.cancel()
-	}
+	m.cancel()
 	m.mu.Unlock()
-	if !started {
-		return
-	}
 	var wg sync.WaitGroup
 	for _, s := range servers {
 		wg.Go(s.stop)
@@ -203,6 +210,20 @@ func (m *Manager) Reload(servers map[string]config.MCPServer) error {
 	return nil
 }
 
+// done is closed once the manager stops, and before Start (nothing is
+// starting then, so nothing is worth waiting for).
+func (m *Manager) done() <-chan struct{} {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.ctx == nil {
+		return closedChan
+	}
+	return m.ctx.Done()
+}
+
+// closedChan is a channel that is always ready.
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
 // server returns the named server.
 func (m *Manager) server(name string) (*server, bool) {
 	m.mu.Lock()
@@ -229,6 +250,82 @@ func (m *Manager) backoff(attempt int) time.Duration {
 		d *= 2
 	}
 	return min(d, m.cfg.MaxBackoff)
+}
+
+// ThreadStarted tells a new thread, through tell (which must not block),
+// the start-up of each server its config leaves on, as codex 0.171.0,
+// whose threads start their own servers, reports it: "starting", then
+// "ready" or "failed" (at once for a server whose start has ended, else
+// when it ends), each as mcpServer/startupStatus/updated with the
+// thread's id. A thread with every server off hears nothing.
+func (m *Manager) ThreadStarted(threadID string, cfg map[string]json.RawMessage, tell func(api.McpServerStartupStatusUpdatedNotification)) {
+	disabled, none := ThreadSwitches(cfg)
+	if none {
+		return
+	}
+	for _, s := range m.list() {
+		if disabled[s.name] {
+			continue
+		}
+		s.mu.Lock()
+		st, errText := s.state, s.lastErr
+		w := waiter{threadID: threadID, tell: tell}
+		if st == StateStarting {
+			s.waiting = append(s.waiting, w)
+		}
+		s.mu.Unlock()
+		if st == StateDisabled {
+			continue
+		}
+		w.status(s.name, StateStarting, "")
+		if st != StateStarting {
+			w.status(s.name, st, errText)
+		}
+	}
+}
+
+// waiter is a thread to be told how a server's start ended.
+type waiter struct {
+	threadID string
+	tell     func(api.McpServerStartupStatusUpdatedNotification)
+}
+
+// status tells the thread one server's status.
+func (w waiter) status(name string, st State, errText string) {
+	n := api.McpServerStartupStatusUpdatedNotification{ThreadID: &w.threadID, Name: name, Status: string(st)}
+	if errText != "" {
+		n.Error = &errText
+	}
+	w.tell(n)
+}
+
+// ThreadSwitches reads the MCP switches of a thread's config (flattened
+// to dotted keys): the servers it turns off (mcp_servers.<name>.enabled =
+// false), and whether it empties mcp_servers (mcp_servers = {}, as the
+// TUI's title thread sends it: no server at all). Values of the wrong type
+// are ignored as absent.
+func ThreadSwitches(cfg map[string]json.RawMessage) (disabled map[string]bool, none bool) {
+	for k, v := range cfg {
+		if k == "mcp_servers" {
+			var servers map[string]json.RawMessage
+			if json.Unmarshal(v, &servers) == nil && len(servers) == 0 {
+				none = true
+			}
+			continue
+		}
+		server, ok := strings.CutPrefix(k, "mcp_servers.")
+		if !ok {
+			continue
+		}
+		var on bool
+		if server, ok = strings.CutSuffix(server, ".enabled"); ok && json.Unmarshal(v, &on) == nil && !on {
+			if disabled == nil {
+				disabled = map[string]bool{}
+			}
+			disabled[server] = true
+		}
+	}
+	return disabled, none
 }
 
 // announce reports a state change to OnStatus.

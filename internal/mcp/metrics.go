@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 )
 
 // Outcomes of an MCP tool call, the outcome label of appserver_mcp_calls_total.
@@ -29,23 +30,22 @@ type Metrics struct {
 
 // NewMetrics registers the MCP metrics on reg.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
-	m := &Metrics{
-		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
+	f := promauto.With(reg)
+	return &Metrics{
+		calls: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "appserver_mcp_calls_total",
 			Help: "MCP tool calls by server and outcome (ok, tool_error, failed, timeout, rejected).",
 		}, []string{"server", "outcome"}),
-		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		latency: f.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "appserver_mcp_call_duration_seconds",
 			Help:    "Duration of MCP tools/call requests, from sending to the answer.",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
 		}, []string{"server"}),
-		up: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		up: f.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "appserver_mcp_server_up",
 			Help: "1 while the MCP server is connected, 0 while it is starting, restarting or failed.",
 		}, []string{"server"}),
 	}
-	reg.MustRegister(m.calls, m.latency, m.up)
-	return m
 }
 
 func (m *Metrics) observeCall(server, outcome string, d time.Duration) {

@@ -27,15 +27,17 @@ func rawQualifiedName(server, tool string) string {
 	return namePrefix + nameDelimiter + server + nameDelimiter + tool
 }
 
-// modelToolName is the name the model sees for a raw qualified name:
-// characters outside [A-Za-z0-9_-] become '_', and a name longer than 64
-// bytes keeps its first 24 characters followed by the hex SHA-1 of the raw
-// name, so that it is stable across runs and still unique.
+// modelToolName is the name the model sees for a raw name (a qualified
+// name, a tool's own name or a namespace): as codex 0.171.0 names them,
+// characters outside [A-Za-z0-9_] ('-' included) become '_', and a name
+// longer than 64 bytes keeps its first 24 characters followed by the hex
+// SHA-1 of the raw name, so that it is stable across runs and still
+// unique.
 func modelToolName(raw string) string {
 	var b strings.Builder
 	b.Grow(len(raw))
 	for _, r := range raw {
-		if r < 0x80 && (r == '_' || r == '-' || ('a' <= r && r <= 'z') || ('A' <= r && r <= 'Z') || ('0' <= r && r <= '9')) {
+		if r < 0x80 && (r == '_' || ('a' <= r && r <= 'z') || ('A' <= r && r <= 'Z') || ('0' <= r && r <= '9')) {
 			b.WriteRune(r)
 		} else {
 			b.WriteByte('_')

@@ -218,6 +218,10 @@ func (h *resourceHandler) Handle(ctx context.Context, inv registry.Invocation) (
 // run answers one resource tool call as JSON text.
 func (h *resourceHandler) run(ctx context.Context, tool string, a resourceArgs) (string, error) {
 	m := h.m
+	if a.Server != "" && h.turn.Disabled[a.Server] {
+		// The thread turned it off: for this thread it does not exist.
+		return "", fmt.Errorf("MCP server '%s' is disabled for this thread", a.Server)
+	}
 	if tool == ReadResourceName {
 		if a.Server == "" || a.URI == "" {
 			return "", errors.New("read_mcp_resource requires server and uri")
@@ -248,7 +252,7 @@ func (h *resourceHandler) run(ctx context.Context, tool string, a resourceArgs) 
 	}
 	all := []json.RawMessage{}
 	for _, s := range m.list() {
-		if st, _, _, c := s.snapshot(); st == StateDisabled || c == nil {
+		if st, _, _, c := s.snapshot(); st == StateDisabled || c == nil || h.turn.Disabled[s.name] {
 			continue
 		}
 		objs, err := allPages(ctx, func(ctx context.Context, cursor string) ([]json.RawMessage, string, error) {

@@ -53,8 +53,11 @@ type conn struct {
 	sess  *mcpsdk.ClientSession
 	proc  *stdioProcess // nil for HTTP servers
 	tools []*toolInfo   // enabled tools, sorted by name
-	// serverInfo and capabilities are from the initialize result.
+	// serverInfo and capabilities are from the initialize result, and
+	// instructions its instructions (the description of the server's
+	// namespace).
 	serverInfo, capabilities json.RawMessage
+	instructions             string
 	dead                     chan struct{} // closed once the session ended
 	// lost is closed when a call saw the connection fail (an HTTP
 	// server's session does not end by itself), so the supervisor
@@ -75,15 +78,24 @@ type server struct {
 
 	cancel context.CancelFunc
 	done   chan struct{} // closed when the supervisor returned
+	// started is closed when the first start has ended (ready, failed,
+	// or stopped), so that a turn can wait for it (StartupWait).
+	started     chan struct{}
+	startedOnce sync.Once
 
 	mu      sync.Mutex
 	state   State
 	lastErr string
 	conn    *conn
 	// tools are the enabled tools of the last connection, kept while the
-	// server restarts so that a turn's tool list does not flap.
-	tools    []*toolInfo
-	inflight []*inflight // calls running on this server, oldest first
+	// server restarts so that a turn's tool list does not flap, and
+	// instructions the server's initialize instructions with them.
+	tools        []*toolInfo
+	instructions string
+	inflight     []*inflight // calls running on this server, oldest first
+	// waiting are the threads told the server is starting
+	// (ThreadStarted), to be told how the start ended.
+	waiting []waiter
 }
 
 // inflight is one running tools/call, for routing the server's
@@ -94,7 +106,7 @@ type inflight struct {
 }
 
 func newServer(m *Manager, name string, cfg config.MCPServer) *server {
-	s := &server{m: m, name: name, cfg: cfg, done: make(chan struct{}), state: StateStarting}
+	s := &server{m: m, name: name, cfg: cfg, done: make(chan struct{}), started: make(chan struct{}), state: StateStarting}
 	if !cfg.Enabled {
 		s.state = StateDisabled
 	} else if !validServerName.MatchString(name) {
@@ -108,6 +120,7 @@ func newServer(m *Manager, name string, cfg config.MCPServer) *server {
 func (s *server) start(parent context.Context) {
 	if s.state == StateDisabled {
 		close(s.done)
+		s.endFirstStart()
 		return
 	}
 	ctx, cancel := context.WithCancel(parent)
@@ -128,6 +141,7 @@ func (s *server) stop() {
 // backoff, until ctx is cancelled.
 func (s *server) run(ctx context.Context) {
 	defer close(s.done)
+	defer s.endFirstStart()
 	attempt := 0
 	for {
 		s.setState(StateStarting, "")
@@ -141,6 +155,7 @@ func (s *server) run(ctx context.Context) {
 		if err != nil {
 			s.m.log.Warn("MCP server failed to start", "server", s.name, "err", err)
 			s.setState(StateFailed, err.Error())
+			s.endFirstStart()
 			attempt++
 			if !s.sleep(ctx, s.m.backoff(attempt)) {
 				return
@@ -149,9 +164,10 @@ func (s *server) run(ctx context.Context) {
 		}
 		up := s.m.now()
 		s.mu.Lock()
-		s.conn, s.tools = c, c.tools
+		s.conn, s.tools, s.instructions = c, c.tools, c.instructions
 		s.mu.Unlock()
 		s.setState(StateReady, "")
+		s.endFirstStart()
 		select {
 		case <-c.dead:
 		case <-c.lost:
@@ -176,6 +192,9 @@ func (s *server) run(ctx context.Context) {
 	}
 }
 
+// endFirstStart marks the first start as over.
+func (s *server) endFirstStart() { s.startedOnce.Do(func() { close(s.started) }) }
+
 // sleep waits d or until ctx ends; it reports whether to go on.
 func (s *server) sleep(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)
@@ -194,7 +213,14 @@ func (s *server) setState(st State, errText string) {
 	// Every (re)start is announced, the first one included.
 	changed := s.state != st || s.lastErr != errText || st == StateStarting
 	s.state, s.lastErr = st, errText
+	var waiting []waiter
+	if st == StateReady || st == StateFailed {
+		waiting, s.waiting = s.waiting, nil
+	}
 	s.mu.Unlock()
+	for _, w := range waiting {
+		w.status(s.name, st, errText)
+	}
 	s.m.metrics.setUp(s.name, st == StateReady)
 	if changed {
 		s.m.announce(s.name, st, errText)
@@ -220,8 +246,12 @@ func (s *server) connect(ctx context.Context) (*conn, error) {
 	client := mcpsdk.NewClient(&mcpsdk.Implementation{Name: s.m.cfg.ClientName, Version: s.m.cfg.ClientVersion}, &mcpsdk.ClientOptions{
 		ElicitationHandler:          s.elicit,
 		ProgressNotificationHandler: s.progress,
-		// No roots: the daemon serves many workspaces.
-		Capabilities: &mcpsdk.ClientCapabilities{},
+		// No roots: the daemon serves many workspaces. Elicitation in
+		// both modes, as codex 0.171.0 declares it: servers offer their
+		// URL-elicitation tools only to a client that declares url.
+		Capabilities: &mcpsdk.ClientCapabilities{Elicitation: &mcpsdk.ElicitationCapabilities{
+			Form: &mcpsdk.FormElicitationCapabilities{}, URL: &mcpsdk.URLElicitationCapabilities{},
+		}},
 	})
 	sess, err := client.Connect(sctx, t, &mcpsdk.ClientSessionOptions{ProtocolVersion: protocolVersion})
 	if err != nil {
@@ -238,6 +268,7 @@ func (s *server) connect(ctx context.Context) (*conn, error) {
 	if ir := sess.InitializeResult(); ir != nil {
 		c.serverInfo, _ = json.Marshal(wireServerInfo(ir.ServerInfo))
 		c.capabilities, _ = json.Marshal(ir.Capabilities)
+		c.instructions = ir.Instructions
 	}
 	go func() {
 		_ = sess.Wait()
@@ -330,6 +361,13 @@ func (s *server) track(f *inflight) func() {
 		s.inflight = slices.DeleteFunc(s.inflight, func(x *inflight) bool { return x == f })
 		s.mu.Unlock()
 	}
+}
+
+// serverInstructions are the instructions of the last connection.
+func (s *server) serverInstructions() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.instructions
 }
 
 // snapshot returns the state, error and last known tools.

@@ -44,15 +44,20 @@ func inputSchema(schema any) (*registry.Schema, error) {
 	return registry.Sanitize(raw)
 }
 
-// Register adds to b, for one turn, the tools of every server that has
-// listed its tools (servers that are restarting keep theirs, and calls to
-// them fail until they are back), under their qualified names in order,
-// and the resource tools when any server is enabled. It never waits for a
-// server.
+// Register adds to b, for one turn, the tools of every server the
+// thread has on (not in t.Disabled) that has listed its tools (servers
+// that are restarting keep theirs, and calls to them fail until they are
+// back), under their qualified names in order, and the resource tools when
+// any of those servers is enabled. Servers still on their first start are
+// waited for, at most StartupWait, as codex 0.171.0 does; the others are
+// taken as they are.
 func (m *Manager) Register(b *registry.Builder, t *Turn) error {
+	servers := slices.DeleteFunc(m.list(), func(s *server) bool { return t.Disabled[s.name] })
+	m.awaitFirstStart(servers)
 	var refs []toolRef
 	anyEnabled := false
-	for _, s := range m.list() {
+	instructions := map[string]string{}
+	for _, s := range servers {
 		st, _, tools, _ := s.snapshot()
 		if st == StateDisabled {
 			continue
@@ -61,6 +66,8 @@ func (m *Manager) Register(b *registry.Builder, t *Turn) error {
 		for _, ti := range tools {
 			refs = append(refs, toolRef{Server: s.name, Tool: ti.tool.Name, info: ti})
 		}
+		// Trimmed, as codex 0.171.0 sends them.
+		instructions[s.name] = strings.TrimSpace(s.serverInstructions())
 	}
 	if !anyEnabled {
 		return nil
@@ -105,7 +112,9 @@ func (m *Manager) Register(b *registry.Builder, t *Turn) error {
 			if !ok {
 				at = len(offered)
 				offeredAt[ns[1]] = at
-				offered = append(offered, registry.NamespaceSpec{Name: ns[1]})
+				// The server's instructions describe its namespace, as
+				// codex 0.171.0 sends them ("" is the registry's default).
+				offered = append(offered, registry.NamespaceSpec{Name: ns[1], Description: instructions[r.Server]})
 				offeredReadOnly[ns[1]] = true
 			}
 			spec := &offered[at]
@@ -144,10 +153,38 @@ func (m *Manager) Register(b *registry.Builder, t *Turn) error {
 	return m.registerResourceTools(b, t)
 }
 
-// namespaces are the namespace names of a server's tools: mcp__<server>__
+// awaitFirstStart waits until every one of servers has ended its first
+// start, StartupWait has passed, or the manager stops.
+func (m *Manager) awaitFirstStart(servers []*server) {
+	if m.cfg.StartupWait < 0 {
+		return
+	}
+	var timer *time.Timer
+	for _, s := range servers {
+		select {
+		case <-s.started:
+			continue
+		default:
+		}
+		if timer == nil {
+			timer = time.NewTimer(m.cfg.StartupWait)
+			defer timer.Stop()
+		}
+		select {
+		case <-s.started:
+		case <-timer.C:
+			return
+		case <-m.done():
+			return
+		}
+	}
+}
+
+// namespaces are the namespace names of a server's tools, sanitized as
+// tool names are (mcp__my-srv becomes mcp__my_srv): mcp__<server>__
 // (codex's) and mcp__<server>.
 func namespaces(server string) [2]string {
-	ns := namePrefix + nameDelimiter + server
+	ns := modelToolName(namePrefix + nameDelimiter + server)
 	return [2]string{ns + nameDelimiter, ns}
 }
 

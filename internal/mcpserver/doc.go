@@ -25,5 +25,7 @@
 // connection.
 //
 // It must not import internal/server or internal/httpapi: the HTTP
-// endpoint's authentication comes in as an Identity per request.
+// endpoint's authentication comes in as a principal.Principal per request,
+// whose rules (the threads it sees, its ceiling and workspace roots) the
+// session passes to turns with every call.
 package mcpserver

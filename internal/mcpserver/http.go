@@ -6,6 +6,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/appserver/appserver/internal/principal"
 )
 
 // sessionHeader names a streamable HTTP session.
@@ -15,19 +17,19 @@ const sessionHeader = "Mcp-Session-Id"
 type httpSession struct {
 	t     *mcp.StreamableServerTransport
 	sess  *session
-	owner string // the owner's thread originator: no one else may use it
+	owner string // the owning principal's name ("" the operator): no one else may use it
 }
 
 // HTTPHandler serves MCP over streamable HTTP. identify returns who an
 // (already authenticated) request acts for; a session belongs to the
-// identity that initialized it, and is unknown (404) to any other.
-func (s *Server) HTTPHandler(identify func(*http.Request) Identity) http.Handler {
+// principal that initialized it, and is unknown (404) to any other.
+func (s *Server) HTTPHandler(identify func(*http.Request) principal.Principal) http.Handler {
 	return &httpHandler{s: s, identify: identify, byID: map[string]*httpSession{}}
 }
 
 type httpHandler struct {
 	s        *Server
-	identify func(*http.Request) Identity
+	identify func(*http.Request) principal.Principal
 	byID     map[string]*httpSession // guarded by s.mu
 }
 
@@ -40,7 +42,7 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	who := h.identify(r)
-	owner := who.ClientName()
+	owner := who.Name()
 	id := r.Header.Get(sessionHeader)
 	if id == "" {
 		if r.Method != http.MethodPost {
@@ -67,7 +69,7 @@ func (h *httpHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // start serves a request that opens a session (initialize); a request
 // that did not initialize it leaves no session behind.
-func (h *httpHandler) start(w http.ResponseWriter, r *http.Request, who Identity, owner string) {
+func (h *httpHandler) start(w http.ResponseWriter, r *http.Request, who principal.Principal, owner string) {
 	id := uuid.NewString()
 	t := &mcp.StreamableServerTransport{SessionID: id}
 	sess, err := h.s.connect(context.WithoutCancel(r.Context()), t, who)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/appserver/appserver/api"
 	"github.com/appserver/appserver/internal/hub"
+	"github.com/appserver/appserver/internal/principal"
 	"github.com/appserver/appserver/internal/turns"
 )
 
@@ -27,11 +28,21 @@ const (
 // 2026 protocol.
 var protocolVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
 
-// Config configures a Server. Manager and Hub are required.
+// Threads is what the MCP sessions ask of the thread table
+// (turns.Manager): a thread for codex, a turn on it, its end read back for
+// codex-reply, and the caller's subscription.
+type Threads interface {
+	StartThread(ctx context.Context, c turns.Caller, p api.ThreadStartParams) (api.ThreadStartResult, turns.After, error)
+	ReadThread(ctx context.Context, p api.ThreadReadParams) (api.ThreadReadResult, error)
+	StartTurn(ctx context.Context, c turns.Caller, p api.TurnStartParams) (api.TurnStartResult, turns.After, error)
+	InterruptTurn(ctx context.Context, p api.TurnInterruptParams) (turns.After, error)
+	Unsubscribe(c turns.Caller, p api.ThreadUnsubscribeParams) (api.ThreadUnsubscribeResult, error)
+}
+
+// Config configures a Server. Threads and Hub are required.
 type Config struct {
-	// Manager runs the threads; its Notifier, Subscribers and Requests
-	// must be Hub.
-	Manager *turns.Manager
+	// Threads runs the threads (the thread table); its Sink must be Hub.
+	Threads Threads
 	// Hub is where each MCP session subscribes to its threads.
 	Hub *hub.Hub
 	// ClientName is the originator of the threads the operator's sessions
@@ -46,39 +57,11 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// Identity is who an MCP session acts for: over stdio the operator, over
-// HTTP the authenticated principal.
-type Identity interface {
-	// ClientName is the originator of the threads the session creates;
-	// "" means Config.ClientName.
-	ClientName() string
-	// Sees reports whether the session may continue a thread.
-	Sees(th api.Thread) bool
-	// Bound checks a new thread's sandbox mode and approval policy and
-	// fills in what the identity must not leave unset.
-	Bound(sandbox *api.SandboxMode, approval *api.AskForApproval) (*api.SandboxMode, *api.AskForApproval, error)
-}
-
-// Operator is the identity with no limits: the one of `appserver mcp` on
-// stdio, whose user owns the daemon's configuration and store.
-type Operator struct{}
-
-// ClientName implements Identity.
-func (Operator) ClientName() string { return "" }
-
-// Sees implements Identity.
-func (Operator) Sees(api.Thread) bool { return true }
-
-// Bound implements Identity.
-func (Operator) Bound(s *api.SandboxMode, a *api.AskForApproval) (*api.SandboxMode, *api.AskForApproval, error) {
-	return s, a, nil
-}
-
 // Server serves the codex tools to MCP sessions.
 type Server struct {
 	cfg Config
 	log *slog.Logger
-	mgr *turns.Manager
+	mgr Threads
 	hub *hub.Hub
 
 	mu       sync.Mutex
@@ -89,8 +72,8 @@ type Server struct {
 
 // New returns a Server.
 func New(cfg Config) (*Server, error) {
-	if cfg.Manager == nil || cfg.Hub == nil {
-		return nil, errors.New("mcpserver: Manager and Hub are required")
+	if cfg.Threads == nil || cfg.Hub == nil {
+		return nil, errors.New("mcpserver: Threads and Hub are required")
 	}
 	if cfg.ClientName == "" {
 		cfg.ClientName = DefaultClientName
@@ -101,14 +84,14 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Server{cfg: cfg, log: cfg.Logger, mgr: cfg.Manager, hub: cfg.Hub, sessions: map[*session]struct{}{}}, nil
+	return &Server{cfg: cfg, log: cfg.Logger, mgr: cfg.Threads, hub: cfg.Hub, sessions: map[*session]struct{}{}}, nil
 }
 
 // errStopped refuses sessions once Stop has begun.
 var errStopped = errors.New("mcpserver: stopped")
 
 // connect starts a session for who over t.
-func (s *Server) connect(ctx context.Context, t mcp.Transport, who Identity) (*session, error) {
+func (s *Server) connect(ctx context.Context, t mcp.Transport, who principal.Principal) (*session, error) {
 	sess := newSession(s, who)
 	s.mu.Lock()
 	if s.stopped {
@@ -139,7 +122,7 @@ func (s *Server) forget(sess *session) {
 // process's stdin and stdout for `appserver mcp`) until the host closes
 // in or ctx is done.
 func (s *Server) ServeStdio(ctx context.Context, in io.ReadCloser, out io.WriteCloser) error {
-	sess, err := s.connect(ctx, &mcp.IOTransport{Reader: in, Writer: out}, Operator{})
+	sess, err := s.connect(ctx, &mcp.IOTransport{Reader: in, Writer: out}, principal.Operator())
 	if err != nil {
 		return err
 	}

@@ -5,13 +5,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/appserver/appserver/api"
 	"github.com/appserver/appserver/internal/apperr"
+	"github.com/appserver/appserver/internal/audit"
 	"github.com/appserver/appserver/internal/hub"
+	"github.com/appserver/appserver/internal/principal"
 	"github.com/appserver/appserver/internal/turns"
 )
 
@@ -23,7 +26,7 @@ import (
 type session struct {
 	s    *Server
 	id   hub.ConnID
-	who  Identity
+	who  principal.Principal
 	name string // thread originator
 	srv  *mcp.Server
 	done chan struct{} // closed by close: running calls interrupt their turns
@@ -37,14 +40,11 @@ type session struct {
 	wg     sync.WaitGroup // tool calls and elicitations
 }
 
-func newSession(s *Server, who Identity) *session {
+func newSession(s *Server, who principal.Principal) *session {
 	sess := &session{
-		s: s, id: s.hub.NewConnID(), who: who, name: who.ClientName(),
+		s: s, id: s.hub.NewConnID(), who: who, name: who.ClientName(s.cfg.ClientName),
 		done:  make(chan struct{}),
 		calls: map[string]*call{}, asks: map[*hub.Request]context.CancelFunc{},
-	}
-	if sess.name == "" {
-		sess.name = s.cfg.ClientName
 	}
 	sess.srv = mcp.NewServer(&mcp.Implementation{Name: "appserver", Title: "Codex", Version: s.cfg.Version},
 		&mcp.ServerOptions{SupportedProtocolVersions: protocolVersions, Logger: s.log})
@@ -52,6 +52,12 @@ func newSession(s *Server, who Identity) *session {
 	sess.srv.AddTool(codexReplyTool(), sess.codexReply)
 	s.hub.Attach(sess.id, sess, hub.AttachOptions{})
 	return sess
+}
+
+// actor is who the session acts for, as the audit log names it: its
+// principal, through the MCP door ("mcp" and the session's id).
+func (sess *session) actor() audit.Actor {
+	return audit.Actor{Principal: sess.who.Name(), Client: "mcp#" + strconv.FormatUint(uint64(sess.id), 10)}
 }
 
 func (sess *session) setConn(c *eventConn) {
@@ -72,7 +78,9 @@ func (sess *session) serverSession() *mcp.ServerSession {
 	return sess.ss
 }
 
-func (sess *session) caller() turns.Caller { return turns.Caller{Conn: sess.id, ClientName: sess.name} }
+func (sess *session) caller() turns.Caller {
+	return turns.Caller{Conn: sess.id, ClientName: sess.name, Principal: sess.who}
+}
 
 // close ends the session: running calls interrupt their turns and answer,
 // then the session leaves its threads and the hub. It tolerates being
@@ -87,7 +95,6 @@ func (sess *session) close() {
 	close(sess.done)
 	sess.mu.Unlock()
 	sess.wg.Wait()
-	sess.s.mgr.Disconnect(sess.id)
 	sess.s.hub.Detach(sess.id)
 }
 
@@ -171,7 +178,7 @@ func (sess *session) Request(r *hub.Request, _ int64) bool {
 		res, err := c.ask(ctx, r)
 		switch {
 		case err == nil:
-			r.Answer(sess.id, res, nil)
+			r.AnswerAs(sess.id, sess.actor(), res, nil)
 		case ctx.Err() != nil:
 			// Withdrawn (settled elsewhere), or the call or session is
 			// ending: this session no longer holds the request.
@@ -180,7 +187,7 @@ func (sess *session) Request(r *hub.Request, _ int64) bool {
 			// The host answered with an error, as a websocket client may:
 			// the approval fails. Lost would have the hub offer it to this
 			// session again at once, and the host be asked in a loop.
-			r.Answer(sess.id, nil, err)
+			r.AnswerAs(sess.id, sess.actor(), nil, err)
 		}
 	}()
 	return true
@@ -234,9 +241,6 @@ func (sess *session) codex(ctx context.Context, req *mcp.CallToolRequest) (*mcp.
 	}
 	p, err := a.threadStart()
 	if err != nil {
-		return errorResult("", err), nil
-	}
-	if p.Sandbox, p.ApprovalPolicy, err = sess.who.Bound(p.Sandbox, p.ApprovalPolicy); err != nil {
 		return errorResult("", err), nil
 	}
 	res, after, err := sess.s.mgr.StartThread(ctx, sess.caller(), p)

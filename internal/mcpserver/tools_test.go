@@ -8,12 +8,10 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
 	"github.com/appserver/appserver/internal/hub"
+	"github.com/appserver/appserver/internal/principal"
 )
-
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // TestToolsListMatchesReference holds tools/list to the reference's answer
 // (testdata/reference_tools_list.json, captured from `codex mcp-server`
@@ -22,7 +20,7 @@ func TestToolsListMatchesReference(t *testing.T) {
 	hb := hub.New(hub.Config{})
 	defer hb.Close()
 	s := &Server{cfg: Config{ClientName: DefaultClientName}, hub: hb, sessions: map[*session]struct{}{}}
-	sess := newSession(s, Operator{})
+	sess := newSession(s, principal.Operator())
 	defer hb.Detach(sess.id)
 
 	st, ct := mcp.NewInMemoryTransports()

@@ -30,13 +30,14 @@ type referenceRequest struct {
 	Store             bool              `json:"store"`
 	Stream            bool              `json:"stream"`
 	Include           []string          `json:"include"`
+	ServiceTier       string            `json:"service_tier,omitempty"`
 	Text              *textParam        `json:"text,omitempty"`
 }
 
 func referenceBody(t *testing.T, req Request) []byte {
 	t.Helper()
 	body := referenceRequest{Model: req.Model, Instructions: req.Instructions, Input: []json.RawMessage{}, Tools: nonNil(req.Tools),
-		ToolChoice: "auto", ParallelToolCalls: req.ParallelToolCalls, Stream: true, Include: []string{}}
+		ToolChoice: "auto", ParallelToolCalls: req.ParallelToolCalls, Stream: true, Include: []string{}, ServiceTier: req.ServiceTier}
 	for _, it := range req.Input {
 		raw, err := wireItem(it)
 		require.NoError(t, err)
@@ -76,6 +77,7 @@ func TestResponsesBodyMatchesStructEncoding(t *testing.T) {
 		"full":      {Model: "gpt-x", Instructions: "sys <prompt>", Input: history, Tools: tools, ParallelToolCalls: true, ReasoningEffort: "high", ReasoningSummary: "auto", OutputSchema: json.RawMessage(`{"type":"object"}`)},
 		"summary":   {Model: "m", Input: history[:2], ReasoningSummary: "none"},
 		"summary 2": {Model: "m", Input: history[:2], ReasoningSummary: "detailed"},
+		"tier":      {Model: "m", Input: history[:2], ServiceTier: "priority", OutputSchema: json.RawMessage(`{"type":"object"}`)},
 	}
 	for name, req := range reqs {
 		want := referenceBody(t, req)

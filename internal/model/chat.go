@@ -272,11 +272,12 @@ func (c *chatClient) Stream(ctx context.Context, req Request, fn func(Event) err
 	if err != nil {
 		return Result{}, &Error{Kind: KindBadRequest, Message: "cannot encode request: " + err.Error(), Err: err}
 	}
-	c.t.log.Debug("chat request", "model", req.Model, "items", len(req.Input), "tools", len(req.Tools))
+	c.t.logRequest(ctx, "chat request", req)
 	h := &chatHandler{emit: emitter(fn), custom: custom, calls: map[int]*chatCallAcc{}}
 	rb := newBody(body)
 	rb.sent = req.Sent
-	h.res.Attempts, err = c.t.run(ctx, rb, h, req.LogAttrs)
+	st, err := c.t.run(ctx, rb, h, req.LogAttrs)
+	h.res.Attempts, h.res.RateLimits = st.attempts, st.limits
 	return h.res, err
 }
 

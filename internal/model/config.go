@@ -83,10 +83,27 @@ func WithJitter(jitter func() float64) Option {
 	return func(d *deps) { d.jitter = jitter }
 }
 
+// WithRateLimits gives the client a function called with the rate limits
+// of every response whose headers carry some (RateLimits), retries and
+// refusals included, on the goroutine of the Stream that got it.
+func WithRateLimits(observe func(RateLimits)) Option {
+	return func(d *deps) { d.rateLimits = observe }
+}
+
+// WithPropagation sets the function that writes what a request's context
+// carries for the provider into the request's headers: the W3C trace
+// context of the daemon's span, so that the provider's spans join the
+// turn's trace. It runs once per attempt and must not block.
+func WithPropagation(propagate func(ctx context.Context, h http.Header)) Option {
+	return func(d *deps) { d.propagate = propagate }
+}
+
 type deps struct {
-	sleep  func(ctx context.Context, d time.Duration) error
-	now    func() time.Time
-	jitter func() float64
+	sleep      func(ctx context.Context, d time.Duration) error
+	now        func() time.Time
+	jitter     func() float64
+	propagate  func(ctx context.Context, h http.Header) // nil: nothing
+	rateLimits func(RateLimits)                         // nil: nobody
 }
 
 // New returns a Client for the provider: a Responses API client or a Chat

@@ -35,6 +35,9 @@ type Request struct {
 	// ReasoningSummary is sent as reasoning.summary when not empty and not
 	// "none" (Responses API only).
 	ReasoningSummary string
+	// ServiceTier is sent as service_tier when not empty (Responses API
+	// only), e.g. "priority".
+	ServiceTier string
 	// OutputSchema, when set, constrains the final answer to this JSON
 	// Schema (strict structured output).
 	OutputSchema json.RawMessage
@@ -47,8 +50,9 @@ type Request struct {
 	// not block. A caller starts there the work that should not compete
 	// with sending the request.
 	Sent func()
-	// LogAttrs are added to the request's log lines (a retry's warning),
-	// so that they name what the caller is doing (a thread and turn).
+	// LogAttrs are added to the request's log lines (its debug line, a
+	// retry's warning), so that they name what the caller is doing (a
+	// thread and turn). The client adds the provider id itself.
 	LogAttrs []slog.Attr
 }
 
@@ -79,6 +83,9 @@ type Result struct {
 	// Attempts is how many HTTP requests the response took, retries
 	// included (0 when none was made).
 	Attempts int
+	// RateLimits are the provider's rate limits as the last response
+	// headers that carried any reported them, nil when none did.
+	RateLimits *RateLimits
 }
 
 // Usage is the token accounting of one model response.

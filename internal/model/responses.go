@@ -99,6 +99,12 @@ func appendResponsesBody(b *bytes.Buffer, req Request) error {
 	}
 	b.WriteString(`,"store":false,"stream":true,"include":`)
 	b.WriteString(include)
+	if req.ServiceTier != "" {
+		b.WriteString(`,"service_tier":`)
+		if err := writeJSON(b, req.ServiceTier); err != nil {
+			return err
+		}
+	}
 	if len(req.OutputSchema) > 0 {
 		if !json.Valid(req.OutputSchema) {
 			return errors.New("output schema is not valid JSON")
@@ -163,11 +169,11 @@ func (c *responsesClient) Stream(ctx context.Context, req Request, fn func(Event
 		body.done()
 		return Result{}, &Error{Kind: KindBadRequest, Message: "cannot encode request: " + err.Error(), Err: err}
 	}
-	c.t.log.Debug("responses request", "model", req.Model, "items", len(req.Input), "tools", len(req.Tools))
+	c.t.logRequest(ctx, "responses request", req)
 	body.sent = req.Sent
 	h := &responsesHandler{emit: emitter(fn)}
-	var err error
-	h.res.Attempts, err = c.t.run(ctx, body, h, req.LogAttrs)
+	st, err := c.t.run(ctx, body, h, req.LogAttrs)
+	h.res.Attempts, h.res.RateLimits = st.attempts, st.limits
 	return h.res, err
 }
 

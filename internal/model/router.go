@@ -1,8 +1,10 @@
 package model
 
 import (
+	"context"
 	"log/slog"
 	"maps"
+	"net/http"
 	"os"
 	"sync"
 
@@ -33,18 +35,23 @@ type RouterConfig struct {
 	Providers map[string]ProviderSource
 	// Getenv reads the secrets; nil is os.Getenv.
 	Getenv func(string) string
-	// Logger is given to each client, with its provider id; nil discards.
+	// Logger is given to each client (which adds its provider id); nil
+	// discards.
 	Logger *slog.Logger
+	// Propagate is each client's WithPropagation; nil writes nothing.
+	Propagate func(ctx context.Context, h http.Header)
 }
 
 // Router resolves a provider id to its client (turns.ModelRouter),
-// building one client per provider on first use. It is safe for
+// building one client per provider on first use, and keeps the latest
+// rate limits each provider's responses reported. It is safe for
 // concurrent use.
 type Router struct {
 	cfg RouterConfig
 
 	mu      sync.Mutex
 	clients map[string]Client
+	limits  map[string]RateLimits
 }
 
 // NewRouter returns a router over the configured providers.
@@ -55,7 +62,16 @@ func NewRouter(cfg RouterConfig) *Router {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Router{cfg: cfg, clients: map[string]Client{}}
+	return &Router{cfg: cfg, clients: map[string]Client{}, limits: map[string]RateLimits{}}
+}
+
+// RateLimits returns the latest rate limits each provider's responses
+// reported, by provider id; a provider whose responses carried none (or
+// that was not used yet) is absent.
+func (r *Router) RateLimits() map[string]RateLimits {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return maps.Clone(r.limits)
 }
 
 // Client returns the client of provider id; an id that is not configured
@@ -84,7 +100,15 @@ func (r *Router) Client(id string) (Client, error) {
 	if src.APIKeyEnv != "" {
 		pc.APIKey = r.cfg.Getenv(src.APIKeyEnv)
 	}
-	c, err := New(pc, r.cfg.Logger.With("provider", id))
+	opts := []Option{WithRateLimits(func(rl RateLimits) {
+		r.mu.Lock()
+		r.limits[id] = rl
+		r.mu.Unlock()
+	})}
+	if r.cfg.Propagate != nil {
+		opts = append(opts, WithPropagation(r.cfg.Propagate))
+	}
+	c, err := New(pc, r.cfg.Logger, opts...)
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,8 @@
 package model_test
 
 import (
+	"context"
+	"net/http"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -47,4 +49,81 @@ func TestRouter(t *testing.T) {
 	require.Error(t, err)
 	require.True(t, apperr.Is(err, apperr.Invalid), "%v", err)
 	require.Contains(t, err.Error(), "[model_providers.nope]")
+}
+
+// The router keeps each provider's latest rate limits, from every
+// response whose headers carry some (a refused one included), and a
+// response's Result holds those of its last attempt that had any.
+func TestRouterKeepsRateLimits(t *testing.T) {
+	limits := func(remaining string) map[string]string {
+		return map[string]string{"x-ratelimit-limit-requests": "10", "x-ratelimit-remaining-requests": remaining, "x-ratelimit-reset-requests": "1s"}
+	}
+	srv := startFake(t, fakemodel.Script{Steps: []fakemodel.Step{
+		{Headers: limits("0"), Error: &fakemodel.HTTPError{Status: 429, Message: "slow down", RetryAfter: "0"}},
+		{Headers: limits("9"), Text: "one"},
+		{Text: "two"},
+		{Headers: limits("0"), Error: &fakemodel.HTTPError{Status: 400, Message: "bad"}},
+	}})
+	r := model.NewRouter(model.RouterConfig{Providers: map[string]model.ProviderSource{
+		"a":     {Config: model.ProviderConfig{BaseURL: srv.URL()}},
+		"other": {Config: model.ProviderConfig{BaseURL: srv.URL(), WireAPI: model.WireAPIChat}},
+	}})
+	require.Empty(t, r.RateLimits())
+	c, err := r.Client("a")
+	require.NoError(t, err)
+
+	_, res, err := run(t, c, userRequest("hi"))
+	require.NoError(t, err)
+	require.Equal(t, 2, res.Attempts)
+	require.NotNil(t, res.RateLimits)
+	require.InDelta(t, 10, res.RateLimits.Primary.UsedPercent, 1e-9, "the last attempt's limits")
+	require.Nil(t, res.RateLimits.Secondary)
+	got := r.RateLimits()
+	require.Len(t, got, 1, "only the provider used")
+	require.Equal(t, *res.RateLimits, got["a"])
+
+	_, res, err = run(t, c, userRequest("again"))
+	require.NoError(t, err)
+	require.Nil(t, res.RateLimits, "no rate-limit headers this time")
+	require.Equal(t, got["a"], r.RateLimits()["a"], "the latest known are kept")
+
+	_, _, err = run(t, c, userRequest("refused"))
+	require.Error(t, err)
+	require.InDelta(t, 100, r.RateLimits()["a"].Primary.UsedPercent, 1e-9, "a refusal's headers count")
+}
+
+type traceKey struct{}
+
+// Propagate writes what the request's context carries into the headers
+// of each attempt of each client the router builds.
+func TestRouterPropagation(t *testing.T) {
+	for _, wire := range wires {
+		t.Run(wire, func(t *testing.T) {
+			srv := startFake(t, fakemodel.Script{Steps: []fakemodel.Step{
+				{Error: &fakemodel.HTTPError{Status: 503, Message: "busy"}},
+				{Text: "hi"},
+			}})
+			r := model.NewRouter(model.RouterConfig{
+				Providers: map[string]model.ProviderSource{"fake": {Config: model.ProviderConfig{BaseURL: srv.URL(), WireAPI: wire, MaxRetries: 1}}},
+				Propagate: func(ctx context.Context, h http.Header) {
+					if v, ok := ctx.Value(traceKey{}).(string); ok {
+						h.Set("Traceparent", v)
+					}
+				},
+			})
+			c, err := r.Client("fake")
+			require.NoError(t, err)
+			ctx := context.WithValue(context.Background(), traceKey{}, "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")
+			_, err = c.Stream(ctx, userRequest("hi"), nil)
+			require.NoError(t, err)
+			reqs := srv.Requests()
+			require.Len(t, reqs, 2)
+			for _, rq := range reqs {
+				require.Equal(t, "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", rq.Header.Get("Traceparent"))
+			}
+			_, err = c.Stream(context.Background(), userRequest("hi"), nil)
+			require.NoError(t, err)
+			require.Empty(t, srv.Requests()[2].Header.Values("Traceparent"))
+		})
+	}
 }

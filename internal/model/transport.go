@@ -78,6 +78,17 @@ func newTransport(cfg ProviderConfig, logger *slog.Logger, d deps, hc *http.Clie
 	return &transport{cfg: cfg, log: logger.With("provider", cfg.ID), deps: d, client: hc, url: u.String(), header: h}, nil
 }
 
+// logRequest writes the debug line of a request about to be sent: its
+// model and size with the caller's LogAttrs. The provider is already on
+// t.log, the one place that adds it.
+func (t *transport) logRequest(ctx context.Context, msg string, req Request) {
+	if !t.log.Enabled(ctx, slog.LevelDebug) {
+		return
+	}
+	t.log.LogAttrs(ctx, slog.LevelDebug, msg, append([]slog.Attr{
+		slog.String("model", req.Model), slog.Int("items", len(req.Input)), slog.Int("tools", len(req.Tools))}, req.LogAttrs...)...)
+}
+
 // sseHandler consumes one decoded SSE event; done reports a terminal event.
 type sseHandler interface {
 	// data is valid only during the call.
@@ -87,42 +98,52 @@ type sseHandler interface {
 	end() error
 }
 
+// runStats is what run reports besides its error.
+type runStats struct {
+	// attempts is how many HTTP requests were made.
+	attempts int
+	// limits are the rate limits of the last response that carried any.
+	limits *RateLimits
+}
+
 // run sends body, retrying failures to obtain a stream, and feeds the
-// stream to h; logAttrs are added to its log lines. It returns how many
-// HTTP requests it made and drops the caller's reference to body.
-func (t *transport) run(ctx context.Context, body *requestBody, h sseHandler, logAttrs []slog.Attr) (int, error) {
+// stream to h; logAttrs are added to its log lines. It reports how many
+// HTTP requests it made and the rate limits they reported, and drops the
+// caller's reference to body.
+func (t *transport) run(ctx context.Context, body *requestBody, h sseHandler, logAttrs []slog.Attr) (st runStats, _ error) {
 	defer body.done()
 	for attempt := 1; ; attempt++ {
-		err := t.attempt(ctx, body, h)
+		st.attempts = attempt
+		err := t.attempt(ctx, body, h, &st)
 		// An attempt that never wrote the request (the dial failed, say)
 		// still ends the caller's wait for Sent: a retry may be minutes
 		// away.
 		body.markSent()
 		if err == nil {
-			return attempt, nil
+			return st, nil
 		}
 		if cb := (*callbackError)(nil); errors.As(err, &cb) {
-			return attempt, cb.err
+			return st, cb.err
 		}
 		var me *Error
 		if !errors.As(err, &me) || me.Kind == KindCanceled {
-			return attempt, err
+			return st, err
 		}
 		me.Attempts = attempt
 		// Retryable errors only arise before a stream is obtained, so no
 		// event has reached the caller and h is still untouched.
 		if !me.Retryable() || attempt > t.cfg.MaxRetries {
-			return attempt, me
+			return st, me
 		}
 		delay, ok := t.retryDelay(me, attempt)
 		if !ok {
-			return attempt, me
+			return st, me
 		}
 		t.log.LogAttrs(ctx, slog.LevelWarn, "model request failed; retrying", append([]slog.Attr{
 			slog.String("kind", string(me.Kind)), slog.Int("status", me.HTTPStatus), slog.String("message", me.Message),
 			slog.Int("attempt", attempt), slog.Duration("delay", delay)}, logAttrs...)...)
 		if err := t.deps.sleep(ctx, delay); err != nil {
-			return attempt, canceled(err)
+			return st, canceled(err)
 		}
 	}
 }
@@ -137,6 +158,9 @@ func (t *transport) post(ctx context.Context, body *requestBody) (*http.Response
 		return nil, err
 	}
 	req.Header = t.header.Clone()
+	if t.deps.propagate != nil {
+		t.deps.propagate(ctx, req.Header)
+	}
 	// GetBody lets net/http replay the body on a reused connection that
 	// turns out to be dead, or on a 307/308 redirect.
 	req.ContentLength = int64(len(body.bytes()))
@@ -145,8 +169,10 @@ func (t *transport) post(ctx context.Context, body *requestBody) (*http.Response
 	return t.client.Do(req)
 }
 
-// attempt makes one request and, if it got a stream, consumes it.
-func (t *transport) attempt(ctx context.Context, body *requestBody, h sseHandler) error {
+// attempt makes one request and, if it got a stream, consumes it; the
+// response's rate limits, when its headers carry any, go to st and to the
+// client's observer (WithRateLimits), whatever its status.
+func (t *transport) attempt(ctx context.Context, body *requestBody, h sseHandler, st *runStats) error {
 	actx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 
@@ -158,6 +184,12 @@ func (t *transport) attempt(ctx context.Context, body *requestBody, h sseHandler
 		return &Error{Kind: KindConnectionFailed, Message: connectionMessage(err), Err: err}
 	}
 	defer raw.Body.Close()
+	if rl, ok := parseRateLimits(raw.Header, t.deps.now()); ok {
+		st.limits = &rl
+		if t.deps.rateLimits != nil {
+			t.deps.rateLimits(rl)
+		}
+	}
 	if raw.StatusCode < 200 || raw.StatusCode > 299 {
 		return t.statusError(ctx, raw)
 	}

@@ -106,6 +106,10 @@ type Requirement struct {
 	// NeedsApproval the approval request carries it; for Skip it is offered
 	// when a sandbox denial leads to a retry prompt.
 	ProposedAmendment []string
+	// MatchedRule is the argv prefix of the exec-policy rule that decided
+	// (the most specific with the verdict), nil when the heuristic did:
+	// the audit log's record of the decision path.
+	MatchedRule []string
 }
 
 // The rejection texts of the reference (docs/tools.md §3.5).
@@ -202,19 +206,21 @@ func ExecRequirement(argv []string, approval ApprovalPolicy, sandbox SandboxPoli
 	commands := CommandsForPolicy(argv)
 	fallback := func(c []string) Decision { return UnmatchedDecision(c, approval, sandbox, esc) }
 	ev := Check(rules, commands, fallback)
+	decided, _ := mostSpecific(ev, ev.Decision)
+	rule := decided.MatchedPrefix
 	switch ev.Decision {
 	case Forbidden:
-		return Requirement{Kind: RequirementForbidden, Reason: forbiddenReason(argv, ev)}
+		return Requirement{Kind: RequirementForbidden, Reason: forbiddenReason(argv, ev), MatchedRule: rule}
 	case Prompt:
 		ruleCaused := slices.ContainsFunc(ev.Matches, func(m Match) bool { return m.Kind == RuleMatch && m.Decision == Prompt })
 		if reason, rejected := promptRejected(approval, ruleCaused); rejected {
-			return Requirement{Kind: RequirementForbidden, Reason: reason}
+			return Requirement{Kind: RequirementForbidden, Reason: reason, MatchedRule: rule}
 		}
 		amend := requestedAmendment(esc.PrefixRule, ev, rules, commands, fallback)
 		if amend == nil {
 			amend = promptAmendment(ev)
 		}
-		return Requirement{Kind: RequirementNeedsApproval, Reason: promptReason(argv, ev), ProposedAmendment: amend}
+		return Requirement{Kind: RequirementNeedsApproval, Reason: promptReason(argv, ev), ProposedAmendment: amend, MatchedRule: rule}
 	}
 	bypass := true
 	for _, c := range commands {
@@ -223,7 +229,7 @@ func ExecRequirement(argv []string, approval ApprovalPolicy, sandbox SandboxPoli
 			break
 		}
 	}
-	return Requirement{Kind: RequirementSkip, BypassSandbox: bypass, ProposedAmendment: allowAmendment(ev)}
+	return Requirement{Kind: RequirementSkip, BypassSandbox: bypass, ProposedAmendment: allowAmendment(ev), MatchedRule: rule}
 }
 
 // promptRejected says whether the approval policy turns a prompt into a

@@ -193,7 +193,30 @@ prefix_rule(pattern=["curl", "-s"], decision="forbidden", justification="silent 
 	}
 	for _, c := range cases {
 		got := policy.ExecRequirement(c.cmd, c.approval, c.sandbox, c.esc, rules)
+		got.MatchedRule = nil // TestExecRequirementMatchedRule
 		assert.Equal(t, c.want, got, c.name)
+	}
+}
+
+// The requirement names the rule that decided, the most specific with
+// its verdict; none when the heuristic decided.
+func TestExecRequirementMatchedRule(t *testing.T) {
+	rules := mustRules(t, `
+prefix_rule(pattern=["git"], decision="allow")
+prefix_rule(pattern=["git", "push"], decision="forbidden")
+prefix_rule(pattern=["git", "fetch"], decision="prompt")
+`)
+	for _, c := range []struct {
+		cmd  []string
+		want []string
+	}{
+		{argv("git push origin"), argv("git push")},
+		{argv("git fetch"), argv("git fetch")},
+		{argv("git status"), argv("git")},
+		{argv("cargo build"), nil},
+	} {
+		r := policy.ExecRequirement(c.cmd, untrusted, workspace, policy.Escalation{}, rules)
+		assert.Equal(t, c.want, r.MatchedRule, "%v", c.cmd)
 	}
 }
 
@@ -201,7 +224,7 @@ func TestExecRequirementSessionRules(t *testing.T) {
 	session := policy.NewSessionApprovals()
 	require.NoError(t, session.AddAllowPrefix(argv("cargo build")))
 	r := policy.ExecRequirement(argv("cargo build --release"), untrusted, workspace, policy.Escalation{}, nil, session.Rules())
-	assert.Equal(t, policy.Requirement{Kind: policy.RequirementSkip, BypassSandbox: true}, r)
+	assert.Equal(t, policy.Requirement{Kind: policy.RequirementSkip, BypassSandbox: true, MatchedRule: argv("cargo build")}, r)
 	// A forbidding loaded rule still wins over a learned allow.
 	loaded := mustRules(t, `prefix_rule(pattern=["cargo"], decision="forbidden")`)
 	r = policy.ExecRequirement(argv("cargo build"), untrusted, workspace, policy.Escalation{}, loaded, session.Rules())

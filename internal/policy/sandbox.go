@@ -282,6 +282,21 @@ func NewWritableRoot(dir string, protectMissingCodex bool) WritableRoot {
 // excluded). Other kinds have none: read-only cannot write, and full access
 // needs no list.
 func (p SandboxPolicy) WritableRootsWithCwd(cwd string) []WritableRoot {
+	dirs := p.WritableRootDirs(cwd)
+	cwdRoot := ""
+	if filepath.IsAbs(cwd) {
+		cwdRoot = filepath.Clean(cwd)
+	}
+	roots := make([]WritableRoot, 0, len(dirs))
+	for _, d := range dirs {
+		roots = append(roots, NewWritableRoot(d, cwdRoot != "" && d == cwdRoot))
+	}
+	return roots
+}
+
+// WritableRootDirs is WritableRootsWithCwd without the read-only subpaths:
+// the directories alone, found without looking into them.
+func (p SandboxPolicy) WritableRootDirs(cwd string) []string {
 	if p.Kind != WorkspaceWrite {
 		return nil
 	}
@@ -291,10 +306,8 @@ func (p SandboxPolicy) WritableRootsWithCwd(cwd string) []WritableRoot {
 			dirs = append(dirs, filepath.Clean(r))
 		}
 	}
-	cwdRoot := ""
 	if filepath.IsAbs(cwd) {
-		cwdRoot = filepath.Clean(cwd)
-		dirs = append(dirs, cwdRoot)
+		dirs = append(dirs, filepath.Clean(cwd))
 	}
 	if !p.ExcludeSlashTmp && isDir("/tmp") {
 		dirs = append(dirs, "/tmp")
@@ -304,11 +317,7 @@ func (p SandboxPolicy) WritableRootsWithCwd(cwd string) []WritableRoot {
 			dirs = append(dirs, filepath.Clean(t))
 		}
 	}
-	roots := make([]WritableRoot, 0, len(dirs))
-	for _, d := range dirs {
-		roots = append(roots, NewWritableRoot(d, cwdRoot != "" && d == cwdRoot))
-	}
-	return roots
+	return dirs
 }
 
 // CanWrite reports whether the policy lets a sandboxed command write path

@@ -819,7 +819,8 @@ func TestTurnEmitter(t *testing.T) {
 
 type testEvent struct{}
 
-func (testEvent) Method() string { return "test/event" }
+func (testEvent) Method() string            { return "test/event" }
+func (testEvent) Params(string, string) any { return nil }
 
 func TestDispatchObserveOutcomes(t *testing.T) {
 	ctx := testCtx(t)

@@ -125,11 +125,15 @@ func displayName(namespace, name string) string {
 }
 
 // Event is a turn-scoped notification a handler asks the client to see,
-// e.g. turn/plan/updated. Its JSON encoding is the notification's params
-// without threadId and turnId, which the turns layer adds.
+// e.g. turn/plan/updated. The handler knows neither its thread nor its
+// turn id; the turns layer asks the event for its params with both.
 type Event interface {
 	// Method is the app-server notification method, e.g. "turn/plan/updated".
 	Method() string
+	// Params returns the notification's params for the given thread and
+	// turn: the typed value clients get (an api notification struct), so
+	// that it is encoded once, as every other notification is.
+	Params(threadID, turnID string) any
 }
 
 // Emitter delivers handler events to the client. The turns layer implements

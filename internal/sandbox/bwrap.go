@@ -17,64 +17,26 @@ type bwrapSpec struct {
 	cwd        string // the command's directory
 	tmpdir     string // the command's $TMPDIR
 	mountProc  bool   // mount a fresh /proc for the new PID namespace
-	hidden     []hiddenPath
-	unshareNet bool // new network namespace (else the caller's)
-	seccompFD  int  // descriptor with the seccomp program; 0: none
+	view       view   // hidden and read-only paths
+	unshareNet bool   // new network namespace (else the caller's)
+	seccompFD  int    // descriptor with the seccomp program; 0: none
+	asPid1     bool   // argv is the PID namespace's init (a pooled sandbox's launcher)
 	setenv     [][2]string
 	argv       []string
 }
 
-// args builds the bubblewrap arguments (after argv[0]), following the
-// reference's mount order: read-only root, a minimal /dev, writable roots
-// bound on top, then protected subpaths bound read-only again so they win,
-// then the daemon's hidden paths masked on top of everything.
-//
-// A protected subpath that is a symlink inside a writable root is masked by
-// binding /dev/null over the link, so it cannot be re-pointed. A protected
-// path that does not exist yet (a missing .codex) is not masked: bubblewrap
-// would have to create the mount point in the user's workspace and leave it
-// behind, and concurrent commands would race on removing it.
+// args builds the bubblewrap arguments (after argv[0]): the file-system
+// view (mounts), then namespaces, capabilities, environment, seccomp and
+// the command.
 func (b bwrapSpec) args() []string {
-	args := []string{"--new-session", "--die-with-parent", "--ro-bind", "/", "/", "--dev", "/dev"}
-	roots := writableRoots(b.policy, b.policyCwd, b.tmpdir)
-	var bound []string
-	for _, r := range roots {
-		if fi, err := os.Stat(r.Root); err != nil || !fi.IsDir() {
-			continue
-		}
-		args = append(args, "--bind", r.Root, r.Root)
-		bound = append(bound, r.Root)
-	}
-	seen := map[string]bool{}
-	for _, r := range roots {
-		for _, sub := range r.ReadOnlySubpaths {
-			if seen[sub] || !under(sub, bound) {
-				continue
-			}
-			seen[sub] = true
-			if link := symlinkIn(sub, bound); link != "" {
-				args = append(args, "--ro-bind", "/dev/null", link)
-				continue
-			}
-			if _, err := os.Lstat(sub); err != nil {
-				continue
-			}
-			args = append(args, "--ro-bind", sub, sub)
-		}
-	}
-	// Last, so a writable root bound inside a hidden directory is covered
-	// too.
-	for _, h := range b.hidden {
-		if h.dir {
-			args = append(args, "--tmpfs", h.path, "--remount-ro", h.path)
-		} else {
-			args = append(args, "--ro-bind", "/dev/null", h.path)
-		}
-	}
+	args, _ := b.mounts()
 	// bubblewrap run by root keeps most capabilities for the command: a
 	// root command could then load modules or open files by handle
 	// around the masks above.
 	args = append(args, "--cap-drop", "ALL", "--unshare-pid")
+	if b.asPid1 {
+		args = append(args, "--as-pid-1")
+	}
 	if b.unshareNet {
 		args = append(args, "--unshare-net")
 	}
@@ -93,6 +55,72 @@ func (b bwrapSpec) args() []string {
 	}
 	args = append(args, "--chdir", b.cwd, "--")
 	return append(args, b.argv...)
+}
+
+// mounts returns the arguments that build the file-system view, in the
+// reference's mount order: read-only root, a minimal /dev, writable roots
+// bound on top, then protected subpaths bound read-only again so they win,
+// then the daemon's hidden paths masked on top of everything. It also
+// returns the identities (fileIdentity) of the directories and links they
+// bind, which a pooled sandbox's key includes: a path recreated since
+// needs another sandbox.
+//
+// A protected subpath that is a symlink inside a writable root is masked by
+// binding /dev/null over the link, so it cannot be re-pointed. A protected
+// path that does not exist yet (a missing .codex) is not masked: bubblewrap
+// would have to create the mount point in the user's workspace and leave it
+// behind, and concurrent commands would race on removing it.
+func (b bwrapSpec) mounts() (args, ids []string) {
+	args = []string{"--new-session", "--die-with-parent", "--ro-bind", "/", "/", "--dev", "/dev"}
+	roots := writableRoots(b.policy, b.policyCwd, b.tmpdir)
+	var bound []string
+	for _, r := range roots {
+		if fi, err := os.Stat(r.Root); err != nil || !fi.IsDir() {
+			continue
+		}
+		args = append(args, "--bind", r.Root, r.Root)
+		bound = append(bound, r.Root)
+		ids = append(ids, fileIdentity(r.Root, true))
+	}
+	seen := map[string]bool{}
+	for _, r := range roots {
+		for _, sub := range r.ReadOnlySubpaths {
+			if seen[sub] || !under(sub, bound) {
+				continue
+			}
+			seen[sub] = true
+			if link := symlinkIn(sub, bound); link != "" {
+				args = append(args, "--ro-bind", "/dev/null", link)
+				ids = append(ids, fileIdentity(link, false))
+				continue
+			}
+			if _, err := os.Lstat(sub); err != nil {
+				continue
+			}
+			args = append(args, "--ro-bind", sub, sub)
+			ids = append(ids, fileIdentity(sub, true))
+		}
+	}
+	// Last, so a writable root bound inside a hidden directory is covered
+	// too. A hidden directory's tmpfs is made read-only only after the
+	// read-only paths are bound: bubblewrap creates their mount points in
+	// it.
+	for _, h := range b.view.hidden {
+		if h.dir {
+			args = append(args, "--tmpfs", h.path)
+		} else {
+			args = append(args, "--ro-bind", "/dev/null", h.path)
+		}
+	}
+	for _, r := range b.view.readOnly {
+		args = append(args, "--ro-bind", r.path, r.path)
+	}
+	for _, h := range b.view.hidden {
+		if h.dir {
+			args = append(args, "--remount-ro", h.path)
+		}
+	}
+	return args, ids
 }
 
 // under reports whether p is one of roots or below one of them.

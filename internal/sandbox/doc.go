@@ -51,7 +51,26 @@
 //
 // Options.Hidden names the daemon's own state (data directory, config,
 // token and secret files): under both backends a sandboxed command can
-// neither read nor change it.
+// neither read nor change it. Sandbox.Hide adds paths the daemon creates
+// later, such as a Unix socket it listens on: connecting to a socket file
+// needs no write access, so only a mask keeps commands from it.
+// Options.ReadOnly names paths commands may read but never change,
+// bound read-only over every other rule (a writable root, a hidden
+// directory): the daemon's login-shell snapshots, which live in its hidden
+// data directory and are sourced by commands.
+//
+// The daemon's own listener: a command with network access shares the
+// host's network namespace (nothing else would give it the outside world
+// without a user-space network stack such as slirp4netns or pasta), so it
+// can connect to the daemon's loopback address. Landlock's TCP rules only
+// allow ports, so excluding one would take a rule for every other port,
+// and bubblewrap has no such rules at all. The daemon therefore sets
+// Options.NetworkRefused while one of its listeners accepts requests
+// without authentication on a TCP address: every sandboxed command whose
+// policy has network access is then refused (ErrNetworkRefused) with the
+// setting to change, whichever door its thread came through. Commands
+// without network access cannot open an AF_INET socket at all (seccomp,
+// an empty network namespace); Unix-socket listeners are hidden with Hide.
 //
 // Denials surface as the command's own failure ("Permission denied" from
 // Landlock, "Read-only file system" from bubblewrap, "Operation not

@@ -22,9 +22,10 @@ import (
 //
 //   - a mount namespace of its own (mount namespaces, like the others, are
 //     per thread), slave to the host's so host mounts still appear, in
-//     which the hidden paths are masked, /dev holds only the usual
-//     character devices (no disks to read the masked files through), and
-//     /proc shows only the new PID namespace;
+//     which the hidden paths are masked, the read-only paths are bound
+//     read-only over everything, /dev holds only the usual character
+//     devices (no disks to read the masked files through), and /proc
+//     shows only the new PID namespace;
 //   - a PID namespace for its children, whose init is the helper
 //     (`<exe> __appserver-sandbox --init`, started in a new one that the
 //     thread then joins for its children): it mounts that /proc, reaps
@@ -34,18 +35,47 @@ import (
 //
 // Both need CAP_SYS_ADMIN; without it the Landlock backend refuses to run
 // commands rather than leave the daemon exposed.
-func isolateThread(exe string, hidden []hiddenPath) (*initProc, error) {
+func isolateThread(exe string, v view) (*initProc, error) {
 	if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
 		return nil, fmt.Errorf("unshare(mount): %w (the landlock backend needs CAP_SYS_ADMIN to hide the daemon from commands; use bubblewrap otherwise)", err)
 	}
 	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_SLAVE, ""); err != nil {
 		return nil, fmt.Errorf("mount --make-rslave /: %w", err)
 	}
+	// The read-only paths are opened before a mask can cover them.
+	shown := make([]int, 0, len(v.readOnly))
+	defer func() {
+		for _, fd := range shown {
+			_ = unix.Close(fd)
+		}
+	}()
+	for _, r := range v.readOnly {
+		fd, err := unix.Open(r.path, unix.O_PATH|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+		if err != nil {
+			return nil, fmt.Errorf("show %s read-only: %w", r.path, err)
+		}
+		shown = append(shown, fd)
+	}
 	if err := minimalDev(); err != nil {
 		return nil, fmt.Errorf("/dev: %w", err)
 	}
-	for _, h := range hidden {
-		if err := mask(h); err != nil {
+	var open []hiddenPath // masks that read-only paths are bound into
+	for _, h := range v.hidden {
+		holds := h.dir && holdsAny(h.path, v.readOnly)
+		if err := mask(h, holds); err != nil {
+			return nil, fmt.Errorf("hide %s: %w", h.path, err)
+		}
+		if holds {
+			open = append(open, h)
+		}
+	}
+	for i, r := range v.readOnly {
+		if err := bindReadOnly(shown[i], r); err != nil {
+			return nil, fmt.Errorf("show %s read-only: %w", r.path, err)
+		}
+	}
+	for _, h := range open {
+		if err := remountReadOnly(h.path); err != nil {
 			return nil, fmt.Errorf("hide %s: %w", h.path, err)
 		}
 	}
@@ -68,17 +98,65 @@ func isolateThread(exe string, hidden []hiddenPath) (*initProc, error) {
 	return p, nil
 }
 
+// maskFlags are the flags of every mount that masks or shows a path.
+const maskFlags = unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC
+
 // mask covers a hidden path: an empty read-only tmpfs over a directory, a
-// read-only bind of /dev/null over a file.
-func mask(h hiddenPath) error {
-	const flags = unix.MS_NOSUID | unix.MS_NODEV | unix.MS_NOEXEC
+// read-only bind of /dev/null over a file. A directory that read-only
+// paths will be bound into (holds) gets a tmpfs that stays writable
+// until remountReadOnly, and that can be traversed but not listed.
+func mask(h hiddenPath, holds bool) error {
+	if h.dir && holds {
+		return unix.Mount("tmpfs", h.path, "tmpfs", maskFlags, "mode=0711")
+	}
 	if h.dir {
-		return unix.Mount("tmpfs", h.path, "tmpfs", flags|unix.MS_RDONLY, "mode=000")
+		return unix.Mount("tmpfs", h.path, "tmpfs", maskFlags|unix.MS_RDONLY, "mode=000")
 	}
 	if err := unix.Mount("/dev/null", h.path, "", unix.MS_BIND, ""); err != nil {
 		return err
 	}
-	return unix.Mount("", h.path, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY|flags, "")
+	return remountReadOnly(h.path)
+}
+
+// remountReadOnly makes the mount at path read-only.
+func remountReadOnly(path string) error {
+	return unix.Mount("", path, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY|maskFlags, "")
+}
+
+// holdsAny reports whether one of paths lies below dir.
+func holdsAny(dir string, paths []hiddenPath) bool {
+	for _, p := range paths {
+		if strings.HasPrefix(p.path, dir+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// bindReadOnly binds the file or directory open as fd (an O_PATH
+// descriptor of r) read-only at r.path, first making the mount point
+// where a mask hides it (directories traversable only).
+func bindReadOnly(fd int, r hiddenPath) error {
+	if _, err := os.Lstat(r.path); errors.Is(err, os.ErrNotExist) {
+		if err := os.MkdirAll(filepath.Dir(r.path), 0o711); err != nil {
+			return err
+		}
+		if r.dir {
+			err = os.Mkdir(r.path, 0o711)
+		} else {
+			var f *os.File
+			if f, err = os.OpenFile(r.path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o400); err == nil {
+				err = f.Close()
+			}
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if err := unix.Mount(fmt.Sprintf("/proc/thread-self/fd/%d", fd), r.path, "", unix.MS_BIND, ""); err != nil {
+		return err
+	}
+	return remountReadOnly(r.path)
 }
 
 // devNodes are the devices of the minimal /dev, as bubblewrap's --dev.

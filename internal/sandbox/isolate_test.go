@@ -3,7 +3,9 @@
 package sandbox
 
 import (
+	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -31,6 +33,18 @@ func restrictedPolicies() map[string]policy.SandboxPolicy {
 		"read-only":           {Kind: policy.ReadOnly},
 		"workspace-write":     workspacePolicy(false),
 		"workspace-write-net": workspacePolicy(true),
+	}
+}
+
+// forEachBackendAndPolicy runs f for every available backend with every
+// restricted policy.
+func forEachBackendAndPolicy(t *testing.T, f func(t *testing.T, b Backend, p policy.SandboxPolicy)) {
+	for b := range backends(t) {
+		t.Run(string(b), func(t *testing.T) {
+			for name, p := range restrictedPolicies() {
+				t.Run(name, func(t *testing.T) { f(t, b, p) })
+			}
+		})
 	}
 }
 
@@ -103,30 +117,25 @@ echo done`, strings.Join(ids, " "), pid, daemonSecret)
 // removes or moves any of them, while the rest of the workspace stays
 // writable.
 func TestDaemonStateHiddenFromCommands(t *testing.T) {
-	for b := range backends(t) {
-		t.Run(string(b), func(t *testing.T) {
-			for name, p := range restrictedPolicies() {
-				t.Run(name, func(t *testing.T) {
-					ws := t.TempDir()
-					data := filepath.Join(ws, "data")
-					require.NoError(t, os.MkdirAll(filepath.Join(data, "rules"), 0o700))
-					files := map[string]string{
-						filepath.Join(data, "appserver.db"):           "principal-b-private-message",
-						filepath.Join(data, "rules", "default.rules"): "# rules\n",
-						filepath.Join(ws, "config.toml"):              "provider-key-in-config",
-						filepath.Join(ws, "ws.token"):                 "capability-token-secret",
-					}
-					for f, content := range files {
-						require.NoError(t, os.WriteFile(f, []byte(content), 0o600))
-					}
-					// A symlink to the data directory is what the
-					// configuration names: the real directory is hidden.
-					link := filepath.Join(t.TempDir(), "data-link")
-					require.NoError(t, os.Symlink(data, link))
-					sb, err := New(Options{Backend: b, Hidden: []string{link, filepath.Join(ws, "config.toml"), filepath.Join(ws, "ws.token"), filepath.Join(ws, "missing")}})
-					require.NoError(t, err)
-					defer sb.Close()
-					script := `cat data/appserver.db data/rules/default.rules config.toml ws.token
+	forEachBackendAndPolicy(t, func(t *testing.T, b Backend, p policy.SandboxPolicy) {
+		ws := t.TempDir()
+		data := filepath.Join(ws, "data")
+		require.NoError(t, os.MkdirAll(filepath.Join(data, "rules"), 0o700))
+		files := map[string]string{
+			filepath.Join(data, "appserver.db"):           "principal-b-private-message",
+			filepath.Join(data, "rules", "default.rules"): "# rules\n",
+			filepath.Join(ws, "config.toml"):              "provider-key-in-config",
+			filepath.Join(ws, "ws.token"):                 "capability-token-secret",
+		}
+		for f, content := range files {
+			require.NoError(t, os.WriteFile(f, []byte(content), 0o600))
+		}
+		// A symlink to the data directory is what the
+		// configuration names: the real directory is hidden.
+		link := filepath.Join(t.TempDir(), "data-link")
+		require.NoError(t, os.Symlink(data, link))
+		sb := newSandbox(t, b, Options{Hidden: []string{link, filepath.Join(ws, "config.toml"), filepath.Join(ws, "ws.token"), filepath.Join(ws, "missing")}})
+		script := `cat data/appserver.db data/rules/default.rules config.toml ws.token
 echo 'prefix_rule(pattern=["touch"], decision="allow")' >> data/rules/default.rules
 echo 'prefix_rule(pattern=["touch"], decision="allow")' > data/rules/evil.rules
 echo x >> config.toml; echo x > ws.token; printf "" > data/appserver.db
@@ -135,24 +144,21 @@ echo "block devices: $(find /dev -type b 2>/dev/null | wc -l)"
 grep CapEff /proc/self/status
 echo ok > elsewhere.txt && echo "wrote elsewhere"
 true`
-					r := run(t, sb, Request{Policy: p, Cwd: ws, Argv: sh(script)})
-					require.Zero(t, r.exit, r.out)
-					for f, content := range files {
-						require.NotContains(t, r.out, strings.TrimSpace(content))
-						got, err := os.ReadFile(f)
-						require.NoError(t, err, "%s must survive", f)
-						require.Equal(t, content, string(got), "%s must be unchanged", f)
-					}
-					require.NoFileExists(t, filepath.Join(data, "rules", "evil.rules"))
-					require.NoDirExists(t, filepath.Join(ws, "moved"))
-					require.Contains(t, r.out, "block devices: 0\nCapEff:\t0000000000000000\n")
-					if p.Kind == policy.WorkspaceWrite {
-						require.Contains(t, r.out, "wrote elsewhere")
-					}
-				})
-			}
-		})
-	}
+		r := run(t, sb, Request{Policy: p, Cwd: ws, Argv: sh(script)})
+		require.Zero(t, r.exit, r.out)
+		for f, content := range files {
+			require.NotContains(t, r.out, strings.TrimSpace(content))
+			got, err := os.ReadFile(f)
+			require.NoError(t, err, "%s must survive", f)
+			require.Equal(t, content, string(got), "%s must be unchanged", f)
+		}
+		require.NoFileExists(t, filepath.Join(data, "rules", "evil.rules"))
+		require.NoDirExists(t, filepath.Join(ws, "moved"))
+		require.Contains(t, r.out, "block devices: 0\nCapEff:\t0000000000000000\n")
+		if p.Kind == policy.WorkspaceWrite {
+			require.Contains(t, r.out, "wrote elsewhere")
+		}
+	})
 }
 
 // TestLandlockInitEndsWithItsLauncher checks that the PID namespace's init
@@ -189,4 +195,108 @@ func TestHiddenPathOptions(t *testing.T) {
 	require.Equal(t, []string{filepath.Join(wd, "data"), "/etc/appserver.toml"}, sb.opts.Hidden)
 	_, err = New(Options{Hidden: []string{"/"}})
 	require.Error(t, err, "hiding / would hide everything")
+}
+
+// TestReadOnlyPathsOverMasks shows a directory inside the hidden data
+// directory read-only (as the daemon shows its login-shell snapshots):
+// restricted commands read what it holds, a file added after their
+// launcher was set up included, but cannot append to, replace, remove,
+// re-link or add anything in it, nor see the rest of the data directory,
+// although the workspace around it is a writable root.
+func TestReadOnlyPathsOverMasks(t *testing.T) {
+	forEachBackendAndPolicy(t, func(t *testing.T, b Backend, p policy.SandboxPolicy) {
+		ws := t.TempDir()
+		data := filepath.Join(ws, "data")
+		shown := filepath.Join(data, "shell")
+		require.NoError(t, os.MkdirAll(shown, 0o700))
+		require.NoError(t, os.WriteFile(filepath.Join(data, "appserver.db"), []byte("private-db"), 0o600))
+		snap := filepath.Join(shown, "snap.sh")
+		require.NoError(t, os.WriteFile(snap, []byte("export FROM_SNAPSHOT=1\n"), 0o600))
+		sb := newSandbox(t, b, Options{Hidden: []string{data}, ReadOnly: []string{shown}})
+
+		r := run(t, sb, Request{Policy: p, Cwd: ws, Argv: sh(`. data/shell/snap.sh; echo "sourced=$FROM_SNAPSHOT"; cat data/appserver.db; echo "data holds: $(ls data)"`)})
+		require.Contains(t, r.out, "sourced=1")
+		require.NotContains(t, r.out, "private-db")
+		require.Contains(t, r.out, "data holds: shell\n")
+
+		// Added after the first command: a Landlock launcher set
+		// up then still shows it.
+		later := filepath.Join(shown, "later.sh")
+		require.NoError(t, os.WriteFile(later, []byte("export LATER=2\n"), 0o600))
+		script := `. data/shell/later.sh; echo "later=$LATER"
+echo 'touch ` + filepath.Join(ws, "pwned") + `' >> data/shell/snap.sh
+printf 'touch pwned\n' > data/shell/new.sh
+printf 'touch pwned\n' > evil.sh && mv -f evil.sh data/shell/snap.sh
+ln -sf /etc/passwd data/shell/later.sh
+rm -f data/shell/snap.sh; mv data/shell data/moved; rmdir data/shell
+true`
+		r = run(t, sb, Request{Policy: p, Cwd: ws, Argv: sh(script)})
+		require.Zero(t, r.exit, r.out)
+		require.Contains(t, r.out, "later=2")
+		got, err := os.ReadFile(snap)
+		require.NoError(t, err)
+		require.Equal(t, "export FROM_SNAPSHOT=1\n", string(got))
+		fi, err := os.Lstat(later)
+		require.NoError(t, err)
+		require.True(t, fi.Mode().IsRegular(), "later.sh was re-linked")
+		require.NoFileExists(t, filepath.Join(shown, "new.sh"))
+		require.NoFileExists(t, filepath.Join(ws, "pwned"))
+		require.NoDirExists(t, filepath.Join(data, "moved"))
+	})
+}
+
+// TestHideAfterStart hides a Unix socket created after the sandbox ran
+// commands (a listener the daemon opens later): a command with network
+// access connects to it before Hide, and cannot after.
+func TestHideAfterStart(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, sb *Sandbox, _ Backend) {
+		ws := t.TempDir()
+		r := run(t, sb, Request{Policy: workspacePolicy(true), Cwd: ws, Argv: sh("true")})
+		require.Zero(t, r.exit, r.out)
+		sock := filepath.Join(t.TempDir(), "appserver.sock")
+		ln, err := net.Listen("unix", sock)
+		require.NoError(t, err)
+		defer ln.Close()
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				_ = c.Close()
+			}
+		}()
+		for _, p := range []policy.SandboxPolicy{workspacePolicy(true), {Kind: policy.ReadOnly, NetworkAccess: true}} {
+			r = run(t, sb, Request{Policy: p, Cwd: ws, Argv: []string{selfExe(t)}, Env: dialEnv("unix:" + sock)})
+			require.Contains(t, r.out, "connected", "the socket is reachable before Hide")
+		}
+		require.NoError(t, sb.Hide(sock))
+		require.NoError(t, sb.Hide(sock), "hiding twice is harmless")
+		for _, p := range []policy.SandboxPolicy{workspacePolicy(true), {Kind: policy.ReadOnly, NetworkAccess: true}} {
+			r = run(t, sb, Request{Policy: p, Cwd: ws, Argv: []string{selfExe(t)}, Env: dialEnv("unix:" + sock)})
+			require.NotZero(t, r.exit, r.out)
+			require.NotContains(t, r.out, "connected")
+		}
+		require.Error(t, sb.Hide("relative"))
+		require.Error(t, sb.Hide(filepath.Join(ws, "missing")))
+	})
+}
+
+// TestNetworkRefused checks Options.NetworkRefused: sandboxed commands
+// with network access are refused with the reason, those without run, and
+// so do unsandboxed ones.
+func TestNetworkRefused(t *testing.T) {
+	sb, err := New(Options{NetworkRefused: "the daemon listens without authentication (set ws_auth)"})
+	require.NoError(t, err)
+	defer sb.Close()
+	ws := t.TempDir()
+	for _, p := range []policy.SandboxPolicy{workspacePolicy(true), {Kind: policy.ReadOnly, NetworkAccess: true}} {
+		_, err := sb.CommandFor(context.Background(), Request{Policy: p, Cwd: ws, Argv: sh("true")})
+		require.ErrorIs(t, err, ErrNetworkRefused)
+		require.ErrorContains(t, err, "set ws_auth")
+	}
+	for _, p := range []policy.SandboxPolicy{workspacePolicy(false), {Kind: policy.ReadOnly}, {Kind: policy.DangerFullAccess}} {
+		r := run(t, sb, Request{Policy: p, Cwd: ws, Argv: sh("true")})
+		require.Zero(t, r.exit, r.out)
+	}
 }

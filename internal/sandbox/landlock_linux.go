@@ -33,7 +33,9 @@ type ruleset struct {
 	dirs      []fileID // writable directories
 	files     []fileID // writable files
 	netOff    bool
-	joinNetns bool // setns into the sandbox's empty network namespace
+	joinNetns bool   // setns into the sandbox's empty network namespace
+	viewGen   int    // the generation of the hidden paths the launcher masks
+	owner     string // the request's pool key: launchers are not shared across keys
 }
 
 // landlockABI is the kernel's Landlock ABI version, 0 when unavailable.
@@ -65,9 +67,13 @@ func resolveRuleset(p policy.SandboxPolicy, pcwd, tmpdir string, abi int) rulese
 	return rs
 }
 
+// ownerKey starts the key of every launcher kept for pool key owner.
+func ownerKey(owner string) string { return "owner=" + strconv.Quote(owner) + " " }
+
 func (rs ruleset) key() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "abi=%d net-off=%t netns=%t", rs.abi, rs.netOff, rs.joinNetns)
+	b.WriteString(ownerKey(rs.owner))
+	fmt.Fprintf(&b, "abi=%d net-off=%t netns=%t view=%d", rs.abi, rs.netOff, rs.joinNetns, rs.viewGen)
 	for _, list := range [][]fileID{rs.dirs, rs.files} {
 		b.WriteString(" |")
 		for _, f := range list {
@@ -101,11 +107,11 @@ func handledFS(abi int) uint64 {
 
 // setupThread prepares the calling thread, which must be locked to its
 // goroutine for good, to start the commands of rs: the network namespace,
-// the mount and PID namespaces hiding the daemon (isolateThread), no
-// capabilities, then restrictThread. The cleanup it returns stops the PID
-// namespace's init. On error the thread may be partly restricted and must
-// exit.
-func (rs ruleset) setupThread(netnsFD int, exe string, hidden []hiddenPath) (func(), error) {
+// the mount and PID namespaces hiding the daemon (isolateThread, with v's
+// masks), no capabilities, then restrictThread. The cleanup it returns
+// stops the PID namespace's init. On error the thread may be partly
+// restricted and must exit.
+func (rs ruleset) setupThread(netnsFD int, exe string, v view) (func(), error) {
 	if rs.joinNetns {
 		if err := unix.Setns(netnsFD, unix.CLONE_NEWNET); err != nil {
 			return nil, fmt.Errorf("setns(network): %w", err)
@@ -115,7 +121,7 @@ func (rs ruleset) setupThread(netnsFD int, exe string, hidden []hiddenPath) (fun
 		// Fail closed: without Landlock nothing would restrict writes.
 		return nil, fmt.Errorf("landlock is not available on this kernel; cannot restrict the file system")
 	}
-	pid1, err := isolateThread(exe, hidden)
+	pid1, err := isolateThread(exe, v)
 	if err != nil {
 		return nil, err
 	}

@@ -4,14 +4,16 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strings"
 	"testing"
 
 	"go.uber.org/goleak"
 )
 
 // childDialEnv makes the test binary, started as a sandboxed command, dial
-// the TCP address it names and exit 0 on success, 1 on failure. It lets the
-// network tests use a real client without relying on bash's /dev/tcp.
+// the TCP address it names (or the Unix socket of "unix:PATH") and exit 0
+// on success, 1 on failure. It lets the network tests use a real client
+// without relying on bash's /dev/tcp.
 const childDialEnv = "SANDBOX_TEST_DIAL"
 
 func TestMain(m *testing.M) {
@@ -25,7 +27,11 @@ func TestMain(m *testing.M) {
 }
 
 func dialChild(addr string) int {
-	c, err := net.Dial("tcp", addr)
+	network := "tcp"
+	if path, ok := strings.CutPrefix(addr, "unix:"); ok {
+		network, addr = "unix", path
+	}
+	c, err := net.Dial(network, addr)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/appserver/appserver/internal/policy"
 )
@@ -72,9 +74,55 @@ type Options struct {
 	// read-only bind of /dev/null. Empty entries are ignored, relative ones
 	// taken from the daemon's directory; paths are resolved (symlinks
 	// followed) when the sandbox first probes the host, and those missing
-	// then are skipped.
+	// then are skipped. Sandbox.Hide adds paths created later.
 	Hidden []string
+	// ReadOnly lists absolute paths (directories or files) that sandboxed
+	// commands may read but never change, whatever the policy's writable
+	// roots: each is bound read-only on top of every other rule, so one
+	// inside a hidden directory is visible there (and nothing else of
+	// that directory is). The daemon shows commands its login-shell
+	// snapshots this way. Resolved like Hidden; missing paths are skipped.
+	ReadOnly []string
+	// NetworkRefused, when not "", refuses every sandboxed command whose
+	// policy allows the network: CommandFor fails with an error wrapping
+	// ErrNetworkRefused followed by this reason. The daemon sets it while
+	// one of its listeners accepts requests without authentication on a
+	// TCP address, which such a command could connect to.
+	NetworkRefused string
+	// Pool bounds the pooled sandboxes of the bubblewrap backend
+	// (Request.Pool).
+	Pool PoolOptions
+	// Logger receives what goes wrong with pooled sandboxes; nil discards.
+	Logger *slog.Logger
 }
+
+// PoolOptions bounds the pooled sandboxes: long-lived bubblewrap
+// sandboxes, each kept for one pool key and one file-system view, that run
+// the commands of Requests with that Pool key one at a time instead of
+// building a sandbox per command.
+type PoolOptions struct {
+	// Size is how many pooled sandboxes live at once, starting ones
+	// included; 0 is DefaultPoolSize, a negative value turns pooling off.
+	// Commands that find no pooled sandbox get one of their own, as
+	// without pooling.
+	Size int
+	// IdleTimeout closes a pooled sandbox left unused this long; 0 is
+	// DefaultPoolIdleTimeout.
+	IdleTimeout time.Duration
+}
+
+// Pool defaults (PoolOptions).
+const (
+	// DefaultPoolSize is how many pooled sandboxes live at once by default.
+	DefaultPoolSize = 16
+	// DefaultPoolIdleTimeout is how long an unused pooled sandbox lives by
+	// default.
+	DefaultPoolIdleTimeout = time.Minute
+)
+
+// ErrNetworkRefused is wrapped by the error CommandFor returns for a
+// sandboxed command with network access under Options.NetworkRefused.
+var ErrNetworkRefused = errors.New("sandboxed commands with network access are refused here")
 
 // Sandbox builds sandboxed commands. It is safe for concurrent use.
 type Sandbox struct {
@@ -88,14 +136,73 @@ type Sandbox struct {
 	bwrapProc bool // bwrap may mount a fresh /proc
 	abi       int  // Landlock ABI version, 0 when unavailable
 	netns     netnsMode
-	hidden    []hiddenPath // Options.Hidden, resolved
+	readOnly  []hiddenPath // Options.ReadOnly, resolved
 	threads   launchers    // launcher threads (launcher_linux.go)
+	pool      *pool        // pooled sandboxes (box_linux.go)
+
+	mu     sync.Mutex
+	hidden []hiddenPath // Options.Hidden resolved, then Hide's; replaced, never changed in place
+	// hiddenGen counts the changes of hidden; it is part of the key of a
+	// Landlock launcher, whose mount namespace has the list of its start.
+	hiddenGen int
 }
 
-// hiddenPath is one resolved entry of Options.Hidden.
+// hiddenPath is one resolved entry of Options.Hidden or Options.ReadOnly.
 type hiddenPath struct {
 	path string
 	dir  bool
+}
+
+// view is what a command's file-system view masks and shows read-only.
+type view struct {
+	hidden, readOnly []hiddenPath
+	gen              int
+}
+
+// currentView is the view commands built now get.
+func (s *Sandbox) currentView() view {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return view{hidden: s.hidden, readOnly: s.readOnly, gen: s.hiddenGen}
+}
+
+// Hide adds paths (absolute, existing) to the hidden ones for the
+// commands built from now on, under both backends: the daemon's own
+// files created after start-up, such as a Unix socket it listens on
+// (connecting to a socket file needs no write access, so a read-only
+// view would not do). Commands built before keep the view they were
+// built with; Landlock launchers set up before serve none of the later
+// commands.
+func (s *Sandbox) Hide(paths ...string) error {
+	s.once.Do(s.init)
+	var add []string
+	for _, p := range paths {
+		if !filepath.IsAbs(p) || filepath.Clean(p) == "/" {
+			return fmt.Errorf("sandbox: cannot hide %q from commands", p)
+		}
+		if _, err := os.Lstat(p); err != nil {
+			return fmt.Errorf("sandbox: cannot hide %q from commands: %w", p, err)
+		}
+		add = append(add, p)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	seen := map[string]bool{}
+	for _, h := range s.hidden {
+		seen[h.path] = true
+	}
+	var more []hiddenPath
+	for _, h := range resolvePaths(add) {
+		if !seen[h.path] {
+			more = append(more, h)
+		}
+	}
+	if len(more) == 0 {
+		return nil
+	}
+	s.hidden = append(append([]hiddenPath(nil), s.hidden...), more...)
+	s.hiddenGen++
+	return nil
 }
 
 // New returns a sandbox with the given options. Probing the host (bwrap
@@ -119,7 +226,16 @@ func New(opts Options) (*Sandbox, error) {
 		hidden = append(hidden, abs)
 	}
 	opts.Hidden = hidden
-	return &Sandbox{opts: opts}, nil
+	for _, p := range opts.ReadOnly {
+		if !filepath.IsAbs(p) || filepath.Clean(p) == "/" {
+			return nil, fmt.Errorf("sandbox: cannot show %q read-only to commands", p)
+		}
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Sandbox{opts: opts, pool: newPool(opts.Pool, log)}, nil
 }
 
 var (
@@ -162,6 +278,15 @@ type Request struct {
 	// (CODEX_SANDBOX_NETWORK_DISABLED=1) is added when the policy cuts the
 	// network.
 	Env []string
+	// Pool, when not "", is the caller's isolation unit (the daemon passes
+	// the thread): the bubblewrap backend may run the command in a
+	// long-lived sandbox kept for this key and the command's file-system
+	// view (PoolOptions), and the Landlock backend keeps launcher threads
+	// per key. Commands of different keys never share a sandbox, a PID
+	// namespace or a launcher. A pooled command's stdio must be nil, files,
+	// readers or writers (no Std*Pipe), and its exit error is an
+	// *ExitError.
+	Pool string
 }
 
 // ErrEmptyCommand is returned for an empty argv.
@@ -192,6 +317,9 @@ func (s *Sandbox) CommandFor(ctx context.Context, r Request) (*Cmd, error) {
 	if !filepath.IsAbs(pcwd) {
 		return nil, fmt.Errorf("sandbox: policy cwd %q is not absolute", pcwd)
 	}
+	if s.opts.NetworkRefused != "" && Sandboxed(r.Policy) && !r.Policy.NetworkDisabled() {
+		return nil, fmt.Errorf("%w: %s", ErrNetworkRefused, s.opts.NetworkRefused)
+	}
 	env := withNetworkMarker(r.Policy, r.Env)
 	path, err := lookPath(r.Argv[0], envValue(env, "PATH"), r.Cwd)
 	if err != nil {
@@ -210,7 +338,7 @@ func (s *Sandbox) CommandFor(ctx context.Context, r Request) (*Cmd, error) {
 		if s.initErr != nil {
 			return nil, s.initErr
 		}
-		cmd, err = s.restricted(ctx, r.Policy, pcwd, r.Cwd, path, r.Argv, env)
+		cmd, err = s.restricted(ctx, r.Policy, pcwd, r.Cwd, path, r.Argv, env, r.Pool)
 		if err != nil {
 			return nil, err
 		}
@@ -245,7 +373,8 @@ func (s *Sandbox) init() {
 		}
 	}
 	s.exe = exe
-	s.hidden = resolveHidden(s.opts.Hidden)
+	s.hidden = resolvePaths(s.opts.Hidden)
+	s.readOnly = resolvePaths(s.opts.ReadOnly)
 	s.abi = landlockABI()
 	s.backend = BackendLandlock
 	if s.opts.Backend != BackendLandlock {
@@ -268,9 +397,9 @@ func (s *Sandbox) init() {
 	}
 }
 
-// resolveHidden resolves the hidden paths that exist, dropping duplicates
-// and "/" (a symlink may resolve to it; hiding it would hide everything).
-func resolveHidden(paths []string) []hiddenPath {
+// resolvePaths resolves the paths that exist, dropping duplicates and "/"
+// (a symlink may resolve to it; hiding it would hide everything).
+func resolvePaths(paths []string) []hiddenPath {
 	var out []hiddenPath
 	seen := map[string]bool{}
 	for _, p := range paths {
@@ -288,11 +417,22 @@ func resolveHidden(paths []string) []hiddenPath {
 	return out
 }
 
-// Close retires the sandbox's launcher threads; each exits once the
-// commands it started have exited. Commands built afterwards still work
-// (on new threads) but should not be: call Close when the owner stops.
+// Close closes the pooled sandboxes, killing the commands they run, and
+// retires the sandbox's launcher threads; each exits once the commands it
+// started have exited. Commands built afterwards still work (on new
+// threads, without pooling) but should not be: call Close when the owner
+// stops.
 func (s *Sandbox) Close() {
+	s.pool.close()
 	s.threads.close()
+}
+
+// Retire closes the pooled sandboxes and Landlock launcher threads kept
+// for pool key owner (Request.Pool), those running a command once it
+// ends: the owner (a thread) is gone.
+func (s *Sandbox) Retire(owner string) {
+	s.pool.retireOwner(owner)
+	s.threads.retireOwner(owner)
 }
 
 // withNetworkMarker returns env with CODEX_SANDBOX_NETWORK_DISABLED=1 when

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"net"
 	"os"
 	"os/exec"
@@ -21,22 +22,54 @@ import (
 	"github.com/appserver/appserver/internal/policy"
 )
 
+// backendBwrapPooled names, in tests only, the bubblewrap backend with
+// pooled sandboxes: run and build give its restricted commands a pool key
+// and wait until a pooled sandbox runs them, so that every test going
+// through forEachBackend covers the pooled sandboxes too.
+const backendBwrapPooled Backend = "bwrap-pooled"
+
+// pooledSandboxes are the sandboxes whose restricted commands run pooled.
+var pooledSandboxes sync.Map // *Sandbox → struct{}
+
 // backends returns one sandbox per backend usable on this host; bwrap is
-// skipped where it is not installed or cannot create namespaces.
+// skipped where it is not installed or cannot create namespaces. Each is
+// closed when the test ends.
 func backends(t testing.TB) map[Backend]*Sandbox {
 	t.Helper()
 	out := map[Backend]*Sandbox{}
-	ll, err := New(Options{Backend: BackendLandlock})
-	require.NoError(t, err)
-	out[BackendLandlock] = ll
-	bw, err := New(Options{Backend: BackendBwrap})
-	require.NoError(t, err)
-	if b, err := bw.Backend(); err == nil && b == BackendBwrap {
-		out[BackendBwrap] = bw
-	} else {
-		t.Logf("bubblewrap backend not available here: %v", err)
+	for _, b := range []Backend{BackendLandlock, BackendBwrap, backendBwrapPooled} {
+		sb := newSandbox(t, b, Options{})
+		if b == BackendLandlock {
+			out[b] = sb
+			continue
+		}
+		if got, err := sb.Backend(); err == nil && got == BackendBwrap {
+			out[b] = sb
+		} else {
+			t.Logf("bubblewrap backend not available here: %v", err)
+		}
 	}
 	return out
+}
+
+// newSandbox returns a sandbox of backend b (backendBwrapPooled included)
+// with options o, closed when the test ends.
+func newSandbox(t testing.TB, b Backend, o Options) *Sandbox {
+	t.Helper()
+	o.Backend = b
+	if b == backendBwrapPooled {
+		o.Backend = BackendBwrap
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(testWriter{t}, nil))
+	}
+	sb, err := New(o)
+	require.NoError(t, err)
+	if b == backendBwrapPooled {
+		pooledSandboxes.Store(sb, struct{}{})
+	}
+	t.Cleanup(sb.Close)
+	return sb
 }
 
 // forEachBackend runs f once per available backend.
@@ -46,9 +79,50 @@ func forEachBackend(t *testing.T, f func(t *testing.T, sb *Sandbox, b Backend)) 
 	}
 }
 
+// testWriter writes a sandbox's log to the test's.
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
 type result struct {
 	exit int
 	out  string
+}
+
+// build builds the command for r with sb. For a pooled sandbox it first
+// waits until a pooled sandbox for r's view is ready, and checks that the
+// command runs there.
+func build(t *testing.T, ctx context.Context, sb *Sandbox, r Request) *Cmd {
+	t.Helper()
+	if _, pooled := pooledSandboxes.Load(sb); !pooled || !Sandboxed(r.Policy) {
+		cmd, err := sb.CommandFor(ctx, r)
+		require.NoError(t, err)
+		return cmd
+	}
+	if r.Pool == "" {
+		r.Pool = t.Name()
+	}
+	waitPooled(t, sb, r)
+	cmd, err := sb.CommandFor(ctx, r)
+	require.NoError(t, err)
+	require.NotNil(t, cmd.pooled, "the command must run in a pooled sandbox")
+	return cmd
+}
+
+// waitPooled runs /bin/true as r until a pooled sandbox runs it.
+func waitPooled(t *testing.T, sb *Sandbox, r Request) {
+	t.Helper()
+	r.Argv = []string{"/bin/true"}
+	require.Eventually(t, func() bool {
+		cmd, err := sb.CommandFor(context.Background(), r)
+		require.NoError(t, err)
+		pooled := cmd.pooled != nil
+		require.NoError(t, cmd.Run())
+		return pooled
+	}, time.Minute, 10*time.Millisecond, "no pooled sandbox started")
 }
 
 // run builds the command with sb and runs it to completion.
@@ -59,16 +133,18 @@ func run(t *testing.T, sb *Sandbox, r Request) result {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	cmd, err := sb.CommandFor(ctx, r)
-	require.NoError(t, err)
+	cmd := build(t, ctx, sb, r)
 	var buf bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &buf, &buf
-	err = cmd.Run()
+	err := cmd.Run()
 	code := 0
 	if err != nil {
-		var ee *exec.ExitError
-		require.ErrorAs(t, err, &ee, "output: %s", buf.String())
-		code = ee.ExitCode()
+		ws, ok := cmd.WaitStatus()
+		require.True(t, ok, "%v; output: %s", err, buf.String())
+		code = ws.ExitStatus()
+		if ws.Signaled() {
+			code = 128 + int(ws.Signal())
+		}
 	}
 	return result{exit: code, out: buf.String()}
 }
@@ -150,19 +226,30 @@ func TestReadOnlyBlocksAllWrites(t *testing.T) {
 }
 
 func TestProtectedGitDirIsReadOnlyUnderBwrap(t *testing.T) {
-	sbs := backends(t)
-	sb, ok := sbs[BackendBwrap]
-	if !ok {
-		t.Skip("bubblewrap not available")
-	}
-	ws := t.TempDir()
-	require.NoError(t, os.MkdirAll(filepath.Join(ws, ".git", "hooks"), 0o755))
-	r := run(t, sb, Request{Policy: workspacePolicy(false), Cwd: ws, Argv: sh("echo evil > .git/hooks/pre-commit")})
-	requireDenied(t, r)
-	require.NoFileExists(t, filepath.Join(ws, ".git", "hooks", "pre-commit"))
-	// The rest of the workspace stays writable.
-	r = run(t, sb, Request{Policy: workspacePolicy(false), Cwd: ws, Argv: sh("echo ok > file.txt")})
-	require.Zero(t, r.exit, r.out)
+	forEachBackend(t, func(t *testing.T, sb *Sandbox, b Backend) {
+		if b == BackendLandlock {
+			t.Skip("Landlock cannot keep a subpath of a writable root read-only")
+		}
+		ws := t.TempDir()
+		require.NoError(t, os.MkdirAll(filepath.Join(ws, ".git", "hooks"), 0o755))
+		r := run(t, sb, Request{Policy: workspacePolicy(false), Cwd: ws, Argv: sh("echo evil > .git/hooks/pre-commit")})
+		requireDenied(t, r)
+		require.NoFileExists(t, filepath.Join(ws, ".git", "hooks", "pre-commit"))
+		// The rest of the workspace stays writable.
+		r = run(t, sb, Request{Policy: workspacePolicy(false), Cwd: ws, Argv: sh("echo ok > file.txt")})
+		require.Zero(t, r.exit, r.out)
+		// A .git that a command makes (none was there to protect) is
+		// read-only for the next command: a pooled sandbox set up
+		// before it existed is not used again.
+		fresh := t.TempDir()
+		r = run(t, sb, Request{Policy: workspacePolicy(false), Cwd: fresh, Argv: sh("mkdir .git && echo ok > .git/config")})
+		require.Zero(t, r.exit, r.out)
+		r = run(t, sb, Request{Policy: workspacePolicy(false), Cwd: fresh, Argv: sh("echo evil > .git/config")})
+		requireDenied(t, r)
+		got, err := os.ReadFile(filepath.Join(fresh, ".git", "config"))
+		require.NoError(t, err)
+		require.Equal(t, "ok\n", string(got))
+	})
 }
 
 // listen opens a TCP listener on 127.0.0.1 and counts accepted connections.
@@ -304,13 +391,12 @@ func TestCommandUsesCommandPath(t *testing.T) {
 func TestCancelKillsProcessGroup(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, sb *Sandbox, _ Backend) {
 		ctx, cancel := context.WithCancel(context.Background())
-		cmd, err := sb.Command(ctx, workspacePolicy(false), t.TempDir(), sh("sleep 30 & sleep 30; wait"), []string{"PATH=" + os.Getenv("PATH")})
-		require.NoError(t, err)
+		cmd := build(t, ctx, sb, Request{Policy: workspacePolicy(false), Cwd: t.TempDir(), Argv: sh("sleep 30 & sleep 30; wait"), Env: []string{"PATH=" + os.Getenv("PATH")}})
 		require.NoError(t, cmd.Start())
 		time.Sleep(100 * time.Millisecond)
 		start := time.Now()
 		cancel()
-		err = cmd.Wait()
+		err := cmd.Wait()
 		require.Error(t, err)
 		require.Less(t, time.Since(start), 5*time.Second)
 	})
@@ -344,15 +430,22 @@ func TestBwrapArgs(t *testing.T) {
 
 	p := workspacePolicy(true)
 	p.WritableRoots = []string{extra, missing}
-	hidden := []hiddenPath{{path: filepath.Join(ws, "data"), dir: true}, {path: "/etc/appserver.toml"}}
-	got := bwrapSpec{policy: p, policyCwd: ws, cwd: filepath.Join(ws, "sub"), hidden: hidden, argv: []string{"ls", "-l"}}.args()
+	v := view{
+		hidden:   []hiddenPath{{path: filepath.Join(ws, "data"), dir: true}, {path: "/etc/appserver.toml"}},
+		readOnly: []hiddenPath{{path: filepath.Join(ws, "data", "shown"), dir: true}},
+	}
+	got := bwrapSpec{policy: p, policyCwd: ws, cwd: filepath.Join(ws, "sub"), view: v, argv: []string{"ls", "-l"}}.args()
 	require.Equal(t, []string{"--new-session", "--die-with-parent", "--ro-bind", "/", "/", "--dev", "/dev",
 		"--bind", extra, extra,
 		"--bind", ws, ws,
 		"--ro-bind", "/dev/null", filepath.Join(extra, ".codex"),
 		"--ro-bind", filepath.Join(ws, ".git"), filepath.Join(ws, ".git"),
-		"--tmpfs", filepath.Join(ws, "data"), "--remount-ro", filepath.Join(ws, "data"),
+		"--tmpfs", filepath.Join(ws, "data"),
 		"--ro-bind", "/dev/null", "/etc/appserver.toml",
+		// Read-only paths over the masks; the tmpfs made read-only after
+		// their mount points were made in it.
+		"--ro-bind", filepath.Join(ws, "data", "shown"), filepath.Join(ws, "data", "shown"),
+		"--remount-ro", filepath.Join(ws, "data"),
 		// Without a fresh /proc, the host's must not show through.
 		"--cap-drop", "ALL", "--unshare-pid", "--tmpfs", "/proc",
 		"--chdir", filepath.Join(ws, "sub"), "--", "ls", "-l"}, got)
@@ -555,5 +648,24 @@ func TestNetworkNamespace(t *testing.T) {
 		r = run(t, sb, Request{Policy: workspacePolicy(false), Cwd: ws, Argv: []string{"ls", "-l", "/proc/self/fd"}})
 		require.Zero(t, r.exit, r.out)
 		require.NotContains(t, r.out, "net:[")
+	})
+}
+
+// TestBashDoesNotTakeStdinForANetworkConnection runs `bash -c` under every
+// restricted policy with a ~/.bashrc that announces itself: bash reads it
+// for a non-interactive shell only when it believes its standard input is
+// a remote-shell connection, which a seccomp filter answering getpeername
+// with EPERM made it believe for every sandboxed command without network.
+func TestBashDoesNotTakeStdinForANetworkConnection(t *testing.T) {
+	bash, err := exec.LookPath("bash")
+	require.NoError(t, err, "bash is needed by this test")
+	home := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(home, ".bashrc"), []byte("echo bashrc-was-read\n"), 0o644))
+	forEachBackendAndPolicy(t, func(t *testing.T, b Backend, p policy.SandboxPolicy) {
+		sb := backends(t)[b]
+		defer sb.Close()
+		r := run(t, sb, Request{Policy: p, Cwd: t.TempDir(), Argv: []string{bash, "-c", "echo hi"}, Env: []string{"PATH=/usr/bin:/bin", "HOME=" + home}})
+		require.Zero(t, r.exit, r.out)
+		require.Equal(t, "hi\n", r.out)
 	})
 }

@@ -11,15 +11,15 @@ import (
 )
 
 // deniedNetSyscalls are refused with EPERM when the network is off: the
-// reference's Restricted list (codex-rs linux-sandbox seccomp). recvfrom
-// stays allowed because tools use socketpairs to talk to their children.
+// reference's Restricted list (codex-rs linux-sandbox seccomp) but for
+// getpeername (see notConnSyscalls). recvfrom stays allowed because tools
+// use socketpairs to talk to their children.
 var deniedNetSyscalls = []uint32{
 	unix.SYS_CONNECT,
 	unix.SYS_ACCEPT,
 	unix.SYS_ACCEPT4,
 	unix.SYS_BIND,
 	unix.SYS_LISTEN,
-	unix.SYS_GETPEERNAME,
 	unix.SYS_GETSOCKNAME,
 	unix.SYS_SHUTDOWN,
 	unix.SYS_SENDTO,
@@ -34,6 +34,13 @@ var deniedNetSyscalls = []uint32{
 	unix.SYS_IO_URING_ENTER,
 	unix.SYS_IO_URING_REGISTER,
 }
+
+// notConnSyscalls are refused with ENOTCONN, "no peer", rather than EPERM:
+// bash takes any getpeername error on its standard input other than
+// ENOTSOCK, ENOTCONN, EINVAL or EBADF for a remote-shell connection and
+// then sources ~/.bashrc for every `bash -c` (the rshd heuristic), which
+// ran the user's whole interactive profile in every sandboxed command.
+var notConnSyscalls = []uint32{unix.SYS_GETPEERNAME}
 
 // auditArch is the seccomp_data.arch value of this build's architecture.
 func auditArch() (uint32, error) {
@@ -68,7 +75,7 @@ type bpfInsn struct {
 
 // networkFilter builds the seccomp program: foreign architectures are
 // killed (SIGSYS), the denied syscalls and non-AF_UNIX socket/socketpair
-// calls get EPERM, everything else is allowed.
+// calls get EPERM, getpeername ENOTCONN, everything else is allowed.
 func networkFilter() ([]unix.SockFilter, error) {
 	arch, err := auditArch()
 	if err != nil {
@@ -91,6 +98,9 @@ func networkFilter() ([]unix.SockFilter, error) {
 	for _, nr := range deniedNetSyscalls {
 		prog = append(prog, bpfInsn{code: jeq, k: nr, jt: "errno"})
 	}
+	for _, nr := range notConnSyscalls {
+		prog = append(prog, bpfInsn{code: jeq, k: nr, jt: "notconn"})
+	}
 	prog = append(prog,
 		bpfInsn{code: jeq, k: unix.SYS_SOCKET, jt: "family"},
 		bpfInsn{code: jeq, k: unix.SYS_SOCKETPAIR, jt: "family"},
@@ -99,6 +109,7 @@ func networkFilter() ([]unix.SockFilter, error) {
 		bpfInsn{code: jeq, k: unix.AF_UNIX, jf: "errno"},
 		bpfInsn{code: ret, k: unix.SECCOMP_RET_ALLOW},
 		bpfInsn{label: "errno", code: ret, k: unix.SECCOMP_RET_ERRNO | uint32(unix.EPERM)},
+		bpfInsn{label: "notconn", code: ret, k: unix.SECCOMP_RET_ERRNO | uint32(unix.ENOTCONN)},
 		bpfInsn{label: "kill", code: ret, k: unix.SECCOMP_RET_KILL_PROCESS},
 	)
 	return assemble(prog)

@@ -80,21 +80,20 @@ func (c *benchConn) serve(done chan<- struct{}) {
 	}
 }
 
-// benchItems announces a call's dynamicToolCall item to the connection as
-// the turns layer does (minus persisting it).
+// benchItems announces a call's dynamicToolCall item to the thread's
+// subscribers as the turns layer does (minus persisting it).
 type benchItems struct {
-	n    turns.Notifier
-	to   []turns.ConnID
+	sink turns.Sink
 	th   string
 	turn string
 }
 
 func (e benchItems) ItemStarted(item api.ThreadItem) {
-	e.n.Send(e.to, "item/started", api.ItemStartedNotification{Item: item, ThreadID: e.th, TurnID: e.turn, StartedAtMs: *item.StartedAtMs})
+	e.sink.Publish(turns.Event{ThreadID: e.th, Method: "item/started", Params: api.ItemStartedNotification{Item: item, ThreadID: e.th, TurnID: e.turn, StartedAtMs: *item.StartedAtMs}})
 }
 
 func (e benchItems) ItemCompletedFinal(item api.ThreadItem) {
-	e.n.Send(e.to, "item/completed", api.ItemCompletedNotification{Item: item, ThreadID: e.th, TurnID: e.turn, CompletedAtMs: *item.CompletedAtMs})
+	e.sink.Publish(turns.Event{ThreadID: e.th, Method: "item/completed", Params: api.ItemCompletedNotification{Item: item, ThreadID: e.th, TurnID: e.turn, CompletedAtMs: *item.CompletedAtMs}})
 }
 
 // BenchmarkDynamicToolCall measures the websocket side of one dynamic tool
@@ -112,8 +111,7 @@ func BenchmarkDynamicToolCall(b *testing.B) {
 		<-done
 	}()
 
-	subs := []turns.ConnID{c.conn}
-	c.srv.Hub().SubscribersChanged("th", 1, subs)
+	c.srv.Hub().Subscribe("th", c.conn)
 	broker := c.srv.Hub().Broker()
 	defer broker.Close()
 	var specs []api.DynamicToolSpec
@@ -125,7 +123,7 @@ func BenchmarkDynamicToolCall(b *testing.B) {
 		b.Fatal(err)
 	}
 	h := dynamic.NewHandler(dynamic.HandlerConfig{ThreadID: "th", Tools: tools, Broker: broker,
-		Items: benchItems{n: c.srv.Notifier(), to: subs, th: "th", turn: "turn"}})
+		Items: benchItems{sink: c.srv.Hub(), th: "th", turn: "turn"}})
 	ctx := context.Background()
 	inv := registry.Invocation{
 		Call: registry.Call{Name: "lookup_weather", Payload: registry.FunctionPayload{Arguments: `{"city":"Paris","days":3}`}},
@@ -156,8 +154,7 @@ func BenchmarkNotificationFrame(b *testing.B) {
 		_ = c.ws.CloseNow()
 		<-done
 	}()
-	n := c.srv.Notifier()
-	to := []turns.ConnID{c.conn}
+	h := c.srv.Hub()
 	ns := "geo"
 	started, completed, duration, success := int64(1_700_000_000_000), int64(1_700_000_000_042), int64(42), true
 	item := &api.DynamicToolCallItem{ID: "call_1", Namespace: &ns, Tool: "lookup_weather", Arguments: json.RawMessage(`{"city":"Paris","days":3}`),
@@ -167,7 +164,7 @@ func BenchmarkNotificationFrame(b *testing.B) {
 		ThreadID: "th", TurnID: "turn", CompletedAtMs: completed}
 	b.ReportAllocs()
 	for b.Loop() {
-		n.Send(to, "item/completed", params)
+		h.Send(c.conn, "item/completed", params)
 		<-c.read
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"os"
-	"sync"
 	"time"
 
 	"github.com/appserver/appserver/api"
@@ -40,7 +39,7 @@ type CommandExecConfig struct {
 // processId (connection-scoped) are driven by command/exec/write, /resize
 // and /terminate. Closing the connection kills the process group.
 func (s *Server) registerCommandExec(cfg CommandExecConfig) {
-	ce := &commandExec{cfg: cfg, cwd: s.cfg.Cwd, active: map[uint64]map[string]*execEntry{}}
+	ce := &commandExec{cfg: cfg, cwd: s.cfg.Cwd, procs: newProcTable(0, 0)}
 	s.Handle(api.MethodCommandExec, ce.handle)
 	s.Handle(api.MethodCommandExecWrite, ce.write)
 	s.Handle(api.MethodCommandExecResize, ce.resize)
@@ -48,18 +47,9 @@ func (s *Server) registerCommandExec(cfg CommandExecConfig) {
 }
 
 type commandExec struct {
-	cfg CommandExecConfig
-	cwd string
-
-	mu     sync.Mutex
-	active map[uint64]map[string]*execEntry // per connection: processIds running
-}
-
-// execEntry is one running command/exec with a processId. ready is closed
-// once proc is set (the process started) or the run ended without one.
-type execEntry struct {
-	ready chan struct{}
-	proc  *shell.Process
+	cfg   CommandExecConfig
+	cwd   string
+	procs *procTable // the runs with a processId, per connection
 }
 
 func (ce *commandExec) handle(ctx context.Context, c *Call) (any, error) {
@@ -113,13 +103,20 @@ func (ce *commandExec) handle(ctx context.Context, c *Call) (any, error) {
 		params.SandboxPolicy = &sp
 	}
 	processID := ""
-	var entry *execEntry
+	var entry *procEntry
 	if p.ProcessID != nil {
 		processID = *p.ProcessID
-		if entry = ce.claim(c.Session, processID); entry == nil {
+		e, err := ce.procs.claim(c.Session, processID)
+		if errors.Is(err, errProcDuplicate) {
 			return nil, InvalidRequest("duplicate active command/exec process id: %s", processID)
+		} else if err != nil {
+			return nil, InvalidRequest("command/exec %q: %v", processID, err)
 		}
-		defer ce.release(c.Session, processID, entry)
+		entry = e
+		defer func() {
+			ce.procs.release(e)
+			e.done()
+		}()
 	}
 	base := ce.cfg.BaseEnv
 	if base == nil {
@@ -144,10 +141,7 @@ func (ce *commandExec) handle(ctx context.Context, c *Call) (any, error) {
 	}
 	if entry != nil {
 		opts.OnStart = func(proc *shell.Process) {
-			ce.mu.Lock()
-			entry.proc = proc
-			ce.mu.Unlock()
-			close(entry.ready)
+			ce.procs.started(entry, proc)
 			// Writes, resizes and terminations for this process id queue
 			// behind this request in arrival order; they may run now.
 			c.ReleaseOrder()
@@ -162,78 +156,13 @@ func (ce *commandExec) handle(ctx context.Context, c *Call) (any, error) {
 	return api.CommandExecResult{ExitCode: int32(res.ExitCode), Stdout: res.Stdout, Stderr: res.Stderr}, nil
 }
 
-// claim registers processID as running on the connection; nil when it is
-// already in use there. The first claim on a connection makes its closing
-// kill every process still running on it.
-func (ce *commandExec) claim(sess *Session, processID string) *execEntry {
-	ce.mu.Lock()
-	m := ce.active[sess.id]
-	first := m == nil
-	if first {
-		m = map[string]*execEntry{}
-		ce.active[sess.id] = m
-	}
-	if m[processID] != nil {
-		ce.mu.Unlock()
-		return nil
-	}
-	e := &execEntry{ready: make(chan struct{})}
-	m[processID] = e
-	ce.mu.Unlock()
-	if first {
-		sess.OnClose(func() { ce.closeSession(sess) })
-	}
-	return e
-}
-
-// release forgets processID once its run ended.
-func (ce *commandExec) release(sess *Session, processID string, e *execEntry) {
-	ce.mu.Lock()
-	defer ce.mu.Unlock()
-	select {
-	case <-e.ready:
-	default:
-		close(e.ready) // the process never started
-	}
-	if m := ce.active[sess.id]; m != nil && m[processID] == e {
-		delete(m, processID)
-	}
-}
-
-// closeSession kills the processes of a closed connection.
-func (ce *commandExec) closeSession(sess *Session) {
-	ce.mu.Lock()
-	m := ce.active[sess.id]
-	delete(ce.active, sess.id)
-	var procs []*shell.Process
-	for _, e := range m {
-		if e.proc != nil {
-			procs = append(procs, e.proc)
-		}
-	}
-	ce.mu.Unlock()
-	for _, p := range procs {
-		p.Terminate()
-	}
-}
-
 // lookup returns the started process of processID on the connection.
 func (ce *commandExec) lookup(ctx context.Context, sess *Session, processID string) (*shell.Process, error) {
-	ce.mu.Lock()
-	e := ce.active[sess.id][processID]
-	ce.mu.Unlock()
-	if e == nil {
-		return nil, InvalidRequest("no active command/exec for process id %q", processID)
+	proc, ok, err := ce.procs.lookup(ctx, sess, processID)
+	if err != nil {
+		return nil, err
 	}
-	select {
-	case <-e.ready:
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-	ce.mu.Lock()
-	proc := e.proc
-	ce.mu.Unlock()
-	if proc == nil {
+	if !ok {
 		return nil, InvalidRequest("no active command/exec for process id %q", processID)
 	}
 	return proc, nil

@@ -2,8 +2,11 @@ package server
 
 import (
 	"context"
+	"maps"
+	"slices"
 
 	"github.com/appserver/appserver/api"
+	"github.com/appserver/appserver/internal/audit"
 	"github.com/appserver/appserver/internal/config"
 	"github.com/appserver/appserver/internal/mcp"
 )
@@ -53,17 +56,30 @@ func (s *Server) registerMCP(cfg MCPConfig) {
 		}
 		return api.McpResourceReadResult{Contents: contents}, nil
 	})
-	s.Handle(api.MethodConfigMcpServerReload, func(context.Context, *Call) (any, error) {
+	s.Handle(api.MethodConfigMcpServerReload, func(ctx context.Context, c *Call) (any, error) {
 		if cfg.Reload == nil {
 			return api.McpServerRefreshResult{}, nil
 		}
 		servers, err := cfg.Reload()
-		if err != nil {
-			return nil, err
+		if err == nil {
+			err = m.Reload(servers)
 		}
-		if err := m.Reload(servers); err != nil {
+		names := append([]string{}, slices.Sorted(maps.Keys(servers))...)
+		s.cfg.Audit.Record(ctx, audit.Entry{Kind: audit.KindAdmin, Detail: adminDetail{Action: c.Method, Servers: names, Error: errText(err)}})
+		if err != nil {
 			return nil, err
 		}
 		return api.McpServerRefreshResult{}, nil
 	})
+}
+
+// adminDetail is the detail of an admin entry: an action on the daemon's
+// own services, which every client's threads share.
+type adminDetail struct {
+	// Action is the method that acted.
+	Action string `json:"action"`
+	// Servers are the MCP servers configured after a reload.
+	Servers []string `json:"servers"`
+	// Error says why the action failed; absent when it was done.
+	Error string `json:"error,omitempty"`
 }

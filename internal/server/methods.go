@@ -4,14 +4,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"os"
 	"runtime"
 	"sort"
 	"strconv"
 	"strings"
 
 	"github.com/appserver/appserver/api"
+	"github.com/appserver/appserver/internal/audit"
 	"github.com/appserver/appserver/internal/jsonscan"
 	"github.com/appserver/appserver/internal/turns"
 )
@@ -25,12 +26,11 @@ type Info struct {
 	Home string
 	// Models answers model/list; exactly one should be the default.
 	Models []api.Model
-	// Config answers config/read; nil reports an empty config.
-	Config func() api.ConfigReadResult
+	// Config answers config/read for a principal ("" for the operator's
+	// credentials); nil reports an empty config.
+	Config func(principal string) api.ConfigReadResult
 	// Warnings are sent as configWarning notifications after initialize.
 	Warnings []api.ConfigWarningNotification
-	// Providers answers modelProvider/list.
-	Providers api.ModelProviderListResult
 }
 
 func (i *Info) setDefaults() {
@@ -43,6 +43,7 @@ func (i *Info) setDefaults() {
 // methods; threads and turns are registered by their own layer.
 func (s *Server) registerCoreMethods() {
 	s.Handle("initialize", s.initialize)
+	s.registerAccountMethods()
 	s.Handle("account/read", func(context.Context, *Call) (any, error) {
 		// What the reference answers for a custom (non-OpenAI-auth) provider.
 		return api.AccountReadResult{RequiresOpenaiAuth: false}, nil
@@ -55,29 +56,22 @@ func (s *Server) registerCoreMethods() {
 	s.Handle("model/list", s.modelList)
 	s.Handle("hooks/list", s.hooksList)
 	s.Handle("thread/loaded/list", s.loadedList)
-	s.Handle("modelProvider/list", func(context.Context, *Call) (any, error) {
-		return s.cfg.Info.Providers, nil
-	})
 	s.Handle("permissionProfile/list", s.permissionProfileList)
 	s.Handle("config/value/write", func(ctx context.Context, c *Call) (any, error) {
 		var p api.ConfigValueWriteParams
 		if err := DecodeParams(c, &p, "keyPath", "mergeStrategy"); err != nil {
 			return nil, err
 		}
-		return s.writeConfig(ctx, api.ConfigBatchWriteParams{Edits: []api.ConfigEdit{p.ConfigEdit}, FilePath: p.FilePath, ExpectedVersion: p.ExpectedVersion})
+		return s.writeConfig(ctx, c, api.ConfigBatchWriteParams{Edits: []api.ConfigEdit{p.ConfigEdit}, FilePath: p.FilePath, ExpectedVersion: p.ExpectedVersion})
 	})
 	s.Handle("config/batchWrite", func(ctx context.Context, c *Call) (any, error) {
 		var p api.ConfigBatchWriteParams
 		if err := DecodeParams(c, &p, "edits"); err != nil {
 			return nil, err
 		}
-		return s.writeConfig(ctx, p)
+		return s.writeConfig(ctx, c, p)
 	})
-	s.Handle("plugin/installed", func(context.Context, *Call) (any, error) {
-		// No plugin marketplaces: the TUI calls this at start-up and on
-		// every composer refresh, and takes the empty answer as "none".
-		return api.PluginInstalledResult{}, nil
-	})
+	s.registerPlugins()
 	s.Handle("account/bedrock/checkGovCloudRequirements", func(context.Context, *Call) (any, error) {
 		// No Bedrock accounts: nothing for the TUI to warn about.
 		return api.GovCloudRequirementsResult{}, nil
@@ -95,8 +89,10 @@ func (s *Server) registerCoreMethods() {
 }
 
 // writeConfig checks the edits' merge strategies and hands them to the
-// ConfigWriter.
-func (s *Server) writeConfig(ctx context.Context, p api.ConfigBatchWriteParams) (any, error) {
+// ConfigWriter; a refusal it classifies is answered as the reference
+// answers it, -32600 with data {config_write_error_code}.
+func (s *Server) writeConfig(ctx context.Context, c *Call, p api.ConfigBatchWriteParams) (any, error) {
+	principal := c.Session.who.Name()
 	if s.cfg.ConfigWriter == nil {
 		return nil, InvalidRequest("config writes are not supported by this server")
 	}
@@ -105,11 +101,65 @@ func (s *Server) writeConfig(ctx context.Context, p api.ConfigBatchWriteParams) 
 			return nil, InvalidRequest("Invalid request: unknown variant `%s`, expected `replace` or `upsert`", e.MergeStrategy)
 		}
 	}
-	return s.cfg.ConfigWriter.WriteConfig(ctx, p)
+	res, err := s.cfg.ConfigWriter.WriteConfig(ctx, principal, p)
+	s.auditConfigWrite(ctx, c.Method, p, err)
+	if err != nil {
+		return nil, codedConfigError(err)
+	}
+	return res, nil
 }
 
-// permissionProfileList lists the built-in permission profiles (every one
-// allowed), paged by an index cursor when the client gives a limit.
+// codedConfigError answers a refused config write as the reference does:
+// one the writer classified is -32600 with data {config_write_error_code};
+// any other error is mapped as usual.
+func codedConfigError(err error) error {
+	var coded interface {
+		ConfigWriteErrorCode() api.ConfigWriteErrorCode
+	}
+	if errors.As(err, &coded) {
+		re := toRPCError(err)
+		re.Data = api.ConfigWriteErrorData{ConfigWriteErrorCode: coded.ConfigWriteErrorCode()}
+		return re
+	}
+	return err
+}
+
+// auditConfigWrite records a write of configuration keys by the method
+// of that name (the keys, not their values: a value may be a secret) and
+// its outcome.
+func (s *Server) auditConfigWrite(ctx context.Context, method string, p api.ConfigBatchWriteParams, err error) {
+	keys := make([]string, len(p.Edits))
+	for i, e := range p.Edits {
+		keys[i] = e.KeyPath
+	}
+	s.cfg.Audit.Record(ctx, audit.Entry{Kind: audit.KindConfigWrite, Detail: configWriteDetail{
+		Method: method, Keys: keys, FilePath: p.FilePath, Error: errText(err),
+	}})
+}
+
+// configWriteDetail is the detail of a config_write entry.
+type configWriteDetail struct {
+	// Method is the JSON-RPC method that wrote.
+	Method   string   `json:"method"`
+	Keys     []string `json:"keys"`
+	FilePath *string  `json:"filePath,omitempty"`
+	// Enabled is what a skills/config/write set.
+	Enabled *bool `json:"enabled,omitempty"`
+	// Error says why the write was refused; absent when it was made.
+	Error string `json:"error,omitempty"`
+}
+
+// errText is err's message, "" for none.
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+// permissionProfileList lists the built-in permission profiles, paged by
+// an index cursor when the client gives a limit: every one allowed, but
+// for a principal those beyond its ceiling.
 func (s *Server) permissionProfileList(_ context.Context, c *Call) (any, error) {
 	var p api.PermissionProfileListParams
 	if err := DecodeParams(c, &p); err != nil {
@@ -129,8 +179,10 @@ func (s *Server) permissionProfileList(_ context.Context, c *Call) (any, error) 
 		end = start + int(*p.Limit)
 	}
 	res := api.PermissionProfileListResult{Data: api.List[api.PermissionProfileSummary]{}}
+	ceiling, bounded := c.Session.who.Ceiling()
 	for _, id := range all[start:end] {
-		res.Data = append(res.Data, api.PermissionProfileSummary{ID: id, Allowed: true})
+		allowed := !bounded || ceiling.AllowsSandbox(turns.ProfileSandboxMode(id))
+		res.Data = append(res.Data, api.PermissionProfileSummary{ID: id, Allowed: allowed})
 	}
 	if end < len(all) {
 		next := strconv.Itoa(end)
@@ -153,6 +205,9 @@ func (s *Server) invoke(ctx context.Context, c *Call) (any, error) {
 	}
 	if c.Params == nil && !(inProtocol && info.NullParams) {
 		return nil, InvalidRequest("Invalid request: missing field `params`")
+	}
+	if err := s.admit(ctx, c); err != nil {
+		return nil, err
 	}
 	return h(ctx, c)
 }
@@ -353,10 +408,20 @@ func (s *Server) configRead(_ context.Context, c *Call) (any, error) {
 	}
 	res := api.ConfigReadResult{Config: map[string]any{}, Origins: map[string]api.ConfigLayerMetadata{}}
 	if s.cfg.Info.Config != nil {
-		res = s.cfg.Info.Config()
+		res = s.cfg.Info.Config(c.Session.who.Name())
 	}
 	if !p.IncludeLayers {
 		res.Layers = nil
+	}
+	if !c.Session.who.IsOperator() {
+		// The other principals (their names and roots) are not its
+		// business.
+		delete(res.Config, "http_api")
+		for k := range res.Origins {
+			if strings.HasPrefix(k, "http_api.") {
+				delete(res.Origins, k)
+			}
+		}
 	}
 	return res, nil
 }
@@ -380,14 +445,14 @@ func (s *Server) modelList(_ context.Context, c *Call) (any, error) {
 	return api.ModelListResult{Data: page, NextCursor: next}, nil
 }
 
-func (s *Server) loadedList(_ context.Context, c *Call) (any, error) {
+func (s *Server) loadedList(ctx context.Context, c *Call) (any, error) {
 	var p api.ThreadLoadedListParams
 	if err := DecodeParams(c, &p); err != nil {
 		return nil, err
 	}
 	ids := []string{}
 	if s.cfg.LoadedThreads != nil {
-		ids = s.cfg.LoadedThreads()
+		ids = s.visibleIDs(ctx, c.Session.who, s.cfg.LoadedThreads())
 	}
 	page, next, err := pageByOffset(ids, p.Cursor, p.Limit)
 	if err != nil {
@@ -397,28 +462,70 @@ func (s *Server) loadedList(_ context.Context, c *Call) (any, error) {
 }
 
 // skillsList answers skills/list from Config.Skills, for the daemon's
-// working directory when the request names none.
+// working directory when the request names none (a principal's: its own
+// root, and only directories inside its roots), with the extra roots the
+// principal set.
 func (s *Server) skillsList(ctx context.Context, c *Call) (any, error) {
 	var p api.SkillsListParams
 	if err := DecodeParams(c, &p); err != nil {
 		return nil, err
 	}
-	return s.cfg.Skills.SkillsList(ctx, p, s.cfg.Cwd)
+	cwd := s.cfg.Cwd
+	if who := c.Session.who; !who.IsOperator() {
+		// A principal lists the skills of its own directories only.
+		for i, dir := range p.Cwds {
+			res, err := who.CheckPath(fmt.Sprintf("cwds[%d]", i), dir)
+			if err != nil {
+				return nil, err
+			}
+			p.Cwds[i] = res
+		}
+		root, err := who.DefaultRoot()
+		if err != nil {
+			return nil, err
+		}
+		cwd = root
+	}
+	res, err := s.cfg.Skills.SkillsList(ctx, p, cwd, s.skillExtraRoots(c.Session.who))
+	if err != nil {
+		return nil, err
+	}
+	s.markDisabled(c.Session.who, res)
+	return res, nil
 }
 
-func (s *Server) hooksList(_ context.Context, c *Call) (any, error) {
+// hooksList answers hooks/list. appserver runs no lifecycle hooks, so
+// each directory's entry lists none: the directories are a loaded
+// thread's cwd (threadId), the request's cwds, or else the caller's own
+// working directory (the daemon's, or a principal's default root).
+func (s *Server) hooksList(ctx context.Context, c *Call) (any, error) {
 	var p api.HooksListParams
 	if err := DecodeParams(c, &p); err != nil {
 		return nil, err
 	}
 	cwds := p.Cwds
-	if len(cwds) == 0 {
-		// Like the reference: no cwds means the server's own.
-		wd, err := os.Getwd()
-		if err != nil {
-			wd = s.cfg.Info.Home
+	switch {
+	case p.ThreadID != nil && len(p.Cwds) > 0:
+		return nil, InvalidRequest("specify either threadId or cwds")
+	case p.ThreadID != nil:
+		if s.cfg.Threads == nil {
+			return nil, InvalidRequest("thread not found: %s", *p.ThreadID)
 		}
-		cwds = []string{wd}
+		res, err := s.cfg.Threads.ReadThread(ctx, api.ThreadReadParams{ThreadID: *p.ThreadID})
+		if err != nil {
+			return nil, err
+		}
+		cwds = []string{res.Thread.Cwd}
+	case len(cwds) == 0:
+		cwd := s.cfg.Cwd
+		if who := c.Session.who; !who.IsOperator() {
+			root, err := who.DefaultRoot()
+			if err != nil {
+				return nil, err
+			}
+			cwd = root
+		}
+		cwds = []string{cwd}
 	}
 	data := make(api.List[api.HooksListEntry], 0, len(cwds))
 	for _, cwd := range cwds {
@@ -464,8 +571,9 @@ func parseOffset(s string) (int, error) {
 	return n, nil
 }
 
-// sortedMethods lists the implemented methods, for docs and tests.
-func (s *Server) sortedMethods() []string {
+// Methods lists the methods of the table, sorted: what the server
+// answers other than -32601.
+func (s *Server) Methods() []string {
 	out := make([]string, 0, len(s.methods))
 	for m := range s.methods {
 		out = append(out, m)

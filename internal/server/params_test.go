@@ -56,6 +56,7 @@ func checkParamsAgree(t testing.TB, method string, params []byte) {
 func TestParamChecksMatchDecoding(t *testing.T) {
 	for _, p := range paramSeeds {
 		checkParamsAgree(t, "turn/start", []byte(p))
+		checkParamsAgree(t, "process/kill", []byte(p))
 	}
 	c, ok := callFor(t, "turn/start", []byte(`{"threadId":"t","permissions":{}}`))
 	require.True(t, ok)
@@ -64,6 +65,12 @@ func TestParamChecksMatchDecoding(t *testing.T) {
 	c, ok = callFor(t, "command/exec/write", []byte(`{"processId":"p"}`))
 	require.True(t, ok)
 	require.Equal(t, "process:p", resourceKey(c.req))
+	c, ok = callFor(t, "process/writeStdin", []byte(`{"processHandle":"p"}`))
+	require.True(t, ok)
+	require.Equal(t, "processHandle:p", resourceKey(c.req))
+	c, ok = callFor(t, "command/exec/write", []byte(`{"processHandle":"p"}`))
+	require.True(t, ok)
+	require.Equal(t, "", resourceKey(c.req), "a handle is process/*'s only")
 }
 
 var paramSeeds = []string{
@@ -72,6 +79,7 @@ var paramSeeds = []string{
 	`{"threadId":"t","threadId":"u"}`,
 	`{"threadId":null,"processId":"p"}`,
 	`{"threadId":5}`, `{"threadId":"t","processId":5}`,
+	`{"processHandle":"h"}`, `{"processHandle":5}`, `{"processHandle":"h","processHandle":"i"}`, `{"processId":"p","processHandle":"h"}`,
 	`{"THREADID":"t"}`, `{"thread\u0049d":"t"}`, `{"threadId":"t\u00e9\ud800"}`,
 	`{"permissions":null,"permissions":{}}`, `{"permissions":{},"permissions":null}`,
 	`{"perm\u0069ssions":true}`, `{"Permissions":true}`,

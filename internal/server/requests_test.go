@@ -8,9 +8,11 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
+	"github.com/appserver/appserver/internal/apptest"
 	"github.com/appserver/appserver/internal/server"
 )
 
@@ -23,63 +25,63 @@ type requestOutcome struct {
 // startServerRequest starts a server→client request on the test
 // connection's session and returns its id, as the client sees it in the
 // frame, and a channel with the outcome of waiting for it.
-func startServerRequest(t *testing.T, ctx context.Context, ts *testServer, c *client, params any) (string, <-chan requestOutcome) {
+func startServerRequest(t *testing.T, ctx context.Context, ts *testServer, c *apptest.Client, params any) (string, <-chan requestOutcome) {
 	t.Helper()
 	sess := ts.srv.Sessions()[0]
 	id, wait, err := sess.StartRequest(ctx, "item/tool/call", params)
 	require.NoError(t, err)
-	frame := c.recv()
-	require.Equal(t, strconv.FormatInt(id, 10), string(frame["id"]))
-	require.Equal(t, `"item/tool/call"`, string(frame["method"]))
+	frame := c.Next()
+	require.Equal(t, strconv.FormatInt(id, 10), string(frame.ID))
+	require.Equal(t, "item/tool/call", frame.Method)
 	out := make(chan requestOutcome, 1)
 	go func() {
 		res, err := wait(ctx)
 		out <- requestOutcome{res, err}
 	}()
-	return string(frame["id"]), out
+	return string(frame.ID), out
 }
 
 func TestServerRequestsGetTheirAnswers(t *testing.T) {
-	metrics := server.NewMetrics()
+	metrics := server.NewMetrics(prometheus.NewRegistry())
 	ts := newTestServer(t, server.Config{Metrics: metrics})
-	c := dial(t, ts.url, nil)
-	c.initialize(nil)
+	c := apptest.MustDial(t, ts.url, nil)
+	c.Initialize(nil)
 	ctx := context.Background()
 
 	// The frame is exactly {"id","method","params"}.
 	sess := ts.srv.Sessions()[0]
 	id, wait, err := sess.StartRequest(ctx, "item/tool/call", map[string]any{"callId": "c<1>"})
 	require.NoError(t, err)
-	_, data, err := c.ws.Read(ctx)
+	_, data, err := c.WS.Read(ctx)
 	require.NoError(t, err)
 	require.Equal(t, `{"id":`+strconv.FormatInt(id, 10)+`,"method":"item/tool/call","params":{"callId":"c\u003c1\u003e"}}`, string(data))
-	c.sendRaw(`{"id":` + strconv.FormatInt(id, 10) + `,"result": {"ok" : true}}`)
+	c.SendRaw(`{"id":` + strconv.FormatInt(id, 10) + `,"result": {"ok" : true}}`)
 	res, err := wait(ctx)
 	require.NoError(t, err)
 	require.Equal(t, `{"ok" : true}`, string(res), "the result as the client wrote it")
 
 	rid, out := startServerRequest(t, ctx, ts, c, nil)
-	c.sendRaw(`{"id":` + rid + `,"result":null}`)
+	c.SendRaw(`{"id":` + rid + `,"result":null}`)
 	got := <-out
 	require.NoError(t, got.err)
 	require.Equal(t, "null", string(got.res))
 
 	rid, out = startServerRequest(t, ctx, ts, c, map[string]int{})
 	// Answers that match no request, or are malformed, leave it waiting.
-	c.sendRaw(`{"id":"` + rid + `","result":{}}`)
-	c.sendRaw(`{"id":-1,"result":{}}`)
-	c.sendRaw(`{"id":` + rid + `,"error":{"message":"no code"}}`)
-	c.sendRaw(`{"id":` + rid + `5,"result":{}}`)
+	c.SendRaw(`{"id":"` + rid + `","result":{}}`)
+	c.SendRaw(`{"id":-1,"result":{}}`)
+	c.SendRaw(`{"id":` + rid + `,"error":{"message":"no code"}}`)
+	c.SendRaw(`{"id":` + rid + `5,"result":{}}`)
 	// Frames are handled in order: once a later request is answered, the
 	// ones above were.
-	require.Contains(t, c.call(8, "account/read", map[string]any{}), "result")
+	c.Call("account/read", map[string]any{})
 	require.Equal(t, float64(2), testutil.ToFloat64(metrics.DroppedFrames.WithLabelValues("malformed")))
 	select {
 	case got := <-out:
 		t.Fatalf("answered by a frame that does not answer it: %+v", got)
 	default:
 	}
-	c.sendRaw(`{"jsonrpc":"2.0","id":` + rid + `,"error":{"code":-5,"message":"nope","data":[1]}}`)
+	c.SendRaw(`{"jsonrpc":"2.0","id":` + rid + `,"error":{"code":-5,"message":"nope","data":[1]}}`)
 	got = <-out
 	var rpcErr *server.RPCError
 	require.ErrorAs(t, got.err, &rpcErr)
@@ -91,23 +93,23 @@ func TestServerRequestsGetTheirAnswers(t *testing.T) {
 	rid, out = startServerRequest(t, wctx, ts, c, nil)
 	cancel()
 	require.ErrorIs(t, (<-out).err, context.Canceled)
-	c.sendRaw(`{"id":` + rid + `,"result":1}`)
+	c.SendRaw(`{"id":` + rid + `,"result":1}`)
 	rid, out = startServerRequest(t, ctx, ts, c, nil)
-	c.sendRaw(`{"id":` + rid + `,"result":2}`)
+	c.SendRaw(`{"id":` + rid + `,"result":2}`)
 	require.Equal(t, "2", string((<-out).res))
 
 	// The connection still serves the client's own requests.
-	require.Contains(t, c.call(9, "account/read", map[string]any{}), "result")
+	c.Call("account/read", map[string]any{})
 }
 
 func TestServerRequestsFailWhenTheConnectionCloses(t *testing.T) {
 	ts := newTestServer(t, server.Config{})
-	c := dial(t, ts.url, nil)
-	c.initialize(nil)
+	c := apptest.MustDial(t, ts.url, nil)
+	c.Initialize(nil)
 	sess := ts.srv.Sessions()[0]
 	ctx := context.Background()
 	_, out := startServerRequest(t, ctx, ts, c, nil)
-	require.NoError(t, c.ws.Close(websocket.StatusNormalClosure, ""))
+	require.NoError(t, c.WS.Close(websocket.StatusNormalClosure, ""))
 	select {
 	case got := <-out:
 		require.ErrorIs(t, got.err, server.ErrConnectionClosed)

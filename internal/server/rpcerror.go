@@ -50,10 +50,15 @@ func toRPCError(err error) *RPCError {
 		return re
 	}
 	switch apperr.CodeOf(err) {
+	case apperr.Forbidden:
+		// Beyond a principal's ceiling or roots: the params are refused.
+		return &RPCError{Code: CodeInvalidParams, Message: apperr.MessageOf(err)}
 	case apperr.Invalid, apperr.NotFound, apperr.Conflict:
 		return &RPCError{Code: CodeInvalidRequest, Message: apperr.MessageOf(err)}
 	case apperr.Unavailable:
 		return &RPCError{Code: CodeInternal, Message: apperr.MessageOf(err)}
+	case apperr.Overloaded:
+		return &RPCError{Code: CodeOverloaded, Message: OverloadedMessage, Data: map[string]string{"reason": apperr.MessageOf(err)}}
 	default:
 		return &RPCError{Code: CodeInternal, Message: "internal error"}
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -12,33 +11,46 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
-	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/appserver/appserver/api"
+	"github.com/appserver/appserver/internal/audit"
 	"github.com/appserver/appserver/internal/auth"
+	"github.com/appserver/appserver/internal/clientfs"
 	"github.com/appserver/appserver/internal/hub"
+	"github.com/appserver/appserver/internal/principal"
+	"github.com/appserver/appserver/internal/reqlog"
 	"github.com/appserver/appserver/internal/server/rpcws"
-	"github.com/appserver/appserver/internal/turns"
 )
 
 // DefaultIngressCapacity is the number of requests that may be queued or in
 // flight across all connections before new ones are answered -32001.
 const DefaultIngressCapacity = 128
 
-// Pinger reports whether the transcript store is reachable; /readyz uses it.
-type Pinger interface {
-	Ping(ctx context.Context) error
-}
-
 // Config configures a Server. Zero values get the defaults noted per field.
 type Config struct {
-	// AllowedOrigins lists the exact Origin header values that may connect;
-	// any other request carrying an Origin header is refused with 403.
-	AllowedOrigins []string
-	// Auth checks websocket upgrades; nil means no authentication.
+	// Auth checks websocket upgrades of Handler (not of LocalHandler) and
+	// says who opened them (the operator, or a principal by its token);
+	// nil means no authentication.
 	Auth *auth.Authenticator
-	// Store is pinged by /readyz; nil means always ready.
-	Store Pinger
+	// Browser takes the credentials a browser opens Handler's upgrades
+	// with instead of an Authorization header: a ticket (a subprotocol or
+	// the ticket query parameter) or the session cookie. Nil takes none.
+	Browser *auth.Browser
+	// PingInterval is how often every websocket session (Handler's and
+	// LocalHandler's) pings its peer; 0 sends no pings.
+	PingInterval time.Duration
+	// PongTimeout is how long a ping waits for its pong before the
+	// connection is closed; 0 means rpcws.DefaultPongTimeout.
+	PongTimeout time.Duration
+	// Principals are the rules of the principals Auth identifies: a
+	// principal's connection sees its own threads only, within its
+	// ceiling and workspace roots. Nil means none.
+	Principals *principal.Rules
+	// Draining reports whether the daemon stopped taking work (the front
+	// door's drain state): upgrades are then refused and requests get the
+	// draining error. nil means never.
+	Draining func() bool
 	// Info is what initialize and the informational methods report.
 	Info Info
 	// LoadedThreads lists the ids of threads loaded in memory, for
@@ -56,7 +68,8 @@ type Config struct {
 	// connections (frames beyond it are refused, requests answered
 	// -32001); 0 means rpcws.DefaultInboundBytes (128 MiB).
 	InboundBytes int64
-	// MaxMessageBytes bounds one inbound websocket message; 0 means 16 MiB.
+	// MaxMessageBytes bounds one inbound message (a websocket message, a
+	// line of stdio); 0 means 16 MiB.
 	MaxMessageBytes int64
 	Logger          *slog.Logger
 	Metrics         *Metrics
@@ -66,26 +79,68 @@ type Config struct {
 	// attach to it once initialized; nil gives the server a hub of its own
 	// with the default configuration.
 	Hub *hub.Hub
-	// Threads serves the thread and turn methods; nil serves none. Its
-	// Notifier and Subscribers must be Hub.
-	Threads *turns.Manager
+	// Threads serves the thread and turn methods (the thread table); nil
+	// serves none. Its Sink must be Hub.
+	Threads Threads
 	// Cwd is the daemon's working directory, absolute: command/exec runs
 	// there and skills/list lists it when the request names no directory.
 	Cwd string
 	// CommandExec serves command/exec and its write, resize and terminate
 	// methods; nil serves none of them.
 	CommandExec *CommandExecConfig
-	// Skills answers skills/list; nil does not serve it.
+	// Processes serves process/spawn and its follow-ups; nil serves none
+	// of them.
+	Processes *ProcessConfig
+	// Skills answers skills/list and serves skills/extraRoots/set; nil
+	// serves neither.
 	Skills SkillLister
 	// MCP serves the MCP status, call, resource and reload methods; nil
 	// leaves them unanswered (-32601).
 	MCP *MCPConfig
-	// ConfigWriter persists config/value/write and config/batchWrite; nil
-	// refuses them.
+	// Audit records the configuration writes of this server's
+	// connections; nil records nothing.
+	Audit *audit.Log
+	// ConfigWriter persists config/value/write and config/batchWrite (and
+	// modelProvider/default/set and modelProvider/config/write, as config
+	// edits); nil refuses them.
 	ConfigWriter ConfigWriter
+	// SkillSwitches keeps the skills clients turn off
+	// (skills/config/write) in their user configs; nil leaves
+	// skills/config/write refused.
+	SkillSwitches SkillSwitches
+	// Features serves experimentalFeature/list and
+	// experimentalFeature/enablement/set; nil leaves them unanswered
+	// (-32601).
+	Features FeatureSwitches
+	// Providers answers modelProvider/list and
+	// modelProvider/capabilities/read for the caller's principal; nil
+	// reports no provider.
+	Providers ProviderSettings
 	// Terminals serves thread/backgroundTerminals/*; nil leaves them
 	// unanswered (-32601).
 	Terminals BackgroundTerminals
+	// Files serves fs/* and fuzzyFileSearch; nil leaves them unanswered
+	// (-32601).
+	Files *clientfs.Service
+	// Feedback serves feedback/save; nil leaves it unanswered (-32601).
+	Feedback *FeedbackConfig
+	// Tracer traces the sessions' requests; nil traces none.
+	Tracer Tracer
+}
+
+// Tracer traces the requests of the sessions (the composition root's
+// OpenTelemetry): a span per request method, none per notification.
+type Tracer interface {
+	// Session returns base, the context a session opened by an upgrade
+	// request descends from, with what it keeps of that request's
+	// context, upgrade: the request's trace, which its spans continue.
+	Session(base, upgrade context.Context) context.Context
+	// Request starts the span of a request, from ctx (its session's),
+	// and returns the context its method runs in with the function that
+	// ends the span once it is answered: with the JSON-RPC error's code
+	// and message, or 0 and "" for a result. id is the request's id as
+	// the client wrote it, strings unquoted.
+	Request(ctx context.Context, method, id string) (context.Context, func(code int64, message string))
 }
 
 // BackgroundTerminals lists and ends the commands the model left running in
@@ -100,44 +155,65 @@ type BackgroundTerminals interface {
 }
 
 // ConfigWriter applies clients' config edits (all of them or none) and
-// says where they were written.
+// says where they were written. principal is who the connection acts for
+// ("" for the operator's credentials); an error whose chain holds a
+// ConfigWriteErrorCode method is answered with that code in its data.
 type ConfigWriter interface {
-	WriteConfig(ctx context.Context, p api.ConfigBatchWriteParams) (api.ConfigWriteResult, error)
+	WriteConfig(ctx context.Context, principal string, p api.ConfigBatchWriteParams) (api.ConfigWriteResult, error)
+}
+
+// SkillSwitches turns skills off and on in a principal's user config
+// ("" for the operator's clients); *configview.Writer is one.
+type SkillSwitches interface {
+	// SetSkillEnabled turns the skills of name, or the one whose SKILL.md
+	// is at path, on or off, and returns the state asked for.
+	SetSkillEnabled(ctx context.Context, principal, name, path string, enabled bool) (bool, error)
+	// DisabledSkills returns the names and SKILL.md paths turned off.
+	DisabledSkills(principal string) (names, paths []string)
 }
 
 // SkillLister answers skills/list for the request's directories, or for
-// defaultCwd when it names none; *skills.Catalog is one.
+// defaultCwd when it names none, searching extraRoots as well;
+// *skills.Catalog is one.
 type SkillLister interface {
-	SkillsList(ctx context.Context, p api.SkillsListParams, defaultCwd string) (api.SkillsListResult, error)
+	SkillsList(ctx context.Context, p api.SkillsListParams, defaultCwd string, extraRoots []string) (api.SkillsListResult, error)
 }
 
-// Server owns the listener's handler, the live sessions and the method table.
+// Server owns the JSON-RPC sessions, whatever their transport, and the
+// method table they serve: ServeConn starts a session on any framer,
+// Handler and LocalHandler upgrade HTTP requests to websocket sessions.
 type Server struct {
 	cfg     Config
 	log     *slog.Logger
 	metrics *Metrics
 	now     func() time.Time
-	router  chi.Router
 	methods map[string]Method
-	origins map[string]struct{}
 
-	ingress  chan struct{}
-	inbound  *rpcws.InboundBudget
-	hub      *hub.Hub
-	draining atomic.Bool
+	ingress chan struct{}
+	// inFlight and queued count the admitted requests running and those
+	// waiting behind an earlier one of their connection on the same
+	// resource (server/diagnostics).
+	inFlight, queued atomic.Int64
+	inbound          *rpcws.InboundBudget
+	hub              *hub.Hub
 
 	byID          sessionIndex
+	searches      searches
 	onInitialized func(*Session)
 	responseHook  atomic.Pointer[responseHook]
 
-	mu       sync.Mutex // guards sessions, hs and served
+	mu       sync.Mutex // guards sessions and closed
 	sessions map[*Session]struct{}
-	conns    sync.WaitGroup // one per websocket connection handler
-	hs       *http.Server   // the listener's server once Serve ran
-	served   chan struct{}  // closed when hs.Serve has returned
+	// closed is set by CloseConnections: sessions that start afterwards
+	// are closed at once.
+	closed bool
+	conns  sync.WaitGroup // one per session's reader
+
+	skillRoots skillRoots
 }
 
-// New builds a Server; Handler returns what to serve.
+// New builds a Server; Handler, LocalHandler and ServeConn serve its
+// sessions.
 func New(cfg Config) (*Server, error) {
 	if cfg.IngressCapacity <= 0 {
 		cfg.IngressCapacity = DefaultIngressCapacity
@@ -152,7 +228,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.Metrics == nil {
-		cfg.Metrics = NewMetrics()
+		cfg.Metrics = NewMetrics(prometheus.NewRegistry())
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -161,6 +237,9 @@ func New(cfg Config) (*Server, error) {
 		cfg.Hub = hub.New(hub.Config{Logger: cfg.Logger, Now: cfg.Now, Encode: rpcws.EncodeNotification})
 	}
 	cfg.Info.setDefaults()
+	if cfg.Providers == nil {
+		cfg.Providers = noProviders{}
+	}
 	s := &Server{
 		hub:      cfg.Hub,
 		cfg:      cfg,
@@ -168,13 +247,9 @@ func New(cfg Config) (*Server, error) {
 		metrics:  cfg.Metrics,
 		now:      cfg.Now,
 		methods:  map[string]Method{},
-		origins:  map[string]struct{}{},
 		ingress:  make(chan struct{}, cfg.IngressCapacity),
 		inbound:  rpcws.NewInboundBudget(cfg.InboundBytes),
 		sessions: map[*Session]struct{}{},
-	}
-	for _, o := range cfg.AllowedOrigins {
-		s.origins[o] = struct{}{}
 	}
 	s.metrics.inbound.Store(s.inbound)
 	s.registerCoreMethods()
@@ -187,12 +262,21 @@ func New(cfg Config) (*Server, error) {
 	s.onInitialized = s.attach
 	if cfg.Threads != nil {
 		s.registerThreads(cfg.Threads)
+		s.registerSearch(cfg.Threads)
 	}
 	if cfg.CommandExec != nil {
 		s.registerCommandExec(*cfg.CommandExec)
 	}
+	if cfg.Processes != nil {
+		s.registerProcesses(*cfg.Processes)
+	}
+	if cfg.Feedback != nil {
+		s.registerFeedback(*cfg.Feedback)
+	}
 	if cfg.Skills != nil {
-		s.Handle("skills/list", s.skillsList)
+		s.Handle(api.MethodSkillsList, s.skillsList)
+		s.Handle(api.MethodSkillsExtraRootsSet, s.skillsExtraRootsSet)
+		s.Handle(api.MethodSkillsConfigWrite, s.skillsConfigWrite)
 	}
 	if cfg.MCP != nil {
 		s.registerMCP(*cfg.MCP)
@@ -200,12 +284,31 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Terminals != nil {
 		s.registerTerminals(cfg.Terminals)
 	}
-	s.router = s.routes()
+	if cfg.Features != nil {
+		s.registerFeatures(cfg.Features)
+	}
+	if cfg.Files != nil {
+		s.registerFiles(cfg.Files)
+	}
 	return s, nil
 }
 
-// Handler returns the HTTP handler for the listener.
-func (s *Server) Handler() http.Handler { return s.router }
+// Handler returns the websocket upgrade of the network listener: every
+// request is an upgrade, checked by Auth. The front door serves it behind
+// its origin guard.
+func (s *Server) Handler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.upgrade(w, r, false) })
+}
+
+// LocalHandler returns the websocket upgrade of the unix control socket,
+// which only the daemon's own user can reach: it trusts the peer as the
+// reference's control socket does, without Auth.
+func (s *Server) LocalHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.upgrade(w, r, true) })
+}
+
+// draining reports whether the daemon stopped taking work.
+func (s *Server) draining() bool { return s.cfg.Draining != nil && s.cfg.Draining() }
 
 // Metrics returns the server's metrics.
 func (s *Server) Metrics() *Metrics { return s.metrics }
@@ -213,67 +316,6 @@ func (s *Server) Metrics() *Metrics { return s.metrics }
 // Handle registers (or replaces) the handler of a JSON-RPC method. It must be
 // called before the server starts serving.
 func (s *Server) Handle(method string, m Method) { s.methods[method] = m }
-
-func (s *Server) routes() chi.Router {
-	r := chi.NewRouter()
-	r.Use(s.originGuard)
-	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
-	r.Get("/readyz", s.readyz)
-	r.Method(http.MethodGet, "/metrics", s.metrics.Handler())
-	r.NotFound(s.upgrade)
-	r.MethodNotAllowed(s.upgrade)
-	return r
-}
-
-// originGuard refuses any request whose Origin header is not allowed, which
-// blocks cross-site websocket hijacking, and answers CORS for allowed ones.
-func (s *Server) originGuard(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		origin, present := r.Header["Origin"]
-		if !present {
-			next.ServeHTTP(w, r)
-			return
-		}
-		if len(origin) != 1 {
-			s.metrics.OriginRejections.Inc()
-			w.WriteHeader(http.StatusForbidden)
-			return
-		}
-		if _, ok := s.origins[origin[0]]; !ok {
-			s.metrics.OriginRejections.Inc()
-			w.WriteHeader(http.StatusForbidden)
-			return
-		}
-		h := w.Header()
-		h.Set("Access-Control-Allow-Origin", origin[0])
-		h.Add("Vary", "Origin")
-		if r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
-			h.Set("Access-Control-Allow-Methods", "GET, POST, OPTIONS")
-			h.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, Idempotency-Key, Last-Event-ID, Prefer")
-			h.Set("Access-Control-Max-Age", "600")
-			w.WriteHeader(http.StatusNoContent)
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
-}
-
-func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
-	if s.draining.Load() {
-		w.WriteHeader(http.StatusServiceUnavailable)
-		return
-	}
-	if s.cfg.Store != nil {
-		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
-		defer cancel()
-		if err := s.cfg.Store.Ping(ctx); err != nil {
-			s.log.Warn("readiness check: store unreachable", "err", err)
-			w.WriteHeader(http.StatusServiceUnavailable)
-			return
-		}
-	}
-	w.WriteHeader(http.StatusOK)
-}
 
 func headerHasToken(h http.Header, key, token string) bool {
 	for _, v := range h.Values(key) {
@@ -286,13 +328,18 @@ func headerHasToken(h http.Header, key, token string) bool {
 	return false
 }
 
-func (s *Server) upgrade(w http.ResponseWriter, r *http.Request) {
+// upgrade upgrades r to a websocket session; trusted skips Auth.
+func (s *Server) upgrade(w http.ResponseWriter, r *http.Request, trusted bool) {
 	if !headerHasToken(r.Header, "Connection", "upgrade") {
 		http.Error(w, "Connection header did not include 'upgrade'", http.StatusBadRequest)
 		return
 	}
-	if s.cfg.Auth != nil {
-		if f := s.cfg.Auth.Check(r); f != nil {
+	// The control socket's peer is the daemon's own user: the operator,
+	// without a token.
+	who := principal.Operator()
+	if !trusted {
+		var f *auth.Failure
+		if who, f = s.identify(r); f != nil {
 			s.metrics.AuthFailures.WithLabelValues(f.Message).Inc()
 			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 			w.WriteHeader(f.Status)
@@ -300,7 +347,8 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if s.draining.Load() {
+	reqlog.SetPrincipal(r.Context(), who.LogName())
+	if s.draining() {
 		http.Error(w, "server is shutting down", http.StatusServiceUnavailable)
 		return
 	}
@@ -309,27 +357,77 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request) {
 		// The origin guard has already enforced the exact allow-list.
 		InsecureSkipVerify: true,
 		CompressionMode:    websocket.CompressionDisabled,
+		// A browser that offers a ticket as a subprotocol offers this one
+		// too, and must get one back: the only one ever selected, so that
+		// the ticket is never echoed.
+		Subprotocols: []string{auth.WebSocketProtocol},
 	})
 	if err != nil {
 		s.log.Debug("websocket upgrade failed", "err", err)
 		return
 	}
+	// The session outlives the upgrade request: it keeps the request's id
+	// and trace, and nothing else of its context.
+	base := reqlog.Detach(r.Context())
+	if s.cfg.Tracer != nil {
+		base = s.cfg.Tracer.Session(base, r.Context())
+	}
 	// The handler returns now: the connection is hijacked and runs on its
-	// own goroutines, and its teardown (endConn) runs when it ends.
-	s.serveConn(ws, batch, r.RemoteAddr)
+	// own goroutines, and its teardown runs when it ends.
+	s.serveConn(base, rpcws.WebSocket(ws, rpcws.WebSocketOptions{
+		ReadLimit:    s.cfg.MaxMessageBytes,
+		Batch:        batch,
+		PingInterval: s.cfg.PingInterval,
+		PongTimeout:  s.cfg.PongTimeout,
+		PingTimedOut: s.metrics.PingTimeouts.Inc,
+		Logger:       s.log.With("remote", r.RemoteAddr),
+	}), r.RemoteAddr, who)
 }
 
-// serveConn starts a session on ws and returns without waiting for it to
-// end. The connection's goroutines are its reader, which also runs the
-// teardown, and a stream writer only while frames are queued.
-func (s *Server) serveConn(ws *websocket.Conn, batch *rpcws.Batcher, remote string) {
-	sess := &Session{srv: s, id: uint64(s.hub.NewConnID())}
+// identify says who an upgrade request is: a principal by its token, its
+// ticket or its session cookie, or the operator (auth.Identify).
+func (s *Server) identify(r *http.Request) (principal.Principal, *auth.Failure) {
+	name, f := auth.Identify(r.Context(), s.cfg.Auth, s.cfg.Browser, r, auth.WebSocketDoor)
+	if f != nil {
+		return principal.Principal{}, f
+	}
+	if name == "" {
+		return principal.Operator(), nil
+	}
+	who, ok := s.cfg.Principals.Get(name)
+	if !ok {
+		return principal.Principal{}, &auth.Failure{Status: http.StatusUnauthorized, Message: "invalid websocket bearer token"}
+	}
+	return who, nil
+}
+
+// ServeConn starts a session for who on the connection f frames and
+// returns without waiting for it to end; done is closed once its teardown
+// (run) is over. The session's goroutines are its reader, which also runs
+// the teardown, and a stream writer only while frames are queued. A
+// session started after CloseConnections is closed at once.
+func (s *Server) ServeConn(f rpcws.Framer, remote string, who principal.Principal) (done <-chan struct{}) {
+	return s.serveConn(context.Background(), f, remote, who)
+}
+
+// serveConn is ServeConn for a session whose context descends from base
+// (for its values: the request id and trace of the request that opened
+// it).
+func (s *Server) serveConn(base context.Context, f rpcws.Framer, remote string, who principal.Principal) <-chan struct{} {
+	sess := &Session{srv: s, id: uint64(s.hub.NewConnID()), who: who}
 	sess.log = s.log.With("conn", sess.id, "remote", remote)
+	if id := reqlog.ID(base); id != "" {
+		// Every line of the session names the request that opened it,
+		// those logged without a context too.
+		sess.log = sess.log.With(reqlog.Key, id)
+	}
+	if !who.IsOperator() {
+		sess.log = sess.log.With("principal", who.Name())
+	}
 	m := s.metrics
-	stream := rpcws.NewStream(ws, rpcws.Options{
+	stream := rpcws.NewFramedStream(f, rpcws.Options{
 		OutboundQueue: s.cfg.OutboundQueue,
 		OutboundBytes: s.cfg.OutboundBytes,
-		ReadLimit:     s.cfg.MaxMessageBytes,
 		Inbound:       s.inbound,
 		Logger:        sess.log,
 		Hooks: rpcws.Hooks{
@@ -339,47 +437,50 @@ func (s *Server) serveConn(ws *websocket.Conn, batch *rpcws.Batcher, remote stri
 			SlowConsumer: m.SlowConsumers.Inc,
 			Overloaded:   m.Overloaded.Inc,
 		},
-		Batch: batch,
 	})
-	sess.conn = rpcws.NewConn(stream, sess, rpcws.ConnOptions{OnResponse: sess.response, Logger: sess.log})
+	sess.conn = rpcws.NewConn(stream, sess, rpcws.ConnOptions{OnResponse: sess.response, Logger: sess.log, Context: base})
+	ended := make(chan struct{})
 
 	// Count the connection in the same critical section as
 	// CloseConnections' snapshot: a connection is either closed by
 	// CloseConnections and waited for, or refused here.
 	s.mu.Lock()
-	if s.draining.Load() {
-		// Drain raced with this upgrade.
+	if s.closed {
+		// CloseConnections raced with this connection.
 		s.mu.Unlock()
-		sess.log.Debug("websocket refused: server is shutting down")
-		stream.CloseWith(websocket.StatusGoingAway, "server shutting down")
+		sess.log.Debug("connection refused: server is shutting down")
+		stream.CloseWith(rpcws.CloseGoingAway, "server shutting down")
 		<-stream.Done()
-		return
+		close(ended)
+		return ended
 	}
 	s.conns.Add(1)
 	s.sessions[sess] = struct{}{}
 	s.mu.Unlock()
 	m.OpenConnections.Inc()
-	sess.log.Debug("websocket connected")
-	go s.run(sess)
+	sess.log.Debug("connected")
+	go s.run(sess, ended)
+	return ended
 }
 
 // run serves a connection until it ends and then finishes its teardown:
 // by the time Serve returns, the requests the client was waiting for have
-// failed, the session's context is cancelled, the websocket is closed and
+// failed, the session's context is cancelled, the transport is closed and
 // every request it was serving has finished. The session is then
 // forgotten, its close hooks run, and only then may CloseConnections
-// return.
-func (s *Server) run(sess *Session) {
+// return and ended close.
+func (s *Server) run(sess *Session, ended chan struct{}) {
+	defer close(ended)
 	defer s.conns.Done()
 	if err := sess.conn.Serve(); err != nil {
-		sess.log.Debug("websocket read failed", "err", err)
+		sess.log.Debug("read failed", "err", err)
 	}
 	s.mu.Lock()
 	delete(s.sessions, sess)
 	s.mu.Unlock()
 	s.metrics.OpenConnections.Dec()
 	sess.runCloseHooks()
-	sess.log.Debug("websocket disconnected")
+	sess.log.Debug("disconnected")
 }
 
 // responseHook sees every response a client sends, on the connection's
@@ -418,17 +519,14 @@ func (s *Server) NewNotification(method string, params any) (*Notification, erro
 	return s.hub.NewNotification(method, params)
 }
 
-// Drain stops accepting new work: /readyz turns 503, new upgrades are
-// refused and requests are answered with the draining error.
-func (s *Server) Drain() { s.draining.Store(true) }
-
-// CloseConnections closes every websocket after flushing what is queued and
-// waits for their handlers to finish or ctx to end.
+// CloseConnections closes every connection after flushing what is queued
+// (1001 on a websocket) and waits for their teardown to finish or ctx to
+// end. Connections that start afterwards are closed at once.
 func (s *Server) CloseConnections(ctx context.Context) error {
-	s.Drain()
 	s.mu.Lock()
+	s.closed = true
 	for sess := range s.sessions {
-		sess.conn.Stream().CloseWith(websocket.StatusGoingAway, "server shutting down")
+		sess.conn.Stream().CloseWith(rpcws.CloseGoingAway, "server shutting down")
 	}
 	s.mu.Unlock()
 	done := make(chan struct{})
@@ -442,70 +540,4 @@ func (s *Server) CloseConnections(ctx context.Context) error {
 	case <-ctx.Done():
 		return errors.New("timed out waiting for connections to close")
 	}
-}
-
-// Serve serves on ln until ctx is cancelled or the listener fails, then
-// stops accepting new work (Drain) and returns the listener's error, nil
-// when ctx ended. The websockets stay open, so that they still hear the
-// end of the turns running; Shutdown closes them and the listener.
-func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	hs := &http.Server{
-		Handler:           s.router,
-		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
-	}
-	served := make(chan struct{})
-	s.mu.Lock()
-	if s.hs != nil {
-		s.mu.Unlock()
-		return errors.New("server: Serve called twice")
-	}
-	s.hs, s.served = hs, served
-	s.mu.Unlock()
-	errc := make(chan error, 1)
-	go func() {
-		defer close(served)
-		errc <- hs.Serve(ln)
-	}()
-	var err error
-	select {
-	case err = <-errc:
-		// The listener failed: stop accepting just the same, so that the
-		// caller's shutdown finds the same state as after ctx ended.
-		s.log.Error("listener failed", "err", err)
-	case <-ctx.Done():
-		s.log.Info("shutting down")
-	}
-	s.Drain()
-	return err
-}
-
-// Shutdown stops accepting new work, closes the listener and every
-// websocket (after flushing what is queued) and waits for their handlers
-// and for Serve's listener goroutine, or for ctx. It tolerates a server
-// that never served and being called twice.
-func (s *Server) Shutdown(ctx context.Context) error {
-	s.Drain()
-	s.mu.Lock()
-	hs, served := s.hs, s.served
-	s.mu.Unlock()
-	var err error
-	if hs != nil {
-		if err = hs.Shutdown(ctx); errors.Is(err, http.ErrServerClosed) {
-			err = nil
-		}
-	}
-	if cerr := s.CloseConnections(ctx); err == nil {
-		err = cerr
-	}
-	if served != nil {
-		select {
-		case <-served:
-		case <-ctx.Done():
-			if err == nil {
-				err = errors.New("timed out waiting for the listener to close")
-			}
-		}
-	}
-	return err
 }

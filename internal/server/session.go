@@ -7,13 +7,16 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/appserver/appserver/api"
+	"github.com/appserver/appserver/internal/audit"
 	"github.com/appserver/appserver/internal/jsonscan"
+	"github.com/appserver/appserver/internal/principal"
 	"github.com/appserver/appserver/internal/server/rpcws"
 )
 
@@ -53,6 +56,8 @@ type Session struct {
 	id   uint64
 	log  *slog.Logger
 	conn *rpcws.Conn
+	// who opened the connection: set at the upgrade, never changed.
+	who principal.Principal
 
 	// Written once by initialize (on the reader goroutine) before
 	// initialized is set; read-only afterwards.
@@ -83,6 +88,13 @@ func (s *Session) Initialized() bool { return s.initialized.Load() }
 
 // Experimental reports whether the client opted into experimentalApi.
 func (s *Session) Experimental() bool { return s.experimental }
+
+// Actor is who the connection acts for, as the audit log names it: the
+// principal that opened it, through its client (clientInfo.name and the
+// connection's id).
+func (s *Session) Actor() audit.Actor {
+	return audit.Actor{Principal: s.who.Name(), Client: s.clientName + "#" + strconv.FormatUint(s.id, 10)}
+}
 
 // ClientName returns clientInfo.name from initialize.
 func (s *Session) ClientName() string { return s.clientName }
@@ -129,7 +141,13 @@ func (s *Session) Notify(n *Notification) {
 		// number, the position thread/resume's afterSeq takes.
 		frame = n.SeqFrame()
 	}
-	if err := s.conn.Send(frame); err == nil {
+	send := s.conn.Send
+	if n.Broadcast {
+		// Every connection gets it: written with the connection's next
+		// frame, or within rpcws.DefaultLazyDelay.
+		send = s.conn.SendLazy
+	}
+	if err := send(frame); err == nil {
 		s.srv.metrics.Notifications.WithLabelValues(n.Method).Inc()
 	}
 }
@@ -206,7 +224,7 @@ func (s *Session) Handle(ctx context.Context, req *rpcws.Request) {
 		s.refuse(req, InvalidRequest("Not initialized"))
 		return
 	}
-	if s.srv.draining.Load() {
+	if s.srv.draining() {
 		s.refuse(req, &RPCError{
 			Code:    CodeInvalidRequest,
 			Message: "Server is draining; retry after reconnecting",
@@ -226,11 +244,15 @@ func (s *Session) Handle(ctx context.Context, req *rpcws.Request) {
 	go func() {
 		defer func() { <-s.srv.ingress }()
 		if prev != nil {
+			s.srv.queued.Add(1)
 			select {
 			case <-prev:
 			case <-ctx.Done():
 			}
+			s.srv.queued.Add(-1)
 		}
+		s.srv.inFlight.Add(1)
+		defer s.srv.inFlight.Add(-1)
 		var once sync.Once
 		release := func() { once.Do(func() { s.dequeue(key, mine) }) }
 		s.serve(ctx, req, release)
@@ -240,26 +262,39 @@ func (s *Session) Handle(ctx context.Context, req *rpcws.Request) {
 
 // refuse answers a request that is not served.
 func (s *Session) refuse(req *rpcws.Request, e *RPCError) {
+	_, end := s.trace(s.conn.Context(), req)
 	s.replyError(req, e, time.Now())
+	end(e.Code, e.Message)
 	s.conn.Finish(req)
 }
 
+// trace starts the span of a request when the server has a Tracer.
+func (s *Session) trace(ctx context.Context, req *rpcws.Request) (context.Context, func(int64, string)) {
+	if s.srv.cfg.Tracer == nil {
+		return ctx, untraced
+	}
+	return s.srv.cfg.Tracer.Request(ctx, req.Method, req.IDText())
+}
+
+func untraced(int64, string) {}
+
 // resourceKey names what a request touches for ordering: its thread, or
-// the connection-scoped process id of command/exec and its follow-ups.
+// the connection-scoped process of command/exec (processId), process/*
+// (processHandle) and their follow-ups.
 // It reads the params' members found when the frame was read; params the
 // strict scan left alone are decoded by encoding/json as they always were.
 func resourceKey(req *rpcws.Request) string {
 	if req.Params == nil {
 		return ""
 	}
-	names := [2]string{"threadId", "processId"}
-	var vals [2][]byte
+	names := [3]string{"threadId", "processId", "processHandle"}
+	var vals [3][]byte
 	members, ok := req.Members()
 	if !ok || !jsonscan.Pick(members, names[:], vals[:]) {
 		return decodeResourceKey(req)
 	}
 	// A member that is not a string (nor null) fails the whole decode.
-	var ids [2]string
+	var ids [3]string
 	for i, v := range vals {
 		if v == nil || string(v) == "null" {
 			continue
@@ -269,26 +304,29 @@ func resourceKey(req *rpcws.Request) string {
 		}
 		ids[i], _ = jsonscan.Text(v)
 	}
-	return keyOf(req.Method, ids[0], ids[1])
+	return keyOf(req.Method, ids[0], ids[1], ids[2])
 }
 
 func decodeResourceKey(req *rpcws.Request) string {
 	var p struct {
-		ThreadID  string `json:"threadId"`
-		ProcessID string `json:"processId"`
+		ThreadID      string `json:"threadId"`
+		ProcessID     string `json:"processId"`
+		ProcessHandle string `json:"processHandle"`
 	}
 	if json.Unmarshal(req.Params, &p) != nil {
 		return ""
 	}
-	return keyOf(req.Method, p.ThreadID, p.ProcessID)
+	return keyOf(req.Method, p.ThreadID, p.ProcessID, p.ProcessHandle)
 }
 
-func keyOf(method, threadID, processID string) string {
-	if threadID != "" {
+func keyOf(method, threadID, processID, processHandle string) string {
+	switch {
+	case threadID != "":
 		return "thread:" + threadID
-	}
-	if processID != "" && strings.HasPrefix(method, "command/exec") {
+	case processID != "" && strings.HasPrefix(method, "command/exec"):
 		return "process:" + processID
+	case processHandle != "" && strings.HasPrefix(method, "process/"):
+		return "processHandle:" + processHandle
 	}
 	return ""
 }
@@ -328,27 +366,31 @@ func (s *Session) dequeue(key string, mine chan struct{}) {
 func (s *Session) serve(ctx context.Context, req *rpcws.Request, release func()) {
 	defer s.conn.Finish(req)
 	start := time.Now()
+	ctx, end := s.trace(ctx, req)
+	ctx = audit.WithActor(ctx, s.Actor())
 	call := &Call{Session: s, Method: req.Method, Params: req.Params, req: req, release: release}
 	result, err := s.invokeSafely(ctx, call)
 	if err != nil {
 		rerr := toRPCError(err)
 		if rerr.Code == CodeInternal {
 			// The client sees a generic message; the cause goes to the log.
-			s.log.Error("request failed", "method", req.Method, "err", err)
+			s.log.ErrorContext(ctx, "request failed", "method", req.Method, "err", err)
 		}
 		s.replyError(req, rerr, start)
+		end(rerr.Code, rerr.Message)
 		return
 	}
 	if result == nil {
 		result = struct{}{}
 	}
 	if err := s.conn.Reply(req, result); err != nil {
-		s.log.Error("reply not sent", "method", req.Method, "err", err)
+		s.log.ErrorContext(ctx, "reply not sent", "method", req.Method, "err", err)
 	}
 	s.observe(req.Method, 0, start)
 	for _, f := range call.after {
 		f()
 	}
+	end(0, "")
 }
 
 // invokeSafely runs the method, turning a panic into an internal error so

@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/appserver/appserver/api"
+	"github.com/appserver/appserver/internal/apptest"
 	"github.com/appserver/appserver/internal/hub"
 	"github.com/appserver/appserver/internal/model"
 	"github.com/appserver/appserver/internal/server"
@@ -81,7 +82,8 @@ func heapObjects() uint64 {
 // -race the time goes into encoding: the thread is kept small.)
 type bigThreadServer struct {
 	m        *turns.Manager
-	c        *client
+	h        *hub.Hub
+	c        *apptest.Client
 	threadID string
 }
 
@@ -107,7 +109,7 @@ func newThreadServer(t *testing.T, turnCount, perTurn, size int, meta json.RawMe
 	t.Cleanup(func() { st.Close() })
 	h := hub.New(hub.Config{Encode: rpcws.EncodeNotification})
 	m, err := turns.New(turns.Config{
-		Store: st, Notifier: h, Subscribers: h, Requests: h, Models: noModels{},
+		Store: st, Sink: h, Models: noModels{},
 		Defaults: turns.Defaults{Model: "fake", ModelProvider: "fake", Cwd: t.TempDir()},
 	})
 	require.NoError(t, err)
@@ -130,10 +132,10 @@ func newThreadServer(t *testing.T, turnCount, perTurn, size int, meta json.RawMe
 	}
 
 	ts := newTestServer(t, server.Config{Hub: h, Threads: m})
-	c := dial(t, ts.url, nil)
-	c.initialize(nil)
-	c.ws.SetReadLimit(-1)
-	return bigThreadServer{m: m, c: c, threadID: th.ID}
+	c := apptest.MustDial(t, ts.url, nil)
+	c.Initialize(nil)
+	c.WS.SetReadLimit(-1)
+	return bigThreadServer{m: m, h: h, c: c, threadID: th.ID}
 }
 
 // call sends the request (id 1) and reads its reply without keeping it:
@@ -147,10 +149,10 @@ func (b bigThreadServer) call(t *testing.T, method string, params map[string]any
 	runtime.GC()
 	base := heapObjects()
 	sampler := sampleHeap()
-	b.c.send(map[string]any{"id": 1, "method": method, "params": params})
+	b.c.Send(map[string]any{"id": 1, "method": method, "params": params})
 	rctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	typ, r, err := b.c.ws.Reader(rctx)
+	typ, r, err := b.c.WS.Reader(rctx)
 	require.NoError(t, err)
 	require.Equal(t, websocket.MessageText, typ)
 	h := sha256.New()
@@ -213,13 +215,13 @@ func TestStreamedResumeAndForkRepliesPrecedeTheirNotifications(t *testing.T) {
 	// could come between them or before.
 	b := newThreadServer(t, 2, 100, 4<<10, meta)
 	for i, method := range []string{"thread/resume", "thread/fork"} {
-		b.c.send(map[string]any{"id": i + 1, "method": method, "params": map[string]any{"threadId": b.threadID}})
-		reply := b.c.recv()
-		require.JSONEq(t, fmt.Sprint(i+1), string(reply["id"]), "the reply comes first, not %s", reply["method"])
+		b.c.Send(map[string]any{"id": i + 1, "method": method, "params": map[string]any{"threadId": b.threadID}})
+		reply := b.c.Next()
+		require.JSONEq(t, fmt.Sprint(i+1), string(reply.ID), "the reply comes first, not %s", reply.Method)
 		var res struct {
 			Thread api.Thread `json:"thread"`
 		}
-		require.NoError(t, json.Unmarshal(reply["result"], &res))
+		require.NoError(t, json.Unmarshal(reply.Result, &res))
 		require.Len(t, res.Thread.Turns, 2)
 		require.Len(t, res.Thread.Turns[1].Items, 100)
 		var got []string
@@ -228,10 +230,7 @@ func TestStreamedResumeAndForkRepliesPrecedeTheirNotifications(t *testing.T) {
 			want = append(want, "thread/started")
 		}
 		for range want {
-			n := b.c.recv()
-			var m string
-			require.NoError(t, json.Unmarshal(n["method"], &m))
-			got = append(got, m)
+			got = append(got, b.c.Next().Method)
 		}
 		require.Equal(t, want, got)
 	}

@@ -86,8 +86,12 @@ func newWSSub(sess *Session) *wsSub {
 }
 
 // Notify implements hub.Subscriber. A numbered notification of a thread
-// being replayed waits for the replay's end.
+// being replayed waits for the replay's end; a broadcast about a thread
+// the connection's principal may not see is dropped.
 func (w *wsSub) Notify(n *hub.Notification) {
+	if n.Owned && !w.sess.who.SeesOriginator(n.Owner) {
+		return // about another principal's thread
+	}
 	if n.Seq > 0 {
 		w.mu.Lock()
 		if held, ok := w.holding[n.ThreadID]; ok {
@@ -195,7 +199,7 @@ func (w *wsSub) await(ctx context.Context, r *hub.Request, h *heldRequest, wait 
 		}
 		return
 	}
-	if !r.Answer(hub.ConnID(w.sess.id), res, err) && tool && r.Call != nil {
+	if !r.AnswerAs(hub.ConnID(w.sess.id), w.sess.Actor(), res, err) && tool && r.Call != nil {
 		// (A call of another daemon has no broker call here; the hub logged it.)
 		w.sess.log.Info("ignored answer to a dynamic tool call that was already settled", "thread", r.ThreadID, "call", r.Call.CallID())
 	}

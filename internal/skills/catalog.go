@@ -141,8 +141,9 @@ func (c *Catalog) Close() {
 // SkillsList answers the skills/list method (docs/protocol.md §4.16): one entry
 // per requested directory (defaultCwd when none is given) with the local
 // skills available there and the SKILL.md files that failed to load.
-// Remote skills are not part of it.
-func (c *Catalog) SkillsList(ctx context.Context, params api.SkillsListParams, defaultCwd string) (api.SkillsListResult, error) {
+// Remote skills are not part of it. extra are the roots the client added
+// (skills/extraRoots/set), searched for every directory.
+func (c *Catalog) SkillsList(ctx context.Context, params api.SkillsListParams, defaultCwd string, extra []string) (api.SkillsListResult, error) {
 	cwds := params.Cwds
 	if len(cwds) == 0 {
 		cwds = []string{defaultCwd}
@@ -150,7 +151,7 @@ func (c *Catalog) SkillsList(ctx context.Context, params api.SkillsListParams, d
 	force := params.ForceReload != nil && *params.ForceReload
 	res := api.SkillsListResult{Data: make(api.List[api.SkillsListEntry], 0, len(cwds))}
 	for _, cwd := range cwds {
-		e, err := c.ListCwd(ctx, cwd, force)
+		e, err := c.ListCwd(ctx, Query{Cwd: cwd, ForceReload: force, ExtraRoots: extra})
 		if err != nil {
 			return api.SkillsListResult{}, err
 		}
@@ -159,9 +160,10 @@ func (c *Catalog) SkillsList(ctx context.Context, params api.SkillsListParams, d
 	return res, nil
 }
 
-// ListCwd returns the local skills for one directory as the skills/list
-// entry.
-func (c *Catalog) ListCwd(ctx context.Context, cwd string, forceReload bool) (api.SkillsListEntry, error) {
+// ListCwd returns the local skills for one directory (q.Cwd) as the
+// skills/list entry.
+func (c *Catalog) ListCwd(ctx context.Context, q Query) (api.SkillsListEntry, error) {
+	cwd := q.Cwd
 	entry := api.SkillsListEntry{Cwd: cwd, Skills: api.List[api.SkillMetadata]{}, Errors: api.List[api.SkillErrorInfo]{}}
 	if c.local == nil {
 		return entry, nil
@@ -169,7 +171,7 @@ func (c *Catalog) ListCwd(ctx context.Context, cwd string, forceReload bool) (ap
 	if cwd != "" && !filepath.IsAbs(cwd) {
 		return api.SkillsListEntry{}, apperr.New(apperr.Invalid, "cwd must be an absolute path: %q", cwd)
 	}
-	l, err := c.local.List(ctx, Query{Cwd: cwd, ForceReload: forceReload})
+	l, err := c.local.List(ctx, q)
 	if err != nil {
 		return api.SkillsListEntry{}, err
 	}

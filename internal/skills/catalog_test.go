@@ -26,7 +26,7 @@ func TestSkillsListPerCwd(t *testing.T) {
 	cat, err := New(Config{Roots: []string{user}}, Options{Local: LocalOptions{CacheTTL: time.Hour}})
 	require.NoError(t, err)
 	other := t.TempDir()
-	res, err := cat.SkillsList(testCtx(t), api.SkillsListParams{Cwds: []string{repo, other}}, "/unused")
+	res, err := cat.SkillsList(testCtx(t), api.SkillsListParams{Cwds: []string{repo, other}}, "/unused", nil)
 	require.NoError(t, err)
 	require.Len(t, res.Data, 2)
 
@@ -52,23 +52,23 @@ func TestSkillsListPerCwd(t *testing.T) {
 
 	// forceReload rescans despite the cache.
 	writeSkill(t, filepath.Join(user, "added"), "added", "New.")
-	res, err = cat.SkillsList(testCtx(t), api.SkillsListParams{}, other)
+	res, err = cat.SkillsList(testCtx(t), api.SkillsListParams{}, other, nil)
 	require.NoError(t, err)
 	assert.Len(t, res.Data[0].Skills, 2)
 	force := true
-	res, err = cat.SkillsList(testCtx(t), api.SkillsListParams{ForceReload: &force}, other)
+	res, err = cat.SkillsList(testCtx(t), api.SkillsListParams{ForceReload: &force}, other, nil)
 	require.NoError(t, err)
 	assert.Len(t, res.Data[0].Skills, 3)
 	assert.Equal(t, other, res.Data[0].Cwd, "the default cwd is used when none is given")
 
-	_, err = cat.SkillsList(testCtx(t), api.SkillsListParams{Cwds: []string{"relative/dir"}}, "")
+	_, err = cat.SkillsList(testCtx(t), api.SkillsListParams{Cwds: []string{"relative/dir"}}, "", nil)
 	assert.Error(t, err)
 }
 
 func TestSkillsListWithoutLocalRoots(t *testing.T) {
 	cat, err := New(Config{}, Options{})
 	require.NoError(t, err)
-	res, err := cat.SkillsList(testCtx(t), api.SkillsListParams{}, "/work")
+	res, err := cat.SkillsList(testCtx(t), api.SkillsListParams{}, "/work", nil)
 	require.NoError(t, err)
 	raw, err := json.Marshal(res)
 	require.NoError(t, err)
@@ -133,7 +133,7 @@ func TestWatcherReportsChanges(t *testing.T) {
 	w.Stop() // before Start: a no-op
 	require.NoError(t, w.Start(ctx))
 	t.Cleanup(w.Stop)
-	require.Error(t, w.Start(ctx), "a second Start fails")
+	require.NoError(t, w.Start(ctx), "a second Start does nothing")
 
 	writeSkill(t, filepath.Join(root, "two"), "two", "d")
 	select {
@@ -173,4 +173,29 @@ bearer_token_env = "APPS_TOKEN"
 		Roots:  []string{"/srv/skills", "~/skills"},
 		Remote: map[string]RemoteConfig{"codex_apps": {URL: "https://apps.example/mcp", BearerTokenEnv: "APPS_TOKEN"}},
 	}, file.Skills)
+}
+
+func TestSkillsListExtraRoots(t *testing.T) {
+	extra := t.TempDir()
+	writeSkill(t, filepath.Join(extra, "demo"), "demo", "From an extra root.")
+	cat, err := New(Config{}, Options{Local: LocalOptions{CacheTTL: time.Hour}})
+	require.NoError(t, err)
+	cwd := t.TempDir()
+	res, err := cat.SkillsList(testCtx(t), api.SkillsListParams{}, cwd, nil)
+	require.NoError(t, err)
+	assert.Empty(t, res.Data[0].Skills)
+
+	// The cached listing of cwd is not the one with the extra root.
+	res, err = cat.SkillsList(testCtx(t), api.SkillsListParams{}, cwd, []string{extra, filepath.Join(extra, "missing")})
+	require.NoError(t, err)
+	require.Len(t, res.Data[0].Skills, 1)
+	assert.Equal(t, api.SkillMetadata{
+		Name: "demo", Description: "From an extra root.",
+		Path: filepath.Join(extra, "demo", SkillFileName), Scope: api.SkillScopeUser, Enabled: true,
+	}, res.Data[0].Skills[0])
+	assert.Empty(t, res.Data[0].Errors, "a missing extra root is no error")
+
+	res, err = cat.SkillsList(testCtx(t), api.SkillsListParams{}, cwd, nil)
+	require.NoError(t, err)
+	assert.Empty(t, res.Data[0].Skills, "without them again, the extra roots are gone")
 }

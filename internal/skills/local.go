@@ -162,7 +162,7 @@ type localSnapshot struct {
 // Roots returns the directories scanned for a turn working in cwd, highest
 // precedence first.
 func (p *LocalProvider) Roots(cwd string) []string {
-	specs := p.rootsFor(cwd)
+	specs := p.rootsFor(cwd, nil)
 	out := make([]string, len(specs))
 	for i, r := range specs {
 		out[i] = r.path
@@ -170,7 +170,11 @@ func (p *LocalProvider) Roots(cwd string) []string {
 	return out
 }
 
-func (p *LocalProvider) rootsFor(cwd string) []rootSpec {
+// rootsFor returns the roots scanned for cwd, highest precedence first;
+// extra are the roots a client added (skills/extraRoots/set), absolute
+// and already checked against what the client may reach; they come after
+// the configured ones, with user scope, and a missing one is not an error.
+func (p *LocalProvider) rootsFor(cwd string, extra []string) []rootSpec {
 	var specs []rootSpec
 	seen := map[string]bool{}
 	add := func(path string, scope api.SkillScope, explicit bool) {
@@ -205,6 +209,11 @@ func (p *LocalProvider) rootsFor(cwd string) []rootSpec {
 			add(r, api.SkillScopeUser, true)
 		}
 	}
+	for _, r := range extra {
+		if filepath.IsAbs(r) {
+			add(r, api.SkillScopeUser, false)
+		}
+	}
 	return specs
 }
 
@@ -234,18 +243,35 @@ func (p *LocalProvider) Invalidate() {
 	clear(p.cache)
 }
 
+// cacheKey names the catalog of q: its directory and its extra roots
+// (NUL cannot occur in a path).
+func cacheKey(q Query) string {
+	key := filepath.Clean(q.Cwd)
+	for _, r := range q.ExtraRoots {
+		key += "\x00" + filepath.Clean(r)
+	}
+	return key
+}
+
 // knownCwds returns the (at most maxCachedCwds) directories catalogs were
 // built for, for the watcher.
 func (p *LocalProvider) knownCwds() []string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return slices.Clone(p.known)
+	cwds := make([]string, 0, len(p.known))
+	for _, key := range p.known {
+		cwd, _, _ := strings.Cut(key, "\x00")
+		if !slices.Contains(cwds, cwd) {
+			cwds = append(cwds, cwd)
+		}
+	}
+	return cwds
 }
 
 // snapshot returns the catalog for q.Cwd, scanning when the cache is cold,
 // expired or bypassed.
 func (p *LocalProvider) snapshot(ctx context.Context, q Query) (*localSnapshot, error) {
-	key := filepath.Clean(q.Cwd)
+	key := cacheKey(q)
 	now := p.opts.Now()
 	p.mu.Lock()
 	snap, gen := p.cache[key], p.gen
@@ -253,7 +279,7 @@ func (p *LocalProvider) snapshot(ctx context.Context, q Query) (*localSnapshot, 
 	if snap != nil && !q.ForceReload && snap.gen == gen && p.opts.CacheTTL > 0 && now.Sub(snap.built) < p.opts.CacheTTL {
 		return snap, nil
 	}
-	snap, err := p.scanWith(ctx, q.Cwd, snap)
+	snap, err := p.scanWith(ctx, q, snap)
 	if err != nil {
 		return nil, err
 	}
@@ -276,7 +302,7 @@ func (p *LocalProvider) snapshot(ctx context.Context, q Query) (*localSnapshot, 
 // Scan reads every root for cwd now, bypassing the cache, and returns the
 // listing (used by benchmarks and tools that want a fresh view).
 func (p *LocalProvider) Scan(ctx context.Context, cwd string) (Listing, error) {
-	snap, err := p.scanWith(ctx, cwd, nil)
+	snap, err := p.scanWith(ctx, Query{Cwd: cwd}, nil)
 	if err != nil {
 		return Listing{}, err
 	}
@@ -418,8 +444,8 @@ func (o *scanOut) fail(path string, err error) {
 
 // scanWith reads every root for cwd. SKILL.md files unchanged (same size
 // and modification time) since prev are not parsed again.
-func (p *LocalProvider) scanWith(ctx context.Context, cwd string, prev *localSnapshot) (*localSnapshot, error) {
-	roots := p.rootsFor(cwd)
+func (p *LocalProvider) scanWith(ctx context.Context, q Query, prev *localSnapshot) (*localSnapshot, error) {
+	roots := p.rootsFor(q.Cwd, q.ExtraRoots)
 	var out scanOut
 	if prev != nil {
 		out.prev = prev.byFile

@@ -41,6 +41,10 @@ type Query struct {
 	Cwd string
 	// ForceReload asks the provider to bypass any cache.
 	ForceReload bool
+	// ExtraRoots are absolute skill roots the client added
+	// (skills/extraRoots/set), already checked against what it may reach;
+	// the local provider searches them after its configured roots.
+	ExtraRoots []string
 }
 
 // Entry is one skill of a provider's catalog. Package and MainResource are

@@ -3,7 +3,6 @@ package skills
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"hash/maphash"
 	"io"
 	"io/fs"
@@ -11,8 +10,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
+
+	"github.com/appserver/appserver/internal/service"
 )
 
 // DefaultWatchInterval is how often a Watcher polls the local roots.
@@ -36,15 +36,11 @@ type WatcherConfig struct {
 
 // Watcher polls the local skill roots (the directories a scan visits and
 // their SKILL.md sizes and modification times) and reports changes. It has one goroutine,
-// started by Start and ended by Stop or by the Start context.
+// started by Start and ended by Stop.
 type Watcher struct {
-	cat *Catalog
-	cfg WatcherConfig
-
-	mu      sync.Mutex // guards started, cancel, done
-	started bool
-	cancel  context.CancelFunc
-	done    chan struct{}
+	cat  *Catalog
+	cfg  WatcherConfig
+	base service.Base
 
 	last map[string]uint64 // root → fingerprint; owned by the goroutine after Start
 }
@@ -62,40 +58,25 @@ func (c *Catalog) NewWatcher(cfg WatcherConfig) *Watcher {
 
 // Start takes the first fingerprint of the roots (so a change made after
 // Start returns is reported) and starts polling. Without a local provider
-// there is nothing to watch and no goroutine is started. It fails if the
-// watcher was already started.
+// there is nothing to watch and no goroutine is started. A second Start
+// does nothing.
 func (w *Watcher) Start(ctx context.Context) error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.started {
-		return errors.New("skills watcher already started")
+	_, run, err := w.base.Begin(ctx)
+	if !run {
+		return err
 	}
-	w.started = true
-	if w.cat.local == nil {
-		return nil
+	if w.cat.local != nil {
+		w.last = w.fingerprints()
+		w.base.Go(w.run)
 	}
-	w.last = w.fingerprints()
-	ctx, w.cancel = context.WithCancel(ctx)
-	w.done = make(chan struct{})
-	go w.run(ctx)
-	return nil
+	return w.base.Started(nil)
 }
 
 // Stop ends polling and waits for the goroutine. It may be called before
 // Start and more than once.
-func (w *Watcher) Stop() {
-	w.mu.Lock()
-	cancel, done := w.cancel, w.done
-	w.mu.Unlock()
-	if cancel == nil {
-		return
-	}
-	cancel()
-	<-done
-}
+func (w *Watcher) Stop() { w.base.Stop(nil) }
 
 func (w *Watcher) run(ctx context.Context) {
-	defer close(w.done)
 	t := time.NewTicker(w.cfg.Interval)
 	defer t.Stop()
 	for {
@@ -136,7 +117,7 @@ func (w *Watcher) fingerprints() map[string]uint64 {
 	cwds = append(cwds, lp.knownCwds()...)
 	out := map[string]uint64{}
 	for _, cwd := range cwds {
-		for _, r := range lp.rootsFor(cwd) {
+		for _, r := range lp.rootsFor(cwd, nil) {
 			if _, done := out[r.path]; !done {
 				out[r.path] = lp.fingerprintRoot(w.cat.codec.seed, r.path)
 			}

@@ -5,39 +5,39 @@ import (
 	"context"
 	"slices"
 	"sync"
+
+	"github.com/appserver/appserver/internal/apperr"
 )
 
-// EventQueue holds event log entries waiting for the store. A
-// GroupCommitter given the queue takes everything queued into each commit
-// round, so events ride the transcript's transactions instead of paying for
-// their own; whoever fills the queue flushes what no round took (Flush).
-// It is safe for concurrent use.
-type EventQueue struct {
+// riders holds records waiting to ride the next commit round of a
+// GroupCommitter: the committer takes everything queued into each round,
+// so that they share the transcript's transactions instead of paying for
+// their own; whoever fills the queue flushes what no round took. It is
+// safe for concurrent use.
+type riders[T any] struct {
 	max int
 
 	mu       sync.Mutex
-	pending  []*Event
-	inflight map[*[]*Event]struct{} // taken, not yet committed or failed
+	pending  []T
+	inflight map[*[]T]struct{} // taken, not yet committed or failed
 	dropped  int64
-	wake     chan struct{} // buffered(1): events are pending
+	wake     chan struct{} // buffered(1): records are pending
 }
 
-// NewEventQueue returns a queue that holds at most max events (beyond it
-// Push drops them).
-func NewEventQueue(max int) *EventQueue {
-	return &EventQueue{max: max, inflight: map[*[]*Event]struct{}{}, wake: make(chan struct{}, 1)}
+func newRiders[T any](max int) riders[T] {
+	return riders[T]{max: max, inflight: map[*[]T]struct{}{}, wake: make(chan struct{}, 1)}
 }
 
-// Push queues an event; it reports false, and counts the event dropped,
+// Push queues a record; it reports false, and counts the record dropped,
 // when the queue is full.
-func (q *EventQueue) Push(ev *Event) bool {
+func (q *riders[T]) Push(r T) bool {
 	q.mu.Lock()
 	if len(q.pending) >= q.max {
 		q.dropped++
 		q.mu.Unlock()
 		return false
 	}
-	q.pending = append(q.pending, ev)
+	q.pending = append(q.pending, r)
 	q.mu.Unlock()
 	select {
 	case q.wake <- struct{}{}:
@@ -47,10 +47,10 @@ func (q *EventQueue) Push(ev *Event) bool {
 }
 
 // Wake is signalled after a Push to an idle queue.
-func (q *EventQueue) Wake() <-chan struct{} { return q.wake }
+func (q *riders[T]) Wake() <-chan struct{} { return q.wake }
 
-// Dropped returns and resets the count of events dropped.
-func (q *EventQueue) Dropped() int64 {
+// Dropped returns and resets the count of records dropped.
+func (q *riders[T]) Dropped() int64 {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	n := q.dropped
@@ -58,23 +58,41 @@ func (q *EventQueue) Dropped() int64 {
 	return n
 }
 
-// take removes every pending event; they stay visible to Queued until done
-// is called with the outcome of their write.
-func (q *EventQueue) take() (evs []*Event, done func()) {
+// drop counts n records dropped.
+func (q *riders[T]) drop(n int) {
+	q.mu.Lock()
+	q.dropped += int64(n)
+	q.mu.Unlock()
+}
+
+// take removes every pending record; they stay in flight until done is
+// called with the outcome of their write.
+func (q *riders[T]) take() (rs []T, done func()) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if len(q.pending) == 0 {
 		return nil, func() {}
 	}
-	evs = q.pending
+	rs = q.pending
 	q.pending = nil
-	key := &evs
+	key := &rs
 	q.inflight[key] = struct{}{}
-	return evs, func() {
+	return rs, func() {
 		q.mu.Lock()
 		delete(q.inflight, key)
 		q.mu.Unlock()
 	}
+}
+
+// EventQueue holds event log entries waiting for the store (see riders).
+type EventQueue struct {
+	riders[*Event]
+}
+
+// NewEventQueue returns a queue that holds at most max events (beyond it
+// Push drops them).
+func NewEventQueue(max int) *EventQueue {
+	return &EventQueue{newRiders[*Event](max)}
 }
 
 // Flush writes what is pending through s, alone; it is for the events no
@@ -108,4 +126,53 @@ func (q *EventQueue) Queued(threadID string, afterSeq int64) []*Event {
 	add(q.pending)
 	slices.SortFunc(out, func(a, b *Event) int { return cmp.Compare(a.Seq, b.Seq) })
 	return out
+}
+
+// AuditQueue holds audit log entries waiting for the store (see riders):
+// an action's entry rides the commit round that stores the transcript of
+// the turn it happened in, or the next one.
+type AuditQueue struct {
+	riders[*AuditEntry]
+}
+
+// NewAuditQueue returns a queue that holds at most max entries (beyond it
+// Push drops them).
+func NewAuditQueue(max int) *AuditQueue {
+	return &AuditQueue{newRiders[*AuditEntry](max)}
+}
+
+// Push queues a valid entry: an invalid one is refused here (Invalid), so
+// that it never spoils a commit round, and a full queue drops it
+// (Unavailable, counted by Dropped).
+func (q *AuditQueue) Push(a *AuditEntry) error {
+	if err := a.validate(); err != nil {
+		return err
+	}
+	if !q.riders.Push(a) {
+		return apperr.New(apperr.Unavailable, "audit queue is full")
+	}
+	return nil
+}
+
+// Flush writes what is pending through s, alone; it is for the entries no
+// commit round took. Entries it could not write are queued again (as room
+// allows), for the next round or flush.
+func (q *AuditQueue) Flush(ctx context.Context, s Store) error {
+	as, done := q.take()
+	defer done()
+	if len(as) == 0 {
+		return nil
+	}
+	err := s.Write(ctx, &Batch{AppendAudit: as})
+	if err != nil {
+		q.requeue(as)
+	}
+	return err
+}
+
+// requeue queues entries again after a failed write, as room allows.
+func (q *AuditQueue) requeue(as []*AuditEntry) {
+	for _, a := range as {
+		q.riders.Push(a)
+	}
 }

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,6 +28,11 @@ type GroupCommitConfig struct {
 	// entries ride the transcript's transactions. Events of a round that
 	// fails are written alone, or counted dropped if the store is down.
 	Events *EventQueue
+	// Audit, when set, is drained into every commit round like Events:
+	// the audit log's entries ride the transcript's transactions. Entries
+	// of a round that fails are written alone, or queued again if the
+	// store is down.
+	Audit *AuditQueue
 }
 
 // GroupCommitter is a Store that merges the batches of concurrent Write
@@ -161,24 +167,55 @@ func (g *GroupCommitter) commit(reqs []*commitRequest) {
 		return
 	}
 	start := time.Now()
+	// A batch that drops turns is written alone, in its place: merged,
+	// its drops would apply before the turns and items of the batches
+	// queued ahead of it (Batch applies group by group).
+	for i, first := 0, true; i < len(claimed); first = false {
+		j := i + 1
+		if len(claimed[i].batch.DropTurns) == 0 {
+			for j < len(claimed) && len(claimed[j].batch.DropTurns) == 0 {
+				j++
+			}
+		}
+		g.commitGroup(claimed[i:j], first)
+		i = j
+	}
+	if g.cfg.OnCommit != nil {
+		g.cfg.OnCommit(len(claimed), time.Since(start))
+	}
+}
+
+// commitGroup commits claimed batches in one transaction, with the
+// event log's queued events when withRiders, and answers their callers.
+func (g *GroupCommitter) commitGroup(claimed []*commitRequest, withRiders bool) {
 	var riders []*Event
-	ridden := func() {}
-	if g.cfg.Events != nil {
+	var audit []*AuditEntry
+	ridden, audited := func() {}, func() {}
+	if withRiders && g.cfg.Events != nil {
 		riders, ridden = g.cfg.Events.take()
 	}
-	if len(claimed) == 1 && len(riders) == 0 {
+	if withRiders && g.cfg.Audit != nil {
+		audit, audited = g.cfg.Audit.take()
+	}
+	if len(claimed) == 1 && len(riders) == 0 && len(audit) == 0 {
 		ridden()
+		audited()
 		claimed[0].done <- g.write(claimed[0].batch)
 	} else {
 		m := mergeBatches(claimed)
 		m.AppendEvents = append(m.AppendEvents, riders...)
+		m.AppendAudit = append(m.AppendAudit, audit...)
 		err := g.write(m)
 		if err != nil && len(riders) > 0 {
 			g.writeRiders(riders, err)
 		}
+		if err != nil && len(audit) > 0 {
+			g.writeAudit(audit, err)
+		}
 		// Before the callers learn the outcome: whoever reads the log
 		// after a write finds its events stored, not queued.
 		ridden()
+		audited()
 		switch {
 		case err == nil:
 			for _, r := range claimed {
@@ -198,9 +235,6 @@ func (g *GroupCommitter) commit(reqs []*commitRequest) {
 			}
 		}
 	}
-	if g.cfg.OnCommit != nil {
-		g.cfg.OnCommit(len(claimed), time.Since(start))
-	}
 }
 
 // writeRiders writes the events of a failed round alone, unless the store
@@ -212,9 +246,19 @@ func (g *GroupCommitter) writeRiders(riders []*Event, err error) {
 			return
 		}
 	}
-	g.cfg.Events.mu.Lock()
-	g.cfg.Events.dropped += int64(len(riders))
-	g.cfg.Events.mu.Unlock()
+	g.cfg.Events.drop(len(riders))
+}
+
+// writeAudit writes the audit entries of a failed round alone, unless the
+// store is down; what is not written is queued again, for a later round
+// (entries were validated when queued, so only the store refuses them).
+func (g *GroupCommitter) writeAudit(entries []*AuditEntry, err error) {
+	if !apperr.Is(err, apperr.Unavailable) {
+		if err = g.write(&Batch{AppendAudit: entries}); err == nil {
+			return
+		}
+	}
+	g.cfg.Audit.requeue(entries)
 }
 
 func (g *GroupCommitter) write(b *Batch) error {
@@ -233,11 +277,14 @@ func mergeBatches(reqs []*commitRequest) *Batch {
 		b := r.batch
 		m.CreateThreads = append(m.CreateThreads, b.CreateThreads...)
 		m.UpdateThreads = append(m.UpdateThreads, b.UpdateThreads...)
+		m.DropTurns = append(m.DropTurns, b.DropTurns...)
 		m.CreateTurns = append(m.CreateTurns, b.CreateTurns...)
 		m.UpdateTurns = append(m.UpdateTurns, b.UpdateTurns...)
 		m.AppendItems = append(m.AppendItems, b.AppendItems...)
 		m.Fences = append(m.Fences, b.Fences...)
 		m.AppendEvents = append(m.AppendEvents, b.AppendEvents...)
+		m.AppendAudit = append(m.AppendAudit, b.AppendAudit...)
+		m.TakeQueued = append(m.TakeQueued, b.TakeQueued...)
 	}
 	return m
 }
@@ -318,6 +365,16 @@ func (g *GroupCommitter) PruneEvents(ctx context.Context, before time.Time, limi
 	return g.inner.PruneEvents(ctx, before, limit)
 }
 
+// PruneThreadEvents goes straight to the wrapped Store, like PruneEvents.
+func (g *GroupCommitter) PruneThreadEvents(ctx context.Context, threadID string, maxBytes int64, limit int) (int64, int64, error) {
+	return g.inner.PruneThreadEvents(ctx, threadID, maxBytes, limit)
+}
+
+// Reclaim goes straight to the wrapped Store.
+func (g *GroupCommitter) Reclaim(ctx context.Context) error {
+	return g.inner.Reclaim(ctx)
+}
+
 // ClaimIdempotencyKey goes straight to the wrapped Store.
 func (g *GroupCommitter) ClaimIdempotencyKey(ctx context.Context, scope, key string, hash []byte, now, expires time.Time) (bool, string, error) {
 	return g.inner.ClaimIdempotencyKey(ctx, scope, key, hash, now, expires)
@@ -338,7 +395,129 @@ func (g *GroupCommitter) PruneIdempotencyKeys(ctx context.Context, now time.Time
 	return g.inner.PruneIdempotencyKeys(ctx, now)
 }
 
+// PutCredential goes straight to the wrapped Store.
+func (g *GroupCommitter) PutCredential(ctx context.Context, c Credential, now time.Time) error {
+	return g.inner.PutCredential(ctx, c, now)
+}
+
+// GetCredential goes straight to the wrapped Store.
+func (g *GroupCommitter) GetCredential(ctx context.Context, kind CredentialKind, digest []byte) (Credential, bool, error) {
+	return g.inner.GetCredential(ctx, kind, digest)
+}
+
+// DeleteCredential goes straight to the wrapped Store.
+func (g *GroupCommitter) DeleteCredential(ctx context.Context, kind CredentialKind, digest []byte) (Credential, bool, error) {
+	return g.inner.DeleteCredential(ctx, kind, digest)
+}
+
+// ClaimEventConsumer goes straight to the wrapped Store.
+func (g *GroupCommitter) ClaimEventConsumer(ctx context.Context, name, holder string, now, expires time.Time) (int64, bool, error) {
+	return g.inner.ClaimEventConsumer(ctx, name, holder, now, expires)
+}
+
+// ReleaseEventConsumer goes straight to the wrapped Store.
+func (g *GroupCommitter) ReleaseEventConsumer(ctx context.Context, name string, token int64, now time.Time) error {
+	return g.inner.ReleaseEventConsumer(ctx, name, token, now)
+}
+
+// EventCursor goes straight to the wrapped Store.
+func (g *GroupCommitter) EventCursor(ctx context.Context, name string) (EventCursor, error) {
+	return g.inner.EventCursor(ctx, name)
+}
+
+// SaveEventCursor goes straight to the wrapped Store.
+func (g *GroupCommitter) SaveEventCursor(ctx context.Context, name string, token int64, positions map[string]int64) error {
+	return g.inner.SaveEventCursor(ctx, name, token, positions)
+}
+
+// EventSpans goes straight to the wrapped Store: events still waiting in
+// the queue are not stored yet.
+func (g *GroupCommitter) EventSpans(ctx context.Context, since time.Time) ([]EventSpan, error) {
+	return g.inner.EventSpans(ctx, since)
+}
+
 // Ping reads through to the wrapped Store.
 func (g *GroupCommitter) Ping(ctx context.Context) error {
 	return g.inner.Ping(ctx)
+}
+
+// AddBudgetSpend goes straight to the wrapped Store.
+func (g *GroupCommitter) AddBudgetSpend(ctx context.Context, principal string, periodStart time.Time, add BudgetSpend) (BudgetSpend, error) {
+	return g.inner.AddBudgetSpend(ctx, principal, periodStart, add)
+}
+
+// GetBudgetSpend goes straight to the wrapped Store.
+func (g *GroupCommitter) GetBudgetSpend(ctx context.Context, principal string, periodStart time.Time) (BudgetSpend, error) {
+	return g.inner.GetBudgetSpend(ctx, principal, periodStart)
+}
+
+// PutWebhook goes straight to the wrapped Store.
+func (g *GroupCommitter) PutWebhook(ctx context.Context, w Webhook) error {
+	return g.inner.PutWebhook(ctx, w)
+}
+
+// GetWebhook goes straight to the wrapped Store.
+func (g *GroupCommitter) GetWebhook(ctx context.Context, id string) (Webhook, error) {
+	return g.inner.GetWebhook(ctx, id)
+}
+
+// ListWebhooks goes straight to the wrapped Store.
+func (g *GroupCommitter) ListWebhooks(ctx context.Context) ([]Webhook, error) {
+	return g.inner.ListWebhooks(ctx)
+}
+
+// DeleteWebhook goes straight to the wrapped Store.
+func (g *GroupCommitter) DeleteWebhook(ctx context.Context, id string) error {
+	return g.inner.DeleteWebhook(ctx, id)
+}
+
+// AppendWebhookDelivery goes straight to the wrapped Store.
+func (g *GroupCommitter) AppendWebhookDelivery(ctx context.Context, d WebhookDelivery, keep int) error {
+	return g.inner.AppendWebhookDelivery(ctx, d, keep)
+}
+
+// ListWebhookDeliveries goes straight to the wrapped Store.
+func (g *GroupCommitter) ListWebhookDeliveries(ctx context.Context, webhook string, beforeSeq int64, limit int) ([]WebhookDelivery, error) {
+	return g.inner.ListWebhookDeliveries(ctx, webhook, beforeSeq, limit)
+}
+
+// ListAudit goes straight to the wrapped Store.
+func (g *GroupCommitter) ListAudit(ctx context.Context, q AuditQuery) ([]AuditEntry, error) {
+	return g.inner.ListAudit(ctx, q)
+}
+
+// PruneAudit goes straight to the wrapped Store: it deletes old rows no
+// pending write touches.
+func (g *GroupCommitter) PruneAudit(ctx context.Context, before time.Time, limit int) (int64, error) {
+	return g.inner.PruneAudit(ctx, before, limit)
+}
+
+// AddQueued goes straight to the wrapped Store.
+func (g *GroupCommitter) AddQueued(ctx context.Context, q *QueuedSubmission) (bool, error) {
+	return g.inner.AddQueued(ctx, q)
+}
+
+// ListQueued goes straight to the wrapped Store.
+func (g *GroupCommitter) ListQueued(ctx context.Context, threadID string) ([]QueuedSubmission, error) {
+	return g.inner.ListQueued(ctx, threadID)
+}
+
+// UpdateQueued goes straight to the wrapped Store.
+func (g *GroupCommitter) UpdateQueued(ctx context.Context, threadID, id string, payload json.RawMessage) error {
+	return g.inner.UpdateQueued(ctx, threadID, id, payload)
+}
+
+// DeleteQueued goes straight to the wrapped Store.
+func (g *GroupCommitter) DeleteQueued(ctx context.Context, threadID, id string) (bool, error) {
+	return g.inner.DeleteQueued(ctx, threadID, id)
+}
+
+// ReorderQueued goes straight to the wrapped Store.
+func (g *GroupCommitter) ReorderQueued(ctx context.Context, threadID string, ids []string) error {
+	return g.inner.ReorderQueued(ctx, threadID, ids)
+}
+
+// QueuedThreads goes straight to the wrapped Store.
+func (g *GroupCommitter) QueuedThreads(ctx context.Context) ([]string, error) {
+	return g.inner.QueuedThreads(ctx)
 }

@@ -5,15 +5,10 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
 	"github.com/appserver/appserver/internal/apperr"
 	"github.com/appserver/appserver/internal/store"
 )
-
-func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
-}
 
 func TestValidatePayload(t *testing.T) {
 	const thread = "0190a5b2-0000-7000-8000-000000000001"
@@ -25,9 +20,16 @@ func TestValidatePayload(t *testing.T) {
 		{`{"text":"\u0001 is fine"}`, ""},
 		{`{"text":"\\u0000 is a literal backslash-u"}`, ""},
 		{`{"text":"\\\\u0000 too"}`, ""},
-		{`{"text":"\u0000"}`, apperr.Invalid},
-		{`{"text":"\\\u0000"}`, apperr.Invalid},
-		{`{"text":"ok","more":"\u0000"}`, apperr.Invalid},
+		// NUL inside an object: stored with the SQL backends' escape.
+		{`{"text":"\u0000"}`, ""},
+		{`{"text":"\\\u0000"}`, ""},
+		{`{"text":"ok","more":["\u0000"]}`, ""},
+		// NUL in a JSON value that is no object: refused.
+		{`"\u0000"`, apperr.Invalid},
+		{` ["\u0000"]`, apperr.Invalid},
+		// The escape's mark is the store's alone.
+		{`{"appserver:nul":1,"text":"a"}`, apperr.Invalid},
+		{`{"nested":{"appserver:nul":1}}`, ""},
 		{`{"text":`, apperr.Invalid},
 		{``, apperr.Invalid},
 		{`null`, ""},
@@ -73,11 +75,11 @@ func TestValidateMessages(t *testing.T) {
 	}{
 		{store.Batch{CreateThreads: []*store.Thread{{ID: thread, Preview: "a\x00"}}}, "thread " + thread + ": text contains a NUL character"},
 		{store.Batch{CreateThreads: []*store.Thread{{ID: thread, Meta: bad}}}, "thread " + thread + " meta is not valid JSON"},
-		{store.Batch{CreateThreads: []*store.Thread{{ID: thread, Meta: nul}}}, "thread " + thread + ` meta contains a \u0000 character`},
+		{store.Batch{CreateThreads: []*store.Thread{{ID: thread, Meta: nul}}}, "thread " + thread + ` meta holds a \u0000 character outside an object`},
 		{store.Batch{UpdateThreads: []store.ThreadPatch{{ID: thread, Meta: bad}}}, "thread " + thread + " meta is not valid JSON"},
 		{store.Batch{CreateTurns: []*store.Turn{{ThreadID: thread, ID: "t\x00", Status: store.TurnInProgress}}}, "turn t\x00: text contains a NUL character"},
 		{store.Batch{CreateTurns: []*store.Turn{{ThreadID: thread, ID: "t", Status: store.TurnInProgress, Error: bad}}}, "turn t error is not valid JSON"},
-		{store.Batch{UpdateTurns: []store.TurnPatch{{ThreadID: thread, ID: "t", Meta: nul}}}, `turn t meta contains a \u0000 character`},
+		{store.Batch{UpdateTurns: []store.TurnPatch{{ThreadID: thread, ID: "t", Meta: nul}}}, `turn t meta holds a \u0000 character outside an object`},
 		{store.Batch{AppendItems: []*store.Item{{ThreadID: thread, TurnID: "t", ItemID: "i", Type: "x\x00", Payload: json.RawMessage(`{}`)}}}, "item i: text contains a NUL character"},
 		{store.Batch{AppendItems: []*store.Item{{ThreadID: thread, TurnID: "t", ItemID: "i", Type: "x", Payload: bad}}}, "item i payload is not valid JSON"},
 		{store.Batch{AppendItems: []*store.Item{{ThreadID: thread, TurnID: "t", ItemID: "i", Type: "x"}}}, "item i: payload is empty"},

@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/appserver/appserver/internal/service"
 )
 
 // Config says where the certificate is.
@@ -35,13 +37,12 @@ type Reloader struct {
 	// an older read after a newer one.
 	mu sync.Mutex
 
-	// The signal watcher, between Start and Stop.
-	watchMu  sync.Mutex
-	sigs     chan os.Signal
-	stop     chan struct{}
-	done     chan struct{}
+	// base runs the signal watcher between Start and Stop.
+	base     service.Base
 	reloaded func(error) // test signal: called after each SIGHUP's reload
 }
+
+var _ service.Service = (*Reloader)(nil)
 
 // New reads the certificate and key; an error means there is nothing to
 // serve.
@@ -90,24 +91,22 @@ func (r *Reloader) TLSConfig() *tls.Config {
 	}
 }
 
-// Start reloads the certificate on every SIGHUP until Stop or until ctx
-// ends.
+// Start reloads the certificate on every SIGHUP until Stop.
 func (r *Reloader) Start(ctx context.Context) error {
-	r.watchMu.Lock()
-	defer r.watchMu.Unlock()
-	if r.sigs != nil {
-		return errors.New("tls: Start called twice")
+	_, run, err := r.base.Begin(ctx)
+	if !run {
+		return err
 	}
-	r.sigs = make(chan os.Signal, 1)
-	r.stop = make(chan struct{})
-	r.done = make(chan struct{})
-	signal.Notify(r.sigs, syscall.SIGHUP)
-	go r.watch(ctx, r.sigs, r.stop, r.done)
-	return nil
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGHUP)
+	r.base.Go(func(ctx context.Context) {
+		defer signal.Stop(sigs)
+		r.watch(ctx, sigs)
+	})
+	return r.base.Started(nil)
 }
 
-func (r *Reloader) watch(ctx context.Context, sigs <-chan os.Signal, stop, done chan struct{}) {
-	defer close(done)
+func (r *Reloader) watch(ctx context.Context, sigs <-chan os.Signal) {
 	for {
 		select {
 		case <-sigs:
@@ -118,8 +117,6 @@ func (r *Reloader) watch(ctx context.Context, sigs <-chan os.Signal, stop, done 
 			if r.reloaded != nil {
 				r.reloaded(err)
 			}
-		case <-stop:
-			return
 		case <-ctx.Done():
 			return
 		}
@@ -128,14 +125,4 @@ func (r *Reloader) watch(ctx context.Context, sigs <-chan os.Signal, stop, done 
 
 // Stop stops reloading on SIGHUP and waits for the watcher to end. It
 // tolerates a Reloader never started and being called twice.
-func (r *Reloader) Stop() {
-	r.watchMu.Lock()
-	defer r.watchMu.Unlock()
-	if r.sigs == nil || r.stop == nil {
-		return
-	}
-	signal.Stop(r.sigs)
-	close(r.stop)
-	<-r.done
-	r.stop = nil
-}
+func (r *Reloader) Stop() { r.base.Stop(nil) }

@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/appserver/appserver/internal/service"
 	"go.uber.org/goleak"
 
 	"github.com/appserver/appserver/internal/tlscert/tlscerttest"
@@ -94,7 +96,7 @@ func TestReloadOnSIGHUP(t *testing.T) {
 }
 
 // New needs both files, readable and matching; Stop is safe unstarted and
-// twice.
+// twice, a second Start does nothing and a stopped Reloader stays stopped.
 func TestNewAndStop(t *testing.T) {
 	dir := t.TempDir()
 	selfSigned(t, dir, 1)
@@ -106,7 +108,8 @@ func TestNewAndStop(t *testing.T) {
 	require.NoError(t, err)
 	r.Stop()
 	require.NoError(t, r.Start(context.Background()))
-	require.Error(t, r.Start(context.Background()))
+	require.NoError(t, r.Start(context.Background()))
 	r.Stop()
 	r.Stop()
+	require.ErrorIs(t, r.Start(context.Background()), service.ErrStopped)
 }

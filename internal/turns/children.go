@@ -8,58 +8,10 @@ import (
 
 	"github.com/appserver/appserver/api"
 	"github.com/appserver/appserver/internal/apperr"
+	"github.com/appserver/appserver/internal/model"
 	"github.com/appserver/appserver/internal/store"
+	"github.com/appserver/appserver/internal/turns/transcript"
 )
-
-// subAgentMeta is what a child thread keeps about its spawn and its last
-// turn, in its thread meta: the parent and depth name it in thread/read,
-// the last status and answer serve wait_agent after the child unloaded.
-type subAgentMeta struct {
-	ParentThreadID string `json:"parentThreadId"`
-	Depth          int    `json:"depth"`
-	AgentPath      string `json:"agentPath,omitempty"`
-	Nickname       string `json:"nickname,omitempty"`
-	// LastStatus and LastAnswer are the end of the child's last turn:
-	// its status and its last agent message.
-	LastStatus api.TurnStatus `json:"lastStatus,omitempty"`
-	LastAnswer *string        `json:"lastAnswer,omitempty"`
-	LastError  string         `json:"lastError,omitempty"`
-	// EndedTurnID is the turn whose end LastStatus records.
-	EndedTurnID string `json:"endedTurnId,omitempty"`
-}
-
-// threadSpawnSource is the SessionSource payload of a spawned child:
-// {"thread_spawn": {parent_thread_id, depth, agent_path, ...}}, as the
-// reference writes it.
-func (s *subAgentMeta) threadSpawnSource() json.RawMessage {
-	type spawn struct {
-		ParentThreadID string  `json:"parent_thread_id"`
-		Depth          int     `json:"depth"`
-		AgentPath      *string `json:"agent_path"`
-		AgentNickname  *string `json:"agent_nickname"`
-		AgentRole      *string `json:"agent_role"`
-	}
-	sp := spawn{ParentThreadID: s.ParentThreadID, Depth: s.Depth}
-	if s.AgentPath != "" {
-		sp.AgentPath = &s.AgentPath
-	}
-	if s.Nickname != "" {
-		sp.AgentNickname = &s.Nickname
-	}
-	b, _ := json.Marshal(map[string]spawn{"thread_spawn": sp})
-	return b
-}
-
-// spawnEdge is one child in its parent's meta: the parent keeps the list
-// of its children, so that they are found from it (archiving it archives
-// them, the HTTP API lists them) and so that the collaboration tools know
-// after a restart which of them are still open.
-type spawnEdge struct {
-	ID       string `json:"id"`
-	Nickname string `json:"nickname,omitempty"`
-	// Closed is set by close_agent and cleared by resume_agent.
-	Closed bool `json:"closed,omitempty"`
-}
 
 // threadSourceSubagent is the threadSource tag of spawned children.
 const threadSourceSubagent = "subagent"
@@ -84,6 +36,8 @@ type Children struct {
 	m        *Manager
 	parentID string
 	depth    int
+	// path is the parent's task path ("" unless a v2 spawn named it).
+	path string
 	// rootTurnID is the rootTurnId of the turns the children start: the
 	// root of the parent's turn whose tools drive them.
 	rootTurnID string
@@ -92,16 +46,20 @@ type Children struct {
 // childrenLocked returns the Children of t for its turn at; t.mu must be
 // held.
 func (t *thread) childrenLocked(at *activeTurn) *Children {
-	depth := 0
+	depth, path := 0, ""
 	if t.meta.SubAgent != nil {
-		depth = t.meta.SubAgent.Depth
+		depth, path = t.meta.SubAgent.Depth, t.meta.SubAgent.AgentPath
 	}
-	return &Children{m: t.m, parentID: t.id, depth: depth, rootTurnID: *at.rootID()}
+	return &Children{m: t.m, parentID: t.id, depth: depth, path: path, rootTurnID: *at.rootID()}
 }
 
 // Depth is this thread's spawn depth: 0 for a thread a client started,
 // its parent's plus one for a child.
 func (c *Children) Depth() int { return c.depth }
+
+// AgentPath is this thread's task path as its spawn named it; "" for a
+// thread a client started or a child spawned without one.
+func (c *Children) AgentPath() string { return c.path }
 
 // SpawnParams is a child to create.
 type SpawnParams struct {
@@ -166,20 +124,20 @@ func (c *Children) Spawn(ctx context.Context, sp SpawnParams) (Spawned, error) {
 		rec.Model = &name
 	}
 	pm := parent.meta
-	parent.meta.Spawned = append(slices.Clip(pm.Spawned), spawnEdge{ID: rec.ID, Nickname: nickname})
+	parent.meta.Spawned = append(slices.Clip(pm.Spawned), transcript.SpawnEdge{ID: rec.ID, Nickname: nickname})
 	parentPatch := store.ThreadPatch{ID: parent.id, Meta: parent.metaJSONLocked()}
 	parent.mu.Unlock()
 	// The child can never be granted more than its parent: it takes the
 	// parent's policies as they are, and nothing in a spawn changes them.
 	src := threadSourceSubagent
-	meta := threadMeta{
+	meta := transcript.ThreadMeta{
 		Cwd: rec.Cwd, ModelProvider: rec.ModelProvider,
 		ApprovalPolicy: pm.ApprovalPolicy, ApprovalsReviewer: pm.ApprovalsReviewer, Sandbox: pm.Sandbox,
 		ReasoningEffort: cmp.Or(optional(sp.ReasoningEffort), pm.ReasoningEffort), ReasoningSummary: pm.ReasoningSummary,
 		BaseInstructions: pm.BaseInstructions, DeveloperInstructions: pm.DeveloperInstructions,
 		Originator: pm.Originator, ThreadSource: &src, CLIVersion: pm.CLIVersion, ServiceTier: pm.ServiceTier,
 		Config:   pm.Config,
-		SubAgent: &subAgentMeta{ParentThreadID: c.parentID, Depth: c.depth + 1, AgentPath: agentPath, Nickname: nickname},
+		SubAgent: &transcript.SubAgent{ParentThreadID: c.parentID, Depth: c.depth + 1, AgentPath: agentPath, Nickname: nickname},
 	}
 	rec.Meta, _ = json.Marshal(meta)
 	b.CreateThreads, b.UpdateThreads = []*store.Thread{&rec}, []store.ThreadPatch{parentPatch}
@@ -193,7 +151,7 @@ func (c *Children) Spawn(ctx context.Context, sp SpawnParams) (Spawned, error) {
 	if err != nil {
 		return Spawned{}, err
 	}
-	child := newThread(m, rec, meta, parent.store)
+	child := newThread(m, rec, meta, parent.store, append([]string{parent.id}, parent.ancestors...))
 	if err := m.register(child); err != nil {
 		return Spawned{}, err
 	}
@@ -267,6 +225,17 @@ func (c *Children) SendInput(ctx context.Context, childID string, input []api.Us
 		t.interruptActive(errInterrupted)
 	}
 	return c.start(ctx, childID, input)
+}
+
+// Message adds text to the child's model history without starting a
+// turn: its running turn's next model request takes it, or its next turn.
+func (c *Children) Message(ctx context.Context, childID, text string) error {
+	t, err := c.child(ctx, childID)
+	if err != nil {
+		return err
+	}
+	defer t.unpin()
+	return t.inject(ctx, []model.InputItem{model.UserMessage(text)})
 }
 
 // Wait blocks until the child has no turn running (or ctx ends) and
@@ -347,6 +316,70 @@ func (t *thread) recordChildEndLocked(turnID string, status api.TurnStatus, turn
 	t.meta.SubAgent = &cp
 }
 
+// tellParent adds the words of a child's turn end (Config.ChildEnded) to
+// its parent's model history. It runs on the child's turn once its end is
+// stored, before it is announced and the turn lets go of the thread, so
+// that a parent waiting for the child has the note in its next model
+// request; a parent gone or unreadable is logged, and the child's end
+// stands.
+func (t *thread) tellParent(ctx context.Context) {
+	f := t.m.cfg.ChildEnded
+	if f == nil {
+		return
+	}
+	t.mu.Lock()
+	sa := t.meta.SubAgent
+	t.mu.Unlock()
+	if sa == nil || sa.LastStatus == "" || sa.AgentPath != "" && sa.LastStatus == api.TurnInterrupted {
+		// A v2 child interrupted tells its parent nothing, as in the
+		// reference: interrupt_agent answered for it.
+		return
+	}
+	text := f(t.id, sa.AgentPath, AgentState{Status: sa.LastStatus, Answer: sa.LastAnswer, Error: sa.LastError})
+	if text == "" {
+		return
+	}
+	parent, err := t.m.load(ctx, sa.ParentThreadID)
+	if err == nil {
+		err = parent.inject(ctx, []model.InputItem{model.UserMessage(text)})
+		parent.unpin()
+	}
+	if err != nil {
+		t.m.log.WarnContext(ctx, "the parent was not told of its child's end", "thread", sa.ParentThreadID, "child", t.id, "err", err)
+	}
+}
+
+// showEndToParent shows the end of a child named by a task path (a v2
+// collaboration child) on its parent's running turn, as the reference
+// does: a subAgentActivity item of kind completed, announced after the
+// child's turn/completed and before a wait on the child returns. A parent
+// not loaded here, or idle, shows nothing.
+func (t *thread) showEndToParent() {
+	t.mu.Lock()
+	sa := t.meta.SubAgent
+	t.mu.Unlock()
+	if sa == nil || sa.AgentPath == "" || sa.EndedTurnID == "" || sa.LastStatus == api.TurnInterrupted {
+		return
+	}
+	parent := t.m.loaded(sa.ParentThreadID)
+	if parent == nil {
+		return
+	}
+	parent.mu.Lock()
+	at := parent.active
+	parent.mu.Unlock()
+	if at == nil || at.ending || at.run == nil {
+		return
+	}
+	ms := t.m.now().UnixMilli()
+	body := &api.SubAgentActivityItem{
+		ID: "subagent-completed-" + sa.EndedTurnID, Kind: api.SubAgentCompleted, AgentThreadID: t.id, AgentPath: sa.AgentPath,
+	}
+	started := *body
+	at.run.ItemStarted(api.ThreadItem{Body: &started, StartedAtMs: &ms})
+	at.run.ItemCompleted(api.ThreadItem{Body: body, StartedAtMs: &ms, CompletedAtMs: &ms})
+}
+
 // settleChildEnd corrects a loading child's recorded end from its last
 // stored turn: a turn that never finished (the daemon died under it, and
 // Recover marked it interrupted) left the end of the turn before it in the
@@ -359,28 +392,6 @@ func (t *thread) settleChildEnd(last store.Turn) {
 	cp := *sa
 	cp.LastStatus, cp.LastAnswer, cp.LastError, cp.EndedTurnID = api.TurnStatus(last.Status), nil, "", last.ID
 	t.meta.SubAgent = &cp
-}
-
-// requestThread is the thread whose clients a server request of t goes
-// to: t's own, or for a spawned child nobody watches, those of its nearest
-// loaded ancestor that has subscribers (the request still names the
-// child's thread). A child's approvals are so answered by whoever watches
-// the work it was given.
-func (t *thread) requestThread() string {
-	if t.parentID == "" || len(t.subscribers()) > 0 {
-		return t.id
-	}
-	for pid := t.parentID; pid != ""; {
-		p := t.m.loaded(pid)
-		if p == nil {
-			break
-		}
-		if len(p.subscribers()) > 0 {
-			return p.id
-		}
-		pid = p.parentID
-	}
-	return t.id
 }
 
 // interruptChildren stops the running turns of the loaded children of
@@ -436,7 +447,7 @@ func (c *Children) SetClosed(ctx context.Context, childID string, closed bool) e
 	t.metaMu.Lock()
 	defer t.metaMu.Unlock()
 	t.mu.Lock()
-	i := slices.IndexFunc(t.meta.Spawned, func(e spawnEdge) bool { return e.ID == childID })
+	i := slices.IndexFunc(t.meta.Spawned, func(e transcript.SpawnEdge) bool { return e.ID == childID })
 	if i < 0 {
 		t.mu.Unlock()
 		return apperr.New(apperr.NotFound, "agent with id %s not found", childID)
@@ -456,7 +467,7 @@ func (c *Children) SetClosed(ctx context.Context, childID string, closed bool) e
 }
 
 // spawnEdges returns the children thread id recorded, loaded or not.
-func (m *Manager) spawnEdges(ctx context.Context, id string) ([]spawnEdge, error) {
+func (m *Manager) spawnEdges(ctx context.Context, id string) ([]transcript.SpawnEdge, error) {
 	if t := m.loaded(id); t != nil {
 		t.mu.Lock()
 		defer t.mu.Unlock()
@@ -466,13 +477,8 @@ func (m *Manager) spawnEdges(ctx context.Context, id string) ([]spawnEdge, error
 	if err != nil {
 		return nil, err
 	}
-	var meta threadMeta
-	if len(rec.Meta) > 0 {
-		if err := json.Unmarshal(rec.Meta, &meta); err != nil {
-			return nil, apperr.Wrap(apperr.Internal, err, "corrupt thread metadata")
-		}
-	}
-	return meta.Spawned, nil
+	meta, err := transcript.DecodeThreadMeta(rec.Meta)
+	return meta.Spawned, err
 }
 
 // descendants returns the threads id spawned, their children and so on,
@@ -543,4 +549,12 @@ func optional(s string) *string {
 		return nil
 	}
 	return &s
+}
+
+// deref is *s, "" for nil.
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }

@@ -71,7 +71,7 @@ func BenchmarkSpawnWait(b *testing.B) {
 		b.Fatal(err)
 	}
 	m, err := turns.New(turns.Config{
-		Store: st, Notifier: discard{}, Models: oneProvider{client},
+		Store: st, Sink: sinkFor(discard{}), Models: oneProvider{client},
 		Defaults: turns.Defaults{Model: "fake", ModelProvider: "fake", Cwd: b.TempDir()},
 	})
 	if err != nil {

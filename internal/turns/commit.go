@@ -8,6 +8,7 @@ import (
 	"github.com/appserver/appserver/api"
 	"github.com/appserver/appserver/internal/model"
 	"github.com/appserver/appserver/internal/store"
+	"github.com/appserver/appserver/internal/turns/transcript"
 )
 
 // roundCommitter overlaps a tool round's commit with the next model
@@ -149,6 +150,7 @@ func (c *roundCommit) wait() error {
 // the round's deferred tool item goes in the same commit.
 func (r *turnRun) recordUsageAsync(u model.Usage, withHistory bool) *roundCommit {
 	last := breakdown(u)
+	r.hist.AddUsage(last)
 	t := r.t
 	t.mu.Lock()
 	total := t.addTokensLocked(last)
@@ -159,10 +161,13 @@ func (r *turnRun) recordUsageAsync(u model.Usage, withHistory bool) *roundCommit
 	b := &store.Batch{}
 	what := "token usage"
 	if withHistory {
-		b.UpdateTurns = []store.TurnPatch{{ThreadID: t.id, ID: r.at.id, Meta: r.hist.metaJSON()}}
+		b.UpdateTurns = []store.TurnPatch{{ThreadID: t.id, ID: r.at.id, Meta: r.metaJSON()}}
 		what = "turn history"
 	}
 	items := r.commits.takeDeferred()
+	limits, provider := r.limits, r.at.settings.provider
+	r.limits = nil
+	budget := r.budgetStatus()
 	c := &roundCommit{done: make(chan error, 1), what: what}
 	c.run = func() {
 		// The thread's meta as it is now, with any change made since
@@ -186,7 +191,9 @@ func (r *turnRun) recordUsageAsync(u model.Usage, withHistory bool) *roundCommit
 			r.announceDeferred(items)
 			t.emit("thread/tokenUsage/updated", api.ThreadTokenUsageUpdatedNotification{
 				ThreadID: t.id, TurnID: r.at.id, TokenUsage: api.TokenUsage{Total: total, Last: last, ModelContextWindow: t.m.contextWindow()},
+				Budget: budget,
 			})
+			t.announceRateLimits(provider, limits)
 			// The reference repeats the turn's diff after each response's
 			// usage.
 			r.emitDiff()
@@ -230,14 +237,14 @@ func (r *turnRun) itemCompleted(item api.ThreadItem, final bool) {
 	if r.commits.deferItem(item.Body.ItemID(), final, deferredItem{at: now, note: note}) {
 		return
 	}
-	sit, err := storeItem(r.t.id, r.at.id, item, now)
+	sit, err := transcript.StoreItem(r.t.id, r.at.id, item, now)
 	if err == nil {
 		err = r.t.write(r.persistCtx(), &store.Batch{AppendItems: []*store.Item{sit}})
 	}
 	if err != nil {
 		// Never announced: a client must not see completed what the store
 		// lacks. The turn fails instead, if it still runs.
-		r.t.m.log.Error("persist tool item", "thread", r.t.id, "item", item.Body.ItemID(), "err", err)
+		r.t.m.log.ErrorContext(r.obs, "persist tool item", "thread", r.t.id, "item", item.Body.ItemID(), "err", err)
 		r.at.cancel(fmt.Errorf("persist tool item: %w", err))
 		return
 	}
@@ -255,7 +262,7 @@ type deferredItem struct {
 func (r *turnRun) storeDeferred(items []deferredItem) ([]*store.Item, error) {
 	out := make([]*store.Item, 0, len(items))
 	for _, d := range items {
-		sit, err := storeItem(r.t.id, d.note.TurnID, d.note.Item, d.at)
+		sit, err := transcript.StoreItem(r.t.id, d.note.TurnID, d.note.Item, d.at)
 		if err != nil {
 			return nil, err
 		}
@@ -289,11 +296,7 @@ func (t *thread) addTokensLocked(u api.TokenUsageBreakdown) api.TokenUsageBreakd
 	if t.meta.TokenTotal != nil {
 		total = *t.meta.TokenTotal
 	}
-	total.TotalTokens += u.TotalTokens
-	total.InputTokens += u.InputTokens
-	total.CachedInputTokens += u.CachedInputTokens
-	total.OutputTokens += u.OutputTokens
-	total.ReasoningOutputTokens += u.ReasoningOutputTokens
+	transcript.SumUsage(&total, u)
 	t.meta.TokenTotal = &total
 	return total
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/appserver/appserver/api"
 	"github.com/appserver/appserver/internal/model"
 	"github.com/appserver/appserver/internal/store"
+	"github.com/appserver/appserver/internal/turns/transcript"
 )
 
 // compactPrompt is the request that ends a compaction's model input unless
@@ -56,13 +57,10 @@ func (r *turnRun) runCompact() {
 // needsCompaction reports whether the context has reached the
 // auto-compact limit, so that the next request must follow a compaction.
 func (r *turnRun) needsCompaction() bool {
-	limit := r.t.m.cfg.Defaults.AutoCompactLimit
-	if limit <= 0 {
-		return false
-	}
 	r.t.mu.Lock()
 	defer r.t.mu.Unlock()
-	return r.t.meta.ContextTokens >= limit
+	limit := r.t.autoCompactLimitLocked()
+	return limit > 0 && r.t.meta.ContextTokens >= limit
 }
 
 // compact asks the model to summarize the history so far and replaces it
@@ -82,20 +80,21 @@ func (r *turnRun) compact() error {
 	if err != nil {
 		return err
 	}
-	all := slices.Concat(r.prior.items, r.hist.items)
-	r.prior = history{}
-	r.hist = history{replaces: true, root: r.hist.root}
-	r.hist.add(compactedHistory(all, summary)...)
+	all := slices.Concat(r.prior.Items, r.hist.Items)
+	r.prior = transcript.History{}
+	r.hist = transcript.History{Replaces: true, Root: r.hist.Root, Usage: r.hist.Usage}
+	r.hist.Add(compactedHistory(all, summary)...)
+	r.hist.AddUsage(breakdown(usage))
 
 	now := t.m.now()
 	done := now.UnixMilli()
 	item.CompletedAtMs = &done
-	sit, err := storeItem(t.id, at.id, item, now)
+	sit, err := transcript.StoreItem(t.id, at.id, item, now)
 	if err != nil {
 		return err
 	}
 	b := &store.Batch{
-		UpdateTurns: []store.TurnPatch{{ThreadID: t.id, ID: at.id, Meta: r.hist.metaJSON()}},
+		UpdateTurns: []store.TurnPatch{{ThreadID: t.id, ID: at.id, Meta: r.metaJSON()}},
 		AppendItems: []*store.Item{sit},
 	}
 	// The summary request is paid for like any other. As the reference
@@ -129,8 +128,8 @@ func (r *turnRun) compact() error {
 // four bytes a token of its instructions and input.
 func (r *turnRun) contextEstimate() int64 {
 	n := len(r.at.settings.instructions) + len(r.at.settings.developer)
-	r.hist.ensureWire()
-	for _, w := range r.hist.wire {
+	r.hist.EnsureWire()
+	for _, w := range r.hist.Wire {
 		n += len(w)
 	}
 	return int64(n+3) / 4
@@ -165,7 +164,7 @@ func (r *turnRun) summarize() (string, model.Usage, error) {
 			req.InputWire = append(wire[:len(wire):len(wire)], promptWire)
 		}
 		var text string
-		res, err := client.Stream(at.ctx, req, func(ev model.Event) error {
+		res, err := client.Stream(r.obs, req, func(ev model.Event) error {
 			if e, ok := ev.(model.OutputItemDone); ok && e.Item.Type == model.ItemMessage && e.Item.Role == model.RoleAssistant {
 				text = e.Item.Text()
 			}

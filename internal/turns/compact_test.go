@@ -19,7 +19,7 @@ import (
 func compactManager(t *testing.T, st store.Store, client model.Client, notes *noteLog, limit int64) *turns.Manager {
 	t.Helper()
 	m, err := turns.New(turns.Config{
-		Store: st, Notifier: notes, Models: oneProvider{client},
+		Store: st, Sink: sinkFor(notes), Models: oneProvider{client},
 		Tools: func(tc turns.ToolContext) ([]registry.ConfiguredToolSpec, *registry.Registry, error) {
 			return noArgTools(false, map[string]registry.Handler{"noop": noopTool{}})
 		},
@@ -94,7 +94,7 @@ func TestCompactThreadReplacesHistory(t *testing.T) {
 	require.Contains(t, lines, "item/started")
 	require.Contains(t, lines, "item/completed")
 	require.NotContains(t, lines, "thread/compacted", "the reference sends only the item")
-	require.Equal(t, []string{"thread/status/changed active[]", "turn/started", "item/started", "thread/tokenUsage/updated", "item/completed", "thread/status/changed idle[]", "turn/completed"}, lines)
+	require.Equal(t, []string{"thread/status/changed active[]", "turn/started", "item/started", "thread/tokenUsage/updated", "item/completed", "thread/readState/changed", "thread/status/changed idle[]", "turn/completed"}, lines)
 	require.Equal(t, api.TurnCompleted, notes.lastEnded(t).Status)
 
 	reqs := fake.Requests()
@@ -221,7 +221,7 @@ func TestCompactUsesConfiguredPrompt(t *testing.T) {
 		{"match":{"user_text":"OPERATOR-PROMPT"},"text":"SUMMARY-10"}]}`)
 	notes := &noteLog{ch: make(chan string, 1024)}
 	m, err := turns.New(turns.Config{
-		Store: st, Notifier: notes, Models: oneProvider{client},
+		Store: st, Sink: sinkFor(notes), Models: oneProvider{client},
 		Defaults: turns.Defaults{Model: "fake", ModelProvider: "fake", Cwd: t.TempDir(), CompactPrompt: "OPERATOR-PROMPT: summarize."},
 	})
 	require.NoError(t, err)

@@ -1,23 +1,30 @@
 // Package turns owns threads and turns: the loaded-thread table, one active
 // turn per thread, the agent loop that streams a model response, dispatches
-// tool calls and repeats, the history each turn adds (its stored and wire
-// encodings), the round commits and the order of a turn's notifications,
-// thread read, list and archive, and durability (every item is committed
-// before its item/completed is sent). Ephemeral threads live in an
-// internal/store/memory store, so they are read and written through the
-// same Store interface as durable ones.
+// tool calls and repeats, the round commits and the order of a turn's
+// notifications, thread list and archive, the threads' queues of user
+// messages (thread/queue/*, each entry one turn: queue.go), and durability
+// (every item is committed before its item/completed is sent). What a thread's records
+// hold and how they are read (thread/read's turns, turn and item pages,
+// the streamed reply, the single turns and item pages of the HTTP API) is
+// its read side, internal/turns/transcript; the Manager says which store
+// holds a thread and adds what only memory knows (a loaded thread's
+// status, a turn end the store missed). Ephemeral threads live in the
+// memory store the composition root gives it (Config.Ephemeral), read and
+// written through the same Store interface as durable ones.
 //
-// A loaded thread costs its settings and subscribers, not its transcript:
+// A loaded thread costs its settings, not its transcript:
 // loading it reads only its record and last turn; its model history (the
 // turns since the last compaction) is read by the next turn that needs it
 // and dropped again once the thread has been idle for Config.TrimAfter;
 // reads page through the store.
 //
-// It knows nothing about websockets or HTTP: it publishes notifications to
-// a Notifier, subscriber changes to a SubscriberObserver and server
-// requests to a ServerRequester (the hub implements all three), and the
-// transports call the Manager's methods. Tools come from a ToolsFactory
-// and models from a ModelRouter, both given by the composition root.
+// It knows nothing about websockets or HTTP: it emits every notification
+// and server request of its threads, typed, to one Sink (the hub), which
+// also owns who hears which thread; the Manager subscribes the callers of
+// its methods there and asks it whether a thread is heard before
+// unloading it. The transports call the Manager's methods. Tools come from
+// a ToolsFactory and models from a ModelRouter, both given by the
+// composition root.
 //
 // When several daemons share one database, a turn runs under its thread's
 // lease (Config.Ownership, implemented by internal/cluster): taken before
@@ -25,8 +32,20 @@
 // about a turn running on another daemon (steer, interrupt, turn/start
 // while busy) are forwarded to it and run there by Manager.Command.
 //
+// Every request that can change a thread's settings (thread/start, resume,
+// fork, turn/start, thread/settings/update) comes with its Caller's
+// principal: the settings it leaves the thread with (cwd, sandbox,
+// approval policy, a permission profile's sandbox) are bounded by
+// principal.Bound before they are stored or a turn runs, whichever door
+// the request came through; a turn forwarded to another daemon carries the
+// bounded settings. ListThreads and SearchThreads list what the principal
+// sees; thread broadcasts carry their thread's originator
+// (Sink.BroadcastThread), so that transports keep them from other
+// principals.
+//
 // It must not import the transports (internal/hub, internal/server,
 // internal/httpapi), the tool packages (internal/tools/..., internal/dynamic,
-// internal/skills), internal/sandbox, internal/config, internal/auth, the
-// durable store backends (it sees only store.Store) or cmd.
+// internal/skills), internal/sandbox, internal/config, internal/auth, any
+// store backend (it sees only store.Store; the memory store of ephemeral
+// threads comes from the composition root) or cmd.
 package turns

@@ -60,6 +60,12 @@ type turnEnds struct {
 type pendingEnd struct {
 	st    store.Store
 	patch store.TurnPatch
+	// settle marks the interrupted end of a turn whose lease this daemon
+	// lost: the store refuses it (Conflict) while this daemon's lost token
+	// still fences the thread's writes, and takes it once the lease is
+	// released. Writing it over a failover's end is harmless: that end is
+	// the same.
+	settle bool
 }
 
 func newTurnEnds(log *slog.Logger, durable store.Store, journal string) *turnEnds {
@@ -69,6 +75,17 @@ func newTurnEnds(log *slog.Logger, durable store.Store, journal string) *turnEnd
 
 // add queues a turn's end for writing, starting the goroutine if need be.
 func (e *turnEnds) add(st store.Store, patch store.TurnPatch) {
+	e.queue(pendingEnd{st: st, patch: patch})
+}
+
+// addSettle queues the interrupted end of a turn whose lease this daemon
+// lost, retried through Conflicts too (pendingEnd.settle).
+func (e *turnEnds) addSettle(st store.Store, patch store.TurnPatch) {
+	e.queue(pendingEnd{st: st, patch: patch, settle: true})
+}
+
+func (e *turnEnds) queue(p pendingEnd) {
+	st, patch := p.st, p.patch
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.stopped {
@@ -77,7 +94,7 @@ func (e *turnEnds) add(st store.Store, patch store.TurnPatch) {
 		e.log.Error("turn end not stored: shutting down", "thread", patch.ThreadID, "turn", patch.ID)
 		return
 	}
-	e.pending = append(e.pending, pendingEnd{st: st, patch: patch})
+	e.pending = append(e.pending, p)
 	if st == e.durable {
 		e.saveLocked()
 	}
@@ -86,6 +103,19 @@ func (e *turnEnds) add(st store.Store, patch store.TurnPatch) {
 		e.done = make(chan struct{})
 		go e.loop(e.done)
 	}
+}
+
+// told returns the end of a turn that waits for the store: the one its
+// clients were told.
+func (e *turnEnds) told(threadID, turnID string) (store.TurnPatch, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, p := range e.pending {
+		if p.patch.ThreadID == threadID && p.patch.ID == turnID {
+			return p.patch, true
+		}
+	}
+	return store.TurnPatch{}, false
 }
 
 // loop retries with doubling delays until nothing is pending, and makes one
@@ -133,7 +163,7 @@ func (e *turnEnds) flush(ctx context.Context) bool {
 	n := 0
 	for _, p := range todo {
 		err := p.st.Write(ctx, &store.Batch{UpdateTurns: []store.TurnPatch{p.patch}})
-		if err != nil && !permanent(err) {
+		if err != nil && (!permanent(err) || p.settle && apperr.Is(err, apperr.Conflict)) {
 			break
 		}
 		if err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/appserver/appserver/api"
 	"github.com/appserver/appserver/internal/apperr"
+	"github.com/appserver/appserver/internal/principal"
 	"github.com/appserver/appserver/internal/store"
 	"github.com/appserver/appserver/internal/turns"
 )
@@ -31,7 +32,7 @@ func TestEphemeralThreadStaysOutOfTheDurableStore(t *testing.T) {
 
 	_, err = st.GetThread(ctx, id)
 	require.True(t, apperr.Is(err, apperr.NotFound), "the durable store never saw it: %v", err)
-	list, err := m.ListThreads(ctx, api.ThreadListParams{})
+	list, err := m.ListThreads(ctx, principal.Operator(), api.ThreadListParams{})
 	require.NoError(t, err)
 	require.Empty(t, list.Data)
 
@@ -62,4 +63,22 @@ func TestEphemeralThreadStaysOutOfTheDurableStore(t *testing.T) {
 	require.Eventually(t, func() bool { return m.EphemeralThreads() == 0 }, 10*time.Second, time.Millisecond)
 	_, err = m.ReadThread(ctx, api.ThreadReadParams{ThreadID: id})
 	require.True(t, apperr.Is(err, apperr.NotFound), "%v", err)
+}
+
+// A Manager given no memory store refuses ephemeral threads, in words the
+// client reads, rather than writing them to the durable store.
+func TestEphemeralThreadsNeedAMemoryStore(t *testing.T) {
+	st, _, client := storeAndModel(t, `{"steps":[]}`)
+	m, err := turns.New(turns.Config{
+		Store: st, Sink: sinkFor(newRecorder()), Models: oneProvider{client},
+		Defaults: turns.Defaults{Model: "fake", ModelProvider: "fake", Cwd: t.TempDir()},
+	})
+	require.NoError(t, err)
+	t.Cleanup(m.Stop)
+	yes := true
+	_, _, err = m.StartThread(context.Background(), turns.Caller{Conn: 1}, api.ThreadStartParams{Ephemeral: &yes})
+	require.True(t, apperr.Is(err, apperr.Invalid), "%v", err)
+	page, err := st.ListThreads(context.Background(), store.ListThreadsQuery{})
+	require.NoError(t, err)
+	require.Empty(t, page.Threads)
 }

@@ -1,7 +1,7 @@
 package turns
 
 // EphemeralThreads returns how many threads the memory store holds.
-func (m *Manager) EphemeralThreads() int { return m.mem.Len() }
+func (m *Manager) EphemeralThreads() int { return m.mem.(interface{ Len() int }).Len() }
 
 // ChildrenOf returns the Children of parentID, as its turns' tools get it.
 func ChildrenOf(m *Manager, parentID string) *Children {

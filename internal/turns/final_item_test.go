@@ -120,7 +120,7 @@ func finalItemScript(t *testing.T, steps string, g toolGates) (*batchLog, *noteL
 	notes := &noteLog{ch: make(chan string, 1024)}
 	log := &batchLog{Store: st, gate: make(chan struct{})}
 	m, err := turns.New(turns.Config{
-		Store: log, Notifier: notes, Models: oneProvider{client},
+		Store: log, Sink: sinkFor(notes), Models: oneProvider{client},
 		Tools: func(tc turns.ToolContext) ([]registry.ConfiguredToolSpec, *registry.Registry, error) {
 			return noArgTools(true, map[string]registry.Handler{
 				"fast":  itemTool{items: tc.Sink, final: true},

@@ -8,21 +8,8 @@ import (
 	"github.com/appserver/appserver/api"
 	"github.com/appserver/appserver/internal/apperr"
 	"github.com/appserver/appserver/internal/store"
+	"github.com/appserver/appserver/internal/turns/transcript"
 )
-
-// threadGoal is a thread's goal as kept in its metadata; TokensBase is the
-// thread's token total when the goal was set, so that the goal reports the
-// tokens spent since. TimeUsedMs is the time turns ran while it was
-// active, up to the last time the goal clock stopped (thread.goalSince).
-type threadGoal struct {
-	Objective   string               `json:"objective"`
-	Status      api.ThreadGoalStatus `json:"status"`
-	TokenBudget *int64               `json:"tokenBudget,omitempty"`
-	TokensBase  int64                `json:"tokensBase"`
-	TimeUsedMs  int64                `json:"timeUsedMs,omitempty"`
-	CreatedAt   int64                `json:"createdAt"`
-	UpdatedAt   int64                `json:"updatedAt"`
-}
 
 // goalStatuses are the states a client may set.
 var goalStatuses = map[api.ThreadGoalStatus]bool{
@@ -109,7 +96,7 @@ func (m *Manager) setGoal(ctx context.Context, p api.ThreadGoalSetParams, create
 	t.metaMu.Lock()
 	defer t.metaMu.Unlock()
 	t.mu.Lock()
-	var g threadGoal
+	var g transcript.Goal
 	if prev := t.meta.Goal; prev != nil {
 		if create {
 			t.mu.Unlock()
@@ -124,7 +111,7 @@ func (m *Manager) setGoal(ctx context.Context, p api.ThreadGoalSetParams, create
 			t.mu.Unlock()
 			return api.ThreadGoalSetResult{}, nil, apperr.New(apperr.Invalid, "objective is required to create a goal")
 		}
-		g = threadGoal{Status: api.GoalActive, TokensBase: t.tokenTotalLocked(), CreatedAt: now.Unix()}
+		g = transcript.Goal{Status: api.GoalActive, TokensBase: t.tokenTotalLocked(), CreatedAt: now.Unix()}
 	}
 	t.mu.Unlock()
 	if p.Objective != nil {
@@ -194,7 +181,7 @@ func (m *Manager) ClearGoal(ctx context.Context, p api.ThreadGoalClearParams) (a
 // putGoal replaces the thread's goal (nil clears it) and persists it with
 // the thread's metadata; on a failed write the goal is as it was. t.metaMu
 // must be held.
-func (t *thread) putGoal(ctx context.Context, g *threadGoal) error {
+func (t *thread) putGoal(ctx context.Context, g *transcript.Goal) error {
 	t.mu.Lock()
 	prev := t.meta.Goal
 	t.meta.Goal = g

@@ -67,7 +67,7 @@ func TestGoalTimeCountsActiveTurns(t *testing.T) {
 	}
 	seen := make(chan int64, 2)
 	m, err := turns.New(turns.Config{
-		Store: st, Notifier: rec, Models: oneProvider{client}, Now: clock.Now,
+		Store: st, Sink: sinkFor(rec), Models: oneProvider{client}, Now: clock.Now,
 		Tools: func(turns.ToolContext) ([]registry.ConfiguredToolSpec, *registry.Registry, error) {
 			return noArgTools(false, map[string]registry.Handler{"tick": tickTool{
 				clock: clock, by: 30 * time.Second, out: seen,

@@ -3,6 +3,7 @@ package turns
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -10,6 +11,10 @@ import (
 
 	"github.com/appserver/appserver/api"
 	"github.com/appserver/appserver/internal/apperr"
+	"github.com/appserver/appserver/internal/principal"
+	"github.com/appserver/appserver/internal/reqlog"
+	"github.com/appserver/appserver/internal/store"
+	"github.com/appserver/appserver/internal/turns/transcript"
 )
 
 // StartTurn starts a turn, or, when one is running, adds the input to it
@@ -29,6 +34,13 @@ type turnKind interface {
 // is set, a turn of that kind: that one never joins a running turn, it
 // waits for it to end.
 func (m *Manager) startTurn(ctx context.Context, c Caller, p api.TurnStartParams, kind turnKind) (api.TurnStartResult, After, error) {
+	return m.startTurnWith(ctx, c, p, kind, nil)
+}
+
+// startTurnWith is startTurn; a turn made of a queued entry (take set)
+// never joins a running turn nor goes to another daemon, and the batch
+// that stores it takes the entry (thread/queue/start).
+func (m *Manager) startTurnWith(ctx context.Context, c Caller, p api.TurnStartParams, kind turnKind, take *store.QueueTake) (api.TurnStartResult, After, error) {
 	root := ""
 	if p.RootTurnID != nil && *p.RootTurnID != "" {
 		u, err := uuid.Parse(*p.RootTurnID)
@@ -59,17 +71,28 @@ func (m *Manager) startTurn(ctx context.Context, c Caller, p api.TurnStartParams
 			m.turns.Done()
 		}
 	}()
+	// As the reference, a turn's settings are the thread's from then on.
+	o := overrides{model: p.Model, cwd: p.Cwd, approval: p.ApprovalPolicy, sandboxPolicy: p.SandboxPolicy,
+		permissions: p.Permissions, effort: p.Effort, summary: (*string)(p.Summary), serviceTier: p.ServiceTier,
+		sandboxParam: "sandboxPolicy", roots: p.RuntimeWorkspaceRoots}
+	if !c.Principal.IsOperator() {
+		// Checked before the turn may go to another daemon, which runs it
+		// as no one in particular: it gets the bounded settings.
+		if p, err = t.boundedParams(c.Principal, o, p); err != nil {
+			return api.TurnStartResult{}, nil, err
+		}
+	}
 	// The lease comes first: the thread's writes from here on, the
 	// settings' included, are this daemon's.
 	release, err := m.own(ctx, t)
 	if err != nil {
-		if kind == nil && apperr.Is(err, apperr.Conflict) {
+		if kind == nil && take == nil && apperr.Is(err, apperr.Conflict) {
 			// The thread's turn runs on another daemon: the input goes
 			// there, as it would join a turn running here. The caller
 			// subscribes here, where it hears the turn through the event
 			// fan-out between daemons.
-			if c.Conn != 0 && t.subscribe(c.Conn) {
-				m.subscribersChanged(t.id)
+			if t.subscribe(c.Conn) {
+				m.cfg.Sink.Welcome(t.id)
 			}
 			var res api.TurnStartResult
 			if ok, ferr := m.remote(ctx, t.id, "turn/start", p, &res); ok {
@@ -88,13 +111,18 @@ func (m *Manager) startTurn(ctx context.Context, c Caller, p api.TurnStartParams
 			release()
 		}
 	}()
-	if err := t.update(ctx, overrides{model: p.Model, cwd: p.Cwd, approval: p.ApprovalPolicy, sandboxPolicy: p.SandboxPolicy}); err != nil {
+	changed, err := t.updateSettings(ctx, c.Principal, o)
+	if err != nil {
 		return api.TurnStartResult{}, nil, err
 	}
 	// A child's turn is started by its parent's tools, not by a client:
 	// nobody subscribes.
-	if c.Conn != 0 && t.subscribe(c.Conn) {
-		m.subscribersChanged(t.id)
+	if t.subscribe(c.Conn) {
+		m.cfg.Sink.Welcome(t.id)
+	}
+	if changed != nil {
+		// Before the answer, as the reference sends it.
+		changed()
 	}
 	input := []api.UserInput(p.Input)
 	if err := t.ensureHistory(ctx); err != nil {
@@ -108,6 +136,9 @@ func (m *Manager) startTurn(ctx context.Context, c Caller, p api.TurnStartParams
 		// input waits for its end like any other.
 		refuse := kind == nil && at.kind != "" && !at.ending
 		t.mu.Unlock()
+		if take != nil {
+			return api.TurnStartResult{}, nil, apperr.New(apperr.Invalid, "thread already has an active or pending turn")
+		}
 		if refuse {
 			return api.TurnStartResult{}, nil, &NotSteerableError{TurnKind: at.kind, Start: true}
 		}
@@ -124,76 +155,39 @@ func (m *Manager) startTurn(ctx context.Context, c Caller, p api.TurnStartParams
 		}
 		t.mu.Lock()
 	}
-	settings, err := t.settingsLocked(p)
-	if err != nil {
+	if err := m.countRunning(); err != nil {
 		t.mu.Unlock()
 		return api.TurnStartResult{}, nil, err
 	}
-	turnCtx, cancel := context.WithCancelCause(context.Background())
-	at := &activeTurn{id: newID(), startedAt: m.now(), settings: settings, ctx: turnCtx, cancel: cancel, done: make(chan struct{}), stored: make(chan struct{})}
-	// Work started on behalf of another turn names it, as the schema asks
-	// callers to.
-	at.root = root
-	if _, ok := kind.(compactTurn); ok {
-		// As the reference's compaction task, it takes no input.
-		at.kind = "compact"
-	}
-	t.history.ensureWire()
-	run := &turnRun{
-		t: t, at: at,
-		commits: roundCommitter{delay: m.cfg.MaxCommitDelay},
-		// The thread's history grows only when the turn ends.
-		prior: t.history.snapshot(),
-		hist:  history{root: at.root},
-	}
-	tc := ToolContext{
-		ThreadID: t.id, TurnID: at.id, Cwd: settings.cwd,
-		DynamicTools: t.meta.DynamicTools, Sink: run,
-		Model: settings.model, Provider: settings.provider,
-		ApprovalPolicy: t.meta.ApprovalPolicy, Sandbox: t.meta.Sandbox,
-		Approvals: t.approvals, Client: run,
-		Interrupt: func() { at.cancel(errInterrupted) },
-		Config:    t.meta.Config,
-		Children:  t.childrenLocked(at),
-		Goals:     t.goalsLocked(),
-	}
-	if p.CollaborationMode != nil {
-		tc.CollaborationMode = string(p.CollaborationMode.Mode)
-	}
-	specs, reg, err := m.cfg.Tools(tc)
-	if err != nil {
-		t.mu.Unlock()
-		cancel(nil)
-		return api.TurnStartResult{}, nil, err
-	}
-	run.specs, run.registry = specs, reg
-	// The turn is reserved (a concurrent turn/start waits for it, steers
-	// wait until it is stored) while its record is written without the lock.
-	t.active = at
-	t.startGoalClockLocked(m.now())
-	if t.unloadTimer != nil {
-		t.unloadTimer.Stop()
-		t.unloadTimer = nil
-	}
+	defer func() {
+		if !launched {
+			m.running.Add(-1)
+		}
+	}()
+	run, tc, err := t.reserveLocked(ctx, p, root, kind)
 	t.mu.Unlock()
-	// Stored before the answer: an acknowledged turn is at worst
-	// interrupted. A turn of a kind has no user message.
+	if err != nil {
+		return api.TurnStartResult{}, nil, err
+	}
+	t.childTurn(true)
+	at := run.at
+	// The tool set is built with the turn reserved and the thread's lock
+	// released: a slow ToolsFactory (MCP tools, skills) holds up no read
+	// of the thread, and no other turn can start meanwhile.
 	var first api.ThreadItem
-	if kind != nil {
-		err = run.createTurn()
-	} else {
-		first, err = run.storeFirst(ctx, input, p.ClientUserMessageID)
+	run.specs, run.registry, err = m.cfg.Tools(tc)
+	if err == nil {
+		// Stored before the answer: an acknowledged turn is at worst
+		// interrupted. A turn of a kind has no user message.
+		if kind != nil {
+			err = run.createTurn()
+		} else {
+			run.take = take
+			first, err = run.storeFirst(ctx, input, p.ClientUserMessageID, c.Principal.Roots())
+		}
 	}
 	if err != nil {
-		at.closeInput(false)
-		close(at.stored)
-		cancel(nil)
-		t.mu.Lock()
-		t.active = nil
-		t.goalSince = time.Time{} // the turn never ran
-		t.armUnloadLocked()
-		t.mu.Unlock()
-		close(at.done)
+		t.abandon(at)
 		return api.TurnStartResult{}, nil, err
 	}
 	if at.kind != "" {
@@ -204,11 +198,21 @@ func (m *Manager) startTurn(ctx context.Context, c Caller, p api.TurnStartParams
 	return api.TurnStartResult{Turn: pendingTurn(at)}, func() {
 		go func() {
 			defer m.turns.Done()
+			defer m.running.Add(-1)
+			// Once the turn has given the lease back: a completed turn
+			// starts the thread's next queued entry.
+			defer func() {
+				if at.completed {
+					m.kickQueue(t.id)
+				}
+			}()
+			defer close(at.released)
 			// Given back once the turn's end is stored.
 			defer release()
-			run.obs = m.cfg.Observer.TurnStarted(context.Background(), TurnInfo{
-				ThreadID: t.id, TurnID: at.id, Provider: settings.provider, Model: settings.model,
+			run.obs = m.cfg.Observer.TurnStarted(at.ctx, TurnInfo{
+				ThreadID: t.id, TurnID: at.id, Provider: at.settings.provider, Model: at.settings.model, Caller: ctx,
 			})
+			m.log.DebugContext(run.obs, "turn started", "thread", t.id, "turn", at.id, "provider", at.settings.provider, "model", at.settings.model)
 			if kind != nil {
 				kind.runTurn(run, tc)
 				return
@@ -218,17 +222,60 @@ func (m *Manager) startTurn(ctx context.Context, c Caller, p api.TurnStartParams
 	}, nil
 }
 
+// countRunning counts a new turn against MaxRunningTurns, or refuses it
+// when as many run already.
+func (m *Manager) countRunning() error {
+	n := m.running.Add(1)
+	if limit := int64(m.cfg.MaxRunningTurns); limit > 0 && n > limit {
+		m.running.Add(-1)
+		return apperr.New(apperr.Overloaded, "%d turns are running on this server, its max_running_turns; retry later", limit)
+	}
+	return nil
+}
+
 // storeFirst stores the turn record with its user message before
 // turn/start answers, so that an acknowledged turn survives a crash with
 // its input (Recover marks it interrupted); the group commit keeps this to
-// a share of one transaction. It returns the message to announce.
-func (r *turnRun) storeFirst(ctx context.Context, input []api.UserInput, clientID *string) (api.ThreadItem, error) {
+// a share of one transaction. It returns the message to announce. The
+// thread's first turn also records the Git metadata of its cwd (gitInfo),
+// looked for within roots (the caller's workspace roots, if any).
+func (r *turnRun) storeFirst(ctx context.Context, input []api.UserInput, clientID *string, roots []string) (api.ThreadItem, error) {
+	// Items injected while the thread was idle come first, and leave the
+	// thread's metadata in the batch that stores them with the turn.
+	r.t.metaMu.Lock()
+	defer r.t.metaMu.Unlock()
+	// The Git metadata first: the injected items' patch carries it too.
+	gitPatch := r.t.recordGitInfo(r.at.settings.cwd, roots)
+	injected, injectedPatch := r.t.takeInjected()
+	r.hist.Add(injected...)
 	item, b, preview, err := r.userMessage(input, clientID, true)
+	if err == nil && gitPatch != nil {
+		b.UpdateThreads = mergeThreadPatch(b.UpdateThreads, *gitPatch)
+	}
+	if err == nil && r.take != nil {
+		// The entry and the turn it became are one write: stored
+		// together, or neither.
+		take := *r.take
+		take.TurnID = r.at.id
+		b.TakeQueued = append(b.TakeQueued, take)
+	}
+	if err == nil && injectedPatch != nil {
+		b.UpdateThreads = mergeThreadPatch(b.UpdateThreads, *injectedPatch)
+	}
 	if err == nil {
 		err = r.t.write(ctx, b)
 	}
+	if err != nil && r.take != nil && apperr.Is(err, apperr.Conflict) {
+		// Another request, or another daemon, started the entry first.
+		return item, store.QueuedNotFound(r.take.ID)
+	}
 	if err != nil {
 		return item, fmt.Errorf("store turn: %w", err)
+	}
+	if injectedPatch != nil {
+		r.t.mu.Lock()
+		r.t.meta.Injected = nil
+		r.t.mu.Unlock()
 	}
 	if preview != "" {
 		r.t.mu.Lock()
@@ -236,6 +283,87 @@ func (r *turnRun) storeFirst(ctx context.Context, input []api.UserInput, clientI
 		r.t.mu.Unlock()
 	}
 	return item, nil
+}
+
+// reserveLocked makes a new turn the thread's running one, before its tool
+// set is built and its record stored (a concurrent turn/start waits for
+// it, steers wait until it is stored), and returns its run and the tools'
+// view of it; t.mu must be held. abandon undoes it. ctx is the context
+// of the request that starts the turn.
+func (t *thread) reserveLocked(ctx context.Context, p api.TurnStartParams, root string, kind turnKind) (*turnRun, ToolContext, error) {
+	m := t.m
+	settings, err := t.settingsLocked(p)
+	if err != nil {
+		return nil, ToolContext{}, err
+	}
+	// The turn outlives the request that starts it: its context keeps
+	// the request's id for its log lines, and nothing else of it.
+	turnCtx, cancel := context.WithCancelCause(reqlog.Detach(ctx))
+	at := &activeTurn{id: newID(), startedAt: m.now(), settings: settings, ctx: turnCtx, cancel: cancel, done: make(chan struct{}), released: make(chan struct{}), stored: make(chan struct{})}
+	// Work started on behalf of another turn names it, as the schema asks
+	// callers to.
+	at.root = root
+	// As the reference's compaction and review tasks, these take no
+	// input.
+	switch kind.(type) {
+	case compactTurn:
+		at.kind = "compact"
+	case *reviewRequest:
+		at.kind = "review"
+	}
+	t.history.EnsureWire()
+	run := &turnRun{
+		t: t, at: at,
+		commits: roundCommitter{delay: m.cfg.MaxCommitDelay},
+		// The thread's history grows only when the turn ends.
+		prior:  t.history.Snapshot(),
+		hist:   transcript.History{Root: at.root},
+		budget: t.newTurnBudgetLocked(),
+	}
+	at.run = run
+	tc := ToolContext{
+		ThreadID: t.id, TurnID: at.id, Cwd: settings.cwd,
+		DynamicTools: t.meta.DynamicTools, Sink: run,
+		Model: settings.model, Provider: settings.provider,
+		ApprovalPolicy: t.meta.ApprovalPolicy, Sandbox: t.meta.Sandbox,
+		Approvals: t.approvals, Client: run,
+		Interrupt:  func() { at.cancel(errInterrupted) },
+		Config:     t.meta.Config,
+		Features:   m.defaults(principal.NameOf(deref(t.meta.Originator))).Features,
+		Children:   t.childrenLocked(at),
+		Goals:      t.goalsLocked(),
+		Originator: deref(t.meta.Originator),
+	}
+	if p.CollaborationMode != nil {
+		tc.CollaborationMode = string(p.CollaborationMode.Mode)
+	}
+	if at.kind == "review" {
+		run.startReviewer(&tc)
+	}
+	t.active = at
+	t.startGoalClockLocked(m.now())
+	if t.unloadTimer != nil {
+		t.unloadTimer.Stop()
+		t.unloadTimer = nil
+	}
+	return run, tc, nil
+}
+
+// abandon undoes reserveLocked for a turn that could not start (its tool
+// set or its record failed): it never ran and announced nothing.
+func (t *thread) abandon(at *activeTurn) {
+	at.closeInput(false)
+	close(at.stored)
+	at.cancel(nil)
+	t.mu.Lock()
+	t.active = nil
+	t.goalSince = time.Time{} // the turn never ran
+	t.armUnloadLocked()
+	t.mu.Unlock()
+	close(at.done)
+	// StartTurn gives the lease back as it returns the error.
+	close(at.released)
+	t.childTurn(false)
 }
 
 // pendingTurn is the turn/start response: the reference leaves startedAt
@@ -268,6 +396,13 @@ func (t *thread) settingsLocked(p api.TurnStartParams) (turnSettings, error) {
 	s.summary = t.meta.ReasoningSummary
 	if p.Summary != nil {
 		s.summary = string(*p.Summary)
+	}
+	tier := t.meta.ServiceTier
+	if p.ServiceTierForTurn != nil {
+		tier = serviceTier(p.ServiceTierForTurn)
+	}
+	if tier != nil && slices.Contains(t.m.cfg.Defaults.ServiceTiers[s.model], *tier) {
+		s.serviceTier = *tier
 	}
 	if len(p.OutputSchema) > 0 && string(p.OutputSchema) != "null" {
 		s.outputSchema = p.OutputSchema

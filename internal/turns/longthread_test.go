@@ -35,7 +35,7 @@ func BenchmarkTurnOnLongThread(b *testing.B) {
 	st, fake, client := storeAndModel(b, `{"steps":[]}`)
 	ends := make(turnEnds, 16)
 	defaults := turns.Defaults{Model: "fake", ModelProvider: "fake", Cwd: b.TempDir()}
-	m, err := turns.New(turns.Config{Store: st, Notifier: ends, Models: oneProvider{client}, Defaults: defaults})
+	m, err := turns.New(turns.Config{Store: st, Sink: sinkFor(ends), Models: oneProvider{client}, Defaults: defaults})
 	if err != nil {
 		b.Fatal(err)
 	}

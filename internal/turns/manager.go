@@ -5,50 +5,80 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"maps"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/appserver/appserver/api"
 	"github.com/appserver/appserver/internal/apperr"
+	"github.com/appserver/appserver/internal/audit"
+	"github.com/appserver/appserver/internal/budget"
 	"github.com/appserver/appserver/internal/model"
 	"github.com/appserver/appserver/internal/policy"
 	"github.com/appserver/appserver/internal/registry"
 	"github.com/appserver/appserver/internal/store"
-	"github.com/appserver/appserver/internal/store/memory"
+	"github.com/appserver/appserver/internal/turns/transcript"
 )
 
-// ConnID identifies a client connection to the Notifier.
-type ConnID uint64
-
-// Notifier delivers notifications to connections. Implementations must not
-// block: a connection that cannot keep up is the transport's problem.
-type Notifier interface {
-	// Broadcast sends a notification to every initialized connection.
-	Broadcast(method string, params any)
-	// Send sends one notification to the given connections, in the order
-	// calls are made.
-	Send(to []ConnID, method string, params any)
+// broadcastThread broadcasts a notification about a thread, with its
+// originator, so that the sink keeps it from clients that may not see the
+// thread.
+func (m *Manager) broadcastThread(owner *string, method string, params any) {
+	m.cfg.Sink.BroadcastThread(owner, method, params)
 }
 
-// ThreadNotifier is a Notifier that also takes thread-scoped notifications
-// whole: it numbers them in the thread's event log, which keeps them for
-// clients that are not (or not yet) subscribed here.
-type ThreadNotifier interface {
-	Notifier
-	// SendThread sends a notification of threadID to the given
-	// connections (possibly none) and records it in the thread's log.
-	SendThread(threadID string, to []ConnID, method string, params any)
+// threadStarted runs Config.ThreadStarted for a thread just announced.
+func (m *Manager) threadStarted(th api.Thread, config map[string]json.RawMessage) {
+	if f := m.cfg.ThreadStarted; f != nil {
+		f(th.ID, config, func(method string, params any) { m.broadcastThread(th.Originator, method, params) })
+	}
 }
 
-// SubscriberObserver learns who is subscribed to which thread.
-type SubscriberObserver interface {
-	// SubscribersChanged publishes a thread's subscribers. version grows
-	// with every change of the thread, so that a publication that arrives
-	// after a newer one can be ignored.
-	SubscribersChanged(threadID string, version uint64, subs []ConnID)
+// childTurn reports a turn of a spawned child starting or ending
+// (Config.ChildTurn); t.mu must not be held.
+func (t *thread) childTurn(running bool) {
+	f := t.m.cfg.ChildTurn
+	if f == nil {
+		return
+	}
+	t.mu.Lock()
+	child, owner := t.meta.SubAgent != nil, t.meta.Originator
+	t.mu.Unlock()
+	if child {
+		f(t.id, deref(owner), running)
+	}
+}
+
+// originator is the thread's originator (nil when it has none); t.mu must
+// not be held.
+func (t *thread) originator() *string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.meta.Originator
+}
+
+// ownerOf is the originator of a thread, loaded or stored; nil when it
+// has none or cannot be read (its broadcasts then reach the operator's
+// clients only).
+func (m *Manager) ownerOf(ctx context.Context, threadID string) *string {
+	if t := m.loaded(threadID); t != nil {
+		return t.originator()
+	}
+	rec, err := m.cfg.Store.GetThread(ctx, threadID)
+	if err != nil {
+		return nil
+	}
+	var meta struct {
+		Originator *string `json:"originator"`
+	}
+	if json.Unmarshal(rec.Meta, &meta) != nil {
+		return nil
+	}
+	return meta.Originator
 }
 
 // ModelRouter resolves a provider id to its model client.
@@ -65,6 +95,12 @@ type ToolContext struct {
 	ThreadID string
 	TurnID   string
 	Cwd      string
+	// Originator is the thread's originator: the client name it was
+	// created under, which for the HTTP API and /mcp names the principal
+	// ("appserver-http/<name>"); "" when none: whose thread it is
+	// (principal.NameOf). Tools keep state that must not be shared across
+	// principals (the login-shell snapshots, sub-agent slots) by it.
+	Originator string
 	// DynamicTools is the thread's registration as ValidateDynamicTools
 	// returned it (nil when the thread has none).
 	DynamicTools json.RawMessage
@@ -95,6 +131,12 @@ type ToolContext struct {
 	// flattened to dotted keys (`features.shell_tool`); nil when it gave
 	// none. Read-only: it is shared with the thread.
 	Config map[string]json.RawMessage
+	// Features are the feature switches (`features.<key>` by key) of the
+	// configuration of the thread's principal when the turn started, the
+	// user configs its clients write included; Config's own keys win over
+	// them. Nil when the manager has none (the tool set's defaults).
+	// Read-only.
+	Features map[string]bool
 	// Children creates and drives the thread's child threads (the
 	// collaboration tools).
 	Children *Children
@@ -144,7 +186,14 @@ type Defaults struct {
 	ModelProvider  string
 	ApprovalPolicy string
 	SandboxMode    string
-	Cwd            string
+	// ReasoningEffort and ReasoningSummary are the reasoning settings of
+	// new threads; "" chooses none.
+	ReasoningEffort  string
+	ReasoningSummary string
+	// ServiceTiers are, per model, the service tiers its threads may
+	// have sent as service_tier; a thread's other tiers are not sent.
+	ServiceTiers map[string][]string
+	Cwd          string
 	// Instructions is the system prompt when a thread gives no
 	// baseInstructions.
 	Instructions string
@@ -162,32 +211,55 @@ type Defaults struct {
 	// asking the model for the summary (the config's compact_prompt);
 	// empty means appserver's own.
 	CompactPrompt string
+	// Features are the feature switches of turns' tools by key
+	// (ToolContext.Features); nil leaves the tool set's defaults.
+	Features map[string]bool
 }
 
-// Config configures a Manager. Store, Notifier and Models are required.
+// Config configures a Manager. Store, Sink and Models are required.
 type Config struct {
-	Store    store.Store
-	Notifier Notifier
-	Models   ModelRouter
-	Tools    ToolsFactory
+	Store store.Store
+	// Audit records the threads deleted; nil records nothing.
+	Audit *audit.Log
+	// Ephemeral holds the transcripts of ephemeral threads in memory (an
+	// internal/store/memory store): they never reach Store, and leave
+	// Ephemeral when their thread unloads. Nil refuses ephemeral threads.
+	Ephemeral EphemeralStore
+	// Sink hears everything the threads say and ask, and owns who hears
+	// which thread (the hub).
+	Sink   Sink
+	Models ModelRouter
+	Tools  ToolsFactory
 	// ValidateDynamicTools checks the dynamicTools of thread/start and
 	// returns what to persist with the thread; nil refuses registrations.
 	ValidateDynamicTools func([]api.DynamicToolSpec) (json.RawMessage, error)
-	// Subscribers is told (without locks held) every change of a thread's
-	// subscribers, so that the transports' hub routes requests to them and
-	// offers pending ones again; nil tells nobody.
-	Subscribers SubscriberObserver
-	// Requests delivers the server requests tools make (approvals, user
-	// input); nil answers every one with ErrNoClient.
-	Requests ServerRequester
 	// ThreadUnloaded is called (without locks held) after a thread left
 	// memory, e.g. to reap its exec sessions.
 	ThreadUnloaded func(threadID string)
+	// ChildTurn is called (without locks held) when a turn of a spawned
+	// child starts, before the start is acknowledged, and once its end is
+	// announced, with the child's originator ("" when it has none): the
+	// collaboration tools count running children against their limits.
+	ChildTurn func(childID, originator string, running bool)
+	// ChildEnded words the end of a spawned child's turn (the child's
+	// task path is "" unless its spawn named one) for its parent's model:
+	// the text of the user message added to the parent's model history
+	// (the running turn's next request, or the parent's next turn); ""
+	// tells nothing. Nil tells nothing.
+	ChildEnded func(childID, agentPath string, st AgentState) string
+	// ThreadStarted is called (without locks held) once a thread started
+	// or forked has been announced (thread/started), with its config
+	// overrides (flattened, read-only) and tell, which broadcasts a
+	// notification about the thread to the clients allowed to see it: the
+	// MCP servers report their start-up to the new thread through it. Nil
+	// calls nothing.
+	ThreadStarted func(threadID string, config map[string]json.RawMessage, tell func(method string, params any))
 	// UserShell runs thread/shellCommand; nil refuses the method.
 	UserShell UserShellRunner
 	Defaults  Defaults
 	// UnloadAfter is how long a thread with no subscribers and no running
-	// turn stays loaded; 0 means one minute.
+	// turn stays loaded (one to two periods after its last subscriber left
+	// without unsubscribing); 0 means one minute.
 	UnloadAfter time.Duration
 	// TrimAfter is how long a loaded thread with no running turn keeps
 	// its model history in memory; after that it holds only its settings
@@ -199,6 +271,10 @@ type Config struct {
 	// ordering rule is roundCommitter's); 0 means 5ms, about what writing
 	// a request takes on loopback.
 	MaxCommitDelay time.Duration
+	// MaxRunningTurns bounds the turns running at once on this daemon
+	// (children's included); a turn past it is refused with an
+	// apperr.Overloaded error. 0 means no bound.
+	MaxRunningTurns int
 	// ShutdownGrace bounds how long Stop waits for running turns before
 	// interrupting them; 0 means interrupt at once.
 	ShutdownGrace time.Duration
@@ -216,8 +292,12 @@ type Config struct {
 	// it. Nil means this daemon owns every thread, and Recover settles
 	// every turn left running.
 	Ownership Ownership
-	Logger    *slog.Logger
-	Now       func() time.Time
+	// Budgets are the token and cost limits of turns, threads and
+	// principals; each response's usage is charged to them and a turn
+	// stops at a limit (or asks to go on). Nil enforces none.
+	Budgets *budget.Budgets
+	Logger  *slog.Logger
+	Now     func() time.Time
 }
 
 // Manager is the thread table. It is safe for concurrent use.
@@ -227,31 +307,47 @@ type Manager struct {
 	now func() time.Time
 	// mem holds the ephemeral threads: loaded threads that never reach
 	// cfg.Store. A thread's transcript leaves it when the thread unloads.
-	mem *memory.Store
+	mem EphemeralStore
 
 	mu      sync.Mutex // guards threads, stopped; never held while calling into a thread
 	threads map[string]*thread
 	stopped bool
 
 	turns sync.WaitGroup // running turn goroutines
+	// running counts the turns started and not ended, against
+	// cfg.MaxRunningTurns.
+	running atomic.Int64
 	// ends stores again the ends of turns the store missed.
 	ends *turnEnds
 
-	// liveMu guards live, the defaults of new threads that a config write
-	// changes while the daemon runs (UpdateDefaults).
+	// readStateMu serialises read-state updates (UpdateReadState), each a
+	// read, a compare and a write.
+	readStateMu sync.Mutex
+
+	// liveMu guards live and principals, the defaults of new threads that
+	// a config write changes while the daemon runs (UpdateDefaults).
 	liveMu sync.Mutex
 	live   LiveDefaults
+	// principals are the defaults a principal's own config sets, by
+	// principal; the fields it leaves empty follow live.
+	principals map[string]LiveDefaults
 }
 
 // LiveDefaults are the defaults of new threads that take effect without a
 // restart: what a client's config write changes (config/value/write,
 // config/batchWrite). Empty fields mean the built-in defaults, as in
-// Defaults.
+// Defaults, or for a principal's the daemon-wide ones.
 type LiveDefaults struct {
-	Model          string
-	ModelProvider  string
-	ApprovalPolicy string
-	SandboxMode    string
+	Model            string
+	ModelProvider    string
+	ApprovalPolicy   string
+	SandboxMode      string
+	ReasoningEffort  string
+	ReasoningSummary string
+	// Features are feature switches by key (Defaults.Features): every one
+	// for the daemon-wide defaults, those its own config sets for a
+	// principal's.
+	Features map[string]bool
 }
 
 // withBuiltins fills the empty fields of l with the built-in defaults.
@@ -268,27 +364,75 @@ func (l LiveDefaults) withBuiltins() LiveDefaults {
 	return l
 }
 
+// over returns l with the fields p sets replaced.
+func (l LiveDefaults) over(p LiveDefaults) LiveDefaults {
+	for _, f := range []struct {
+		dst *string
+		src string
+	}{
+		{&l.Model, p.Model}, {&l.ModelProvider, p.ModelProvider},
+		{&l.ApprovalPolicy, p.ApprovalPolicy}, {&l.SandboxMode, p.SandboxMode},
+		{&l.ReasoningEffort, p.ReasoningEffort}, {&l.ReasoningSummary, p.ReasoningSummary},
+	} {
+		if f.src != "" {
+			*f.dst = f.src
+		}
+	}
+	if len(p.Features) > 0 {
+		merged := maps.Clone(l.Features)
+		if merged == nil {
+			merged = map[string]bool{}
+		}
+		maps.Copy(merged, p.Features)
+		l.Features = merged
+	}
+	return l
+}
+
 // UpdateDefaults replaces the defaults of the threads started from now on
-// with d; running and loaded threads keep the settings they have.
-func (m *Manager) UpdateDefaults(d LiveDefaults) {
+// with d: for principal's threads the fields d sets (principal's own
+// config), for everyone's when principal is "" (the daemon-wide config).
+// Running and loaded threads keep the settings they have.
+func (m *Manager) UpdateDefaults(principal string, d LiveDefaults) {
 	m.liveMu.Lock()
 	defer m.liveMu.Unlock()
+	if principal != "" {
+		if m.principals == nil {
+			m.principals = map[string]LiveDefaults{}
+		}
+		m.principals[principal] = d
+		return
+	}
 	m.live = d.withBuiltins()
 }
 
-// defaults are cfg.Defaults with the live ones in place.
-func (m *Manager) defaults() Defaults {
+// PrincipalDefaults returns the defaults principal's own config sets (the
+// last UpdateDefaults for it); its empty fields follow the daemon-wide
+// ones.
+func (m *Manager) PrincipalDefaults(principal string) LiveDefaults {
 	m.liveMu.Lock()
 	defer m.liveMu.Unlock()
+	return m.principals[principal]
+}
+
+// defaults are cfg.Defaults with the live ones of principal's new threads
+// ("" for the operator's) in place: the daemon-wide ones, with those of
+// principal's own config over them.
+func (m *Manager) defaults(principal string) Defaults {
+	m.liveMu.Lock()
+	live := m.live.over(m.principals[principal])
+	m.liveMu.Unlock()
 	d := m.cfg.Defaults
-	d.Model, d.ModelProvider, d.ApprovalPolicy, d.SandboxMode = m.live.Model, m.live.ModelProvider, m.live.ApprovalPolicy, m.live.SandboxMode
+	d.Model, d.ModelProvider, d.ApprovalPolicy, d.SandboxMode = live.Model, live.ModelProvider, live.ApprovalPolicy, live.SandboxMode
+	d.Features = live.Features
+	d.ReasoningEffort, d.ReasoningSummary = live.ReasoningEffort, live.ReasoningSummary
 	return d
 }
 
 // New returns a Manager; call Recover once before serving.
 func New(cfg Config) (*Manager, error) {
-	if cfg.Store == nil || cfg.Notifier == nil || cfg.Models == nil {
-		return nil, errors.New("turns: Store, Notifier and Models are required")
+	if cfg.Store == nil || cfg.Sink == nil || cfg.Models == nil {
+		return nil, errors.New("turns: Store, Sink and Models are required")
 	}
 	if cfg.UnloadAfter <= 0 {
 		cfg.UnloadAfter = time.Minute
@@ -323,10 +467,11 @@ func New(cfg Config) (*Manager, error) {
 	}
 	return &Manager{
 		cfg: cfg, log: cfg.Logger, now: cfg.Now,
-		mem:     memory.New(memory.Config{Now: cfg.Now}),
+		mem:     cfg.Ephemeral,
 		threads: map[string]*thread{},
 		ends:    newTurnEnds(cfg.Logger, cfg.Store, cfg.PendingEndsFile),
-		live:    LiveDefaults{Model: d.Model, ModelProvider: d.ModelProvider, ApprovalPolicy: d.ApprovalPolicy, SandboxMode: d.SandboxMode}.withBuiltins(),
+		live: LiveDefaults{Model: d.Model, ModelProvider: d.ModelProvider, ApprovalPolicy: d.ApprovalPolicy, SandboxMode: d.SandboxMode,
+			Features: d.Features, ReasoningEffort: d.ReasoningEffort, ReasoningSummary: d.ReasoningSummary}.withBuiltins(),
 	}, nil
 }
 
@@ -357,7 +502,17 @@ type Ownership interface {
 // that its thread loads idle with every completed item. With an Ownership
 // it does nothing: the turns in progress may be running on other daemons,
 // and the cluster settles those whose lease expired (TurnRecovered).
+// Then the threads' queues move on (their first entries start).
 func (m *Manager) Recover(ctx context.Context) error {
+	if err := m.settle(ctx); err != nil {
+		return err
+	}
+	// Entries queued before the stop (or the crash) move on, each once.
+	return m.resumeQueues(ctx)
+}
+
+// settle is Recover's settling of the turns left inProgress.
+func (m *Manager) settle(ctx context.Context) error {
 	if m.cfg.Ownership != nil {
 		return nil
 	}
@@ -449,34 +604,6 @@ func (m *Manager) loadedThreads() []*thread {
 	return threads
 }
 
-// Disconnect removes a closed connection from every subscription.
-func (m *Manager) Disconnect(conn ConnID) {
-	for _, t := range m.loadedThreads() {
-		if t.unsubscribe(conn) {
-			m.subscribersChanged(t.id)
-		}
-	}
-}
-
-// Subscribers returns the connections subscribed to a loaded thread.
-func (m *Manager) Subscribers(threadID string) []ConnID {
-	if t := m.loaded(threadID); t != nil {
-		return t.subscribers()
-	}
-	return nil
-}
-
-func (m *Manager) subscribersChanged(threadID string) {
-	o := m.cfg.Subscribers
-	if o == nil {
-		return
-	}
-	if t := m.loaded(threadID); t != nil {
-		subs, version := t.subscriberList()
-		o.SubscribersChanged(threadID, version, subs)
-	}
-}
-
 // loaded returns the loaded thread with id, or nil.
 func (m *Manager) loaded(id string) *thread {
 	m.mu.Lock()
@@ -527,11 +654,9 @@ func (m *Manager) loadedPinned(id string) *thread {
 // hydrate rebuilds a thread's in-memory state from the store: settings,
 // token totals and the exact model history of every turn.
 func (m *Manager) hydrate(ctx context.Context, rec store.Thread) (*thread, error) {
-	var meta threadMeta
-	if len(rec.Meta) > 0 {
-		if err := json.Unmarshal(rec.Meta, &meta); err != nil {
-			return nil, apperr.Wrap(apperr.Internal, err, "corrupt thread metadata")
-		}
+	meta, err := transcript.DecodeThreadMeta(rec.Meta)
+	if err != nil {
+		return nil, err
 	}
 	if meta.Cwd != "" {
 		rec.Cwd = meta.Cwd
@@ -539,7 +664,7 @@ func (m *Manager) hydrate(ctx context.Context, rec store.Thread) (*thread, error
 	if meta.ModelProvider != "" {
 		rec.ModelProvider = meta.ModelProvider
 	}
-	t := newThread(m, rec, meta, m.cfg.Store)
+	t := newThread(m, rec, meta, m.cfg.Store, m.lineage(ctx, meta))
 	// The model history is read when a turn needs it (ensureHistory):
 	// resuming a thread costs the same whatever its length. Only the last
 	// turn's end matters here.
@@ -555,32 +680,29 @@ func (m *Manager) hydrate(ctx context.Context, rec store.Thread) (*thread, error
 	return t, nil
 }
 
-// turnHistory is the model history a stored turn added, with tool calls
-// that never got an output answered "aborted"; compacted means it is the
-// whole history from that turn on.
-func turnHistory(tr store.Turn) (items []model.InputItem, compacted bool, err error) {
-	var tm turnMeta
-	if len(tr.Meta) > 0 {
-		if err := json.Unmarshal(tr.Meta, &tm); err != nil {
-			return nil, false, apperr.Wrap(apperr.Internal, err, "corrupt turn metadata")
-		}
-	}
-	return closeDanglingCalls(tm.History), tm.Compacted, nil
-}
-
 func (m *Manager) isStopped() bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.stopped
 }
 
+// EphemeralStore is the memory store of ephemeral threads.
+type EphemeralStore interface {
+	store.Store
+	// Forget drops a thread's transcript.
+	Forget(threadID string)
+}
+
 // storeFor returns the store of a new thread: the memory store when the
 // client asked for an ephemeral one, else the durable store.
-func (m *Manager) storeFor(ephemeral *bool) store.Store {
-	if ephemeral != nil && *ephemeral {
-		return m.mem
+func (m *Manager) storeFor(ephemeral *bool) (store.Store, error) {
+	if ephemeral == nil || !*ephemeral {
+		return m.cfg.Store, nil
 	}
-	return m.cfg.Store
+	if m.mem == nil {
+		return nil, apperr.New(apperr.Invalid, "ephemeral threads are not supported by this server")
+	}
+	return m.mem, nil
 }
 
 // register adds a newly created thread to the table.
@@ -591,6 +713,11 @@ func (m *Manager) register(t *thread) error {
 		return apperr.New(apperr.Unavailable, "server is shutting down")
 	}
 	m.threads[t.id] = t
+	// Its unload checks start now: nothing else may arm them if its
+	// client goes away before using it.
+	t.mu.Lock()
+	t.armUnloadLocked()
+	t.mu.Unlock()
 	return nil
 }
 
@@ -604,6 +731,11 @@ func (m *Manager) unload(t *thread) {
 	}
 	if !t.unloadable() {
 		m.mu.Unlock()
+		// A pin, a turn or a subscriber came meanwhile: the next check
+		// is armed again (unpin and a turn's end arm their own).
+		t.mu.Lock()
+		t.armUnloadLocked()
+		t.mu.Unlock()
 		return
 	}
 	delete(m.threads, t.id)
@@ -616,8 +748,9 @@ func (m *Manager) unload(t *thread) {
 	if f := m.cfg.ThreadUnloaded; f != nil {
 		f(t.id)
 	}
-	m.cfg.Notifier.Broadcast("thread/status/changed", api.ThreadStatusChangedNotification{ThreadID: t.id, Status: api.ThreadStatus{Type: api.ThreadNotLoaded}})
-	m.cfg.Notifier.Broadcast("thread/closed", api.ThreadClosedNotification{ThreadID: t.id})
+	owner := t.originator()
+	m.broadcastThread(owner, "thread/status/changed", api.ThreadStatusChangedNotification{ThreadID: t.id, Status: api.ThreadStatus{Type: api.ThreadNotLoaded}})
+	m.broadcastThread(owner, "thread/closed", api.ThreadClosedNotification{ThreadID: t.id})
 }
 
 // newID returns a UUIDv7 string.
@@ -689,7 +822,7 @@ func (m *Manager) refresh(ctx context.Context, t *thread) error {
 	t.rec, t.meta, t.lastTurnFailed = fresh.rec, fresh.meta, fresh.lastTurnFailed
 	// The model history is read again by the turn (ensureHistory): what
 	// this daemon held misses the other daemon's turns.
-	t.history, t.historyLoaded, t.itemIDs = history{}, false, nil
+	t.history, t.historyLoaded, t.itemIDs = transcript.History{}, false, nil
 	t.allIDsInMemory = false
 	t.historyGen++
 	return nil
@@ -710,19 +843,29 @@ func (m *Manager) LeaseLost(threadID string) {
 // interrupted (the cluster's Events): every connection hears that the
 // thread is idle, and the thread's subscribers here that the turn ended.
 func (m *Manager) TurnRecovered(threadID, turnID string) {
-	m.cfg.Notifier.Broadcast("thread/status/changed", api.ThreadStatusChangedNotification{ThreadID: threadID, Status: api.ThreadStatus{Type: api.ThreadIdle}})
+	// The dead daemon's thread is free: its queue moves on here.
+	defer m.kickQueue(threadID)
+	m.broadcastThread(m.ownerOf(context.Background(), threadID), "thread/status/changed", api.ThreadStatusChangedNotification{ThreadID: threadID, Status: api.ThreadStatus{Type: api.ThreadIdle}})
+	turn := api.Turn{ID: turnID, Items: api.List[api.ThreadItem]{}, ItemsView: api.ItemsNotLoaded, Status: api.TurnInterrupted}
+	note := api.TurnCompletedNotification{ThreadID: threadID, Turn: turn}
 	t := m.loaded(threadID)
 	if t == nil {
+		// Heard here only by whoever follows the thread without loading
+		// it (an HTTP event log).
+		if m.cfg.Sink.Watched(threadID) {
+			m.cfg.Sink.Publish(Event{ThreadID: threadID, Method: "turn/completed", Params: note})
+		}
 		return
 	}
 	t.mu.Lock()
-	local := t.active != nil && t.active.id == turnID
+	// This daemon's own turn announces its end itself, while it runs and
+	// after it lost the lease (with the same status).
+	local := t.active != nil && t.active.id == turnID || t.meta.LastTurnID == turnID
 	t.mu.Unlock()
 	if local {
-		return // this daemon's own turn, which announces its end itself
+		return
 	}
-	turn := api.Turn{ID: turnID, Items: api.List[api.ThreadItem]{}, ItemsView: api.ItemsNotLoaded, Status: api.TurnInterrupted}
-	t.emit("turn/completed", api.TurnCompletedNotification{ThreadID: threadID, Turn: turn})
+	t.emit("turn/completed", note)
 }
 
 // forwardedKey marks the context of a request another daemon forwarded,
@@ -761,8 +904,8 @@ func (m *Manager) remote(ctx context.Context, rawID, method string, params, out 
 }
 
 // Command runs a request another daemon forwarded because this one runs
-// the thread's turn (the cluster's Events): turn/steer, turn/interrupt and
-// turn/start, as if a client without a connection here had sent it.
+// the thread's turn (the cluster's Events): turn/steer, turn/interrupt,
+// thread/inject_items, thread/revert and turn/start, as if a client without a connection here had sent it.
 func (m *Manager) Command(ctx context.Context, method string, params json.RawMessage) (any, error) {
 	ctx = context.WithValue(ctx, forwardedKey{}, true)
 	bad := func(err error) error { return apperr.Wrap(apperr.Invalid, err, "invalid forwarded %s", method) }
@@ -783,6 +926,22 @@ func (m *Manager) Command(ctx context.Context, method string, params json.RawMes
 			after()
 		}
 		return api.TurnInterruptResult{}, err
+	case "thread/inject_items":
+		var p api.ThreadInjectItemsParams
+		if err := json.Unmarshal(params, &p); err != nil {
+			return nil, bad(err)
+		}
+		return m.InjectItems(ctx, p)
+	case "thread/revert":
+		var p api.ThreadRevertParams
+		if err := json.Unmarshal(params, &p); err != nil {
+			return nil, bad(err)
+		}
+		res, after, err := m.RevertThread(ctx, p)
+		if after != nil {
+			after()
+		}
+		return res, err
 	case "turn/start":
 		var p api.TurnStartParams
 		if err := json.Unmarshal(params, &p); err != nil {

@@ -9,18 +9,22 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
 	"github.com/appserver/appserver/api"
+	"github.com/appserver/appserver/internal/apptest"
 	"github.com/appserver/appserver/internal/model"
 	"github.com/appserver/appserver/internal/model/fakemodel"
+	"github.com/appserver/appserver/internal/principal"
 	"github.com/appserver/appserver/internal/registry"
 	"github.com/appserver/appserver/internal/store"
+	"github.com/appserver/appserver/internal/store/memory"
 	"github.com/appserver/appserver/internal/store/sqlite"
 	"github.com/appserver/appserver/internal/turns"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// The package runs end-to-end tests of the thread methods too
+// (*_e2e_test.go), with the harness's TestMain.
+func TestMain(m *testing.M) { apptest.Main(m) }
 
 // recorder is a Notifier that hands every notification to the test.
 type recorder struct {
@@ -90,7 +94,7 @@ func setup(t *testing.T, script string, unloadAfter time.Duration) (*turns.Manag
 	st, _, client := storeAndModel(t, script)
 	rec := newRecorder()
 	m, err := turns.New(turns.Config{
-		Store: st, Notifier: rec, Models: oneProvider{client}, UnloadAfter: unloadAfter,
+		Store: st, Sink: sinkFor(rec), Ephemeral: memory.New(memory.Config{}), Models: oneProvider{client}, UnloadAfter: unloadAfter,
 		Defaults: turns.Defaults{Model: "fake", ModelProvider: "fake", Cwd: t.TempDir()},
 	})
 	require.NoError(t, err)
@@ -159,4 +163,114 @@ func TestStopInterruptsRunningTurns(t *testing.T) {
 
 	_, _, err = m.StartThread(context.Background(), turns.Caller{Conn: 1}, api.ThreadStartParams{})
 	require.Error(t, err, "a stopped manager takes no new threads")
+}
+
+// A turn's tool set is built without the thread's lock: a slow
+// ToolsFactory (MCP tools, skills) holds up no read of the thread, which
+// already reads as running.
+func TestToolSetIsBuiltOutsideTheThreadLock(t *testing.T) {
+	st, _, client := storeAndModel(t, `{"steps":[{"text":"one"}]}`)
+	building, release := make(chan struct{}), make(chan struct{})
+	var builds sync.WaitGroup
+	m, err := turns.New(turns.Config{
+		Store: st, Sink: sinkFor(newRecorder()), Models: oneProvider{client},
+		Tools: func(turns.ToolContext) ([]registry.ConfiguredToolSpec, *registry.Registry, error) {
+			builds.Add(1)
+			defer builds.Done()
+			close(building)
+			<-release
+			return noArgTools(false, nil)
+		},
+		Defaults: turns.Defaults{Model: "fake", ModelProvider: "fake", Cwd: t.TempDir()},
+	})
+	require.NoError(t, err)
+	t.Cleanup(m.Stop)
+	ctx := context.Background()
+	th, after, err := m.StartThread(ctx, turns.Caller{Conn: 1}, api.ThreadStartParams{})
+	require.NoError(t, err)
+	after()
+	started := make(chan error, 1)
+	go func() {
+		_, after, err := m.StartTurn(ctx, turns.Caller{Conn: 1}, api.TurnStartParams{ThreadID: th.Thread.ID, Input: api.List[api.UserInput]{{Type: api.UserInputText, Text: "hi"}}})
+		if after != nil {
+			after()
+		}
+		started <- err
+	}()
+	<-building
+	read := make(chan api.ThreadStatus, 1)
+	go func() {
+		res, err := m.ReadThread(ctx, api.ThreadReadParams{ThreadID: th.Thread.ID})
+		if err == nil {
+			read <- res.Thread.Status
+		}
+	}()
+	select {
+	case st := <-read:
+		require.Equal(t, api.ThreadActive, st.Type, "the turn is reserved while its tools are built")
+	case <-time.After(10 * time.Second):
+		close(release)
+		t.Fatal("thread/read waited for the tool set to be built")
+	}
+	close(release)
+	require.NoError(t, <-started)
+	builds.Wait()
+}
+
+// The sink owns who hears a thread, and the thread asks it: a thread
+// somebody hears stays loaded however long it is idle, and one whose last
+// client went away without unsubscribing (the hub dropped it) unloads.
+func TestThreadUnloadsWhenTheSinkHasNobodyLeft(t *testing.T) {
+	st, _, client := storeAndModel(t, `{"steps":[]}`)
+	rec := newRecorder()
+	sink := sinkFor(rec)
+	m, err := turns.New(turns.Config{
+		Store: st, Sink: sink, Models: oneProvider{client}, UnloadAfter: 10 * time.Millisecond,
+		Defaults: turns.Defaults{Model: "fake", ModelProvider: "fake", Cwd: t.TempDir()},
+	})
+	require.NoError(t, err)
+	t.Cleanup(m.Stop)
+	res, after, err := m.StartThread(context.Background(), turns.Caller{Conn: 1}, api.ThreadStartParams{})
+	require.NoError(t, err)
+	after()
+	time.Sleep(200 * time.Millisecond) // twenty periods
+	require.Equal(t, []string{res.Thread.ID}, m.Loaded(), "heard: stays loaded")
+
+	require.True(t, sink.Unsubscribe(res.Thread.ID, 1)) // the client's connection closed
+	rec.wait(t, "thread/closed")
+	require.Empty(t, m.Loaded())
+}
+
+// A principal's own defaults apply to the threads it starts, over the
+// daemon-wide ones for the fields they set; other principals and the
+// operator keep the daemon-wide ones, which a later update still reaches.
+func TestPrincipalDefaults(t *testing.T) {
+	m, _, _ := setup(t, `{"steps":[]}`, 0)
+	m.UpdateDefaults("", turns.LiveDefaults{Model: "daemon", ModelProvider: "fake", SandboxMode: "workspace-write"})
+	m.UpdateDefaults("alice", turns.LiveDefaults{Model: "alices", SandboxMode: "read-only"})
+	rules, err := principal.New(principal.Config{Roots: map[string][]string{"alice": nil, "bob": nil}, WorkspacesDir: t.TempDir()})
+	require.NoError(t, err)
+	start := func(name string) api.ThreadStartResult {
+		t.Helper()
+		who, _ := rules.Get(name)
+		res, after, err := m.StartThread(context.Background(), turns.Caller{Conn: 1, Principal: who}, api.ThreadStartParams{})
+		require.NoError(t, err)
+		after()
+		return res
+	}
+	a := start("alice")
+	require.Equal(t, "alices", a.Model)
+	require.Equal(t, api.SandboxPolicyReadOnly, a.Sandbox.Type)
+	require.Equal(t, "fake", a.ModelProvider, "what alice did not set follows the daemon")
+	for _, p := range []string{"bob", ""} {
+		r := start(p)
+		require.Equal(t, "daemon", r.Model, p)
+		require.Equal(t, api.SandboxPolicyWorkspaceWrite, r.Sandbox.Type, p)
+	}
+	m.UpdateDefaults("", turns.LiveDefaults{Model: "daemon2", ModelProvider: "fake", ApprovalPolicy: "never"})
+	a = start("alice")
+	require.Equal(t, "alices", a.Model)
+	require.Equal(t, api.ApprovalPolicy("never"), a.ApprovalPolicy.Policy)
+	require.Equal(t, turns.LiveDefaults{Model: "alices", SandboxMode: "read-only"}, m.PrincipalDefaults("alice"))
+	require.Equal(t, "daemon2", start("bob").Model)
 }

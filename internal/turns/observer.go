@@ -17,13 +17,21 @@ import (
 // concurrently, and must not block.
 type Observer interface {
 	// TurnStarted is called once per turn, when its goroutine starts,
-	// before any other hook of the turn. The context it returns (ctx, or
-	// one derived from it, e.g. carrying the turn's span) is the ctx of
-	// the turn's other hooks; it is never canceled.
+	// before any other hook of the turn, with the turn's context (done
+	// when the turn is interrupted or stopped). The context it returns
+	// (ctx, or one derived from it, e.g. carrying the turn's span) is the
+	// ctx of the turn's other hooks and of its work: its model requests
+	// and tool calls run under it.
 	TurnStarted(ctx context.Context, t TurnInfo) context.Context
 	// TurnEnded is called once per turn, with its end status and how long
 	// it ran.
 	TurnEnded(ctx context.Context, status api.TurnStatus, d time.Duration)
+	// ModelRequestStarted is called before each model request of a turn
+	// is sent, with the turn's context (or one derived from it). The
+	// context it returns (ctx, or one derived from it, e.g. carrying the
+	// request's span) is the request's: the model client sends the
+	// request under it, and ModelRequest gets it.
+	ModelRequestStarted(ctx context.Context, provider, model string) context.Context
 	// ModelRequest is called once per model request of a turn, when it
 	// ended.
 	ModelRequest(ctx context.Context, s ModelRequestStats)
@@ -37,6 +45,10 @@ type TurnInfo struct {
 	ThreadID, TurnID string
 	// Provider and Model are the turn's model settings.
 	Provider, Model string
+	// Caller is the context of the request that started the turn (an
+	// HTTP request, a JSON-RPC method), for its values only: the trace
+	// the turn continues. It may be done already.
+	Caller context.Context
 }
 
 // ModelRequestStats describes one model request for an Observer.
@@ -63,8 +75,11 @@ type nopObserver struct{}
 
 func (nopObserver) TurnStarted(ctx context.Context, _ TurnInfo) context.Context { return ctx }
 func (nopObserver) TurnEnded(context.Context, api.TurnStatus, time.Duration)    {}
-func (nopObserver) ModelRequest(context.Context, ModelRequestStats)             {}
-func (nopObserver) ToolCall(context.Context, string, string, time.Duration)     {}
+func (nopObserver) ModelRequestStarted(ctx context.Context, _, _ string) context.Context {
+	return ctx
+}
+func (nopObserver) ModelRequest(context.Context, ModelRequestStats)         {}
+func (nopObserver) ToolCall(context.Context, string, string, time.Duration) {}
 
 // modelOutcome is the Outcome of a model request that ended with err, and
 // the model's error if it was one.
@@ -101,9 +116,10 @@ func (m *Manager) Counts() (loaded, running int) {
 	return len(threads), running
 }
 
-// observeModelRequest reports a model request sent at sent that returned
-// res and err, and logs its failure with the turn's ids.
-func (r *turnRun) observeModelRequest(res model.Result, err error, sent time.Time, firstEvent time.Duration) {
+// observeModelRequest reports a model request (of ctx, from
+// ModelRequestStarted) sent at sent that returned res and err, and logs
+// its failure with the turn's ids.
+func (r *turnRun) observeModelRequest(ctx context.Context, res model.Result, err error, sent time.Time, firstEvent time.Duration) {
 	t, at := r.t, r.at
 	outcome, me := modelOutcome(err)
 	d := t.m.now().Sub(sent)
@@ -111,7 +127,7 @@ func (r *turnRun) observeModelRequest(res model.Result, err error, sent time.Tim
 	if me != nil {
 		attempts = me.Attempts
 	}
-	t.m.cfg.Observer.ModelRequest(r.obs, ModelRequestStats{
+	t.m.cfg.Observer.ModelRequest(ctx, ModelRequestStats{
 		Provider: at.settings.provider, Model: at.settings.model, Outcome: outcome,
 		Duration: d, FirstEvent: firstEvent, Retries: max(attempts-1, 0), Usage: res.Usage,
 	})
@@ -123,7 +139,7 @@ func (r *turnRun) observeModelRequest(res model.Result, err error, sent time.Tim
 	if me != nil {
 		attrs = append(attrs, "status", me.HTTPStatus, "attempts", me.Attempts)
 	}
-	t.m.log.Warn("model request failed", attrs...)
+	t.m.log.WarnContext(ctx, "model request failed", attrs...)
 }
 
 // toolLogPreview bounds the output quoted in a failed tool call's log line.
@@ -137,13 +153,13 @@ func (r *turnRun) observeToolCall(c registry.CallResult) {
 	attrs := []any{"thread", t.id, "turn", r.at.id, "tool", c.Tool, "call_id", c.CallID, "outcome", c.Outcome, "duration", c.Duration}
 	switch c.Outcome {
 	case registry.CallFatal:
-		t.m.log.Warn("tool call failed", append(attrs, "err", c.Err)...)
+		t.m.log.WarnContext(r.obs, "tool call failed", append(attrs, "err", c.Err)...)
 	case registry.CallFailed, registry.CallUnsupported:
 		out := c.Output.PlainText()
 		if len(out) > toolLogPreview {
 			out = strings.ToValidUTF8(out[:toolLogPreview], "") + "…"
 		}
-		t.m.log.Info("tool call failed", append(attrs, "output", out)...)
+		t.m.log.InfoContext(r.obs, "tool call failed", append(attrs, "output", out)...)
 	}
 }
 
@@ -156,8 +172,8 @@ func (r *turnRun) observeEnd(status api.TurnStatus, turnErr *api.TurnError, runE
 	t.m.cfg.Observer.TurnEnded(r.obs, status, d)
 	switch {
 	case status == api.TurnFailed && isModelError(runErr):
-		t.m.log.Warn("turn failed", "thread", t.id, "turn", at.id, "duration", d, "error", turnErr.Message)
+		t.m.log.WarnContext(r.obs, "turn failed", "thread", t.id, "turn", at.id, "duration", d, "error", turnErr.Message)
 	case status == api.TurnInterrupted:
-		t.m.log.Info("turn interrupted", "thread", t.id, "turn", at.id, "duration", d)
+		t.m.log.InfoContext(r.obs, "turn interrupted", "thread", t.id, "turn", at.id, "duration", d)
 	}
 }

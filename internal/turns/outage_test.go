@@ -150,7 +150,7 @@ func TestStoreOutageLosesNothingAnnounced(t *testing.T) {
 			st := newOutageStore(sqlite, tc.trip)
 			notes := &announced{ch: make(chan string, 1)}
 			m, err := turns.New(turns.Config{
-				Store: st, Notifier: notes, Models: oneProvider{client},
+				Store: st, Sink: sinkFor(notes), Models: oneProvider{client},
 				Tools: func(tc turns.ToolContext) ([]registry.ConfiguredToolSpec, *registry.Registry, error) {
 					return noArgTools(false, map[string]registry.Handler{
 						"plain": itemTool{items: tc.Sink},
@@ -255,7 +255,7 @@ func TestTurnStartRefusedWhileStoreIsDown(t *testing.T) {
 	st := newOutageStore(sqlite, func(b *store.Batch) bool { return len(b.CreateTurns) > 0 })
 	notes := &announced{ch: make(chan string, 1)}
 	m, err := turns.New(turns.Config{
-		Store: st, Notifier: notes, Models: oneProvider{client},
+		Store: st, Sink: sinkFor(notes), Models: oneProvider{client},
 		Defaults: turns.Defaults{Model: "fake", ModelProvider: "fake", Cwd: t.TempDir()},
 	})
 	require.NoError(t, err)
@@ -292,7 +292,7 @@ func TestTurnEndToldFailedSurvivesARestart(t *testing.T) {
 		Defaults: turns.Defaults{Model: "fake", ModelProvider: "fake", Cwd: t.TempDir()},
 	}
 	notes := &announced{ch: make(chan string, 1)}
-	cfg.Notifier = notes
+	cfg.Sink = sinkFor(notes)
 	m, err := turns.New(cfg)
 	require.NoError(t, err)
 	ctx := context.Background()
@@ -312,7 +312,7 @@ func TestTurnEndToldFailedSurvivesARestart(t *testing.T) {
 
 	// The next start, the store back.
 	st.up()
-	cfg.Notifier = newRecorder()
+	cfg.Sink = sinkFor(newRecorder())
 	m2, err := turns.New(cfg)
 	require.NoError(t, err)
 	t.Cleanup(m2.Stop)
@@ -325,4 +325,55 @@ func TestTurnEndToldFailedSurvivesARestart(t *testing.T) {
 	require.Equal(t, ended.Turn.Error.Message, turnErr.Message)
 	_, err = os.Stat(journal)
 	require.ErrorIs(t, err, fs.ErrNotExist, "the journal is cleared once applied")
+}
+
+// refusingStore refuses, as Invalid, every turn end that carries a turn
+// meta: a value the store cannot keep.
+type refusingStore struct {
+	store.Store
+}
+
+func (r refusingStore) Write(ctx context.Context, b *store.Batch) error {
+	for _, p := range b.UpdateTurns {
+		if p.Status != "" && p.Meta != nil {
+			return apperr.New(apperr.Invalid, "turn %s meta is refused", p.ID)
+		}
+	}
+	return r.Store.Write(ctx, b)
+}
+
+// A turn end the store refuses for what it carries is stored without it:
+// the turn does not stay inProgress, the client is told it failed and why,
+// and the thread's next turn runs with the history kept in memory.
+func TestTurnEndRefusedIsStoredSanitised(t *testing.T) {
+	sqlite, fake, client := storeAndModel(t, `{"steps":[{"match":{"user_text":"one"},"text":"first"},{"match":{"user_text":"two"},"text":"second"}]}`)
+	notes := &announced{ch: make(chan string, 1)}
+	m, err := turns.New(turns.Config{
+		Store: refusingStore{sqlite}, Sink: sinkFor(notes), Models: oneProvider{client},
+		Defaults: turns.Defaults{Model: "fake", ModelProvider: "fake", Cwd: t.TempDir()},
+	})
+	require.NoError(t, err)
+	t.Cleanup(m.Stop)
+	ctx := context.Background()
+	caller := turns.Caller{Conn: 1}
+	th, after, err := m.StartThread(ctx, caller, api.ThreadStartParams{})
+	require.NoError(t, err)
+	after()
+	for i, text := range []string{"one", "two"} {
+		_, after, err = m.StartTurn(ctx, caller, api.TurnStartParams{ThreadID: th.Thread.ID, Input: api.List[api.UserInput]{{Type: api.UserInputText, Text: text}}})
+		require.NoError(t, err, "turn %d", i+1)
+		after()
+		ended := notes.waitEnded(t, i+1)[i]
+		require.Equal(t, api.TurnFailed, ended.Turn.Status)
+		require.Equal(t, "the turn's end could not be stored: turn "+ended.Turn.ID+" meta is refused", ended.Turn.Error.Message)
+		stored, err := sqlite.GetTurn(ctx, th.Thread.ID, ended.Turn.ID)
+		require.NoError(t, err)
+		require.Equal(t, store.TurnFailed, stored.Status, "stored as the client was told")
+	}
+	left, err := sqlite.ListInProgressTurns(ctx)
+	require.NoError(t, err)
+	require.Empty(t, left)
+	reqs := fake.Requests()
+	require.Len(t, reqs, 2)
+	require.Contains(t, string(reqs[1].Body), "first", "the second turn's request has the first turn's history")
 }

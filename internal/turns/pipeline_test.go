@@ -67,7 +67,7 @@ func pipelineSetupStore(t *testing.T, script string, wrap func(model.Client) mod
 	notes := &noteLog{ch: make(chan string, 1024)}
 	gate := make(chan error, 1)
 	cfg := turns.Config{
-		Store: gatedStore{Store: st, gate: gate}, Notifier: notes, Models: oneProvider{client},
+		Store: gatedStore{Store: st, gate: gate}, Sink: sinkFor(notes), Models: oneProvider{client},
 		Tools: func(tc turns.ToolContext) ([]registry.ConfiguredToolSpec, *registry.Registry, error) {
 			return noArgTools(false, map[string]registry.Handler{"noop": noopTool{}})
 		},

@@ -2,143 +2,15 @@ package turns
 
 import (
 	"context"
-	"encoding/json"
-	"math"
 	"strings"
 
 	"github.com/appserver/appserver/api"
 	"github.com/appserver/appserver/internal/apperr"
-	"github.com/appserver/appserver/internal/model"
+	"github.com/appserver/appserver/internal/audit"
+	"github.com/appserver/appserver/internal/principal"
 	"github.com/appserver/appserver/internal/store"
+	"github.com/appserver/appserver/internal/turns/transcript"
 )
-
-// transcript is a thread's turns and items as its store holds them. The
-// read side works on transcripts, so that it reads a loaded thread, a
-// stored one and an ephemeral one alike.
-type transcript struct {
-	store store.Store
-	id    string
-}
-
-// transcript returns where the thread's turns and items are read from.
-func (t *thread) transcript() transcript { return transcript{store: t.store, id: t.id} }
-
-// apiTurns returns every turn of the thread with all its items.
-func (x transcript) apiTurns(ctx context.Context) (api.List[api.Turn], error) {
-	turns, err := x.turns(ctx)
-	if err != nil {
-		return nil, err
-	}
-	items, err := x.items(ctx, "")
-	if err != nil {
-		return nil, err
-	}
-	byTurn := map[string][]store.Item{}
-	for _, it := range items {
-		byTurn[it.TurnID] = append(byTurn[it.TurnID], it)
-	}
-	// Only byTurn holds the stored items now, and each turn's are
-	// forgotten once converted, so that a big thread's stored items and
-	// their converted form are not both held whole.
-	items = nil
-	out := make(api.List[api.Turn], 0, len(turns))
-	for _, tr := range turns {
-		at, err := turnToAPI(tr, byTurn[tr.ID], api.ItemsFull)
-		if err != nil {
-			return nil, apperr.Wrap(apperr.Internal, err, "corrupt item")
-		}
-		delete(byTurn, tr.ID)
-		out = append(out, at)
-	}
-	return out, nil
-}
-
-// modelHistory is the model history the thread's next turn starts from:
-// that of its turns since the last compaction, read newest first so that
-// the turns before it are never read.
-func (x transcript) modelHistory(ctx context.Context) (history, error) {
-	var since [][]model.InputItem // newest first
-	cursor := ""
-pages:
-	for {
-		page, err := x.store.ListTurns(ctx, store.TurnsQuery{ThreadID: x.id, Desc: true, Limit: store.MaxLimit, Cursor: cursor})
-		if err != nil {
-			return history{}, err
-		}
-		for _, tr := range page.Turns {
-			items, compacted, err := turnHistory(tr)
-			if err != nil {
-				return history{}, err
-			}
-			since = append(since, items)
-			if compacted {
-				break pages
-			}
-		}
-		if page.NextCursor == "" {
-			break
-		}
-		cursor = page.NextCursor
-	}
-	var h history
-	for i := len(since) - 1; i >= 0; i-- {
-		h.addUnencoded(since[i]...)
-	}
-	return h, nil
-}
-
-// turns lists every turn of the thread in order.
-func (x transcript) turns(ctx context.Context) ([]store.Turn, error) {
-	var out []store.Turn
-	cursor := ""
-	for {
-		page, err := x.store.ListTurns(ctx, store.TurnsQuery{ThreadID: x.id, Limit: store.MaxLimit, Cursor: cursor})
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, page.Turns...)
-		if page.NextCursor == "" {
-			return out, nil
-		}
-		cursor = page.NextCursor
-	}
-}
-
-// items lists every item of the thread (or of one turn) in order.
-func (x transcript) items(ctx context.Context, turnID string) ([]store.Item, error) {
-	var out []store.Item
-	err := x.eachItem(ctx, turnID, math.MaxInt64, func(it store.Item) error {
-		out = append(out, it)
-		return nil
-	})
-	return out, err
-}
-
-// eachItem calls f with every item of the thread (or of one turn) in
-// order, up to sequence number lastSeq (math.MaxInt64: all; 0: none, as for
-// a thread that had no items when a reply was made), reading them a page at a
-// time, and stops at f's first error.
-func (x transcript) eachItem(ctx context.Context, turnID string, lastSeq int64, f func(store.Item) error) error {
-	cursor := ""
-	for {
-		page, err := x.store.ListItems(ctx, store.ItemsQuery{ThreadID: x.id, TurnID: turnID, Limit: store.MaxLimit, Cursor: cursor})
-		if err != nil {
-			return err
-		}
-		for _, it := range page.Items {
-			if it.Seq > lastSeq {
-				return nil
-			}
-			if err := f(it); err != nil {
-				return err
-			}
-		}
-		if page.NextCursor == "" {
-			return nil
-		}
-		cursor = page.NextCursor
-	}
-}
 
 // ArchiveThread unloads (interrupting a running turn) and archives a
 // thread with the sub-agents it spawned, theirs and so on, as the
@@ -157,6 +29,7 @@ func (m *Manager) ArchiveThread(ctx context.Context, p api.ThreadArchiveParams) 
 		return nil, err
 	}
 	ids := append([]string{id}, kids...)
+	owner := m.ownerOf(ctx, id) // the children's too
 	archived, now := true, m.now()
 	patches := make([]store.ThreadPatch, 0, len(ids))
 	for _, tid := range ids {
@@ -173,7 +46,7 @@ func (m *Manager) ArchiveThread(ctx context.Context, p api.ThreadArchiveParams) 
 	}
 	return func() {
 		for _, tid := range ids {
-			m.cfg.Notifier.Broadcast("thread/archived", api.ThreadArchivedNotification{ThreadID: tid})
+			m.broadcastThread(owner, "thread/archived", api.ThreadArchivedNotification{ThreadID: tid})
 		}
 	}, nil
 }
@@ -187,17 +60,21 @@ func (m *Manager) unloadNow(t *thread) {
 	if at != nil {
 		at.cancel(errInterrupted)
 		<-at.done
+		// The caller writes the thread next (archive, delete): without
+		// the turn's fence, once the lease is given back.
+		<-at.released
 	}
 	m.mu.Lock()
 	if m.threads[t.id] == t {
 		delete(m.threads, t.id)
 	}
 	m.mu.Unlock()
+	m.cfg.Sink.Forget(t.id)
 	t.stopUnloadTimer()
 	if f := m.cfg.ThreadUnloaded; f != nil {
 		f(t.id)
 	}
-	m.cfg.Notifier.Broadcast("thread/status/changed", api.ThreadStatusChangedNotification{ThreadID: t.id, Status: api.ThreadStatus{Type: api.ThreadNotLoaded}})
+	m.broadcastThread(t.originator(), "thread/status/changed", api.ThreadStatusChangedNotification{ThreadID: t.id, Status: api.ThreadStatus{Type: api.ThreadNotLoaded}})
 }
 
 // DeleteThread removes a thread for good, with its turns and items: a
@@ -209,6 +86,7 @@ func (m *Manager) DeleteThread(ctx context.Context, p api.ThreadDeleteParams) (A
 		return nil, err
 	}
 	st := m.cfg.Store
+	owner := m.ownerOf(ctx, id)
 	if t := m.loaded(id); t != nil {
 		st = t.store
 		m.unloadNow(t)
@@ -219,7 +97,18 @@ func (m *Manager) DeleteThread(ctx context.Context, p api.ThreadDeleteParams) (A
 		}
 		return nil, err
 	}
-	return func() { m.cfg.Notifier.Broadcast("thread/deleted", api.ThreadDeletedNotification{ThreadID: id}) }, nil
+	ownerName := ""
+	if owner != nil {
+		ownerName = principal.NameOf(*owner)
+	}
+	m.cfg.Audit.Record(ctx, audit.Entry{Kind: audit.KindThreadDelete, ThreadID: id, Detail: threadDeleteDetail{Owner: ownerName}})
+	return func() { m.broadcastThread(owner, "thread/deleted", api.ThreadDeletedNotification{ThreadID: id}) }, nil
+}
+
+// threadDeleteDetail is the detail of a thread_delete entry.
+type threadDeleteDetail struct {
+	// Owner is the principal whose thread it was, "" for the operator's.
+	Owner string `json:"owner"`
 }
 
 // UnarchiveThread restores an archived thread to the list.
@@ -244,7 +133,7 @@ func (m *Manager) UnarchiveThread(ctx context.Context, p api.ThreadUnarchivePara
 		return api.ThreadUnarchiveResult{}, nil, err
 	}
 	return api.ThreadUnarchiveResult{Thread: th}, func() {
-		m.cfg.Notifier.Broadcast("thread/unarchived", api.ThreadUnarchivedNotification{ThreadID: id})
+		m.broadcastThread(th.Originator, "thread/unarchived", api.ThreadUnarchivedNotification{ThreadID: id})
 	}, nil
 }
 
@@ -254,17 +143,76 @@ func (m *Manager) storedThread(rec store.Thread) (api.Thread, error) {
 	if t := m.loaded(rec.ID); t != nil {
 		return t.apiThread(), nil
 	}
-	var meta threadMeta
-	if len(rec.Meta) > 0 {
-		if err := json.Unmarshal(rec.Meta, &meta); err != nil {
-			return api.Thread{}, apperr.Wrap(apperr.Internal, err, "corrupt thread metadata")
-		}
+	meta, err := transcript.DecodeThreadMeta(rec.Meta)
+	if err != nil {
+		return api.Thread{}, err
 	}
-	return threadToAPI(rec, meta, api.ThreadStatus{Type: api.ThreadNotLoaded}, false), nil
+	return transcript.ThreadToAPI(rec, meta, api.ThreadStatus{Type: api.ThreadNotLoaded}, false), nil
 }
 
-// ListThreads pages stored threads.
-func (m *Manager) ListThreads(ctx context.Context, p api.ThreadListParams) (api.ThreadListResult, error) {
+// ListThreads pages stored threads: for a principal, only those it sees;
+// each with its read state.
+func (m *Manager) ListThreads(ctx context.Context, who principal.Principal, p api.ThreadListParams) (api.ThreadListResult, error) {
+	res, err := m.listVisible(ctx, who, p)
+	if err != nil {
+		return api.ThreadListResult{}, err
+	}
+	for _, th := range res.Data {
+		state, err := m.readStateOrNil(ctx, th.ID)
+		if err != nil {
+			return api.ThreadListResult{}, err
+		}
+		if state != nil {
+			res.ReadStates[th.ID] = *state
+		}
+	}
+	return res, nil
+}
+
+// listVisible is ListThreads without the read states.
+func (m *Manager) listVisible(ctx context.Context, who principal.Principal, p api.ThreadListParams) (api.ThreadListResult, error) {
+	if who.IsOperator() {
+		return m.listThreads(ctx, p)
+	}
+	// Other principals' threads are skipped, so a page may hold fewer
+	// threads than asked for: the store is read again for the rest, up to
+	// maxListPasses pages; the client follows nextCursor until it is null.
+	limit := store.DefaultLimit
+	if p.Limit != nil && *p.Limit > 0 {
+		limit = min(int(*p.Limit), store.MaxLimit)
+	}
+	out := api.ThreadListResult{Data: api.List[api.Thread]{}, ReadStates: map[string]api.ThreadReadState{}}
+	for pass := 0; ; pass++ {
+		n := uint32(limit - len(out.Data))
+		p.Limit = &n
+		res, err := m.listThreads(ctx, p)
+		if err != nil {
+			return api.ThreadListResult{}, err
+		}
+		for _, th := range res.Data {
+			if who.Sees(th) {
+				out.Data = append(out.Data, th)
+			}
+		}
+		if pass == 0 {
+			out.BackwardsCursor = res.BackwardsCursor
+		}
+		// A page asks for at most what is still missing, so every thread
+		// it returns is used and its cursor is exact.
+		out.NextCursor = res.NextCursor
+		if len(out.Data) == limit || res.NextCursor == nil || pass+1 >= maxListPasses {
+			return out, nil
+		}
+		p.Cursor = res.NextCursor
+	}
+}
+
+// maxListPasses bounds the store pages one listing of a principal reads
+// while skipping other principals' threads.
+const maxListPasses = 10
+
+// listThreads is ListThreads for the operator: one page of the store.
+func (m *Manager) listThreads(ctx context.Context, p api.ThreadListParams) (api.ThreadListResult, error) {
 	q := store.ListThreadsQuery{Desc: true, SortKey: store.SortCreatedAt, Cwds: p.Cwd, ModelProviders: p.ModelProviders}
 	if p.SortKey != nil {
 		switch *p.SortKey {
@@ -351,153 +299,59 @@ func (m *Manager) ReadThread(ctx context.Context, p api.ThreadReadParams) (api.T
 		return api.ThreadReadResult{}, err
 	}
 	if p.IncludeTurns != nil && *p.IncludeTurns {
-		turns, err := x.apiTurns(ctx)
+		turns, err := x.APITurns(ctx)
 		if err != nil {
 			return api.ThreadReadResult{}, err
 		}
 		th.Turns = turns
 	}
-	return api.ThreadReadResult{Thread: th}, nil
+	state, err := m.readStateOrNil(ctx, th.ID)
+	if err != nil {
+		return api.ThreadReadResult{}, err
+	}
+	return api.ThreadReadResult{Thread: th, ReadState: state}, nil
 }
 
 // readTarget returns the thread p reads, loaded or stored, without its
 // turns, and where its transcript is read from.
-func (m *Manager) readTarget(ctx context.Context, p api.ThreadReadParams) (api.Thread, transcript, error) {
+func (m *Manager) readTarget(ctx context.Context, p api.ThreadReadParams) (api.Thread, transcript.Reader, error) {
 	id, err := parseThreadID(p.ThreadID)
 	if err != nil {
-		return api.Thread{}, transcript{}, err
+		return api.Thread{}, transcript.Reader{}, err
 	}
 	if t := m.loaded(id); t != nil {
 		return t.apiThread(), t.transcript(), nil
 	}
 	rec, err := m.cfg.Store.GetThread(ctx, id)
 	if apperr.Is(err, apperr.NotFound) {
-		return api.Thread{}, transcript{}, apperr.New(apperr.NotFound, "thread not loaded: %s", p.ThreadID)
+		return api.Thread{}, transcript.Reader{}, apperr.New(apperr.NotFound, "thread not loaded: %s", p.ThreadID)
 	}
 	if err != nil {
-		return api.Thread{}, transcript{}, err
+		return api.Thread{}, transcript.Reader{}, err
 	}
 	th, err := m.storedThread(rec)
 	if err != nil {
-		return api.Thread{}, transcript{}, err
+		return api.Thread{}, transcript.Reader{}, err
 	}
-	return th, transcript{store: m.cfg.Store, id: id}, nil
+	return th, transcript.Reader{Store: m.cfg.Store, ThreadID: id}, nil
 }
 
 // knownThread returns the transcript of a loaded thread or of a stored one.
-func (m *Manager) knownThread(ctx context.Context, rawID string) (transcript, error) {
+func (m *Manager) knownThread(ctx context.Context, rawID string) (transcript.Reader, error) {
 	id, err := parseThreadID(rawID)
 	if err != nil {
-		return transcript{}, err
+		return transcript.Reader{}, err
 	}
 	if t := m.loaded(id); t != nil {
 		return t.transcript(), nil
 	}
 	if _, err := m.cfg.Store.GetThread(ctx, id); err != nil {
 		if apperr.Is(err, apperr.NotFound) {
-			return transcript{}, apperr.New(apperr.NotFound, "thread not loaded: %s", rawID)
+			return transcript.Reader{}, apperr.New(apperr.NotFound, "thread not loaded: %s", rawID)
 		}
-		return transcript{}, err
+		return transcript.Reader{}, err
 	}
-	return transcript{store: m.cfg.Store, id: id}, nil
-}
-
-// ListTurns pages a thread's turns (newest first by default).
-func (m *Manager) ListTurns(ctx context.Context, p api.ThreadTurnsListParams) (api.TurnsPage, error) {
-	x, err := m.knownThread(ctx, p.ThreadID)
-	if err != nil {
-		return api.TurnsPage{}, err
-	}
-	view := api.ItemsSummary
-	if p.ItemsView != nil {
-		view = *p.ItemsView
-	}
-	desc := p.SortDirection == nil || *p.SortDirection == api.SortDesc
-	q := store.TurnsQuery{ThreadID: x.id, Desc: desc}
-	if p.Limit != nil {
-		q.Limit = int(*p.Limit)
-	}
-	if p.Cursor != nil {
-		q.Cursor = *p.Cursor
-	}
-	page, err := x.store.ListTurns(ctx, q)
-	if err != nil {
-		return api.TurnsPage{}, err
-	}
-	turns := page.Turns
-	if len(turns) == 0 && (p.Cursor == nil || *p.Cursor == "") {
-		return api.TurnsPage{}, apperr.New(apperr.Invalid, "thread %s is not materialized yet; thread/turns/list is unavailable before first user message", x.id)
-	}
-	res := api.TurnsPage{Data: make(api.List[api.Turn], 0, len(turns)), NextCursor: optString(page.NextCursor), BackwardsCursor: optString(page.BackwardsCursor)}
-	for _, tr := range turns {
-		var items []store.Item
-		if view != api.ItemsNotLoaded {
-			if items, err = x.items(ctx, tr.ID); err != nil {
-				return api.TurnsPage{}, err
-			}
-		}
-		at, err := turnToAPI(tr, items, view)
-		if err != nil {
-			return api.TurnsPage{}, apperr.Wrap(apperr.Internal, err, "corrupt item")
-		}
-		res.Data = append(res.Data, at)
-	}
-	return res, nil
-}
-
-// ListItems pages a thread's persisted items (oldest first by default).
-func (m *Manager) ListItems(ctx context.Context, p api.ThreadItemsListParams) (api.ThreadItemsListResult, error) {
-	x, err := m.knownThread(ctx, p.ThreadID)
-	if err != nil {
-		return api.ThreadItemsListResult{}, err
-	}
-	q := store.ItemsQuery{ThreadID: x.id, Desc: p.SortDirection != nil && *p.SortDirection == api.SortDesc}
-	if p.TurnID != nil {
-		q.TurnID = *p.TurnID
-	}
-	if p.Limit != nil {
-		q.Limit = int(*p.Limit)
-	}
-	if c := p.Cursor; c != nil {
-		switch {
-		case c.AnchorItemID != "":
-			if q.TurnID == "" {
-				return api.ThreadItemsListResult{}, apperr.New(apperr.Invalid, "an item cursor requires turnId")
-			}
-			if q.Desc {
-				return api.ThreadItemsListResult{}, apperr.New(apperr.Invalid, "an item cursor is only supported with sortDirection asc")
-			}
-			anchor, err := x.anchorItem(ctx, c.AnchorItemID)
-			if err != nil {
-				return api.ThreadItemsListResult{}, err
-			}
-			q.AfterSeq = anchor
-		default:
-			q.Cursor = c.Opaque
-		}
-	}
-	page, err := x.store.ListItems(ctx, q)
-	if err != nil {
-		return api.ThreadItemsListResult{}, err
-	}
-	items := page.Items
-	res := api.ThreadItemsListResult{Data: make(api.List[api.ThreadItemEntry], 0, len(items)), NextCursor: optString(page.NextCursor), BackwardsCursor: optString(page.BackwardsCursor)}
-	for _, it := range items {
-		var ti api.ThreadItem
-		if err := json.Unmarshal(it.Payload, &ti); err != nil {
-			return api.ThreadItemsListResult{}, apperr.Wrap(apperr.Internal, err, "corrupt item")
-		}
-		res.Data = append(res.Data, api.ThreadItemEntry{TurnID: it.TurnID, Item: ti, StartedAtMs: ti.StartedAtMs, CompletedAtMs: ti.CompletedAtMs})
-	}
-	return res, nil
-}
-
-func (x transcript) anchorItem(ctx context.Context, itemID string) (int64, error) {
-	it, err := x.store.GetItem(ctx, x.id, itemID)
-	if apperr.Is(err, apperr.NotFound) {
-		return 0, apperr.New(apperr.Invalid, "invalid cursor: item %s not found", itemID)
-	}
-	return it.Seq, err
+	return transcript.Reader{Store: m.cfg.Store, ThreadID: id}, nil
 }
 
 // SetName names a thread and tells every connection.
@@ -507,13 +361,14 @@ func (m *Manager) SetName(ctx context.Context, p api.ThreadNameSetParams) (After
 		return nil, err
 	}
 	name := p.Name
-	now := m.now()
 	t := m.loaded(id)
 	st := m.cfg.Store
 	if t != nil {
 		st = t.store
 	}
-	err = st.Write(ctx, &store.Batch{UpdateThreads: []store.ThreadPatch{{ID: id, Name: &name, UpdatedAt: &now}}})
+	// A name is no activity: updatedAt (the order of thread/list) stays,
+	// as the reference keeps it.
+	err = st.Write(ctx, &store.Batch{UpdateThreads: []store.ThreadPatch{{ID: id, Name: &name}}})
 	if apperr.Is(err, apperr.NotFound) {
 		return nil, apperr.New(apperr.NotFound, "no rollout found for thread id %s", p.ThreadID)
 	}
@@ -522,10 +377,109 @@ func (m *Manager) SetName(ctx context.Context, p api.ThreadNameSetParams) (After
 	}
 	if t != nil {
 		t.mu.Lock()
-		t.rec.Name, t.rec.UpdatedAt = &name, now
+		t.rec.Name = &name
 		t.mu.Unlock()
 	}
+	owner := m.ownerOf(ctx, id)
 	return func() {
-		m.cfg.Notifier.Broadcast("thread/name/updated", api.ThreadNameUpdatedNotification{ThreadID: id, ThreadName: &name})
+		m.broadcastThread(owner, "thread/name/updated", api.ThreadNameUpdatedNotification{ThreadID: id, ThreadName: &name})
 	}, nil
+}
+
+// TurnStatus returns the status of a turn of a thread: as stored, or, for
+// a turn that ended here while the store was down, the end its clients
+// were told. An unknown turn is NotFound.
+func (m *Manager) TurnStatus(ctx context.Context, threadID, turnID string) (api.TurnStatus, error) {
+	tr, err := m.storedTurn(ctx, threadID, turnID)
+	return api.TurnStatus(tr.Status), err
+}
+
+// TurnRecord returns a turn of a thread with its items (TurnStatus says
+// which end it reports).
+func (m *Manager) TurnRecord(ctx context.Context, threadID, turnID string) (transcript.TurnRecord, error) {
+	tr, err := m.storedTurn(ctx, threadID, turnID)
+	if err != nil {
+		return transcript.TurnRecord{}, err
+	}
+	return m.transcriptOf(threadID).TurnRecord(ctx, tr)
+}
+
+// ItemRecords returns a page of a thread's stored items and the cursor of
+// the next page ("" after the last). A cursor that is not one is Invalid.
+func (m *Manager) ItemRecords(ctx context.Context, q transcript.ItemsQuery) ([]transcript.ItemRecord, string, error) {
+	return m.transcriptOf(q.ThreadID).ItemRecords(ctx, q)
+}
+
+// ListTurns pages a thread's turns (newest first by default).
+func (m *Manager) ListTurns(ctx context.Context, p api.ThreadTurnsListParams) (api.TurnsPage, error) {
+	x, err := m.knownThread(ctx, p.ThreadID)
+	if err != nil {
+		return api.TurnsPage{}, err
+	}
+	return x.ListTurns(ctx, p)
+}
+
+// ListItems pages a thread's persisted items (oldest first by default).
+func (m *Manager) ListItems(ctx context.Context, p api.ThreadItemsListParams) (api.ThreadItemsListResult, error) {
+	x, err := m.knownThread(ctx, p.ThreadID)
+	if err != nil {
+		return api.ThreadItemsListResult{}, err
+	}
+	return x.ListItems(ctx, p)
+}
+
+// StreamThread returns what ReadThread returns (with includeTurns), as a
+// ThreadStream whose items are read while it is written; ctx must outlive
+// the call (the connection's).
+func (m *Manager) StreamThread(ctx context.Context, p api.ThreadReadParams) (*transcript.ThreadStream, error) {
+	th, x, err := m.readTarget(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	state, err := m.readStateOrNil(ctx, th.ID)
+	if err != nil {
+		return nil, err
+	}
+	res := api.ThreadReadResult{Thread: th, ReadState: state}
+	return x.Stream(ctx, &res, &res.Thread, true)
+}
+
+// transcript returns where the thread's turns and items are read from.
+func (t *thread) transcript() transcript.Reader {
+	return transcript.Reader{Store: t.store, ThreadID: t.id}
+}
+
+// Running reports whether a turn of the thread runs on this daemon.
+func (m *Manager) Running(threadID string) bool {
+	t := m.loaded(threadID)
+	if t == nil {
+		return false
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.active != nil && !t.active.ending
+}
+
+// storedTurn reads a turn from its thread's transcript, with the end its
+// clients were told when the store missed it.
+func (m *Manager) storedTurn(ctx context.Context, threadID, turnID string) (store.Turn, error) {
+	tr, err := m.transcriptOf(threadID).Store.GetTurn(ctx, threadID, turnID)
+	if err != nil {
+		return store.Turn{}, err
+	}
+	if tr.Status == store.TurnInProgress {
+		if p, ok := m.ends.told(threadID, turnID); ok {
+			tr.Status, tr.CompletedAt, tr.Error = p.Status, p.CompletedAt, p.Error
+		}
+	}
+	return tr, nil
+}
+
+// transcriptOf is where a thread's transcript is read: a loaded thread's
+// own store (memory for an ephemeral one), else the durable store.
+func (m *Manager) transcriptOf(threadID string) transcript.Reader {
+	if t := m.loaded(threadID); t != nil {
+		return t.transcript()
+	}
+	return transcript.Reader{Store: m.cfg.Store, ThreadID: threadID}
 }

@@ -12,8 +12,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/appserver/appserver/api"
+	"github.com/appserver/appserver/internal/model"
 	"github.com/appserver/appserver/internal/store"
 	"github.com/appserver/appserver/internal/turns"
+	"github.com/appserver/appserver/internal/turns/transcript"
 )
 
 // storeBigThread stores a thread of turns turns with perTurn agent
@@ -119,11 +121,15 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 // error and text, and whose last turn is still running; with excludeTurns
 // too.
 func TestStreamResumeAndForkMatchTheWholeResults(t *testing.T) {
-	st, fake, client := storeAndModel(t, `{"steps":[{"delay_ms":60000,"text":"late"}]}`)
+	st, fake, _ := storeAndModel(t, `{"steps":[{"delay_ms":600000,"text":"late"}]}`)
+	// The turn must still be running when the test ends, however slow the
+	// machine: no request or idle timeout of the client may end it first.
+	client, err := model.New(model.ProviderConfig{BaseURL: fake.URL(), MaxRetries: -1, RequestTimeout: time.Hour, StreamIdleTimeout: time.Hour}, nil)
+	require.NoError(t, err)
 	// One instant for every record, so that two forks differ only by id.
 	at := time.Unix(1_790_000_000, 0)
 	m, err := turns.New(turns.Config{
-		Store: st, Notifier: discard{}, Models: oneProvider{client}, Now: func() time.Time { return at },
+		Store: st, Sink: sinkFor(discard{}), Models: oneProvider{client}, Now: func() time.Time { return at },
 		Defaults: turns.Defaults{Model: "fake", ModelProvider: "fake", Cwd: t.TempDir()},
 	})
 	require.NoError(t, err)
@@ -142,7 +148,7 @@ func TestStreamResumeAndForkMatchTheWholeResults(t *testing.T) {
 		after()
 	}()
 
-	streamed := func(s *turns.ThreadStream) string {
+	streamed := func(s *transcript.ThreadStream) string {
 		t.Helper()
 		var got bytes.Buffer
 		w := &countingWriter{w: &got}

@@ -3,29 +3,10 @@ package turns
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"sync"
 
 	"github.com/appserver/appserver/api"
 )
-
-// ServerRequester delivers server→client requests of a thread
-// (item/commandExecution/requestApproval, item/fileChange/requestApproval,
-// item/tool/requestUserInput) to a client subscribed to it; the server
-// implements it.
-type ServerRequester interface {
-	// Request sends method with params to one client subscribed to
-	// threadID and waits for its answer or ctx. sent reports whether the
-	// request went out, and id is then its JSON-RPC id (for
-	// serverRequest/resolved). A client's JSON-RPC error reply is returned
-	// as an error; ErrNoClient means no subscribed client could take the
-	// request within the implementation's bounded wait.
-	Request(ctx context.Context, threadID, method string, params any) (result json.RawMessage, id api.RequestID, sent bool, err error)
-}
-
-// ErrNoClient is returned by a ServerRequester when no subscribed client
-// could be reached to answer a request.
-var ErrNoClient = errors.New("no client is connected to answer the request")
 
 // ClientRequest is one server→client request a tool makes during a turn.
 type ClientRequest struct {
@@ -44,7 +25,7 @@ type ClientRequest struct {
 // ClientRequests lets a tool ask the thread's client during a turn.
 type ClientRequests interface {
 	// Request raises the request's flag, sends the request through the
-	// ServerRequester and waits for the answer. Once it is settled, and
+	// Sink and waits for the answer. Once it is settled, and
 	// before Request returns, serverRequest/resolved goes to the
 	// subscribers (for a turn that is being interrupted, right after its
 	// turn/completed instead, as the reference orders it). The flag stays
@@ -105,11 +86,7 @@ func (r *turnRun) Request(ctx context.Context, req ClientRequest) (json.RawMessa
 	if req.BeforeSend != nil {
 		req.BeforeSend()
 	}
-	requester := t.m.cfg.Requests
-	if requester == nil {
-		return nil, release, ErrNoClient
-	}
-	res, id, sent, err := requester.Request(ctx, t.requestThread(), req.Method, req.Params)
+	res, id, sent, err := t.m.cfg.Sink.Request(ctx, ServerRequest{ThreadID: t.id, Ancestors: t.ancestors, Method: req.Method, Params: req.Params, Ephemeral: t.ephemeral()})
 	if sent {
 		r.resolved(id)
 	}

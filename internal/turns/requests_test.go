@@ -78,8 +78,8 @@ func (n *noteLog) snapshot() []string {
 // blockingRequester holds every request until its context ends.
 type blockingRequester struct{ got chan string }
 
-func (b blockingRequester) Request(ctx context.Context, _ string, method string, _ any) (json.RawMessage, api.RequestID, bool, error) {
-	b.got <- method
+func (b blockingRequester) Request(ctx context.Context, req turns.ServerRequest) (json.RawMessage, api.RequestID, bool, error) {
+	b.got <- req.Method
 	<-ctx.Done()
 	return nil, api.IntRequestID(7), true, ctx.Err()
 }
@@ -115,7 +115,7 @@ func TestPendingRequestInterrupted(t *testing.T) {
 	req := blockingRequester{got: make(chan string, 1)}
 	unloaded := make(chan string, 1)
 	m, err := turns.New(turns.Config{
-		Store: st, Notifier: notes, Models: oneProvider{client}, Requests: req,
+		Store: st, Sink: sinkFor(notes).asking(req), Models: oneProvider{client},
 		UnloadAfter:    20 * time.Millisecond,
 		ThreadUnloaded: func(id string) { unloaded <- id },
 		Tools: func(tc turns.ToolContext) ([]registry.ConfiguredToolSpec, *registry.Registry, error) {

@@ -4,22 +4,25 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"strings"
 
 	"github.com/appserver/appserver/api"
 	"github.com/appserver/appserver/internal/apperr"
+	"github.com/appserver/appserver/internal/model"
+	"github.com/appserver/appserver/internal/turns/transcript"
 )
 
 // reviewRequest is one review/start: hint is what the TUI shows
-// ("current changes"), task the request the thread shows as the user's
-// message, prompt what the model is asked (the guidelines, then task).
+// ("current changes"), task the request the reviewer is asked and the
+// thread shows as the user's message.
 type reviewRequest struct {
-	hint, task, prompt string
+	hint, task string
 }
 
-// reviewGuidelines open every review prompt: what a useful finding is
-// and the JSON answer reviewOutput reads, the shape Codex models are
-// trained to give for reviews.
+// reviewGuidelines are the reviewer's instructions, in place of the
+// thread's: what a useful finding is and the JSON answer reviewOutput
+// reads, the shape Codex models are trained to give for reviews.
 const reviewGuidelines = `You are reviewing code changes on behalf of the user. Do not modify any file; read the changes with shell commands (git, cat, rg) and reason about them.
 
 Report only defects the author would want to fix: bugs, regressions, security problems, data loss, races, broken error handling, missing tests for changed behaviour. Skip style nits and matters of taste. Each finding says what goes wrong and under which input, points at the smallest line range that shows it, and carries a priority from 0 (must fix before merging) to 3 (minor); prefix its title with that priority, like "[P1] ".
@@ -67,7 +70,7 @@ func newReviewRequest(t api.ReviewTarget) (reviewRequest, error) {
 	default:
 		return reviewRequest{}, apperr.New(apperr.Invalid, "unknown review target type: %q", t.Type)
 	}
-	return reviewRequest{hint: hint, task: task, prompt: reviewGuidelines + "\n\n" + task}, nil
+	return reviewRequest{hint: hint, task: task}, nil
 }
 
 // reviewInterrupted is the review text of a review that did not finish.
@@ -75,9 +78,11 @@ const reviewInterrupted = "The review was interrupted before it finished; run it
 
 // StartReview runs a code review as a turn of the thread (inline
 // delivery): the response comes first, then turn/started, an
-// enteredReviewMode item naming what is reviewed, the model's work, and an
-// exitedReviewMode item carrying the review; the review joins the thread's
-// history, so the model can act on it in the next turn.
+// enteredReviewMode item naming what is reviewed, the reviewer's work,
+// and an exitedReviewMode item carrying the review. The reviewer works in
+// a fresh context: it sees the changes, through its tools, and not the
+// conversation; the thread's history gets only the review's result, which
+// the thread's next turn hands to the model (reviewHandoff).
 func (m *Manager) StartReview(ctx context.Context, c Caller, p api.ReviewStartParams) (api.ReviewStartResult, After, error) {
 	if p.Delivery != nil && *p.Delivery != api.ReviewInline {
 		return api.ReviewStartResult{}, nil, apperr.New(apperr.Invalid, "unsupported review delivery: %q", *p.Delivery)
@@ -90,26 +95,61 @@ func (m *Manager) StartReview(ctx context.Context, c Caller, p api.ReviewStartPa
 	if err != nil {
 		return api.ReviewStartResult{}, nil, err
 	}
-	return api.ReviewStartResult{Turn: res.Turn, ReviewThreadID: p.ThreadID}, after, nil
+	// The reference answers with what is reviewed as the turn's one user
+	// message (under the turn's id), and no root turn. A target with
+	// nothing to review (no git repository, no changes) is no error
+	// there: the review runs and says so.
+	turn := res.Turn
+	turn.RootTurnID = nil
+	turn.Items = api.List[api.ThreadItem]{{Body: &api.UserMessageItem{ID: turn.ID, Content: api.List[api.UserInput]{{Type: api.UserInputText, Text: req.hint}}}}}
+	return api.ReviewStartResult{Turn: turn, ReviewThreadID: p.ThreadID}, after, nil
+}
+
+// reviewHandoff is the user message that brings a finished review into
+// the thread's model history, before the review itself as the assistant's
+// message: the model of the thread's next turn reads what was reviewed
+// and what the reviewer found.
+const reviewHandoff = `The user had the changes (%s) reviewed by a separate reviewer, which saw the changes but not this conversation. The review follows; the user may ask you to address some of its findings.
+
+<review>
+%s
+</review>`
+
+// startReviewer gives a review's turn the reviewer's fresh context
+// before its tool set is built: no earlier history, the reviewer's
+// instructions in place of the thread's, commands run without asking
+// (within the thread's sandbox), and no tools that reach beyond the
+// review (sub-agents, goals, web search).
+func (r *turnRun) startReviewer(tc *ToolContext) {
+	r.prior = transcript.History{}
+	r.reviewer, r.reviewing = true, true
+	r.at.settings.instructions = reviewGuidelines
+	tc.ApprovalPolicy = api.AskForApproval{Policy: api.ApprovalNever}
+	tc.Children, tc.Goals = nil, nil
+	cfg := maps.Clone(tc.Config)
+	if cfg == nil {
+		cfg = map[string]json.RawMessage{}
+	}
+	cfg["web_search"] = json.RawMessage(`"disabled"`)
+	tc.Config = cfg
 }
 
 // runTurn is the goroutine of a review's turn: the request shows as a
-// user message, the model's messages stay hidden; its answer is shown as the exitedReviewMode item and an agent
-// message, both rendered for reading.
+// user message, the reviewer's messages stay hidden; its answer is shown
+// as the exitedReviewMode item and an agent message, both rendered for
+// reading, and becomes the turn's whole contribution to the thread's
+// history.
 func (req *reviewRequest) runTurn(r *turnRun, _ ToolContext) {
 	defer close(r.at.done)
 	t := r.t
-	r.reviewer = true
 	t.broadcastStatus()
 	t.emit("turn/started", api.TurnStartedNotification{ThreadID: t.id, Turn: r.apiTurn(api.TurnInProgress, nil, nil)})
 	_, err := r.reviewItem(&api.ReviewModeItem{ID: newID(), Review: req.hint})
 	if err == nil {
-		// The request shows as the user's message, without the
-		// guidelines, as the reference shows it.
 		_, err = r.reviewItem(&api.UserMessageItem{ID: newID(), Content: api.List[api.UserInput]{{Type: api.UserInputText, Text: req.task}}})
 	}
 	if err == nil {
-		r.hist.add(userInputToModel([]api.UserInput{{Type: api.UserInputText, Text: req.prompt}}))
+		r.hist.Add(transcript.UserInputToModel([]api.UserInput{{Type: api.UserInputText, Text: req.task + "\n\nThe working directory is " + r.at.settings.cwd + "."}}))
 		err = r.loop()
 		review := reviewInterrupted
 		if err == nil && r.final != nil {
@@ -117,6 +157,13 @@ func (req *reviewRequest) runTurn(r *turnRun, _ ToolContext) {
 				review = renderReview(parseReview(msg.Text))
 			}
 		}
+		// The reviewer's context ends here: the thread keeps the review.
+		r.hist = transcript.History{Root: r.hist.Root, Usage: r.hist.Usage}
+		r.reviewing = false
+		r.hist.Add(
+			transcript.UserInputToModel([]api.UserInput{{Type: api.UserInputText, Text: fmt.Sprintf(reviewHandoff, req.hint, review)}}),
+			model.InputItem{Type: model.ItemMessage, Role: model.RoleAssistant, Content: []model.ContentPart{{Type: model.PartOutputText, Text: review}}},
+		)
 		// The review closes even when the turn failed or was
 		// interrupted, so that the client leaves review mode. Its item
 		// has an id of its own: the store keeps one item per id.

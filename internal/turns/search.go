@@ -2,10 +2,12 @@ package turns
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/appserver/appserver/api"
+	"github.com/appserver/appserver/internal/principal"
 	"github.com/appserver/appserver/internal/store"
 )
 
@@ -17,9 +19,21 @@ const snippetContext = 60
 // or any user or agent message holds the term, case-insensitively,
 // paginated and sorted as thread/list (the store filters); each hit carries
 // the matching text around the match.
-func (m *Manager) SearchThreads(ctx context.Context, p api.ThreadSearchParams) (api.ThreadSearchResult, error) {
+func (m *Manager) SearchThreads(ctx context.Context, who principal.Principal, p api.ThreadSearchParams) (api.ThreadSearchResult, error) {
+	return m.StreamSearchThreads(ctx, who, p, nil)
+}
+
+// searchPartialBatch is how many hits a partial batch of
+// StreamSearchThreads carries.
+const searchPartialBatch = 10
+
+// StreamSearchThreads is SearchThreads that also hands partial, while it
+// works, each batch of searchPartialBatch hits it has verified (the hits
+// of a last incomplete batch come only with the result). partial runs on
+// the caller's goroutine; nil hands nothing.
+func (m *Manager) StreamSearchThreads(ctx context.Context, who principal.Principal, p api.ThreadSearchParams, partial func(api.List[api.ThreadSearchHit])) (api.ThreadSearchResult, error) {
 	term := p.SearchTerm
-	list, err := m.ListThreads(ctx, api.ThreadListParams{
+	list, err := m.listVisible(ctx, who, api.ThreadListParams{
 		Cursor: p.Cursor, Limit: p.Limit, SortKey: p.SortKey, SortDirection: p.SortDirection,
 		Archived: p.Archived, SourceKinds: p.SourceKinds, SearchTerm: &term,
 	})
@@ -37,6 +51,9 @@ func (m *Manager) SearchThreads(ctx context.Context, p api.ThreadSearchParams) (
 			return api.ThreadSearchResult{}, err
 		}
 		res.Data = append(res.Data, api.ThreadSearchHit{Thread: th, Snippet: snippet})
+		if partial != nil && len(res.Data)%searchPartialBatch == 0 {
+			partial(slices.Clone(res.Data[len(res.Data)-searchPartialBatch:]))
+		}
 	}
 	return res, nil
 }
@@ -50,9 +67,9 @@ func (m *Manager) messageSnippet(ctx context.Context, threadID, term string) (st
 		return "", err
 	}
 	lower := strings.ToLower(term)
-	q := store.ItemsQuery{ThreadID: x.id, Limit: store.MaxLimit}
+	q := store.ItemsQuery{ThreadID: x.ThreadID, Limit: store.MaxLimit}
 	for {
-		page, err := x.store.ListItems(ctx, q)
+		page, err := x.Store.ListItems(ctx, q)
 		if err != nil {
 			return "", err
 		}

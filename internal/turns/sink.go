@@ -2,7 +2,6 @@ package turns
 
 import (
 	"context"
-	"encoding/json"
 
 	"github.com/appserver/appserver/api"
 	"github.com/appserver/appserver/internal/registry"
@@ -47,19 +46,8 @@ func (r *turnRun) emitDiff() {
 	r.t.emit("turn/diff/updated", api.TurnDiffUpdatedNotification{ThreadID: r.t.id, TurnID: r.at.id, Diff: diff})
 }
 
-// Emit forwards a registry handler's event as a notification, adding the
-// thread and turn ids to its params (ToolSink, registry.Emitter).
+// Emit forwards a registry handler's event as a notification of the
+// turn's thread and turn (ToolSink, registry.Emitter).
 func (r *turnRun) Emit(_ context.Context, ev registry.Event) {
-	raw, err := json.Marshal(ev)
-	if err != nil {
-		r.t.m.log.Error("encode tool event", "method", ev.Method(), "err", err)
-		return
-	}
-	var params map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &params); err != nil || params == nil {
-		params = map[string]json.RawMessage{}
-	}
-	params["threadId"], _ = json.Marshal(r.t.id)
-	params["turnId"], _ = json.Marshal(r.at.id)
-	r.t.emit(ev.Method(), params)
+	r.t.emit(ev.Method(), ev.Params(r.t.id, r.at.id))
 }

@@ -2,7 +2,6 @@ package turns_test
 
 import (
 	"context"
-	"encoding/json"
 	"sync"
 	"testing"
 	"time"
@@ -45,6 +44,9 @@ type planEvent struct {
 }
 
 func (planEvent) Method() string { return "turn/plan/updated" }
+func (e planEvent) Params(threadID, turnID string) any {
+	return api.TurnPlanUpdatedNotification{ThreadID: threadID, TurnID: turnID, Explanation: &e.Explanation}
+}
 
 // speakTool uses every method of the turn's ToolSink once, in order: an
 // item with output deltas, the turn's diff, and a handler event through
@@ -73,7 +75,7 @@ func TestToolSinkSpeaksForItsTurn(t *testing.T) {
 	st, _, client := storeAndModel(t, `{"steps":[{"tool_calls":[{"call_id":"c1","name":"speak","arguments":{}}]},{"text":"done"}]}`)
 	notes := &paramLog{done: make(chan struct{})}
 	m, err := turns.New(turns.Config{
-		Store: st, Notifier: notes, Models: oneProvider{client},
+		Store: st, Sink: sinkFor(notes), Models: oneProvider{client},
 		Tools: func(tc turns.ToolContext) ([]registry.ConfiguredToolSpec, *registry.Registry, error) {
 			return noArgTools(false, map[string]registry.Handler{"speak": speakTool{tc.Sink}})
 		},
@@ -118,13 +120,9 @@ func TestToolSinkSpeaksForItsTurn(t *testing.T) {
 			id = ids{p.ThreadID, p.TurnID}
 		case api.ThreadTokenUsageUpdatedNotification:
 			id = ids{p.ThreadID, p.TurnID}
-		case map[string]json.RawMessage:
-			var ev struct{ ThreadID, TurnID, Explanation string }
-			raw, err := json.Marshal(p)
-			require.NoError(t, err)
-			require.NoError(t, json.Unmarshal(raw, &ev))
-			require.Equal(t, "why", ev.Explanation)
-			id = ids{ev.ThreadID, ev.TurnID}
+		case api.TurnPlanUpdatedNotification:
+			require.Equal(t, "why", *p.Explanation)
+			id = ids{p.ThreadID, p.TurnID}
 		default:
 			continue
 		}

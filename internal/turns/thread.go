@@ -3,69 +3,15 @@ package turns
 import (
 	"context"
 	"encoding/json"
-	"slices"
 	"sync"
 	"time"
 
 	"github.com/appserver/appserver/api"
-	"github.com/appserver/appserver/internal/model"
+	"github.com/appserver/appserver/internal/apperr"
 	"github.com/appserver/appserver/internal/policy"
 	"github.com/appserver/appserver/internal/store"
+	"github.com/appserver/appserver/internal/turns/transcript"
 )
-
-// threadMeta is the part of a thread's settings kept in store.Thread.Meta.
-type threadMeta struct {
-	// Cwd and ModelProvider repeat the record's columns so that changes
-	// made by resume and turn/start survive a reload.
-	Cwd                   string                   `json:"cwd,omitempty"`
-	ModelProvider         string                   `json:"modelProvider,omitempty"`
-	ApprovalPolicy        api.AskForApproval       `json:"approvalPolicy"`
-	ApprovalsReviewer     string                   `json:"approvalsReviewer,omitempty"`
-	Sandbox               api.SandboxPolicy        `json:"sandbox"`
-	ReasoningEffort       *string                  `json:"reasoningEffort,omitempty"`
-	ReasoningSummary      string                   `json:"reasoningSummary,omitempty"`
-	BaseInstructions      *string                  `json:"baseInstructions,omitempty"`
-	DeveloperInstructions *string                  `json:"developerInstructions,omitempty"`
-	Originator            *string                  `json:"originator,omitempty"`
-	ThreadSource          *string                  `json:"threadSource,omitempty"`
-	CLIVersion            string                   `json:"cliVersion"`
-	ServiceTier           *string                  `json:"serviceTier,omitempty"`
-	TokenTotal            *api.TokenUsageBreakdown `json:"tokenTotal,omitempty"`
-	LastTurnID            string                   `json:"lastTurnId,omitempty"`
-	LastUsage             *api.TokenUsageBreakdown `json:"lastUsage,omitempty"`
-	// ContextTokens is how many tokens the last model request and its
-	// response took, which the next request carries again; a compaction
-	// sets it to 0. Reaching the auto-compact limit compacts the context.
-	ContextTokens int64 `json:"contextTokens,omitempty"`
-	// DynamicTools is the client's tool registration, validated.
-	DynamicTools json.RawMessage `json:"dynamicTools,omitempty"`
-	// Config is the thread's config overrides (thread/start and
-	// thread/fork `config`), flattened to dotted keys; the ToolsFactory
-	// reads the ones that shape the tool set.
-	Config map[string]json.RawMessage `json:"config,omitempty"`
-	// SubAgent is set on a child thread spawned by a parent's turn.
-	SubAgent *subAgentMeta `json:"subAgent,omitempty"`
-	// Spawned are the children this thread's turns spawned, in order.
-	Spawned []spawnEdge `json:"spawned,omitempty"`
-	// GitInfo and DaybreakEnabled are what clients saved with
-	// thread/metadata/update.
-	GitInfo         *api.GitInfo `json:"gitInfo,omitempty"`
-	DaybreakEnabled *bool        `json:"daybreakEnabled,omitempty"`
-	// Goal is the thread's goal (thread/goal/set), or nil.
-	Goal *threadGoal `json:"goal,omitempty"`
-}
-
-// turnMeta is kept in store.Turn.Meta: the exact model history the turn
-// added (its user input, every output item and every tool output, in
-// order), so that the next request replays it byte for byte.
-type turnMeta struct {
-	// Compacted means the turn compacted the context: History is then
-	// the whole model history from this turn on, the summary first.
-	Compacted bool `json:"compacted,omitempty"`
-	// RootTurnID is the turn that led to this one, when not itself.
-	RootTurnID string            `json:"rootTurnId,omitempty"`
-	History    []model.InputItem `json:"history"`
-}
 
 // thread is one loaded thread. Its lock guards every field below it.
 // While a turn runs, its notifications come from the turn goroutine, from
@@ -74,9 +20,10 @@ type turnMeta struct {
 type thread struct {
 	m  *Manager
 	id string
-	// parentID is the parent of a spawned child, "" for other threads;
-	// the child's notifications also reach the parent's subscribers.
-	parentID string
+	// ancestors are the spawn chain of a spawned child, nearest first (nil
+	// for other threads); its notifications and requests name them, and
+	// the sink decides who hears them (Event.Ancestors).
+	ancestors []string
 	// store holds the thread's transcript: the Manager's durable store, or
 	// its memory store for an ephemeral thread, which must never reach the
 	// durable one. It never changes.
@@ -90,16 +37,14 @@ type thread struct {
 
 	mu             sync.Mutex
 	rec            store.Thread
-	meta           threadMeta
-	subs           map[ConnID]struct{}
-	subsVersion    uint64 // grows with every change of subs
+	meta           transcript.ThreadMeta
 	active         *activeTurn
 	lastTurnFailed bool
 	// history is the model history of finished turns, from the last
 	// compaction on, when historyLoaded; else it is empty and read from
 	// the store by the next turn (ensureHistory). historyGen grows with
 	// every finished turn, so that a read racing a turn's end is retried.
-	history       history
+	history       transcript.History
 	historyLoaded bool
 	historyGen    uint64
 	// historyUnsaved is set while the last turn's end (its history
@@ -113,6 +58,11 @@ type thread struct {
 	itemIDs        map[string]struct{}
 	allIDsInMemory bool
 	unloadTimer    *time.Timer
+	// seenWatched is set when the unload timer last found the thread
+	// heard by somebody (Sink.Watched): it then waits one more period
+	// before unloading, so that a client that left without unsubscribing
+	// has at least UnloadAfter to come back.
+	seenWatched bool
 	// trimTimer drops the history of a thread left idle (trim).
 	trimTimer *time.Timer
 	// pins counts callers using the thread between loading it and
@@ -124,24 +74,22 @@ type thread struct {
 	// goalSince is when the goal clock started, zero while it is stopped
 	// (startGoalClockLocked).
 	goalSince time.Time
+	// rateLimitsSent is the last account/rateLimits/updated the thread
+	// sent (announceRateLimits), nil before the first.
+	rateLimitsSent *api.RateLimitSnapshot
 	// leaseToken is the token of the thread's lease when this daemon last
 	// took it (Config.Ownership), 0 before.
 	leaseToken int64
 }
 
-func newThread(m *Manager, rec store.Thread, meta threadMeta, st store.Store) *thread {
-	parentID := ""
-	if meta.SubAgent != nil {
-		parentID = meta.SubAgent.ParentThreadID
-	}
+func newThread(m *Manager, rec store.Thread, meta transcript.ThreadMeta, st store.Store, ancestors []string) *thread {
 	return &thread{
 		m:         m,
 		id:        rec.ID,
-		parentID:  parentID,
+		ancestors: ancestors,
 		store:     st,
 		rec:       rec,
 		meta:      meta,
-		subs:      map[ConnID]struct{}{},
 		approvals: policy.NewSessionApprovals(),
 	}
 }
@@ -162,39 +110,24 @@ func (t *thread) statusLocked() api.ThreadStatus {
 func (t *thread) apiThread() api.Thread {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return threadToAPI(t.rec, t.meta, t.statusLocked(), t.ephemeral())
+	return transcript.ThreadToAPI(t.rec, t.meta, t.statusLocked(), t.ephemeral())
 }
 
 // ephemeral reports whether the thread lives in memory only.
-func (t *thread) ephemeral() bool { return t.store == store.Store(t.m.mem) }
+func (t *thread) ephemeral() bool { return t.m.mem != nil && t.store == store.Store(t.m.mem) }
 
-// subscribe adds conn; it reports whether it was new.
-func (t *thread) subscribe(conn ConnID) bool {
+// unsubscribed restarts the unload period of a thread a client left with
+// thread/unsubscribe: it unloads UnloadAfter from now if nobody else
+// hears it.
+func (t *thread) unsubscribed() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	_, had := t.subs[conn]
-	t.subs[conn] = struct{}{}
-	if !had {
-		t.subsVersion++
-	}
 	if t.unloadTimer != nil {
 		t.unloadTimer.Stop()
 		t.unloadTimer = nil
 	}
-	return !had
-}
-
-// unsubscribe removes conn and arms the unload timer when nobody is left.
-func (t *thread) unsubscribe(conn ConnID) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if _, ok := t.subs[conn]; !ok {
-		return false
-	}
-	delete(t.subs, conn)
-	t.subsVersion++
+	t.seenWatched = false
 	t.armUnloadLocked()
-	return true
 }
 
 // pin keeps the thread loaded until unpin. Lock order: Manager.mu, then
@@ -219,8 +152,8 @@ func (t *thread) unpin() {
 	t.armUnloadLocked()
 }
 
-// armUnloadLocked schedules unloading if the thread is idle and unwatched,
-// and the trimming of its history if it is idle.
+// armUnloadLocked schedules the unload check of an idle thread, and the
+// trimming of its history.
 func (t *thread) armUnloadLocked() {
 	if t.active != nil || t.pins > 0 {
 		return
@@ -228,15 +161,30 @@ func (t *thread) armUnloadLocked() {
 	if t.historyLoaded && t.trimTimer == nil {
 		t.trimTimer = time.AfterFunc(t.m.cfg.TrimAfter, t.trim)
 	}
-	if len(t.subs) > 0 || t.unloadTimer != nil {
+	if t.unloadTimer != nil {
 		return
 	}
-	t.unloadTimer = time.AfterFunc(t.m.cfg.UnloadAfter, func() {
-		t.mu.Lock()
-		t.unloadTimer = nil
-		t.mu.Unlock()
+	t.unloadTimer = time.AfterFunc(t.m.cfg.UnloadAfter, t.unloadCheck)
+}
+
+// unloadCheck runs every UnloadAfter while the thread is idle: the sink
+// owns who hears the thread, so the thread asks it. A thread nobody hears
+// unloads once it was found unheard twice in a row (or once after
+// thread/unsubscribe), so that a client that went away without
+// unsubscribing has at least one period to come back.
+func (t *thread) unloadCheck() {
+	watched := t.m.cfg.Sink.Watched(t.id)
+	t.mu.Lock()
+	t.unloadTimer = nil
+	wait := watched || t.seenWatched
+	t.seenWatched = watched
+	if wait {
+		t.armUnloadLocked()
+	}
+	t.mu.Unlock()
+	if !wait {
 		t.m.unload(t)
-	})
+	}
 }
 
 // stopUnloadTimer stops the unload and trim timers.
@@ -264,7 +212,7 @@ func (t *thread) trim() {
 	if t.active != nil || t.pins > 0 || t.historyUnsaved {
 		return // armed again when a turn ends or the pin goes
 	}
-	t.history, t.historyLoaded, t.itemIDs = history{}, false, nil
+	t.history, t.historyLoaded, t.itemIDs = transcript.History{}, false, nil
 	t.allIDsInMemory = false
 }
 
@@ -279,7 +227,7 @@ func (t *thread) ensureHistory(ctx context.Context) error {
 		if loaded {
 			return nil
 		}
-		h, err := t.transcript().modelHistory(ctx)
+		h, err := t.transcript().ModelHistory(ctx)
 		if err != nil {
 			return err
 		}
@@ -297,67 +245,15 @@ func (t *thread) ensureHistory(ctx context.Context) error {
 	}
 }
 
-// unloadable reports whether the thread may leave memory now.
+// unloadable reports whether the thread may leave memory now. The caller
+// holds Manager.mu, under which pins are taken, and nobody subscribes to a
+// thread without a pin: a thread found unpinned and unheard here cannot
+// gain a subscriber before it is out of the table.
 func (t *thread) unloadable() bool {
 	t.mu.Lock()
-	defer t.mu.Unlock()
-	return len(t.subs) == 0 && t.active == nil && t.pins == 0
-}
-
-// subscribers returns a snapshot of the subscribed connections.
-func (t *thread) subscribers() []ConnID {
-	subs, _ := t.subscriberList()
-	return subs
-}
-
-// subscriberList returns a snapshot of the subscribed connections and the
-// version of the set it was taken from.
-func (t *thread) subscriberList() ([]ConnID, uint64) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	out := make([]ConnID, 0, len(t.subs))
-	for c := range t.subs {
-		out = append(out, c)
-	}
-	return out, t.subsVersion
-}
-
-// emit sends a thread-scoped notification to the subscribers, and for a
-// spawned child to those of its loaded ancestors too: a client watching a
-// thread sees the work it delegated.
-func (t *thread) emit(method string, params any) {
-	subs := t.subscribers()
-	for pid := t.parentID; pid != ""; {
-		p := t.m.loaded(pid)
-		if p == nil {
-			break
-		}
-		for _, c := range p.subscribers() {
-			if !slices.Contains(subs, c) {
-				subs = append(subs, c)
-			}
-		}
-		pid = p.parentID
-	}
-	if tn, ok := t.m.cfg.Notifier.(ThreadNotifier); ok && !t.ephemeral() {
-		// Logged even with no subscriber here: clients of other daemons
-		// and clients that come back later read it from the log. An
-		// ephemeral thread's notifications never reach the durable log.
-		tn.SendThread(t.id, subs, method, params)
-		return
-	}
-	if len(subs) == 0 {
-		return
-	}
-	t.m.cfg.Notifier.Send(subs, method, params)
-}
-
-// broadcastStatus tells every connection the thread's status.
-func (t *thread) broadcastStatus() {
-	t.mu.Lock()
-	st := t.statusLocked()
+	idle := t.active == nil && t.pins == 0
 	t.mu.Unlock()
-	t.m.cfg.Notifier.Broadcast("thread/status/changed", api.ThreadStatusChangedNotification{ThreadID: t.id, Status: st})
+	return idle && !t.m.cfg.Sink.Watched(t.id)
 }
 
 // interruptActive cancels the running turn, if any, with cause.
@@ -382,4 +278,37 @@ func (t *thread) metaJSONLocked() json.RawMessage {
 		panic(err) // plain data: cannot fail
 	}
 	return b
+}
+
+// uniqueItemID keeps upstream ids (as the reference does) unless one was
+// already used in this thread, which a restarted or fake provider can do.
+// Ids taken since the history was loaded are in memory; older ones are
+// looked up in the store, so that a loaded thread does not hold the ids of
+// its whole transcript.
+func (t *thread) uniqueItemID(ctx context.Context, id, prefix string) string {
+	if id == "" || !store.ValidKey(id) {
+		// An id the store cannot keep (a model's call id holding NUL) is
+		// replaced; the history keeps the call id as the model sent it.
+		return prefix + "_" + newID()
+	}
+	t.mu.Lock()
+	_, dup := t.itemIDs[id]
+	inMemory := t.allIDsInMemory
+	t.mu.Unlock()
+	if !dup && !inMemory {
+		// Any failure but "not found" takes a fresh id: a conflict would
+		// fail the commit.
+		_, err := t.store.GetItem(ctx, t.id, id)
+		dup = !apperr.Is(err, apperr.NotFound)
+	}
+	if dup {
+		id = id + "_" + newID()
+	}
+	t.mu.Lock()
+	if t.itemIDs == nil {
+		t.itemIDs = map[string]struct{}{}
+	}
+	t.itemIDs[id] = struct{}{}
+	t.mu.Unlock()
+	return id
 }

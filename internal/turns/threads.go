@@ -1,6 +1,7 @@
 package turns
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"path/filepath"
@@ -9,13 +10,19 @@ import (
 
 	"github.com/appserver/appserver/api"
 	"github.com/appserver/appserver/internal/apperr"
+	"github.com/appserver/appserver/internal/principal"
 	"github.com/appserver/appserver/internal/store"
+	"github.com/appserver/appserver/internal/turns/transcript"
 )
 
 // Caller identifies the connection a method call came from.
 type Caller struct {
 	Conn       ConnID
 	ClientName string
+	// Principal is who the call acts for: its ceiling and workspace roots
+	// bound the settings the call leaves a thread with (principal.Bound).
+	// The zero value is the operator, who is not bounded.
+	Principal principal.Principal
 }
 
 // After is work to run once the method's response has been sent, so that
@@ -29,12 +36,36 @@ type overrides struct {
 	approval             *api.AskForApproval
 	sandboxMode          *api.SandboxMode
 	sandboxPolicy        *api.SandboxPolicy
-	base, developer      *string
-	effort               *string
+	// permissions names a built-in permission profile, whose sandbox the
+	// thread takes; never together with sandboxMode or sandboxPolicy.
+	permissions     *string
+	base, developer *string
+	effort          *string
+	// summary is the reasoning summary style; serviceTier sets (or, with
+	// a null value, resets) the service tier.
+	summary     *string
+	serviceTier api.Nullable[string]
+	// sandboxParam names the request's sandbox parameter in messages:
+	// "sandbox" (thread methods) or "sandboxPolicy" (turn methods).
+	sandboxParam string
+	// roots are runtimeWorkspaceRoots: not used by a thread, but a
+	// principal may only name its own.
+	roots []string
+}
+
+// sandboxAsked reports whether the request chose the sandbox.
+func (o overrides) sandboxAsked() bool {
+	return o.sandboxMode != nil || o.sandboxPolicy != nil || o.permissions != nil
+}
+
+// empty reports whether the request changes nothing.
+func (o overrides) empty() bool {
+	return o.model == nil && o.provider == nil && o.cwd == nil && o.approval == nil && !o.sandboxAsked() &&
+		o.base == nil && o.developer == nil && o.effort == nil && o.summary == nil && !o.serviceTier.Set && len(o.roots) == 0
 }
 
 // apply validates and applies the overrides to a thread record and meta.
-func (m *Manager) apply(rec *store.Thread, meta *threadMeta, o overrides) error {
+func (m *Manager) apply(rec *store.Thread, meta *transcript.ThreadMeta, o overrides) error {
 	if o.provider != nil {
 		if _, err := m.cfg.Models.Client(*o.provider); err != nil {
 			return err
@@ -66,15 +97,28 @@ func (m *Manager) apply(rec *store.Thread, meta *threadMeta, o overrides) error 
 		}
 		meta.ApprovalPolicy = *o.approval
 	}
+	if o.permissions != nil && (o.sandboxMode != nil || o.sandboxPolicy != nil) {
+		return apperr.New(apperr.Invalid, "`permissions` cannot be combined with `%s`", cmp.Or(o.sandboxParam, "sandbox"))
+	}
 	if o.sandboxMode != nil {
 		p, err := sandboxPolicyFor(string(*o.sandboxMode))
 		if err != nil {
 			return err
 		}
 		meta.Sandbox = p
+		meta.PermissionProfile = ""
 	}
 	if o.sandboxPolicy != nil {
 		meta.Sandbox = *o.sandboxPolicy
+		meta.PermissionProfile = ""
+	}
+	if o.permissions != nil {
+		p, err := profilePolicy(*o.permissions)
+		if err != nil {
+			return err
+		}
+		meta.Sandbox = p
+		meta.PermissionProfile = *o.permissions
 	}
 	if o.base != nil {
 		meta.BaseInstructions = o.base
@@ -85,7 +129,32 @@ func (m *Manager) apply(rec *store.Thread, meta *threadMeta, o overrides) error 
 	if o.effort != nil {
 		meta.ReasoningEffort = o.effort
 	}
+	if o.summary != nil {
+		switch api.ReasoningSummary(*o.summary) {
+		case api.ReasoningSummaryAuto, api.ReasoningSummaryConcise, api.ReasoningSummaryDetailed, api.ReasoningSummaryNone:
+		default:
+			return apperr.New(apperr.Invalid, "Invalid request: unknown variant `%s`, expected one of `auto`, `concise`, `detailed`, `none`", *o.summary)
+		}
+		meta.ReasoningSummary = *o.summary
+	}
+	if o.serviceTier.Set {
+		meta.ServiceTier = serviceTier(o.serviceTier.Value)
+	}
 	return nil
+}
+
+// serviceTier is the tier a thread keeps for a client's serviceTier: "fast"
+// is the reference's name for the priority tier, and an explicit null
+// selects the default tier, as the reference reports them.
+func serviceTier(v *string) *string {
+	tier := "default"
+	if v != nil {
+		tier = *v
+	}
+	if tier == "fast" {
+		tier = "priority"
+	}
+	return &tier
 }
 
 func absCwd(cwd string) (string, error) {
@@ -121,15 +190,16 @@ func (t *thread) settingsResult() api.ThreadStartResult {
 		model = *t.rec.Model
 	}
 	return api.ThreadStartResult{
-		Thread:                threadToAPI(t.rec, t.meta, t.statusLocked(), t.ephemeral()),
-		Model:                 model,
-		ModelProvider:         t.rec.ModelProvider,
-		Cwd:                   t.rec.Cwd,
-		RuntimeWorkspaceRoots: api.List[string]{t.rec.Cwd},
-		ApprovalPolicy:        t.meta.ApprovalPolicy,
-		ApprovalsReviewer:     api.ReviewerUser,
-		Sandbox:               t.meta.Sandbox,
-		ReasoningEffort:       t.meta.ReasoningEffort,
+		Thread:                  transcript.ThreadToAPI(t.rec, t.meta, t.statusLocked(), t.ephemeral()),
+		Model:                   model,
+		ModelProvider:           t.rec.ModelProvider,
+		Cwd:                     t.rec.Cwd,
+		RuntimeWorkspaceRoots:   api.List[string]{t.rec.Cwd},
+		ApprovalPolicy:          t.meta.ApprovalPolicy,
+		ApprovalsReviewer:       api.ReviewerUser,
+		Sandbox:                 t.meta.Sandbox,
+		ActivePermissionProfile: activeProfile(t.meta.PermissionProfile),
+		ReasoningEffort:         t.meta.ReasoningEffort,
 	}
 }
 
@@ -140,7 +210,7 @@ func (m *Manager) StartThread(ctx context.Context, c Caller, p api.ThreadStartPa
 		// would surprise the client.
 		return api.ThreadStartResult{}, nil, apperr.New(apperr.Unavailable, "server is shutting down")
 	}
-	d := m.defaults()
+	d := m.defaults(c.Principal.Name())
 	now := m.now()
 	rec := store.Thread{
 		ID:            newID(),
@@ -157,26 +227,35 @@ func (m *Manager) StartThread(ctx context.Context, c Caller, p api.ThreadStartPa
 	if err != nil {
 		return api.ThreadStartResult{}, nil, err
 	}
-	meta := threadMeta{
-		ApprovalPolicy: api.AskForApproval{Policy: api.ApprovalPolicy(d.ApprovalPolicy)},
-		Sandbox:        sandbox,
-		CLIVersion:     d.CLIVersion,
-		ThreadSource:   p.ThreadSource,
+	meta := transcript.ThreadMeta{
+		ApprovalPolicy:   api.AskForApproval{Policy: api.ApprovalPolicy(d.ApprovalPolicy)},
+		Sandbox:          sandbox,
+		ReasoningEffort:  optional(d.ReasoningEffort),
+		ReasoningSummary: d.ReasoningSummary,
+		CLIVersion:       d.CLIVersion,
+		ThreadSource:     p.ThreadSource,
 	}
 	if c.ClientName != "" {
 		name := c.ClientName
 		meta.Originator = &name
 	}
-	if p.ServiceTier.Set {
-		meta.ServiceTier = p.ServiceTier.Value
+	if !c.Principal.IsOperator() && p.Cwd == nil {
+		// Not the daemon's directory: the principal's own root.
+		rec.Cwd = ""
 	}
-	if err := m.apply(&rec, &meta, overrides{
+	o := overrides{
 		model: p.Model, provider: p.ModelProvider, cwd: p.Cwd, approval: p.ApprovalPolicy,
-		sandboxMode: p.Sandbox, base: p.BaseInstructions, developer: p.DeveloperInstructions,
-	}); err != nil {
+		sandboxMode: p.Sandbox, permissions: p.Permissions, base: p.BaseInstructions, developer: p.DeveloperInstructions,
+		serviceTier: p.ServiceTier, roots: p.RuntimeWorkspaceRoots,
+	}
+	if err := m.apply(&rec, &meta, o); err != nil {
 		return api.ThreadStartResult{}, nil, err
 	}
-	if err := applyConfig(&meta, p.Config, p.Sandbox != nil); err != nil {
+	profile, err := applyConfig(&meta, p.Config, o.sandboxAsked())
+	if err != nil {
+		return api.ThreadStartResult{}, nil, err
+	}
+	if err := bound(c.Principal, &rec, &meta, o, profile); err != nil {
 		return api.ThreadStartResult{}, nil, err
 	}
 	if rec.Cwd == "" {
@@ -192,13 +271,16 @@ func (m *Manager) StartThread(ctx context.Context, c Caller, p api.ThreadStartPa
 		}
 		meta.DynamicTools = reg
 	}
-	st := m.storeFor(p.Ephemeral)
+	st, err := m.storeFor(p.Ephemeral)
+	if err != nil {
+		return api.ThreadStartResult{}, nil, err
+	}
 	metaJSON, _ := json.Marshal(meta)
 	rec.Meta = metaJSON
 	if err := st.Write(ctx, &store.Batch{CreateThreads: []*store.Thread{&rec}}); err != nil {
 		return api.ThreadStartResult{}, nil, err
 	}
-	t := newThread(m, rec, meta, st)
+	t := newThread(m, rec, meta, st, nil)
 	// A new thread has no stored items: its ids are all taken here.
 	t.allIDsInMemory = true
 	if err := m.register(t); err != nil {
@@ -207,8 +289,9 @@ func (m *Manager) StartThread(ctx context.Context, c Caller, p api.ThreadStartPa
 	t.subscribe(c.Conn)
 	res := t.settingsResult()
 	return res, func() {
-		m.subscribersChanged(t.id)
-		m.cfg.Notifier.Broadcast("thread/started", api.ThreadStartedNotification{Thread: t.apiThread()})
+		th := t.apiThread()
+		m.broadcastThread(th.Originator, "thread/started", api.ThreadStartedNotification{Thread: th})
+		m.threadStarted(th, meta.Config)
 	}, nil
 }
 
@@ -245,13 +328,13 @@ func (m *Manager) ResumeThread(ctx context.Context, c Caller, p api.ThreadResume
 // connection's). The turns are the transcript when the stream is made,
 // as ResumeThread's, and the notifications of the thread that After sends
 // follow the reply as they follow ResumeThread's.
-func (m *Manager) StreamResume(ctx context.Context, c Caller, p api.ThreadResumeParams) (*ThreadStream, After, error) {
+func (m *Manager) StreamResume(ctx context.Context, c Caller, p api.ThreadResumeParams) (*transcript.ThreadStream, After, error) {
 	res, t, after, err := m.resume(ctx, c, p)
 	if err != nil {
 		return nil, nil, err
 	}
 	defer t.unpin()
-	s, err := t.transcript().stream(ctx, &res, &res.Thread, !isTrue(p.ExcludeTurns))
+	s, err := t.transcript().Stream(ctx, &res, &res.Thread, !isTrue(p.ExcludeTurns))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -265,9 +348,10 @@ func (m *Manager) resume(ctx context.Context, c Caller, p api.ThreadResumeParams
 	if err != nil {
 		return api.ThreadResumeResult{}, nil, nil, err
 	}
-	if err := t.update(ctx, overrides{
+	if err := t.update(ctx, c.Principal, overrides{
 		model: p.Model, provider: p.ModelProvider, cwd: p.Cwd, approval: p.ApprovalPolicy,
-		sandboxMode: p.Sandbox, base: p.BaseInstructions, developer: p.DeveloperInstructions,
+		sandboxMode: p.Sandbox, permissions: p.Permissions, base: p.BaseInstructions, developer: p.DeveloperInstructions,
+		serviceTier: p.ServiceTier, roots: p.RuntimeWorkspaceRoots,
 	}); err != nil {
 		t.unpin()
 		return api.ThreadResumeResult{}, nil, nil, err
@@ -278,12 +362,12 @@ func (m *Manager) resume(ctx context.Context, c Caller, p api.ThreadResumeParams
 		Thread: base.Thread, Model: base.Model, ModelProvider: base.ModelProvider,
 		Cwd: base.Cwd, RuntimeWorkspaceRoots: base.RuntimeWorkspaceRoots,
 		ApprovalPolicy: base.ApprovalPolicy, ApprovalsReviewer: base.ApprovalsReviewer,
-		Sandbox: base.Sandbox, ReasoningEffort: base.ReasoningEffort,
+		Sandbox: base.Sandbox, ActivePermissionProfile: base.ActivePermissionProfile, ReasoningEffort: base.ReasoningEffort,
 	}
 	return res, t, func() {
 		t.replayUsage(c.Conn)
-		// A client that resumes may answer calls still pending for it.
-		m.subscribersChanged(t.id)
+		// A client that resumes may answer requests still pending for it.
+		m.cfg.Sink.Welcome(t.id)
 	}, nil
 }
 
@@ -296,14 +380,16 @@ func (t *thread) replayUsage(conn ConnID) {
 	if total == nil || last == nil || turnID == "" {
 		return
 	}
-	t.m.cfg.Notifier.Send([]ConnID{conn}, "thread/tokenUsage/updated", api.ThreadTokenUsageUpdatedNotification{
+	t.m.cfg.Sink.Send(conn, "thread/tokenUsage/updated", api.ThreadTokenUsageUpdatedNotification{
 		ThreadID: t.id, TurnID: turnID, TokenUsage: api.TokenUsage{Total: *total, Last: *last, ModelContextWindow: t.m.contextWindow()},
 	})
 }
 
-// update applies overrides to a loaded thread and persists them.
-func (t *thread) update(ctx context.Context, o overrides) error {
-	if o == (overrides{}) {
+// update applies overrides to a loaded thread, bounded by who asked for
+// them, and persists them. A principal's bounds are checked even when the
+// request changes nothing: the thread's cwd must still lie in its roots.
+func (t *thread) update(ctx context.Context, who principal.Principal, o overrides) error {
+	if o.empty() && who.IsOperator() {
 		return nil
 	}
 	// Validate on copies, then apply to the live state under the lock, so
@@ -315,11 +401,21 @@ func (t *thread) update(ctx context.Context, o overrides) error {
 	if err := t.m.apply(&rec, &meta, o); err != nil {
 		return err
 	}
+	if err := bound(who, &rec, &meta, o, false); err != nil {
+		return err
+	}
 	now := t.m.now()
 	t.metaMu.Lock()
 	defer t.metaMu.Unlock()
 	t.mu.Lock()
+	if o.empty() && t.rec.Cwd == rec.Cwd && sameBounds(t.meta, meta) {
+		t.mu.Unlock()
+		return nil // within bounds as it was: nothing to store
+	}
 	_ = t.m.apply(&t.rec, &t.meta, o) // validated above; cannot fail
+	// The bounded settings are those the copy ended with.
+	t.rec.Cwd, t.meta.Cwd = rec.Cwd, meta.Cwd
+	t.meta.Sandbox, t.meta.ApprovalPolicy, t.meta.PermissionProfile = meta.Sandbox, meta.ApprovalPolicy, meta.PermissionProfile
 	t.rec.UpdatedAt = now
 	patch := store.ThreadPatch{ID: t.id, Model: t.rec.Model, Meta: t.metaJSONLocked(), UpdatedAt: &now}
 	t.mu.Unlock()
@@ -341,12 +437,12 @@ func (m *Manager) ForkThread(ctx context.Context, c Caller, p api.ThreadForkPara
 // StreamFork is ForkThread for a websocket reply: its result is a
 // ThreadStream, the copy's turns (unless p.ExcludeTurns) read from its
 // store while the reply is written (see StreamResume).
-func (m *Manager) StreamFork(ctx context.Context, c Caller, p api.ThreadForkParams) (*ThreadStream, After, error) {
+func (m *Manager) StreamFork(ctx context.Context, c Caller, p api.ThreadForkParams) (*transcript.ThreadStream, After, error) {
 	res, t, after, err := m.fork(ctx, c, p)
 	if err != nil {
 		return nil, nil, err
 	}
-	s, err := t.transcript().stream(ctx, &res, &res.Thread, !isTrue(p.ExcludeTurns))
+	s, err := t.transcript().Stream(ctx, &res, &res.Thread, !isTrue(p.ExcludeTurns))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -374,13 +470,24 @@ func (m *Manager) fork(ctx context.Context, c Caller, p api.ThreadForkParams) (a
 		meta.Originator = &name
 	}
 	meta.ThreadSource = p.ThreadSource
-	if err := m.apply(&rec, &meta, overrides{
+	if meta.ReasoningEffort == nil {
+		// A source that never chose an effort: the copy takes the one
+		// saved since (model_reasoning_effort).
+		meta.ReasoningEffort = optional(m.defaults(c.Principal.Name()).ReasoningEffort)
+	}
+	o := overrides{
 		model: p.Model, provider: p.ModelProvider, cwd: p.Cwd, approval: p.ApprovalPolicy,
-		sandboxMode: p.Sandbox, base: p.BaseInstructions, developer: p.DeveloperInstructions,
-	}); err != nil {
+		sandboxMode: p.Sandbox, permissions: p.Permissions, base: p.BaseInstructions, developer: p.DeveloperInstructions,
+		serviceTier: p.ServiceTier, roots: p.RuntimeWorkspaceRoots,
+	}
+	if err := m.apply(&rec, &meta, o); err != nil {
 		return api.ThreadStartResult{}, nil, nil, err
 	}
-	if err := applyConfig(&meta, p.Config, p.Sandbox != nil); err != nil {
+	profile, err := applyConfig(&meta, p.Config, o.sandboxAsked())
+	if err != nil {
+		return api.ThreadStartResult{}, nil, nil, err
+	}
+	if err := bound(c.Principal, &rec, &meta, o, profile); err != nil {
 		return api.ThreadStartResult{}, nil, nil, err
 	}
 	metaJSON, _ := json.Marshal(meta)
@@ -390,19 +497,24 @@ func (m *Manager) fork(ctx context.Context, c Caller, p api.ThreadForkParams) (a
 	if err := m.copyTranscript(ctx, src, rec.ID, p.LastTurnID, now, b); err != nil {
 		return api.ThreadStartResult{}, nil, nil, err
 	}
-	st := m.storeFor(p.Ephemeral)
+	st, err := m.storeFor(p.Ephemeral)
+	if err != nil {
+		return api.ThreadStartResult{}, nil, nil, err
+	}
 	if err := st.Write(ctx, b); err != nil {
 		return api.ThreadStartResult{}, nil, nil, err
 	}
 	// The copy's history is read from its own store by its first turn.
-	t := newThread(m, rec, meta, st)
+	t := newThread(m, rec, meta, st, m.lineage(ctx, meta))
 	if err := m.register(t); err != nil {
 		return api.ThreadStartResult{}, nil, nil, err
 	}
 	t.subscribe(c.Conn)
 	return t.settingsResult(), t, func() {
 		t.replayUsage(c.Conn)
-		m.cfg.Notifier.Broadcast("thread/started", api.ThreadStartedNotification{Thread: t.apiThread()})
+		th := t.apiThread()
+		m.broadcastThread(th.Originator, "thread/started", api.ThreadStartedNotification{Thread: th})
+		m.threadStarted(th, meta.Config)
 	}, nil
 }
 
@@ -412,7 +524,7 @@ func (m *Manager) fork(ctx context.Context, c Caller, p api.ThreadForkParams) (a
 // copy's model history is read from the store by its first turn, like any
 // loaded thread's.
 func (m *Manager) copyTranscript(ctx context.Context, src *thread, dstID string, lastTurnID *string, now time.Time, b *store.Batch) error {
-	turns, err := src.transcript().turns(ctx)
+	turns, err := src.transcript().Turns(ctx)
 	if err != nil {
 		return err
 	}
@@ -431,7 +543,7 @@ func (m *Manager) copyTranscript(ctx context.Context, src *thread, dstID string,
 		}
 		turns = turns[:cut+1]
 	}
-	items, err := src.transcript().items(ctx, "")
+	items, err := src.transcript().Items(ctx, "")
 	if err != nil {
 		return err
 	}
@@ -468,8 +580,8 @@ func (m *Manager) Unsubscribe(c Caller, p api.ThreadUnsubscribeParams) (api.Thre
 	if t == nil {
 		return api.ThreadUnsubscribeResult{Status: api.NotLoaded}, nil
 	}
-	if t.unsubscribe(c.Conn) {
-		m.subscribersChanged(t.id)
+	if m.cfg.Sink.Unsubscribe(t.id, c.Conn) {
+		t.unsubscribed()
 		return api.ThreadUnsubscribeResult{Status: api.Unsubscribed}, nil
 	}
 	return api.ThreadUnsubscribeResult{Status: api.NotSubscribed}, nil
@@ -481,7 +593,7 @@ func (t *thread) loadTurns(ctx context.Context, th *api.Thread, exclude *bool) e
 	if isTrue(exclude) {
 		return nil
 	}
-	turns, err := t.transcript().apiTurns(ctx)
+	turns, err := t.transcript().APITurns(ctx)
 	if err != nil {
 		return err
 	}

@@ -20,7 +20,7 @@ func TestIdleThreadTrimsHistory(t *testing.T) {
 		{"match":{"user_text":"second question"},"text":"second answer","message_id":"msg_same"}]}`)
 	notes := &noteLog{ch: make(chan string, 1024)}
 	m, err := turns.New(turns.Config{
-		Store: st, Notifier: notes, Models: oneProvider{client}, TrimAfter: 10 * time.Millisecond,
+		Store: st, Sink: sinkFor(notes), Models: oneProvider{client}, TrimAfter: 10 * time.Millisecond,
 		Defaults: turns.Defaults{Model: "fake", ModelProvider: "fake", Cwd: t.TempDir()},
 	})
 	require.NoError(t, err)

@@ -15,6 +15,7 @@ import (
 	"github.com/appserver/appserver/internal/model"
 	"github.com/appserver/appserver/internal/registry"
 	"github.com/appserver/appserver/internal/store"
+	"github.com/appserver/appserver/internal/turns/transcript"
 )
 
 // turnSettings are the per-turn choices (thread settings with the turn's
@@ -26,14 +27,17 @@ type turnSettings struct {
 	developer    string
 	effort       string
 	summary      string
+	serviceTier  string
 	outputSchema json.RawMessage
 	cwd          string
 }
 
-// steer is input added to a running turn by turn/steer or turn/start.
+// steer is input added to a running turn by turn/steer or turn/start, or
+// items thread/inject_items added (items, then input is nil).
 type steer struct {
 	input    []api.UserInput
 	clientID *string
+	items    []model.InputItem
 }
 
 // activeTurn is the running turn of a thread.
@@ -44,18 +48,28 @@ type activeTurn struct {
 	ctx       context.Context
 	cancel    context.CancelCauseFunc
 	done      chan struct{}
+	// released is closed once the turn has given its thread's lease back
+	// (after done): a write that follows the turn's end on this daemon,
+	// such as archiving the thread, then carries no stale fence.
+	released chan struct{}
 	// stored is closed once StartTurn has stored the turn and its input
 	// (or failed to, closing its input): only then does it take more.
 	stored chan struct{}
 	// ending is set (under the thread's lock) once the turn has settled
 	// and is announcing its end: the thread then reports its end status.
 	ending bool
+	// run is the turn's run, set before the turn is published: the
+	// items of its children's ends join it (childEndItem).
+	run *turnRun
 	// kind is "compact" for a compaction the client asked for, which
 	// takes no input ("" for every other turn).
 	kind string
 	// root is the rootTurnId the turn was started with (a sub-agent's
 	// turn names its parent's), "" when the turn is its own root.
 	root string
+	// completed is set (under the thread's lock) when the turn ended
+	// completed: the thread's queue then moves on.
+	completed bool
 
 	mu      sync.Mutex // guards pending, preempt, closed, settingsNext
 	pending []steer
@@ -133,8 +147,8 @@ type turnRun struct {
 	at *activeTurn
 	// hist is this turn's additions to the model history, persisted in
 	// the turn meta; prior is the finished turns' history (a snapshot).
-	hist      history
-	prior     history
+	hist      transcript.History
+	prior     transcript.History
 	specsJSON []json.RawMessage // the turn's tool specs, encoded once
 	// reqInput and reqWire are requestInput's slices, reused by every
 	// round (the model client does not keep a request after Stream);
@@ -148,11 +162,25 @@ type turnRun struct {
 	// items (a review turn shows its result as exitedReviewMode instead);
 	// they still join the model history.
 	reviewer bool
-	total    api.TokenUsageBreakdown
+	// reviewing is set while a review's reviewer works in its fresh
+	// context (startReviewer): hist is then the reviewer's, which never
+	// joins the thread's history, and the turn's record keeps none of it.
+	reviewing bool
+	total     api.TokenUsageBreakdown
+	// budget is the turn's view of the budgets, nil without any.
+	budget *turnBudget
+	// take is the queued entry the turn is made of, taken by the batch
+	// that stores the turn; nil for any other turn.
+	take *store.QueueTake
+	// limits are the rate limits of the last model response, until its
+	// token usage is recorded (recordUsageAsync).
+	limits   *model.RateLimits
 	specs    []registry.ConfiguredToolSpec
 	registry *registry.Registry
-	// obs is the Observer's context of the turn (TurnStarted), set before
-	// the turn's goroutine runs anything and passed to its other hooks.
+	// obs is the Observer's context of the turn (TurnStarted), derived
+	// from at.ctx: set before the turn's goroutine runs anything, passed
+	// to the Observer's other hooks, and the parent of the turn's model
+	// requests and tool calls.
 	obs context.Context
 
 	mu           sync.Mutex      // guards the fields below; tools run concurrently
@@ -186,6 +214,9 @@ func (r *turnRun) loop() error {
 				return err
 			}
 		}
+		if err := r.checkBudget(); err != nil {
+			return err
+		}
 		calls, usage, err := r.modelRound()
 		if errors.Is(err, errPreempted) {
 			continue
@@ -200,6 +231,9 @@ func (r *turnRun) loop() error {
 			continue
 		}
 		if err != nil {
+			return err
+		}
+		if err := r.chargeBudget(usage); err != nil {
 			return err
 		}
 		if len(calls) == 0 {
@@ -235,6 +269,12 @@ func (r *turnRun) drainSteers() error {
 		}
 	}
 	for _, s := range steers {
+		if s.items != nil {
+			if err := r.addInjectedItems(s.items); err != nil {
+				return fmt.Errorf("persist injected items: %w", err)
+			}
+			continue
+		}
 		if err := r.addUserMessage(s.input, s.clientID); err != nil {
 			return err
 		}
@@ -268,27 +308,27 @@ func (r *turnRun) userMessage(input []api.UserInput, clientID *string, first boo
 		Body:        &api.UserMessageItem{ID: newID(), ClientID: clientID, Content: input},
 		StartedAtMs: &ms, CompletedAtMs: &ms,
 	}
-	r.hist.add(userInputToModel(input))
+	r.hist.Add(transcript.UserInputToModel(input))
 
 	b := &store.Batch{}
 	var preview string
 	if first {
 		started := r.at.startedAt
 		b.CreateTurns = append(b.CreateTurns, &store.Turn{
-			ThreadID: t.id, ID: r.at.id, Status: store.TurnInProgress, StartedAt: &started, Meta: r.hist.metaJSON(),
+			ThreadID: t.id, ID: r.at.id, Status: store.TurnInProgress, StartedAt: &started, Meta: r.metaJSON(),
 		})
 		t.mu.Lock()
 		if t.rec.Preview == "" {
-			if p := previewOf(input); p != "" {
+			if p := transcript.PreviewOf(input); p != "" {
 				preview = p
 				b.UpdateThreads = append(b.UpdateThreads, store.ThreadPatch{ID: t.id, Preview: &p, UpdatedAt: &now, RecencyAt: &now})
 			}
 		}
 		t.mu.Unlock()
 	} else {
-		b.UpdateTurns = append(b.UpdateTurns, store.TurnPatch{ThreadID: t.id, ID: r.at.id, Meta: r.hist.metaJSON()})
+		b.UpdateTurns = append(b.UpdateTurns, store.TurnPatch{ThreadID: t.id, ID: r.at.id, Meta: r.metaJSON()})
 	}
-	sit, err := storeItem(t.id, r.at.id, item, now)
+	sit, err := transcript.StoreItem(t.id, r.at.id, item, now)
 	if err != nil {
 		return item, nil, "", err
 	}
@@ -309,7 +349,7 @@ func (r *turnRun) announceUserMessage(item api.ThreadItem) {
 func (r *turnRun) createTurn() error {
 	started := r.at.startedAt
 	b := &store.Batch{CreateTurns: []*store.Turn{{
-		ThreadID: r.t.id, ID: r.at.id, Status: store.TurnInProgress, StartedAt: &started, Meta: r.hist.metaJSON(),
+		ThreadID: r.t.id, ID: r.at.id, Status: store.TurnInProgress, StartedAt: &started, Meta: r.metaJSON(),
 	}}}
 	if err := r.t.write(r.persistCtx(), b); err != nil {
 		return fmt.Errorf("persist turn: %w", err)
@@ -346,7 +386,7 @@ func (r *turnRun) modelRound() (calls []model.InputItem, usage model.Usage, err 
 			// The previous round's commit failed: that decides the turn,
 			// whatever else ended this response (new input, an interrupt,
 			// a stream error), and the calls read meanwhile never run.
-			r.hist.dropCalls(read)
+			r.hist.DropCalls(read)
 			calls, usage, err = nil, model.Usage{}, serr
 		}
 	}()
@@ -365,6 +405,7 @@ func (r *turnRun) modelRound() (calls []model.InputItem, usage model.Usage, err 
 		ParallelToolCalls: true,
 		ReasoningEffort:   at.settings.effort,
 		ReasoningSummary:  at.settings.summary,
+		ServiceTier:       at.settings.serviceTier,
 		OutputSchema:      at.settings.outputSchema,
 		LogAttrs:          []slog.Attr{slog.String("thread", t.id), slog.String("turn", at.id)},
 	}
@@ -382,7 +423,8 @@ func (r *turnRun) modelRound() (calls []model.InputItem, usage model.Usage, err 
 	}
 	req.Tools = r.specsJSON
 
-	streamCtx, cancelStream := context.WithCancelCause(at.ctx)
+	reqCtx := t.m.cfg.Observer.ModelRequestStarted(r.obs, at.settings.provider, at.settings.model)
+	streamCtx, cancelStream := context.WithCancelCause(reqCtx)
 	defer cancelStream(nil)
 	at.mu.Lock()
 	at.preempt = cancelStream
@@ -403,7 +445,7 @@ func (r *turnRun) modelRound() (calls []model.InputItem, usage model.Usage, err 
 	var firstEvent time.Duration
 	// Deferred after the settle above, so that it runs first and sees the
 	// request's own error.
-	defer func() { r.observeModelRequest(res, err, sent, firstEvent) }()
+	defer func() { r.observeModelRequest(reqCtx, res, err, sent, firstEvent) }()
 	res, err = client.Stream(streamCtx, req, func(ev model.Event) error {
 		if firstEvent == 0 {
 			firstEvent = max(t.m.now().Sub(sent), time.Nanosecond)
@@ -452,7 +494,7 @@ func (r *turnRun) modelRound() (calls []model.InputItem, usage model.Usage, err 
 		if cause := context.Cause(streamCtx); errors.Is(cause, errPreempted) && at.ctx.Err() == nil {
 			// Abandoned for new input: calls of this response never ran, so
 			// they leave the history; completed messages stay.
-			r.hist.dropCalls(read)
+			r.hist.DropCalls(read)
 			return nil, model.Usage{}, errPreempted
 		}
 		if at.ctx.Err() != nil {
@@ -460,6 +502,7 @@ func (r *turnRun) modelRound() (calls []model.InputItem, usage model.Usage, err 
 		}
 		return nil, model.Usage{}, err
 	}
+	r.limits = res.RateLimits
 	return read, res.Usage, nil
 }
 
@@ -471,17 +514,13 @@ func (r *turnRun) modelRound() (calls []model.InputItem, usage model.Usage, err 
 func quietEvent(ev model.Event) bool {
 	switch e := ev.(type) {
 	case model.OutputItemAdded:
-		return isToolCall(e.Item)
+		return transcript.IsToolCall(e.Item)
 	case model.OutputItemDone:
-		return isToolCall(e.Item)
+		return transcript.IsToolCall(e.Item)
 	case model.Completed:
 		return true
 	}
 	return false
-}
-
-func isToolCall(it model.InputItem) bool {
-	return it.Type == model.ItemFunctionCall || it.Type == model.ItemCustomToolCall || it.Type == model.ItemToolSearchCall
 }
 
 // requestInput is the full history: finished turns, then this turn, with
@@ -499,13 +538,13 @@ func (r *turnRun) requestInput() ([]model.InputItem, []json.RawMessage) {
 		}
 		wire = append(wire, r.devWire)
 	}
-	out = append(out, r.prior.items...)
-	out = append(out, r.hist.items...)
-	if !r.prior.wireComplete() || !r.hist.wireComplete() {
+	out = append(out, r.prior.Items...)
+	out = append(out, r.hist.Items...)
+	if !r.prior.WireComplete() || !r.hist.WireComplete() {
 		return out, nil
 	}
-	wire = append(wire, r.prior.wire...)
-	wire = append(wire, r.hist.wire...)
+	wire = append(wire, r.prior.Wire...)
+	wire = append(wire, r.hist.Wire...)
 	return out, wire
 }
 
@@ -536,7 +575,7 @@ func (r *turnRun) itemAdded(open map[string]*streamItem, it model.InputItem) {
 // Tool calls are returned for dispatch.
 func (r *turnRun) itemDone(open map[string]*streamItem, it model.InputItem) (*model.InputItem, error) {
 	t := r.t
-	r.hist.add(it)
+	r.hist.Add(it)
 	switch it.Type {
 	case model.ItemFunctionCall, model.ItemCustomToolCall, model.ItemToolSearchCall:
 		// Committed with its output once the call has run (recordUsage);
@@ -596,12 +635,23 @@ func partsText(parts []model.ContentPart) []string {
 	return out
 }
 
+// metaJSON is the turn meta stored with the turn's record: its history,
+// or, while a reviewer works, none of it, so that a turn reloaded after a
+// crash mid-review brings nothing of the reviewer's into the thread.
+func (r *turnRun) metaJSON() json.RawMessage {
+	if r.reviewing {
+		h := transcript.History{Root: r.hist.Root, Usage: r.hist.Usage}
+		return h.MetaJSON()
+	}
+	return r.hist.MetaJSON()
+}
+
 // persistHistory commits the turn's history, with a completed item if one
 // is given, in one atomic batch.
 func (r *turnRun) persistHistory(item *api.ThreadItem) error {
-	b := &store.Batch{UpdateTurns: []store.TurnPatch{{ThreadID: r.t.id, ID: r.at.id, Meta: r.hist.metaJSON()}}}
+	b := &store.Batch{UpdateTurns: []store.TurnPatch{{ThreadID: r.t.id, ID: r.at.id, Meta: r.metaJSON()}}}
 	if item != nil {
-		sit, err := storeItem(r.t.id, r.at.id, *item, r.t.m.now())
+		sit, err := transcript.StoreItem(r.t.id, r.at.id, *item, r.t.m.now())
 		if err != nil {
 			return err
 		}
@@ -649,10 +699,10 @@ func (r *turnRun) runTools(calls []model.InputItem) error {
 		round[c.CallID] = true
 	}
 	r.commits.beginRound(round)
-	outs, err := d.DispatchAll(r.at.ctx, regCalls)
+	outs, err := d.DispatchAll(r.obs, regCalls)
 	r.commits.endRound()
 	for _, o := range outs {
-		r.hist.add(responseItemToModel(o))
+		r.hist.Add(transcript.ResponseItemToModel(o))
 	}
 	if err != nil {
 		return err
@@ -687,7 +737,7 @@ func (r *turnRun) finish(runErr error) {
 	at.closeInput(false)
 	now := t.m.now()
 	status, turnErr := r.endStatus(runErr)
-	patch := store.TurnPatch{ThreadID: t.id, ID: at.id, Status: string(status), CompletedAt: &now, Meta: r.hist.metaJSON()}
+	patch := store.TurnPatch{ThreadID: t.id, ID: at.id, Status: string(status), CompletedAt: &now, Meta: r.metaJSON()}
 	if turnErr != nil {
 		patch.Error, _ = json.Marshal(turnErr)
 	}
@@ -699,7 +749,32 @@ func (r *turnRun) finish(runErr error) {
 	threadPatch := store.ThreadPatch{ID: t.id, UpdatedAt: &now, RecencyAt: &now, Meta: t.metaJSONLocked()}
 	t.mu.Unlock()
 	endErr := t.write(r.persistCtx(), &store.Batch{UpdateTurns: []store.TurnPatch{patch}, UpdateThreads: []store.ThreadPatch{threadPatch}})
-	if err := endErr; err != nil {
+	sanitised := false
+	if apperr.Is(endErr, apperr.Invalid) {
+		// The store refuses what this end carries (its history or the
+		// thread's meta), so no retry of it can pass: the end is stored
+		// without them, so that the turn does not stay inProgress and the
+		// thread takes its next turn. The history stays in memory.
+		t.m.log.ErrorContext(r.obs, "turn end refused by the store; storing it without its history", "thread", t.id, "turn", at.id, "err", endErr)
+		status, turnErr = api.TurnFailed, &api.TurnError{Message: "the turn's end could not be stored: " + apperr.MessageOf(endErr)}
+		patch = store.TurnPatch{ThreadID: t.id, ID: at.id, Status: string(status), CompletedAt: &now}
+		patch.Error, _ = json.Marshal(turnErr)
+		threadPatch = store.ThreadPatch{ID: t.id, UpdatedAt: &now, RecencyAt: &now}
+		sanitised = true
+		endErr = t.write(r.persistCtx(), &store.Batch{UpdateTurns: []store.TurnPatch{patch}, UpdateThreads: []store.ThreadPatch{threadPatch}})
+	}
+	switch err := endErr; {
+	case err == nil:
+	case errors.Is(runErr, errLeaseLost) || t.m.cfg.Ownership != nil && apperr.Is(err, apperr.Conflict):
+		// This daemon lost the thread's lease (its heartbeat found it
+		// expired, or the store refused the end's fence): the turn's end
+		// is the failover's, which stores it interrupted, and so does this
+		// daemon once it can. It tells its clients that end, never one it
+		// could not store.
+		status, turnErr = api.TurnInterrupted, nil
+		patch = store.TurnPatch{ThreadID: t.id, ID: at.id, Status: string(status), CompletedAt: &now}
+		t.m.ends.addSettle(t.store, patch)
+	default:
 		// The end the client is told is the one the store gets: the
 		// commit failed, so the turn did; that status is written again
 		// until the store takes it (turnEnds), so that the turn does not
@@ -707,9 +782,7 @@ func (r *turnRun) finish(runErr error) {
 		status, turnErr = r.endStatus(fmt.Errorf("persist turn end: %w", err))
 		patch.Status = string(status)
 		patch.Error, _ = json.Marshal(turnErr)
-		// A refusal (the lease went to another daemon: Conflict) is
-		// final: retrying it after the lease is released would write
-		// unfenced over the end the new owner stored.
+		// Any other refusal is final.
 		if !permanent(err) {
 			t.m.ends.add(t.store, patch)
 		}
@@ -719,15 +792,22 @@ func (r *turnRun) finish(runErr error) {
 
 	t.mu.Lock()
 	if t.historyLoaded {
-		t.history.appendTurn(r.hist)
+		t.history.AppendTurn(r.hist)
 	}
 	t.historyGen++
-	// Until a turn's end is stored, memory has history the store lacks.
-	t.historyUnsaved = endErr != nil
+	// Until a turn's end is stored with its history, memory has history
+	// the store lacks.
+	t.historyUnsaved = endErr != nil || sanitised
 	t.lastTurnFailed = status == api.TurnFailed
 	t.rec.UpdatedAt, t.rec.RecencyAt = now, now
 	at.ending = true
+	at.completed = status == api.TurnCompleted
 	t.mu.Unlock()
+
+	// Before the end is announced and the turn lets go of the thread: a
+	// wait_agent on this child, or a client that saw its turn/completed,
+	// finds the note in the parent's history.
+	t.tellParent(r.persistCtx())
 
 	// The turn stays active until turn/completed is out, so that a turn
 	// started meanwhile waits (StartTurn waits on done) and its events never
@@ -736,17 +816,22 @@ func (r *turnRun) finish(runErr error) {
 	if status == api.TurnFailed {
 		end = api.ThreadStatus{Type: api.ThreadSystemError}
 	}
-	t.m.cfg.Notifier.Broadcast("thread/status/changed", api.ThreadStatusChangedNotification{ThreadID: t.id, Status: end})
+	if endErr == nil {
+		t.announceReadState(r.persistCtx())
+	}
+	t.m.broadcastThread(t.originator(), "thread/status/changed", api.ThreadStatusChangedNotification{ThreadID: t.id, Status: end})
 	if turnErr != nil {
 		t.emit("error", api.ErrorNotification{Error: *turnErr, WillRetry: false, ThreadID: t.id, TurnID: at.id})
 	}
 	t.emit("turn/completed", api.TurnCompletedNotification{ThreadID: t.id, Turn: r.apiTurn(status, turnErr, &now)})
 	r.flushResolved()
+	t.showEndToParent()
 
 	t.mu.Lock()
 	t.active = nil
 	t.armUnloadLocked()
 	t.mu.Unlock()
+	t.childTurn(false)
 	if status == api.TurnInterrupted {
 		t.m.interruptChildren(t.id)
 	}
@@ -757,12 +842,16 @@ func (r *turnRun) endStatus(runErr error) (api.TurnStatus, *api.TurnError) {
 	switch {
 	case runErr == nil:
 		return api.TurnCompleted, nil
-	case errors.Is(runErr, errInterrupted) || errors.Is(runErr, errShutdown):
+	case errors.Is(runErr, errInterrupted) || errors.Is(runErr, errShutdown) || errors.Is(runErr, errLeaseLost):
+		// A lost lease ends the turn as a failover does.
 		return api.TurnInterrupted, nil
+	}
+	if turnErr, ok := budgetTurnError(runErr); ok {
+		return api.TurnFailed, turnErr
 	}
 	msg, info := model.TurnError(runErr)
 	if !isModelError(runErr) {
-		r.t.m.log.Error("turn failed", "thread", r.t.id, "turn", r.at.id, "err", runErr)
+		r.t.m.log.ErrorContext(r.obs, "turn failed", "thread", r.t.id, "turn", r.at.id, "err", runErr)
 		if apperr.Is(runErr, apperr.Unavailable) {
 			// The store's own words ("storage unavailable"): the client
 			// can tell an outage from a bug.

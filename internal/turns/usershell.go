@@ -6,6 +6,7 @@ import (
 
 	"github.com/appserver/appserver/api"
 	"github.com/appserver/appserver/internal/apperr"
+	"github.com/appserver/appserver/internal/turns/transcript"
 )
 
 // DefaultUserShellTimeout bounds a thread/shellCommand without timeoutMs,
@@ -51,6 +52,9 @@ func (m *Manager) ShellCommand(ctx context.Context, c Caller, p api.ThreadShellC
 	if p.Command == "" {
 		return api.ThreadShellCommandResult{}, nil, apperr.New(apperr.Invalid, "Invalid request: command must not be empty")
 	}
+	if err := c.Principal.MayRunUnsandboxed("thread/shellCommand"); err != nil {
+		return api.ThreadShellCommandResult{}, nil, err
+	}
 	timeout := DefaultUserShellTimeout
 	if p.TimeoutMs != nil {
 		if *p.TimeoutMs < 0 {
@@ -71,7 +75,7 @@ func (req *UserShellRequest) runTurn(r *turnRun, tc ToolContext) {
 	// The turn was stored before thread/shellCommand answered.
 	res, err := t.m.cfg.UserShell.RunUserShell(r.at.ctx, tc, *req)
 	if err == nil {
-		r.hist.add(userInputToModel([]api.UserInput{{Type: api.UserInputText, Text: res.ModelText}}))
+		r.hist.Add(transcript.UserInputToModel([]api.UserInput{{Type: api.UserInputText, Text: res.ModelText}}))
 		err = r.persistHistory(nil)
 	}
 	r.finish(err)

@@ -1,6 +1,7 @@
 package configview
 
 import (
+	"cmp"
 	"maps"
 	"slices"
 
@@ -41,7 +42,17 @@ func Models(cfg *config.Config) []api.Model {
 			},
 			InputModalities: api.List[api.InputModality]{api.InputText, api.InputImage},
 			IsDefault:       m.IsDefault,
+			ServiceTiers:    serviceTiers(m.ServiceTiers),
 		})
+	}
+	return out
+}
+
+// serviceTiers are a model's configured tiers as model/list lists them.
+func serviceTiers(in []config.ServiceTier) api.List[api.ModelServiceTier] {
+	out := make(api.List[api.ModelServiceTier], 0, len(in))
+	for _, st := range in {
+		out = append(out, api.ModelServiceTier{ID: st.ID, Name: cmp.Or(st.Name, st.ID), Description: st.Description})
 	}
 	return out
 }
@@ -57,6 +68,8 @@ func Read(cfg *config.Config, file string) api.ConfigReadResult {
 			src = api.ConfigLayerSource{Type: api.LayerUser, File: file}
 		case config.LayerUser:
 			src = api.ConfigLayerSource{Type: api.LayerUser, File: config.OverlayFile(cfg.DataDir)}
+		case config.LayerPrincipal:
+			src = api.ConfigLayerSource{Type: api.LayerUser, File: cfg.UserConfigFile()}
 		case config.LayerDefault:
 			continue
 		default:
@@ -70,14 +83,16 @@ func Read(cfg *config.Config, file string) api.ConfigReadResult {
 // Providers answers modelProvider/list from [model_providers]: the
 // default provider first, then the others by id. A provider that uses
 // OpenAI's own authentication (the built-in openai) is reported as the
-// reference reports it; any other is a custom gateway, authenticated by its env_key when it has one. None is editable
-// by clients: the configuration is the operator's.
+// reference reports it; any other is a custom gateway, authenticated by
+// its env_key when it has one. None is editable by clients (their URLs
+// and keys are the operator's), but the default is: a client writes
+// model_provider to its user config (modelProvider/default/set).
 func Providers(cfg *config.Config) api.ModelProviderListResult {
 	ids := slices.Sorted(maps.Keys(cfg.ModelProviders))
 	if i := slices.Index(ids, cfg.ModelProvider); i > 0 {
 		ids = append(append([]string{ids[i]}, ids[:i]...), ids[i+1:]...)
 	}
-	res := api.ModelProviderListResult{DefaultProviderID: cfg.ModelProvider}
+	res := api.ModelProviderListResult{DefaultProviderID: cfg.ModelProvider, CanChangeDefault: true}
 	for _, id := range ids {
 		pc := cfg.ModelProviders[id]
 		sum := api.ModelProviderSummary{ID: id, Name: pc.Name, Settings: api.ProviderSettings{Type: "customGateway"}}
@@ -99,6 +114,15 @@ func Providers(cfg *config.Config) api.ModelProviderListResult {
 		res.Data = append(res.Data, sum)
 	}
 	return res
+}
+
+// Capabilities answers modelProvider/capabilities/read for cfg's default
+// provider: the hosted tools appserver can offer its models. The hosted
+// web_search tool exists in the Responses API only; appserver never offers
+// image_generation.
+func Capabilities(cfg *config.Config) api.ModelProviderCapabilitiesReadResult {
+	pc := cfg.ModelProviders[cfg.ModelProvider]
+	return api.ModelProviderCapabilitiesReadResult{WebSearch: pc.WireAPI != config.WireAPIChat}
 }
 
 // defaultContextWindow is Codex's context window for a model its catalog
@@ -128,4 +152,65 @@ func modelWindow(cfg *config.Config) int64 {
 		return int64(cfg.ModelContextWindow)
 	}
 	return defaultContextWindow
+}
+
+// ThreadDefaults are the settings of new threads a config write changes
+// while the daemon runs.
+type ThreadDefaults struct {
+	Model, ModelProvider, ApprovalPolicy, SandboxMode string
+	// Features are the feature switches (config.FeatureFlags) by key.
+	Features map[string]bool
+	// ReasoningEffort and ReasoningSummary are model_reasoning_effort and
+	// model_reasoning_summary.
+	ReasoningEffort, ReasoningSummary string
+}
+
+// Defaults returns the ThreadDefaults of cfg. For a principal's
+// configuration (cfg.Principal() not "") only those the principal's own
+// user config sets are filled in: the others follow the daemon-wide ones,
+// whatever those become.
+func Defaults(cfg *config.Config) ThreadDefaults {
+	d := ThreadDefaults{Model: cfg.Model, ModelProvider: cfg.ModelProvider,
+		ApprovalPolicy: string(cfg.ApprovalPolicy), SandboxMode: string(cfg.SandboxMode),
+		Features:        cfg.Features.Map(),
+		ReasoningEffort: string(cfg.ModelReasoningEffort), ReasoningSummary: cfg.ModelReasoningSummary}
+	if cfg.Principal() == "" {
+		return d
+	}
+	origins := cfg.Origins()
+	for key, f := range map[string]*string{"model": &d.Model, "model_provider": &d.ModelProvider,
+		"approval_policy": &d.ApprovalPolicy, "sandbox_mode": &d.SandboxMode,
+		"model_reasoning_effort": &d.ReasoningEffort, "model_reasoning_summary": &d.ReasoningSummary} {
+		if origins[key] != config.LayerPrincipal {
+			*f = ""
+		}
+	}
+	for key := range d.Features {
+		if origins["features."+key] != config.LayerPrincipal {
+			delete(d.Features, key)
+		}
+	}
+	if len(d.Features) == 0 {
+		d.Features = nil
+	}
+	return d
+}
+
+// ExperimentalFeatures lists the feature switches appserver implements
+// (config.FeatureFlags) as experimentalFeature/list reports them: each
+// with the reference's stage for the same key and its state in cfg,
+// which the thread's own config switches (a key's value, nil for none)
+// override.
+func ExperimentalFeatures(cfg *config.Config, thread map[string]bool) []api.ExperimentalFeature {
+	state := cfg.Features.Map()
+	out := make([]api.ExperimentalFeature, 0, len(config.FeatureFlags))
+	for _, f := range config.FeatureFlags {
+		on := state[f.Name]
+		if v, ok := thread[f.Name]; ok {
+			on = v
+		}
+		out = append(out, api.ExperimentalFeature{Name: f.Name, Stage: api.ExperimentalFeatureStage(f.Stage),
+			Enabled: on, DefaultEnabled: f.Default})
+	}
+	return out
 }

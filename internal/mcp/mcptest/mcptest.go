@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"testing"
 	"time"
 )
 
@@ -38,6 +39,23 @@ func Build() (string, error) {
 		}
 	})
 	return buildBin, buildErr
+}
+
+// Everything is the path of the reference MCP server from npm
+// (@modelcontextprotocol/server-everything, pinned), which
+// scripts/test-deps.sh installs into .tools/ of the checkout. Without it
+// the test is skipped, and under CI=true it fails.
+func Everything(t testing.TB) string {
+	t.Helper()
+	_, file, _, _ := runtime.Caller(0)
+	bin := filepath.Join(filepath.Dir(file), "..", "..", "..", ".tools", "server-everything", "node_modules", ".bin", "mcp-server-everything")
+	if _, err := os.Stat(bin); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("the reference MCP server is missing (run scripts/test-deps.sh): %v", err)
+		}
+		t.Skipf("the reference MCP server is missing (run scripts/test-deps.sh): %v", err)
+	}
+	return bin
 }
 
 // Cleanup removes the built executable.

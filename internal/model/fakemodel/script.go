@@ -37,6 +37,9 @@ type Step struct {
 	DelayMS int `json:"delay_ms,omitempty"`
 	// EventDelayMS delays every stream event.
 	EventDelayMS int `json:"event_delay_ms,omitempty"`
+	// Headers are response headers sent with the step's answer (a stream
+	// or an error), e.g. rate-limit headers.
+	Headers map[string]string `json:"headers,omitempty"`
 	// ResponseID overrides the generated response id (resp_<n> or
 	// chatcmpl-<n>).
 	ResponseID string `json:"response_id,omitempty"`

@@ -235,6 +235,9 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	if !s.wait(r, step.DelayMS) {
 		return
 	}
+	for k, v := range step.Headers {
+		w.Header().Set(k, v)
+	}
 	if step.Error != nil {
 		writeError(w, step.Error)
 		return

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/appserver/appserver/api"
 	"github.com/appserver/appserver/internal/registry"
 )
 
@@ -67,8 +68,8 @@ type Step struct {
 	Status StepStatus `json:"status"`
 }
 
-// PlanUpdated is the turn/plan/updated event; the turns layer adds threadId
-// and turnId to its JSON encoding.
+// PlanUpdated is the turn/plan/updated event; Params gives it the turn's
+// thread and turn ids.
 type PlanUpdated struct {
 	// Explanation is the model's optional note; nil is sent as null.
 	Explanation *string `json:"explanation"`
@@ -78,6 +79,15 @@ type PlanUpdated struct {
 
 // Method returns "turn/plan/updated".
 func (PlanUpdated) Method() string { return EventMethod }
+
+// Params returns the notification of the turn turnID of thread threadID.
+func (p PlanUpdated) Params(threadID, turnID string) any {
+	steps := make(api.List[api.TurnPlanStep], len(p.Plan))
+	for i, s := range p.Plan {
+		steps[i] = api.TurnPlanStep{Step: s.Step, Status: api.TurnPlanStepStatus(s.Status)}
+	}
+	return api.TurnPlanUpdatedNotification{ThreadID: threadID, TurnID: turnID, Explanation: p.Explanation, Plan: steps}
+}
 
 // Handler runs update_plan calls. The zero value is ready to use.
 type Handler struct {

@@ -100,9 +100,9 @@ func TestUpdatePlanValid(t *testing.T) {
 	require.Len(t, rec.events, 1)
 	ev := rec.events[0]
 	assert.Equal(t, "turn/plan/updated", ev.Method())
-	params, err := json.Marshal(ev)
+	params, err := json.Marshal(ev.Params("th", "tu"))
 	require.NoError(t, err)
-	assert.JSONEq(t, `{"explanation":"Start with tests","plan":[
+	assert.JSONEq(t, `{"threadId":"th","turnId":"tu","explanation":"Start with tests","plan":[
 		{"step":"Write tests","status":"completed"},
 		{"step":"Implement","status":"inProgress"},
 		{"step":"Ship","status":"pending"}]}`, string(params))
@@ -113,9 +113,9 @@ func TestUpdatePlanWithoutExplanation(t *testing.T) {
 	_, err := d.Dispatch(ctx(t), call(`{"plan":[]}`))
 	require.NoError(t, err)
 	require.Len(t, rec.events, 1)
-	params, err := json.Marshal(rec.events[0])
+	params, err := json.Marshal(rec.events[0].Params("th", "tu"))
 	require.NoError(t, err)
-	assert.JSONEq(t, `{"explanation":null,"plan":[]}`, string(params), "an empty plan clears it; a missing explanation is null")
+	assert.JSONEq(t, `{"threadId":"th","turnId":"tu","explanation":null,"plan":[]}`, string(params), "an empty plan clears it; a missing explanation is null")
 }
 
 func TestUpdatePlanSeveralInProgress(t *testing.T) {

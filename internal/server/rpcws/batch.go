@@ -38,7 +38,8 @@ func BatchWrites(w http.ResponseWriter) (http.ResponseWriter, *Batcher) {
 
 // holdFrame makes the socket write that carries frame, the writer's next
 // message, wait for the write after it; nil holds nothing. Only the
-// stream's writer calls it, before writing each frame.
+// websocket framer calls it, on the stream's writer goroutine, before
+// writing each frame.
 func (b *Batcher) holdFrame(frame []byte) {
 	if b != nil && b.conn != nil {
 		b.conn.holdFor(frame)

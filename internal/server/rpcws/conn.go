@@ -90,6 +90,10 @@ type ConnOptions struct {
 	// not block.
 	OnResponse func(call *PendingCall, id api.RequestID)
 	Logger     *slog.Logger
+	// Context is the parent of the connection's Context, for its values
+	// only (what the session keeps of the request that opened it): its
+	// cancellation is not the connection's. nil means none.
+	Context context.Context
 }
 
 // Conn is one JSON-RPC connection over a Stream: it reads and decodes
@@ -125,7 +129,11 @@ func NewConn(s *Stream, h Handler, opts ConnOptions) *Conn {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	parent := context.Background()
+	if opts.Context != nil {
+		parent = context.WithoutCancel(opts.Context)
+	}
+	ctx, cancel := context.WithCancel(parent)
 	return &Conn{stream: s, handler: h, onResponse: opts.OnResponse, log: opts.Logger, ctx: ctx, cancel: cancel}
 }
 
@@ -134,7 +142,7 @@ func (c *Conn) Context() context.Context { return c.ctx }
 
 // Serve reads and dispatches messages until the peer closes the connection
 // or reading fails. It then fails the server→client requests still
-// waiting, cancels Context, flushes and closes the websocket, and returns
+// waiting, cancels Context, flushes and closes the stream, and returns
 // once every request handed to the handler has been finished. It returns
 // nil when the peer closed the connection.
 func (c *Conn) Serve() error {
@@ -433,6 +441,9 @@ func (p *PendingCall) Wait(ctx context.Context) (json.RawMessage, error) {
 // Send queues a frame encoded elsewhere (a notification shared by several
 // connections); see Stream.Send.
 func (c *Conn) Send(frame []byte) error { return c.stream.Send(frame) }
+
+// SendLazy queues a frame that may wait for others (Stream.SendLazy).
+func (c *Conn) SendLazy(frame []byte) error { return c.stream.SendLazy(frame) }
 
 // Stream returns the connection's transport.
 func (c *Conn) Stream() *Stream { return c.stream }

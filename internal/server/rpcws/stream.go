@@ -1,7 +1,6 @@
 package rpcws
 
 import (
-	"context"
 	"errors"
 	"io"
 	"log/slog"
@@ -22,6 +21,13 @@ const DefaultOutboundQueue = 1024
 // disconnected as a slow consumer: whatever the frame count, a client that
 // reads slowly holds at most this much and one frame more.
 const DefaultOutboundBytes = 32 << 20
+
+// DefaultLazyDelay is how long a frame queued by SendLazy may wait for
+// others before it is written on its own. BenchmarkCrowdTurns (bench/)
+// measures what it saves: at 400 connections, each thread's status
+// broadcasts go to all 400, and written one by one they cost one write
+// each per connection.
+const DefaultLazyDelay = 20 * time.Millisecond
 
 // SlowConsumerReason is the close reason sent to a client whose outbound
 // queue overflowed.
@@ -68,38 +74,41 @@ type Options struct {
 	// means DefaultOutboundBytes.
 	OutboundBytes int64
 	// ReadLimit is the largest inbound message in bytes; 0 means 16 MiB.
+	// NewStream applies it to the websocket; NewFramedStream leaves it to
+	// the framer, built with its own.
 	ReadLimit int64
 	// WriteTimeout bounds one frame write; 0 means 10 s.
 	WriteTimeout time.Duration
 	// FlushTimeout bounds how long Close waits for queued frames; 0 means 1 s.
 	FlushTimeout time.Duration
+	// LazyDelay bounds how long a frame queued by SendLazy waits for the
+	// next frame of Send; 0 means DefaultLazyDelay.
+	LazyDelay time.Duration
 	// Inbound, shared by the server's streams, bounds the inbound bytes
 	// in flight across them; nil bounds nothing.
 	Inbound *InboundBudget
 	Logger  *slog.Logger
 	Hooks   Hooks
-	// Batch, from BatchWrites, lets the writer send the frames it finds
-	// queued together in one write; nil writes each frame on its own.
+	// Batch, from BatchWrites, lets NewStream's websocket send the frames
+	// its writer finds queued together in one write; nil writes each frame
+	// on its own. NewFramedStream does not use it.
 	Batch *Batcher
 }
 
-// Stream is the transport of one websocket connection: it reads text
-// frames and writes queued ones.
+// Stream is one connection's frames over its Framer: it reads inbound
+// frames within the inbound budget and writes queued ones, whatever the
+// transport.
 //
 // Outbound frames wait in a slice that grows on demand and is released once
 // it drains, so an idle connection holds no queue memory. A writer goroutine
 // exists only while there is something to do: Send starts one when it queues
 // a frame and none is running, and it exits once the queue is empty. Closing
-// starts one too (if none is running), to flush the queue and run the close
-// handshake; that last writer closes Done.
+// starts one too (if none is running), to flush the queue and close the
+// framer; that last writer closes Done.
 type Stream struct {
-	ws   *websocket.Conn
+	f    Framer
 	opts Options
 	log  *slog.Logger
-	// readCtx is cancelled only to tear the socket down hard: the websocket
-	// library drops the connection when a read's context ends.
-	readCtx    context.Context
-	readCancel context.CancelFunc
 
 	mu sync.Mutex // guards the fields up to closeText
 	// queue holds the frames not yet taken by the writer, oldest first. It
@@ -123,12 +132,16 @@ type Stream struct {
 	// writeTimer enforces writeDeadline. Writes run without a context of
 	// their own: a context per frame costs a timer, a cancel context and
 	// the websocket library's AfterFunc registration, several allocations
-	// per frame. One timer per stream, re-armed for every frame, tears the
-	// socket down instead (see writeTimedOut), as the library does when a
+	// per frame. One timer per stream, re-armed for every frame, aborts
+	// the framer instead (see writeTimedOut), as the library does when a
 	// write's context ends.
 	writeTimer *time.Timer
-	closeCode  websocket.StatusCode
-	closeText  string
+	// lazyTimer starts a writer for frames SendLazy queued when no Send
+	// came within LazyDelay; lazyArmed is set while it is pending.
+	lazyTimer *time.Timer
+	lazyArmed bool
+	closeCode CloseCode
+	closeText string
 
 	// inWrite is set while a frame is being written. It is cleared as soon
 	// as the write returns, without waiting for mu, so that an abort racing
@@ -140,10 +153,16 @@ type Stream struct {
 	closeOnce  sync.Once
 }
 
-// NewStream wraps ws. It starts no goroutine: writers are started on demand
-// by Send and by closing. Close (or CloseWith) must be called to release the
-// socket.
+// NewStream returns the stream of a websocket (WebSocket with the options'
+// ReadLimit and Batch).
 func NewStream(ws *websocket.Conn, opts Options) *Stream {
+	return NewFramedStream(WebSocket(ws, WebSocketOptions{ReadLimit: opts.ReadLimit, Batch: opts.Batch, Logger: opts.Logger}), opts)
+}
+
+// NewFramedStream returns the stream of f. It starts no goroutine: writers
+// are started on demand by Send and by closing. Close (or CloseWith) must
+// be called to release the transport.
+func NewFramedStream(f Framer, opts Options) *Stream {
 	if opts.OutboundQueue <= 0 {
 		opts.OutboundQueue = DefaultOutboundQueue
 	}
@@ -151,7 +170,7 @@ func NewStream(ws *websocket.Conn, opts Options) *Stream {
 		opts.OutboundBytes = DefaultOutboundBytes
 	}
 	if opts.ReadLimit <= 0 {
-		opts.ReadLimit = 16 << 20
+		opts.ReadLimit = DefaultReadLimit
 	}
 	if opts.WriteTimeout <= 0 {
 		opts.WriteTimeout = 10 * time.Second
@@ -159,24 +178,23 @@ func NewStream(ws *websocket.Conn, opts Options) *Stream {
 	if opts.FlushTimeout <= 0 {
 		opts.FlushTimeout = time.Second
 	}
+	if opts.LazyDelay <= 0 {
+		opts.LazyDelay = DefaultLazyDelay
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	ws.SetReadLimit(opts.ReadLimit)
-	readCtx, readCancel := context.WithCancel(context.Background())
 	s := &Stream{
-		readCtx:    readCtx,
-		readCancel: readCancel,
-		ws:         ws,
+		f:          f,
 		opts:       opts,
 		log:        opts.Logger,
-		closeCode:  websocket.StatusNormalClosure,
+		closeCode:  CloseNormal,
 		writerDone: make(chan struct{}),
 	}
 	return s
 }
 
-// inFrame is one inbound text frame as read.
+// inFrame is one inbound frame as read.
 type inFrame struct {
 	// data is the frame, in a slice of its own; only its first chunk
 	// (the first readChunk bytes or fewer) when it was refused.
@@ -189,8 +207,8 @@ type inFrame struct {
 }
 
 // ReadFrame returns the next text frame, in a slice of its own. Binary
-// frames are dropped (and counted), never fatal. A close frame from the
-// peer ends reading with io.EOF. It is readFrame without the inbound
+// frames are dropped (and counted), never fatal. The peer ending the
+// connection in order ends reading with io.EOF. It is readFrame without the inbound
 // budget's bookkeeping: the frame's bytes are given back at once, and a
 // frame that did not fit is returned cut to its first chunk.
 func (s *Stream) ReadFrame() ([]byte, error) {
@@ -203,34 +221,24 @@ func (s *Stream) ReadFrame() ([]byte, error) {
 // budget.
 func (s *Stream) readFrame() (inFrame, error) {
 	for {
-		// Reads are not bound to the write deadlines: closing goes through
-		// the writer so that the close frame carries our reason.
-		typ, r, err := s.ws.Reader(s.readCtx)
+		r, text, err := s.f.NextReader()
 		if err != nil {
-			return inFrame{}, readError(err)
+			return inFrame{}, err
 		}
 		f, err := s.readMessage(r)
 		if err != nil {
-			return inFrame{}, readError(err)
+			return inFrame{}, err
 		}
 		if h := s.opts.Hooks.FrameIn; h != nil {
 			h()
 		}
-		if typ != websocket.MessageText {
+		if !text {
 			s.opts.Inbound.release(f.held)
 			s.drop(DropBinary, "binary frame")
 			continue
 		}
 		return f, nil
 	}
-}
-
-// readError maps a close frame from the peer to io.EOF.
-func readError(err error) error {
-	if websocket.CloseStatus(err) != -1 {
-		return io.EOF
-	}
-	return err
 }
 
 // readChunk is the size of the first piece of an inbound frame: frames
@@ -350,7 +358,7 @@ func (buf *readBuffer) readHead(r io.Reader) (head []byte, more bool, err error)
 }
 
 func (s *Stream) drop(reason DropReason, detail string) {
-	s.log.Warn("dropping inbound websocket frame", "reason", string(reason), "detail", detail)
+	s.log.Warn("dropping inbound frame", "reason", string(reason), "detail", detail)
 	if h := s.opts.Hooks.Dropped; h != nil {
 		h(reason)
 	}
@@ -366,7 +374,21 @@ func (s *Stream) Send(frame []byte) error {
 	if s.closing {
 		return ErrClosed
 	}
-	return s.queueLocked(outFrame{data: frame, size: int64(len(frame))})
+	return s.queueLocked(outFrame{data: frame, size: int64(len(frame))}, false)
+}
+
+// SendLazy is Send for a frame that may wait up to LazyDelay: it goes out
+// with the next frame Send queues (in queue order, in one write where the
+// framer batches), or on its own once the delay has passed. For
+// broadcasts, which every connection gets: written one by one they cost a
+// write per frame per connection.
+func (s *Stream) SendLazy(frame []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing {
+		return ErrClosed
+	}
+	return s.queueLocked(outFrame{data: frame, size: int64(len(frame))}, true)
 }
 
 // SendStreamed queues a frame that f writes while it is sent (see
@@ -378,24 +400,45 @@ func (s *Stream) SendStreamed(f StreamedFrame) error {
 	if s.closing {
 		return ErrClosed
 	}
-	return s.queueLocked(outFrame{streamed: f, size: f.Size()})
+	return s.queueLocked(outFrame{streamed: f, size: f.Size()}, false)
 }
 
 // queueLocked queues f, or closes the stream as a slow consumer when the
-// queue is full; s.mu must be held and the stream not closing.
-func (s *Stream) queueLocked(f outFrame) error {
+// queue is full; s.mu must be held and the stream not closing. A lazy
+// frame starts no writer before LazyDelay.
+func (s *Stream) queueLocked(f outFrame, lazy bool) error {
 	if len(s.queue) < s.opts.OutboundQueue && s.queuedBytes < s.opts.OutboundBytes {
 		s.queue = append(s.queue, f)
 		s.queuedBytes += f.size
-		s.startWriterLocked()
+		switch {
+		case !lazy || s.writing:
+			s.startWriterLocked()
+		case !s.lazyArmed:
+			s.lazyArmed = true
+			if s.lazyTimer == nil {
+				s.lazyTimer = time.AfterFunc(s.opts.LazyDelay, s.lazyDue)
+			} else {
+				s.lazyTimer.Reset(s.opts.LazyDelay)
+			}
+		}
 		return nil
 	}
 	s.log.Warn(SlowConsumerReason, "queued", len(s.queue), "queuedBytes", s.queuedBytes)
 	if h := s.opts.Hooks.SlowConsumer; h != nil {
 		h()
 	}
-	s.closeLocked(websocket.StatusPolicyViolation, SlowConsumerReason, false)
+	s.closeLocked(ClosePolicyViolation, SlowConsumerReason, false)
 	return ErrSlowConsumer
+}
+
+// lazyDue writes the lazy frames no Send took along.
+func (s *Stream) lazyDue() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.lazyArmed = false
+	if len(s.queue) > 0 && !s.closing {
+		s.startWriterLocked()
+	}
 }
 
 // discardQueueLocked drops the queued frames; s.mu must be held. The
@@ -416,7 +459,7 @@ func (s *Stream) startWriterLocked() {
 
 // CloseWith closes the connection with the given status and reason after
 // flushing what is queued (bounded by FlushTimeout). It does not block.
-func (s *Stream) CloseWith(code websocket.StatusCode, reason string) {
+func (s *Stream) CloseWith(code CloseCode, reason string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.closeLocked(code, reason, true)
@@ -424,11 +467,15 @@ func (s *Stream) CloseWith(code websocket.StatusCode, reason string) {
 
 // closeLocked starts closing; s.mu must be held. With flush false, queued
 // frames are discarded.
-func (s *Stream) closeLocked(code websocket.StatusCode, reason string, flush bool) {
+func (s *Stream) closeLocked(code CloseCode, reason string, flush bool) {
 	if s.closing {
 		return
 	}
 	s.closing = true
+	if s.lazyTimer != nil {
+		s.lazyTimer.Stop()
+		s.lazyArmed = false
+	}
 	if !flush {
 		s.discardQueueLocked()
 	}
@@ -437,13 +484,14 @@ func (s *Stream) closeLocked(code websocket.StatusCode, reason string, flush boo
 	// that stopped reading cannot hold the connection open.
 	time.AfterFunc(s.opts.FlushTimeout, s.abort)
 	// A running writer sees closing once the queue is empty; otherwise
-	// start one to run the close handshake.
+	// start one to close the framer.
 	s.startWriterLocked()
 }
 
-// Close flushes, sends a close frame and waits for the writer to finish.
+// Close flushes, closes the framer (a close frame on a websocket) and waits
+// for the writer to finish.
 func (s *Stream) Close() error {
-	s.CloseWith(websocket.StatusNormalClosure, "")
+	s.CloseWith(CloseNormal, "")
 	<-s.writerDone
 	return nil
 }
@@ -454,7 +502,7 @@ func (s *Stream) Done() <-chan struct{} { return s.writerDone }
 // writeLoop writes queued frames in order until the queue is empty. It runs
 // with s.writing set, and only one runs at a time. It then either exits,
 // clearing s.writing (the next Send starts a new writer), or, when the
-// stream is closing or a write failed, closes the socket and Done.
+// stream is closing or a write failed, closes the framer and Done.
 func (s *Stream) writeLoop() {
 	s.mu.Lock()
 	for len(s.queue) > 0 && !s.aborted {
@@ -464,14 +512,10 @@ func (s *Stream) writeLoop() {
 		if len(s.queue) == 0 {
 			s.queue = nil // release the backing array
 		}
-		// A frame with others queued behind it waits for the next one:
-		// the last frame found queued writes them all at once. A streamed
-		// frame goes out in pieces and is never held.
-		var hold []byte
-		if len(s.queue) > 0 {
-			hold = frame.data
-		}
-		s.opts.Batch.holdFrame(hold)
+		// A frame with others queued behind it may wait for the next one
+		// (Framer.WriteFrame): the last frame found queued writes them all
+		// at once.
+		more := len(s.queue) > 0
 		s.armWriteTimerLocked()
 		s.writingBytes = frame.size
 		s.inWrite.Store(true)
@@ -480,7 +524,7 @@ func (s *Stream) writeLoop() {
 		if frame.streamed != nil {
 			ok = s.writeStreamed(frame.streamed)
 		} else {
-			ok = s.writeFrame(frame.data)
+			ok = s.writeFrame(frame.data, more)
 		}
 		s.inWrite.Store(false)
 		s.mu.Lock()
@@ -496,10 +540,9 @@ func (s *Stream) writeLoop() {
 			break
 		}
 	}
-	// A frame is still held only when the loop ended early (a failed
-	// write, an abort, the queue discarded by a close), and the next write
-	// to the socket, the close frame included, sends it first.
-	s.opts.Batch.holdFrame(nil)
+	// A frame is still held by the framer only when the loop ended early
+	// (a failed write, an abort, the queue discarded by a close), and its
+	// Close sends it first.
 	if !s.closing {
 		s.writing = false
 		s.mu.Unlock()
@@ -510,7 +553,7 @@ func (s *Stream) writeLoop() {
 	s.discardQueueLocked()
 	code, text := s.closeCode, s.closeText
 	s.mu.Unlock()
-	s.closeSocket(code, text)
+	s.closeFramer(code, text)
 	s.abort()
 	close(s.writerDone)
 }
@@ -534,7 +577,7 @@ func (s *Stream) abort() {
 	inWrite := s.inWrite.Load()
 	s.mu.Unlock()
 	if inWrite {
-		s.dropSocket()
+		s.f.Abort()
 	}
 }
 
@@ -546,19 +589,17 @@ func (s *Stream) writeTimedOut() {
 	expired := s.inWrite.Load() && !time.Now().Before(s.writeDeadline)
 	s.mu.Unlock()
 	if expired {
-		s.log.Debug("websocket write timed out", "timeout", s.opts.WriteTimeout)
-		s.dropSocket()
+		s.log.Debug("write timed out", "timeout", s.opts.WriteTimeout)
+		// Aborting fails the write in progress; the writer then shuts
+		// the stream down.
+		s.f.Abort()
 	}
 }
 
-// dropSocket closes the connection without a close handshake, which fails
-// the write in progress; the writer then shuts the stream down.
-func (s *Stream) dropSocket() { _ = s.ws.CloseNow() }
-
-func (s *Stream) writeFrame(frame []byte) bool {
-	// No deadline on the context: writeTimer bounds the write.
-	if err := s.ws.Write(context.Background(), websocket.MessageText, frame); err != nil {
-		s.log.Debug("websocket write failed", "err", err)
+func (s *Stream) writeFrame(frame []byte, more bool) bool {
+	// writeTimer bounds the write.
+	if err := s.f.WriteFrame(frame, more); err != nil {
+		s.log.Debug("write failed", "err", err)
 		return false
 	}
 	if h := s.opts.Hooks.FrameOut; h != nil {
@@ -567,25 +608,8 @@ func (s *Stream) writeFrame(frame []byte) bool {
 	return true
 }
 
-func (s *Stream) closeSocket(code websocket.StatusCode, text string) {
-	s.closeOnce.Do(func() {
-		// ws.Close waits for the peer's close frame; bound it so a dead peer
-		// cannot hold shutdown.
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			_ = s.ws.Close(code, text)
-		}()
-		t := time.NewTimer(s.opts.FlushTimeout)
-		defer t.Stop()
-		select {
-		case <-done:
-		case <-t.C:
-			// The peer did not answer our close frame: drop the socket,
-			// which also releases the close handshake waiting on it.
-			s.readCancel()
-			<-done
-		}
-		s.readCancel()
-	})
+// closeFramer closes the framer once, waiting at most FlushTimeout for the
+// peer's side of the close so that a dead peer cannot hold shutdown.
+func (s *Stream) closeFramer(code CloseCode, text string) {
+	s.closeOnce.Do(func() { s.f.Close(code, text, s.opts.FlushTimeout) })
 }

@@ -1,22 +1,19 @@
 package rpcws
 
 import (
-	"context"
 	"io"
-
-	"github.com/coder/websocket"
 )
 
 // StreamedFrame is an outbound frame too large to build whole (a
 // thread/read reply with every item of a big thread): the stream's writer
-// has it write itself into the websocket message while the message is
-// sent, so that it holds at once what it buffers, not the whole frame.
+// has it write itself into the message while the message is sent, so that
+// it holds at once what it buffers, not the whole frame.
 type StreamedFrame interface {
 	// WriteFrame writes the whole frame to w, in pieces; each Write is
-	// sent as one websocket fragment, so it should be given a few tens of
-	// KiB at a time. It runs on the stream's writer goroutine. An error
-	// after a piece went out cannot be taken back: the connection is
-	// closed (1011) rather than left with half a message.
+	// sent on its own (one websocket fragment), so it should be given a
+	// few tens of KiB at a time. It runs on the stream's writer goroutine.
+	// An error after a piece went out cannot be taken back: the connection
+	// is closed (1011) rather than left with half a message.
 	WriteFrame(w io.Writer) error
 	// Size is what the frame counts for in the outbound byte budget while
 	// it waits and while it is written: the most it holds in memory at
@@ -101,15 +98,15 @@ func (p *pieceWriter) Write(b []byte) (int, error) {
 	return n, err
 }
 
-// writeStreamed sends one streamed frame as a fragmented message. A frame
-// that fails part way closes the connection with 1011: the client has a
-// message it will never see the end of.
+// writeStreamed sends one streamed frame as a message written in pieces
+// (a fragmented websocket message). A frame that fails part way closes the
+// connection with 1011: the client has a message it will never see the end
+// of.
 func (s *Stream) writeStreamed(f StreamedFrame) bool {
-	// No deadline on the context: the write timer, re-armed for every
-	// piece, bounds the write.
-	mw, err := s.ws.Writer(context.Background(), websocket.MessageText)
+	// The write timer, re-armed for every piece, bounds the write.
+	mw, err := s.f.FrameWriter()
 	if err != nil {
-		s.log.Debug("websocket write failed", "err", err)
+		s.log.Debug("write failed", "err", err)
 		return false
 	}
 	pw := &pieceWriter{s: s, w: mw}
@@ -118,16 +115,16 @@ func (s *Stream) writeStreamed(f StreamedFrame) bool {
 			s.log.Error("streamed frame failed part way; closing the connection", "err", err)
 			s.mu.Lock()
 			if !s.closing {
-				s.closeCode, s.closeText = websocket.StatusInternalError, StreamFailedReason
+				s.closeCode, s.closeText = CloseInternalError, StreamFailedReason
 			}
 			s.mu.Unlock()
 		} else {
-			s.log.Debug("websocket write failed", "err", err)
+			s.log.Debug("write failed", "err", err)
 		}
 		return false
 	}
 	if err := mw.Close(); err != nil {
-		s.log.Debug("websocket write failed", "err", err)
+		s.log.Debug("write failed", "err", err)
 		return false
 	}
 	if h := s.opts.Hooks.FrameOut; h != nil {

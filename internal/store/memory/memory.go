@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -26,11 +27,35 @@ type Config struct {
 type Store struct {
 	now func() time.Time
 
-	mu      sync.RWMutex // guards threads, events and closed
+	mu      sync.RWMutex // guards the maps and closed
 	threads map[string]*threadData
-	events  map[string][]store.Event // per thread, in Seq order
-	keys    map[[2]string]*idemKey   // by scope and key
+	events  map[string][]store.Event    // per thread, in Seq order
+	keys    map[[2]string]*idemKey      // by scope and key
+	creds   map[string]store.Credential // by digest
+	// consumers are the event consumers by name.
+	consumers map[string]*consumer
+	// webhooks are the subscriptions by id; deliveries the delivery logs
+	// by webhook id, oldest first, and deliverySeq the last Seq given.
+	webhooks    map[string]store.Webhook
+	deliveries  map[string][]store.WebhookDelivery
+	deliverySeq int64
+	// audit is the audit log in Seq order; auditSeq the last Seq given.
+	audit    []store.AuditEntry
+	auditSeq int64
+	// queued are the queued submissions by thread, in order.
+	queued map[string][]store.QueuedSubmission
+	// budgets are what principals spent, by principal and period start.
+	budgets map[budgetKey]store.BudgetSpend
 	closed  bool
+}
+
+// consumer is one event consumer: its lease and its cursor.
+type consumer struct {
+	holder    string
+	token     int64
+	expires   time.Time
+	created   time.Time
+	positions map[string]int64
 }
 
 // idemKey is one claimed idempotency key.
@@ -57,7 +82,11 @@ func New(cfg Config) *Store {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Store{now: cfg.Now, threads: map[string]*threadData{}, events: map[string][]store.Event{}, keys: map[[2]string]*idemKey{}}
+	return &Store{now: cfg.Now, threads: map[string]*threadData{}, events: map[string][]store.Event{},
+		keys: map[[2]string]*idemKey{}, creds: map[string]store.Credential{}, consumers: map[string]*consumer{},
+		webhooks: map[string]store.Webhook{}, deliveries: map[string][]store.WebhookDelivery{},
+		queued:  map[string][]store.QueuedSubmission{},
+		budgets: map[budgetKey]store.BudgetSpend{}}
 }
 
 // Migrate does nothing: memory has no schema. It is there so that the
@@ -126,6 +155,7 @@ func (s *Store) DeleteThread(_ context.Context, id string) error {
 	}
 	delete(s.threads, backend.CanonicalID(id))
 	delete(s.events, backend.CanonicalID(id))
+	delete(s.queued, backend.CanonicalID(id))
 	return nil
 }
 
@@ -172,6 +202,38 @@ func (s *Store) LastEventSeq(_ context.Context, threadID string) (int64, error) 
 	return evs[len(evs)-1].Seq, nil
 }
 
+// PruneThreadEvents deletes a thread's oldest events beyond maxBytes.
+func (s *Store) PruneThreadEvents(_ context.Context, threadID string, maxBytes int64, limit int) (deleted, remaining int64, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.usableLocked(); err != nil {
+		return 0, 0, err
+	}
+	id := backend.CanonicalID(threadID)
+	evs := s.events[id]
+	for _, ev := range evs {
+		remaining += int64(len(ev.Data))
+	}
+	n := 0
+	for n < len(evs) && n < limit && remaining > maxBytes {
+		remaining -= int64(len(evs[n].Data))
+		n++
+	}
+	if n == len(evs) {
+		delete(s.events, id)
+	} else if n > 0 {
+		s.events[id] = slices.Delete(evs, 0, n)
+	}
+	return int64(n), remaining, nil
+}
+
+// Reclaim does nothing: deleted events are garbage.
+func (s *Store) Reclaim(context.Context) error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.usableLocked()
+}
+
 // PruneEvents deletes up to limit events created before `before`, oldest
 // first.
 func (s *Store) PruneEvents(_ context.Context, before time.Time, limit int) (int64, error) {
@@ -216,10 +278,34 @@ func (s *Store) checkLocked(p *backend.Plan) error {
 		created[t.ID] = true
 	}
 	exists := func(id string) bool { return s.threads[id] != nil || created[id] }
+	taken := map[store.QueueTake]bool{}
+	for _, q := range p.TakeQueued {
+		if taken[q] || s.queuedIndexLocked(q.ThreadID, q.ID) < 0 {
+			return backend.NotQueued(q)
+		}
+		taken[q] = true
+	}
 	for _, u := range p.UpdateThreads {
 		if !exists(u.ID) {
 			return backend.ThreadNotFound(u.ID)
 		}
+	}
+	// dropped holds, per thread, the index of the first turn a drop
+	// removes.
+	dropped := map[string]int{}
+	for _, d := range p.DropTurns {
+		td := s.threads[d.ThreadID]
+		if td == nil {
+			if created[d.ThreadID] {
+				return backend.TurnNotFound(d.ThreadID, d.TurnID)
+			}
+			return backend.ThreadNotFound(d.ThreadID)
+		}
+		i, ok := td.turnIdx[d.TurnID]
+		if prev, seen := dropped[d.ThreadID]; !ok || seen && i >= prev {
+			return backend.TurnNotFound(d.ThreadID, d.TurnID)
+		}
+		dropped[d.ThreadID] = i
 	}
 	newTurns := map[[2]string]bool{}
 	turnExists := func(threadID, turnID string) bool {
@@ -227,7 +313,10 @@ func (s *Store) checkLocked(p *backend.Plan) error {
 			return true
 		}
 		if td := s.threads[threadID]; td != nil {
-			_, ok := td.turnIdx[turnID]
+			i, ok := td.turnIdx[turnID]
+			if from, seen := dropped[threadID]; seen && i >= from {
+				return false
+			}
 			return ok
 		}
 		return false
@@ -257,7 +346,11 @@ func (s *Store) checkLocked(p *backend.Plan) error {
 		key := [2]string{it.ThreadID, it.ItemID}
 		stored := false
 		if td := s.threads[it.ThreadID]; td != nil {
-			_, stored = td.itemIdx[it.ItemID]
+			var i int
+			i, stored = td.itemIdx[it.ItemID]
+			if from, seen := dropped[it.ThreadID]; stored && seen {
+				stored = td.turnIdx[td.items[i].TurnID] < from
+			}
 		}
 		if stored || newItems[key] {
 			return apperr.New(apperr.Conflict, "item %s already exists in thread %s", it.ItemID, it.ThreadID)
@@ -282,11 +375,17 @@ func (s *Store) checkLocked(p *backend.Plan) error {
 
 // applyLocked writes a checked plan and assigns its Seqs.
 func (s *Store) applyLocked(p *backend.Plan) {
+	for _, q := range p.TakeQueued {
+		s.takeQueuedLocked(q)
+	}
 	for _, t := range p.CreateThreads {
 		s.threads[t.ID] = &threadData{rec: cloneThread(t), turnIdx: map[string]int{}, itemIdx: map[string]int{}}
 	}
 	for _, u := range p.UpdateThreads {
 		patchThread(&s.threads[u.ID].rec, u)
+	}
+	for _, d := range p.DropTurns {
+		s.threads[d.ThreadID].dropFrom(d.TurnID)
 	}
 	for i := range p.CreateTurns {
 		t := &p.CreateTurns[i]
@@ -314,6 +413,93 @@ func (s *Store) applyLocked(p *backend.Plan) {
 		ev.Data = slices.Clone(ev.Data)
 		s.events[ev.ThreadID] = slices.Insert(evs, i, ev)
 	}
+	for i := range p.AppendAudit {
+		a := &p.AppendAudit[i]
+		s.auditSeq++
+		a.Seq = s.auditSeq
+		c := *a
+		c.Detail = cloneJSON(c.Detail)
+		s.audit = append(s.audit, c)
+	}
+}
+
+// ListAudit implements store.Store.ListAudit.
+func (s *Store) ListAudit(_ context.Context, q store.AuditQuery) ([]store.AuditEntry, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if err := s.usableLocked(); err != nil {
+		return nil, err
+	}
+	if err := q.Validate(); err != nil {
+		return nil, err
+	}
+	limit := q.Limit
+	if limit <= 0 {
+		limit = store.DefaultLimit
+	}
+	limit = min(limit, store.MaxAuditLimit)
+	thread := backend.CanonicalID(q.ThreadID)
+	// Bounds at the stored precision, as the SQL stores compare them.
+	since, until := backend.Time(q.Since), backend.Time(q.Until)
+	var out []store.AuditEntry
+	for _, a := range s.audit {
+		switch {
+		case a.Seq <= q.AfterSeq,
+			q.Kind != "" && a.Kind != q.Kind,
+			thread != "" && a.ThreadID != thread,
+			q.Principal != nil && a.Principal != *q.Principal,
+			!q.Since.IsZero() && a.At.Before(since),
+			!q.Until.IsZero() && !a.At.Before(until):
+			continue
+		}
+		a.Detail = cloneJSON(a.Detail)
+		out = append(out, a)
+		if len(out) == limit {
+			break
+		}
+	}
+	return out, nil
+}
+
+// PruneAudit implements store.Store.PruneAudit.
+func (s *Store) PruneAudit(_ context.Context, before time.Time, limit int) (int64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.usableLocked(); err != nil {
+		return 0, err
+	}
+	var n int64
+	before = backend.Time(before)
+	s.audit = slices.DeleteFunc(s.audit, func(a store.AuditEntry) bool {
+		if n < int64(limit) && a.At.Before(before) {
+			n++
+			return true
+		}
+		return false
+	})
+	return n, nil
+}
+
+// dropFrom removes the turn turnID, every later turn and their items.
+// Items are appended to the thread's latest turn, so those of the dropped
+// turns are the tail of items, and items[i].Seq == i+1 still holds.
+func (td *threadData) dropFrom(turnID string) {
+	from := td.turnIdx[turnID]
+	for _, t := range td.turns[from:] {
+		delete(td.turnIdx, t.ID)
+	}
+	td.turns = td.turns[:from:from]
+	kept := td.items[:0:0]
+	for _, it := range td.items {
+		if _, ok := td.turnIdx[it.TurnID]; ok {
+			kept = append(kept, it)
+		}
+	}
+	td.items = kept
+	td.itemIdx = make(map[string]int, len(kept))
+	for i, it := range kept {
+		td.itemIdx[it.ItemID] = i
+	}
 }
 
 func patchThread(rec *store.Thread, u store.ThreadPatch) {
@@ -337,6 +523,9 @@ func patchThread(rec *store.Thread, u store.ThreadPatch) {
 	}
 	if u.Meta != nil {
 		rec.Meta = cloneJSON(backend.NullableJSON(u.Meta))
+	}
+	if u.ReadState != nil {
+		rec.ReadState = cloneJSON(backend.NullableJSON(u.ReadState))
 	}
 }
 
@@ -363,7 +552,7 @@ func patchTurn(t *store.Turn, u store.TurnPatch) {
 
 func cloneThread(t store.Thread) store.Thread {
 	t.Name, t.Model, t.ForkedFromID = clonePtr(t.Name), clonePtr(t.Model), clonePtr(t.ForkedFromID)
-	t.Meta = cloneJSON(t.Meta)
+	t.Meta, t.ReadState = cloneJSON(t.Meta), cloneJSON(t.ReadState)
 	return t
 }
 
@@ -423,6 +612,9 @@ func (s *Store) ListThreads(_ context.Context, q store.ListThreadsQuery) (store.
 	defer s.mu.RUnlock()
 	var page store.ThreadPage
 	if err := s.usableLocked(); err != nil {
+		return page, err
+	}
+	if err := q.Validate(); err != nil {
 		return page, err
 	}
 	col, scope, err := backend.SortColumn(q.SortKey)
@@ -611,10 +803,17 @@ func seqPage[T any](rows []T, desc bool, limit int, cursor, scope string, afterS
 		if err != nil {
 			return nil, "", "", err
 		}
+		v := c.Value
+		if c.Incl { // the row itself starts the page
+			v = c.Value + 1
+			if !desc {
+				v = c.Value - 1
+			}
+		}
 		if desc {
-			hi = min(hi, c.Value)
+			hi = min(hi, v)
 		} else {
-			lo = max(lo, c.Value)
+			lo = max(lo, v)
 		}
 	}
 	limit = backend.Limit(limit)
@@ -734,4 +933,307 @@ func (s *Store) PruneIdempotencyKeys(_ context.Context, now time.Time) (int64, e
 		}
 	}
 	return n, nil
+}
+
+// ClaimEventConsumer takes or renews an event consumer's lease; see
+// store.Store.
+func (s *Store) ClaimEventConsumer(_ context.Context, name, holder string, now, expires time.Time) (int64, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.usableLocked(); err != nil {
+		return 0, false, err
+	}
+	c := s.consumers[name]
+	switch {
+	case c == nil:
+		c = &consumer{token: 1, created: backend.Time(now), positions: map[string]int64{}}
+		s.consumers[name] = c
+	case c.holder == holder:
+	case c.expires.After(now):
+		return 0, false, nil
+	default:
+		c.token++
+	}
+	c.holder, c.expires = holder, expires
+	return c.token, true, nil
+}
+
+// ReleaseEventConsumer ends an event consumer's lease.
+func (s *Store) ReleaseEventConsumer(_ context.Context, name string, token int64, now time.Time) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.usableLocked(); err != nil {
+		return err
+	}
+	if c := s.consumers[name]; c != nil && c.token == token {
+		c.expires = now
+	}
+	return nil
+}
+
+// EventCursor returns an event consumer's cursor.
+func (s *Store) EventCursor(_ context.Context, name string) (store.EventCursor, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if err := s.usableLocked(); err != nil {
+		return store.EventCursor{}, err
+	}
+	c := s.consumers[name]
+	if c == nil {
+		return store.EventCursor{}, apperr.New(apperr.NotFound, "event consumer %q not found", name)
+	}
+	return store.EventCursor{Created: c.created, Positions: maps.Clone(c.positions)}, nil
+}
+
+// SaveEventCursor moves an event consumer's cursor forward.
+func (s *Store) SaveEventCursor(_ context.Context, name string, token int64, positions map[string]int64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.usableLocked(); err != nil {
+		return err
+	}
+	c := s.consumers[name]
+	if c == nil || c.token != token {
+		return apperr.New(apperr.Conflict, "event consumer %q was taken over", name)
+	}
+	for thread, seq := range positions {
+		c.positions[thread] = max(c.positions[thread], seq)
+	}
+	return nil
+}
+
+// EventSpans returns the threads with events created since since.
+func (s *Store) EventSpans(_ context.Context, since time.Time) ([]store.EventSpan, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if err := s.usableLocked(); err != nil {
+		return nil, err
+	}
+	since = backend.Time(since) // as the stored times
+	var out []store.EventSpan
+	for thread, evs := range s.events {
+		sp := store.EventSpan{ThreadID: thread}
+		for _, ev := range evs {
+			if ev.CreatedAt.Before(since) {
+				continue
+			}
+			if sp.First == 0 {
+				sp.First = ev.Seq
+			}
+			sp.Last = ev.Seq
+		}
+		if sp.First > 0 {
+			out = append(out, sp)
+		}
+	}
+	return out, nil
+}
+
+// PutCredential stores a credential and prunes the expired ones.
+func (s *Store) PutCredential(_ context.Context, c store.Credential, now time.Time) error {
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.usableLocked(); err != nil {
+		return err
+	}
+	for k, e := range s.creds {
+		if !e.Expires.After(now) {
+			delete(s.creds, k)
+		}
+	}
+	if _, dup := s.creds[string(c.Digest)]; dup {
+		return apperr.New(apperr.Conflict, "a credential with this digest is stored already")
+	}
+	c.Digest = slices.Clone(c.Digest)
+	c.Expires = c.Expires.UTC().Truncate(time.Microsecond)
+	s.creds[string(c.Digest)] = c
+	return nil
+}
+
+// GetCredential reads a credential.
+func (s *Store) GetCredential(_ context.Context, kind store.CredentialKind, digest []byte) (store.Credential, bool, error) {
+	return s.findCredential(kind, digest, false)
+}
+
+// DeleteCredential deletes a credential and returns it.
+func (s *Store) DeleteCredential(_ context.Context, kind store.CredentialKind, digest []byte) (store.Credential, bool, error) {
+	return s.findCredential(kind, digest, true)
+}
+
+// findCredential returns the credential of that kind and digest, and
+// deletes it when del is set.
+func (s *Store) findCredential(kind store.CredentialKind, digest []byte, del bool) (store.Credential, bool, error) {
+	if err := store.ValidateCredentialKey(kind, digest); err != nil {
+		return store.Credential{}, false, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.usableLocked(); err != nil {
+		return store.Credential{}, false, err
+	}
+	c, ok := s.creds[string(digest)]
+	if !ok || c.Kind != kind {
+		return store.Credential{}, false, nil
+	}
+	if del {
+		delete(s.creds, string(digest))
+	}
+	c.Digest = slices.Clone(c.Digest)
+	return c, true, nil
+}
+
+// budgetKey names a principal's budget period.
+type budgetKey struct {
+	principal string
+	start     int64 // microseconds since the epoch
+}
+
+// AddBudgetSpend adds to what principal spent in the period.
+func (s *Store) AddBudgetSpend(_ context.Context, principal string, periodStart time.Time, add store.BudgetSpend) (store.BudgetSpend, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.usableLocked(); err != nil {
+		return store.BudgetSpend{}, err
+	}
+	k := budgetKey{principal, periodStart.UnixMicro()}
+	sum := s.budgets[k]
+	sum.Tokens += add.Tokens
+	sum.CostMicros += add.CostMicros
+	s.budgets[k] = sum
+	return sum, nil
+}
+
+// GetBudgetSpend reads what principal spent in the period.
+func (s *Store) GetBudgetSpend(_ context.Context, principal string, periodStart time.Time) (store.BudgetSpend, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if err := s.usableLocked(); err != nil {
+		return store.BudgetSpend{}, err
+	}
+	return s.budgets[budgetKey{principal, periodStart.UnixMicro()}], nil
+}
+
+// PutWebhook stores a new webhook subscription.
+func (s *Store) PutWebhook(_ context.Context, w store.Webhook) error {
+	if err := w.Validate(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.usableLocked(); err != nil {
+		return err
+	}
+	if _, dup := s.webhooks[w.ID]; dup {
+		return apperr.New(apperr.Conflict, "webhook %q exists", w.ID)
+	}
+	w.Events = slices.Clone(w.Events)
+	if len(w.Events) == 0 {
+		w.Events = nil
+	}
+	w.CreatedAt = w.CreatedAt.UTC().Truncate(time.Microsecond)
+	s.webhooks[w.ID] = w
+	return nil
+}
+
+// GetWebhook reads a webhook subscription.
+func (s *Store) GetWebhook(_ context.Context, id string) (store.Webhook, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if err := s.usableLocked(); err != nil {
+		return store.Webhook{}, err
+	}
+	w, ok := s.webhooks[id]
+	if !ok {
+		return store.Webhook{}, apperr.New(apperr.NotFound, "webhook %q not found", id)
+	}
+	w.Events = slices.Clone(w.Events)
+	return w, nil
+}
+
+// ListWebhooks reads every webhook subscription, oldest first.
+func (s *Store) ListWebhooks(context.Context) ([]store.Webhook, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if err := s.usableLocked(); err != nil {
+		return nil, err
+	}
+	var out []store.Webhook
+	for _, w := range s.webhooks {
+		w.Events = slices.Clone(w.Events)
+		out = append(out, w)
+	}
+	slices.SortFunc(out, func(a, b store.Webhook) int {
+		if c := a.CreatedAt.Compare(b.CreatedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	return out, nil
+}
+
+// DeleteWebhook deletes a webhook subscription and its delivery log.
+func (s *Store) DeleteWebhook(_ context.Context, id string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.usableLocked(); err != nil {
+		return err
+	}
+	if _, ok := s.webhooks[id]; !ok {
+		return apperr.New(apperr.NotFound, "webhook %q not found", id)
+	}
+	delete(s.webhooks, id)
+	delete(s.deliveries, id)
+	return nil
+}
+
+// AppendWebhookDelivery logs a webhook's attempt, keeping the newest keep.
+func (s *Store) AppendWebhookDelivery(_ context.Context, d store.WebhookDelivery, keep int) error {
+	if err := d.Validate(); err != nil {
+		return err
+	}
+	if keep < 1 {
+		return apperr.New(apperr.Invalid, "a webhook's delivery log keeps at least one attempt, got %d", keep)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.usableLocked(); err != nil {
+		return err
+	}
+	s.deliverySeq++
+	d.Seq = s.deliverySeq
+	d.At = d.At.UTC().Truncate(time.Microsecond)
+	d.Duration = d.Duration.Truncate(time.Microsecond)
+	if d.NextRetry != nil {
+		t := d.NextRetry.UTC().Truncate(time.Microsecond)
+		d.NextRetry = &t
+	}
+	log := append(s.deliveries[d.Webhook], d)
+	if len(log) > keep {
+		log = slices.Clone(log[len(log)-keep:])
+	}
+	s.deliveries[d.Webhook] = log
+	return nil
+}
+
+// ListWebhookDeliveries reads a page of a webhook's delivery log, newest
+// first.
+func (s *Store) ListWebhookDeliveries(_ context.Context, webhook string, beforeSeq int64, limit int) ([]store.WebhookDelivery, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if err := s.usableLocked(); err != nil {
+		return nil, err
+	}
+	limit = max(1, min(limit, store.MaxWebhookDeliveriesLimit))
+	var out []store.WebhookDelivery
+	log := s.deliveries[webhook]
+	for i := len(log) - 1; i >= 0 && len(out) < limit; i-- {
+		if beforeSeq > 0 && log[i].Seq >= beforeSeq {
+			continue
+		}
+		out = append(out, log[i])
+	}
+	return out, nil
 }

@@ -37,6 +37,16 @@ type Config struct {
 type Store struct {
 	// Reader implements the reads.
 	backend.Reader
+	// Consumers keeps the event consumers' leases and cursors.
+	backend.Consumers
+	// Webhooks keeps the webhook subscriptions and delivery logs.
+	backend.Webhooks
+	// Audit reads and prunes the audit log.
+	backend.Audit
+	// Queue keeps the threads' queued submissions.
+	backend.Queue
+	// Budgets keeps what principals spent of their period budgets.
+	backend.Budgets
 
 	pool   *pgxpool.Pool
 	cfg    Config
@@ -68,6 +78,11 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	s := &Store{pool: pool, cfg: cfg}
 	s.Reader = backend.NewReader(backend.Postgres, readDB{pool}, cfg.Observe, s.usable)
+	s.Consumers = backend.NewConsumers(backend.Postgres, readDB{pool}, cfg.Observe, s.usable)
+	s.Webhooks = backend.NewWebhooks(backend.Postgres, readDB{pool}, cfg.Observe, s.usable)
+	s.Audit = backend.NewAudit(backend.Postgres, readDB{pool}, cfg.Observe, s.usable)
+	s.Queue = backend.NewQueue(backend.Postgres, readDB{pool}, cfg.Observe, s.usable, cfg.Now)
+	s.Budgets = backend.NewBudgets(backend.Postgres, readDB{pool}, cfg.Observe, s.usable)
 	if cfg.Migrate {
 		if err := s.Migrate(ctx); err != nil {
 			pool.Close()

@@ -124,9 +124,13 @@ func execStep(onErr func(error) error, onDone func(rows int64) error) func(pgx.B
 	}
 }
 
+var takeQueued = backend.TakeQueuedSQL(backend.Postgres)
+
 // statements are the write statements in Postgres's dialect. pgx sends a
 // string bound to a json or jsonb parameter verbatim.
 var statements = backend.NewStatements(backend.Postgres, func(raw []byte) any { return string(raw) })
+
+var dropTurns = backend.DropTurnsSQL(backend.Postgres)
 
 func threadSteps(p *backend.Plan, fences []store.Fence) []step {
 	var steps []step
@@ -163,6 +167,16 @@ func threadSteps(p *backend.Plan, fences []store.Fence) []step {
 			}
 			return nil
 		})})
+	}
+	for _, d := range p.DropTurns {
+		for i, q := range dropTurns {
+			steps = append(steps, step{sql: q, args: backend.DropTurnsArgs(i, d), read: execStep(storageErr, func(n int64) error {
+				if i == 1 && n == 0 {
+					return backend.TurnNotFound(d.ThreadID, d.TurnID)
+				}
+				return nil
+			})})
+		}
 	}
 	seqSteps := func(groups []backend.Group, bump string, assign func(i int, seq int64)) {
 		for _, g := range groups {
@@ -251,6 +265,20 @@ func (s *Store) PruneEvents(ctx context.Context, before time.Time, limit int) (n
 
 var pruneEvents = backend.PruneEventsSQL(backend.Postgres)
 
+// PruneThreadEvents deletes a thread's oldest events beyond maxBytes.
+func (s *Store) PruneThreadEvents(ctx context.Context, threadID string, maxBytes int64, limit int) (deleted, remaining int64, err error) {
+	defer func(start time.Time) { backend.Observe(s.cfg.Observe, store.OpPruneThreadEvents, start, err) }(time.Now())
+	if err := s.usable(); err != nil {
+		return 0, 0, err
+	}
+	return backend.PruneThreadEvents(ctx, readDB{s.pool}, backend.Postgres, threadID, maxBytes, limit)
+}
+
+// Reclaim does nothing: autovacuum makes the space of deleted rows
+// reusable, and giving it back to the file system (VACUUM FULL) would lock
+// the table.
+func (s *Store) Reclaim(context.Context) error { return s.usable() }
+
 func rowSteps(p *backend.Plan) []step {
 	var steps []step
 	for _, t := range p.CreateTurns {
@@ -292,8 +320,29 @@ func rowSteps(p *backend.Plan) []step {
 			}, nil),
 		})
 	}
+	for _, q := range p.TakeQueued {
+		steps = append(steps, step{sql: takeQueued, args: []any{q.TurnID, q.ThreadID, q.ID}, read: execStep(storageErr, func(n int64) error {
+			if n == 0 {
+				return backend.NotQueued(q)
+			}
+			return nil
+		})})
+	}
 	if len(p.AppendEvents) > 0 {
 		steps = append(steps, eventSteps(p.AppendEvents)...)
+	}
+	for i := range p.AppendAudit {
+		a := &p.AppendAudit[i]
+		steps = append(steps, step{
+			sql:  statements.InsertAudit,
+			args: statements.AuditArgs(a),
+			read: func(br pgx.BatchResults) error {
+				if err := br.QueryRow().Scan(&a.Seq); err != nil {
+					return storageErr(err)
+				}
+				return nil
+			},
+		})
 	}
 	return steps
 }

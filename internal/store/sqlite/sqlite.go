@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"runtime"
 	"strings"
 	"sync"
@@ -35,6 +36,9 @@ type Config struct {
 	Observe store.ObserveFunc
 	// Now is the clock for defaulted timestamps; nil means time.Now.
 	Now func() time.Time
+	// Logger receives what Migrate does beyond the migrations (the one-off
+	// VACUUM of an older file); nil discards it.
+	Logger *slog.Logger
 }
 
 // Store is a store.Store backed by one SQLite file. Writes go through a
@@ -43,6 +47,17 @@ type Config struct {
 type Store struct {
 	// Reader implements the reads.
 	backend.Reader
+	// Consumers keeps the event consumers' leases and cursors, on the
+	// writer connection.
+	backend.Consumers
+	// Webhooks keeps the webhook subscriptions and delivery logs.
+	backend.Webhooks
+	// Audit reads and prunes the audit log.
+	backend.Audit
+	// Queue keeps the threads' queued submissions.
+	backend.Queue
+	// Budgets keeps what principals spent of their period budgets.
+	backend.Budgets
 
 	w, r   *sql.DB
 	stmts  *stmtCache // the writer's prepared statements
@@ -70,6 +85,9 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	if cfg.BusyTimeout <= 0 {
 		cfg.BusyTimeout = 5 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	sep := "?"
 	if strings.Contains(cfg.Path, "?") {
@@ -104,6 +122,11 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	r.SetMaxIdleConns(cfg.ReadConns)
 	s := &Store{w: w, r: r, stmts: newStmtCache(w), cfg: cfg}
 	s.Reader = backend.NewReader(backend.SQLite, readDB{r}, cfg.Observe, s.usable)
+	s.Consumers = backend.NewConsumers(backend.SQLite, readDB{w}, cfg.Observe, s.usable)
+	s.Webhooks = backend.NewWebhooks(backend.SQLite, readDB{w}, cfg.Observe, s.usable)
+	s.Audit = backend.NewAudit(backend.SQLite, readDB{w}, cfg.Observe, s.usable)
+	s.Queue = backend.NewQueue(backend.SQLite, readDB{w}, cfg.Observe, s.usable, cfg.Now)
+	s.Budgets = backend.NewBudgets(backend.SQLite, readDB{w}, cfg.Observe, s.usable)
 	if err := r.PingContext(ctx); err != nil {
 		_ = s.Close()
 		return nil, apperr.Wrap(apperr.Unavailable, err, "sqlite: cannot open database")
@@ -117,12 +140,55 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	return s, nil
 }
 
-// Migrate applies pending migrations; `appserver migrate` calls it.
+// Migrate applies pending migrations; `appserver migrate` calls it. It
+// also puts the file in incremental auto-vacuum mode, so that Reclaim can
+// give the pages that pruning frees back to the file system: a new file
+// takes the mode at once, a file made before it needs one VACUUM, which
+// rewrites it (it takes as long as copying the file, and as much free
+// disk space again) and is logged.
 func (s *Store) Migrate(ctx context.Context) error {
 	if err := s.usable(); err != nil {
 		return err
 	}
+	if err := s.incrementalVacuum(ctx); err != nil {
+		return err
+	}
 	return store.Migrate(ctx, s.w, store.DialectSQLite)
+}
+
+// autoVacuumIncremental is PRAGMA auto_vacuum's value for INCREMENTAL.
+const autoVacuumIncremental = 2
+
+// incrementalVacuum switches the file to incremental auto-vacuum: VACUUM
+// applies the mode set before it.
+func (s *Store) incrementalVacuum(ctx context.Context) error {
+	var mode int
+	if err := s.w.QueryRowContext(ctx, "PRAGMA auto_vacuum").Scan(&mode); err != nil {
+		return storageErr(err)
+	}
+	if mode == autoVacuumIncremental {
+		return nil
+	}
+	if _, err := s.w.ExecContext(ctx, "PRAGMA auto_vacuum = INCREMENTAL"); err != nil {
+		return storageErr(err)
+	}
+	var tables int
+	if err := s.w.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_schema").Scan(&tables); err != nil {
+		return storageErr(err)
+	}
+	// A new file in WAL mode already has its first page: VACUUM applies
+	// the mode there too, at no cost.
+	start := time.Now()
+	if tables > 0 {
+		s.cfg.Logger.Info("sqlite: rewriting the database once for incremental auto-vacuum", "path", s.cfg.Path)
+	}
+	if _, err := s.w.ExecContext(ctx, "VACUUM"); err != nil {
+		return apperr.Wrap(apperr.Unavailable, err, "sqlite: VACUUM for incremental auto-vacuum")
+	}
+	if tables > 0 {
+		s.cfg.Logger.Info("sqlite: database rewritten for incremental auto-vacuum", "path", s.cfg.Path, "took", time.Since(start))
+	}
+	return nil
 }
 
 // Ping checks that both the writer and the readers answer.

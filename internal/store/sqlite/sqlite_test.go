@@ -1,7 +1,10 @@
 package sqlite_test
 
 import (
+	"database/sql"
+	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -94,4 +97,72 @@ func TestConfigHooks(t *testing.T) {
 	require.Equal(t, []apperr.Code{""}, seen[store.OpWrite])
 	require.Equal(t, []apperr.Code{apperr.NotFound}, seen[store.OpGetThread])
 	require.Equal(t, []apperr.Code{""}, seen[store.OpPing])
+}
+
+// fileSize is the bytes of a database with its WAL.
+func fileSize(t *testing.T, path string) int64 {
+	t.Helper()
+	var n int64
+	for _, p := range []string{path, path + "-wal"} {
+		if fi, err := os.Stat(p); err == nil {
+			n += fi.Size()
+		}
+	}
+	return n
+}
+
+// Pruning events and reclaiming shrinks the file: the database is in
+// incremental auto-vacuum mode, new or migrated.
+func TestReclaimShrinksTheFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "appserver.db")
+	s := open(t, path, true)
+	ctx := t.Context()
+	th := &store.Thread{ID: "0190a5b2-0000-7000-8000-000000000001", Cwd: "/", ModelProvider: "openai", Source: "cli"}
+	require.NoError(t, s.Write(ctx, &store.Batch{CreateThreads: []*store.Thread{th}}))
+	data := []byte(`{"delta":"` + strings.Repeat("x", 32<<10) + `"}`)
+	for seq := int64(1); seq <= 640; seq += 64 { // 20 MiB
+		var evs []*store.Event
+		for i := range int64(64) {
+			evs = append(evs, &store.Event{ThreadID: th.ID, Seq: seq + i, Method: "item/commandExecution/outputDelta", Data: data})
+		}
+		require.NoError(t, s.Write(ctx, &store.Batch{AppendEvents: evs}))
+	}
+	require.NoError(t, s.Reclaim(ctx))
+	full := fileSize(t, path)
+	require.Greater(t, full, int64(20<<20))
+
+	_, remaining, err := s.PruneThreadEvents(ctx, th.ID, 1<<20, 10_000)
+	require.NoError(t, err)
+	require.LessOrEqual(t, remaining, int64(1<<20))
+	require.NoError(t, s.Reclaim(ctx))
+	pruned := fileSize(t, path)
+	t.Logf("%d bytes with 20 MiB of events, %d after pruning to 1 MiB", full, pruned)
+	require.Less(t, pruned, int64(4<<20), "the file gave the pruned pages back")
+}
+
+// A database made before incremental auto-vacuum is rewritten once by
+// Migrate, keeping its data.
+func TestMigrateTurnsOnIncrementalVacuum(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "appserver.db")
+	db, err := sql.Open("sqlite", path)
+	require.NoError(t, err)
+	_, err = db.Exec("CREATE TABLE old (x TEXT)")
+	require.NoError(t, err)
+	_, err = db.Exec("INSERT INTO old VALUES ('kept')")
+	require.NoError(t, err)
+	var mode int
+	require.NoError(t, db.QueryRow("PRAGMA auto_vacuum").Scan(&mode))
+	require.Zero(t, mode, "SQLite's default: no auto-vacuum")
+	require.NoError(t, db.Close())
+
+	s := open(t, path, true)
+	require.NoError(t, s.Close())
+	db, err = sql.Open("sqlite", path)
+	require.NoError(t, err)
+	defer db.Close()
+	require.NoError(t, db.QueryRow("PRAGMA auto_vacuum").Scan(&mode))
+	require.Equal(t, 2, mode, "incremental")
+	var x string
+	require.NoError(t, db.QueryRow("SELECT x FROM old").Scan(&x))
+	require.Equal(t, "kept", x)
 }

@@ -103,6 +103,19 @@ func writePlan(w *txWriter, p *backend.Plan) error {
 			return backend.ThreadNotFound(u.ID)
 		}
 	}
+	for _, d := range p.DropTurns {
+		for i, q := range dropTurns {
+			res, err := w.exec(q, backend.DropTurnsArgs(i, d)...)
+			if err != nil {
+				return storageErr(err)
+			}
+			if n, err := res.RowsAffected(); err != nil {
+				return storageErr(err)
+			} else if i == 1 && n == 0 {
+				return backend.TurnNotFound(d.ThreadID, d.TurnID)
+			}
+		}
+	}
 	if err := assignSeqs(w, p.TurnGroups, statements.BumpTurnSeq, func(i int, seq int64) { p.CreateTurns[i].Seq = seq }); err != nil {
 		return err
 	}
@@ -130,6 +143,15 @@ func writePlan(w *txWriter, p *backend.Plan) error {
 			return backend.TurnNotFound(u.ThreadID, u.ID)
 		}
 	}
+	for _, q := range p.TakeQueued {
+		found, err := execOne(w, takeQueued, []any{q.TurnID, q.ThreadID, q.ID})
+		if err != nil {
+			return err
+		}
+		if !found {
+			return backend.NotQueued(q)
+		}
+	}
 	for _, ev := range p.AppendEvents {
 		_, err := w.exec(statements.InsertEvent, statements.EventArgs(&ev)...)
 		switch {
@@ -150,6 +172,11 @@ func writePlan(w *txWriter, p *backend.Plan) error {
 			return storageErr(err)
 		}
 	}
+	for i := range p.AppendAudit {
+		if err := w.queryRow(statements.InsertAudit, statements.AuditArgs(&p.AppendAudit[i])...).Scan(&p.AppendAudit[i].Seq); err != nil {
+			return storageErr(err)
+		}
+	}
 	return nil
 }
 
@@ -157,6 +184,8 @@ func writePlan(w *txWriter, p *backend.Plan) error {
 // TEXT: a []byte would bind as a BLOB, which SQLite's JSON functions read as
 // JSONB.
 var statements = backend.NewStatements(backend.SQLite, func(raw []byte) any { return textArg(raw) })
+
+var dropTurns = backend.DropTurnsSQL(backend.SQLite)
 
 // assignSeqs bumps each group's counter once with bump and hands out the
 // range it reserved, in the group's order.
@@ -192,6 +221,8 @@ func execOne(w *txWriter, q string, args []any) (found bool, err error) {
 	return n > 0, nil
 }
 
+var takeQueued = backend.TakeQueuedSQL(backend.SQLite)
+
 var pruneEvents = backend.PruneEventsSQL(backend.SQLite)
 
 // PruneEvents deletes up to limit events created before `before`, on the
@@ -206,4 +237,45 @@ func (s *Store) PruneEvents(ctx context.Context, before time.Time, limit int) (n
 		return 0, storageErr(err)
 	}
 	return res.RowsAffected()
+}
+
+// PruneThreadEvents deletes a thread's oldest events beyond maxBytes, on
+// the writer connection.
+func (s *Store) PruneThreadEvents(ctx context.Context, threadID string, maxBytes int64, limit int) (deleted, remaining int64, err error) {
+	defer func(start time.Time) { backend.Observe(s.cfg.Observe, store.OpPruneThreadEvents, start, err) }(time.Now())
+	if err := s.usable(); err != nil {
+		return 0, 0, err
+	}
+	return backend.PruneThreadEvents(ctx, readDB{s.w}, backend.SQLite, threadID, maxBytes, limit)
+}
+
+// Reclaim returns the database's free pages to the file system (the file
+// is in incremental auto-vacuum mode, see Migrate), then checkpoints the
+// WAL and truncates it, so that the files shrink after pruning. A
+// checkpoint that readers hold up is left for SQLite's own.
+func (s *Store) Reclaim(ctx context.Context) (err error) {
+	defer func(start time.Time) { backend.Observe(s.cfg.Observe, store.OpReclaim, start, err) }(time.Now())
+	if err := s.usable(); err != nil {
+		return err
+	}
+	// A few MiB at a time: each step holds the one writer connection, and
+	// commits queued meanwhile get it in between.
+	for prev := int64(-1); ; {
+		var free int64
+		if err := s.w.QueryRowContext(ctx, "PRAGMA freelist_count").Scan(&free); err != nil {
+			return storageErr(err)
+		}
+		if free == 0 || free == prev { // nothing left, or a file not in incremental mode
+			break
+		}
+		prev = free
+		if _, err := s.w.ExecContext(ctx, "PRAGMA incremental_vacuum(1024)"); err != nil {
+			return storageErr(err)
+		}
+	}
+	var busy, logged, done int
+	if err := s.w.QueryRowContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)").Scan(&busy, &logged, &done); err != nil {
+		return storageErr(err)
+	}
+	return nil
 }

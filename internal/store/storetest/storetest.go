@@ -2,16 +2,19 @@ package storetest
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/appserver/appserver/internal/apperr"
@@ -47,15 +50,30 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"GroupCommitter", testGroupCommitter},
 		{"GroupCommitterBadBatch", testGroupCommitterBadBatch},
 		{"GroupCommitterClose", testGroupCommitterClose},
+		{"GroupCommitterDropTurns", testGroupCommitterDropTurns},
 		{"GroupCommitterCancel", testGroupCommitterCancel},
 		{"ListInProgressTurns", testListInProgressTurns},
 		{"DeleteThread", testDeleteThread},
+		{"DropTurns", testDropTurns},
 		{"PingClose", testPingClose},
 		{"JSONRoundTrip", testJSONRoundTrip},
+		{"NULRoundTrip", testNULRoundTrip},
+		{"NULInQueries", testNULInQueries},
 		{"Validation", testValidation},
 		{"Events", testEvents},
+		{"PruneThreadEvents", testPruneThreadEvents},
 		{"GroupCommitterCarriesEvents", testGroupCommitterCarriesEvents},
 		{"IdempotencyKeys", testIdempotencyKeys},
+		{"Credentials", testCredentials},
+		{"EventConsumers", testEventConsumers},
+		{"Webhooks", testWebhooks},
+		{"WebhookDeliveries", testWebhookDeliveries},
+		{"Audit", testAudit},
+		{"AuditPrune", testAuditPrune},
+		{"GroupCommitterCarriesAudit", testGroupCommitterCarriesAudit},
+		{"Queue", testQueue},
+		{"QueueTakenOnce", testQueueTakenOnce},
+		{"BudgetSpend", testBudgetSpend},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -128,7 +146,8 @@ func requireJSONEq(t *testing.T, want, got json.RawMessage) {
 func requireThread(t *testing.T, want, got store.Thread) {
 	t.Helper()
 	requireJSONEq(t, want.Meta, got.Meta)
-	want.Meta, got.Meta = nil, nil
+	requireJSONEq(t, want.ReadState, got.ReadState)
+	want.Meta, got.Meta, want.ReadState, got.ReadState = nil, nil, nil, nil
 	require.Equal(t, want, got)
 }
 
@@ -270,6 +289,11 @@ func testThreadUpdatePatch(t *testing.T, s store.Store) {
 
 	want.Meta = nil
 	patch(store.ThreadPatch{Meta: json.RawMessage(`null`)})
+
+	want.ReadState = json.RawMessage(`{"mark":"read","throughSeq":3}`)
+	patch(store.ThreadPatch{ReadState: json.RawMessage(`{"mark":"read","throughSeq":3}`)})
+	want.ReadState = nil
+	patch(store.ThreadPatch{ReadState: json.RawMessage(`null`)})
 
 	// An empty patch of an existing thread is fine and changes nothing.
 	patch(store.ThreadPatch{})
@@ -734,6 +758,17 @@ func testTurns(t *testing.T, s store.Store) {
 	require.NoError(t, err)
 	require.Empty(t, page.Turns, "nothing follows the newest turn")
 
+	// A turn's own cursor starts the page at it, in either direction.
+	at := store.TurnCursor(th.ID, 2)
+	page, err = s.ListTurns(ctx, store.TurnsQuery{ThreadID: th.ID, Limit: 2, Cursor: at})
+	require.NoError(t, err)
+	require.Equal(t, []int64{2, 3}, seqs(page.Turns))
+	page, err = s.ListTurns(ctx, store.TurnsQuery{ThreadID: th.ID, Desc: true, Cursor: at})
+	require.NoError(t, err)
+	require.Equal(t, []int64{2, 1}, seqs(page.Turns))
+	_, err = s.ListTurns(ctx, store.TurnsQuery{ThreadID: th.ID, Cursor: store.TurnCursor(newID(), 2)})
+	requireCode(t, err, apperr.Invalid)
+
 	// Errors.
 	requireCode(t, s.Write(ctx, &store.Batch{CreateTurns: []*store.Turn{newTurn(newID())}}), apperr.NotFound)
 	dup := newTurn(th.ID)
@@ -1040,6 +1075,46 @@ func testGroupCommitter(t *testing.T, s store.Store) {
 	require.NoError(t, g.Ping(t.Context()))
 }
 
+// testGroupCommitterDropTurns: a drop queued between other writes of its
+// thread applies in its place, after the turn queued before it and
+// before the one queued after it.
+func testGroupCommitterDropTurns(t *testing.T, s store.Store) {
+	gate := newGatedStore(s)
+	g := store.NewGroupCommitter(gate, store.GroupCommitConfig{})
+	defer g.Close()
+
+	th, tu := createThread(t, s)
+	first := make(chan error, 1)
+	go func() { first <- g.Write(t.Context(), &store.Batch{AppendItems: []*store.Item{newItem(th.ID, tu.ID)}}) }()
+	<-gate.entered
+	second, third := newTurn(th.ID), newTurn(th.ID)
+	batches := []*store.Batch{
+		{CreateTurns: []*store.Turn{second}, AppendItems: []*store.Item{newItem(th.ID, second.ID)}},
+		{DropTurns: []store.TurnDrop{{ThreadID: th.ID, TurnID: second.ID}}},
+		{CreateTurns: []*store.Turn{third}, AppendItems: []*store.Item{newItem(th.ID, third.ID)}},
+	}
+	results := make([]chan error, len(batches))
+	for i, b := range batches {
+		results[i] = make(chan error, 1)
+		go func() { results[i] <- g.Write(t.Context(), b) }()
+		require.Eventually(t, func() bool { return g.Queued() == i+1 }, 10*time.Second, time.Millisecond)
+	}
+	close(gate.release)
+	require.NoError(t, <-first)
+	for i, ch := range results {
+		require.NoError(t, <-ch, "batch %d", i)
+	}
+	page, err := s.ListTurns(t.Context(), store.TurnsQuery{ThreadID: th.ID})
+	require.NoError(t, err)
+	var ids []string
+	for _, tr := range page.Turns {
+		ids = append(ids, tr.ID)
+	}
+	require.Equal(t, []string{tu.ID, third.ID}, ids)
+	require.Equal(t, int64(2), third.Seq)
+	require.Equal(t, []int64{1, 2}, itemSeqs(listItems(t, s, store.ItemsQuery{ThreadID: th.ID})))
+}
+
 func testGroupCommitterBadBatch(t *testing.T, s store.Store) {
 	gate := newGatedStore(s)
 	rounds := make(chan int, 16)
@@ -1238,6 +1313,103 @@ func testJSONRoundTrip(t *testing.T, s store.Store) {
 	requireJSONEq(t, meta, gotThread.Meta)
 }
 
+// testNULRoundTrip: JSON objects holding U+0000 (a command's output, a
+// model's call arguments) are stored and read back as written, in items,
+// turns (error and meta, on create and on patch) and thread meta; text that
+// only looks like the escape is kept as it is; a message holding NUL is
+// found by the text around it.
+func testNULRoundTrip(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	th := newThread()
+	th.Meta = json.RawMessage(`{"gitInfo":{"branch":"a\u0000b"},"list":["\u0000","␀"]}`)
+	tu := newTurn(th.ID)
+	tu.Error = json.RawMessage(`{"message":"model said \u0000"}`)
+	tu.Meta = json.RawMessage(`{"history":[{"type":"function_call","arguments":"{\"cmd\":\"printf a\\u0000b\"}"},{"type":"function_call_output","output":"a\u0000b"}]}`)
+	write(t, s, &store.Batch{CreateThreads: []*store.Thread{th}, CreateTurns: []*store.Turn{tu}})
+	payloads := []string{
+		`{"type":"commandExecution","id":"c1","aggregatedOutput":"a\u0000b","k\u0000ey":1}`,
+		`{"type":"agentMessage","id":"m1","text":"before\u0000after ␀ ␀0 ␀␀"}`,
+		`{"type":"agentMessage","id":"m2","text":"no NUL here: ␀0 stays ␀0, ␀␀ stays ␀␀"}`,
+		`{"type":"agentMessage","id":"m3","text":"\u0000\u0000","nested":{"appserver:nul":1}}`,
+	}
+	var items []*store.Item
+	for i, p := range payloads {
+		it := newItem(th.ID, tu.ID)
+		it.Type = "agentMessage"
+		if i == 0 {
+			it.Type = "commandExecution"
+		}
+		it.Payload = json.RawMessage(p)
+		items = append(items, it)
+	}
+	write(t, s, &store.Batch{AppendItems: items})
+	for i, it := range listItems(t, s, store.ItemsQuery{ThreadID: th.ID}) {
+		require.JSONEq(t, payloads[i], string(it.Payload))
+	}
+	one, err := s.GetItem(ctx, th.ID, items[0].ItemID)
+	require.NoError(t, err)
+	require.JSONEq(t, payloads[0], string(one.Payload))
+	require.JSONEq(t, payloads[0], string(items[0].Payload), "the writer's record is left as written")
+	gotTurn, err := s.GetTurn(ctx, th.ID, tu.ID)
+	require.NoError(t, err)
+	requireTurn(t, *tu, gotTurn)
+	gotThread, err := s.GetThread(ctx, th.ID)
+	require.NoError(t, err)
+	requireJSONEq(t, th.Meta, gotThread.Meta)
+
+	// Patches: a turn's end and a thread's meta.
+	end := json.RawMessage(`{"message":"failed: \u0000"}`)
+	meta := json.RawMessage(`{"history":[{"type":"message","content":[{"type":"output_text","text":"x\u0000"}]}]}`)
+	threadMeta := json.RawMessage(`{"name":"\u0000"}`)
+	write(t, s, &store.Batch{
+		UpdateTurns:   []store.TurnPatch{{ThreadID: th.ID, ID: tu.ID, Status: store.TurnFailed, Error: end, Meta: meta}},
+		UpdateThreads: []store.ThreadPatch{{ID: th.ID, Meta: threadMeta}},
+	})
+	gotTurn, err = s.GetTurn(ctx, th.ID, tu.ID)
+	require.NoError(t, err)
+	require.Equal(t, store.TurnFailed, gotTurn.Status)
+	requireJSONEq(t, end, gotTurn.Error)
+	requireJSONEq(t, meta, gotTurn.Meta)
+	inProgress, err := s.ListInProgressTurns(ctx)
+	require.NoError(t, err)
+	for _, it := range inProgress {
+		require.NotEqual(t, tu.ID, it.ID)
+	}
+	gotThread, err = s.GetThread(ctx, th.ID)
+	require.NoError(t, err)
+	requireJSONEq(t, threadMeta, gotThread.Meta)
+
+	search := func(term string) []string {
+		return threadIDs(listAll(t, s, store.ListThreadsQuery{SearchTerm: term, Cwds: []string{th.Cwd}}))
+	}
+	require.Contains(t, search("before"), th.ID)
+	require.Contains(t, search("after ␀"), th.ID)
+}
+
+// testNULInQueries: a NUL in what a query compares with text is refused
+// with Invalid (a search term, a filter) or finds nothing (an id), never a
+// storage error.
+func testNULInQueries(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	th, tu := createThread(t, s)
+	for _, q := range []store.ListThreadsQuery{
+		{SearchTerm: "a\x00b"},
+		{SearchTerm: "\x00"},
+		{Cwds: []string{"/work", "/a\x00"}},
+		{ModelProviders: []string{"\x00"}},
+	} {
+		_, err := s.ListThreads(ctx, q)
+		requireCode(t, err, apperr.Invalid)
+		require.Contains(t, apperr.MessageOf(err), "NUL character")
+	}
+	_, err := s.GetTurn(ctx, th.ID, tu.ID+"\x00")
+	requireCode(t, err, apperr.NotFound)
+	_, err = s.GetItem(ctx, th.ID, "msg\x00")
+	requireCode(t, err, apperr.NotFound)
+	_, err = s.ListItems(ctx, store.ItemsQuery{ThreadID: th.ID, TurnID: "t\x00"})
+	requireCode(t, err, apperr.NotFound)
+}
+
 func testValidation(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	th, tu := createThread(t, s)
@@ -1246,7 +1418,7 @@ func testValidation(t *testing.T, s store.Store) {
 		it.Payload = json.RawMessage(p)
 		return &store.Batch{AppendItems: []*store.Item{it}}
 	}
-	for _, p := range []string{`{"a":`, `{"a":"\u0000"}`, `{"a":"x\\\u0000"}`, ``, `{} {}`} {
+	for _, p := range []string{`{"a":`, `"\u0000"`, `[{"a":"x\\\u0000"}]`, `{"appserver:nul":1}`, ``, `{} {}`} {
 		requireCode(t, s.Write(ctx, withPayload(p)), apperr.Invalid)
 	}
 	nul := newThread()
@@ -1263,6 +1435,76 @@ func testValidation(t *testing.T, s store.Store) {
 
 // testDeleteThread: a deleted thread is gone with its turns and items;
 // other threads stay; a second delete is NotFound.
+// testDropTurns: a TurnDrop removes the named turn, every later turn and
+// their items (search included), keeps the earlier ones and the events,
+// and the next turn and item take the Seqs after the last ones kept.
+func testDropTurns(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	cwd := "/drop/" + newID()
+	th := newThread()
+	th.Cwd = cwd
+	turns := []*store.Turn{newTurn(th.ID), newTurn(th.ID), newTurn(th.ID)}
+	var items []*store.Item
+	for i, tu := range turns {
+		for range 2 {
+			it := newItem(th.ID, tu.ID)
+			it.Payload = json.RawMessage(fmt.Sprintf(`{"type":"agentMessage","id":%q,"text":"word%d"}`, it.ItemID, i))
+			items = append(items, it)
+		}
+	}
+	write(t, s, &store.Batch{CreateThreads: []*store.Thread{th}, CreateTurns: turns, AppendItems: items,
+		AppendEvents: []*store.Event{{ThreadID: th.ID, Seq: 1, Method: "turn/started", Data: []byte(`{}`)}}})
+	other, otherTurn := createThread(t, s)
+	write(t, s, &store.Batch{AppendItems: []*store.Item{newItem(other.ID, otherTurn.ID)}})
+	search := func(term string) []string {
+		return threadIDs(listAll(t, s, store.ListThreadsQuery{SearchTerm: term, Cwds: []string{cwd}}))
+	}
+	require.Equal(t, []string{th.ID}, search("word2"))
+
+	requireCode(t, s.Write(ctx, &store.Batch{DropTurns: []store.TurnDrop{{ThreadID: th.ID, TurnID: otherTurn.ID}}}), apperr.NotFound)
+	requireCode(t, s.Write(ctx, &store.Batch{DropTurns: []store.TurnDrop{{ThreadID: newID(), TurnID: turns[1].ID}}}), apperr.NotFound)
+	requireCode(t, s.Write(ctx, &store.Batch{DropTurns: []store.TurnDrop{{ThreadID: th.ID, TurnID: ""}}}), apperr.NotFound)
+	page, err := s.ListTurns(ctx, store.TurnsQuery{ThreadID: th.ID})
+	require.NoError(t, err)
+	require.Len(t, page.Turns, 3, "a refused drop drops nothing")
+
+	write(t, s, &store.Batch{DropTurns: []store.TurnDrop{{ThreadID: th.ID, TurnID: turns[1].ID}}})
+	page, err = s.ListTurns(ctx, store.TurnsQuery{ThreadID: th.ID})
+	require.NoError(t, err)
+	require.Len(t, page.Turns, 1)
+	require.Equal(t, turns[0].ID, page.Turns[0].ID)
+	require.Equal(t, []int64{1, 2}, itemSeqs(listItems(t, s, store.ItemsQuery{ThreadID: th.ID})))
+	_, err = s.GetTurn(ctx, th.ID, turns[2].ID)
+	requireCode(t, err, apperr.NotFound)
+	_, err = s.GetItem(ctx, th.ID, items[2].ItemID)
+	requireCode(t, err, apperr.NotFound)
+	require.Empty(t, search("word2"), "dropped messages are not found")
+	require.Equal(t, []string{th.ID}, search("word0"))
+	evs, err := s.ListEvents(ctx, th.ID, 0, 10)
+	require.NoError(t, err)
+	require.Len(t, evs, 1, "events are kept")
+	require.Len(t, listItems(t, s, store.ItemsQuery{ThreadID: other.ID}), 1, "other threads are untouched")
+
+	// The dropped ids may be used again; Seqs continue from what is kept.
+	again := &store.Turn{ThreadID: th.ID, ID: turns[1].ID, Status: store.TurnCompleted}
+	reused := newItem(th.ID, again.ID)
+	reused.ItemID = items[2].ItemID
+	write(t, s, &store.Batch{CreateTurns: []*store.Turn{again}, AppendItems: []*store.Item{reused}})
+	require.Equal(t, int64(2), again.Seq)
+	require.Equal(t, int64(3), reused.Seq)
+
+	// A drop and the turn that replaces it in one batch.
+	next := newTurn(th.ID)
+	write(t, s, &store.Batch{DropTurns: []store.TurnDrop{{ThreadID: th.ID, TurnID: turns[0].ID}}, CreateTurns: []*store.Turn{next},
+		AppendItems: []*store.Item{newItem(th.ID, next.ID)}})
+	page, err = s.ListTurns(ctx, store.TurnsQuery{ThreadID: th.ID})
+	require.NoError(t, err)
+	require.Len(t, page.Turns, 1)
+	require.Equal(t, next.ID, page.Turns[0].ID)
+	require.Equal(t, int64(1), next.Seq)
+	require.Equal(t, []int64{1}, itemSeqs(listItems(t, s, store.ItemsQuery{ThreadID: th.ID})))
+}
+
 func testDeleteThread(t *testing.T, s store.Store) {
 	ctx := context.Background()
 	th, tu := createThread(t, s)
@@ -1342,6 +1584,63 @@ func testEvents(t *testing.T, s store.Store) {
 	require.Zero(t, seq)
 }
 
+// testPruneThreadEvents: a thread's log is cut to its newest events whose
+// data fits the bound, oldest first, a batch at a time; other threads keep
+// theirs; Reclaim then succeeds.
+func testPruneThreadEvents(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	th, _ := createThread(t, s)
+	other, _ := createThread(t, s)
+	var evs []*store.Event
+	for seq := int64(1); seq <= 10; seq++ {
+		// 100 bytes each.
+		data := fmt.Appendf(nil, `{"seq":%d,"pad":"%s"}`, seq, strings.Repeat("x", 100-len(fmt.Sprintf(`{"seq":%d,"pad":""}`, seq))))
+		require.Len(t, data, 100)
+		evs = append(evs, &store.Event{ThreadID: th.ID, Seq: seq, Method: "m", Data: data},
+			&store.Event{ThreadID: other.ID, Seq: seq, Method: "m", Data: data})
+	}
+	write(t, s, &store.Batch{AppendEvents: evs})
+	seqs := func(id string) []int64 {
+		got, err := s.ListEvents(ctx, id, 0, 100)
+		require.NoError(t, err)
+		var out []int64
+		for _, ev := range got {
+			out = append(out, ev.Seq)
+		}
+		return out
+	}
+
+	deleted, remaining, err := s.PruneThreadEvents(ctx, th.ID, 1000, 100)
+	require.NoError(t, err)
+	require.Zero(t, deleted, "within the bound")
+	require.EqualValues(t, 1000, remaining)
+
+	deleted, remaining, err = s.PruneThreadEvents(ctx, strings.ToUpper(th.ID), 450, 3)
+	require.NoError(t, err)
+	require.EqualValues(t, 3, deleted, "a batch at most")
+	require.EqualValues(t, 700, remaining)
+	require.Equal(t, []int64{4, 5, 6, 7, 8, 9, 10}, seqs(th.ID), "the oldest go first")
+
+	deleted, remaining, err = s.PruneThreadEvents(ctx, th.ID, 450, 100)
+	require.NoError(t, err)
+	require.EqualValues(t, 3, deleted)
+	require.EqualValues(t, 400, remaining)
+	require.Equal(t, []int64{7, 8, 9, 10}, seqs(th.ID))
+	require.Len(t, seqs(other.ID), 10, "other threads keep their events")
+	last, err := s.LastEventSeq(ctx, th.ID)
+	require.NoError(t, err)
+	require.EqualValues(t, 10, last, "numbering goes on after a prune")
+
+	deleted, remaining, err = s.PruneThreadEvents(ctx, th.ID, 0, 100)
+	require.NoError(t, err)
+	require.EqualValues(t, 4, deleted)
+	require.Zero(t, remaining)
+	deleted, _, err = s.PruneThreadEvents(ctx, "not-a-uuid", 0, 100)
+	require.NoError(t, err)
+	require.Zero(t, deleted)
+	require.NoError(t, s.Reclaim(ctx))
+}
+
 // testGroupCommitterCarriesEvents: queued events ride the next commit round
 // of the transcript (no write of their own), and those of a round spoiled
 // by another batch are still written.
@@ -1414,4 +1713,317 @@ func testIdempotencyKeys(t *testing.T, s store.Store) {
 	n, err := s.PruneIdempotencyKeys(ctx, later.Add(ttl))
 	require.NoError(t, err)
 	require.EqualValues(t, 2, n)
+}
+
+// newDigest returns a credential digest unique to this run.
+func newDigest() []byte {
+	d := sha256.Sum256([]byte(newID()))
+	return d[:]
+}
+
+// testCredentials: a credential is found under its kind and digest until
+// deleted; of concurrent deletes exactly one finds it; a second put of a
+// digest is a Conflict; a put prunes what expired; bad keys are Invalid.
+func testCredentials(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	now := base
+	ticket := store.Credential{Digest: newDigest(), Kind: store.CredentialTicket, Subject: "alice",
+		Origin: "https://app.example", Expires: now.Add(30 * time.Second)}
+	require.NoError(t, s.PutCredential(ctx, ticket, now))
+	got, found, err := s.GetCredential(ctx, store.CredentialTicket, ticket.Digest)
+	require.NoError(t, err)
+	require.True(t, found)
+	require.Equal(t, ticket.Subject, got.Subject)
+	require.Equal(t, ticket.Origin, got.Origin)
+	require.Equal(t, ticket.Digest, got.Digest)
+	require.True(t, now.Add(30*time.Second).Truncate(time.Microsecond).Equal(got.Expires), "expires %v", got.Expires)
+	_, found, err = s.GetCredential(ctx, store.CredentialSession, ticket.Digest)
+	require.NoError(t, err)
+	require.False(t, found, "a ticket is not a session")
+	_, found, err = s.DeleteCredential(ctx, store.CredentialSession, ticket.Digest)
+	require.NoError(t, err)
+	require.False(t, found, "deleting a session does not take a ticket with its digest")
+	requireCode(t, s.PutCredential(ctx, ticket, now), apperr.Conflict)
+
+	// Eight takers at once: one gets it.
+	var wg sync.WaitGroup
+	var takers atomic.Int32
+	for range 8 {
+		wg.Go(func() {
+			c, found, err := s.DeleteCredential(ctx, store.CredentialTicket, ticket.Digest)
+			assert.NoError(t, err)
+			if found {
+				takers.Add(1)
+				assert.Equal(t, "alice", c.Subject)
+			}
+		})
+	}
+	wg.Wait()
+	require.EqualValues(t, 1, takers.Load())
+	_, found, err = s.GetCredential(ctx, store.CredentialTicket, ticket.Digest)
+	require.NoError(t, err)
+	require.False(t, found)
+
+	// The operator's session, without an origin; a later put prunes it
+	// once expired.
+	session := store.Credential{Digest: newDigest(), Kind: store.CredentialSession, Expires: now.Add(time.Hour)}
+	require.NoError(t, s.PutCredential(ctx, session, now))
+	got, found, err = s.GetCredential(ctx, store.CredentialSession, session.Digest)
+	require.NoError(t, err)
+	require.True(t, found)
+	require.Empty(t, got.Subject)
+	require.Empty(t, got.Origin)
+	later := store.Credential{Digest: newDigest(), Kind: store.CredentialTicket, Expires: now.Add(2 * time.Hour)}
+	require.NoError(t, s.PutCredential(ctx, later, now.Add(time.Hour)))
+	_, found, err = s.GetCredential(ctx, store.CredentialSession, session.Digest)
+	require.NoError(t, err)
+	require.False(t, found, "pruned: it expired when the later one was put")
+	_, found, err = s.GetCredential(ctx, store.CredentialTicket, later.Digest)
+	require.NoError(t, err)
+	require.True(t, found)
+
+	requireCode(t, s.PutCredential(ctx, store.Credential{Digest: []byte("short"), Kind: store.CredentialTicket}, now), apperr.Invalid)
+	requireCode(t, s.PutCredential(ctx, store.Credential{Digest: newDigest(), Kind: "cookie"}, now), apperr.Invalid)
+	requireCode(t, s.PutCredential(ctx, store.Credential{Digest: newDigest(), Kind: store.CredentialTicket, Subject: "a\x00b"}, now), apperr.Invalid)
+	_, _, err = s.GetCredential(ctx, store.CredentialTicket, nil)
+	requireCode(t, err, apperr.Invalid)
+	_, _, err = s.DeleteCredential(ctx, "", newDigest())
+	requireCode(t, err, apperr.Invalid)
+}
+
+// testEventConsumers: one holder per consumer at a time, the holder
+// renewing its lease under one token, another taking it over only once it
+// expired (or was released), with a new token that fences the old
+// holder's cursor saves; a cursor only moves forward; the spans of the
+// threads with events created since a time.
+func testEventConsumers(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	name, ttl := "webhooks-"+newID(), time.Minute
+	now := base
+	_, err := s.EventCursor(ctx, name)
+	requireCode(t, err, apperr.NotFound)
+
+	a, ok, err := s.ClaimEventConsumer(ctx, name, "node-a", now, now.Add(ttl))
+	require.NoError(t, err)
+	require.True(t, ok)
+	renewed, ok, err := s.ClaimEventConsumer(ctx, name, "node-a", now.Add(time.Second), now.Add(ttl+time.Second))
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, a, renewed, "renewing keeps the token")
+	_, ok, err = s.ClaimEventConsumer(ctx, name, "node-b", now.Add(30*time.Second), now.Add(ttl))
+	require.NoError(t, err)
+	require.False(t, ok, "held by node-a")
+
+	cur, err := s.EventCursor(ctx, name)
+	require.NoError(t, err)
+	require.WithinDuration(t, now, cur.Created, time.Microsecond)
+	require.Empty(t, cur.Positions)
+	require.NoError(t, s.SaveEventCursor(ctx, name, a, map[string]int64{"t1": 5, "t2": 3}))
+	require.NoError(t, s.SaveEventCursor(ctx, name, a, map[string]int64{"t1": 4, "t2": 7}))
+	cur, err = s.EventCursor(ctx, name)
+	require.NoError(t, err)
+	require.Equal(t, map[string]int64{"t1": 5, "t2": 7}, cur.Positions, "a position never moves back")
+
+	// Expired: node-b takes over with a new token; node-a is fenced.
+	late := now.Add(2 * ttl)
+	b, ok, err := s.ClaimEventConsumer(ctx, name, "node-b", late, late.Add(ttl))
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Greater(t, b, a)
+	requireCode(t, s.SaveEventCursor(ctx, name, a, map[string]int64{"t1": 9}), apperr.Conflict)
+	_, ok, err = s.ClaimEventConsumer(ctx, name, "node-a", late, late.Add(ttl))
+	require.NoError(t, err)
+	require.False(t, ok, "node-b holds it now")
+	require.NoError(t, s.SaveEventCursor(ctx, name, b, map[string]int64{"t1": 6}))
+
+	// Released: node-a may take it back at once.
+	require.NoError(t, s.ReleaseEventConsumer(ctx, name, b, late))
+	c, ok, err := s.ClaimEventConsumer(ctx, name, "node-a", late.Add(time.Millisecond), late.Add(ttl))
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Greater(t, c, b)
+	cur, err = s.EventCursor(ctx, name)
+	require.NoError(t, err)
+	require.Equal(t, map[string]int64{"t1": 6, "t2": 7}, cur.Positions)
+
+	// Spans of the threads with events created since a time.
+	t1, t2 := newID(), newID()
+	var evs []*store.Event
+	for seq := int64(1); seq <= 4; seq++ {
+		evs = append(evs, &store.Event{ThreadID: t1, Seq: seq, Method: "m", Data: []byte("{}"), CreatedAt: base.Add(time.Duration(seq) * time.Minute)})
+	}
+	evs = append(evs, &store.Event{ThreadID: t2, Seq: 1, Method: "m", Data: []byte("{}"), CreatedAt: base})
+	write(t, s, &store.Batch{AppendEvents: evs})
+	spans, err := s.EventSpans(ctx, base.Add(2*time.Minute))
+	require.NoError(t, err)
+	var mine []store.EventSpan
+	for _, sp := range spans {
+		if sp.ThreadID == t1 || sp.ThreadID == t2 {
+			mine = append(mine, sp)
+		}
+	}
+	require.Equal(t, []store.EventSpan{{ThreadID: t1, First: 2, Last: 4}}, mine)
+}
+
+// testWebhooks: a subscription reads back as stored (its events, its
+// owner, its secret, allow_private, the time to the microsecond), is
+// listed oldest first, and once deleted is NotFound; a second put of an id
+// is a Conflict; NUL characters and a missing url are Invalid.
+func testWebhooks(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	alice := store.Webhook{ID: "wh_" + newID(), Owner: "alice", URL: "https://hooks.example/a",
+		Events: []string{"turn.completed", "turn.failed"}, Thread: newID(), Secret: "whsec_c2VjcmV0",
+		CreatedAt: base}
+	op := store.Webhook{ID: "wh_" + newID(), URL: "http://127.0.0.1:9/x", Secret: "whsec_b3A=",
+		AllowPrivate: true, CreatedAt: base.Add(time.Second)}
+	require.NoError(t, s.PutWebhook(ctx, op))
+	require.NoError(t, s.PutWebhook(ctx, alice))
+	requireCode(t, s.PutWebhook(ctx, alice), apperr.Conflict)
+
+	got, err := s.GetWebhook(ctx, alice.ID)
+	require.NoError(t, err)
+	want := alice
+	want.CreatedAt = base.Truncate(time.Microsecond)
+	require.True(t, want.CreatedAt.Equal(got.CreatedAt), "created %v", got.CreatedAt)
+	got.CreatedAt = want.CreatedAt
+	require.Equal(t, want, got)
+	got, err = s.GetWebhook(ctx, op.ID)
+	require.NoError(t, err)
+	require.Empty(t, got.Events, "no events: all of them")
+	require.Empty(t, got.Owner)
+	require.True(t, got.AllowPrivate)
+
+	list, err := s.ListWebhooks(ctx)
+	require.NoError(t, err)
+	require.Len(t, list, 2)
+	require.Equal(t, alice.ID, list[0].ID, "oldest first")
+	require.Equal(t, op.ID, list[1].ID)
+
+	require.NoError(t, s.DeleteWebhook(ctx, alice.ID))
+	_, err = s.GetWebhook(ctx, alice.ID)
+	requireCode(t, err, apperr.NotFound)
+	requireCode(t, s.DeleteWebhook(ctx, alice.ID), apperr.NotFound)
+	list, err = s.ListWebhooks(ctx)
+	require.NoError(t, err)
+	require.Len(t, list, 1)
+
+	bad := alice
+	bad.ID, bad.URL = "wh_"+newID(), "https://hooks.example/\x00"
+	requireCode(t, s.PutWebhook(ctx, bad), apperr.Invalid)
+	bad.URL, bad.Events = "https://hooks.example/", []string{"turn.completed,turn.failed"}
+	requireCode(t, s.PutWebhook(ctx, bad), apperr.Invalid)
+	bad.Events, bad.URL = nil, ""
+	requireCode(t, s.PutWebhook(ctx, bad), apperr.Invalid)
+	_, err = s.GetWebhook(ctx, bad.ID)
+	requireCode(t, err, apperr.NotFound)
+}
+
+// testWebhookDeliveries: a webhook's attempts read back newest first, in
+// pages before a Seq, with their fields; the log keeps the newest keep of
+// each webhook only, another webhook's log untouched; deleting a
+// subscription deletes its log.
+func testWebhookDeliveries(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	hook := store.Webhook{ID: "wh_" + newID(), URL: "https://hooks.example/", Secret: "whsec_eA==", CreatedAt: base}
+	require.NoError(t, s.PutWebhook(ctx, hook))
+	other := "wh_config_" + newID() // a [[webhooks]] entry: no subscription
+	retry := base.Add(2 * time.Second)
+	failed := store.WebhookDelivery{Webhook: hook.ID, EventID: "evt_a_3", EventType: "turn.completed", At: base,
+		Status: 500, Error: "the receiver answered 500", Duration: 1500 * time.Microsecond, NextRetry: &retry}
+	require.NoError(t, s.AppendWebhookDelivery(ctx, failed, 3))
+	require.NoError(t, s.AppendWebhookDelivery(ctx, store.WebhookDelivery{Webhook: other, EventID: "evt_b_1",
+		EventType: "turn.failed", At: base, Error: "dial tcp: connection refused"}, 3))
+	ok := store.WebhookDelivery{Webhook: hook.ID, EventID: "evt_a_3", EventType: "turn.completed",
+		At: base.Add(2 * time.Second), Status: 200, Duration: 2 * time.Millisecond}
+	require.NoError(t, s.AppendWebhookDelivery(ctx, ok, 3))
+
+	got, err := s.ListWebhookDeliveries(ctx, hook.ID, 0, 10)
+	require.NoError(t, err)
+	require.Len(t, got, 2)
+	require.Greater(t, got[0].Seq, got[1].Seq, "newest first")
+	require.Equal(t, 200, got[0].Status)
+	require.Empty(t, got[0].Error)
+	require.Nil(t, got[0].NextRetry)
+	require.Equal(t, 2*time.Millisecond, got[0].Duration)
+	require.Equal(t, hook.ID, got[1].Webhook)
+	require.Equal(t, "evt_a_3", got[1].EventID)
+	require.Equal(t, "turn.completed", got[1].EventType)
+	require.Equal(t, 500, got[1].Status)
+	require.Equal(t, failed.Error, got[1].Error)
+	require.Equal(t, 1500*time.Microsecond, got[1].Duration)
+	require.True(t, base.Truncate(time.Microsecond).Equal(got[1].At), "at %v", got[1].At)
+	require.NotNil(t, got[1].NextRetry)
+	require.True(t, retry.Truncate(time.Microsecond).Equal(*got[1].NextRetry), "next retry %v", *got[1].NextRetry)
+
+	// Pages before a Seq.
+	page, err := s.ListWebhookDeliveries(ctx, hook.ID, 0, 1)
+	require.NoError(t, err)
+	require.Len(t, page, 1)
+	require.Equal(t, got[0].Seq, page[0].Seq)
+	page, err = s.ListWebhookDeliveries(ctx, hook.ID, page[0].Seq, 1)
+	require.NoError(t, err)
+	require.Len(t, page, 1)
+	require.Equal(t, got[1].Seq, page[0].Seq)
+	page, err = s.ListWebhookDeliveries(ctx, hook.ID, page[0].Seq, 1)
+	require.NoError(t, err)
+	require.Empty(t, page)
+
+	// Bounded: five more attempts keep the newest three.
+	for i := range 5 {
+		require.NoError(t, s.AppendWebhookDelivery(ctx, store.WebhookDelivery{Webhook: hook.ID,
+			EventID: fmt.Sprintf("evt_a_%d", 4+i), EventType: "turn.completed", At: base, Status: 204}, 3))
+	}
+	got, err = s.ListWebhookDeliveries(ctx, hook.ID, 0, 10)
+	require.NoError(t, err)
+	require.Len(t, got, 3)
+	require.Equal(t, []string{"evt_a_8", "evt_a_7", "evt_a_6"}, []string{got[0].EventID, got[1].EventID, got[2].EventID})
+	kept, err := s.ListWebhookDeliveries(ctx, other, 0, 10)
+	require.NoError(t, err)
+	require.Len(t, kept, 1, "another webhook's log is its own")
+	require.Equal(t, 0, kept[0].Status)
+
+	requireCode(t, s.AppendWebhookDelivery(ctx, store.WebhookDelivery{Webhook: hook.ID, Error: "a\x00b"}, 3), apperr.Invalid)
+	requireCode(t, s.AppendWebhookDelivery(ctx, store.WebhookDelivery{EventID: "evt"}, 3), apperr.Invalid)
+
+	require.NoError(t, s.DeleteWebhook(ctx, hook.ID))
+	got, err = s.ListWebhookDeliveries(ctx, hook.ID, 0, 10)
+	require.NoError(t, err)
+	require.Empty(t, got, "the log goes with its subscription")
+}
+
+// testBudgetSpend: additions to a principal's period sum, concurrent ones
+// included, are never lost; periods and principals are kept apart.
+func testBudgetSpend(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	who := "alice-" + newID()
+	day := base.Truncate(24 * time.Hour)
+	got, err := s.GetBudgetSpend(ctx, who, day)
+	require.NoError(t, err)
+	require.Zero(t, got)
+
+	got, err = s.AddBudgetSpend(ctx, who, day, store.BudgetSpend{Tokens: 100, CostMicros: 7})
+	require.NoError(t, err)
+	require.Equal(t, store.BudgetSpend{Tokens: 100, CostMicros: 7}, got)
+
+	const n = 20
+	var wg sync.WaitGroup
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := s.AddBudgetSpend(ctx, who, day, store.BudgetSpend{Tokens: 10, CostMicros: 1})
+			assert.NoError(t, err)
+		}()
+	}
+	wg.Wait()
+	got, err = s.GetBudgetSpend(ctx, who, day)
+	require.NoError(t, err)
+	require.Equal(t, store.BudgetSpend{Tokens: 100 + 10*n, CostMicros: 7 + n}, got)
+
+	other, err := s.GetBudgetSpend(ctx, who, day.Add(24*time.Hour))
+	require.NoError(t, err)
+	require.Zero(t, other, "another period starts from nothing")
+	other, err = s.GetBudgetSpend(ctx, "", day)
+	require.NoError(t, err)
+	require.Zero(t, other, "another principal's spending is its own")
 }

@@ -87,6 +87,9 @@ type Threads interface {
 	// Depth is the calling thread's spawn depth (0 for a thread a client
 	// started).
 	Depth() int
+	// AgentPath is the calling thread's task path ("" for a thread a
+	// client started, or a child spawned by multi_agent_v1).
+	AgentPath() string
 	// Spawn creates a child thread that inherits the caller's settings
 	// (but for the overrides sp asks for) and stores a turn on its input,
 	// which Spawned.Start launches. A child created whose first turn
@@ -100,6 +103,9 @@ type Threads interface {
 	// SendInput steers the child's running turn or starts a new one;
 	// interrupt stops the running turn first.
 	SendInput(ctx context.Context, id string, input []api.UserInput, interrupt bool) error
+	// Message adds text to the child's model history without starting a
+	// turn (its running turn or its next one takes it).
+	Message(ctx context.Context, id, text string) error
 	// Wait blocks until the child has no turn running, or ctx ends.
 	Wait(ctx context.Context, id string) (State, error)
 	// State returns the child's state without waiting.
@@ -122,8 +128,14 @@ type Config struct {
 	// MaxPerThread is how many open (not closed) children one thread may
 	// have; 0 means 6.
 	MaxPerThread int
-	// MaxTotal is how many open children the daemon holds; 0 means 64.
+	// MaxTotal is how many children may run at once across the daemon; 0
+	// means 64. A child holds its slot while it has a turn running
+	// (ChildTurn), so a finished child frees it.
 	MaxTotal int
+	// MaxPerPrincipal is how many children the threads of one principal
+	// may run at once; 0 means 16. The operator's threads (owner "") are
+	// bounded by MaxTotal only.
+	MaxPerPrincipal int
 	// DefaultWait, MinWait and MaxWait bound wait_agent's timeout_ms;
 	// 0 means 30s, 10s and one hour, the reference's bounds.
 	DefaultWait, MinWait, MaxWait time.Duration
@@ -140,6 +152,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxTotal <= 0 {
 		c.MaxTotal = 64
+	}
+	if c.MaxPerPrincipal <= 0 {
+		c.MaxPerPrincipal = 16
 	}
 	if c.DefaultWait <= 0 {
 		c.DefaultWait = 30 * time.Second
@@ -160,10 +175,16 @@ func (c Config) withDefaults() Config {
 var nicknames = []string{"Ada", "Boole", "Curie", "Darwin", "Euler", "Faraday", "Gauss", "Hopper", "Noether", "Turing"}
 
 // Service holds what the collaboration tools share across turns: the open
-// children of every thread, counted against the limits. It is safe for
-// concurrent use. Children are counted from spawn until close_agent; the
-// thread table records which are closed, so a thread's first call after a
-// restart (or after it was unloaded) counts its open children again.
+// children of every thread, counted against the per-thread limit, and the
+// running ones, counted against the daemon's and each principal's. It is
+// safe for concurrent use.
+//
+// A child is open from spawn until close_agent; the thread table records
+// which are closed, so a thread's first call after a restart (or after it
+// was unloaded) counts its open children again. A child runs while it has
+// a turn in progress, whoever started it: the thread table reports each
+// start and end (ChildTurn), so a finished child frees its slot in the
+// daemon's and its principal's count at once, closed or not.
 type Service struct {
 	cfg Config
 
@@ -171,15 +192,29 @@ type Service struct {
 	open map[string]map[string]string // parent thread -> open child -> nickname
 	// pending counts per parent the spawns reserved and not yet settled.
 	pending map[string]int
-	total   int // open and pending children of every thread
 	// named counts per parent the children named so far; a parent is in
 	// it once its recorded children were counted (restore).
 	named map[string]int
+	// running are the children with a turn in progress, by id, with
+	// their owner; runningBy counts them per owner.
+	running   map[string]string
+	runningBy map[string]int
+	// starting counts per owner the turns reserved by spawn_agent and
+	// send_input and not yet reported by ChildTurn; startingAll is their
+	// sum.
+	starting    map[string]int
+	startingAll int
+	// news are the parents one of whose open children ended a turn since
+	// their last collaboration wait_agent (ChildEnded).
+	news map[string]bool
 }
 
 // New returns the service.
 func New(cfg Config) *Service {
-	return &Service{cfg: cfg.withDefaults(), open: map[string]map[string]string{}, pending: map[string]int{}, named: map[string]int{}}
+	return &Service{
+		cfg: cfg.withDefaults(), open: map[string]map[string]string{}, pending: map[string]int{}, named: map[string]int{},
+		running: map[string]string{}, runningBy: map[string]int{}, starting: map[string]int{}, news: map[string]bool{},
+	}
 }
 
 // restore counts the open children parent recorded, once per load of the
@@ -210,10 +245,7 @@ func (s *Service) restore(ctx context.Context, parent string, th Threads) error 
 		if s.open[parent] == nil {
 			s.open[parent] = map[string]string{}
 		}
-		if _, ok := s.open[parent][k.ID]; !ok {
-			s.open[parent][k.ID] = k.Nickname
-			s.total++
-		}
+		s.open[parent][k.ID] = k.Nickname
 	}
 	return nil
 }
@@ -231,13 +263,14 @@ type Items interface {
 }
 
 // Register adds the multi_agent_v1 namespace to b for one turn of the
-// thread parentID, reaching its children through th and announcing its
+// thread parentID, whose threads belong to owner (a principal's name, ""
+// for the operator), reaching its children through th and announcing its
 // calls through items (nil announces nothing).
-func (s *Service) Register(b *registry.Builder, parentID string, th Threads, items Items) error {
+func (s *Service) Register(b *registry.Builder, parentID, owner string, th Threads, items Items) error {
 	// Not parallel, as in the reference: the calls of one round run in
 	// order (spawns get their nicknames in call order). The children
 	// themselves run concurrently with everything.
-	return b.Register(s.Spec(), &handler{s: s, parent: parentID, th: th, items: items}, false)
+	return b.Register(s.Spec(), &handler{s: s, parent: parentID, owner: owner, th: th, items: items}, false)
 }
 
 // Spec is the multi_agent_v1 namespace spec.
@@ -294,38 +327,124 @@ func (s *Service) Spec() registry.NamespaceSpec {
 	}
 }
 
-// reserve counts a new child of parent against the limits, or says which
-// limit refuses it.
-func (s *Service) reserve(parent string) error {
+// reserve counts a new open child of parent (open) and a turn about to
+// start on a child of owner (run) against the limits, or says which limit
+// refuses it; release undoes it once the child or its turn is settled.
+func (s *Service) reserve(parent, owner string, open, run bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if n := len(s.open[parent]) + s.pending[parent]; n >= s.cfg.MaxPerThread {
+	if n := len(s.open[parent]) + s.pending[parent]; open && n >= s.cfg.MaxPerThread {
 		return fmt.Errorf("agent limit reached: this thread has %d open agents (at most %d); close one with close_agent first", n, s.cfg.MaxPerThread)
 	}
-	if s.total >= s.cfg.MaxTotal {
-		return fmt.Errorf("agent limit reached: the server runs %d open agents (at most %d); close one with close_agent or try later", s.total, s.cfg.MaxTotal)
+	if run {
+		if n := len(s.running) + s.startingAll; n >= s.cfg.MaxTotal {
+			return fmt.Errorf("agent limit reached: the server runs %d agents (at most %d); wait for one to finish or try later", n, s.cfg.MaxTotal)
+		}
+		if n := s.runningBy[owner] + s.starting[owner]; owner != "" && n >= s.cfg.MaxPerPrincipal {
+			return fmt.Errorf("agent limit reached: this principal's threads run %d agents (at most %d); wait for one to finish first", n, s.cfg.MaxPerPrincipal)
+		}
+		s.starting[owner]++
+		s.startingAll++
 	}
-	s.total++
-	s.pending[parent]++
+	if open {
+		s.pending[parent]++
+	}
 	return nil
 }
 
-// settle replaces parent's reservation by the child id (or releases it
-// when id is "").
+// release ends a reservation: the child's turn was reported by ChildTurn,
+// or never started.
+func (s *Service) release(parent, owner string, open, run bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if run {
+		if s.starting[owner]--; s.starting[owner] <= 0 {
+			delete(s.starting, owner)
+		}
+		s.startingAll--
+	}
+	if open {
+		if s.pending[parent]--; s.pending[parent] <= 0 {
+			delete(s.pending, parent)
+		}
+	}
+}
+
+// settle records parent's new open child, before its reservation is
+// released.
 func (s *Service) settle(parent, id, nickname string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.pending[parent]--; s.pending[parent] == 0 {
-		delete(s.pending, parent)
-	}
-	if id == "" {
-		s.total--
-		return
-	}
 	if s.open[parent] == nil {
 		s.open[parent] = map[string]string{}
 	}
 	s.open[parent][id] = nickname
+}
+
+// ChildTurn records that a child thread, whose threads belong to owner
+// (a principal's name, "" for the operator), started a turn (running) or
+// ended one. The thread table reports every turn of every child this way,
+// whoever started it, before the start is acknowledged and once the end
+// is announced.
+func (s *Service) ChildTurn(childID, owner string, running bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	prev, was := s.running[childID]
+	switch {
+	case running && !was:
+		s.running[childID] = owner
+		s.runningBy[owner]++
+	case !running && was:
+		delete(s.running, childID)
+		if s.runningBy[prev]--; s.runningBy[prev] <= 0 {
+			delete(s.runningBy, prev)
+		}
+	}
+}
+
+// ChildEnded records that a child's turn ended in st, news for a
+// collaboration wait_agent of its parent, and returns what the parent's
+// model is told (EndNote). The thread table calls it for every end but a
+// collaboration child's interrupted one, which the reference reports to
+// nobody.
+func (s *Service) ChildEnded(childID, path string, st State) string {
+	s.mu.Lock()
+	for parent, kids := range s.open {
+		if _, ok := kids[childID]; ok {
+			s.news[parent] = true
+		}
+	}
+	s.mu.Unlock()
+	return EndNote(childID, path, st)
+}
+
+// takeNews reports whether a child of parent ended a turn since the last
+// call, and forgets it.
+func (s *Service) takeNews(parent string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	news := s.news[parent]
+	delete(s.news, parent)
+	return news
+}
+
+// openChildren lists the ids of parent's open children.
+func (s *Service) openChildren(parent string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ids := make([]string, 0, len(s.open[parent]))
+	for id := range s.open[parent] {
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+// isRunning reports whether a child has a turn in progress.
+func (s *Service) isRunning(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.running[id]
+	return ok
 }
 
 // nextNickname names parent's next child; the names of one parent's
@@ -366,6 +485,13 @@ func (s *Service) resolve(parent, target string) (string, bool) {
 	return "", false
 }
 
+// nickname is the name parent's open child id was spawned with.
+func (s *Service) nickname(parent, id string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.open[parent][id]
+}
+
 // closeChild removes an open child; it reports whether it was open.
 func (s *Service) closeChild(parent, id string) bool {
 	s.mu.Lock()
@@ -377,32 +503,46 @@ func (s *Service) closeChild(parent, id string) bool {
 	if len(s.open[parent]) == 0 {
 		delete(s.open, parent)
 	}
-	s.total--
 	return true
 }
 
-// ThreadUnloaded forgets the open children of a thread that left memory,
-// so that they stop counting against the daemon's limit; the thread's next
-// collaboration call counts them again (restore).
+// ThreadUnloaded forgets the open children of a thread that left memory;
+// the thread's next collaboration call counts them again (restore).
 func (s *Service) ThreadUnloaded(threadID string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.total -= len(s.open[threadID])
 	delete(s.open, threadID)
 	delete(s.named, threadID)
+	delete(s.news, threadID)
 }
 
 // Open is the number of open children of every thread.
 func (s *Service) Open() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.total
+	n := 0
+	for _, kids := range s.open {
+		n += len(kids)
+	}
+	return n
+}
+
+// Running is the number of children with a turn in progress, of owner
+// ("" for every owner's).
+func (s *Service) Running(owner string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if owner == "" {
+		return len(s.running)
+	}
+	return s.runningBy[owner]
 }
 
 // handler runs the namespace's calls for one turn.
 type handler struct {
 	s      *Service
 	parent string
+	owner  string // the principal of the parent's threads, "" the operator
 	th     Threads
 	items  Items
 }
@@ -698,7 +838,7 @@ func (h *handler) spawn(ctx context.Context, raw string, rep *report) (any, erro
 	if d := h.th.Depth(); d >= h.s.cfg.MaxDepth {
 		return nil, fmt.Errorf("agent depth limit reached: an agent at depth %d cannot spawn agents (at most %d levels)", d, h.s.cfg.MaxDepth)
 	}
-	if err := h.s.reserve(h.parent); err != nil {
+	if err := h.s.reserve(h.parent, h.owner, true, true); err != nil {
 		return nil, err
 	}
 	nick := h.s.nextNickname(h.parent)
@@ -707,13 +847,16 @@ func (h *handler) spawn(ctx context.Context, raw string, rep *report) (any, erro
 	})
 	id := child.ID
 	rep.start = child.Start
+	if id != "" {
+		// A child created whose first turn failed to start is still
+		// open: send_input can start it again.
+		h.s.settle(h.parent, id, nick)
+	}
+	// The child's turn, if it started, was reported by ChildTurn.
+	h.s.release(h.parent, h.owner, true, true)
 	if err != nil && id == "" {
-		h.s.settle(h.parent, "", "")
 		return nil, fmt.Errorf("could not spawn the agent: %s", apperr.MessageOf(err))
 	}
-	// A child created whose first turn failed to start is still open:
-	// send_input can start it again.
-	h.s.settle(h.parent, id, nick)
 	// As in the reference, the new agent reads pendingInit: its turn has
 	// only been handed over.
 	rep.note(id, State{}, false)
@@ -754,7 +897,20 @@ func (h *handler) send(ctx context.Context, raw string, rep *report) (any, error
 	if err != nil {
 		return nil, err
 	}
-	if err := h.th.SendInput(ctx, id, input, a.Interrupt); err != nil {
+	// Input for an idle child starts a turn: it needs a slot. A running
+	// one takes it into its turn (or, interrupted, into the next one,
+	// which its slot carries over).
+	start := !h.s.isRunning(id)
+	if start {
+		if err := h.s.reserve(h.parent, h.owner, false, true); err != nil {
+			return nil, err
+		}
+	}
+	err = h.th.SendInput(ctx, id, input, a.Interrupt)
+	if start {
+		h.s.release(h.parent, h.owner, false, true)
+	}
+	if err != nil {
 		return nil, errors.New(apperr.MessageOf(err))
 	}
 	rep.note(id, State{Running: true}, false)
@@ -781,6 +937,26 @@ func statusJSON(st State, closed bool) any {
 		return map[string]string{"errored": st.Error}
 	}
 	return "pending_init"
+}
+
+// EndNote is what a parent's model is told when its child's turn ended
+// in st. A multi_agent_v1 child (no task path) is a <subagent_notification>
+// holding the child's id (under the reference's key agent_path) and its
+// status as wait_agent words it; a collaboration child (path) is the
+// reference's FINAL_ANSWER message from the child to its parent.
+func EndNote(childID, path string, st State) string {
+	status := statusJSON(State{Status: st.Status, Answer: st.Answer, Error: st.Error}, false)
+	if path != "" {
+		return finalAnswer(path, status)
+	}
+	note, err := json.Marshal(struct {
+		AgentPath string `json:"agent_path"`
+		Status    any    `json:"status"`
+	}{childID, status})
+	if err != nil {
+		return ""
+	}
+	return "<subagent_notification>\n" + string(note) + "\n</subagent_notification>"
 }
 
 // final reports whether a state is one wait_agent returns.
@@ -918,14 +1094,15 @@ func (h *handler) resume(ctx context.Context, raw string, rep *report) (any, err
 	if err != nil {
 		return nil, errors.New(apperr.MessageOf(err))
 	}
-	if err := h.s.reserve(h.parent); err != nil {
+	if err := h.s.reserve(h.parent, h.owner, true, false); err != nil {
 		return nil, err
 	}
 	if err := h.th.SetClosed(ctx, a.ID, false); err != nil {
-		h.s.settle(h.parent, "", "")
+		h.s.release(h.parent, h.owner, true, false)
 		return nil, fmt.Errorf("could not resume the agent: %s", apperr.MessageOf(err))
 	}
 	h.s.settle(h.parent, a.ID, h.nicknameOf(ctx, a.ID))
+	h.s.release(h.parent, h.owner, true, false)
 	rep.note(a.ID, st, false)
 	return struct {
 		Status any `json:"status"`

@@ -5,33 +5,41 @@ import (
 	"encoding/json"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
 	"github.com/appserver/appserver/api"
 	"github.com/appserver/appserver/internal/apperr"
 	"github.com/appserver/appserver/internal/registry"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
 // table is an in-memory thread table: children finish when the test says.
+// Like the real one, it reports each child's turn starting and ending
+// (onTurn, set by tools to the Service's ChildTurn).
 type table struct {
-	depth int
+	depth  int
+	path   string
+	onTurn func(id string, running bool)
+	// onEnd, when set, is told of each end before it is visible, as the
+	// thread table tells Service.ChildEnded.
+	onEnd func(id string, st State)
 
 	mu       sync.Mutex
-	n        int
 	children map[string]*kid
 	order    []string // children ids in spawn order
 	spawns   []Spawn  // what each spawn asked for
 }
 
+// kidIDs numbers the children of every table.
+var kidIDs atomic.Int64
+
 type kid struct {
 	state    State
 	inputs   []api.UserInput
+	messages []string // send_message's texts
 	nickname string
 	closed   bool
 	done     chan struct{} // closed when the running turn ends
@@ -41,14 +49,17 @@ func newTable(depth int) *table { return &table{depth: depth, children: map[stri
 
 func (tb *table) Depth() int { return tb.depth }
 
+func (tb *table) AgentPath() string { return tb.path }
+
 func (tb *table) Spawn(_ context.Context, sp Spawn) (Spawned, error) {
 	tb.mu.Lock()
 	defer tb.mu.Unlock()
-	tb.n++
-	id := fmt.Sprintf("child-%d", tb.n)
+	// Unique across tables, as thread ids are.
+	id := fmt.Sprintf("child-%d", kidIDs.Add(1))
 	tb.children[id] = &kid{state: State{Running: true}, inputs: sp.Input, nickname: sp.Nickname, done: make(chan struct{})}
 	tb.order = append(tb.order, id)
 	tb.spawns = append(tb.spawns, sp)
+	tb.onTurn(id, true)
 	return Spawned{ID: id, Model: sp.Model, ReasoningEffort: sp.ReasoningEffort}, nil
 }
 
@@ -104,7 +115,19 @@ func (tb *table) SendInput(_ context.Context, id string, input []api.UserInput, 
 	if !k.state.Running {
 		k.state.Running = true
 		k.done = make(chan struct{})
+		tb.onTurn(id, true)
 	}
+	return nil
+}
+
+func (tb *table) Message(_ context.Context, id, text string) error {
+	k, err := tb.get(id)
+	if err != nil {
+		return err
+	}
+	tb.mu.Lock()
+	defer tb.mu.Unlock()
+	k.messages = append(k.messages, text)
 	return nil
 }
 
@@ -146,15 +169,27 @@ func (tb *table) finish(id string, st State) {
 	tb.mu.Lock()
 	defer tb.mu.Unlock()
 	k := tb.children[id]
+	if tb.onEnd != nil {
+		tb.onEnd(id, st)
+	}
 	k.state = st
 	close(k.done)
+	tb.onTurn(id, false)
 }
 
-// tools is one turn's namespace handler over tb, for parent "p".
+// tools is one turn's namespace handler over tb, for parent "p" of the
+// operator.
 func tools(t *testing.T, s *Service, tb *table) func(name, args string) (string, error) {
 	t.Helper()
+	return toolsOf(t, s, tb, "p", "")
+}
+
+// toolsOf is one turn's namespace handler over tb, for parent of owner.
+func toolsOf(t *testing.T, s *Service, tb *table, parent, owner string) func(name, args string) (string, error) {
+	t.Helper()
+	tb.onTurn = func(id string, running bool) { s.ChildTurn(id, owner, running) }
 	b := registry.NewBuilder(registry.Config{})
-	require.NoError(t, s.Register(b, "p", tb, nil))
+	require.NoError(t, s.Register(b, parent, owner, tb, nil))
 	_, reg := b.Build()
 	h, ok := reg.Handler(Namespace, SpawnAgentName)
 	require.True(t, ok)
@@ -176,14 +211,15 @@ func spawned(t *testing.T, out string) string {
 }
 
 // The per-thread and per-daemon limits refuse a spawn in words the model
-// reads; closing an agent frees its slot.
+// reads; closing an agent frees its place in its thread, and an agent that
+// finished its turn its slot in the daemon's count.
 func TestLimits(t *testing.T) {
 	s := New(Config{MaxPerThread: 2, MaxTotal: 3})
 	tb := newTable(0)
 	call := tools(t, s, tb)
 	a, err := call(SpawnAgentName, `{"message":"one"}`)
 	require.NoError(t, err)
-	_, err = call(SpawnAgentName, `{"message":"two"}`)
+	b, err := call(SpawnAgentName, `{"message":"two"}`)
 	require.NoError(t, err)
 	_, err = call(SpawnAgentName, `{"message":"three"}`)
 	require.ErrorContains(t, err, "this thread has 2 open agents (at most 2)")
@@ -191,25 +227,81 @@ func TestLimits(t *testing.T) {
 	_, err = call(CloseAgentName, `{"target":"`+spawned(t, a)+`"}`)
 	require.NoError(t, err)
 	_, err = call(SpawnAgentName, `{"message":"three"}`)
-	require.NoError(t, err, "a closed agent frees its slot")
+	require.NoError(t, err, "a closed agent frees its place")
 	require.Equal(t, 2, s.Open())
+	require.Equal(t, 2, s.Running(""))
 
 	// Another thread shares the daemon's limit.
-	b := registry.NewBuilder(registry.Config{})
-	require.NoError(t, s.Register(b, "q", newTable(0), nil))
-	_, reg := b.Build()
-	h, _ := reg.Handler(Namespace, SpawnAgentName)
-	other := func() error {
-		_, err := h.Handle(context.Background(), registry.Invocation{Call: registry.Call{Namespace: Namespace, Name: SpawnAgentName, Payload: registry.FunctionPayload{Arguments: `{"message":"x"}`}}})
-		return err
-	}
-	require.NoError(t, other())
-	require.ErrorContains(t, other(), "the server runs 3 open agents (at most 3)")
+	q := newTable(0)
+	other := toolsOf(t, s, q, "q", "")
+	_, err = other(SpawnAgentName, `{"message":"x"}`)
+	require.NoError(t, err)
+	_, err = other(SpawnAgentName, `{"message":"y"}`)
+	require.ErrorContains(t, err, "the server runs 3 agents (at most 3)")
 
-	// A thread that unloads releases its agents.
+	// A child that finished its turn, still open, frees its slot; input
+	// that starts it again needs one.
+	tb.finish(spawned(t, b), State{Status: "completed"})
+	require.Equal(t, 2, s.Running(""))
+	_, err = other(SpawnAgentName, `{"message":"y"}`)
+	require.NoError(t, err, "a finished agent frees its slot")
+	_, err = call(SendInputName, `{"target":"`+spawned(t, b)+`","message":"again"}`)
+	require.ErrorContains(t, err, "the server runs 3 agents (at most 3)")
+	require.Equal(t, 4, s.Open())
+
+	// A thread that unloads forgets its open agents; running ones hold
+	// their slots until they end.
 	s.ThreadUnloaded("p")
-	require.Equal(t, 1, s.Open())
-	require.NoError(t, other())
+	require.Equal(t, 2, s.Open())
+	require.Equal(t, 3, s.Running(""))
+}
+
+// One principal's threads cannot take another's sub-agent slots: each
+// principal runs at most MaxPerPrincipal children at once, the operator is
+// bounded by the daemon's limit only, and a finished child frees its
+// principal's slot.
+func TestPrincipalLimits(t *testing.T) {
+	s := New(Config{MaxPerThread: 10, MaxTotal: 10, MaxPerPrincipal: 2})
+	alice := newTable(0)
+	callA := toolsOf(t, s, alice, "pa", "alice")
+	var kids []string
+	for i := range 2 {
+		out, err := callA(SpawnAgentName, fmt.Sprintf(`{"message":"a%d"}`, i))
+		require.NoError(t, err)
+		kids = append(kids, spawned(t, out))
+	}
+	_, err := callA(SpawnAgentName, `{"message":"a2"}`)
+	require.ErrorContains(t, err, "this principal's threads run 2 agents (at most 2)")
+
+	// Another thread of alice's shares her count.
+	_, err = toolsOf(t, s, newTable(0), "pa2", "alice")(SpawnAgentName, `{"message":"x"}`)
+	require.ErrorContains(t, err, "this principal's threads run 2 agents")
+
+	// bob spawns as if alice were not there; so does the operator.
+	callB := toolsOf(t, s, newTable(0), "pb", "bob")
+	for i := range 2 {
+		_, err := callB(SpawnAgentName, fmt.Sprintf(`{"message":"b%d"}`, i))
+		require.NoError(t, err)
+	}
+	callOp := toolsOf(t, s, newTable(0), "po", "")
+	for i := range 3 {
+		_, err := callOp(SpawnAgentName, fmt.Sprintf(`{"message":"o%d"}`, i))
+		require.NoError(t, err)
+	}
+	require.Equal(t, 2, s.Running("alice"))
+	require.Equal(t, 2, s.Running("bob"))
+
+	// Input joins a running child's turn: no new slot.
+	_, err = callA(SendInputName, `{"target":"`+kids[0]+`","message":"more"}`)
+	require.NoError(t, err)
+
+	// One of alice's children finishes: she may start another.
+	alice.finish(kids[0], State{Status: "completed"})
+	require.Equal(t, 1, s.Running("alice"))
+	_, err = callA(SpawnAgentName, `{"message":"a3"}`)
+	require.NoError(t, err)
+	_, err = callA(SendInputName, `{"target":"`+kids[0]+`","message":"again"}`)
+	require.ErrorContains(t, err, "this principal's threads run 2 agents", "restarting a finished child needs a slot")
 }
 
 // MaxDepth lets deeper threads spawn when raised.

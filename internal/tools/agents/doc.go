@@ -1,7 +1,11 @@
 // Package agents is the multi-agent collaboration tools of a turn: the
 // multi_agent_v1 namespace (spawn_agent, send_input, wait_agent,
 // close_agent, resume_agent), offered when a thread's config sets
-// features.multi_agent (docs/tools.md §2.14). A spawned agent is a child
+// features.multi_agent, and the v2 collaboration namespace (spawn_agent,
+// wait_agent, list_agents, send_message, followup_task, interrupt_agent,
+// children named by task paths), offered instead
+// under features.multi_agent_v2 (docs/tools.md §2.14). It also words a
+// child's end for its parent's model (EndNote). A spawned agent is a child
 // thread of the calling thread; this package decides what the model may do
 // (the depth and count limits, which agents are open) and answers in the
 // model's words, while the thread table it reaches through the small

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"strings"
 
-	"golang.org/x/sys/unix"
+	"github.com/appserver/appserver/internal/fsguard"
 )
 
 // Result is what an applied patch did.
@@ -43,7 +43,7 @@ func (r Result) Summary() string {
 // resolves inside the roots and that no file the plan read has changed
 // since NewPlan (ErrStale, nothing written); then it runs the hunks in
 // order. Every read, write and removal is resolved below a descriptor of
-// its workspace root without following symlinks (see rootDirs), so a path
+// "/" without following symlinks (fsguard.Tree), so a path
 // changed into a symlink after these checks fails the write instead of
 // redirecting it. If a write fails it undoes the changes already made, as
 // far as the filesystem allows, and returns an ErrIO error saying so. A
@@ -53,12 +53,15 @@ func (p *Plan) Apply() (Result, error) {
 		return Result{}, errors.New("applypatch: plan already applied")
 	}
 	p.applied = true
-	dirs := openRoots(p.ws)
-	defer dirs.close()
-	if err := p.checkUnchanged(dirs); err != nil {
+	tree, err := p.guard.Tree(p.access)
+	if err != nil {
+		return Result{}, &Error{Kind: ErrIO, Msg: ioText(err), Err: err}
+	}
+	defer tree.Close()
+	if err := p.checkUnchanged(tree); err != nil {
 		return Result{}, err
 	}
-	w := newWriter(dirs, p.inject)
+	w := newWriter(tree, p.inject)
 	var res Result
 	for _, op := range p.ops {
 		if err := w.run(op); err != nil {
@@ -83,7 +86,7 @@ func (p *Plan) Apply() (Result, error) {
 
 // checkUnchanged re-resolves every target and re-reads every file the
 // plan looked at.
-func (p *Plan) checkUnchanged(dirs *rootDirs) error {
+func (p *Plan) checkUnchanged(tree *fsguard.Tree) error {
 	stale := func(path string) error {
 		return &Error{Kind: ErrStale, Msg: fmt.Sprintf(
 			"apply_patch verification failed: %s changed on disk after the patch was verified; no files were modified. Read the file again and resend the patch.", path)}
@@ -93,7 +96,7 @@ func (p *Plan) checkUnchanged(dirs *rootDirs) error {
 			if t == nil {
 				continue
 			}
-			now, err := p.ws.confine(p.cwd, t.display)
+			now, err := p.confine(tree, t.display)
 			if err != nil {
 				return err
 			}
@@ -108,7 +111,7 @@ func (p *Plan) checkUnchanged(dirs *rootDirs) error {
 	}
 	slices.Sort(paths)
 	for _, path := range paths {
-		now, err := dirs.state(path)
+		now, err := state(tree, path)
 		if err != nil || now != p.disk[path] {
 			return stale(path)
 		}
@@ -116,28 +119,18 @@ func (p *Plan) checkUnchanged(dirs *rootDirs) error {
 	return nil
 }
 
-// snapshot is what a path held before Apply touched it, for rollback.
-type snapshot struct {
-	path     string
-	exists   bool
-	link     string // symlink target when the entry was a symlink
-	content  []byte
-	perm     uint32 // permission bits of a regular file
-	uid, gid uint32
-}
-
-// writer performs the writes of one Apply through dirs and remembers how
+// writer performs the writes of one Apply through tree and remembers how
 // to undo them.
 type writer struct {
-	dirs    *rootDirs
+	tree    *fsguard.Tree
 	inject  func(path string) error // tests: fail (or race) the write or removal of path
 	seen    map[string]bool
 	undo    []snapshot
 	created []string // directories created, outermost first
 }
 
-func newWriter(dirs *rootDirs, inject func(path string) error) *writer {
-	return &writer{dirs: dirs, inject: inject, seen: map[string]bool{}}
+func newWriter(tree *fsguard.Tree, inject func(path string) error) *writer {
+	return &writer{tree: tree, inject: inject, seen: map[string]bool{}}
 }
 
 // remember records path's current state the first time it is touched.
@@ -146,7 +139,7 @@ func (w *writer) remember(path string) error {
 		return nil
 	}
 	w.seen[path] = true
-	s, err := w.dirs.snapshot(path)
+	s, err := takeSnapshot(w.tree, path)
 	if err != nil {
 		return err
 	}
@@ -169,15 +162,13 @@ func (w *writer) write(t target) func(content string) error {
 		if err := w.injected(t.real); err != nil {
 			return fail(err)
 		}
-		dirfd, err := w.dirs.mkdirAll(filepath.Dir(t.real), &w.created)
-		if err != nil {
+		if err := w.tree.MkdirAll(filepath.Dir(t.real), &w.created); err != nil {
 			return fmt.Errorf("Failed to create parent directories for %s: %s", t.abs, ioText(err))
 		}
-		defer unix.Close(dirfd)
 		if err := w.remember(t.real); err != nil {
 			return fail(err)
 		}
-		if err := writeAt(dirfd, filepath.Base(t.real), []byte(content)); err != nil {
+		if err := w.tree.WriteFile(t.real, []byte(content)); err != nil {
 			return fail(err)
 		}
 		return nil
@@ -194,8 +185,8 @@ func (w *writer) remove(t target, context string) error {
 	if err := w.remember(t.entry); err != nil {
 		return fail(err)
 	}
-	if err := w.dirs.remove(t.entry, false); err != nil {
-		return fail(noFollow(err))
+	if err := w.tree.Remove(t.entry, false); err != nil {
+		return fail(err)
 	}
 	return nil
 }
@@ -222,13 +213,13 @@ func (w *writer) run(op planOp) error {
 func (w *writer) fail(cause error) error {
 	var broken []string
 	for i := len(w.undo) - 1; i >= 0; i-- {
-		if err := w.dirs.restore(w.undo[i]); err != nil {
+		if err := restore(w.tree, w.undo[i]); err != nil {
 			broken = append(broken, w.undo[i].path)
 		}
 	}
 	for i := len(w.created) - 1; i >= 0; i-- {
 		// Only empty directories go; anything else stays.
-		_ = w.dirs.remove(w.created[i], true)
+		_ = w.tree.Remove(w.created[i], true)
 	}
 	msg := cause.Error()
 	if len(broken) == 0 {

@@ -11,6 +11,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/appserver/appserver/internal/fsguard"
 )
 
 // writeTree creates files (path → content) under dir.
@@ -52,7 +54,13 @@ func readTree(t testing.TB, dir string) map[string]string {
 
 func applyIn(t *testing.T, dir, patch string) (Result, error) {
 	t.Helper()
-	p, err := NewPlan(dir, nil, patch)
+	return applyScoped(t, dir, Scope{}, patch)
+}
+
+// applyScoped plans and applies patch in dir under scope.
+func applyScoped(t *testing.T, dir string, scope Scope, patch string) (Result, error) {
+	t.Helper()
+	p, err := NewPlan(dir, scope, patch)
 	if err != nil {
 		return Result{}, err
 	}
@@ -271,7 +279,7 @@ func TestVerificationFailuresWriteNothing(t *testing.T) {
 			dir := t.TempDir()
 			writeTree(t, dir, files)
 			before := readTree(t, dir)
-			_, err := NewPlan(dir, nil, tt.patch)
+			_, err := NewPlan(dir, Scope{}, tt.patch)
 			require.Error(t, err)
 			assert.Equal(t, strings.ReplaceAll(tt.want, "%s", dir), err.Error())
 			assert.Equal(t, tt.kind, KindOf(err))
@@ -315,7 +323,7 @@ func TestConfinement(t *testing.T) {
 				tt.setup(t, dir)
 			}
 			before, beforeOut := readTree(t, dir), readTree(t, outside)
-			_, err := NewPlan(dir, nil, tt.patch)
+			_, err := NewPlan(dir, Scope{}, tt.patch)
 			require.Error(t, err)
 			assert.Equal(t, ErrOutsideRoots, KindOf(err), err.Error())
 			assert.Contains(t, err.Error(), "outside the workspace roots")
@@ -340,9 +348,9 @@ func TestSymlinksInsideRootsAreFollowed(t *testing.T) {
 func TestExtraRoots(t *testing.T) {
 	cwd, other := t.TempDir(), t.TempDir()
 	patch := "*** Begin Patch\n*** Add File: " + filepath.Join(other, "o.txt") + "\n+o\n*** End Patch"
-	_, err := NewPlan(cwd, nil, patch)
+	_, err := NewPlan(cwd, Scope{}, patch)
 	require.Equal(t, ErrOutsideRoots, KindOf(err))
-	p, err := NewPlan(cwd, []string{cwd, other}, patch)
+	p, err := NewPlan(cwd, Scope{Access: fsguard.Dirs(cwd, other)}, patch)
 	require.NoError(t, err)
 	assert.Equal(t, []string{cwd, other}, p.Roots())
 	_, err = p.Apply()
@@ -353,7 +361,7 @@ func TestExtraRoots(t *testing.T) {
 func TestApplyDetectsChangesSincePlan(t *testing.T) {
 	dir := t.TempDir()
 	writeTree(t, dir, map[string]string{"a.txt": "a\n"})
-	p, err := NewPlan(dir, nil, "*** Begin Patch\n*** Add File: n.txt\n+n\n*** Update File: a.txt\n@@\n-a\n+b\n*** End Patch")
+	p, err := NewPlan(dir, Scope{}, "*** Begin Patch\n*** Add File: n.txt\n+n\n*** Update File: a.txt\n@@\n-a\n+b\n*** End Patch")
 	require.NoError(t, err)
 	writeTree(t, dir, map[string]string{"a.txt": "a\nmore\n"})
 	_, err = p.Apply()
@@ -369,7 +377,7 @@ func TestApplyDetectsSymlinkSwapSincePlan(t *testing.T) {
 	dir, outside := t.TempDir(), t.TempDir()
 	writeTree(t, dir, map[string]string{"sub/f.txt": "a\n"})
 	writeTree(t, outside, map[string]string{"f.txt": "a\n"})
-	p, err := NewPlan(dir, nil, "*** Begin Patch\n*** Update File: sub/f.txt\n@@\n-a\n+b\n*** End Patch")
+	p, err := NewPlan(dir, Scope{}, "*** Begin Patch\n*** Update File: sub/f.txt\n@@\n-a\n+b\n*** End Patch")
 	require.NoError(t, err)
 	require.NoError(t, os.RemoveAll(filepath.Join(dir, "sub")))
 	require.NoError(t, os.Symlink(outside, filepath.Join(dir, "sub")))
@@ -382,7 +390,7 @@ func TestApplyDetectsSymlinkSwapSincePlan(t *testing.T) {
 func TestApplyRollsBackOnWriteFailure(t *testing.T) {
 	dir := t.TempDir()
 	writeTree(t, dir, map[string]string{"a.txt": "a\n", "ro/b.txt": "b\n"})
-	p, err := NewPlan(dir, nil, "*** Begin Patch\n*** Update File: a.txt\n@@\n-a\n+A\n*** Add File: new/n.txt\n+n\n*** Delete File: ro/b.txt\n*** End Patch")
+	p, err := NewPlan(dir, Scope{}, "*** Begin Patch\n*** Update File: a.txt\n@@\n-a\n+A\n*** Add File: new/n.txt\n+n\n*** Delete File: ro/b.txt\n*** End Patch")
 	require.NoError(t, err)
 	p.inject = func(path string) error {
 		if filepath.Base(path) == "b.txt" {
@@ -404,12 +412,13 @@ func TestRollbackRestoresEverything(t *testing.T) {
 	require.NoError(t, os.Chmod(filepath.Join(dir, "a.txt"), 0o600))
 	require.NoError(t, os.Symlink("d.txt", filepath.Join(dir, "l.txt")))
 	before := readTree(t, dir)
-	p, err := NewPlan(dir, nil, "*** Begin Patch\n*** Update File: a.txt\n@@\n-a\n+A\n*** Add File: x/y/n.txt\n+n\n"+
+	p, err := NewPlan(dir, Scope{}, "*** Begin Patch\n*** Update File: a.txt\n@@\n-a\n+A\n*** Add File: x/y/n.txt\n+n\n"+
 		"*** Update File: m.txt\n*** Move to: z/m.txt\n@@\n-m\n+M\n*** Delete File: l.txt\n*** End Patch")
 	require.NoError(t, err)
-	dirs := openRoots(p.ws)
-	defer dirs.close()
-	w := newWriter(dirs, nil)
+	tree, err := p.guard.Tree(p.access)
+	require.NoError(t, err)
+	defer tree.Close()
+	w := newWriter(tree, nil)
 	for _, op := range p.ops {
 		require.NoError(t, w.run(op))
 	}
@@ -427,7 +436,7 @@ func TestFileChanges(t *testing.T) {
 	writeTree(t, dir, map[string]string{
 		"a.txt": "l1\nl2\nl3\nl4\nl5\nl6\nl7\nl8\nl9\nl10\n", "d.txt": "gone\n", "m.txt": "m1\nm2\n", "nonl.txt": "a\nb",
 	})
-	p, err := NewPlan(dir, nil, "*** Begin Patch\n*** Add File: new.txt\n+n1\n+n2\n*** Update File: a.txt\n@@\n-l2\n+L2\n@@\n l8\n-l9\n+L9\n+L9b\n"+
+	p, err := NewPlan(dir, Scope{}, "*** Begin Patch\n*** Add File: new.txt\n+n1\n+n2\n*** Update File: a.txt\n@@\n-l2\n+L2\n@@\n l8\n-l9\n+L9\n+L9b\n"+
 		"*** Delete File: d.txt\n*** Update File: m.txt\n*** Move to: sub/m2.txt\n@@\n-m2\n+M2\n*** Update File: nonl.txt\n@@\n-b\n+B\n*** End Patch")
 	require.NoError(t, err)
 	moved := filepath.Join(dir, "sub/m2.txt")
@@ -472,7 +481,7 @@ func TestFileChangeJSON(t *testing.T) {
 }
 
 func TestNewPlanNeedsAbsoluteCwd(t *testing.T) {
-	_, err := NewPlan("rel", nil, "*** Begin Patch\n*** Add File: a\n+a\n*** End Patch")
+	_, err := NewPlan("rel", Scope{}, "*** Begin Patch\n*** Add File: a\n+a\n*** End Patch")
 	require.Error(t, err)
 	assert.Equal(t, ErrVerify, KindOf(err))
 }

@@ -8,19 +8,25 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/appserver/appserver/internal/fsguard"
 )
 
-// forEachResolver runs f with openat2 resolution (where this build has
-// it) and with the component walk that stands in for it on older kernels.
-func forEachResolver(t *testing.T, f func(t *testing.T)) {
-	if haveOpenat2 {
-		t.Run("openat2", f)
+// forEachResolver runs f with a guard resolving with openat2 (where the
+// kernel has it) and with one using the component walk that stands in
+// for it on older kernels.
+func forEachResolver(t *testing.T, f func(t *testing.T, scope Scope)) {
+	for _, walk := range []bool{false, true} {
+		name := "openat2"
+		if walk {
+			name = "walk"
+		}
+		t.Run(name, func(t *testing.T) {
+			g, err := fsguard.New(fsguard.Config{WalkOnly: walk})
+			require.NoError(t, err)
+			f(t, Scope{Guard: g})
+		})
 	}
-	t.Run("walk", func(t *testing.T) {
-		was := openat2Off.Swap(true)
-		t.Cleanup(func() { openat2Off.Store(was) })
-		f(t)
-	})
 }
 
 // TestApplyNeverFollowsUncheckedSymlinks changes the workspace after Apply
@@ -58,7 +64,7 @@ func TestApplyNeverFollowsUncheckedSymlinks(t *testing.T) {
 		{"move source, parent", "*** Update File: %sd/f\n*** Move to: %st/n\n@@\n-a\n+b\n", "f", "d", true, true},
 		{"move source, final component", "*** Update File: %sd/f\n*** Move to: %st/n\n@@\n-a\n+b\n", "f", "d/f", false, false},
 	}
-	forEachResolver(t, func(t *testing.T) {
+	forEachResolver(t, func(t *testing.T, scope Scope) {
 		for _, form := range forms {
 			for _, tt := range tests {
 				t.Run(form.name+"/"+tt.name, func(t *testing.T) {
@@ -71,7 +77,7 @@ func TestApplyNeverFollowsUncheckedSymlinks(t *testing.T) {
 					outsideBefore := readTree(t, outside)
 					prefix := form.prefix(root)
 					patch := "*** Begin Patch\n" + fmtPrefix(tt.patch, prefix) + "*** End Patch"
-					p, err := NewPlan(root, nil, patch)
+					p, err := NewPlan(root, scope, patch)
 					require.NoError(t, err)
 					// What the root holds once rolled back: as before, with
 					// the change made.
@@ -113,7 +119,7 @@ func TestApplyNeverFollowsUncheckedSymlinks(t *testing.T) {
 					}
 					require.Error(t, err)
 					assert.Equal(t, ErrIO, KindOf(err))
-					assert.Contains(t, err.Error(), "a symlink appeared on the path after it was checked; apply_patch does not follow it")
+					assert.Contains(t, err.Error(), "a symlink appeared on the path after it was checked; it is not followed")
 					assert.Contains(t, err.Error(), "undone")
 					assert.Equal(t, want, readTree(t, root), "not rolled back")
 				})
@@ -126,14 +132,14 @@ func TestApplyNeverFollowsUncheckedSymlinks(t *testing.T) {
 // a hard link to a file outside it gets a new inode when patched; the
 // outside file keeps its content, and the patched file its mode.
 func TestUpdateDoesNotWriteThroughHardLinks(t *testing.T) {
-	forEachResolver(t, func(t *testing.T) {
+	forEachResolver(t, func(t *testing.T, scope Scope) {
 		base := t.TempDir()
 		root, outside := filepath.Join(base, "root"), filepath.Join(base, "outside")
 		writeTree(t, outside, map[string]string{"h": "a\n"})
 		require.NoError(t, os.Mkdir(root, 0o755))
 		require.NoError(t, os.Chmod(filepath.Join(outside, "h"), 0o751))
 		require.NoError(t, os.Link(filepath.Join(outside, "h"), filepath.Join(root, "h")))
-		_, err := applyIn(t, root, "*** Begin Patch\n*** Update File: h\n@@\n-a\n+b\n*** End Patch")
+		_, err := applyScoped(t, root, scope, "*** Begin Patch\n*** Update File: h\n@@\n-a\n+b\n*** End Patch")
 		require.NoError(t, err)
 		assert.Equal(t, map[string]string{"h": "a\n"}, readTree(t, outside))
 		assert.Equal(t, map[string]string{"h": "b\n"}, readTree(t, root))

@@ -82,7 +82,7 @@ func TestTrackerMatchesReference(t *testing.T) {
 	writeTree(t, dir, map[string]string{
 		"a.txt": "l1\nl2\nl3\nl4\nl5\nl6\nl7\nl8\nl9\nl10\n", "d.txt": "gone\n", "m.txt": "m1\nm2\n",
 	})
-	p, err := NewPlan(dir, nil, "*** Begin Patch\n*** Add File: new.txt\n+n1\n+n2\n*** Update File: a.txt\n@@\n-l2\n+L2\n@@\n l8\n-l9\n+L9\n+L9b\n"+
+	p, err := NewPlan(dir, Scope{}, "*** Begin Patch\n*** Add File: new.txt\n+n1\n+n2\n*** Update File: a.txt\n@@\n-l2\n+L2\n@@\n l8\n-l9\n+L9\n+L9b\n"+
 		"*** Delete File: d.txt\n*** Update File: m.txt\n*** Move to: sub/m2.txt\n@@\n-m2\n+M2\n*** End Patch")
 	require.NoError(t, err)
 	want := `diff --git a/a.txt b/a.txt
@@ -142,7 +142,7 @@ func TestTrackerAccumulatesATurn(t *testing.T) {
 	tr := NewDiffTracker(dir)
 	step := func(patch string) {
 		t.Helper()
-		p, err := NewPlan(dir, nil, patch)
+		p, err := NewPlan(dir, Scope{}, patch)
 		require.NoError(t, err)
 		_, err = p.Apply()
 		require.NoError(t, err)
@@ -162,7 +162,7 @@ func TestTrackerAccumulatesATurn(t *testing.T) {
 func TestTrackerShowsOutsidePathsAbsolute(t *testing.T) {
 	root := t.TempDir()
 	tr := NewDiffTracker(filepath.Join(root, "sub"))
-	p, err := NewPlan(root, nil, "*** Begin Patch\n*** Add File: x.txt\n+x\n*** End Patch")
+	p, err := NewPlan(root, Scope{}, "*** Begin Patch\n*** Add File: x.txt\n+x\n*** End Patch")
 	require.NoError(t, err)
 	_, err = p.Apply()
 	require.NoError(t, err)

@@ -7,7 +7,7 @@
 // The flow is split so that a policy layer can ask for approval between
 // verification and writing:
 //
-//	plan, err := applypatch.NewPlan(cwd, roots, patchText) // parse + verify, no writes
+//	plan, err := applypatch.NewPlan(cwd, scope, patchText) // parse + verify, no writes
 //	// ... show plan.Changes(), ask for approval ...
 //	res, err := plan.Apply()                              // write, or roll back
 //
@@ -18,14 +18,19 @@
 // before the first write, so a patch that fails verification leaves every
 // file untouched. Errors carry the reference's model-facing words.
 //
-// Paths are checked once and then never re-resolved by name: a patch
-// cannot be raced into writing outside its roots. Planning resolves each
-// path's symlinks and confines the result to the roots (symlinks inside
-// the workspace keep working). Every later read, write, removal and
-// directory creation starts from a descriptor of the containing root and
-// resolves the checked path below it without following any symlink
+// Paths are checked once, by internal/fsguard (the one rule of what the
+// daemon touches on a caller's behalf), and then never re-resolved by
+// name: a patch cannot be raced into writing outside its roots. Planning
+// resolves each path's symlinks and checks the result for writing under
+// the caller's Scope: inside the write roots (symlinks inside the
+// workspace keep working), not one of the daemon's masked paths (its data
+// directory with the exec-policy rules and the user config overlay, its
+// config and credential files), not in a read-only subpath of a writable
+// root (.git, .codex, .agents under a sandboxed thread). Every later read,
+// write, removal and directory creation goes through an fsguard.Tree,
+// which opens the checked path below "/" without following any symlink
 // (openat2 with RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS, or an O_NOFOLLOW walk
-// where the kernel lacks it), then acts on the final directory with *at
+// where the kernel lacks it) and acts on the final directory with *at
 // calls; a write goes to a new file in that directory renamed over the
 // target, so it never goes through a symlink or hard link. A process that
 // swaps a directory for a symlink after the check makes the patch fail
@@ -33,7 +38,7 @@
 // it cannot redirect a write, removal or rename outside the workspace.
 //
 // Like every tool handler it knows nothing about threads, storage or
-// transports: it must not import internal/turns, internal/tools/orchestrate
+// transports (it imports internal/fsguard for paths): it must not import internal/turns, internal/tools/orchestrate
 // (which asks for approval around it), the store, internal/model,
 // internal/hub, internal/server, internal/httpapi or cmd.
 package applypatch

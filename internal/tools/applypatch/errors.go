@@ -26,6 +26,10 @@ const (
 	// ErrIO is a write that failed during Apply; the changes already made
 	// were rolled back as far as possible.
 	ErrIO
+	// ErrProtected is a path the daemon's own tools never change: one of
+	// its masked paths (data directory, configuration, credentials), or
+	// a read-only subpath of a writable root (.git, .codex, .agents).
+	ErrProtected
 )
 
 // Error is a patch that was not applied. Its Error text is exactly what the

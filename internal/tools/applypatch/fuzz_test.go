@@ -85,7 +85,7 @@ func FuzzApply(f *testing.F) {
 		require.NoError(t, os.Symlink(outside, filepath.Join(root, "link")))
 		baseBefore, rootBefore := readTree(t, base), readTree(t, root)
 
-		p, err := NewPlan(root, nil, text)
+		p, err := NewPlan(root, Scope{}, text)
 		if err != nil {
 			require.NotZero(t, KindOf(err), "%v", err)
 			assert.Equal(t, baseBefore, readTree(t, base), "a rejected patch must not write")

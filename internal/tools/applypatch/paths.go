@@ -4,69 +4,14 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/appserver/appserver/internal/fsguard"
 )
-
-// maxSymlinks bounds symlink resolution, like the kernel's ELOOP limit.
-const maxSymlinks = 40
-
-// resolvePath makes a patch path absolute against cwd and cleans it
-// lexically ("a/../b" is "b"), as the reference does.
-func resolvePath(cwd, p string) string {
-	if filepath.IsAbs(p) {
-		return filepath.Clean(p)
-	}
-	return filepath.Join(cwd, p)
-}
-
-// realPath resolves every symlink in the absolute, clean path p, including
-// dangling ones and a final one; components that do not exist are kept as
-// written. It is where a write to p would land.
-func realPath(p string) (string, error) {
-	resolved := string(filepath.Separator)
-	rest := strings.Split(strings.TrimPrefix(p, string(filepath.Separator)), string(filepath.Separator))
-	links := 0
-	for len(rest) > 0 {
-		c := rest[0]
-		rest = rest[1:]
-		switch c {
-		case "", ".":
-			continue
-		case "..":
-			resolved = filepath.Dir(resolved)
-			continue
-		}
-		next := filepath.Join(resolved, c)
-		fi, err := os.Lstat(next)
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
-				return filepath.Join(append([]string{next}, rest...)...), nil
-			}
-			return "", err
-		}
-		if fi.Mode()&fs.ModeSymlink == 0 {
-			resolved = next
-			continue
-		}
-		if links++; links > maxSymlinks {
-			return "", &fs.PathError{Op: "resolve", Path: p, Err: syscall.ELOOP}
-		}
-		target, err := os.Readlink(next)
-		if err != nil {
-			return "", err
-		}
-		if filepath.IsAbs(target) {
-			resolved = string(filepath.Separator)
-		}
-		rest = append(strings.Split(target, string(filepath.Separator)), rest...)
-	}
-	return resolved, nil
-}
 
 // within reports whether p is root or below it (both clean and absolute).
 func within(root, p string) bool {
@@ -77,39 +22,6 @@ func within(root, p string) bool {
 	return rel == "." || (rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)))
 }
 
-// workspace is the set of roots a patch may touch, lexically and with
-// their symlinks resolved.
-type workspace struct {
-	roots []string
-	real  []string
-}
-
-func newWorkspace(cwd string, roots []string) (workspace, error) {
-	if len(roots) == 0 {
-		roots = []string{cwd}
-	}
-	var w workspace
-	for _, r := range roots {
-		abs := resolvePath(cwd, r)
-		real, err := realPath(abs)
-		if err != nil {
-			return workspace{}, fmt.Errorf("workspace root %s: %w", abs, err)
-		}
-		w.roots = append(w.roots, abs)
-		w.real = append(w.real, real)
-	}
-	return w, nil
-}
-
-func (w workspace) contains(real string) bool {
-	for _, r := range w.real {
-		if within(r, real) {
-			return true
-		}
-	}
-	return false
-}
-
 // target is a patch path resolved for checking and writing.
 type target struct {
 	display string // as written in the patch
@@ -118,42 +30,34 @@ type target struct {
 	entry   string // the directory entry itself (final symlink not followed): what a delete removes
 }
 
-// confine resolves p and checks that both the entry and what it points to
-// are inside the workspace roots.
-func (w workspace) confine(cwd, p string) (target, error) {
-	t := target{display: p, abs: resolvePath(cwd, p)}
-	real, err := realPath(t.abs)
-	if err != nil {
-		return target{}, verifyError(fmt.Sprintf("Failed to resolve %s: %s", t.abs, ioText(err)), err)
-	}
-	parent, err := realPath(filepath.Dir(t.abs))
-	if err != nil {
-		return target{}, verifyError(fmt.Sprintf("Failed to resolve %s: %s", t.abs, ioText(err)), err)
-	}
-	t.real, t.entry = real, filepath.Join(parent, filepath.Base(t.abs))
-	roots := strings.Join(w.roots, ", ")
-	if !w.contains(t.entry) {
-		if !w.lexicallyContains(t.abs) {
-			return target{}, &Error{Kind: ErrOutsideRoots, Msg: fmt.Sprintf(
-				"apply_patch verification failed: %s is outside the workspace roots (%s); a patch may only change files under them", t.abs, roots)}
+// confine resolves the patch path p against the plan's cwd and checks it
+// for writing (fsguard.Tree.Resolve): the entry and what it points to
+// inside the roots, neither a path of the daemon nor in a read-only
+// subpath.
+func (p *Plan) confine(tree *fsguard.Tree, path string) (target, error) {
+	tg, err := tree.Resolve(p.cwd, path, fsguard.Write)
+	var denied *fsguard.Error
+	switch {
+	case errors.As(err, &denied):
+		if denied.Reason == fsguard.OutsideRoots && denied.Resolved == "" {
+			return target{}, &Error{Kind: ErrOutsideRoots, Err: err, Msg: fmt.Sprintf(
+				"apply_patch verification failed: %s is outside the workspace roots (%s); a patch may only change files under them",
+				denied.Path, strings.Join(denied.Roots, ", "))}
 		}
-		return target{}, &Error{Kind: ErrOutsideRoots, Msg: fmt.Sprintf(
-			"apply_patch verification failed: %s resolves through a symlink to %s, which is outside the workspace roots (%s)", t.abs, t.entry, roots)}
-	}
-	if !w.contains(t.real) {
-		return target{}, &Error{Kind: ErrOutsideRoots, Msg: fmt.Sprintf(
-			"apply_patch verification failed: %s is a symlink to %s, which is outside the workspace roots (%s)", t.abs, t.real, roots)}
-	}
-	return t, nil
-}
-
-func (w workspace) lexicallyContains(abs string) bool {
-	for _, r := range w.roots {
-		if within(r, abs) {
-			return true
+		kind := ErrOutsideRoots
+		if denied.Reason != fsguard.OutsideRoots {
+			kind = ErrProtected
 		}
+		return target{}, &Error{Kind: kind, Msg: verifyPrefix + denied.Error(), Err: err}
+	case err != nil:
+		abs := path
+		if !filepath.IsAbs(abs) {
+			abs = filepath.Join(p.cwd, abs)
+		}
+		abs = filepath.Clean(abs)
+		return target{}, verifyError(fmt.Sprintf("Failed to resolve %s: %s", abs, ioText(err)), err)
 	}
-	return false
+	return target{display: path, abs: tg.Abs, real: tg.Real, entry: tg.Entry}, nil
 }
 
 // ioText renders an OS error the way Rust's io::Error does ("No such file

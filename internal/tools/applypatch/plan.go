@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+
+	"github.com/appserver/appserver/internal/fsguard"
 )
 
 // MaxFileSize is the largest file a patch may read (update, delete, or
@@ -84,7 +86,9 @@ type planOp struct {
 // written. A Plan is not safe for concurrent use.
 type Plan struct {
 	cwd     string
-	ws      workspace
+	guard   *fsguard.Guard
+	access  fsguard.Access
+	roots   []string
 	patch   *Patch
 	ops     []planOp
 	changes []FileChange
@@ -93,11 +97,23 @@ type Plan struct {
 	inject  func(path string) error // tests: fail or race a write, just before it
 }
 
+// Scope is where a patch may write: the daemon's guard (its masked paths;
+// nil masks nothing) and the caller's access. An Access without write
+// roots confines the patch to its cwd.
+type Scope struct {
+	// Guard holds the paths no patch may touch.
+	Guard *fsguard.Guard
+	// Access is what the patch may change (its Write roots).
+	Access fsguard.Access
+}
+
 // NewPlan parses patchText, resolves its paths against cwd (absolute),
-// checks that they stay inside roots (cwd when roots is empty), and
-// verifies every hunk against the files, without writing anything. Its
-// errors are *Error values whose text is what the model is told.
-func NewPlan(cwd string, roots []string, patchText string) (*Plan, error) {
+// checks them for writing under scope (fsguard.Tree.Resolve: inside the
+// write roots also through symlinks, not a path of the daemon, not in a
+// read-only subpath), and verifies every hunk against the files, without
+// writing anything. Its errors are *Error values whose text is what the
+// model is told.
+func NewPlan(cwd string, scope Scope, patchText string) (*Plan, error) {
 	if !filepath.IsAbs(cwd) {
 		return nil, verifyError(fmt.Sprintf("the working directory must be an absolute path, got '%s'", cwd), nil)
 	}
@@ -112,22 +128,25 @@ func NewPlan(cwd string, roots []string, patchText string) (*Plan, error) {
 	if len(patch.Hunks) == 0 {
 		return nil, &Error{Kind: ErrEmpty, Msg: "patch rejected: empty patch"}
 	}
-	ws, err := newWorkspace(cwd, roots)
-	if err != nil {
-		return nil, verifyError(err.Error(), err)
+	if len(scope.Access.Write) == 0 {
+		scope.Access = fsguard.Dirs(cwd)
 	}
-	p := &Plan{cwd: cwd, ws: ws, patch: patch, disk: map[string]fileState{}}
-	dirs := openRoots(ws)
-	defer dirs.close()
-	sim := &simulation{plan: p, roots: dirs, files: map[string]fileState{}, dirs: map[string]bool{}}
+	p := &Plan{cwd: cwd, guard: scope.Guard, access: scope.Access, patch: patch, disk: map[string]fileState{}}
+	tree, err := p.guard.Tree(p.access)
+	if err != nil {
+		return nil, verifyError(ioText(err), err)
+	}
+	defer tree.Close()
+	p.roots = tree.Roots(fsguard.Write)
+	sim := &simulation{plan: p, tree: tree, files: map[string]fileState{}, dirs: map[string]bool{}}
 	seen := map[string]bool{}
 	for _, h := range patch.Hunks {
 		op := planOp{hunk: h}
-		if op.src, err = ws.confine(cwd, h.Path); err != nil {
+		if op.src, err = p.confine(tree, h.Path); err != nil {
 			return nil, err
 		}
 		if h.Kind == UpdateFile && h.MovePath != "" {
-			dst, err := ws.confine(cwd, h.MovePath)
+			dst, err := p.confine(tree, h.MovePath)
 			if err != nil {
 				return nil, err
 			}
@@ -153,7 +172,7 @@ func (p *Plan) Patch() *Patch { return p.patch }
 func (p *Plan) Cwd() string { return p.cwd }
 
 // Roots returns the absolute workspace roots the plan was confined to.
-func (p *Plan) Roots() []string { return slices.Clone(p.ws.roots) }
+func (p *Plan) Roots() []string { return slices.Clone(p.roots) }
 
 // Paths returns every absolute path the patch writes or removes (sources
 // and move destinations), in hunk order; a patch-safety check decides on
@@ -206,7 +225,7 @@ func (p *Plan) fileChanges() []FileChange {
 // simulation runs the hunks against an in-memory overlay of the disk.
 type simulation struct {
 	plan  *Plan
-	roots *rootDirs            // reads the disk without following unchecked symlinks
+	tree  *fsguard.Tree        // reads the disk without following unchecked symlinks
 	files map[string]fileState // real path → state after earlier hunks
 	dirs  map[string]bool      // directories earlier hunks create
 }
@@ -219,16 +238,16 @@ func (s *simulation) stat(path string) (fileState, error) {
 	if s.dirs[path] {
 		return fileState{exists: true, dir: true}, nil
 	}
-	return s.plan.readDisk(s.roots, path)
+	return s.plan.readDisk(s.tree, path)
 }
 
 // readDisk reads the real path once and remembers what it saw, so Apply
 // can tell whether the file changed in between.
-func (p *Plan) readDisk(roots *rootDirs, path string) (fileState, error) {
+func (p *Plan) readDisk(tree *fsguard.Tree, path string) (fileState, error) {
 	if st, ok := p.disk[path]; ok {
 		return st, nil
 	}
-	st, err := roots.state(path)
+	st, err := state(tree, path)
 	if err != nil {
 		return fileState{}, err
 	}

@@ -77,7 +77,7 @@ func startSwapper(t *testing.T, dir string) (stop func()) {
 // symlink to a directory outside the workspace. Nothing outside may be
 // created, changed or removed, whatever the timing.
 func TestApplyRacingSymlinkSwap(t *testing.T) {
-	forEachResolver(t, func(t *testing.T) {
+	forEachResolver(t, func(t *testing.T, scope Scope) {
 		const patches = 1600
 		base := t.TempDir()
 		root, outside := filepath.Join(base, "root"), filepath.Join(base, "etc")
@@ -114,7 +114,7 @@ func TestApplyRacingSymlinkSwap(t *testing.T) {
 				hunk = "*** Add File: d/p" + strconv.Itoa(i) + "\n+new\n"
 			}
 			tried++
-			p, err := NewPlan(root, nil, "*** Begin Patch\n"+hunk+"*** End Patch")
+			p, err := NewPlan(root, scope, "*** Begin Patch\n"+hunk+"*** End Patch")
 			if err == nil {
 				_, err = p.Apply()
 			}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/appserver/appserver/internal/fsguard"
 	"github.com/appserver/appserver/internal/registry"
 )
 
@@ -164,9 +165,12 @@ const (
 // and sandboxing are not its business: a policy layer takes part through
 // Planned, or calls NewPlan and Plan.Apply itself.
 type Handler struct {
-	// Roots returns the workspace roots for a call; nil, or an empty
-	// result, confines the patch to the turn's cwd.
-	Roots func(inv registry.Invocation) []string
+	// Guard holds the daemon's paths no patch may touch; nil masks
+	// nothing.
+	Guard *fsguard.Guard
+	// Access returns what a call may change; nil, or an Access without
+	// write roots, confines the patch to the turn's cwd.
+	Access func(inv registry.Invocation) fsguard.Access
 	// Planned, when set, runs after the patch was verified and before
 	// anything is written (for example to emit the fileChange item and ask
 	// for approval). A non-nil error stops the call and is answered to the
@@ -226,11 +230,11 @@ func (h *Handler) Handle(ctx context.Context, inv registry.Invocation) (registry
 	if err != nil {
 		return registry.Output{}, err
 	}
-	var roots []string
-	if h.Roots != nil {
-		roots = h.Roots(inv)
+	scope := Scope{Guard: h.Guard}
+	if h.Access != nil {
+		scope.Access = h.Access(inv)
 	}
-	plan, err := NewPlan(inv.Turn.Cwd, roots, text)
+	plan, err := NewPlan(inv.Turn.Cwd, scope, text)
 	if err != nil {
 		return registry.Output{}, err
 	}

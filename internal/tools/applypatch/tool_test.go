@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/appserver/appserver/internal/fsguard"
 	"github.com/appserver/appserver/internal/registry"
 )
 
@@ -164,7 +165,7 @@ func TestHandlerHooks(t *testing.T) {
 
 func TestHandlerRoots(t *testing.T) {
 	cwd, other := t.TempDir(), t.TempDir()
-	h := &Handler{Roots: func(inv registry.Invocation) []string { return []string{inv.Turn.Cwd, other} }}
+	h := &Handler{Access: func(inv registry.Invocation) fsguard.Access { return fsguard.Dirs(inv.Turn.Cwd, other) }}
 	d := dispatcher(t, h, true, cwd)
 	item, err := d.Dispatch(context.Background(), registry.Call{CallID: "c1", Name: Name,
 		Payload: registry.CustomPayload{Input: "*** Begin Patch\n*** Add File: " + filepath.Join(other, "o.txt") + "\n+o\n*** End Patch"}})

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/appserver/appserver/api"
 	"github.com/appserver/appserver/internal/policy"
 	"github.com/appserver/appserver/internal/registry"
 )
@@ -228,6 +229,11 @@ type TerminalInteraction struct {
 
 // Method returns "item/commandExecution/terminalInteraction".
 func (TerminalInteraction) Method() string { return TerminalInteractionMethod }
+
+// Params returns the notification of the turn turnID of thread threadID.
+func (e TerminalInteraction) Params(threadID, turnID string) any {
+	return api.TerminalInteractionNotification{ThreadID: threadID, TurnID: turnID, ItemID: e.ItemID, ProcessID: e.ProcessID, Stdin: e.Stdin}
+}
 
 func (h *Handler) writeStdin(ctx context.Context, inv registry.Invocation, raw string) (registry.Output, error) {
 	args, err := ParseWriteArgs(raw)

@@ -4,35 +4,20 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"syscall"
-	"unsafe"
 )
 
-// reapLeader waits for the leader to exit without reaping it (waitid with
-// WNOWAIT), kills what is left of its tree while its zombie still pins the
-// group and session ids, then reaps it, all under killMu.
+// reapLeader waits for the leader to exit without reaping it
+// (sandbox.Cmd.WaitExited), kills what is left of its tree while its
+// zombie still pins the group and session ids, then reaps it, all under
+// killMu.
 func reapLeader(p *process) error {
-	waitExited(p.pid)
+	p.cmd.WaitExited()
 	p.killMu.Lock()
 	defer p.killMu.Unlock()
 	p.sweepLocked(0)
 	err := p.cmd.Wait()
 	p.reaped = true
 	return err
-}
-
-// waitExited blocks until the child pid has exited, leaving it a zombie.
-func waitExited(pid int) {
-	const pPID = 1     // P_PID
-	var info [128]byte // siginfo_t
-	for {
-		_, _, errno := syscall.Syscall6(syscall.SYS_WAITID, pPID, uintptr(pid),
-			uintptr(unsafe.Pointer(&info[0])), syscall.WEXITED|0x1000000 /* WNOWAIT */, 0, 0)
-		if errno == syscall.EINTR {
-			continue
-		}
-		return
-	}
 }
 
 // procEntry is the part of /proc/<pid>/stat the tree sweep needs.

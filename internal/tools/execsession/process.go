@@ -101,7 +101,9 @@ type process struct {
 // spawn starts argv in cwd with env. For tty the process gets a new terminal
 // session on a fresh PTY (it is its own process group); otherwise stdin is
 // /dev/null, stdout and stderr share one pipe (so arrival order is kept) and
-// the process leads a new process group.
+// the process leads a new process group. The terminal or pipe is made
+// before the command is built, so that a built command is always started
+// (a command of a pooled sandbox holds that sandbox from its build on).
 func spawn(build CommandFunc, argv []string, cwd string, env []string, tty bool) (*process, error) {
 	if len(argv) == 0 || argv[0] == "" {
 		return nil, errors.New("missing command line for unified exec request")
@@ -109,12 +111,33 @@ func spawn(build CommandFunc, argv []string, cwd string, env []string, tty bool)
 	if build == nil {
 		build = DefaultCommand
 	}
-	cmd, err := build(argv)
-	if err != nil {
-		return nil, err
+	var out, child *os.File // what the daemon reads, what the command writes
+	if tty {
+		ptmx, slave, err := pty.Open()
+		if err != nil {
+			return nil, err
+		}
+		if err := pty.Setsize(ptmx, ptySize); err != nil {
+			_ = ptmx.Close()
+			_ = slave.Close()
+			return nil, err
+		}
+		out, child = ptmx, slave
+	} else {
+		r, w, err := os.Pipe()
+		if err != nil {
+			return nil, err
+		}
+		out, child = r, w
 	}
-	if cmd == nil {
-		return nil, errors.New("command hook returned no command")
+	cmd, err := build(argv)
+	if err == nil && cmd == nil {
+		err = errors.New("command hook returned no command")
+	}
+	if err != nil {
+		_ = out.Close()
+		_ = child.Close()
+		return nil, err
 	}
 	if cmd.Dir == "" {
 		cmd.Dir = cwd
@@ -128,27 +151,17 @@ func spawn(build CommandFunc, argv []string, cwd string, env []string, tty bool)
 		c := *cmd.SysProcAttr
 		attrs = &c
 	}
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, nil, nil
 	p := &process{cmd: cmd, tty: tty, exited: make(chan struct{})}
 	if tty {
-		ptmx, tty, err := pty.Open()
-		if err != nil {
-			return nil, err
-		}
-		if err := pty.Setsize(ptmx, ptySize); err != nil {
-			_ = ptmx.Close()
-			_ = tty.Close()
-			return nil, err
-		}
 		attrs.Setsid, attrs.Setctty, attrs.Setpgid = true, true, false
 		attrs.Ctty = 0
-		cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = child, child, child
 		cmd.SysProcAttr = attrs
 		err = cmd.Start()
-		p.holdTarget = tty.Name()
-		_ = tty.Close() // the child holds its own copies
+		p.holdTarget = child.Name()
+		_ = child.Close() // the child holds its own copies
 		if err != nil {
-			_ = ptmx.Close()
+			_ = out.Close()
 			return nil, err
 		}
 		p.pid = cmd.Process.Pid
@@ -156,32 +169,28 @@ func spawn(build CommandFunc, argv []string, cwd string, env []string, tty bool)
 		// creack/pty returns a blocking master, whose Read Close cannot
 		// interrupt; a pollable one lets Close end the reader even when an
 		// escaped process still holds the terminal.
-		if p.out, err = pollable(ptmx, "/dev/ptmx"); err != nil {
-			p.out = ptmx
+		if p.out, err = pollable(out, "/dev/ptmx"); err != nil {
+			p.out = out
 		}
 		return p, nil
 	}
-	r, w, err := os.Pipe()
-	if err != nil {
-		return nil, err
-	}
-	cmd.Stdout, cmd.Stderr = w, w
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, child, child
 	if !attrs.Setsid {
 		attrs.Setpgid, attrs.Pgid = true, 0
 	}
 	cmd.SysProcAttr = attrs
 	err = cmd.Start()
-	_ = w.Close() // the child holds its own copy
+	_ = child.Close() // the child holds its own copy
 	if err != nil {
-		_ = r.Close()
+		_ = out.Close()
 		return nil, err
 	}
-	p.out = r
+	p.out = out
 	p.pid = cmd.Process.Pid
 	p.pgid = p.pid
 	// Stat, not Fd: Fd would put the pipe in blocking mode, and Close could
 	// no longer interrupt the reader.
-	if fi, err := r.Stat(); err == nil {
+	if fi, err := out.Stat(); err == nil {
 		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
 			p.holdTarget = fmt.Sprintf("pipe:[%d]", st.Ino)
 		}
@@ -211,21 +220,22 @@ func (p *process) readLoop(emit func([]byte)) {
 // its exit code: the code, or 128+signal when a signal killed it.
 func (p *process) waitLoop() {
 	err := reapLeader(p)
-	p.exitCode = exitCodeOf(p.cmd.ProcessState, err)
+	p.exitCode = exitCodeOf(p.cmd, err)
 	close(p.exited)
 }
 
-func exitCodeOf(ps *os.ProcessState, err error) int {
-	if ps == nil {
+func exitCodeOf(cmd *sandbox.Cmd, err error) int {
+	ws, ok := cmd.WaitStatus()
+	if !ok {
 		if err != nil {
 			return -1
 		}
 		return 0
 	}
-	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+	if ws.Signaled() {
 		return 128 + int(ws.Signal())
 	}
-	return ps.ExitCode()
+	return ws.ExitStatus()
 }
 
 // hasExited reports whether the leader was reaped.

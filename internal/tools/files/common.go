@@ -12,12 +12,24 @@ import (
 	"unicode/utf8"
 
 	"github.com/appserver/appserver/api"
+	"github.com/appserver/appserver/internal/fsguard"
 	"github.com/appserver/appserver/internal/registry"
 )
 
-// RootsFunc returns the workspace roots a call may read under; a nil or
-// empty result leaves the call unconfined.
-type RootsFunc func(inv registry.Invocation) []string
+// AccessFunc returns what a call may read: the thread's roots as
+// fsguard.ForThread computes them from its policies. A nil AccessFunc, or
+// an empty Access, confines the call to the turn's cwd.
+type AccessFunc func(inv registry.Invocation) fsguard.Access
+
+// accessOf returns the Access of inv under f.
+func accessOf(f AccessFunc, inv registry.Invocation) fsguard.Access {
+	if f != nil {
+		if a := f(inv); len(a.Read) > 0 || len(a.Write) > 0 {
+			return a
+		}
+	}
+	return fsguard.Dirs(inv.Turn.Cwd)
+}
 
 // ItemSink publishes the items a tool produces (the imageView item of
 // view_image) to the turn the call belongs to; it is the part of the turns
@@ -38,43 +50,6 @@ func functionArgs(tool string, inv registry.Invocation) (string, error) {
 		return "", fmt.Errorf("%s handler received unsupported payload", tool)
 	}
 	return p.Arguments, nil
-}
-
-// checkRoots fails when roots are configured and p (absolute) is outside
-// all of them, lexically or once symlinks are resolved.
-func checkRoots(roots RootsFunc, inv registry.Invocation, p string) error {
-	if roots == nil {
-		return nil
-	}
-	rs := roots(inv)
-	if len(rs) == 0 {
-		return nil
-	}
-	clean := filepath.Clean(p)
-	real, err := filepath.EvalSymlinks(clean)
-	if err != nil {
-		real = clean
-	}
-	for _, r := range rs {
-		r = filepath.Clean(r)
-		rr, err := filepath.EvalSymlinks(r)
-		if err != nil {
-			rr = r
-		}
-		if within(r, clean) && (within(rr, real) || within(r, real)) {
-			return nil
-		}
-	}
-	return fmt.Errorf("access denied: `%s` is outside the workspace roots (%s)", p, strings.Join(rs, ", "))
-}
-
-// within reports whether p is root or below it (both clean and absolute).
-func within(root, p string) bool {
-	rel, err := filepath.Rel(root, p)
-	if err != nil {
-		return false
-	}
-	return rel == "." || (rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)))
 }
 
 // resolvePath makes p absolute against cwd.

@@ -10,13 +10,22 @@
 // trained against Codex read them as usual. None of these tools changes the
 // workspace (IsMutating is false).
 //
-// The read tools are not confined by default (the reference reads anywhere
-// the sandbox allows); a Roots hook confines them to workspace roots.
+// Every path goes through internal/fsguard, the one rule of what the
+// daemon touches on a caller's behalf: the Access hook gives the thread's
+// roots (fsguard.ForThread: where its sandbox lets commands write, its
+// cwd under read-only, everywhere under full access; without a hook, the
+// turn's cwd), and the Guard refuses the daemon's own paths (data
+// directory, config, credentials, its /proc entries) to every thread.
+// Files are opened race-free through the guard; list_dir leaves refused
+// entries out; grep_files checks its path through the guard and runs
+// ripgrep inside the sandbox (read-only policy, no network, PATH and HOME
+// only), which hides the same paths.
 //
 // # Integration
 //
 // grep_files needs ripgrep (`rg`) on PATH; without it every call answers
-// "failed to launch rg: … Ensure ripgrep is installed and on PATH.".
+// "failed to launch rg: … Ensure ripgrep is installed and on PATH.". It
+// needs a Sandbox too, and refuses to search without one.
 // view_image takes the turn's sink (turns.ToolSink satisfies ItemSink)
 // for its imageView item. request_user_input takes an Asker
 // that sends item/tool/requestUserInput to the thread's client, sets the
@@ -28,7 +37,9 @@
 // # Dependencies
 //
 // Like every tool handler it knows nothing about threads, storage or
-// transports: the hooks above are its only way out. It must not import
+// transports: the hooks above are its only way out. It imports
+// internal/fsguard, internal/policy and internal/sandbox for the path rule
+// and ripgrep's confinement. It must not import
 // internal/turns, internal/tools/orchestrate, the store, internal/model,
 // internal/hub, internal/server, internal/httpapi or cmd.
 package files

@@ -13,7 +13,10 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/appserver/appserver/internal/fsguard"
+	"github.com/appserver/appserver/internal/policy"
 	"github.com/appserver/appserver/internal/registry"
+	"github.com/appserver/appserver/internal/sandbox"
 )
 
 // GrepFilesName is the tool name.
@@ -47,15 +50,31 @@ func GrepFilesSpec() registry.FunctionSpec {
 	}
 }
 
-// GrepFiles is the grep_files handler, running ripgrep. The zero value runs
-// "rg" from PATH with a 30 s timeout.
+// GrepFiles is the grep_files handler, running ripgrep inside the sandbox.
+// With a Sandbox set, the zero values of the other fields search below
+// the turn's cwd with "rg" from PATH and a 30 s timeout.
+//
+// The search path is checked by the guard first, like a read_file path.
+// ripgrep then runs under the read-only sandbox policy, without network,
+// whatever the thread's policy: the masked paths (the sandbox hides the
+// guard's list) are out of its sight, its /proc is its own, and its
+// environment holds only PATH and HOME. ripgrep does not follow symlinks
+// below the search path; a symlink swapped in during a search can only
+// show it what a read-only sandboxed command may read.
 type GrepFiles struct {
 	// RgPath is the ripgrep binary; "" looks up "rg" in PATH.
 	RgPath string
 	// Timeout bounds one run; 0 means GrepTimeout.
 	Timeout time.Duration
-	// Roots, when set, confines searches to the workspace roots.
-	Roots RootsFunc
+	// Guard refuses the daemon's own paths; nil masks nothing. The
+	// sandbox must hide the same paths (sandbox.Options.Hidden =
+	// Guard.Masked()).
+	Guard *fsguard.Guard
+	// Access returns what a call may search; nil is the turn's cwd.
+	Access AccessFunc
+	// Sandbox runs ripgrep; nil refuses every search rather than run it
+	// unconfined.
+	Sandbox *sandbox.Sandbox
 }
 
 var _ registry.Handler = (*GrepFiles)(nil)
@@ -111,10 +130,10 @@ func (h *GrepFiles) Handle(ctx context.Context, inv registry.Invocation) (regist
 	if a.Path != nil {
 		search = resolvePath(inv.Turn.Cwd, *a.Path)
 	}
-	if err := checkRoots(h.Roots, inv, search); err != nil {
-		return registry.Output{}, err
-	}
-	if _, err := os.Stat(search); err != nil {
+	if _, err := h.Guard.Stat(ctx, accessOf(h.Access, inv), search); err != nil {
+		if errors.Is(err, fsguard.ErrDenied) {
+			return registry.Output{}, err
+		}
 		return registry.Output{}, fmt.Errorf("unable to access `%s`: %s", search, ioErrorText(err))
 	}
 	include := ""
@@ -143,8 +162,15 @@ func (e *missingRgError) Error() string {
 
 func (e *missingRgError) Is(target error) bool { return target == ErrRipgrepMissing }
 
-// run executes ripgrep and returns up to limit result paths.
+// ErrNoSandbox is the answer of a GrepFiles without a Sandbox.
+var ErrNoSandbox = errors.New("grep_files is unavailable: ripgrep runs only inside the sandbox, and none is configured")
+
+// run executes ripgrep in the sandbox and returns up to limit result
+// paths.
 func (h *GrepFiles) run(ctx context.Context, pattern, include, search string, limit int, cwd string) ([]string, error) {
+	if h.Sandbox == nil {
+		return nil, ErrNoSandbox
+	}
 	rg := h.RgPath
 	if rg == "" {
 		rg = "rg"
@@ -164,8 +190,15 @@ func (h *GrepFiles) run(ctx context.Context, pattern, include, search string, li
 		args = append(args, "--glob", include)
 	}
 	args = append(args, "--", search)
-	cmd := exec.CommandContext(rctx, bin, args...)
-	cmd.Dir = cwd
+	cmd, err := h.Sandbox.CommandFor(rctx, sandbox.Request{
+		Policy: policy.SandboxPolicy{Kind: policy.ReadOnly},
+		Cwd:    cwd,
+		Argv:   append([]string{bin}, args...),
+		Env:    grepEnv(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("rg failed: %v", err)
+	}
 	cmd.WaitDelay = time.Second
 	var stderr capped
 	cmd.Stderr = &stderr
@@ -174,7 +207,7 @@ func (h *GrepFiles) run(ctx context.Context, pattern, include, search string, li
 		return nil, err
 	}
 	if err := cmd.Start(); err != nil {
-		return nil, &missingRgError{cause: err}
+		return nil, fmt.Errorf("rg failed: %v", err)
 	}
 	var paths []string
 	sc := bufio.NewScanner(stdout)
@@ -209,14 +242,28 @@ func (h *GrepFiles) run(ctx context.Context, pattern, include, search string, li
 		}
 		code = ee.ExitCode()
 	}
-	switch code {
-	case 0:
+	switch {
+	case code == 0:
 		return paths, nil
-	case 1:
+	case code == 1 && stderr.Len() == 0:
+		// No match. With --no-messages, ripgrep says nothing then; the
+		// sandbox's own failures (bubblewrap exits 1 too) say something.
 		return nil, nil
 	default:
 		return nil, fmt.Errorf("rg failed: %s", stderr.String())
 	}
+}
+
+// grepEnv is ripgrep's environment: what it needs to find itself and the
+// user's global gitignore, nothing of the daemon's secrets.
+func grepEnv() []string {
+	var env []string
+	for _, k := range []string{"PATH", "HOME"} {
+		if v, ok := os.LookupEnv(k); ok {
+			env = append(env, k+"="+v)
+		}
+	}
+	return env
 }
 
 // capped is a bytes.Buffer that keeps only the first stderrCap bytes.

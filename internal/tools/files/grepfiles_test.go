@@ -38,7 +38,7 @@ func touch(t *testing.T, p string, at time.Time) {
 
 func TestGrepFilesNewestFirst(t *testing.T) {
 	requireRg(t)
-	e := newEnv(t, &GrepFiles{})
+	e := newEnv(t, &GrepFiles{Sandbox: testSandbox(t)})
 	base := time.Now().Add(-time.Hour)
 	old := e.write(t, "old.txt", "alpha beta")
 	mid := e.write(t, "src/mid.rs", "fn alpha() {}")
@@ -67,7 +67,7 @@ func TestGrepFilesNewestFirst(t *testing.T) {
 
 func TestGrepFilesLimitCap(t *testing.T) {
 	requireRg(t)
-	e := newEnv(t, &GrepFiles{})
+	e := newEnv(t, &GrepFiles{Sandbox: testSandbox(t)})
 	for i := 0; i < GrepMaxLimit+30; i++ {
 		e.write(t, filepath.Join("d", fmt.Sprintf("f%04d.txt", i)), "needle\n")
 	}
@@ -79,7 +79,7 @@ func TestGrepFilesLimitCap(t *testing.T) {
 
 func TestGrepFilesErrors(t *testing.T) {
 	requireRg(t)
-	e := newEnv(t, &GrepFiles{})
+	e := newEnv(t, &GrepFiles{Sandbox: testSandbox(t)})
 	e.write(t, "a.txt", "alpha")
 	cases := []struct {
 		args any
@@ -102,13 +102,13 @@ func TestGrepFilesErrors(t *testing.T) {
 // TestGrepFilesWithoutRipgrep needs no ripgrep: a missing binary is a clear
 // error for the model, never an empty result.
 func TestGrepFilesWithoutRipgrep(t *testing.T) {
-	e := newEnv(t, &GrepFiles{RgPath: filepath.Join(t.TempDir(), "no-rg")})
+	e := newEnv(t, &GrepFiles{RgPath: filepath.Join(t.TempDir(), "no-rg"), Sandbox: testSandbox(t)})
 	e.write(t, "a.txt", "alpha")
 	wantErr(t, e.call(t, GrepFilesName, map[string]any{"pattern": "alpha"}),
 		"failed to launch rg: No such file or directory (os error 2). Ensure ripgrep is installed and on PATH.")
 
 	t.Setenv("PATH", t.TempDir())
-	h := &GrepFiles{}
+	h := &GrepFiles{Sandbox: testSandbox(t)}
 	_, err := h.Handle(context.Background(), registry.Invocation{
 		Call: registry.Call{Name: GrepFilesName, Payload: registry.FunctionPayload{Arguments: `{"pattern":"alpha"}`}},
 		Turn: registry.TurnContext{Cwd: e.dir},
@@ -123,7 +123,7 @@ func TestGrepFilesTimeout(t *testing.T) {
 	if err := os.WriteFile(slow, []byte("#!/bin/sh\nexec sleep 30\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	e := newEnv(t, &GrepFiles{RgPath: slow, Timeout: 200 * time.Millisecond})
+	e := newEnv(t, &GrepFiles{RgPath: slow, Timeout: 200 * time.Millisecond, Sandbox: testSandbox(t)})
 	out := e.call(t, GrepFilesName, map[string]any{"pattern": "alpha"})
 	if out.Succeeded() || !strings.HasPrefix(out.Text, "rg timed out after ") {
 		t.Fatalf("timeout: %+v", out)

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/appserver/appserver/internal/registry"
+	"github.com/appserver/appserver/internal/sandbox"
 )
 
 // registrar is what every handler of this package offers.
@@ -26,6 +27,12 @@ type env struct {
 
 func newEnv(t *testing.T, tools ...registrar) *env {
 	t.Helper()
+	return newEnvIn(t, t.TempDir(), tools...)
+}
+
+// newEnvIn is newEnv with the workspace dir.
+func newEnvIn(t *testing.T, dir string, tools ...registrar) *env {
+	t.Helper()
 	b := registry.NewBuilder(registry.Config{})
 	for _, h := range tools {
 		if err := h.Register(b); err != nil {
@@ -33,7 +40,6 @@ func newEnv(t *testing.T, tools ...registrar) *env {
 		}
 	}
 	specs, reg := b.Build()
-	dir := t.TempDir()
 	// Resolve /tmp symlinks so paths in outputs compare equal.
 	if real, err := filepath.EvalSymlinks(dir); err == nil {
 		dir = real
@@ -80,6 +86,18 @@ func (e *env) write(t *testing.T, rel, content string) string {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// testSandbox is a sandbox hiding hidden from commands, closed with the
+// test.
+func testSandbox(t *testing.T, hidden ...string) *sandbox.Sandbox {
+	t.Helper()
+	sb, err := sandbox.New(sandbox.Options{Hidden: hidden})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sb.Close)
+	return sb
 }
 
 func wantOK(t *testing.T, out registry.Output, want string) {

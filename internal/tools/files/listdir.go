@@ -5,11 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 
+	"github.com/appserver/appserver/internal/fsguard"
 	"github.com/appserver/appserver/internal/lossy"
 	"github.com/appserver/appserver/internal/registry"
 )
@@ -43,10 +43,13 @@ func ListDirSpec() registry.FunctionSpec {
 	}
 }
 
-// ListDir is the list_dir handler. The zero value is ready to use.
+// ListDir is the list_dir handler. The zero value lists below the turn's
+// cwd, with nothing masked.
 type ListDir struct {
-	// Roots, when set, confines listings to the workspace roots.
-	Roots RootsFunc
+	// Guard refuses the daemon's own paths; nil masks nothing.
+	Guard *fsguard.Guard
+	// Access returns what a call may read; nil is the turn's cwd.
+	Access AccessFunc
 }
 
 var _ registry.Handler = (*ListDir)(nil)
@@ -79,7 +82,7 @@ type dirEntry struct {
 // entry (two spaces of indent per level, "/" after directories, "@" after
 // symlinks, "?" after other types), then "More than <n> entries found" when
 // entries remain beyond the page.
-func (h *ListDir) Handle(_ context.Context, inv registry.Invocation) (registry.Output, error) {
+func (h *ListDir) Handle(ctx context.Context, inv registry.Invocation) (registry.Output, error) {
 	raw, err := functionArgs(ListDirName, inv)
 	if err != nil {
 		return registry.Output{}, err
@@ -114,10 +117,9 @@ func (h *ListDir) Handle(_ context.Context, inv registry.Invocation) (registry.O
 		return registry.Output{}, errors.New("dir_path must be an absolute path")
 	}
 	path := *a.DirPath
-	if err := checkRoots(h.Roots, inv, path); err != nil {
-		return registry.Output{}, err
-	}
-	lines, err := listDirSlice(path, offset, limit, depth)
+	lines, err := listDirSlice(func(dir string) ([]fs.DirEntry, error) {
+		return h.Guard.ReadDir(ctx, accessOf(h.Access, inv), dir)
+	}, path, offset, limit, depth)
 	if err != nil {
 		return registry.Output{}, err
 	}
@@ -125,12 +127,16 @@ func (h *ListDir) Handle(_ context.Context, inv registry.Invocation) (registry.O
 	return registry.TextOutput(strings.Join(out, "\n"), true), nil
 }
 
+// readDirFunc lists one directory (through the guard, which leaves out
+// what the caller may not see).
+type readDirFunc func(dir string) ([]fs.DirEntry, error)
+
 // listDirSlice walks path breadth-first to depth levels (entries of each
 // directory sorted by name), takes the page [offset-1, offset-1+limit) of
 // that order and sorts the page by relative path, so children follow their
-// directory.
-func listDirSlice(path string, offset, limit, depth int) ([]string, error) {
-	entries, err := collectEntries(path, depth)
+// directory. Symlinks are listed, not followed.
+func listDirSlice(readDir readDirFunc, path string, offset, limit, depth int) ([]string, error) {
+	entries, err := collectEntries(readDir, path, depth)
 	if err != nil {
 		return nil, err
 	}
@@ -159,7 +165,7 @@ func listDirSlice(path string, offset, limit, depth int) ([]string, error) {
 	return lines, nil
 }
 
-func collectEntries(root string, depth int) ([]dirEntry, error) {
+func collectEntries(readDir readDirFunc, root string, depth int) ([]dirEntry, error) {
 	type dir struct {
 		path   string
 		rel    string
@@ -170,12 +176,10 @@ func collectEntries(root string, depth int) ([]dirEntry, error) {
 	for len(queue) > 0 {
 		cur := queue[0]
 		queue = queue[1:]
-		f, err := os.Open(cur.path)
-		if err != nil {
-			return nil, fmt.Errorf("failed to read directory: %s", ioErrorText(err))
+		des, err := readDir(cur.path)
+		if errors.Is(err, fsguard.ErrDenied) {
+			return nil, err
 		}
-		des, err := f.ReadDir(-1)
-		_ = f.Close()
 		if err != nil {
 			return nil, fmt.Errorf("failed to read directory: %s", ioErrorText(err))
 		}

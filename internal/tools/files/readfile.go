@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/appserver/appserver/internal/fsguard"
 	"github.com/appserver/appserver/internal/lossy"
 	"github.com/appserver/appserver/internal/registry"
 )
@@ -57,10 +58,13 @@ func ReadFileSpec() registry.FunctionSpec {
 	}
 }
 
-// ReadFile is the read_file handler. The zero value is ready to use.
+// ReadFile is the read_file handler. The zero value reads below the
+// turn's cwd, with nothing masked.
 type ReadFile struct {
-	// Roots, when set, confines reads to the workspace roots.
-	Roots RootsFunc
+	// Guard refuses the daemon's own paths; nil masks nothing.
+	Guard *fsguard.Guard
+	// Access returns what a call may read; nil is the turn's cwd.
+	Access AccessFunc
 }
 
 var _ registry.Handler = (*ReadFile)(nil)
@@ -170,14 +174,21 @@ func (h *ReadFile) Handle(ctx context.Context, inv registry.Invocation) (registr
 	if !filepath.IsAbs(path) {
 		return registry.Output{}, errors.New("file_path must be an absolute path")
 	}
-	if err := checkRoots(h.Roots, inv, path); err != nil {
+	if indentMode {
+		if err := opts.validate(); err != nil {
+			return registry.Output{}, err
+		}
+	}
+	f, err := openForRead(ctx, h.Guard, accessOf(h.Access, inv), path)
+	if err != nil {
 		return registry.Output{}, err
 	}
+	defer f.Close()
 	var lines []string
 	if indentMode {
-		lines, err = readBlock(ctx, path, offset, limit, opts)
+		lines, err = readBlock(ctx, f, offset, limit, opts)
 	} else {
-		lines, err = readSlice(ctx, path, offset, limit)
+		lines, err = readSlice(ctx, f, offset, limit)
 	}
 	if err != nil {
 		return registry.Output{}, err
@@ -244,30 +255,27 @@ func scanLines(ctx context.Context, r io.Reader, fn func(line []byte, number int
 // MaxLineBytes.
 func formatLine(b []byte) string { return cutBytes(lossy.String(b), MaxLineBytes) }
 
-// openForRead opens a file for reading. Special files (FIFOs, devices,
-// sockets) are refused: opening or reading them could block the call
-// forever.
-func openForRead(path string) (*os.File, error) {
-	if st, err := os.Stat(path); err == nil && !st.Mode().IsRegular() && !st.IsDir() {
+// openForRead opens a file for reading through the guard: a refused path
+// answers the guard's reason; special files (FIFOs, devices, sockets) are
+// refused, as opening or reading them could block the call forever.
+func openForRead(ctx context.Context, g *fsguard.Guard, a fsguard.Access, path string) (*os.File, error) {
+	f, err := g.OpenRead(ctx, a, path)
+	switch {
+	case err == nil:
+		return f, nil
+	case errors.Is(err, fsguard.ErrDenied):
+		return nil, err
+	case errors.Is(err, fsguard.ErrNotRegular):
 		return nil, fmt.Errorf("failed to read file: `%s` is not a regular file", path)
 	}
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("failed to read file: %s", ioErrorText(err))
-	}
-	return f, nil
+	return nil, fmt.Errorf("failed to read file: %s", ioErrorText(err))
 }
 
-// readSlice returns up to limit lines from offset.
-func readSlice(ctx context.Context, path string, offset, limit int) ([]string, error) {
-	f, err := openForRead(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
+// readSlice returns up to limit lines of f from offset.
+func readSlice(ctx context.Context, f io.Reader, offset, limit int) ([]string, error) {
 	var out []string
 	seen := 0
-	err = scanLines(ctx, f, func(line []byte, n int) bool {
+	err := scanLines(ctx, f, func(line []byte, n int) bool {
 		seen = n
 		if n < offset {
 			return true
@@ -285,6 +293,18 @@ func readSlice(ctx context.Context, path string, offset, limit int) ([]string, e
 		return nil, errors.New("offset exceeds file length")
 	}
 	return out, nil
+}
+
+// validate refuses the indentation options that cannot select a block
+// (offset and limit are already at least 1), before the file is opened.
+func (o indentOptions) validate() error {
+	if o.hasAnchor && o.anchorLine == 0 {
+		return errors.New("anchor_line must be a 1-indexed line number")
+	}
+	if o.hasMaxLines && o.maxLines == 0 {
+		return errors.New("max_lines must be greater than zero")
+	}
+	return nil
 }
 
 // lineRecord is one line in indentation mode.
@@ -326,26 +346,15 @@ func newLineRecord(line []byte, n int) lineRecord {
 // indent are allowed too when include_header), up to min(limit, max_lines,
 // file length) lines; blank lines inherit the previous line's indent and are
 // trimmed from both ends of the result.
-func readBlock(ctx context.Context, path string, offset, limit int, o indentOptions) ([]string, error) {
+func readBlock(ctx context.Context, f io.Reader, offset, limit int, o indentOptions) ([]string, error) {
 	anchor := offset
 	if o.hasAnchor {
 		anchor = o.anchorLine
-	}
-	if anchor == 0 {
-		return nil, errors.New("anchor_line must be a 1-indexed line number")
 	}
 	guard := limit
 	if o.hasMaxLines {
 		guard = o.maxLines
 	}
-	if guard == 0 {
-		return nil, errors.New("max_lines must be greater than zero")
-	}
-	f, err := openForRead(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
 	var recs []lineRecord
 	if err := scanLines(ctx, f, func(line []byte, n int) bool {
 		recs = append(recs, newLineRecord(line, n))

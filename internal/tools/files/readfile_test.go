@@ -3,8 +3,10 @@ package files
 import (
 	"fmt"
 	"strings"
+	"syscall"
 	"testing"
 
+	"github.com/appserver/appserver/internal/fsguard"
 	"github.com/appserver/appserver/internal/registry"
 )
 
@@ -54,6 +56,10 @@ func TestReadFileErrors(t *testing.T) {
 	e := newEnv(t, &ReadFile{})
 	p := e.write(t, "only.txt", "only\n")
 	empty := e.write(t, "empty.txt", "")
+	fifo := e.path("fifo")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	cases := []struct {
 		args any
 		want string
@@ -65,7 +71,7 @@ func TestReadFileErrors(t *testing.T) {
 		{map[string]any{"file_path": "only.txt"}, "file_path must be an absolute path"},
 		{map[string]any{"file_path": e.path("missing.txt")}, "failed to read file: No such file or directory (os error 2)"},
 		{map[string]any{"file_path": e.dir}, "failed to read file: Is a directory (os error 21)"},
-		{map[string]any{"file_path": "/dev/zero"}, "failed to read file: `/dev/zero` is not a regular file"},
+		{map[string]any{"file_path": fifo}, "failed to read file: `" + fifo + "` is not a regular file"},
 		{map[string]any{"offset": 1}, "failed to parse function arguments: missing field `file_path`"},
 		{map[string]any{"file_path": p, "mode": "lines"}, "failed to parse function arguments: unknown variant `lines`, expected `slice` or `indentation`"},
 		{map[string]any{"file_path": p, "offset": -1}, "failed to parse function arguments: invalid value: integer `-1`, expected usize for field `offset`"},
@@ -80,7 +86,7 @@ func TestReadFileErrors(t *testing.T) {
 }
 
 func TestReadFileRoots(t *testing.T) {
-	e := newEnv(t, &ReadFile{Roots: func(inv registry.Invocation) []string { return []string{inv.Turn.Cwd} }})
+	e := newEnv(t, &ReadFile{Access: func(inv registry.Invocation) fsguard.Access { return fsguard.Dirs(inv.Turn.Cwd) }})
 	p := e.write(t, "in.txt", "inside\n")
 	wantOK(t, e.call(t, ReadFileName, map[string]any{"file_path": p}), "L1: inside")
 	out := e.call(t, ReadFileName, map[string]any{"file_path": "/etc/hostname"})

@@ -13,10 +13,11 @@ import (
 	"image/png"
 	"io"
 	"math"
-	"os"
+	"syscall"
 	"time"
 
 	"github.com/appserver/appserver/api"
+	"github.com/appserver/appserver/internal/fsguard"
 	"github.com/appserver/appserver/internal/registry"
 )
 
@@ -53,7 +54,8 @@ func ViewImageSpec() registry.FunctionSpec {
 
 // ViewImage is the view_image handler: it loads a local PNG, JPEG or GIF
 // image and answers it as an input_image content item holding a data URL,
-// which the next model request carries. The zero value is ready to use.
+// which the next model request carries. The zero value reads below the
+// turn's cwd, with nothing masked.
 type ViewImage struct {
 	// Items, when set, receives the imageView item of each successful call
 	// (item/started then item/completed).
@@ -62,8 +64,10 @@ type ViewImage struct {
 	MaxBytes int64
 	// MaxPixels caps width × height; 0 means DefaultMaxImagePixels.
 	MaxPixels int64
-	// Roots, when set, confines paths to the workspace roots.
-	Roots RootsFunc
+	// Guard refuses the daemon's own paths; nil masks nothing.
+	Guard *fsguard.Guard
+	// Access returns what a call may read; nil is the turn's cwd.
+	Access AccessFunc
 	// Now is the clock of item timestamps; nil uses time.Now.
 	Now func() time.Time
 }
@@ -103,11 +107,8 @@ func (h *ViewImage) Handle(ctx context.Context, inv registry.Invocation) (regist
 		return registry.Output{}, registry.ArgumentsError(errors.New("missing field `path`"))
 	}
 	abs := resolvePath(inv.Turn.Cwd, *a.Path)
-	if err := checkRoots(h.Roots, inv, abs); err != nil {
-		return registry.Output{}, err
-	}
 	started := h.now()
-	url, err := h.load(abs)
+	url, err := h.load(ctx, accessOf(h.Access, inv), abs)
 	if err != nil {
 		return registry.Output{}, err
 	}
@@ -131,13 +132,20 @@ func (h *ViewImage) now() time.Time {
 
 // load reads, checks and (when too large) scales the image, returning its
 // data URL.
-func (h *ViewImage) load(abs string) (string, error) {
-	st, err := os.Stat(abs)
-	if err != nil {
+func (h *ViewImage) load(ctx context.Context, a fsguard.Access, abs string) (string, error) {
+	f, err := h.Guard.OpenRead(ctx, a, abs)
+	switch {
+	case errors.Is(err, fsguard.ErrDenied):
+		return "", err
+	case errors.Is(err, fsguard.ErrNotRegular), errors.Is(err, syscall.EISDIR):
+		return "", fmt.Errorf("image path `%s` is not a file", abs)
+	case err != nil:
 		return "", fmt.Errorf("unable to locate image at `%s`: %s", abs, ioErrorText(err))
 	}
-	if !st.Mode().IsRegular() {
-		return "", fmt.Errorf("image path `%s` is not a file", abs)
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return "", fmt.Errorf("unable to read image at `%s`: %s", abs, ioErrorText(err))
 	}
 	maxBytes := h.MaxBytes
 	if maxBytes <= 0 {
@@ -146,12 +154,7 @@ func (h *ViewImage) load(abs string) (string, error) {
 	if st.Size() > maxBytes {
 		return "", fmt.Errorf("unable to process image at `%s`: the file is %d bytes, more than the %d-byte limit", abs, st.Size(), maxBytes)
 	}
-	f, err := os.Open(abs)
-	if err != nil {
-		return "", fmt.Errorf("unable to read image at `%s`: %s", abs, ioErrorText(err))
-	}
 	data, err := io.ReadAll(io.LimitReader(f, maxBytes+1))
-	_ = f.Close()
 	if err != nil {
 		return "", fmt.Errorf("unable to read image at `%s`: %s", abs, ioErrorText(err))
 	}

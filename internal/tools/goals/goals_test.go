@@ -6,13 +6,10 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
 	"github.com/appserver/appserver/api"
 	"github.com/appserver/appserver/internal/registry"
 )
-
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // fakeGoals is a thread's goal in memory.
 type fakeGoals struct{ goal *api.ThreadGoal }

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/appserver/appserver/api"
+	"github.com/appserver/appserver/internal/principal"
 	"github.com/appserver/appserver/internal/registry"
 	"github.com/appserver/appserver/internal/tools/agents"
 	"github.com/appserver/appserver/internal/turns"
@@ -17,6 +18,8 @@ func agentState(st turns.AgentState) agents.State {
 }
 
 func (t childThreads) Depth() int { return t.c.Depth() }
+
+func (t childThreads) AgentPath() string { return t.c.AgentPath() }
 
 func (t childThreads) Spawn(ctx context.Context, sp agents.Spawn) (agents.Spawned, error) {
 	child, err := t.c.Spawn(ctx, turns.SpawnParams{
@@ -43,6 +46,10 @@ func (t childThreads) SendInput(ctx context.Context, id string, input []api.User
 	return t.c.SendInput(ctx, id, input, interrupt)
 }
 
+func (t childThreads) Message(ctx context.Context, id, text string) error {
+	return t.c.Message(ctx, id, text)
+}
+
 func (t childThreads) Wait(ctx context.Context, id string) (agents.State, error) {
 	st, err := t.c.Wait(ctx, id)
 	return agentState(st), err
@@ -58,11 +65,18 @@ func (t childThreads) Interrupt(ctx context.Context, id string) (agents.State, e
 	return agentState(st), err
 }
 
-// registerAgents adds the multi_agent_v1 tools when the thread turned
-// features.multi_agent on.
+// registerAgents adds the collaboration tools: the v2 namespace when the
+// thread turned features.multi_agent_v2 on, else multi_agent_v1 when it
+// turned features.multi_agent on.
 func (s *Service) registerAgents(b *registry.Builder, tc turns.ToolContext, sw switches) error {
-	if !sw.multiAgent || tc.Children == nil {
+	if tc.Children == nil {
 		return nil
 	}
-	return s.agents.Register(b, tc.ThreadID, childThreads{tc.Children}, tc.Sink)
+	switch {
+	case sw.multiAgentV2:
+		return s.agents.RegisterV2(b, tc.ThreadID, principal.NameOf(tc.Originator), childThreads{tc.Children}, tc.Sink)
+	case sw.multiAgent:
+		return s.agents.Register(b, tc.ThreadID, principal.NameOf(tc.Originator), childThreads{tc.Children}, tc.Sink)
+	}
+	return nil
 }

@@ -13,46 +13,55 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/appserver/appserver/api"
+	"github.com/appserver/appserver/internal/hub"
 	"github.com/appserver/appserver/internal/model"
 	"github.com/appserver/appserver/internal/model/fakemodel"
+	"github.com/appserver/appserver/internal/principal"
 	"github.com/appserver/appserver/internal/store/sqlite"
 	"github.com/appserver/appserver/internal/tools/agents"
 	"github.com/appserver/appserver/internal/turns"
 )
 
-// turnEnds collects the turn/completed notifications the parent's client
-// (connection 1) gets, and its completed collabAgentToolCall items.
+// turnEnds is the parent's client (connection 1 of the rig's hub): it
+// collects the turn/completed notifications it gets, its completed
+// collabAgentToolCall items and the archived threads, and answers the
+// server requests it is offered with req (none taken without one).
 type turnEnds struct {
-	ch chan api.TurnCompletedNotification
+	ch  chan api.TurnCompletedNotification
+	req *approvals
 
 	mu       sync.Mutex
 	collab   []*api.CollabAgentToolCallItem
 	archived []string // thread/archived thread ids, in order
 }
 
-func (n *turnEnds) Broadcast(method string, params any) {
-	if method == "thread/archived" {
+func (n *turnEnds) Notify(note *hub.Notification) {
+	switch p := note.Params.(type) {
+	case api.ThreadArchivedNotification:
 		n.mu.Lock()
-		n.archived = append(n.archived, params.(api.ThreadArchivedNotification).ThreadID)
+		n.archived = append(n.archived, p.ThreadID)
 		n.mu.Unlock()
-	}
-}
-
-func (n *turnEnds) Send(to []turns.ConnID, method string, params any) {
-	if !slices.Contains(to, 1) {
-		return
-	}
-	switch method {
-	case "turn/completed":
-		n.ch <- params.(api.TurnCompletedNotification)
-	case "item/completed":
-		if it, ok := params.(api.ItemCompletedNotification).Item.Body.(*api.CollabAgentToolCallItem); ok {
+	case api.TurnCompletedNotification:
+		n.ch <- p
+	case api.ItemCompletedNotification:
+		if it, ok := p.Item.Body.(*api.CollabAgentToolCallItem); ok {
 			n.mu.Lock()
 			n.collab = append(n.collab, it)
 			n.mu.Unlock()
 		}
 	}
 }
+
+func (n *turnEnds) Request(r *hub.Request, _ int64) bool {
+	if n.req == nil {
+		return false
+	}
+	n.req.record(r)
+	r.Answer(1, json.RawMessage(`{"decision":"decline"}`), nil)
+	return true
+}
+
+func (n *turnEnds) Settled(*hub.Request) {}
 
 // collabItems are the completed collabAgentToolCall items seen so far.
 func (n *turnEnds) collabItems() []*api.CollabAgentToolCallItem {
@@ -87,8 +96,8 @@ func newAgentsRig(t *testing.T, script string, cfg agents.Config) *agentsRig {
 	return newAgentsRigWith(t, script, cfg, nil)
 }
 
-// newAgentsRigWith is newAgentsRig whose server requests go to req.
-func newAgentsRigWith(t *testing.T, script string, cfg agents.Config, req turns.ServerRequester) *agentsRig {
+// newAgentsRigWith is newAgentsRig whose server requests req answers.
+func newAgentsRigWith(t *testing.T, script string, cfg agents.Config, req *approvals) *agentsRig {
 	t.Helper()
 	st, err := sqlite.Open(context.Background(), sqlite.Config{Path: filepath.Join(t.TempDir(), "a.db"), Migrate: true})
 	require.NoError(t, err)
@@ -101,9 +110,13 @@ func newAgentsRigWith(t *testing.T, script string, cfg agents.Config, req turns.
 	client, err := model.New(model.ProviderConfig{BaseURL: fake.URL(), MaxRetries: -1}, nil)
 	require.NoError(t, err)
 	s := newService(t, Config{MultiAgent: cfg})
-	ends := &turnEnds{ch: make(chan api.TurnCompletedNotification, 64)}
+	ends := &turnEnds{ch: make(chan api.TurnCompletedNotification, 64), req: req}
+	h := hub.New(hub.Config{})
+	t.Cleanup(h.Close)
+	h.Attach(h.NewConnID(), ends, hub.AttachOptions{}) // connection 1
 	m, err := turns.New(turns.Config{
-		Store: st, Notifier: ends, Models: fixedModel{client}, Tools: s.Build, Requests: req,
+		Store: st, Sink: h, Models: fixedModel{client}, Tools: s.Build,
+		ThreadUnloaded: s.ThreadUnloaded, ChildTurn: s.ChildTurn,
 		Defaults: turns.Defaults{Model: "fake", ModelProvider: "fake", Cwd: t.TempDir(), ApprovalPolicy: "never", SandboxMode: "read-only"},
 	})
 	require.NoError(t, err)
@@ -115,20 +128,33 @@ func newAgentsRigWith(t *testing.T, script string, cfg agents.Config, req turns.
 // and a turn on text; it returns the thread and turn ids.
 func (r *agentsRig) startParent(t *testing.T, text string) (string, string) {
 	t.Helper()
+	return r.startParentAs(t, principal.Operator(), text)
+}
+
+// startParentAs is startParent for a principal's thread.
+func (r *agentsRig) startParentAs(t *testing.T, who principal.Principal, text string) (string, string) {
+	t.Helper()
 	ctx := context.Background()
 	cfg := map[string]json.RawMessage{}
 	if r.multi != nil {
 		cfg["features.multi_agent"], _ = json.Marshal(*r.multi)
 	}
-	th, after, err := r.m.StartThread(ctx, turns.Caller{Conn: 1}, api.ThreadStartParams{Config: cfg, ApprovalPolicy: r.approval})
+	c := turns.Caller{Conn: 1, ClientName: who.ClientName(""), Principal: who}
+	th, after, err := r.m.StartThread(ctx, c, api.ThreadStartParams{Config: cfg, ApprovalPolicy: r.approval})
 	require.NoError(t, err)
 	after()
-	tu, after, err := r.m.StartTurn(ctx, turns.Caller{Conn: 1}, api.TurnStartParams{
-		ThreadID: th.Thread.ID, Input: api.List[api.UserInput]{{Type: api.UserInputText, Text: text}},
+	return th.Thread.ID, r.turn(t, who, th.Thread.ID, text)
+}
+
+// turn starts a turn of who on the thread; it returns its id.
+func (r *agentsRig) turn(t *testing.T, who principal.Principal, threadID, text string) string {
+	t.Helper()
+	tu, after, err := r.m.StartTurn(context.Background(), turns.Caller{Conn: 1, ClientName: who.ClientName(""), Principal: who}, api.TurnStartParams{
+		ThreadID: threadID, Input: api.List[api.UserInput]{{Type: api.UserInputText, Text: text}},
 	})
 	require.NoError(t, err)
 	after()
-	return th.Thread.ID, tu.Turn.ID
+	return tu.Turn.ID
 }
 
 // parentEnd waits for the parent's turn/completed; the ends of other
@@ -291,7 +317,7 @@ func TestSpawnThenWaitReturnsTheChildsAnswer(t *testing.T) {
 
 	// thread/list shows the child only when asked for sub-agents.
 	listed := func(kinds ...api.ThreadSourceKind) []string {
-		res, err := r.m.ListThreads(context.Background(), api.ThreadListParams{SourceKinds: kinds})
+		res, err := r.m.ListThreads(context.Background(), principal.Operator(), api.ThreadListParams{SourceKinds: kinds})
 		require.NoError(t, err)
 		var ids []string
 		for _, th := range res.Data {
@@ -368,14 +394,13 @@ type approvals struct {
 	seen []string // "thread id|method|params thread id"
 }
 
-func (a *approvals) Request(_ context.Context, threadID, method string, params any) (json.RawMessage, api.RequestID, bool, error) {
-	p, _ := params.(*api.CommandExecutionRequestApprovalParams)
+func (a *approvals) record(r *hub.Request) {
+	p, _ := r.Params.(*api.CommandExecutionRequestApprovalParams)
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if p != nil {
-		a.seen = append(a.seen, threadID+"|"+method+"|"+p.ThreadID)
+		a.seen = append(a.seen, r.ThreadID+"|"+r.Method+"|"+p.ThreadID)
 	}
-	return json.RawMessage(`{"decision":"decline"}`), api.RequestID{}, false, nil
 }
 
 // A child nobody watches asks its approvals of the parent's clients, the
@@ -465,6 +490,48 @@ func TestMultiAgentToolsAreOptIn(t *testing.T) {
 		require.Len(t, reqs, 1)
 		require.Equal(t, tc.want, strings.Contains(string(reqs[0].Body), `"multi_agent_v1"`), "daemon %v, thread %v", tc.daemon, tc.thread)
 	}
+}
+
+// A configuration write that turns features.multi_agent on applies to the
+// next turn of every thread of its writer, one started before included,
+// and to no one else's; a thread's own override still wins.
+func TestMultiAgentFollowsTheLiveConfiguration(t *testing.T) {
+	r := newAgentsRig(t, `{"steps":[{"text":"ok"}]}`, agents.Config{Enabled: false})
+	r.multi = nil
+	rules, err := principal.New(principal.Config{Roots: map[string][]string{"alice": nil}, WorkspacesDir: t.TempDir()})
+	require.NoError(t, err)
+	alice, _ := rules.Get("alice")
+	offered := func() bool {
+		t.Helper()
+		reqs := r.fake.Requests()
+		return strings.Contains(string(reqs[len(reqs)-1].Body), `"multi_agent_v1"`)
+	}
+	before, _ := r.startParent(t, "hi")
+	r.parentEnd(t, before)
+	require.False(t, offered(), "off by default")
+
+	live := turns.LiveDefaults{Model: "fake", ModelProvider: "fake", ApprovalPolicy: "never", SandboxMode: "read-only",
+		Features: map[string]bool{"multi_agent": true}}
+	r.m.UpdateDefaults("", live)
+	r.turn(t, principal.Operator(), before, "again")
+	r.parentEnd(t, before)
+	require.True(t, offered(), "the next turn of a thread started before the write")
+	after, _ := r.startParent(t, "hi")
+	r.parentEnd(t, after)
+	require.True(t, offered(), "a thread started after the write")
+
+	r.m.UpdateDefaults("alice", turns.LiveDefaults{Features: map[string]bool{"multi_agent": false}})
+	theirs, _ := r.startParentAs(t, alice, "hi")
+	r.parentEnd(t, theirs)
+	require.False(t, offered(), "a principal's own configuration wins for its threads")
+	r.turn(t, principal.Operator(), after, "again")
+	r.parentEnd(t, after)
+	require.True(t, offered(), "and for its threads only")
+
+	r.multi = ptr(false)
+	own, _ := r.startParent(t, "hi")
+	r.parentEnd(t, own)
+	require.False(t, offered(), "the thread's own override wins")
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -617,4 +684,62 @@ func (r *agentsRig) callOutputStatus(t *testing.T, callID, id string) string {
 	}
 	require.NoError(t, json.Unmarshal([]byte(r.callOutput(t, callID)), &waited))
 	return waited.Status[id].Completed
+}
+
+// One principal cannot take another's sub-agent slots: alice, at her
+// limit of one running child, is refused a second while bob spawns his;
+// once her child's turn has ended (interrupted, not closed: it stays
+// open), she may spawn again.
+func TestPrincipalSubAgentSlots(t *testing.T) {
+	r := newAgentsRig(t, `{"steps":[
+		{"match":{"user_text":"alice go"},"tool_calls":[`+call("c1", "spawn_agent", `{"message":"alice slow"}`)+`]},
+		{"match":{"user_text":"alice slow"},"text":"never finishes","fail":{"kind":"stall","after_events":2}},
+		{"match":{"call_output":"c1"},"tool_calls":[`+call("c2", "spawn_agent", `{"message":"alice again"}`)+`]},
+		{"match":{"call_output":"c2"},"text":"alice paused"},
+		{"match":{"user_text":"bob go"},"tool_calls":[`+call("c3", "spawn_agent", `{"message":"bob quick"}`)+`]},
+		{"match":{"user_text":"bob quick"},"text":"bob's child done"},
+		{"match":{"call_output":"c3"},"text":"bob done"},
+		{"match":{"user_text":"alice more"},"tool_calls":[`+call("c4", "spawn_agent", `{"message":"alice later"}`)+`]},
+		{"match":{"user_text":"alice later"},"text":"alice's child done"},
+		{"match":{"call_output":"c4"},"text":"alice done"}
+	]}`, agents.Config{MaxPerPrincipal: 1})
+	rules, err := principal.New(principal.Config{Roots: map[string][]string{"alice": nil, "bob": nil}, WorkspacesDir: t.TempDir()})
+	require.NoError(t, err)
+	alice, _ := rules.Get("alice")
+	bob, _ := rules.Get("bob")
+	agentID := func(callID string) string {
+		t.Helper()
+		var v struct {
+			AgentID string `json:"agent_id"`
+		}
+		out := r.callOutput(t, callID)
+		require.NoError(t, json.Unmarshal([]byte(out), &v), out)
+		require.NotEmpty(t, v.AgentID, out)
+		return v.AgentID
+	}
+
+	parentA, _ := r.startParentAs(t, alice, "alice go")
+	require.Equal(t, api.TurnCompleted, r.parentEnd(t, parentA).Turn.Status)
+	slow := agentID("c1")
+	require.Contains(t, r.callOutput(t, "c2"), "this principal's threads run 1 agents (at most 1)")
+
+	parentB, _ := r.startParentAs(t, bob, "bob go")
+	require.Equal(t, api.TurnCompleted, r.parentEnd(t, parentB).Turn.Status)
+	agentID("c3")
+
+	// alice's child is still running: its turn ends, the child stays open.
+	res, err := r.m.ReadThread(context.Background(), api.ThreadReadParams{ThreadID: slow, IncludeTurns: ptr(true)})
+	require.NoError(t, err)
+	require.Len(t, res.Thread.Turns, 1)
+	after, err := r.m.InterruptTurn(context.Background(), api.TurnInterruptParams{ThreadID: slow, TurnID: res.Thread.Turns[0].ID})
+	require.NoError(t, err)
+	after()
+	require.Eventually(t, func() bool {
+		res, err := r.m.ReadThread(context.Background(), api.ThreadReadParams{ThreadID: slow})
+		return err == nil && res.Thread.Status.Type != api.ThreadActive
+	}, 10*time.Second, 10*time.Millisecond)
+
+	r.turn(t, alice, parentA, "alice more")
+	require.Equal(t, api.TurnCompleted, r.parentEnd(t, parentA).Turn.Status)
+	agentID("c4")
 }

@@ -2,14 +2,18 @@ package orchestrate
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"path/filepath"
 	"strings"
 
 	"github.com/appserver/appserver/api"
+	"github.com/appserver/appserver/internal/audit"
 	"github.com/appserver/appserver/internal/lossy"
 	"github.com/appserver/appserver/internal/policy"
+	"github.com/appserver/appserver/internal/principal"
 	"github.com/appserver/appserver/internal/registry"
+	"github.com/appserver/appserver/internal/sandbox"
 	"github.com/appserver/appserver/internal/tools/shell"
 	"github.com/appserver/appserver/internal/turns"
 )
@@ -127,17 +131,10 @@ func (tt *turnTools) Run(ctx context.Context, req shell.RunRequest) (shell.ExecR
 			tt.tc.Sink.ItemStarted(api.ThreadItem{Body: it, StartedAtMs: &startedMs})
 		}
 	}
-	plan := policy.PlanExec(policy.ExecRequest{
-		Command: req.Argv, Cwd: req.Cwd, Approval: tt.approval, Sandbox: tt.sandbox,
-		Escalation: req.Escalation, Rules: s.rules, Session: tt.tc.Approvals,
-	})
-	if plan.Action != policy.ActionNeedsApproval && plan.Action != policy.ActionForbidden {
-		start()
-	}
 	var outcome *askOutcome
 	runner := &shell.PolicyRunner{
 		Approval: tt.approval, SandboxPolicy: tt.sandbox, Session: tt.tc.Approvals, Sandbox: s.sandbox,
-		Rules: s.rules, OnAllowPrefix: s.allowPrefix,
+		Pool: tt.tc.ThreadID, Rules: s.rules, OnAllowPrefix: s.allowPrefix,
 		Ask: func(ctx context.Context, a shell.ApprovalRequest) (policy.ReviewDecision, error) {
 			outcome.settle() // a retry prompt follows an earlier one
 			outcome = &askOutcome{}
@@ -149,9 +146,16 @@ func (tt *turnTools) Run(ctx context.Context, req shell.RunRequest) (shell.ExecR
 			return d, nil
 		},
 	}
-	res, err := runner.Run(ctx, req)
+	// Planned once: the item starts now unless an approval comes first,
+	// and the command runs as this plan says.
+	plan := runner.Plan(req)
+	if plan.Action != policy.ActionNeedsApproval && plan.Action != policy.ActionForbidden {
+		start()
+	}
+	res, err := runner.RunPlanned(ctx, req, plan)
 	if !started {
 		// Forbidden (or refused before any prompt): the model reads why.
+		tt.auditRun(ctx, req, plan, outcome, nil)
 		outcome.settle()
 		return res, err
 	}
@@ -178,10 +182,71 @@ func (tt *turnTools) Run(ctx context.Context, req shell.RunRequest) (shell.ExecR
 		}
 	}
 	s.completeItem(tt.tc.Sink, it, startedMs)
+	tt.auditRun(ctx, req, plan, outcome, it)
 	if errors.Is(err, shell.ErrInterruptTurn) {
 		// Interrupted first: the turn's end announces the status.
 		tt.tc.Interrupt()
 	}
 	outcome.settle()
 	return res, err
+}
+
+// commandAudit is the detail of a command's tool_call entry: the call, the
+// policies it was planned under and the path of the decision.
+type commandAudit struct {
+	Tool           string                `json:"tool"`
+	CallID         string                `json:"callId"`
+	Command        []string              `json:"command"`
+	Cwd            string                `json:"cwd"`
+	ApprovalPolicy api.AskForApproval    `json:"approvalPolicy"`
+	SandboxPolicy  api.SandboxPolicyType `json:"sandboxPolicy"`
+	// Action is the plan's: skip (sandboxed, no prompt), run-unsandboxed,
+	// needs-approval or forbidden.
+	Action string `json:"action"`
+	// Rule is the exec-policy rule (its argv prefix) that decided; absent
+	// when the heuristic did.
+	Rule        []string `json:"rule,omitempty"`
+	Reason      string   `json:"reason,omitempty"`
+	PreApproved bool     `json:"preApproved,omitempty"`
+	// Sandboxed says whether the command's first run was in the sandbox.
+	Sandboxed bool `json:"sandboxed"`
+	// Decision is the approval's answer, when one was asked and given.
+	Decision json.RawMessage `json:"decision,omitempty"`
+	// Status is the item's final status, absent when the call was refused
+	// before it started or runs on in an exec session; ExitCode the
+	// command's.
+	Status   api.ToolStatus `json:"status,omitempty"`
+	ExitCode *int32         `json:"exitCode,omitempty"`
+}
+
+// newCommandAudit starts the detail of a command call's entry: the call
+// and its plan. sandboxed is whether its (first) run is in the sandbox.
+func (tt *turnTools) newCommandAudit(inv registry.Invocation, argv []string, cwd string, plan policy.Plan, sandboxed bool) commandAudit {
+	return commandAudit{
+		Tool: inv.DisplayName(), CallID: inv.CallID, Command: argv, Cwd: cwd,
+		ApprovalPolicy: tt.tc.ApprovalPolicy, SandboxPolicy: tt.tc.Sandbox.Type,
+		Action: plan.Action.String(), Rule: plan.Requirement.MatchedRule, Reason: plan.Reason, PreApproved: plan.PreApproved,
+		Sandboxed: sandboxed && sandbox.Sandboxed(tt.sandbox),
+	}
+}
+
+// auditCall records a tool call whose detail is d (a commandAudit or a
+// patchAudit): the thread's principal's action, taken by the model.
+func (tt *turnTools) auditCall(ctx context.Context, d any) {
+	actor := audit.Actor{Principal: principal.NameOf(tt.tc.Originator)}
+	tt.s.cfg.Audit.Record(ctx, audit.Entry{Kind: audit.KindToolCall, Actor: &actor, ThreadID: tt.tc.ThreadID, TurnID: tt.tc.TurnID, Detail: d})
+}
+
+// auditRun records a command run by Run; it (nil: refused before it
+// started) is its completed item.
+func (tt *turnTools) auditRun(ctx context.Context, req shell.RunRequest, plan policy.Plan, outcome *askOutcome, it *api.CommandExecutionItem) {
+	sandboxed := plan.Action == policy.ActionSkip || plan.Action == policy.ActionNeedsApproval && plan.SandboxedAfterApproval
+	d := tt.newCommandAudit(req.Invocation, req.Argv, req.Cwd, plan, sandboxed)
+	if outcome != nil {
+		d.Decision = outcome.decision
+	}
+	if it != nil {
+		d.Status, d.ExitCode = it.Status, it.ExitCode
+	}
+	tt.auditCall(ctx, d)
 }

@@ -17,7 +17,12 @@
 //     exec_command sessions (which may outlive the call), fileChange items
 //     of apply_patch, including `apply_patch` run through a shell tool;
 //   - exec-policy amendments accepted by a client ("approved with
-//     amendment"): applied to every thread and appended to the rules file.
+//     amendment"): applied to every thread and appended to the rules file;
+//   - what a thread's own tools may touch: fsguard.ForThread of the turn's
+//     sandbox policy, the turn's cwd (never a directory the model names)
+//     and the session's granted roots, handed with the daemon's guard to
+//     the file tools and apply_patch; the sandbox hides the guard's masked
+//     paths from commands.
 //
 // The conversions between api and policy values are policy's (wire.go),
 // shared with command/exec.

@@ -61,6 +61,15 @@ func (e *execTool) Handle(ctx context.Context, inv registry.Invocation) (registr
 // exec_command call before its process is spawned.
 func (tt *turnTools) execPrepare(ctx context.Context, inv registry.Invocation, args execsession.ExecArgs, req *execsession.ExecRequest) (*registry.Output, error) {
 	s := tt.s
+	// An apply_patch heredoc goes through the patch engine (its own
+	// approval, a fileChange item), as the shell tools do: models with
+	// exec_command and no apply_patch tool edit files this way.
+	if out, handled, err := tt.interceptApplyPatch(ctx, inv, req.Argv, req.Cwd); handled || err != nil {
+		if err != nil {
+			return nil, err
+		}
+		return &out, nil
+	}
 	esc, err := policy.EscalationFromArgs(args.SandboxPermissions, nil, args.Justification, args.PrefixRule)
 	if err != nil {
 		return nil, registry.ArgumentsError(err)
@@ -70,6 +79,7 @@ func (tt *turnTools) execPrepare(ctx context.Context, inv registry.Invocation, a
 		Escalation: esc, Rules: s.rules, Session: tt.tc.Approvals,
 	})
 	if plan.Action == policy.ActionForbidden {
+		tt.auditCall(ctx, tt.newCommandAudit(inv, req.Argv, req.Cwd, plan, false))
 		return nil, errors.New(plan.Reason)
 	}
 	ei := &execItem{
@@ -91,6 +101,9 @@ func (tt *turnTools) execPrepare(ctx context.Context, inv registry.Invocation, a
 		if !res.Run {
 			var err error
 			ei.item.Status, err = out.rejection("exec command", errors.New(res.Message))
+			refused := tt.newCommandAudit(inv, req.Argv, req.Cwd, plan, false)
+			refused.Decision, refused.Status = out.decision, ei.item.Status
+			tt.auditCall(ctx, refused)
 			s.completeItem(ei.sink, ei.item, ei.startedMs)
 			if res.InterruptTurn {
 				tt.tc.Interrupt()
@@ -100,6 +113,11 @@ func (tt *turnTools) execPrepare(ctx context.Context, inv registry.Invocation, a
 		}
 		out.settle()
 		sandboxed = res.Sandboxed
+		ran := tt.newCommandAudit(inv, req.Argv, req.Cwd, plan, sandboxed)
+		ran.Decision = out.decision
+		tt.auditCall(ctx, ran)
+	} else {
+		tt.auditCall(ctx, tt.newCommandAudit(inv, req.Argv, req.Cwd, plan, sandboxed))
 	}
 	pol := tt.sandbox
 	if !sandboxed || !sandbox.Sandboxed(pol) {
@@ -107,13 +125,14 @@ func (tt *turnTools) execPrepare(ctx context.Context, inv registry.Invocation, a
 	}
 	sb := s.sandbox
 	env := s.commandEnv()
-	turnCwd, cwd := tt.tc.Cwd, req.Cwd
+	turnCwd, cwd, thread := tt.tc.Cwd, req.Cwd, tt.tc.ThreadID
+	snap := s.snapshots.For(tt.tc.Originator, pol)
 	req.Env = env
 	req.Command = func(argv []string) (*sandbox.Cmd, error) {
 		// The session outlives this call: the Manager, not a context,
 		// ends the process.
-		argv = s.snapshot.Wrap(context.Background(), argv)
-		return sb.CommandFor(context.Background(), sandbox.Request{Policy: pol, PolicyCwd: turnCwd, Cwd: cwd, Argv: argv, Env: env})
+		argv = snap.Wrap(context.Background(), argv)
+		return sb.CommandFor(context.Background(), sandbox.Request{Policy: pol, PolicyCwd: turnCwd, Cwd: cwd, Argv: argv, Env: env, Pool: thread})
 	}
 	s.mu.Lock()
 	s.execItems[execKey(tt.tc.ThreadID, inv.CallID)] = ei

@@ -8,10 +8,13 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/appserver/appserver/api"
+	"github.com/appserver/appserver/internal/sandbox"
+	"github.com/appserver/appserver/internal/testenv"
 )
 
 // An exec_command session's item starts when the process is spawned
@@ -194,4 +197,25 @@ func runTouch(t *testing.T, tu *turn, tool, callID, name string) {
 	out := tu.fn(callID, tool, args)
 	done := tu.sink.waitCompleted(t, callID)
 	require.Equal(t, api.StatusCompleted, done.command.Status, out.Text)
+}
+
+// exec_command runs in the thread's pooled sandbox once it is up;
+// unloading the thread closes that sandbox.
+func TestPooledSandboxClosedOnThreadUnload(t *testing.T) {
+	s := newService(t, Config{SandboxBackend: "bwrap"})
+	ws := workspace(t)
+	tu := newTurn(t, s, ws, turnOpts{sandbox: api.SandboxPolicyWorkspaceWrite})
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	launcher := exe + " " + sandbox.HelperCommand + " --box"
+	i := 0
+	require.Eventually(t, func() bool {
+		i++
+		out := tu.fn("call_p"+strconv.Itoa(i), "exec_command", map[string]any{"cmd": `cat /proc/1/cmdline | tr '\0' ' '`, "yield_time_ms": 5000})
+		return strings.Contains(out.Text, launcher)
+	}, time.Minute, 10*time.Millisecond, "no pooled sandbox ran the thread's commands")
+	require.Len(t, testenv.Processes(launcher), 1)
+	s.ThreadUnloaded("thread-1")
+	require.Eventually(t, func() bool { return len(testenv.Processes(launcher)) == 0 }, 10*time.Second, 10*time.Millisecond,
+		"the thread's pooled sandbox outlived its unload")
 }

@@ -4,41 +4,19 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"os"
 	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 
 	"github.com/appserver/appserver/api"
 	"github.com/appserver/appserver/internal/config"
-	"github.com/appserver/appserver/internal/mcp/mcptest"
 	"github.com/appserver/appserver/internal/policy"
 	"github.com/appserver/appserver/internal/registry"
-	"github.com/appserver/appserver/internal/sandbox"
-	"github.com/appserver/appserver/internal/testenv"
 	"github.com/appserver/appserver/internal/turns"
 )
-
-func TestMain(m *testing.M) {
-	// Sandboxed commands re-execute the test binary as the helper.
-	sandbox.MaybeRunHelper()
-	cleanup := testenv.IsolateHome()
-	code := m.Run()
-	cleanup()
-	mcptest.Cleanup()
-	if code == 0 {
-		if err := goleak.Find(goleak.IgnoreAnyFunction("github.com/appserver/appserver/internal/sandbox.(*launcher).loop")); err != nil {
-			fmt.Fprintln(os.Stderr, "goleak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
 
 // epochMs is the first reading of the test clock; each reading advances
 // it by one second, so every timestamp an item carries is traceable.
@@ -240,13 +218,15 @@ type turn struct {
 
 // turnOpts are the policies of a test turn.
 type turnOpts struct {
-	approval  string // "never" when empty
-	sandbox   api.SandboxPolicyType
-	answer    answerFunc
-	mode      string
-	model     string
-	approvals *policy.SessionApprovals
-	threadID  string
+	approval   string // "never" when empty
+	sandbox    api.SandboxPolicyType
+	answer     answerFunc
+	mode       string
+	model      string
+	approvals  *policy.SessionApprovals
+	threadID   string
+	policy     *api.SandboxPolicy // the whole sandbox policy, over sandbox
+	originator string
 }
 
 // newService returns a service on the test clock, closed by the test.
@@ -279,7 +259,7 @@ func newTurn(t *testing.T, s *Service, cwd string, o turnOpts) *turn {
 	client := &fakeClient{answer: o.answer, raised: map[api.ThreadActiveFlag]int{}}
 	tu := &turn{t: t, s: s, client: client, sink: &fakeSink{client: client, changed: make(chan struct{}, 1)}}
 	tu.tc = turns.ToolContext{
-		ThreadID: o.threadID, TurnID: "turn-1", Cwd: cwd, Sink: tu.sink,
+		ThreadID: o.threadID, TurnID: "turn-1", Cwd: cwd, Originator: o.originator, Sink: tu.sink,
 		Model: o.model, ApprovalPolicy: api.AskForApproval{Policy: api.ApprovalPolicy(o.approval)},
 		Sandbox:           api.SandboxPolicy{Type: o.sandbox},
 		CollaborationMode: o.mode, Approvals: o.approvals, Client: client,
@@ -288,6 +268,9 @@ func newTurn(t *testing.T, s *Service, cwd string, o turnOpts) *turn {
 			tu.stopped++
 			tu.mu.Unlock()
 		},
+	}
+	if o.policy != nil {
+		tu.tc.Sandbox = *o.policy
 	}
 	var err error
 	tu.specs, tu.reg, err = s.Build(tu.tc)

@@ -104,6 +104,8 @@ func TestApplyPatchThroughShellIsIntercepted(t *testing.T) {
 		{name: "heredoc", argv: []string{"bash", "-lc", heredoc}, file: "hello.txt"},
 		{name: "cd then heredoc", argv: []string{"bash", "-lc", "cd sub && " + heredoc}, file: "sub/hello.txt"},
 		{name: "argv", argv: []string{"apply_patch", addHello}, file: "hello.txt"},
+		{name: "other delimiter", argv: []string{"bash", "-lc", "apply_patch <<'PATCH'\n" + addHello + "\nPATCH"}, file: "hello.txt"},
+		{name: "bare delimiter", argv: []string{"bash", "-lc", "apply_patch <<END\n" + addHello + "\nEND"}, file: "hello.txt"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newService(t, Config{Models: modelShell("m", "default")})
@@ -123,4 +125,24 @@ func TestApplyPatchThroughShellIsIntercepted(t *testing.T) {
 			require.Len(t, tu.turnDiffs(), 1)
 		})
 	}
+}
+
+// exec_command intercepts an apply_patch heredoc the same way: the patch
+// engine writes the file and reports a fileChange item, no process runs.
+func TestApplyPatchThroughExecCommandIsIntercepted(t *testing.T) {
+	s := newService(t, Config{})
+	ws := workspace(t)
+	require.NoError(t, os.Mkdir(filepath.Join(ws, "sub"), 0o755))
+	tu := newTurn(t, s, ws, turnOpts{approval: "on-request", sandbox: api.SandboxPolicyWorkspaceWrite})
+	out := tu.fn("call_x", "exec_command", map[string]any{"cmd": "cd sub && apply_patch <<'PATCH'\n" + addHello + "\nPATCH", "yield_time_ms": 5000})
+	require.FileExists(t, filepath.Join(ws, "sub", "hello.txt"), out.Text)
+	require.Contains(t, out.Text, "Success")
+	evs := tu.sink.snapshot()
+	require.Len(t, evs, 2)
+	for _, ev := range evs {
+		require.Nil(t, ev.command, "no commandExecution item")
+		require.NotNil(t, ev.file)
+	}
+	require.Equal(t, api.StatusCompleted, evs[1].file.Status)
+	require.Zero(t, s.LiveSessions())
 }

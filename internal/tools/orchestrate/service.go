@@ -11,10 +11,13 @@ import (
 	"time"
 
 	"github.com/appserver/appserver/api"
+	"github.com/appserver/appserver/internal/audit"
 	"github.com/appserver/appserver/internal/config"
 	"github.com/appserver/appserver/internal/dynamic"
+	"github.com/appserver/appserver/internal/fsguard"
 	"github.com/appserver/appserver/internal/mcp"
 	"github.com/appserver/appserver/internal/policy"
+	"github.com/appserver/appserver/internal/principal"
 	"github.com/appserver/appserver/internal/registry"
 	"github.com/appserver/appserver/internal/registry/planning"
 	"github.com/appserver/appserver/internal/sandbox"
@@ -49,10 +52,24 @@ type Config struct {
 	// SandboxBackend selects the sandbox backend (sandbox.ParseBackend);
 	// "" is auto.
 	SandboxBackend string
-	// Hidden are the daemon's own files and directories (data dir, config,
-	// token and secret files): sandboxed commands neither read nor write
-	// them (sandbox.Options.Hidden).
-	Hidden []string
+	// SandboxPool bounds the pooled sandboxes (sandbox.PoolOptions; the
+	// zero value is their defaults). Commands of the shell tools and exec
+	// sessions use the thread as their pool key.
+	SandboxPool sandbox.PoolOptions
+	// Guard holds the daemon's own files and directories (data dir,
+	// config, token, secret and key files): sandboxed commands neither
+	// read nor write them (the sandbox hides Guard.Masked()), and the
+	// tools the daemon runs itself (read_file, list_dir, grep_files,
+	// view_image, apply_patch) go through it. nil masks nothing.
+	Guard *fsguard.Guard
+	// SnapshotDir holds the login-shell snapshots (shell.Snapshots): a
+	// directory only the daemon writes, best inside a masked one (the data
+	// dir); sandboxed commands are shown it read-only. "" uses a new
+	// temporary directory, removed by Close.
+	SnapshotDir string
+	// NetworkRefused, when not "", refuses sandboxed commands with network
+	// access, saying this reason (sandbox.Options.NetworkRefused).
+	NetworkRefused string
 	// WebSearch is "disabled" (or ""), "cached" or "live": the hosted
 	// web_search tool offered to Responses models.
 	WebSearch string
@@ -68,6 +85,9 @@ type Config struct {
 	MultiAgent agents.Config
 	// MCP serves the tools of the configured MCP servers; nil offers none.
 	MCP *mcp.Manager
+	// Audit records every command call with its decision path; nil
+	// records nothing.
+	Audit *audit.Log
 	// Logger receives warnings (unknown thread policies, amendments that
 	// could not be applied); nil discards them.
 	Logger *slog.Logger
@@ -90,10 +110,11 @@ type Service struct {
 	// rules are the exec-policy rules; accepted amendments are added.
 	rules *policy.RuleSet
 	execs *execsession.Supervisor
-	// snapshot is the user's login-shell snapshot, shared by every
-	// command; snapshotDir holds it and goes with Close.
-	snapshot    *shell.Snapshot
-	snapshotDir string
+	// snapshots are the login-shell snapshots, per thread originator
+	// and kind of command; nil when none could be set up. tmpDir is a
+	// temporary SnapshotDir, removed by Close.
+	snapshots *shell.Snapshots
+	tmpDir    string
 	// agents counts the open sub-agents of every thread.
 	agents *agents.Service
 
@@ -117,8 +138,21 @@ func New(cfg Config, broker *dynamic.Broker, catalog *skills.Catalog) (*Service,
 	if err != nil {
 		return nil, err
 	}
-	sb, err := sandbox.New(sandbox.Options{Backend: backend, Hidden: cfg.Hidden})
+	snapDir, tmpDir := cfg.SnapshotDir, ""
+	if snapDir == "" {
+		if tmpDir, err = os.MkdirTemp("", "appserver-shell-"); err != nil {
+			return nil, fmt.Errorf("shell snapshots: %w", err)
+		}
+		snapDir = tmpDir
+	} else if err := os.MkdirAll(snapDir, 0o700); err != nil {
+		return nil, fmt.Errorf("shell snapshots: %w", err)
+	}
+	// Whatever the writable roots, commands may read the snapshots but
+	// never change them.
+	sb, err := sandbox.New(sandbox.Options{Backend: backend, Hidden: cfg.Guard.Masked(), ReadOnly: []string{snapDir}, NetworkRefused: cfg.NetworkRefused,
+		Pool: cfg.SandboxPool, Logger: cfg.Logger})
 	if err != nil {
+		removeTemp(tmpDir)
 		return nil, fmt.Errorf("sandbox: %w", err)
 	}
 	var dirs []string
@@ -128,6 +162,7 @@ func New(cfg Config, broker *dynamic.Broker, catalog *skills.Catalog) (*Service,
 	rules, err := policy.LoadRulesDirs(dirs...)
 	if err != nil {
 		sb.Close()
+		removeTemp(tmpDir)
 		return nil, fmt.Errorf("exec-policy rules: %w", err)
 	}
 	s := &Service{
@@ -139,19 +174,18 @@ func New(cfg Config, broker *dynamic.Broker, catalog *skills.Catalog) (*Service,
 		rules:     rules,
 		execItems: map[string]*execItem{},
 		agents:    agents.New(cfg.MultiAgent),
+		tmpDir:    tmpDir,
 	}
 	for _, p := range cfg.Providers {
 		if p.EnvKey != "" {
 			s.env.SecretVars = append(s.env.SecretVars, p.EnvKey)
 		}
 	}
-	// Under the temporary directory: sandboxed commands can read it
-	// (the daemon's data dir is hidden from them).
-	if dir, err := os.MkdirTemp("", "appserver-shell-"); err == nil {
-		s.snapshotDir = dir
-		s.snapshot = shell.NewSnapshot(shell.DetectUserShell().Path, dir, s.commandEnv)
-	} else {
-		s.log.Warn("no shell snapshot: login shells run their profile for every command", "err", err)
+	s.snapshots, err = shell.NewSnapshots(shell.SnapshotsConfig{
+		Shell: shell.DetectUserShell().Path, Dir: snapDir, Env: s.commandEnv, Sandbox: sb, Logger: cfg.Logger,
+	})
+	if err != nil {
+		s.log.Warn("no shell snapshots: login shells run their profile for every command", "err", err)
 	}
 	s.execs = execsession.NewSupervisor(execsession.ManagerConfig{
 		Observer: execObserver{s},
@@ -168,10 +202,16 @@ func (s *Service) Close() {
 	s.closeOnce.Do(func() {
 		_ = s.execs.Close()
 		s.sandbox.Close()
-		if s.snapshotDir != "" {
-			os.RemoveAll(s.snapshotDir)
-		}
+		s.snapshots.Close()
+		removeTemp(s.tmpDir)
 	})
+}
+
+// removeTemp removes a temporary directory ("" is none).
+func removeTemp(dir string) {
+	if dir != "" {
+		_ = os.RemoveAll(dir)
+	}
 }
 
 // Sandbox is the sandbox the tools run commands in, for command/exec to
@@ -181,13 +221,28 @@ func (s *Service) Sandbox() *sandbox.Sandbox { return s.sandbox }
 // Env is the environment policy of commands, for command/exec to share.
 func (s *Service) Env() shell.EnvPolicy { return s.env }
 
-// ThreadUnloaded reaps the exec sessions of a thread that left memory and
-// releases its open sub-agents (turns.Config.ThreadUnloaded).
+// ThreadUnloaded reaps the exec sessions of a thread that left memory,
+// closes its pooled sandboxes and releases its open sub-agents
+// (turns.Config.ThreadUnloaded).
 func (s *Service) ThreadUnloaded(threadID string) {
 	s.agents.ThreadUnloaded(threadID)
 	if err := s.execs.Release(threadID); err != nil {
 		s.log.Warn("closing exec sessions", "thread", threadID, "err", err)
 	}
+	s.sandbox.Retire(threadID)
+}
+
+// ChildTurn counts a spawned child's turn starting or ending against the
+// sub-agent limits of the daemon and of the child's principal
+// (turns.Config.ChildTurn).
+func (s *Service) ChildTurn(childID, originator string, running bool) {
+	s.agents.ChildTurn(childID, principal.NameOf(originator), running)
+}
+
+// ChildEnded is turns.Config.ChildEnded: the parent's model is told of
+// its child's end in the collaboration tools' words.
+func (s *Service) ChildEnded(childID, agentPath string, st turns.AgentState) string {
+	return s.agents.ChildEnded(childID, agentPath, agentState(st))
 }
 
 // LiveSessions is the number of running exec sessions of every thread.
@@ -201,7 +256,7 @@ func (s *Service) LiveSessions() int { return s.execs.LiveSessions() }
 // The thread's config overrides turn tools off (switches).
 func (s *Service) Build(tc turns.ToolContext) ([]registry.ConfiguredToolSpec, *registry.Registry, error) {
 	b := registry.NewBuilder(registry.Config{Logger: s.log, Now: s.cfg.Now})
-	sw := parseSwitches(tc.Config, s.agents.Enabled())
+	sw := parseSwitches(tc.Config, tc.Features, s.agents.Enabled())
 	if err := s.register(b, tc, sw); err != nil {
 		return nil, nil, err
 	}
@@ -249,12 +304,13 @@ func (s *Service) Build(tc turns.ToolContext) ([]registry.ConfiguredToolSpec, *r
 }
 
 // registerMCP adds the MCP tools of the turn, when MCP is configured and
-// the thread did not empty mcp_servers.
+// the thread did not empty mcp_servers, without the servers the thread
+// turned off.
 func (s *Service) registerMCP(b *registry.Builder, tc turns.ToolContext, sw switches) error {
 	if s.cfg.MCP == nil || !sw.mcp {
 		return nil
 	}
-	return s.cfg.MCP.Register(b, s.mcpTurn(tc))
+	return s.cfg.MCP.Register(b, s.mcpTurn(tc, sw))
 }
 
 // ValidateDynamicTools checks a thread/start registration and returns the

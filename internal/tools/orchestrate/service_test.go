@@ -46,6 +46,9 @@ func TestBuildToolSet(t *testing.T) {
 		hasNot  []string
 		provide string
 		thread  map[string]string // the thread's config overrides, dotted
+		// features are the feature switches of the thread's principal's
+		// configuration (ToolContext.Features).
+		features map[string]bool
 	}{
 		{name: "defaults", has: []string{"shell_command", "freeform:apply_patch", "exec_command", "write_stdin", "update_plan", "read_file", "list_dir", "grep_files", "view_image"},
 			hasNot: []string{"shell", "request_user_input", "web_search", "apply_patch"}},
@@ -62,6 +65,13 @@ func TestBuildToolSet(t *testing.T) {
 		{name: "plan mode asks the user", mode: "plan", has: []string{"request_user_input"}},
 		{name: "unified exec off keeps the shell", thread: map[string]string{"features.unified_exec": "false"},
 			has: []string{"shell_command", "freeform:apply_patch"}, hasNot: []string{"exec_command", "write_stdin"}},
+		{name: "the configuration's switches turn tools off", features: map[string]bool{"unified_exec": false, "view_image": false, "goals": false},
+			has: []string{"shell_command"}, hasNot: []string{"exec_command", "write_stdin", "view_image"}},
+		{name: "the configuration's shell switch", features: map[string]bool{"shell_tool": false},
+			has: []string{"update_plan"}, hasNot: []string{"shell_command", "exec_command", "read_file"}},
+		{name: "the thread's own switch wins over the configuration's", features: map[string]bool{"shell_tool": false, "view_image": true},
+			thread: map[string]string{"features.shell_tool": "true", "features.view_image": "false"},
+			has:    []string{"shell_command", "exec_command"}, hasNot: []string{"view_image"}},
 		{name: "update_plan off as a table", thread: map[string]string{"tools.update_plan.enabled": "false", "web_search": `"cached"`},
 			has: []string{"shell_command", "web_search"}, hasNot: []string{"update_plan"}},
 	} {
@@ -69,6 +79,7 @@ func TestBuildToolSet(t *testing.T) {
 			s := newService(t, tc.cfg)
 			tu := newTurn(t, s, ws, turnOpts{model: tc.model, mode: tc.mode})
 			tu.tc.Provider = tc.provide
+			tu.tc.Features = tc.features
 			for k, v := range tc.thread {
 				if tu.tc.Config == nil {
 					tu.tc.Config = map[string]json.RawMessage{}

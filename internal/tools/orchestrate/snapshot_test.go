@@ -1,15 +1,19 @@
 package orchestrate
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/appserver/appserver/api"
 	"github.com/appserver/appserver/internal/tools/execsession"
 	"github.com/appserver/appserver/internal/tools/shell"
+	"github.com/appserver/appserver/internal/turns"
 )
 
 // Commands asking for a login shell (shell_command's default, exec_command's
@@ -38,4 +42,48 @@ func TestLoginShellsRunFromSnapshot(t *testing.T) {
 	b, err := os.ReadFile(runs)
 	require.NoError(t, err)
 	require.Equal(t, 1, strings.Count(string(b), "run"), "the profile ran once for three commands")
+}
+
+// Each principal (thread originator) has its own snapshots, a sandboxed
+// command another one than an unsandboxed command, and a user's shell
+// command one of its own: the file a login shell sources differs for each.
+func TestSnapshotsPerOriginatorAndKind(t *testing.T) {
+	sh := shell.DetectUserShell().Path
+	if filepath.Base(sh) != "bash" {
+		t.Skip("the user's shell is not bash")
+	}
+	t.Setenv("HOME", t.TempDir())
+	s := newService(t, Config{})
+	sourced := func(out string) string {
+		t.Helper()
+		for _, line := range strings.Split(out, "\n") {
+			if p, ok := strings.CutPrefix(line, "sourced="); ok {
+				return p
+			}
+		}
+		t.Fatalf("no snapshot sourced: %s", out)
+		return ""
+	}
+	script := `s=${BASH_EXECUTION_STRING%%$'\n'*}; echo "sourced=$s"`
+	ws := workspace(t)
+	paths := map[string]string{}
+	for name, o := range map[string]turnOpts{
+		"p1":           {originator: "appserver-http/p1"},
+		"p2":           {originator: "appserver-http/p2"},
+		"p1 sandboxed": {originator: "appserver-http/p1", sandbox: api.SandboxPolicyWorkspaceWrite},
+	} {
+		tu := newTurn(t, s, ws, o)
+		paths[name] = sourced(tu.fn("c-"+name, "shell_command", map[string]any{"command": script}).Text)
+		// The same principal and kind: the same snapshot.
+		require.Equal(t, paths[name], sourced(tu.fn("c2-"+name, "shell_command", map[string]any{"command": script}).Text))
+	}
+	tu := newTurn(t, s, ws, turnOpts{originator: "appserver-http/p1"})
+	res, err := s.RunUserShell(context.Background(), tu.tc, turns.UserShellRequest{ItemID: "u1", Command: script, Timeout: 10 * time.Second})
+	require.NoError(t, err)
+	paths["p1 user shell"] = sourced(res.ModelText)
+	seen := map[string]string{}
+	for name, p := range paths {
+		require.NotContains(t, seen, p, "%s and %s share a snapshot", name, seen[p])
+		seen[p] = name
+	}
 }

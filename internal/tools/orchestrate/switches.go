@@ -3,11 +3,15 @@ package orchestrate
 import (
 	"encoding/json"
 	"strings"
+
+	"github.com/appserver/appserver/internal/mcp"
 )
 
-// switches are the tool switches of a thread's config overrides
-// (turns.ToolContext.Config), as the real TUI sends them for its hidden
-// title thread: every switch defaults to "on", a thread turns tools off.
+// switches are the tool switches of a turn: the feature switches of the
+// configuration of the thread's principal (turns.ToolContext.Features),
+// under the thread's config overrides (turns.ToolContext.Config), as the
+// real TUI sends them for its hidden title thread. Every switch but
+// multi_agent defaults to "on".
 type switches struct {
 	// shell is features.shell_tool: false offers no tool that reaches the
 	// workspace (the shell tools, exec_command, apply_patch, read_file,
@@ -28,6 +32,9 @@ type switches struct {
 	// collaboration tools; the daemon's setting is the default (off unless
 	// configured, as in the reference).
 	multiAgent bool
+	// multiAgentV2 is features.multi_agent_v2: true offers the v2
+	// collaboration namespace instead of multi_agent_v1.
+	multiAgentV2 bool
 	// goals is features.goals: false offers no goal tools.
 	goals bool
 	// mcp is false when the thread's config empties mcp_servers
@@ -35,6 +42,10 @@ type switches struct {
 	// tool and no resource tool is offered, whatever the daemon has
 	// connected.
 	mcp bool
+	// mcpOff are the servers the thread's config turns off
+	// (mcp_servers.<name>.enabled = false): their tools are not offered,
+	// and with every server off neither are the resource tools.
+	mcpOff map[string]bool
 	// webSearch is web_search ("disabled", "cached", "live"), "" when the
 	// thread did not choose.
 	webSearch string
@@ -44,11 +55,18 @@ type switches struct {
 	disabled map[string]bool
 }
 
-// parseSwitches reads the tool switches of a thread's config; values of
-// the wrong type are ignored as absent, as unknown keys are.
-func parseSwitches(cfg map[string]json.RawMessage, multiAgent bool) switches {
+// parseSwitches reads the tool switches of a turn: the feature switches of
+// features (keys without "features."), then the thread's config over
+// them; multiAgent is the default of multi_agent when features has none.
+// Values of the wrong type are ignored as absent, as unknown keys are.
+func parseSwitches(cfg map[string]json.RawMessage, features map[string]bool, multiAgent bool) switches {
 	sw := switches{shell: true, unifiedExec: true, applyPatch: true, viewImage: true, skills: true, goals: true, mcp: true, multiAgent: multiAgent}
 	flag := func(key string, dst *bool) {
+		if name, ok := strings.CutPrefix(key, "features."); ok {
+			if on, ok := features[name]; ok {
+				*dst = on
+			}
+		}
 		var b bool
 		if v, ok := cfg[key]; ok && json.Unmarshal(v, &b) == nil {
 			*dst = b
@@ -61,13 +79,11 @@ func parseSwitches(cfg map[string]json.RawMessage, multiAgent bool) switches {
 	flag("tools.view_image", &sw.viewImage)
 	flag("skills.include_instructions", &sw.skills)
 	flag("features.multi_agent", &sw.multiAgent)
+	flag("features.multi_agent_v2", &sw.multiAgentV2)
 	flag("features.goals", &sw.goals)
-	if v, ok := cfg["mcp_servers"]; ok {
-		var servers map[string]json.RawMessage
-		if json.Unmarshal(v, &servers) == nil && len(servers) == 0 {
-			sw.mcp = false
-		}
-	}
+	var noMCP bool
+	sw.mcpOff, noMCP = mcp.ThreadSwitches(cfg)
+	sw.mcp = !noMCP
 	if v, ok := cfg["web_search"]; ok {
 		_ = json.Unmarshal(v, &sw.webSearch)
 	}

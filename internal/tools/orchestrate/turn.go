@@ -60,12 +60,14 @@ func (s *Service) register(b *registry.Builder, tc turns.ToolContext, sw switche
 	if !sw.shell {
 		toolType = shell.ToolDisabled
 	}
-	patchH := &applypatch.Handler{Roots: tt.patchRoots, Planned: tt.patchPlanned, Finished: tt.patchFinished, Now: s.cfg.Now}
-	tt.interceptPatch = &applypatch.Handler{Roots: tt.patchRoots, Planned: tt.patchPlanned, Finished: tt.patchFinished, Format: applypatch.OutputStructured, Now: s.cfg.Now}
+	guard := s.cfg.Guard
+	patchH := &applypatch.Handler{Guard: guard, Access: tt.access, Planned: tt.patchPlanned, Finished: tt.patchFinished, Now: s.cfg.Now}
+	tt.interceptPatch = &applypatch.Handler{Guard: guard, Access: tt.access, Planned: tt.patchPlanned, Finished: tt.patchFinished, Format: applypatch.OutputStructured, Now: s.cfg.Now}
 	shellCfg := shell.Config{
 		Runner:              tt,
 		Env:                 s.env,
-		Snapshot:            s.snapshot,
+		Snapshots:           s.snapshots,
+		SnapshotOwner:       tc.Originator,
 		OnOutputDelta:       tt.outputDelta,
 		InterceptApplyPatch: tt.interceptApplyPatch,
 	}
@@ -103,10 +105,13 @@ func (s *Service) register(b *registry.Builder, tc turns.ToolContext, sw switche
 	}
 	var fileTools []func(*registry.Builder) error
 	if sw.shell {
-		fileTools = append(fileTools, (&files.ReadFile{}).Register, (&files.ListDir{}).Register, (&files.GrepFiles{}).Register)
+		fileTools = append(fileTools,
+			(&files.ReadFile{Guard: guard, Access: tt.access}).Register,
+			(&files.ListDir{Guard: guard, Access: tt.access}).Register,
+			(&files.GrepFiles{Guard: guard, Access: tt.access, Sandbox: s.sandbox}).Register)
 	}
 	if sw.viewImage {
-		fileTools = append(fileTools, (&files.ViewImage{Items: tc.Sink}).Register)
+		fileTools = append(fileTools, (&files.ViewImage{Items: tc.Sink, Guard: guard, Access: tt.access}).Register)
 	}
 	for _, reg := range fileTools {
 		if err := reg(b); err != nil {
@@ -169,6 +174,8 @@ type askOutcome struct {
 	failed      error  // the client answered with an error or an undecodable decision
 	interrupted bool   // the turn ended while waiting
 	release     func() // clears the waitingOnApproval flag (decline: after the item completes)
+	// decision is the client's decision as it sent it, for the audit log.
+	decision json.RawMessage
 }
 
 // noClientText is what the model reads when an approval was required and
@@ -199,6 +206,12 @@ func (tt *turnTools) ask(ctx context.Context, method string, params any, beforeS
 	}
 	var answer struct {
 		Decision *policy.ReviewDecision `json:"decision"`
+	}
+	var raw struct {
+		Decision json.RawMessage `json:"decision"`
+	}
+	if json.Unmarshal(res, &raw) == nil {
+		out.decision = raw.Decision
 	}
 	if err := json.Unmarshal(res, &answer); err != nil || answer.Decision == nil {
 		if err == nil {

@@ -23,7 +23,7 @@ func (s *Service) RunUserShell(ctx context.Context, tc turns.ToolContext, req tu
 	startedMs := s.nowMs()
 	tc.Sink.ItemStarted(api.ThreadItem{Body: it, StartedAtMs: &startedMs})
 	res, err := shell.Exec(ctx, shell.ExecRequest{
-		Argv: argv, Snapshot: s.snapshot, Cwd: tc.Cwd, Env: s.commandEnv(), Timeout: req.Timeout,
+		Argv: argv, Snapshot: s.snapshots.Get(tc.Originator, shell.SnapshotUserShell), Cwd: tc.Cwd, Env: s.commandEnv(), Timeout: req.Timeout,
 		Policy: policy.SandboxPolicy{Kind: policy.DangerFullAccess}, Sandbox: s.sandbox,
 		OnOutput: func(d shell.OutputDelta) { tc.Sink.CommandOutputDelta(req.ItemID, string(d.Data)) },
 	})

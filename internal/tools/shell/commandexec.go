@@ -48,6 +48,9 @@ type CommandExecParams struct {
 	// HasProcessID says whether the client gave a processId (required for
 	// streaming).
 	HasProcessID bool
+	// WaitForOutput hears background children until the output closes or
+	// the drain timeout passes (ExecRequest.WaitForOutput).
+	WaitForOutput bool
 }
 
 // CommandExecOptions are the server-side defaults of command/exec.
@@ -79,6 +82,12 @@ type CommandExecResult struct {
 	Stdout string `json:"stdout"`
 	// Stderr is the captured standard error ("" when streamed).
 	Stderr string `json:"stderr"`
+	// StdoutCapReached and StderrCapReached report that the stream
+	// reached the cap and output was dropped.
+	StdoutCapReached bool `json:"stdoutCapReached"`
+	StderrCapReached bool `json:"stderrCapReached"`
+	// DrainTimedOut reports ExecResult.DrainTimedOut.
+	DrainTimedOut bool `json:"outputDrainTimedOut"`
 }
 
 // Validate checks the parameter combinations the protocol rejects with
@@ -104,7 +113,8 @@ func (p CommandExecParams) Validate() error {
 // CommandExec runs a one-off command outside any turn (command/exec) and
 // returns its result after the process exited and all deltas were
 // delivered. Invalid parameters are apperr.Invalid; a command that cannot
-// be started is apperr.Invalid too, with the reason.
+// be started is apperr.Invalid too, with the reason, and its chain holds
+// the *SpawnError.
 func CommandExec(ctx context.Context, p CommandExecParams, o CommandExecOptions) (CommandExecResult, error) {
 	if err := p.Validate(); err != nil {
 		return CommandExecResult{}, err
@@ -143,11 +153,11 @@ func CommandExec(ctx context.Context, p CommandExecParams, o CommandExecOptions)
 	req := ExecRequest{
 		Argv: p.Command, Cwd: cwd, Env: applyEnvOverrides(o.BaseEnv, p.Env), Timeout: timeout,
 		Policy: pol, Sandbox: o.Sandbox, SeparateStreams: true, MaxOutputBytes: &capBytes,
-		MaxDeltas: -1, StopDeltasAtCap: true,
+		MaxDeltas: -1, StopDeltasAtCap: true, WaitForOutput: p.WaitForOutput,
 	}
 	stream := p.StreamStdoutStderr || p.TTY
 	if stream {
-		req.OnOutput = o.OnOutput
+		req.OnOutput, req.StreamOnly = o.OnOutput, true
 	}
 	req.TTY, req.TTYRows, req.TTYCols = p.TTY, p.Rows, p.Cols
 	req.StdinPipe = p.StreamStdin || p.TTY
@@ -155,11 +165,12 @@ func CommandExec(ctx context.Context, p CommandExecParams, o CommandExecOptions)
 	res, err := Exec(ctx, req)
 	if err != nil {
 		if se := (*SpawnError)(nil); errors.As(err, &se) {
-			return CommandExecResult{}, apperr.Wrap(apperr.Invalid, se.Err, "failed to start command: %v", se.Err)
+			return CommandExecResult{}, apperr.Wrap(apperr.Invalid, se, "failed to start command: %v", se.Err)
 		}
 		return CommandExecResult{}, err
 	}
-	out := CommandExecResult{ExitCode: res.ExitCode}
+	out := CommandExecResult{ExitCode: res.ExitCode, StdoutCapReached: res.StdoutCapped,
+		StderrCapReached: res.StderrCapped, DrainTimedOut: res.DrainTimedOut}
 	if !stream {
 		out.Stdout, out.Stderr = lossy.String(res.Stdout), lossy.String(res.Stderr)
 	}

@@ -22,6 +22,13 @@
 // their profile once: a Snapshot records what the user's login shell sets
 // (variables, functions, aliases, options), and commands run in a plain
 // `-c` shell that sources it; a changed startup file is taken again.
+// Snapshots are kept per owner (a thread's originator: one principal never
+// sources another's) and per kind: sandboxed commands get one taken under
+// a read-only sandbox, unsandboxed model commands one taken directly, and
+// the user's own shell commands one of their own. The files live in a
+// directory only the daemon writes (shown to sandboxed commands read-only)
+// and are checked against what the daemon wrote before every use
+// (docs/security.md, "The login-shell snapshot").
 //
 // Like every tool handler it knows nothing about threads, storage or
 // transports: it must not import internal/turns, internal/tools/orchestrate,

@@ -2,10 +2,10 @@ package shell
 
 import (
 	"context"
-	"errors"
 	"io"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unicode/utf8"
@@ -66,9 +66,10 @@ type OutputDelta struct {
 type ExecRequest struct {
 	// Argv is the command; Argv[0] is looked up on Env's PATH.
 	Argv []string
-	// Snapshot, when set, runs a login-shell Argv from the user's
-	// login-shell snapshot (Snapshot.Wrap); approval and the command item
-	// still see Argv as the model wrote it.
+	// Snapshot, when set and it serves Policy (Snapshot.Serves), runs a
+	// login-shell Argv from the user's login-shell snapshot
+	// (Snapshot.Wrap); approval and the command item still see Argv as
+	// the model wrote it.
 	Snapshot *Snapshot
 	// Cwd is the working directory (absolute).
 	Cwd string
@@ -85,6 +86,9 @@ type ExecRequest struct {
 	PolicyCwd string
 	// Sandbox builds the command; nil uses sandbox.Default().
 	Sandbox *sandbox.Sandbox
+	// Pool is the sandbox's pool key (sandbox.Request.Pool): the thread
+	// the command runs for; "" builds a sandbox for this command alone.
+	Pool string
 	// SeparateStreams captures stdout and stderr apart (command/exec).
 	// Otherwise both share one pipe, so the aggregate keeps the exact order
 	// in which the command wrote them (the shell tools).
@@ -102,10 +106,21 @@ type ExecRequest struct {
 	// flags that chunk with CapReached (command/exec). Otherwise streaming
 	// goes on past the capture cap, as the reference does for items.
 	StopDeltasAtCap bool
+	// StreamOnly keeps no copy of the output for the result: it only goes
+	// to OnOutput (Stdout, Stderr and Aggregated stay empty, the cap flags
+	// are still set), so a long-running streamed command holds none of its
+	// output in memory.
+	StreamOnly bool
 	// Stdin feeds the command; nil is /dev/null.
 	Stdin io.Reader
 	// DrainTimeout overrides DefaultDrainTimeout when positive.
 	DrainTimeout time.Duration
+	// WaitForOutput keeps what the command left running in its process
+	// group alive after it exited, until the output closes or the drain
+	// timeout passes (then the group is killed), so that background
+	// children finishing within it are heard (process/spawn). Otherwise
+	// the group is killed as soon as the command exits.
+	WaitForOutput bool
 	// TTY runs the command on a fresh pseudo-terminal (its own session and
 	// process group) of TTYRows x TTYCols (0 is 24 x 80); its output is
 	// the stdout stream, and Stdin is ignored.
@@ -137,6 +152,10 @@ type ExecResult struct {
 	TimedOut bool
 	// Sandboxed is set when the command ran under the OS sandbox.
 	Sandboxed bool
+	// DrainTimedOut is set when the output was still open the drain
+	// timeout after the command exited (a descendant that left the
+	// process group held it); what came later is lost.
+	DrainTimedOut bool
 }
 
 // SandboxRun describes r for policy.IsSandboxDenial.
@@ -174,73 +193,121 @@ func Exec(ctx context.Context, req ExecRequest) (ExecResult, error) {
 		drain = DefaultDrainTimeout
 	}
 
+	// runCtx is the command's: its end (ctx's, the timeout, Terminate)
+	// kills the process group. The timeout counts from here, but a
+	// command is started even when it has passed (and killed at once), as
+	// a zero timeout asks.
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	var deadline time.Time
 	if req.Timeout > 0 {
-		runCtx, cancel = context.WithTimeout(runCtx, req.Timeout)
-		defer cancel()
+		deadline = time.Now().Add(req.Timeout)
 	}
-	cmd, err := sb.CommandFor(runCtx, sandbox.Request{
-		Policy: req.Policy, PolicyCwd: req.PolicyCwd, Cwd: req.Cwd, Argv: req.Snapshot.Wrap(runCtx, req.Argv), Env: req.Env,
-	})
-	if err != nil {
-		return ExecResult{}, &SpawnError{Err: err}
+	argv := req.Argv
+	if req.Snapshot.Serves(req.Policy) {
+		prepCtx := runCtx
+		if !deadline.IsZero() {
+			var cancelPrep context.CancelFunc
+			prepCtx, cancelPrep = context.WithDeadline(runCtx, deadline)
+			defer cancelPrep()
+		}
+		argv = req.Snapshot.Wrap(prepCtx, argv)
 	}
-	cmd.Stdin = req.Stdin
-
-	c := &capture{cap: capBytes, maxDeltas: maxDeltas, onOutput: req.OnOutput, stopAtCap: req.StopDeltasAtCap}
+	// The pipes or the terminal come first, so that a built command is
+	// always started: a pooled sandbox's command holds the sandbox from
+	// its build on.
+	c := &capture{cap: capBytes, maxDeltas: maxDeltas, onOutput: req.OnOutput, stopAtCap: req.StopDeltasAtCap, streamOnly: req.StreamOnly}
 	proc := &Process{tty: req.TTY, terminate: cancel}
-	var readers []*os.File
-	var start time.Time
+	var readers, children []*os.File // ours to read; the command's ends
 	if req.TTY {
-		if readers, err = startTTY(cmd, req, proc); err != nil {
+		ptmx, tty, err := openTTY(req)
+		if err != nil {
 			return ExecResult{}, err
 		}
-		start = time.Now()
+		readers, children = []*os.File{ptmx}, []*os.File{tty}
 	} else {
-		var stdinR *os.File
-		if req.StdinPipe {
-			if stdinR, proc.in, err = os.Pipe(); err != nil {
-				return ExecResult{}, err
-			}
-			cmd.Stdin = stdinR
-		}
 		outR, outW, err := os.Pipe()
 		if err != nil {
-			closeAll([]*os.File{stdinR, proc.in}, nil)
 			return ExecResult{}, err
 		}
-		readers = append(readers, outR)
-		writers := []*os.File{outW}
-		cmd.Stdout, cmd.Stderr = outW, outW
+		readers, children = []*os.File{outR}, []*os.File{outW}
 		if req.SeparateStreams {
 			errR, errW, err := os.Pipe()
 			if err != nil {
-				closeAll(readers, writers)
-				closeAll([]*os.File{stdinR, proc.in}, nil)
+				closeAll(readers, children)
 				return ExecResult{}, err
 			}
-			readers = append(readers, errR)
-			writers = append(writers, errW)
-			cmd.Stderr = errW
+			readers, children = append(readers, errR), append(children, errW)
 		}
-
-		start = time.Now()
-		err = cmd.Start()
-		if stdinR != nil {
-			_ = stdinR.Close() // the child holds its own copy
-		}
-		if err != nil {
-			closeAll(readers, writers)
-			if proc.in != nil {
-				_ = proc.in.Close()
+		if req.StdinPipe {
+			inR, inW, err := os.Pipe()
+			if err != nil {
+				closeAll(readers, children)
+				return ExecResult{}, err
 			}
-			return ExecResult{}, &SpawnError{Err: err}
+			proc.in, children = inW, append(children, inR)
 		}
-		closeAll(nil, writers)
+	}
+	cmd, err := sb.CommandFor(runCtx, sandbox.Request{
+		Policy: req.Policy, PolicyCwd: req.PolicyCwd, Cwd: req.Cwd, Argv: argv, Env: req.Env, Pool: req.Pool,
+	})
+	if err != nil {
+		closeAll(readers, children)
+		closeAll([]*os.File{proc.in}, nil)
+		return ExecResult{}, &SpawnError{Err: err}
+	}
+	if req.TTY {
+		attrs := &syscall.SysProcAttr{}
+		if cmd.SysProcAttr != nil {
+			a := *cmd.SysProcAttr
+			attrs = &a
+		}
+		// A new session makes the command its own process group, so the
+		// group kill still reaches it (setpgid would fail for a session
+		// leader).
+		attrs.Setsid, attrs.Setctty, attrs.Setpgid, attrs.Ctty = true, true, false, 0
+		cmd.SysProcAttr = attrs
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = children[0], children[0], children[0]
+	} else {
+		cmd.Stdin = req.Stdin
+		if req.StdinPipe {
+			cmd.Stdin = children[len(children)-1]
+		}
+		cmd.Stdout, cmd.Stderr = children[0], children[0]
+		if req.SeparateStreams {
+			cmd.Stderr = children[1]
+		}
+	}
+	start := time.Now()
+	err = cmd.Start()
+	closeAll(nil, children) // the command holds its own copies
+	if err != nil {
+		closeAll(readers, nil)
+		closeAll([]*os.File{proc.in}, nil)
+		return ExecResult{}, &SpawnError{Err: err}
+	}
+	if req.TTY {
+		// creack/pty returns a blocking master; a pollable one honours
+		// deadlines and lets Close end the reader.
+		if f, err := pollableFile(readers[0]); err == nil {
+			readers[0] = f
+		}
+		proc.in = readers[0]
 	}
 	proc.pid = cmd.Process.Pid
 	defer proc.finish()
+	var expired atomic.Bool
+	timeout := func() {
+		expired.Store(true)
+		cancel()
+	}
+	switch left := time.Until(deadline); {
+	case deadline.IsZero():
+	case left <= 0:
+		timeout() // before the command can exit on its own
+	default:
+		defer time.AfterFunc(left, timeout).Stop()
+	}
 	if req.OnStart != nil {
 		req.OnStart(proc)
 	}
@@ -253,30 +320,55 @@ func Exec(ctx context.Context, req ExecRequest) (ExecResult, error) {
 			c.read(r, Stream(i))
 		}()
 	}
-	_ = cmd.Wait()
+	cmd.WaitExited()
 	// Decide now, before draining, whether the deadline or the caller
 	// stopped the command: a command that exited in time stays a normal exit.
-	canceled, timedOut := ctx.Err(), errors.Is(runCtx.Err(), context.DeadlineExceeded)
-	// Reap whatever the command left running in its group, as bubblewrap's
-	// PID namespace does, then give escaped writers a bounded time.
-	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	canceled, timedOut := ctx.Err(), expired.Load()
+	// Kill whatever the command left running in its group, as bubblewrap's
+	// PID namespace does (with WaitForOutput, once its output closed, the
+	// drain time passed or the caller stopped it), then give escaped
+	// writers a bounded time. The leader is reaped only after the last
+	// kill: until then its zombie holds the group's id.
+	killGroup := func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	stop := runCtx.Done()
+	if !req.WaitForOutput || runCtx.Err() != nil {
+		killGroup()
+		stop = nil
+	}
 	drained := make(chan struct{})
 	go func() { wg.Wait(); close(drained) }()
-	select {
-	case <-drained:
-	case <-time.After(drain):
-		for _, r := range readers {
-			_ = r.SetReadDeadline(time.Now())
+	drainEnd := time.NewTimer(drain)
+	defer drainEnd.Stop()
+	drainTimedOut := false
+	for waiting := true; waiting; {
+		select {
+		case <-drained:
+			waiting = false
+		case <-stop:
+			killGroup()
+			stop = nil
+		case <-drainEnd.C:
+			drainTimedOut = true
+			killGroup()
+			for _, r := range readers {
+				_ = r.SetReadDeadline(time.Now())
+			}
+			<-drained
+			waiting = false
 		}
-		<-drained
 	}
+	if req.WaitForOutput {
+		killGroup()
+	}
+	_ = cmd.Wait()
 	proc.finish()
 	closeAll(readers, nil)
 
 	res := c.result(req.SeparateStreams)
 	res.Duration = time.Since(start)
 	res.Sandboxed = sandbox.Sandboxed(req.Policy)
-	res.ExitCode = exitCode(cmd.ProcessState)
+	res.ExitCode = exitCode(cmd)
+	res.DrainTimedOut = drainTimedOut
 	if canceled != nil {
 		return res, canceled
 	}
@@ -309,24 +401,27 @@ func closeAll(rs, ws []*os.File) {
 	}
 }
 
-func exitCode(ps *os.ProcessState) int {
-	if ps == nil {
+func exitCode(cmd *sandbox.Cmd) int {
+	ws, ok := cmd.WaitStatus()
+	switch {
+	case !ok:
 		return -1
-	}
-	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+	case ws.Signaled():
 		return signalExitBase + int(ws.Signal())
 	}
-	return ps.ExitCode()
+	return ws.ExitStatus()
 }
 
 // capture collects the output of one run. Lock order: mu only.
 type capture struct {
-	cap       int
-	maxDeltas int
-	onOutput  func(OutputDelta)
-	stopAtCap bool
+	cap        int
+	maxDeltas  int
+	onOutput   func(OutputDelta)
+	stopAtCap  bool
+	streamOnly bool
 
 	mu        sync.Mutex
+	readBytes [2]int // per stream (streamOnly)
 	streams   [2][]byte
 	capped    [2]bool
 	agg       []byte
@@ -364,10 +459,16 @@ func (c *capture) read(r io.Reader, s Stream) {
 	}
 }
 
-// store appends chunk to the stream and aggregate buffers within the cap.
+// store appends chunk to the stream and aggregate buffers within the cap
+// (with streamOnly, it only counts it).
 func (c *capture) store(s Stream, chunk []byte) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.streamOnly {
+		c.readBytes[s] += len(chunk)
+		c.capped[s] = c.capped[s] || (c.cap >= 0 && c.readBytes[s] > c.cap)
+		return
+	}
 	c.streams[s], c.capped[s] = appendCapped(c.streams[s], chunk, c.cap, c.capped[s])
 	c.agg, _ = appendCapped(c.agg, chunk, c.cap, false)
 }
@@ -453,12 +554,11 @@ func utf8Boundary(b []byte) int {
 	return len(b)
 }
 
-// startTTY starts cmd on a new pseudo-terminal and returns the master as
-// the only reader; proc gets the master for input and resizing.
-func startTTY(cmd *sandbox.Cmd, req ExecRequest, proc *Process) ([]*os.File, error) {
-	ptmx, tty, err := pty.Open()
-	if err != nil {
-		return nil, err
+// openTTY opens a pseudo-terminal of the request's size: the master and
+// the command's end.
+func openTTY(req ExecRequest) (ptmx, tty *os.File, err error) {
+	if ptmx, tty, err = pty.Open(); err != nil {
+		return nil, nil, err
 	}
 	size := &pty.Winsize{Rows: req.TTYRows, Cols: req.TTYCols}
 	if size.Rows == 0 {
@@ -470,29 +570,7 @@ func startTTY(cmd *sandbox.Cmd, req ExecRequest, proc *Process) ([]*os.File, err
 	if err := pty.Setsize(ptmx, size); err != nil {
 		_ = ptmx.Close()
 		_ = tty.Close()
-		return nil, err
+		return nil, nil, err
 	}
-	attrs := &syscall.SysProcAttr{}
-	if cmd.SysProcAttr != nil {
-		a := *cmd.SysProcAttr
-		attrs = &a
-	}
-	// A new session makes the command its own process group, so the group
-	// kill still reaches it (setpgid would fail for a session leader).
-	attrs.Setsid, attrs.Setctty, attrs.Setpgid, attrs.Ctty = true, true, false, 0
-	cmd.SysProcAttr = attrs
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
-	err = cmd.Start()
-	_ = tty.Close() // the child holds its own copies
-	if err != nil {
-		_ = ptmx.Close()
-		return nil, &SpawnError{Err: err}
-	}
-	// creack/pty returns a blocking master; a pollable one honours
-	// deadlines and lets Close end the reader.
-	if f, err := pollableFile(ptmx); err == nil {
-		ptmx = f
-	}
-	proc.in = ptmx
-	return []*os.File{ptmx}, nil
+	return ptmx, tty, nil
 }

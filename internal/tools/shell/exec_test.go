@@ -83,7 +83,7 @@ func TestCommandExecStreaming(t *testing.T) {
 			}
 		}})
 	require.NoError(t, err)
-	require.Equal(t, CommandExecResult{ExitCode: 0}, res, "streamed bytes are not repeated")
+	require.Equal(t, CommandExecResult{ExitCode: 0, StdoutCapReached: true}, res, "streamed bytes are not repeated")
 	require.Equal(t, seqOutput(1000)[:100], got[Stdout].String())
 	require.Equal(t, "small\n", got[Stderr].String())
 	require.Equal(t, [2]int{1, 0}, capFlags)

@@ -27,9 +27,11 @@ type Config struct {
 	BaseEnv func() []string
 	// Shell runs shell_command scripts; the zero value is DetectUserShell().
 	Shell UserShell
-	// Snapshot, when set, runs login shells from the user's login-shell
-	// snapshot instead of running the profile for every command.
-	Snapshot *Snapshot
+	// Snapshots, when set, run login shells from SnapshotOwner's
+	// login-shell snapshots instead of running the profile for every
+	// command.
+	Snapshots     *Snapshots
+	SnapshotOwner string
 	// NoLoginShell forces non-login shells for shell_command (Codex's
 	// allow_login_shell = false); login:true is then ignored.
 	NoLoginShell bool
@@ -252,14 +254,15 @@ func (h *Handler) Handle(ctx context.Context, inv registry.Invocation) (registry
 		}
 	}
 	req := RunRequest{
-		Snapshot:   h.cfg.Snapshot,
-		Invocation: inv,
-		Argv:       c.argv,
-		Cwd:        cwd,
-		TurnCwd:    inv.Turn.Cwd,
-		Env:        withOverlay(h.cfg.Env.Build(h.cfg.BaseEnv()), c.env),
-		Timeout:    c.timeout,
-		Escalation: c.escalation,
+		Snapshots:     h.cfg.Snapshots,
+		SnapshotOwner: h.cfg.SnapshotOwner,
+		Invocation:    inv,
+		Argv:          c.argv,
+		Cwd:           cwd,
+		TurnCwd:       inv.Turn.Cwd,
+		Env:           withOverlay(h.cfg.Env.Build(h.cfg.BaseEnv()), c.env),
+		Timeout:       c.timeout,
+		Escalation:    c.escalation,
 	}
 	if h.cfg.OnOutputDelta != nil {
 		req.OnOutput = func(d OutputDelta) { h.cfg.OnOutputDelta(ctx, inv, d) }

@@ -65,8 +65,10 @@ func (p *Process) Write(b []byte) error {
 	return err
 }
 
-// CloseStdin closes stdin; under a tty it sends the terminal's EOF
-// character (^D) instead, as the terminal itself stays open.
+// CloseStdin closes stdin. Under a tty, whose terminal stays open, it ends
+// the pending line and sends the end-of-file character (^D), as a
+// terminal's writer does when it closes: a reader in canonical mode gets
+// the line, then end of file.
 func (p *Process) CloseStdin() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -81,7 +83,7 @@ func (p *Process) CloseStdin() error {
 	p.stdinClosed = true
 	if p.tty {
 		_ = p.in.SetWriteDeadline(time.Now().Add(stdinWriteTimeout))
-		_, err := p.in.Write([]byte{0x04})
+		_, err := p.in.Write([]byte{'\n', 0x04})
 		return err
 	}
 	return p.in.Close()

@@ -28,9 +28,11 @@ type RunRequest struct {
 	Escalation policy.Escalation
 	// OnOutput receives output deltas; may be nil.
 	OnOutput func(OutputDelta)
-	// Snapshot, when set, runs a login-shell invocation from the user's
-	// login-shell snapshot (Snapshot.Wrap).
-	Snapshot *Snapshot
+	// Snapshots, when set, run a login-shell invocation from
+	// SnapshotOwner's login-shell snapshot for the policy each attempt
+	// runs under (Snapshots.For).
+	Snapshots     *Snapshots
+	SnapshotOwner string
 }
 
 // Runner decides how a command runs (approval, sandbox, retry) and runs it.
@@ -56,6 +58,8 @@ type SandboxRunner struct {
 	Policy policy.SandboxPolicy
 	// Sandbox builds the commands; nil uses sandbox.Default().
 	Sandbox *sandbox.Sandbox
+	// Pool is the sandbox's pool key (ExecRequest.Pool).
+	Pool string
 }
 
 // Run implements Runner.
@@ -63,14 +67,15 @@ func (r SandboxRunner) Run(ctx context.Context, req RunRequest) (ExecResult, err
 	if req.Escalation.RequiresEscalated() || req.Escalation.Permissions == policy.WithAdditionalPermissions {
 		return ExecResult{}, errors.New(policy.EscalationRejection(policy.ApprovalPolicy{Mode: policy.Never}))
 	}
-	return execFor(ctx, r.Sandbox, req, r.Policy)
+	return execFor(ctx, r.Sandbox, r.Pool, req, r.Policy)
 }
 
-// execFor runs req under p.
-func execFor(ctx context.Context, sb *sandbox.Sandbox, req RunRequest, p policy.SandboxPolicy) (ExecResult, error) {
+// execFor runs req under p, in sb with pool key pool.
+func execFor(ctx context.Context, sb *sandbox.Sandbox, pool string, req RunRequest, p policy.SandboxPolicy) (ExecResult, error) {
 	return Exec(ctx, ExecRequest{
 		Argv: req.Argv, Cwd: req.Cwd, Env: req.Env, Timeout: req.Timeout,
-		Policy: p, PolicyCwd: req.TurnCwd, Sandbox: sb, OnOutput: req.OnOutput, Snapshot: req.Snapshot,
+		Policy: p, PolicyCwd: req.TurnCwd, Sandbox: sb, Pool: pool, OnOutput: req.OnOutput,
+		Snapshot: req.Snapshots.For(req.SnapshotOwner, p),
 	})
 }
 
@@ -120,14 +125,28 @@ type PolicyRunner struct {
 	OnAllowPrefix func(prefix []string)
 	// Sandbox builds the commands; nil uses sandbox.Default().
 	Sandbox *sandbox.Sandbox
+	// Pool is the sandbox's pool key (ExecRequest.Pool): the thread.
+	Pool string
 }
 
-// Run implements Runner.
+// Run implements Runner: it plans the command, then runs it as RunPlanned.
 func (r *PolicyRunner) Run(ctx context.Context, req RunRequest) (ExecResult, error) {
-	plan := policy.PlanExec(policy.ExecRequest{
+	return r.RunPlanned(ctx, req, r.Plan(req))
+}
+
+// Plan is the command's plan under the runner's policies (policy.PlanExec).
+func (r *PolicyRunner) Plan(req RunRequest) policy.Plan {
+	return policy.PlanExec(policy.ExecRequest{
 		Command: req.Argv, Cwd: req.Cwd, Approval: r.Approval, Sandbox: r.SandboxPolicy,
 		Escalation: req.Escalation, Rules: r.Rules, Session: r.Session,
 	})
+}
+
+// RunPlanned runs the command as plan says, for a caller that planned it
+// already (with Plan) to decide what to show before it runs: the command
+// is planned once, so what the caller showed and what runs cannot differ
+// when the thread's session approvals change in between.
+func (r *PolicyRunner) RunPlanned(ctx context.Context, req RunRequest, plan policy.Plan) (ExecResult, error) {
 	sandboxed, approved := true, false
 	switch plan.Action {
 	case policy.ActionForbidden:
@@ -145,7 +164,7 @@ func (r *PolicyRunner) Run(ctx context.Context, req RunRequest) (ExecResult, err
 	if !sandbox.Sandboxed(r.SandboxPolicy) {
 		sandboxed = false
 	}
-	res, err := execFor(ctx, r.Sandbox, req, r.attemptPolicy(sandboxed))
+	res, err := execFor(ctx, r.Sandbox, r.Pool, req, r.attemptPolicy(sandboxed))
 	if err != nil || !sandboxed || !policy.IsSandboxDenial(res.SandboxRun()) {
 		return res, err
 	}
@@ -159,7 +178,7 @@ func (r *PolicyRunner) Run(ctx context.Context, req RunRequest) (ExecResult, err
 			return ExecResult{}, err
 		}
 	}
-	return execFor(ctx, r.Sandbox, req, r.attemptPolicy(false))
+	return execFor(ctx, r.Sandbox, r.Pool, req, r.attemptPolicy(false))
 }
 
 // attemptPolicy is the policy one attempt runs under: the turn's, or full

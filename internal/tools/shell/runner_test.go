@@ -115,3 +115,30 @@ func TestPolicyRunnerFullAccessRunsDirectly(t *testing.T) {
 	require.Zero(t, res.ExitCode)
 	require.False(t, res.Sandboxed)
 }
+
+// A command the caller planned runs as that plan says: when the thread's
+// session approvals change between the plan and the run (another call's
+// "allow this prefix" answer), the caller, which showed the approval's item
+// already, still gets its approval asked.
+func TestPolicyRunnerRunsThePlanItWasGiven(t *testing.T) {
+	ws := t.TempDir()
+	session := policy.NewSessionApprovals()
+	asked := 0
+	r := &PolicyRunner{
+		Approval: policy.ApprovalPolicy{Mode: policy.Untrusted}, SandboxPolicy: wsPolicy(), Session: session,
+		Ask: func(context.Context, ApprovalRequest) (policy.ReviewDecision, error) {
+			asked++
+			return policy.ReviewDecision{Kind: policy.Accept}, nil
+		},
+	}
+	req := runReq(ws, "touch", "a")
+	plan := r.Plan(req)
+	require.Equal(t, policy.ActionNeedsApproval, plan.Action)
+	require.NoError(t, session.AddAllowPrefix([]string{"touch"}))
+	require.NotEqual(t, policy.ActionNeedsApproval, r.Plan(req).Action, "the new rule would let it run unasked")
+
+	_, err := r.RunPlanned(context.Background(), req, plan)
+	require.NoError(t, err)
+	require.Equal(t, 1, asked, "the run follows the plan it was given")
+	require.FileExists(t, filepath.Join(ws, "a"))
+}

@@ -3,7 +3,13 @@ package shell
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,46 +17,272 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
+
+	"github.com/appserver/appserver/internal/policy"
+	"github.com/appserver/appserver/internal/sandbox"
 )
 
 // snapshotTimeout bounds the one login-shell run that takes a snapshot; a
 // profile slower than that is run for every command, as before.
 const snapshotTimeout = 10 * time.Second
 
-// Snapshot is the user's login-shell environment (the variables its
-// profile sets, its aliases, functions and options), taken once by running
-// the login shell and written as a script. A command that asks for login
-// semantics then runs in a plain `-c` shell that sources the script, so
-// the profile's cost is paid once instead of per command. The snapshot is
-// taken again when a startup file of the shell changes. It is safe for
-// concurrent use; a nil *Snapshot wraps nothing.
-type Snapshot struct {
-	shell string
-	dir   string
-	env   func() []string
+// maxSnapshotOutput bounds what a snapshot run may print; a profile that
+// prints more gets no snapshot.
+const maxSnapshotOutput = 8 << 20
 
-	mu    sync.Mutex // held while a snapshot is taken: callers wait for it
-	path  string     // the current snapshot; "" when none could be taken
-	stamp string     // the startup files' state it was taken from
-	tried bool
-	seq   int
+// DefaultMaxSnapshots is SnapshotsConfig.MaxSnapshots when unset.
+const DefaultMaxSnapshots = 64
+
+// snapshotMode is the permission of snapshot files, snapshotDirMode that
+// of their directory: only the daemon's user reads them, nobody but the
+// daemon writes them.
+const (
+	snapshotMode    os.FileMode = 0o600
+	snapshotDirMode os.FileMode = 0o700
+)
+
+// SnapshotKind says which commands a snapshot serves. Each kind is taken
+// apart, so that no command sources a snapshot taken under rules looser
+// or stricter than its own.
+type SnapshotKind int
+
+const (
+	// SnapshotSandboxed serves the commands the OS sandbox confines. It
+	// is taken under a read-only sandbox without network: a profile that
+	// such a command could have changed (a home directory inside a
+	// writable root) runs no more freely to take the snapshot than it
+	// would in the command.
+	SnapshotSandboxed SnapshotKind = iota
+	// SnapshotDirect serves model commands run without the sandbox
+	// (danger-full-access, approved escalations). It is taken directly.
+	SnapshotDirect
+	// SnapshotUserShell serves the commands a user types
+	// (thread/shellCommand), run without the sandbox. It is taken
+	// directly, and never shared with the model's commands.
+	SnapshotUserShell
+)
+
+func (k SnapshotKind) String() string {
+	switch k {
+	case SnapshotSandboxed:
+		return "sandboxed"
+	case SnapshotDirect:
+		return "direct"
+	default:
+		return "user-shell"
+	}
 }
 
-// NewSnapshot returns the snapshot of shell (bash or zsh; others are
-// never wrapped), written under dir (which commands, sandboxed or not,
-// must be able to read) and taken with the environment env returns: the
-// one commands get, so that only what the profile changes is recorded.
-func NewSnapshot(shell, dir string, env func() []string) *Snapshot {
-	return &Snapshot{shell: shell, dir: dir, env: env}
+// SnapshotsConfig configures Snapshots. Shell and Dir are required.
+type SnapshotsConfig struct {
+	// Shell is the user's login shell; only bash and zsh get snapshots.
+	Shell string
+	// Dir holds the snapshot files. Only the daemon may write it:
+	// NewSnapshots creates it (0700) or checks that it is a directory of
+	// the daemon's user that no one else may write, and the sandbox must
+	// show it to commands read-only (sandbox.Options.ReadOnly) whatever
+	// their writable roots. Snapshot files left there by an earlier run
+	// are removed.
+	Dir string
+	// Env returns the environment commands get; a snapshot records what
+	// the profile changes in it. Nil is os.Environ.
+	Env func() []string
+	// Sandbox takes the SnapshotSandboxed snapshots; nil is
+	// sandbox.Default().
+	Sandbox *sandbox.Sandbox
+	// MaxSnapshots bounds the snapshots kept (owners times kinds), the
+	// least recently used going first; 0 is DefaultMaxSnapshots.
+	MaxSnapshots int
+	// Logger hears about snapshots that could not be taken or were
+	// changed on disk; nil discards.
+	Logger *slog.Logger
+}
+
+// Snapshots are the login-shell snapshots of a daemon: one per owner (the
+// originator of a thread: an HTTP or MCP principal, or a client's name)
+// and kind. A snapshot is the user's login-shell environment (the
+// variables its profile sets, its aliases, functions and options), taken
+// once by running the login shell and written as a script into Dir; a
+// command that asks for login semantics then runs in a plain `-c` shell
+// that sources the script, so the profile's cost is paid once instead of
+// per command. A snapshot is taken again when a startup file of the shell
+// changes, and before every use its file is checked against what the
+// daemon wrote (see Snapshot.Wrap). Safe for concurrent use; a nil
+// *Snapshots wraps nothing.
+type Snapshots struct {
+	cfg SnapshotsConfig
+	log *slog.Logger
+
+	mu    sync.Mutex
+	byKey map[snapshotKey]*Snapshot
+	tick  uint64 // use counter for the least recently used
+}
+
+type snapshotKey struct {
+	owner string
+	kind  SnapshotKind
+}
+
+// NewSnapshots returns the snapshots of cfg, creating or checking Dir and
+// removing snapshot files an earlier run left there.
+func NewSnapshots(cfg SnapshotsConfig) (*Snapshots, error) {
+	if cfg.Shell == "" || cfg.Dir == "" || !filepath.IsAbs(cfg.Dir) {
+		return nil, fmt.Errorf("shell snapshots: a shell and an absolute directory are required")
+	}
+	if cfg.Env == nil {
+		cfg.Env = os.Environ
+	}
+	if cfg.Sandbox == nil {
+		cfg.Sandbox = sandbox.Default()
+	}
+	if cfg.MaxSnapshots <= 0 {
+		cfg.MaxSnapshots = DefaultMaxSnapshots
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if err := os.MkdirAll(cfg.Dir, snapshotDirMode); err != nil {
+		return nil, fmt.Errorf("shell snapshots: %w", err)
+	}
+	if err := checkSnapshotDir(cfg.Dir); err != nil {
+		return nil, fmt.Errorf("shell snapshots: %w", err)
+	}
+	stale, _ := filepath.Glob(filepath.Join(cfg.Dir, "snapshot-*.sh"))
+	for _, f := range stale {
+		_ = os.Remove(f)
+	}
+	return &Snapshots{cfg: cfg, log: cfg.Logger, byKey: map[snapshotKey]*Snapshot{}}, nil
+}
+
+// checkSnapshotDir checks that dir is a directory (not a symlink) of the
+// daemon's user that no one else may write.
+func checkSnapshotDir(dir string) error {
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return err
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("%s is not a directory", dir)
+	}
+	if err := ownedByUs(fi); err != nil {
+		return fmt.Errorf("%s: %w", dir, err)
+	}
+	if fi.Mode().Perm()&0o022 != 0 {
+		return fmt.Errorf("%s is writable by others (mode %v)", dir, fi.Mode().Perm())
+	}
+	return nil
+}
+
+// ownedByUs reports an error unless fi belongs to the daemon's user.
+func ownedByUs(fi os.FileInfo) error {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return errors.New("owner unknown")
+	}
+	if int(st.Uid) != os.Geteuid() {
+		return fmt.Errorf("owned by uid %d, not %d", st.Uid, os.Geteuid())
+	}
+	return nil
+}
+
+// Get returns owner's snapshot of kind (nil on a nil receiver).
+func (s *Snapshots) Get(owner string, kind SnapshotKind) *Snapshot {
+	if s == nil {
+		return nil
+	}
+	sn, evicted := s.get(snapshotKey{owner, kind})
+	if evicted != nil {
+		evicted.discard()
+	}
+	return sn
+}
+
+// get returns the snapshot of key, making it (and evicting the least
+// recently used one) when there is none.
+func (s *Snapshots) get(key snapshotKey) (sn, evicted *Snapshot) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.tick++
+	if sn := s.byKey[key]; sn != nil {
+		sn.used = s.tick
+		return sn, nil
+	}
+	if len(s.byKey) >= s.cfg.MaxSnapshots {
+		for _, o := range s.byKey {
+			if evicted == nil || o.used < evicted.used {
+				evicted = o
+			}
+		}
+		delete(s.byKey, evicted.key)
+	}
+	sn = &Snapshot{set: s, key: key, used: s.tick}
+	s.byKey[key] = sn
+	return sn, evicted
+}
+
+// For returns owner's snapshot for a model command run under p: the
+// sandboxed one when p is enforced by the OS sandbox, else the direct one.
+func (s *Snapshots) For(owner string, p policy.SandboxPolicy) *Snapshot {
+	if sandbox.Sandboxed(p) {
+		return s.Get(owner, SnapshotSandboxed)
+	}
+	return s.Get(owner, SnapshotDirect)
+}
+
+// Close removes the snapshot files. Snapshots taken afterwards are
+// written again.
+func (s *Snapshots) Close() {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	all := make([]*Snapshot, 0, len(s.byKey))
+	for k, sn := range s.byKey {
+		all = append(all, sn)
+		delete(s.byKey, k)
+	}
+	s.mu.Unlock()
+	for _, sn := range all {
+		sn.discard()
+	}
+}
+
+// Snapshot is one owner's login-shell snapshot of one kind. A nil
+// *Snapshot wraps nothing.
+type Snapshot struct {
+	set  *Snapshots
+	key  snapshotKey
+	used uint64 // guarded by set.mu
+
+	mu     sync.Mutex // held while a snapshot is taken: callers wait for it
+	path   string     // the current snapshot file; "" when none could be taken
+	digest [sha256.Size]byte
+	stamp  string // the startup files' state it was taken from
+	tried  bool
+	gone   bool // discarded: never written again
+}
+
+// Kind is the kind of commands the snapshot serves.
+func (s *Snapshot) Kind() SnapshotKind { return s.key.kind }
+
+// Serves reports whether a command run under p may source s: a sandboxed
+// snapshot serves only sandboxed commands, the others only unsandboxed
+// ones.
+func (s *Snapshot) Serves(p policy.SandboxPolicy) bool {
+	return s != nil && (s.key.kind == SnapshotSandboxed) == sandbox.Sandboxed(p)
 }
 
 // Wrap returns the argv to run for argv: a login invocation of the
 // snapshot's shell ([shell, "-lc", script]) becomes [shell, "-c", script
 // after sourcing the snapshot]; anything else, or when no snapshot could
-// be taken, is returned as it is.
+// be taken, is returned as it is. Before every use the file is checked
+// against what the daemon wrote (a regular file of the daemon's user,
+// mode 0600, the same SHA-256); one that differs is logged and taken
+// again.
 func (s *Snapshot) Wrap(ctx context.Context, argv []string) []string {
-	if s == nil || len(argv) != 3 || argv[1] != "-lc" || argv[0] != s.shell {
+	if s == nil || len(argv) != 3 || argv[1] != "-lc" || argv[0] != s.set.cfg.Shell {
 		return argv
 	}
 	path := s.current(ctx)
@@ -63,83 +295,193 @@ func (s *Snapshot) Wrap(ctx context.Context, argv []string) []string {
 }
 
 // current returns the snapshot's path, taking it first when there is
-// none yet or a startup file changed since.
+// none yet, a startup file changed since, or the file is not what the
+// daemon wrote.
 func (s *Snapshot) current(ctx context.Context) string {
-	home := envValue(s.env(), "HOME")
-	stamp := startupStamp(filepath.Base(s.shell), home)
+	env := s.set.cfg.Env()
+	stamp := startupStamp(filepath.Base(s.set.cfg.Shell), envValue(env, "HOME"))
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.gone {
+		return ""
+	}
 	if s.tried && stamp == s.stamp {
-		return s.path
+		if s.path == "" {
+			return ""
+		}
+		err := s.verifyLocked()
+		if err == nil {
+			return s.path
+		}
+		s.set.log.Warn("shell snapshot changed on disk; taking it again",
+			"path", s.path, "owner", s.key.owner, "kind", s.key.kind.String(), "err", err)
 	}
 	s.tried, s.stamp = true, stamp
 	old := s.path
-	s.seq++
-	path := filepath.Join(s.dir, fmt.Sprintf("snapshot-%d.sh", s.seq))
-	if err := s.take(ctx, path); err != nil {
-		os.Remove(path)
-		s.path = ""
+	s.path = ""
+	if path, digest, err := s.take(ctx, env); err != nil {
+		s.set.log.Warn("no shell snapshot: login shells run their profile for every command",
+			"owner", s.key.owner, "kind", s.key.kind.String(), "err", err)
 	} else {
-		s.path = path
+		s.path, s.digest = path, digest
 	}
 	// A command started with the old one has already sourced it.
-	if old != "" && old != s.path {
-		os.Remove(old)
+	if old != "" {
+		_ = os.Remove(old)
 	}
 	return s.path
 }
 
-// take runs the login shell once and writes the snapshot to path.
-func (s *Snapshot) take(ctx context.Context, path string) error {
+// verifyLocked checks the snapshot file against what the daemon wrote.
+func (s *Snapshot) verifyLocked() error {
+	if err := checkSnapshotDir(s.set.cfg.Dir); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(s.path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if !fi.Mode().IsRegular() {
+		return errors.New("not a regular file")
+	}
+	if err := ownedByUs(fi); err != nil {
+		return err
+	}
+	if fi.Mode().Perm() != snapshotMode {
+		return fmt.Errorf("mode %v, not %v", fi.Mode().Perm(), snapshotMode)
+	}
+	h := sha256.New()
+	if _, err := io.Copy(h, io.LimitReader(f, maxSnapshotOutput+1)); err != nil {
+		return err
+	}
+	if !bytes.Equal(h.Sum(nil), s.digest[:]) {
+		return errors.New("content differs from what was written")
+	}
+	return nil
+}
+
+// discard removes the snapshot's file for good (evicted, or Close).
+func (s *Snapshot) discard() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.gone = true
+	if s.path != "" {
+		_ = os.Remove(s.path)
+		s.path = ""
+	}
+}
+
+// take runs the login shell once (under a read-only sandbox for a
+// sandboxed snapshot) and writes the snapshot to a new file.
+func (s *Snapshot) take(ctx context.Context, base []string) (string, [sha256.Size]byte, error) {
+	var none [sha256.Size]byte
+	sh := s.set.cfg.Shell
 	var dump string
-	switch filepath.Base(s.shell) {
+	switch filepath.Base(sh) {
 	case "bash":
 		dump = `alias -p; declare -f; shopt -p`
 	case "zsh":
 		dump = `alias -L; typeset -f`
 	default:
-		return fmt.Errorf("no snapshot for %s", s.shell)
+		return "", none, fmt.Errorf("no snapshot for %s", sh)
 	}
-	if err := os.MkdirAll(s.dir, 0o700); err != nil {
-		return err
-	}
-	envFile := path + ".env"
-	defer os.Remove(envFile)
 	ctx, cancel := context.WithTimeout(ctx, snapshotTimeout)
 	defer cancel()
-	base := s.env()
-	// $1 receives the environment (NUL-separated, exact), stdout the
-	// shell's own state.
-	cmd := exec.CommandContext(ctx, s.shell, "-lc", `env -0 > "$1"; { `+dump+`; } 2>/dev/null`, "snapshot", envFile)
-	cmd.Env = base
-	cmd.Dir = s.dir
-	var out bytes.Buffer
-	cmd.Stdout = &out
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("login shell: %w", err)
+	// What the profile prints comes before the marker; after it, the
+	// shell's own state, a NUL, then the environment (NUL-separated,
+	// exact).
+	marker := "appserver-snapshot-" + randomHex()
+	script := `printf '\n%s\n' "$1"; { ` + dump + `; } 2>/dev/null; printf '\0'; env -0`
+	argv := []string{sh, "-lc", script, "snapshot", marker}
+	var cmd *sandbox.Cmd
+	if s.key.kind == SnapshotSandboxed {
+		var err error
+		cmd, err = s.set.cfg.Sandbox.CommandFor(ctx, sandbox.Request{
+			Policy: policy.SandboxPolicy{Kind: policy.ReadOnly}, Cwd: "/", Argv: argv, Env: base,
+		})
+		if err != nil {
+			return "", none, err
+		}
+	} else {
+		c := exec.CommandContext(ctx, sh, argv[1:]...)
+		c.Env, c.Dir = base, "/"
+		cmd = sandbox.Plain(c)
 	}
-	after, err := os.ReadFile(envFile)
-	if err != nil {
-		return err
+	out := &cappedBuffer{max: maxSnapshotOutput}
+	cmd.Stdout = out
+	if err := cmd.Run(); err != nil {
+		return "", none, fmt.Errorf("login shell: %w", err)
+	}
+	raw := out.Bytes()
+	if i := bytes.LastIndex(raw, []byte("\n"+marker+"\n")); i >= 0 {
+		raw = raw[i+len(marker)+2:]
+	} else {
+		return "", none, errors.New("login shell: no snapshot in its output")
+	}
+	state, after, ok := bytes.Cut(raw, []byte{0})
+	if !ok {
+		return "", none, errors.New("login shell: no environment in its output")
 	}
 	var b strings.Builder
 	b.WriteString("# Login-shell snapshot: what the profile set, sourced by non-login shells.\n")
 	b.WriteString(profileExports(base, after))
-	for _, line := range strings.SplitAfter(out.String(), "\n") {
+	for _, line := range strings.SplitAfter(string(state), "\n") {
 		// login_shell cannot be set, and the command's shell is not one.
 		if !strings.Contains(line, "login_shell") {
 			b.WriteString(line)
 		}
 	}
 	b.WriteString("\n:\n") // the source ends with success
-	return os.WriteFile(path, []byte(b.String()), 0o600)
+	content := []byte(b.String())
+	path := filepath.Join(s.set.cfg.Dir, "snapshot-"+randomHex()+".sh")
+	// O_EXCL and O_NOFOLLOW: never through something planted at the name.
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, snapshotMode)
+	if err != nil {
+		return "", none, err
+	}
+	if _, err := f.Write(content); err != nil {
+		f.Close()
+		os.Remove(path)
+		return "", none, err
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(path)
+		return "", none, err
+	}
+	return path, sha256.Sum256(content), nil
+}
+
+// cappedBuffer collects up to max bytes and fails the write beyond.
+type cappedBuffer struct {
+	bytes.Buffer
+	max int
+}
+
+func (c *cappedBuffer) Write(p []byte) (int, error) {
+	if c.Len()+len(p) > c.max {
+		return 0, errors.New("output too large")
+	}
+	return c.Buffer.Write(p)
+}
+
+// randomHex is 16 random hexadecimal digits.
+func randomHex() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
 
 var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // profileExports are export lines for the variables the profile set or
 // changed (after, NUL-separated, against base); the shell's own
-// bookkeeping is left to the command's shell.
+// bookkeeping is left to the command's shell, and the sandbox's network
+// marker to the sandbox.
 func profileExports(base []string, after []byte) string {
 	was := map[string]string{}
 	for _, kv := range base {
@@ -154,7 +496,7 @@ func profileExports(base []string, after []byte) string {
 			continue
 		}
 		switch k {
-		case "PWD", "OLDPWD", "SHLVL", "_":
+		case "PWD", "OLDPWD", "SHLVL", "_", policy.EnvSandboxNetworkDisabled:
 			continue
 		}
 		if old, ok := was[k]; ok && old == v {

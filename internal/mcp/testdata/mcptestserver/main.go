@@ -149,11 +149,13 @@ func main() {
 	httpAddr := flag.String("http", "", "serve streamable HTTP on this address (host:port) and print the URL")
 	token := flag.String("token", "", "with -http: the bearer token every request must carry")
 	hang := flag.Bool("hang", false, "never answer initialize (a server that never starts)")
+	delay := flag.Duration("delay", 0, "wait this long before serving (a server that starts late)")
 	flag.Parse()
 	fmt.Fprintln(os.Stderr, "mcptestserver starting")
 	if *hang {
 		select {}
 	}
+	time.Sleep(*delay)
 	if *httpAddr == "" {
 		if err := newServer().Run(context.Background(), &mcp.StdioTransport{}); err != nil {
 			fmt.Fprintln(os.Stderr, err)

@@ -19,12 +19,19 @@ import (
 type Plan struct {
 	CreateThreads []store.Thread
 	UpdateThreads []store.ThreadPatch
+	DropTurns     []store.TurnDrop
 	CreateTurns   []store.Turn
 	UpdateTurns   []store.TurnPatch
 	AppendItems   []store.Item
 	// AppendEvents are the events with canonical thread ids and times; the
 	// store assigns them nothing, so there is nothing to fill back.
 	AppendEvents []store.Event
+	// AppendAudit are the audit entries with normalised times; the store
+	// assigns their Seq, filled back into the batch's records.
+	AppendAudit []store.AuditEntry
+	// TakeQueued are the queued entries the batch consumes, with
+	// canonical thread ids.
+	TakeQueued []store.QueueTake
 
 	// TurnGroups and ItemGroups index CreateTurns and AppendItems by thread,
 	// in order of first appearance, so each thread's counter is bumped once.
@@ -76,6 +83,10 @@ func NewPlan(b *store.Batch, now time.Time) (*Plan, error) {
 		u.RecencyAt = TimePtr(u.RecencyAt)
 		p.UpdateThreads = append(p.UpdateThreads, u)
 	}
+	for _, d := range b.DropTurns {
+		d.ThreadID = CanonicalID(d.ThreadID)
+		p.DropTurns = append(p.DropTurns, d)
+	}
 	turnGroups := map[string]int{}
 	for _, t := range b.CreateTurns {
 		c := *t
@@ -115,6 +126,20 @@ func NewPlan(b *store.Batch, now time.Time) (*Plan, error) {
 		c.CreatedAt = Time(c.CreatedAt)
 		p.AppendEvents = append(p.AppendEvents, c)
 	}
+	for _, a := range b.AppendAudit {
+		c := *a
+		c.Seq = 0
+		if c.At.IsZero() {
+			c.At = now
+		}
+		c.At = Time(c.At)
+		c.ThreadID = CanonicalID(c.ThreadID)
+		p.AppendAudit = append(p.AppendAudit, c)
+	}
+	for _, q := range b.TakeQueued {
+		q.ThreadID = CanonicalID(q.ThreadID)
+		p.TakeQueued = append(p.TakeQueued, q)
+	}
 	return p, nil
 }
 
@@ -126,6 +151,9 @@ func (p *Plan) LockIDs() []string {
 	var ids []string
 	for _, u := range p.UpdateThreads {
 		ids = append(ids, u.ID)
+	}
+	for _, d := range p.DropTurns {
+		ids = append(ids, d.ThreadID)
 	}
 	for _, t := range p.CreateTurns {
 		ids = append(ids, t.ThreadID)
@@ -170,6 +198,9 @@ func (p *Plan) FillBack() {
 	}
 	for i, it := range p.AppendItems {
 		*p.src.AppendItems[i] = it
+	}
+	for i, a := range p.AppendAudit {
+		*p.src.AppendAudit[i] = a
 	}
 }
 
@@ -260,10 +291,16 @@ func SortColumn(k store.SortKey) (column, scope string, err error) {
 }
 
 // TurnsScope is the cursor scope of a thread's turn listing.
-func TurnsScope(threadID string) string { return "turns/" + threadID }
+func TurnsScope(threadID string) string { return store.TurnsScope(threadID) }
 
 // ItemsScope is the cursor scope of a thread's item listing.
-func ItemsScope(threadID string) string { return "items/" + threadID }
+func ItemsScope(threadID string) string { return store.ItemsScope(threadID) }
+
+// NotQueued is the Conflict of a batch whose queued entry is gone (taken
+// by another write, or deleted).
+func NotQueued(q store.QueueTake) error {
+	return apperr.New(apperr.Conflict, "queued submission %s of thread %s is no longer queued", q.ID, q.ThreadID)
+}
 
 // ThreadNotFound is the error for an unknown thread id.
 func ThreadNotFound(id string) error {

@@ -151,6 +151,9 @@ func (q *Query) Page(columns, table string, k Keyset, limit int) (string, []any)
 		dir, cmp = " DESC", " < "
 	}
 	if k.After != nil {
+		if k.After.Incl {
+			cmp = cmp[:2] + "= " // the row itself starts the page
+		}
 		var value any = k.After.Value
 		if k.Time {
 			value = q.d.TimeArg(time.UnixMicro(k.After.Value).UTC())

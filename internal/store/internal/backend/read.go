@@ -70,16 +70,16 @@ func NewReader(d Dialect, db DB, observe store.ObserveFunc, usable func() error)
 }
 
 const threadColumns = `id, name, preview, cwd, model_provider, model, source, forked_from_id,
-	archived, created_at, updated_at, recency_at, meta`
+	archived, created_at, updated_at, recency_at, meta, read_state`
 
 func scanThread(r Row) (store.Thread, error) {
 	var t store.Thread
 	var created, updated, recency timeCol
-	var meta []byte
+	var meta, readState []byte
 	err := r.Scan(&t.ID, &t.Name, &t.Preview, &t.Cwd, &t.ModelProvider, &t.Model, &t.Source,
-		&t.ForkedFromID, &t.Archived, &created, &updated, &recency, &meta)
+		&t.ForkedFromID, &t.Archived, &created, &updated, &recency, &meta, &readState)
 	t.CreatedAt, t.UpdatedAt, t.RecencyAt = created.t, updated.t, recency.t
-	t.Meta = rawJSON(meta)
+	t.Meta, t.ReadState = rawJSON(meta), rawJSON(readState)
 	return t, err
 }
 
@@ -156,12 +156,39 @@ func PruneEventsSQL(d Dialect) string {
 		d.Param(1) + " ORDER BY created_at LIMIT " + d.Param(2) + ")"
 }
 
-// rawJSON maps SQL NULL, which scans as an empty slice, to absent JSON.
+// PruneThreadEvents implements store.Store.PruneThreadEvents in dialect d
+// over x: one statement deletes the oldest events of the thread beyond its
+// newest ones whose data adds up to at most maxBytes (up to limit of
+// them), another sums what is left.
+func PruneThreadEvents(ctx context.Context, x Execer, d Dialect, threadID string, maxBytes int64, limit int) (deleted, remaining int64, err error) {
+	if !store.ValidThreadID(threadID) {
+		return 0, 0, nil
+	}
+	size := "length(data)" // SQLite: the bytes of a BLOB
+	if d.Typed {
+		size = "octet_length(data)"
+	}
+	prune := "DELETE FROM events WHERE thread_id = " + d.Param(1) + " AND seq IN (SELECT seq FROM (SELECT seq, SUM(" + size +
+		") OVER (ORDER BY seq DESC) AS newer FROM events WHERE thread_id = " + d.Param(2) + ") x WHERE newer > " + d.Param(3) +
+		" ORDER BY seq LIMIT " + d.Param(4) + ")"
+	id := CanonicalID(threadID)
+	if deleted, err = x.Exec(ctx, prune, id, id, maxBytes, limit); err != nil {
+		return 0, 0, x.StorageErr(err)
+	}
+	sum := "SELECT COALESCE(SUM(" + size + "), 0) FROM events WHERE thread_id = " + d.Param(1)
+	if err := x.QueryRow(ctx, sum, id).Scan(&remaining); err != nil {
+		return deleted, 0, x.StorageErr(err)
+	}
+	return deleted, remaining, nil
+}
+
+// rawJSON maps SQL NULL, which scans as an empty slice, to absent JSON, and
+// unescapes an object stored with U+0000 (store.UnescapeNUL).
 func rawJSON(b []byte) []byte {
 	if len(b) == 0 {
 		return nil
 	}
-	return b
+	return store.UnescapeNUL(b)
 }
 
 // timeCol scans a time column of either dialect: SQLite's INTEGER
@@ -217,6 +244,9 @@ func (r *Reader) GetThread(ctx context.Context, id string) (t store.Thread, err 
 func (r *Reader) ListThreads(ctx context.Context, q store.ListThreadsQuery) (page store.ThreadPage, err error) {
 	defer func(start time.Time) { Observe(r.observe, store.OpListThreads, start, err) }(time.Now())
 	if err := r.usable(); err != nil {
+		return page, err
+	}
+	if err := q.Validate(); err != nil {
 		return page, err
 	}
 	col, scope, err := SortColumn(q.SortKey)
@@ -314,7 +344,7 @@ func (r *Reader) GetTurn(ctx context.Context, threadID, turnID string) (t store.
 }
 
 func (r *Reader) turn(ctx context.Context, threadID, turnID string) (store.Turn, error) {
-	if !store.ValidThreadID(threadID) {
+	if !store.ValidThreadID(threadID) || !store.ValidKey(turnID) {
 		return store.Turn{}, TurnNotFound(threadID, turnID)
 	}
 	t, err := scanTurn(r.db.QueryRow(ctx, r.getTurn, CanonicalID(threadID), turnID))
@@ -347,7 +377,7 @@ func (r *Reader) GetItem(ctx context.Context, threadID, itemID string) (it store
 		return it, err
 	}
 	notFound := apperr.New(apperr.NotFound, "item %s not found in thread %s", itemID, threadID)
-	if !store.ValidThreadID(threadID) {
+	if !store.ValidThreadID(threadID) || !store.ValidKey(itemID) {
 		return it, notFound
 	}
 	it, err = scanItem(r.db.QueryRow(ctx, r.getItem, CanonicalID(threadID), itemID))
@@ -393,6 +423,9 @@ func listBySeq[T any](ctx context.Context, r *Reader, l seqListing, scan func(Ro
 		return nil, "", "", ThreadNotFound(l.threadID)
 	}
 	threadID := CanonicalID(l.threadID)
+	if !store.ValidKey(l.turnID) {
+		return nil, "", "", TurnNotFound(threadID, l.turnID)
+	}
 	scope := l.scopeOf(threadID)
 	k := Keyset{Column: "seq", Desc: l.desc}
 	if l.cursor != "" {

@@ -19,6 +19,9 @@ type Statements struct {
 	InsertThread, InsertTurn, InsertItem string
 	// InsertEvent takes the arguments of EventArgs.
 	InsertEvent string
+	// InsertAudit takes the arguments of AuditArgs and returns the seq
+	// the store assigned.
+	InsertAudit string
 	// BumpTurnSeq and BumpItemSeq add their first argument to the counter
 	// of the thread whose id is the second, and return the counter's new
 	// value.
@@ -43,6 +46,8 @@ func NewStatements(d Dialect, jsonArg func([]byte) any) *Statements {
 		InsertTurn:  insertSQL(d, "turns", "thread_id", "id", "seq", "status", "error", "started_at", "completed_at", "meta"),
 		InsertItem:  insertSQL(d, "items", "thread_id", "seq", "turn_id", "item_id", "type", "payload", "created_at"),
 		InsertEvent: insertSQL(d, "events", "thread_id", "seq", "method", "data", "created_at"),
+		InsertAudit: insertSQL(d, "audit_log", "at", "kind", "principal", "client", "node", "trace_id", "thread_id", "turn_id", "detail") +
+			" RETURNING seq",
 		BumpTurnSeq: seq("turn_seq"),
 		BumpItemSeq: seq("item_seq"),
 
@@ -57,6 +62,7 @@ func NewStatements(d Dialect, jsonArg func([]byte) any) *Statements {
 			{"updated_at"},
 			{"recency_at"},
 			{"meta"},
+			{"read_state"},
 		}, "archived = archived", "id"),
 		// In the order of the turnSet bits.
 		turnPatches: newPatchSQL(d, "turns", [][]string{
@@ -69,12 +75,41 @@ func NewStatements(d Dialect, jsonArg func([]byte) any) *Statements {
 	}
 }
 
+// DropTurnsSQL are the statements of a store.TurnDrop in dialect d, in
+// order: the items of the dropped turns, the turns (no row deleted: the
+// turn is not the thread's), then the thread's Seq counters set back to
+// what is kept. Each takes DropTurnsArgs' arguments for its index.
+func DropTurnsSQL(d Dialect) [3]string {
+	from := func(threadParam, turnParam int) string {
+		return "(SELECT seq FROM turns WHERE thread_id = " + d.Param(threadParam) + " AND id = " + d.Param(turnParam) + ")"
+	}
+	return [3]string{
+		"DELETE FROM items WHERE thread_id = " + d.Param(1) + " AND turn_id IN (SELECT id FROM turns WHERE thread_id = " +
+			d.Param(2) + " AND seq >= " + from(3, 4) + ")",
+		"DELETE FROM turns WHERE thread_id = " + d.Param(1) + " AND seq >= " + from(2, 3),
+		"UPDATE threads SET turn_seq = (SELECT COALESCE(MAX(seq), 0) FROM turns WHERE thread_id = " + d.Param(1) +
+			"), item_seq = (SELECT COALESCE(MAX(seq), 0) FROM items WHERE thread_id = " + d.Param(2) + ") WHERE id = " + d.Param(3),
+	}
+}
+
+// DropTurnsArgs returns the arguments of DropTurnsSQL's i-th statement.
+func DropTurnsArgs(i int, drop store.TurnDrop) []any {
+	switch i {
+	case 0:
+		return []any{drop.ThreadID, drop.ThreadID, drop.ThreadID, drop.TurnID}
+	case 1:
+		return []any{drop.ThreadID, drop.ThreadID, drop.TurnID}
+	}
+	return []any{drop.ThreadID, drop.ThreadID, drop.ThreadID}
+}
+
 // DeleteThreadSQL are the statements that delete a thread, children
 // first (the foreign keys have no cascade), each taking the thread id as
 // its one parameter, written param; the last one's row count tells
 // whether the thread existed.
 func DeleteThreadSQL(param string) []string {
 	return []string{
+		"DELETE FROM queued_submissions WHERE thread_id = " + param,
 		"DELETE FROM events WHERE thread_id = " + param,
 		"DELETE FROM items WHERE thread_id = " + param,
 		"DELETE FROM turns WHERE thread_id = " + param,
@@ -90,10 +125,15 @@ func insertSQL(d Dialect, table string, columns ...string) string {
 	return "INSERT INTO " + table + " (" + strings.Join(columns, ", ") + ") VALUES (" + strings.Join(ps, ", ") + ")"
 }
 
-// json binds stored JSON: SQL NULL when absent.
+// json binds stored JSON: SQL NULL when absent, an object holding U+0000
+// escaped (store.EscapeNUL).
 func (s *Statements) json(raw []byte) any {
 	if len(raw) == 0 {
 		return nil
+	}
+	if escaped, err := store.EscapeNUL(raw); err == nil {
+		// Batch.Validate refused what cannot be escaped.
+		raw = escaped
 	}
 	return s.jsonArg(raw)
 }
@@ -131,6 +171,11 @@ func (s *Statements) ItemArgs(it *store.Item) []any {
 // EventArgs returns the arguments of InsertEvent for ev.
 func (s *Statements) EventArgs(ev *store.Event) []any {
 	return []any{ev.ThreadID, ev.Seq, ev.Method, ev.Data, s.d.TimeArg(ev.CreatedAt)}
+}
+
+// AuditArgs returns the arguments of InsertAudit for a.
+func (s *Statements) AuditArgs(a *store.AuditEntry) []any {
+	return []any{s.d.TimeArg(a.At), a.Kind, a.Principal, a.Client, a.Node, a.TraceID, a.ThreadID, a.TurnID, s.json(a.Detail)}
 }
 
 // IdempotencySQL are the statements of the idempotency keys in one
@@ -204,6 +249,7 @@ const (
 	threadSetUpdatedAt
 	threadSetRecencyAt
 	threadSetMeta
+	threadSetReadState
 )
 
 // ThreadPatch returns the UPDATE that applies u and its arguments; it
@@ -239,6 +285,10 @@ func (s *Statements) ThreadPatch(u store.ThreadPatch) (string, []any) {
 	if u.Meta != nil {
 		mask |= threadSetMeta
 		args = append(args, s.json(NullableJSON(u.Meta)))
+	}
+	if u.ReadState != nil {
+		mask |= threadSetReadState
+		args = append(args, s.json(NullableJSON(u.ReadState)))
 	}
 	return s.threadPatches[mask], append(args, u.ID)
 }

@@ -1,0 +1,58 @@
+package rpcws
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// Lazy frames wait for the next Send and go out with it, in queue order
+// and in one write; with no Send they go out on their own once LazyDelay
+// has passed; closing flushes them.
+func TestLazyFramesWaitForTheNextSend(t *testing.T) {
+	const delay = 300 * time.Millisecond
+	s, client := pair(t, Options{LazyDelay: delay})
+	bc := s.opts.Batch.conn
+	require.NotNil(t, bc)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	frame := func(i int) []byte { return []byte(`{"method":"n","params":{"i":` + strconv.Itoa(i) + `}}`) }
+	read := func(want int) time.Time {
+		t.Helper()
+		_, data, err := client.Read(ctx)
+		require.NoError(t, err)
+		require.Equal(t, string(frame(want)), string(data))
+		return time.Now()
+	}
+
+	// Three lazy frames, then one sent at once: all four in one write.
+	before := bc.writes.Load()
+	for i := range 3 {
+		require.NoError(t, s.SendLazy(frame(i)))
+	}
+	queued, _, writing, _ := s.state()
+	require.Equal(t, 3, queued, "a lazy frame started a writer")
+	require.False(t, writing)
+	start := time.Now()
+	require.NoError(t, s.Send(frame(3)))
+	for i := range 4 {
+		read(i)
+	}
+	require.Less(t, time.Since(start), delay, "the lazy frames waited for their delay though a frame was sent")
+	require.Equal(t, int64(1), bc.writes.Load()-before, "the four frames were not written together")
+
+	// A lazy frame alone goes out after its delay, not before.
+	start = time.Now()
+	require.NoError(t, s.SendLazy(frame(4)))
+	got := read(4)
+	require.GreaterOrEqual(t, got.Sub(start), delay-10*time.Millisecond)
+
+	// Closing writes what waits.
+	require.NoError(t, s.SendLazy(frame(5)))
+	s.CloseWith(CloseNormal, "")
+	read(5)
+	<-s.Done()
+}

@@ -1,0 +1,4 @@
+package webhook
+
+// RefusedAddress is refusedAddress, for the tests.
+var RefusedAddress = refusedAddress
