@@ -1069,9 +1069,17 @@ func testGroupCommitter(t *testing.T, s store.Store) {
 		_, err := g.GetThread(t.Context(), id)
 		require.NoError(t, err)
 	}
-	mu.Lock()
-	require.Equal(t, threads*(writes+1), committed, "OnCommit counted every batch once")
-	mu.Unlock()
+	// OnCommit runs after a round's callers are answered, so the last
+	// round may still be counting; the lock is never held across a
+	// require (a failed one would leave the committer blocked in
+	// OnCommit and the deferred Close waiting forever).
+	counted := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return committed
+	}
+	require.Eventually(t, func() bool { return counted() >= threads*(writes+1) }, 10*time.Second, time.Millisecond)
+	require.Equal(t, threads*(writes+1), counted(), "OnCommit counted every batch once")
 	require.NoError(t, g.Ping(t.Context()))
 }
 
