@@ -82,9 +82,10 @@ func TestMCPHTTPEndpoint(t *testing.T) {
 	require.Equal(t, "did not touch no", text)
 	require.NoFileExists(t, filepath.Join(ws, "no.txt"))
 	mu.Lock()
-	require.Len(t, elicited, 2)
-	require.Contains(t, elicited[0], "touch yes.txt")
+	seen := append([]string(nil), elicited...)
 	mu.Unlock()
+	require.Len(t, seen, 2)
+	require.Contains(t, seen[0], "touch yes.txt")
 
 	// Cancellation: notifications/cancelled interrupts the turn.
 	known := sn.threads()
