@@ -3,8 +3,8 @@ package api
 import "encoding/json"
 
 // Methods and notifications of the account and server-information family
-// a client without a ChatGPT login reaches (docs/protocol.md §4.36 to
-// §4.39).
+// a client without a ChatGPT login reaches (docs/protocol.md §4.39 to
+// §4.42).
 const (
 	// MethodAccountLogout forgets the client's login.
 	MethodAccountLogout = "account/logout"

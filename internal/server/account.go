@@ -36,7 +36,7 @@ func (noProviders) Capabilities(string) api.ModelProviderCapabilitiesReadResult 
 }
 
 // registerAccountMethods installs the account, provider and server
-// information methods (docs/protocol.md §4.36 to §4.38).
+// information methods (docs/protocol.md §4.39 to §4.41).
 func (s *Server) registerAccountMethods() {
 	s.Handle(api.MethodAccountLogout, s.accountLogout)
 	s.Handle(api.MethodAccountRateLimitsRead, s.rateLimitsRead)

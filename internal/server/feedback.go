@@ -37,7 +37,7 @@ type FeedbackConfig struct {
 	MaxAttachmentBytes int64
 }
 
-// registerFeedback installs feedback/save (docs/protocol.md §4.39).
+// registerFeedback installs feedback/save (docs/protocol.md §4.42).
 func (s *Server) registerFeedback(cfg FeedbackConfig) {
 	if cfg.MaxAttachmentBytes <= 0 {
 		cfg.MaxAttachmentBytes = DefaultFeedbackAttachmentBytes
