@@ -420,6 +420,11 @@ func (g *GroupCommitter) ReleaseEventConsumer(ctx context.Context, name string, 
 	return g.inner.ReleaseEventConsumer(ctx, name, token, now)
 }
 
+// DeleteEventConsumer goes straight to the wrapped Store.
+func (g *GroupCommitter) DeleteEventConsumer(ctx context.Context, name string) error {
+	return g.inner.DeleteEventConsumer(ctx, name)
+}
+
 // EventCursor goes straight to the wrapped Store.
 func (g *GroupCommitter) EventCursor(ctx context.Context, name string) (EventCursor, error) {
 	return g.inner.EventCursor(ctx, name)

@@ -540,6 +540,11 @@ type Store interface {
 	// ReleaseEventConsumer ends the lease of consumer name held under
 	// token at now, so that another holder may take it at once.
 	ReleaseEventConsumer(ctx context.Context, name string, token int64, now time.Time) error
+	// DeleteEventConsumer deletes consumer name's lease and cursor (a
+	// consumer whose events nobody will read again: a deleted webhook
+	// subscription's); none is not an error. A holder that claims it
+	// again later starts it anew.
+	DeleteEventConsumer(ctx context.Context, name string) error
 	// EventCursor returns consumer name's cursor: when it was created and
 	// the last sequence number handled in each thread. NotFound for a
 	// consumer never claimed.

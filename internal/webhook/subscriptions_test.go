@@ -54,7 +54,7 @@ func subscribe(t *testing.T, st store.Store, s *webhook.Sender, r *receiver, own
 
 // A stored subscription is picked up by the Sender without a call (as by
 // every daemon of the database), delivers signed notices, and stops once
-// deleted. A principal's subscription gets only its own threads' events,
+// deleted, its event consumer's lease and cursor deleted with it. A principal's subscription gets only its own threads' events,
 // with no thread and with another principal's thread named alike; the
 // operator's gets every thread's.
 func TestStoredSubscriptions(t *testing.T) {
@@ -86,6 +86,10 @@ func TestStoredSubscriptions(t *testing.T) {
 	require.Len(t, aliceAll.waitFor(2), 2)
 	time.Sleep(100 * time.Millisecond)
 	require.Len(t, op.list(), 3, "a deleted subscription delivers nothing more")
+	require.Eventually(t, func() bool {
+		_, err := n.st.EventCursor(t.Context(), "webhook:"+opSub.ID)
+		return apperr.Is(err, apperr.NotFound)
+	}, 10*time.Second, time.Millisecond, "its event consumer's lease and cursor are deleted with it")
 }
 
 // Every attempt goes to the webhook's delivery log: a 500 with its next

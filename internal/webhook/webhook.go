@@ -363,6 +363,13 @@ func (s *Sender) Sync(ctx context.Context) error {
 	s.mu.Unlock()
 	for _, sub := range gone {
 		sub.stop()
+		// Nobody reads this subscription's events again: its lease and
+		// cursor go too. Every daemon that ran it deletes them once its
+		// own consumer stopped, so a renewal racing the first delete on
+		// another daemon does not leave them behind.
+		if err := s.cfg.Store.DeleteEventConsumer(ctx, consumerPrefix+sub.id); err != nil {
+			errs = append(errs, fmt.Errorf("webhook %s: deleting its event consumer: %w", sub.id, err))
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -971,6 +971,17 @@ func (s *Store) ReleaseEventConsumer(_ context.Context, name string, token int64
 	return nil
 }
 
+// DeleteEventConsumer deletes an event consumer's lease and cursor.
+func (s *Store) DeleteEventConsumer(_ context.Context, name string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.usableLocked(); err != nil {
+		return err
+	}
+	delete(s.consumers, name)
+	return nil
+}
+
 // EventCursor returns an event consumer's cursor.
 func (s *Store) EventCursor(_ context.Context, name string) (store.EventCursor, error) {
 	s.mu.RLock()

@@ -1802,8 +1802,9 @@ func testCredentials(t *testing.T, s store.Store) {
 // testEventConsumers: one holder per consumer at a time, the holder
 // renewing its lease under one token, another taking it over only once it
 // expired (or was released), with a new token that fences the old
-// holder's cursor saves; a cursor only moves forward; the spans of the
-// threads with events created since a time.
+// holder's cursor saves; a cursor only moves forward; a deleted consumer
+// loses its lease and cursor; the spans of the threads with events
+// created since a time.
 func testEventConsumers(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	name, ttl := "webhooks-"+newID(), time.Minute
@@ -1853,6 +1854,25 @@ func testEventConsumers(t *testing.T, s store.Store) {
 	cur, err = s.EventCursor(ctx, name)
 	require.NoError(t, err)
 	require.Equal(t, map[string]int64{"t1": 6, "t2": 7}, cur.Positions)
+
+	// Deleted: lease and cursor gone, the old token fenced; a later claim
+	// starts it anew with an empty cursor; deleting none is no error.
+	other := "webhooks-" + newID()
+	_, _, err = s.ClaimEventConsumer(ctx, other, "node-a", now, now.Add(ttl))
+	require.NoError(t, err)
+	require.NoError(t, s.DeleteEventConsumer(ctx, name))
+	_, err = s.EventCursor(ctx, name)
+	requireCode(t, err, apperr.NotFound)
+	requireCode(t, s.SaveEventCursor(ctx, name, c, map[string]int64{"t1": 8}), apperr.Conflict)
+	_, err = s.EventCursor(ctx, other)
+	require.NoError(t, err, "another consumer is left alone")
+	require.NoError(t, s.DeleteEventConsumer(ctx, name))
+	_, ok, err = s.ClaimEventConsumer(ctx, name, "node-b", late, late.Add(ttl))
+	require.NoError(t, err)
+	require.True(t, ok)
+	cur, err = s.EventCursor(ctx, name)
+	require.NoError(t, err)
+	require.Empty(t, cur.Positions)
 
 	// Spans of the threads with events created since a time.
 	t1, t2 := newID(), newID()

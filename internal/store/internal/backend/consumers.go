@@ -24,7 +24,7 @@ type Consumers struct {
 	observe store.ObserveFunc
 	usable  func() error
 
-	claim, release, created, positions, save, spans string
+	claim, release, created, positions, save, spans, dropCursor, drop string
 }
 
 // NewConsumers returns the event consumers of a store in dialect d over
@@ -48,7 +48,9 @@ func NewConsumers(d Dialect, db ConsumerDB, observe store.ObserveFunc, usable fu
 		save: "INSERT INTO event_cursors (consumer, thread_id, seq) SELECT " + p(1) + d.cast("text") + ", " + p(2) + d.cast("text") + ", " + p(3) + d.cast("bigint") +
 			" WHERE EXISTS (SELECT 1 FROM event_consumers WHERE name = " + p(4) + " AND token = " + p(5) + ")" +
 			" ON CONFLICT (consumer, thread_id) DO UPDATE SET seq = CASE WHEN excluded.seq > event_cursors.seq THEN excluded.seq ELSE event_cursors.seq END",
-		spans: "SELECT thread_id, min(seq), max(seq) FROM events WHERE created_at >= " + p(1) + " GROUP BY thread_id",
+		spans:      "SELECT thread_id, min(seq), max(seq) FROM events WHERE created_at >= " + p(1) + " GROUP BY thread_id",
+		dropCursor: "DELETE FROM event_cursors WHERE consumer = " + p(1),
+		drop:       "DELETE FROM event_consumers WHERE name = " + p(1),
 	}
 }
 
@@ -77,6 +79,22 @@ func (c Consumers) ReleaseEventConsumer(ctx context.Context, name string, token 
 	}
 	if _, err := c.db.Exec(ctx, c.release, c.d.TimeArg(Time(now)), name, token); err != nil {
 		return c.db.StorageErr(err)
+	}
+	return nil
+}
+
+// DeleteEventConsumer implements store.Store.DeleteEventConsumer: the
+// cursor first, so that a failure between the two statements leaves a
+// lease without positions rather than positions without their consumer.
+func (c Consumers) DeleteEventConsumer(ctx context.Context, name string) (err error) {
+	defer func(start time.Time) { Observe(c.observe, store.OpEventConsumer, start, err) }(time.Now())
+	if err := c.usable(); err != nil {
+		return err
+	}
+	for _, q := range []string{c.dropCursor, c.drop} {
+		if _, err := c.db.Exec(ctx, q, name); err != nil {
+			return c.db.StorageErr(err)
+		}
 	}
 	return nil
 }
