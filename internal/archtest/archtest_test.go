@@ -199,6 +199,11 @@ var rules = []rule{
 		why:     "the read side reads what the store holds and converts it: it knows no loaded thread, running turn or transport, and the thread table and the agent loop build on it",
 	},
 	{
+		pkgs:    []string{"internal/turns/subagents"},
+		mustNot: append([]string{"internal/turns", "internal/tools/...", "internal/dynamic", "internal/skills", "internal/sandbox", "internal/config", "internal/auth", "internal/principal", "internal/budget", "internal/policy", "internal/store/memory", "internal/store/postgres", "internal/store/sqlite", "cmd/..."}, transports...),
+		why:     "sub-agents see the thread table only through the Table interface they declare: the table builds them and calls their hooks, never the reverse",
+	},
+	{
 		pkgs:    []string{"internal/turns"},
 		mustNot: append([]string{"internal/tools/...", "internal/dynamic", "internal/skills", "internal/sandbox", "internal/config", "internal/auth", "internal/store/memory", "internal/store/postgres", "internal/store/sqlite", "cmd/..."}, transports...),
 		why:     "turns owns threads and turns behind interfaces: it emits to one sink the transports' hub implements, tools come through its ToolsFactory, its stores (the durable one and the memory one of ephemeral threads) are chosen by the composition root",

@@ -15,6 +15,7 @@ import (
 	"github.com/appserver/appserver/internal/store"
 	"github.com/appserver/appserver/internal/store/sqlite"
 	"github.com/appserver/appserver/internal/turns"
+	"github.com/appserver/appserver/internal/turns/subagents"
 )
 
 // A child whose turn was running when the daemon died reads as
@@ -41,7 +42,7 @@ func TestChildRunningAtACrashReadsInterrupted(t *testing.T) {
 	kids := turns.ChildrenOf(m, parent)
 	state, err := kids.State(ctx, child)
 	require.NoError(t, err)
-	require.Equal(t, turns.AgentState{Status: api.TurnInterrupted}, state)
+	require.Equal(t, subagents.State{Status: api.TurnInterrupted}, state)
 
 	read, err := m.ReadThread(ctx, api.ThreadReadParams{ThreadID: child})
 	require.NoError(t, err)
@@ -89,7 +90,7 @@ func BenchmarkSpawnWait(b *testing.B) {
 	b.ResetTimer()
 	for range b.N {
 		start := time.Now()
-		child, err := kids.Spawn(ctx, turns.SpawnParams{Input: input})
+		child, err := kids.Spawn(ctx, subagents.SpawnParams{Input: input})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -32,6 +32,12 @@
 // about a turn running on another daemon (steer, interrupt, turn/start
 // while busy) are forwarded to it and run there by Manager.Command.
 //
+// The sub-agents of threads (spawned children, driving them from the
+// parent's turn, what a parent hears of a child's end) are
+// internal/turns/subagents: the Manager implements the thread table it
+// declares (children.go), gives each turn's tools their thread's
+// Children (ToolContext.Children) and calls its hooks at a turn's end.
+//
 // Every request that can change a thread's settings (thread/start, resume,
 // fork, turn/start, thread/settings/update) comes with its Caller's
 // principal: the settings it leaves the thread with (cwd, sandbox,

@@ -21,6 +21,7 @@ import (
 	"github.com/appserver/appserver/internal/policy"
 	"github.com/appserver/appserver/internal/registry"
 	"github.com/appserver/appserver/internal/store"
+	"github.com/appserver/appserver/internal/turns/subagents"
 	"github.com/appserver/appserver/internal/turns/transcript"
 )
 
@@ -139,7 +140,7 @@ type ToolContext struct {
 	Features map[string]bool
 	// Children creates and drives the thread's child threads (the
 	// collaboration tools).
-	Children *Children
+	Children *subagents.Children
 	// Goals reads and sets the thread's goal (the goal tools); nil for an
 	// ephemeral thread.
 	Goals *ThreadGoals
@@ -246,7 +247,7 @@ type Config struct {
 	// the text of the user message added to the parent's model history
 	// (the running turn's next request, or the parent's next turn); ""
 	// tells nothing. Nil tells nothing.
-	ChildEnded func(childID, agentPath string, st AgentState) string
+	ChildEnded func(childID, agentPath string, st subagents.State) string
 	// ThreadStarted is called (without locks held) once a thread started
 	// or forked has been announced (thread/started), with its config
 	// overrides (flattened, read-only) and tell, which broadcasts a
@@ -304,6 +305,9 @@ type Config struct {
 type Manager struct {
 	cfg Config
 	log *slog.Logger
+	// sub is the sub-agents of the threads: the table calls its hooks at
+	// a turn's end and gives each turn's tools their thread's Children.
+	sub *subagents.Service
 	now func() time.Time
 	// mem holds the ephemeral threads: loaded threads that never reach
 	// cfg.Store. A thread's transcript leaves it when the thread unloads.
@@ -465,14 +469,16 @@ func New(cfg Config) (*Manager, error) {
 	if d.CompactPrompt == "" {
 		d.CompactPrompt = compactPrompt
 	}
-	return &Manager{
+	m := &Manager{
 		cfg: cfg, log: cfg.Logger, now: cfg.Now,
 		mem:     cfg.Ephemeral,
 		threads: map[string]*thread{},
 		ends:    newTurnEnds(cfg.Logger, cfg.Store, cfg.PendingEndsFile),
 		live: LiveDefaults{Model: d.Model, ModelProvider: d.ModelProvider, ApprovalPolicy: d.ApprovalPolicy, SandboxMode: d.SandboxMode,
 			Features: d.Features, ReasoningEffort: d.ReasoningEffort, ReasoningSummary: d.ReasoningSummary}.withBuiltins(),
-	}, nil
+	}
+	m.sub = subagents.New(subagents.Config{Table: subagentTable{m}, ChildEnded: cfg.ChildEnded, Logger: cfg.Logger})
+	return m, nil
 }
 
 const defaultInstructions = "You are a coding agent running in appserver. Work in the user's workspace, " +
@@ -675,7 +681,7 @@ func (m *Manager) hydrate(ctx context.Context, rec store.Thread) (*thread, error
 	if len(page.Turns) > 0 {
 		last := page.Turns[0]
 		t.lastTurnFailed = last.Status == store.TurnFailed
-		t.settleChildEnd(last)
+		t.meta.SubAgent = subagents.SettleEnd(t.meta.SubAgent, last)
 	}
 	return t, nil
 }

@@ -24,7 +24,7 @@ func (m *Manager) ArchiveThread(ctx context.Context, p api.ThreadArchiveParams) 
 	if t := m.loaded(id); t != nil && t.ephemeral() {
 		return nil, apperr.New(apperr.Invalid, "ephemeral thread %s cannot be archived", id)
 	}
-	kids, err := m.descendants(ctx, id)
+	kids, err := m.sub.Descendants(ctx, id)
 	if err != nil && !apperr.Is(err, apperr.NotFound) {
 		return nil, err
 	}

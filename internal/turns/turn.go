@@ -15,6 +15,7 @@ import (
 	"github.com/appserver/appserver/internal/model"
 	"github.com/appserver/appserver/internal/registry"
 	"github.com/appserver/appserver/internal/store"
+	"github.com/appserver/appserver/internal/turns/subagents"
 	"github.com/appserver/appserver/internal/turns/transcript"
 )
 
@@ -745,7 +746,7 @@ func (r *turnRun) finish(runErr error) {
 	t.mu.Lock()
 	t.meta.LastTurnID = at.id
 	t.stopGoalClockLocked(now)
-	t.recordChildEndLocked(at.id, status, turnErr, r.final)
+	t.meta.SubAgent = subagents.RecordEnd(t.meta.SubAgent, at.id, status, turnErr, r.final)
 	threadPatch := store.ThreadPatch{ID: t.id, UpdatedAt: &now, RecencyAt: &now, Meta: t.metaJSONLocked()}
 	t.mu.Unlock()
 	endErr := t.write(r.persistCtx(), &store.Batch{UpdateTurns: []store.TurnPatch{patch}, UpdateThreads: []store.ThreadPatch{threadPatch}})
@@ -807,7 +808,7 @@ func (r *turnRun) finish(runErr error) {
 	// Before the end is announced and the turn lets go of the thread: a
 	// wait_agent on this child, or a client that saw its turn/completed,
 	// finds the note in the parent's history.
-	t.tellParent(r.persistCtx())
+	t.m.sub.TellParent(r.persistCtx(), subagentThread{t})
 
 	// The turn stays active until turn/completed is out, so that a turn
 	// started meanwhile waits (StartTurn waits on done) and its events never
@@ -825,7 +826,7 @@ func (r *turnRun) finish(runErr error) {
 	}
 	t.emit("turn/completed", api.TurnCompletedNotification{ThreadID: t.id, Turn: r.apiTurn(status, turnErr, &now)})
 	r.flushResolved()
-	t.showEndToParent()
+	t.m.sub.ShowEndToParent(subagentThread{t})
 
 	t.mu.Lock()
 	t.active = nil
@@ -833,7 +834,7 @@ func (r *turnRun) finish(runErr error) {
 	t.mu.Unlock()
 	t.childTurn(false)
 	if status == api.TurnInterrupted {
-		t.m.interruptChildren(t.id)
+		t.m.sub.InterruptChildren(t.id)
 	}
 }
 

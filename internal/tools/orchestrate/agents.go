@@ -8,12 +8,13 @@ import (
 	"github.com/appserver/appserver/internal/registry"
 	"github.com/appserver/appserver/internal/tools/agents"
 	"github.com/appserver/appserver/internal/turns"
+	"github.com/appserver/appserver/internal/turns/subagents"
 )
 
-// childThreads adapts a turn's turns.Children to agents.Threads.
-type childThreads struct{ c *turns.Children }
+// childThreads adapts a turn's subagents.Children to agents.Threads.
+type childThreads struct{ c *subagents.Children }
 
-func agentState(st turns.AgentState) agents.State {
+func agentState(st subagents.State) agents.State {
 	return agents.State{Running: st.Running, Status: string(st.Status), Answer: st.Answer, Error: st.Error}
 }
 
@@ -22,7 +23,7 @@ func (t childThreads) Depth() int { return t.c.Depth() }
 func (t childThreads) AgentPath() string { return t.c.AgentPath() }
 
 func (t childThreads) Spawn(ctx context.Context, sp agents.Spawn) (agents.Spawned, error) {
-	child, err := t.c.Spawn(ctx, turns.SpawnParams{
+	child, err := t.c.Spawn(ctx, subagents.SpawnParams{
 		Input: sp.Input, Nickname: sp.Nickname, AgentPath: sp.AgentPath,
 		Model: sp.Model, ReasoningEffort: sp.ReasoningEffort, ForkContext: sp.ForkContext,
 	})

@@ -29,6 +29,7 @@ import (
 	"github.com/appserver/appserver/internal/tools/goals"
 	"github.com/appserver/appserver/internal/tools/shell"
 	"github.com/appserver/appserver/internal/turns"
+	"github.com/appserver/appserver/internal/turns/subagents"
 )
 
 // builtinToolNames are the names the built-in tools take (offered or
@@ -241,7 +242,7 @@ func (s *Service) ChildTurn(childID, originator string, running bool) {
 
 // ChildEnded is turns.Config.ChildEnded: the parent's model is told of
 // its child's end in the collaboration tools' words.
-func (s *Service) ChildEnded(childID, agentPath string, st turns.AgentState) string {
+func (s *Service) ChildEnded(childID, agentPath string, st subagents.State) string {
 	return s.agents.ChildEnded(childID, agentPath, agentState(st))
 }
 
