@@ -150,10 +150,26 @@ func (m *Manager) storedThread(rec store.Thread) (api.Thread, error) {
 	return transcript.ThreadToAPI(rec, meta, api.ThreadStatus{Type: api.ThreadNotLoaded}, false), nil
 }
 
-// ListThreads pages stored threads: for a principal, only those it sees;
-// each with its read state.
+// ListThreads pages stored threads as thread/list does: for a principal,
+// only those it sees; each with its read state. As the reference's, it
+// lists a thread once a user message has started it (the thread has a
+// preview), so that the threads a client starts and never uses (the TUI
+// starts one at every launch) stay out of its resume picker; a thread
+// with a name or a `!cmd` only is still left out.
 func (m *Manager) ListThreads(ctx context.Context, who principal.Principal, p api.ThreadListParams) (api.ThreadListResult, error) {
-	res, err := m.listVisible(ctx, who, p)
+	return m.list(ctx, who, p, true)
+}
+
+// ListAllThreads is ListThreads with the threads no user message has
+// started yet too: the HTTP API's list, whose clients create threads
+// explicitly and look for them there.
+func (m *Manager) ListAllThreads(ctx context.Context, who principal.Principal, p api.ThreadListParams) (api.ThreadListResult, error) {
+	return m.list(ctx, who, p, false)
+}
+
+// list is ListThreads, with unstarted threads left out when started is set.
+func (m *Manager) list(ctx context.Context, who principal.Principal, p api.ThreadListParams, started bool) (api.ThreadListResult, error) {
+	res, err := m.listVisible(ctx, who, p, started)
 	if err != nil {
 		return api.ThreadListResult{}, err
 	}
@@ -170,9 +186,9 @@ func (m *Manager) ListThreads(ctx context.Context, who principal.Principal, p ap
 }
 
 // listVisible is ListThreads without the read states.
-func (m *Manager) listVisible(ctx context.Context, who principal.Principal, p api.ThreadListParams) (api.ThreadListResult, error) {
+func (m *Manager) listVisible(ctx context.Context, who principal.Principal, p api.ThreadListParams, started bool) (api.ThreadListResult, error) {
 	if who.IsOperator() {
-		return m.listThreads(ctx, p)
+		return m.listThreads(ctx, p, started)
 	}
 	// Other principals' threads are skipped, so a page may hold fewer
 	// threads than asked for: the store is read again for the rest, up to
@@ -185,7 +201,7 @@ func (m *Manager) listVisible(ctx context.Context, who principal.Principal, p ap
 	for pass := 0; ; pass++ {
 		n := uint32(limit - len(out.Data))
 		p.Limit = &n
-		res, err := m.listThreads(ctx, p)
+		res, err := m.listThreads(ctx, p, started)
 		if err != nil {
 			return api.ThreadListResult{}, err
 		}
@@ -212,8 +228,8 @@ func (m *Manager) listVisible(ctx context.Context, who principal.Principal, p ap
 const maxListPasses = 10
 
 // listThreads is ListThreads for the operator: one page of the store.
-func (m *Manager) listThreads(ctx context.Context, p api.ThreadListParams) (api.ThreadListResult, error) {
-	q := store.ListThreadsQuery{Desc: true, SortKey: store.SortCreatedAt, Cwds: p.Cwd, ModelProviders: p.ModelProviders}
+func (m *Manager) listThreads(ctx context.Context, p api.ThreadListParams, started bool) (api.ThreadListResult, error) {
+	q := store.ListThreadsQuery{Desc: true, SortKey: store.SortCreatedAt, Cwds: p.Cwd, ModelProviders: p.ModelProviders, HasPreview: started}
 	if p.SortKey != nil {
 		switch *p.SortKey {
 		case api.ThreadSortCreatedAt:
@@ -267,6 +283,8 @@ func (m *Manager) listThreads(ctx context.Context, p api.ThreadListParams) (api.
 			// only when asked for.
 			continue
 		}
+		// The reference's list leaves it unset, loaded or not.
+		th.CanAcceptDirectInput = nil
 		res.Data = append(res.Data, th)
 	}
 	res.NextCursor = optString(page.NextCursor)
