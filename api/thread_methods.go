@@ -299,7 +299,7 @@ type ThreadListParams struct {
 	Cwd StringList `json:"cwd,omitempty"`
 	// ModelProviders filters by provider, or null.
 	ModelProviders []string `json:"modelProviders,omitempty"`
-	// SourceKinds filters by source; empty means interactive sources.
+	// SourceKinds keeps the threads of these kinds; empty lists all but sub-agents.
 	SourceKinds []ThreadSourceKind `json:"sourceKinds,omitempty"`
 	// SearchTerm matches titles, or null.
 	SearchTerm *string `json:"searchTerm,omitempty"`
@@ -313,9 +313,9 @@ type ThreadListParams struct {
 	UseStateDBOnly *bool `json:"useStateDbOnly,omitempty"`
 	// Originators filters by creator; a non-empty list is rejected.
 	Originators []string `json:"originators,omitempty"`
-	// ParentThreadID (experimental) is accepted and ignored.
+	// ParentThreadID (experimental) keeps the threads that thread spawned.
 	ParentThreadID *string `json:"parentThreadId,omitempty"`
-	// AncestorThreadID (experimental) is accepted and ignored.
+	// AncestorThreadID (experimental) keeps the thread's descendants.
 	AncestorThreadID *string `json:"ancestorThreadId,omitempty"`
 	// AttachedToThreadID (experimental) is accepted and ignored.
 	AttachedToThreadID *string `json:"attachedToThreadId,omitempty"`

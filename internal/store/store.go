@@ -424,6 +424,8 @@ type ListThreadsQuery struct {
 	// HasPreview, when true, keeps only threads with a preview: those a
 	// user message with text has started.
 	HasPreview bool
+	// IDs, when non-empty, keeps the threads with one of these ids.
+	IDs []string
 }
 
 // ThreadPage is one page of ListThreads.

@@ -2,6 +2,7 @@ package turns
 
 import (
 	"context"
+	"slices"
 	"strings"
 
 	"github.com/appserver/appserver/api"
@@ -261,6 +262,18 @@ func (m *Manager) listThreads(ctx context.Context, p api.ThreadListParams, start
 	if len(p.Originators) > 0 {
 		return api.ThreadListResult{}, apperr.New(apperr.Invalid, "filtering by originators is not supported")
 	}
+	res := api.ThreadListResult{Data: api.List[api.Thread]{}, ReadStates: map[string]api.ThreadReadState{}}
+	lineage := p.ParentThreadID != nil || p.AncestorThreadID != nil
+	if lineage {
+		ids, err := m.lineageIDs(ctx, p.ParentThreadID, p.AncestorThreadID)
+		if err != nil {
+			return api.ThreadListResult{}, err
+		}
+		if len(ids) == 0 {
+			return res, nil
+		}
+		q.IDs = ids
+	}
 	page, err := m.cfg.Store.ListThreads(ctx, q)
 	if err != nil {
 		return api.ThreadListResult{}, err
@@ -269,7 +282,6 @@ func (m *Manager) listThreads(ctx context.Context, p api.ThreadListParams, start
 	for _, id := range p.ExcludedThreadIDs {
 		excluded[strings.ToLower(id)] = true
 	}
-	res := api.ThreadListResult{Data: api.List[api.Thread]{}, ReadStates: map[string]api.ThreadReadState{}}
 	for _, rec := range page.Threads {
 		if excluded[rec.ID] {
 			continue
@@ -278,9 +290,7 @@ func (m *Manager) listThreads(ctx context.Context, p api.ThreadListParams, start
 		if err != nil {
 			return api.ThreadListResult{}, err
 		}
-		if th.ParentThreadID != nil && !listsSubAgents(p.SourceKinds) {
-			// Children are listed under their parent, and on their own
-			// only when asked for.
+		if !kindListed(th, p.SourceKinds, lineage) {
 			continue
 		}
 		// The reference's list leaves it unset, loaded or not.
@@ -292,15 +302,56 @@ func (m *Manager) listThreads(ctx context.Context, p api.ThreadListParams, start
 	return res, nil
 }
 
-// listsSubAgents reports whether a thread/list sourceKinds filter asks for
-// spawned children.
-func listsSubAgents(kinds []api.ThreadSourceKind) bool {
-	for _, k := range kinds {
-		if k == api.SourceKindSubAgent || k == api.SourceKindSubAgentThreadSpawn {
-			return true
-		}
+// kindListed reports whether thread/list's sourceKinds keep th: a spawned
+// child only when they name sub-agents, or when the list asks for a
+// thread's children (lineage) and names no kinds; another thread when
+// they are empty or name its source.
+func kindListed(th api.Thread, kinds []api.ThreadSourceKind, lineage bool) bool {
+	if th.ParentThreadID != nil {
+		return slices.Contains(kinds, api.SourceKindSubAgent) || slices.Contains(kinds, api.SourceKindSubAgentThreadSpawn) ||
+			(lineage && len(kinds) == 0)
 	}
-	return false
+	return len(kinds) == 0 || slices.Contains(kinds, api.ThreadSourceKind(th.Source.Name))
+}
+
+// lineageIDs are the threads thread/list's parentThreadId (the children
+// of that thread) and ancestorThreadId (its descendants) leave in, both
+// when both are given; none for a thread that does not exist.
+func (m *Manager) lineageIDs(ctx context.Context, parent, ancestor *string) ([]string, error) {
+	var keep []string
+	for i, f := range []struct {
+		id  *string
+		all bool
+	}{{parent, false}, {ancestor, true}} {
+		if f.id == nil {
+			continue
+		}
+		id, err := parseThreadID(*f.id)
+		if err != nil {
+			return nil, err
+		}
+		var ids []string
+		if f.all {
+			ids, err = m.descendants(ctx, id)
+		} else {
+			var edges []transcript.SpawnEdge
+			edges, err = m.spawnEdges(ctx, id)
+			for _, e := range edges {
+				ids = append(ids, e.ID)
+			}
+		}
+		if apperr.Is(err, apperr.NotFound) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		if i > 0 && parent != nil {
+			ids = slices.DeleteFunc(ids, func(d string) bool { return !slices.Contains(keep, d) })
+		}
+		keep = ids
+	}
+	return keep, nil
 }
 
 func optString(s string) *string {

@@ -362,6 +362,8 @@ func testListFilters(t *testing.T, s store.Store) {
 	require.ElementsMatch(t, []string{bug.ID, uber.ID, pct.ID, plain.ID, unused.ID}, ids(store.ListThreadsQuery{}))
 	require.ElementsMatch(t, []string{bug.ID, uber.ID, pct.ID, plain.ID}, ids(store.ListThreadsQuery{HasPreview: true}))
 	require.ElementsMatch(t, []string{plain.ID}, ids(store.ListThreadsQuery{HasPreview: true, Cwds: []string{"/c"}}))
+	require.ElementsMatch(t, []string{bug.ID, unused.ID}, ids(store.ListThreadsQuery{IDs: []string{bug.ID, unused.ID}}))
+	require.ElementsMatch(t, []string{bug.ID}, ids(store.ListThreadsQuery{IDs: []string{bug.ID, unused.ID}, HasPreview: true}))
 	require.ElementsMatch(t, []string{bug.ID, pct.ID}, ids(store.ListThreadsQuery{Cwds: []string{"/a"}}))
 	require.ElementsMatch(t, []string{bug.ID, uber.ID, pct.ID}, ids(store.ListThreadsQuery{Cwds: []string{"/a", "/b"}}))
 	require.Empty(t, ids(store.ListThreadsQuery{Cwds: []string{"/a/"}}), "cwd matches exactly")

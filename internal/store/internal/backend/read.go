@@ -269,6 +269,7 @@ func (r *Reader) ListThreads(ctx context.Context, q store.ListThreadsQuery) (pag
 		Eq("archived", q.Archived).
 		In("cwd", q.Cwds).
 		In("model_provider", q.ModelProviders).
+		InIDs("id", q.IDs).
 		Contains([]string{"name_fold", "preview_fold"}, Fold(q.SearchTerm), messageText(r.d))
 	if q.HasPreview {
 		sel.Greater("preview", "")

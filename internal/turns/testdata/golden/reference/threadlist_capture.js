@@ -11,9 +11,10 @@
 // turn and one started with `permissions: ":read-only"` with a turn; then
 // lists the threads (no params, every source kind, the indexed metadata
 // only, the ids named), reads a loaded thread, forks the read-only thread
-// without and with `permissions`, forks the threads without a user message, resumes the
-// read-only one, lists again, unsubscribes the thread with a turn until
-// it is closed and reads and lists it unloaded.
+// without and with `permissions`, forks the threads without a user
+// message, resumes the read-only one, lists again (also by source kind,
+// parent and ancestor), unsubscribes the thread with a turn until it is
+// closed and reads and lists it unloaded.
 // Paths were then rewritten to /home/dev/project (cwd) and
 // /home/dev/.codex (CODEX_HOME), as in the other captures.
 // Usage: node threadlist_capture.js ws://127.0.0.1:PORT MODELPORT CWD threadlist.jsonl
@@ -118,6 +119,12 @@ setTimeout(() => {
     await call('thread/fork', { threadId: shell });
     await call('thread/resume', { threadId: ro });
     await call('thread/list', {});
+    await call('thread/list', { sourceKinds: ['subAgentThreadSpawn'] });
+    await call('thread/list', { sourceKinds: ['cli'] });
+    await call('thread/list', { sourceKinds: ['vscode', 'subAgent'] });
+    await call('thread/list', { ancestorThreadId: ro });
+    await call('thread/list', { parentThreadId: ro, sourceKinds: ['subAgentThreadSpawn'] });
+    await call('thread/list', { ancestorThreadId: '00000000-0000-7000-8000-000000000000', limit: 1, sourceKinds: ['subAgentThreadSpawn'], useStateDbOnly: true });
     await call('thread/unsubscribe', { threadId: used });
     await note((f) => f.method === 'thread/closed' && f.params.threadId === used, 10000);
     await call('thread/read', { threadId: used });
