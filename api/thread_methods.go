@@ -305,6 +305,9 @@ type ThreadListParams struct {
 	SearchTerm *string `json:"searchTerm,omitempty"`
 	// ExcludedThreadIDs are left out (at most 100), or null.
 	ExcludedThreadIDs []string `json:"excludedThreadIds,omitempty"`
+	// IncludedThreadIDs, when not null, keeps only these threads (at most
+	// 100; an empty list keeps none).
+	IncludedThreadIDs *[]string `json:"includedThreadIds,omitempty"`
 	// SectionID filters by section: absent = all, null = unsectioned.
 	SectionID Nullable[string] `json:"sectionId,omitzero"`
 	// CurrentAccountOnly limits to the current account.

@@ -264,10 +264,15 @@ func (m *Manager) listThreads(ctx context.Context, p api.ThreadListParams, start
 	}
 	res := api.ThreadListResult{Data: api.List[api.Thread]{}, ReadStates: map[string]api.ThreadReadState{}}
 	lineage := p.ParentThreadID != nil || p.AncestorThreadID != nil
-	if lineage {
+	if lineage || p.IncludedThreadIDs != nil {
 		ids, err := m.lineageIDs(ctx, p.ParentThreadID, p.AncestorThreadID)
 		if err != nil {
 			return api.ThreadListResult{}, err
+		}
+		if p.IncludedThreadIDs != nil {
+			if ids, err = includedIDs(*p.IncludedThreadIDs, ids, lineage); err != nil {
+				return api.ThreadListResult{}, err
+			}
 		}
 		if len(ids) == 0 {
 			return res, nil
@@ -312,6 +317,29 @@ func kindListed(th api.Thread, kinds []api.ThreadSourceKind, lineage bool) bool 
 			(lineage && len(kinds) == 0)
 	}
 	return len(kinds) == 0 || slices.Contains(kinds, api.ThreadSourceKind(th.Source.Name))
+}
+
+// maxIncludedThreads bounds thread/list's includedThreadIds, as the
+// reference's does.
+const maxIncludedThreads = 100
+
+// includedIDs are thread/list's includedThreadIds, canonical, kept to
+// those of scope too when lineage filters it.
+func includedIDs(included, scope []string, lineage bool) ([]string, error) {
+	if len(included) > maxIncludedThreads {
+		return nil, apperr.New(apperr.Invalid, "includedThreadIds must name at most %d threads, got %d", maxIncludedThreads, len(included))
+	}
+	out := make([]string, 0, len(included))
+	for _, raw := range included {
+		id, err := parseThreadID(raw)
+		if err != nil {
+			return nil, err
+		}
+		if !lineage || slices.Contains(scope, id) {
+			out = append(out, id)
+		}
+	}
+	return out, nil
 }
 
 // lineageIDs are the threads thread/list's parentThreadId (the children
