@@ -299,12 +299,15 @@ type ThreadListParams struct {
 	Cwd StringList `json:"cwd,omitempty"`
 	// ModelProviders filters by provider, or null.
 	ModelProviders []string `json:"modelProviders,omitempty"`
-	// SourceKinds filters by source; empty means interactive sources.
+	// SourceKinds keeps the threads of these kinds; empty lists all but sub-agents.
 	SourceKinds []ThreadSourceKind `json:"sourceKinds,omitempty"`
 	// SearchTerm matches titles, or null.
 	SearchTerm *string `json:"searchTerm,omitempty"`
 	// ExcludedThreadIDs are left out (at most 100), or null.
 	ExcludedThreadIDs []string `json:"excludedThreadIds,omitempty"`
+	// IncludedThreadIDs, when not null, keeps only these threads (at most
+	// 100; an empty list keeps none).
+	IncludedThreadIDs *[]string `json:"includedThreadIds,omitempty"`
 	// SectionID filters by section: absent = all, null = unsectioned.
 	SectionID Nullable[string] `json:"sectionId,omitzero"`
 	// CurrentAccountOnly limits to the current account.
@@ -313,9 +316,9 @@ type ThreadListParams struct {
 	UseStateDBOnly *bool `json:"useStateDbOnly,omitempty"`
 	// Originators filters by creator; a non-empty list is rejected.
 	Originators []string `json:"originators,omitempty"`
-	// ParentThreadID (experimental) is accepted and ignored.
+	// ParentThreadID (experimental) keeps the threads that thread spawned.
 	ParentThreadID *string `json:"parentThreadId,omitempty"`
-	// AncestorThreadID (experimental) is accepted and ignored.
+	// AncestorThreadID (experimental) keeps the thread's descendants.
 	AncestorThreadID *string `json:"ancestorThreadId,omitempty"`
 	// AttachedToThreadID (experimental) is accepted and ignored.
 	AttachedToThreadID *string `json:"attachedToThreadId,omitempty"`

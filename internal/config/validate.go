@@ -105,6 +105,11 @@ func (c *Config) invalid(path []string, format string, args ...any) error {
 	}
 }
 
+// IsSet reports whether a layer above the built-in defaults (the file, a
+// user or principal config, the environment, a flag) set the value at the
+// dotted key, e.g. "sandbox_mode".
+func (c *Config) IsSet(key string) bool { return c.explicit(strings.Split(key, ".")...) }
+
 // explicit reports whether a layer above the defaults set the value at path.
 func (c *Config) explicit(path ...string) bool {
 	_, ok := c.lookupOrigin(path)

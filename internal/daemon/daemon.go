@@ -342,7 +342,7 @@ func NewCore(ctx context.Context, cfg *config.Config, doors Doors, configFile, v
 			Model:            cfg.Model,
 			ModelProvider:    cfg.ModelProvider,
 			ApprovalPolicy:   string(cfg.ApprovalPolicy),
-			SandboxMode:      string(cfg.SandboxMode),
+			SandboxMode:      configview.Defaults(cfg).SandboxMode,
 			ReasoningEffort:  string(cfg.ModelReasoningEffort),
 			ReasoningSummary: cfg.ModelReasoningSummary,
 			ServiceTiers:     serviceTiers(cfg),

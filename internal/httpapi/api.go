@@ -45,7 +45,7 @@ const (
 type Threads interface {
 	StartThread(ctx context.Context, c turns.Caller, p api.ThreadStartParams) (api.ThreadStartResult, turns.After, error)
 	ReadThread(ctx context.Context, p api.ThreadReadParams) (api.ThreadReadResult, error)
-	ListThreads(ctx context.Context, who principal.Principal, p api.ThreadListParams) (api.ThreadListResult, error)
+	ListAllThreads(ctx context.Context, who principal.Principal, p api.ThreadListParams) (api.ThreadListResult, error)
 	ListChildren(ctx context.Context, threadID string) ([]api.Thread, error)
 	ListItems(ctx context.Context, p api.ThreadItemsListParams) (api.ThreadItemsListResult, error)
 	StartTurn(ctx context.Context, c turns.Caller, p api.TurnStartParams) (api.TurnStartResult, turns.After, error)

@@ -84,6 +84,15 @@ func (e *env) dialWith(query string, opts *websocket.DialOptions) (*websocket.Co
 	return ws, http.StatusSwitchingProtocols, ""
 }
 
+// startFirstTurn runs a thread's first turn, as token's principal:
+// thread/list (wsThreads) shows a thread once a user message has started
+// it.
+func (e *env) startFirstTurn(th api.Thread, token *string) {
+	e.t.Helper()
+	r, _ := e.postTurn(th.ID, "?wait=true", textInput("hi"), nil, token)
+	require.Equal(e.t, http.StatusOK, r.status, string(r.body))
+}
+
 // who asks an open websocket which threads it sees by thread/list.
 func wsThreads(t *testing.T, ws *websocket.Conn) []string {
 	c := &wsClient{t: t, ws: ws}
@@ -110,7 +119,8 @@ func TestTicketOpensOneConnection(t *testing.T) {
 	logs := &lockedBuffer{}
 	e := browserEnv(t, logs)
 	mine := e.createThread(nil, tok("alice-token"))
-	e.createThread(nil, nil) // the operator's
+	e.startFirstTurn(mine, tok("alice-token"))
+	e.startFirstTurn(e.createThread(nil, nil), nil) // the operator's
 
 	// The websocket, by subprotocol, as alice.
 	tk := e.ticket("alice-token", appOrigin)
@@ -246,6 +256,7 @@ func TestSessionCookie(t *testing.T) {
 	var th api.HTTPThread
 	r.decode(t, &th)
 	require.Equal(t, "true", r.header.Get("Access-Control-Allow-Credentials"))
+	e.startFirstTurn(th.Thread, tok("alice-token"))
 
 	// The upgrade needs the Origin too.
 	_, status, body := e.dialWith("", &websocket.DialOptions{HTTPHeader: cookie})
@@ -295,6 +306,7 @@ func TestSessionCookie(t *testing.T) {
 func TestNoAuthNeedsNoBrowserCredential(t *testing.T) {
 	e := newEnv(t, envOpts{})
 	th := e.createThread(nil, nil)
+	e.startFirstTurn(th, nil)
 	ws, status, body := e.dialWith("", nil)
 	require.Equal(t, http.StatusSwitchingProtocols, status, body)
 	require.Equal(t, []string{th.ID}, wsThreads(t, ws))

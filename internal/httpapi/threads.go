@@ -128,7 +128,7 @@ func (a *API) listThreads(w http.ResponseWriter, r *http.Request) *problem {
 	}
 	n := uint32(limit)
 	params.Limit = &n
-	res, err := a.threads.ListThreads(r.Context(), principalOf(r), params)
+	res, err := a.threads.ListAllThreads(r.Context(), principalOf(r), params)
 	if err != nil {
 		return a.fromError(r, err)
 	}

@@ -155,6 +155,14 @@ func TestPrincipalWebsocketVisibility(t *testing.T) {
 	mine := apptest.StartThread(t, ci, map[string]any{"cwd": p.CIRoot})
 	_, bobHTTP := createHTTPThread(t, d, apptest.BobToken, nil)
 	bobs := apptest.StartThread(t, bob, map[string]any{"cwd": p.BobRoot})
+	// thread/list shows a thread once a user message has started it.
+	for _, u := range []struct {
+		r  *apptest.Client
+		id string
+	}{{ci, mine}, {bob, bobHTTP.Thread.ID}, {bob, bobs}} {
+		u.r.Call("turn/start", apptest.Input(u.id, "first"))
+		u.r.Until("turn/completed")
+	}
 	const missing = "01a2007c-e7fe-75b3-9b2c-d4ca854a9857"
 
 	input := []any{map[string]any{"type": "text", "text": "hi"}}

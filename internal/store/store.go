@@ -421,6 +421,11 @@ type ListThreadsQuery struct {
 	// ignoring case (in message text: as the database's lower() folds it on
 	// Postgres; beyond ASCII in SQLite for terms of three or more characters).
 	SearchTerm string
+	// HasPreview, when true, keeps only threads with a preview: those a
+	// user message with text has started.
+	HasPreview bool
+	// IDs, when non-empty, keeps the threads with one of these ids.
+	IDs []string
 }
 
 // ThreadPage is one page of ListThreads.

@@ -177,6 +177,11 @@ func (q AuditQuery) Validate() error {
 // search term or a filter (Postgres text cannot hold one) is Invalid, with
 // the parameter named.
 func (q ListThreadsQuery) Validate() error {
+	for _, id := range q.IDs {
+		if !ValidThreadID(id) {
+			return apperr.New(apperr.Invalid, "invalid thread id %q", id)
+		}
+	}
 	if strings.IndexByte(q.SearchTerm, 0) >= 0 {
 		return apperr.New(apperr.Invalid, "search term contains a NUL character")
 	}

@@ -14,14 +14,17 @@ import (
 func TestThreadDelete(t *testing.T) {
 	for name, storeArgs := range apptest.StoreBackends(t) {
 		t.Run(name, func(t *testing.T) {
-			fake := apptest.StartFake(t, `{"steps":[{"text":"ok"}]}`)
+			fake := apptest.StartFake(t, `{"steps":[],"exhausted_text":"ok"}`)
 			d := apptest.Start(t, append(storeArgs, apptest.FakeArgs(fake, "responses")...)...)
 			r := d.RPC(t)
 			watcher := d.RPC(t)
 			threadID := apptest.StartThread(t, r, nil)
 			r.Call("turn/start", apptest.Input(threadID, "hello"))
 			r.Until("turn/completed")
+			// A thread is listed once a user message has started it.
 			keep := apptest.StartThread(t, r, nil)
+			r.Call("turn/start", apptest.Input(keep, "keep me"))
+			r.Until("turn/completed")
 
 			res := r.Call("thread/delete", map[string]any{"threadId": threadID})
 			apptest.ValidateSchema(t, "ThreadDeleteResponse", res)

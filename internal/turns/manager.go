@@ -186,7 +186,15 @@ type Defaults struct {
 	Model          string
 	ModelProvider  string
 	ApprovalPolicy string
-	SandboxMode    string
+	// SandboxMode is the sandbox of new threads; "" is the built-in
+	// read-only one, which comes from the :read-only permission profile
+	// (their activePermissionProfile), as the reference's does when its
+	// config names no sandbox_mode.
+	SandboxMode string
+	// PermissionProfile is the built-in permission profile SandboxMode
+	// comes from, "" for a mode the config names; the Manager fills it in
+	// from its live defaults.
+	PermissionProfile string
 	// ReasoningEffort and ReasoningSummary are the reasoning settings of
 	// new threads; "" chooses none.
 	ReasoningEffort  string
@@ -348,6 +356,10 @@ type LiveDefaults struct {
 	SandboxMode      string
 	ReasoningEffort  string
 	ReasoningSummary string
+	// PermissionProfile is the built-in permission profile SandboxMode
+	// comes from: set by withBuiltins when it fills in the built-in
+	// sandbox, "" for a mode a config names.
+	PermissionProfile string
 	// Features are feature switches by key (Defaults.Features): every one
 	// for the daemon-wide defaults, those its own config sets for a
 	// principal's.
@@ -363,7 +375,7 @@ func (l LiveDefaults) withBuiltins() LiveDefaults {
 		l.ApprovalPolicy = "on-request"
 	}
 	if l.SandboxMode == "" {
-		l.SandboxMode = "read-only"
+		l.SandboxMode, l.PermissionProfile = "read-only", ProfileReadOnly
 	}
 	return l
 }
@@ -381,6 +393,10 @@ func (l LiveDefaults) over(p LiveDefaults) LiveDefaults {
 		if f.src != "" {
 			*f.dst = f.src
 		}
+	}
+	if p.SandboxMode != "" {
+		// The principal's config names the mode: no profile chose it.
+		l.PermissionProfile = p.PermissionProfile
 	}
 	if len(p.Features) > 0 {
 		merged := maps.Clone(l.Features)
@@ -428,6 +444,7 @@ func (m *Manager) defaults(principal string) Defaults {
 	m.liveMu.Unlock()
 	d := m.cfg.Defaults
 	d.Model, d.ModelProvider, d.ApprovalPolicy, d.SandboxMode = live.Model, live.ModelProvider, live.ApprovalPolicy, live.SandboxMode
+	d.PermissionProfile = live.PermissionProfile
 	d.Features = live.Features
 	d.ReasoningEffort, d.ReasoningSummary = live.ReasoningEffort, live.ReasoningSummary
 	return d

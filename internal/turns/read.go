@@ -2,6 +2,7 @@ package turns
 
 import (
 	"context"
+	"slices"
 	"strings"
 
 	"github.com/appserver/appserver/api"
@@ -150,10 +151,26 @@ func (m *Manager) storedThread(rec store.Thread) (api.Thread, error) {
 	return transcript.ThreadToAPI(rec, meta, api.ThreadStatus{Type: api.ThreadNotLoaded}, false), nil
 }
 
-// ListThreads pages stored threads: for a principal, only those it sees;
-// each with its read state.
+// ListThreads pages stored threads as thread/list does: for a principal,
+// only those it sees; each with its read state. As the reference's, it
+// lists a thread once a user message has started it (the thread has a
+// preview), so that the threads a client starts and never uses (the TUI
+// starts one at every launch) stay out of its resume picker; a thread
+// with a name or a `!cmd` only is still left out.
 func (m *Manager) ListThreads(ctx context.Context, who principal.Principal, p api.ThreadListParams) (api.ThreadListResult, error) {
-	res, err := m.listVisible(ctx, who, p)
+	return m.list(ctx, who, p, true)
+}
+
+// ListAllThreads is ListThreads with the threads no user message has
+// started yet too: the HTTP API's list, whose clients create threads
+// explicitly and look for them there.
+func (m *Manager) ListAllThreads(ctx context.Context, who principal.Principal, p api.ThreadListParams) (api.ThreadListResult, error) {
+	return m.list(ctx, who, p, false)
+}
+
+// list is ListThreads, with unstarted threads left out when started is set.
+func (m *Manager) list(ctx context.Context, who principal.Principal, p api.ThreadListParams, started bool) (api.ThreadListResult, error) {
+	res, err := m.listVisible(ctx, who, p, started)
 	if err != nil {
 		return api.ThreadListResult{}, err
 	}
@@ -170,9 +187,9 @@ func (m *Manager) ListThreads(ctx context.Context, who principal.Principal, p ap
 }
 
 // listVisible is ListThreads without the read states.
-func (m *Manager) listVisible(ctx context.Context, who principal.Principal, p api.ThreadListParams) (api.ThreadListResult, error) {
+func (m *Manager) listVisible(ctx context.Context, who principal.Principal, p api.ThreadListParams, started bool) (api.ThreadListResult, error) {
 	if who.IsOperator() {
-		return m.listThreads(ctx, p)
+		return m.listThreads(ctx, p, started)
 	}
 	// Other principals' threads are skipped, so a page may hold fewer
 	// threads than asked for: the store is read again for the rest, up to
@@ -185,7 +202,7 @@ func (m *Manager) listVisible(ctx context.Context, who principal.Principal, p ap
 	for pass := 0; ; pass++ {
 		n := uint32(limit - len(out.Data))
 		p.Limit = &n
-		res, err := m.listThreads(ctx, p)
+		res, err := m.listThreads(ctx, p, started)
 		if err != nil {
 			return api.ThreadListResult{}, err
 		}
@@ -212,8 +229,8 @@ func (m *Manager) listVisible(ctx context.Context, who principal.Principal, p ap
 const maxListPasses = 10
 
 // listThreads is ListThreads for the operator: one page of the store.
-func (m *Manager) listThreads(ctx context.Context, p api.ThreadListParams) (api.ThreadListResult, error) {
-	q := store.ListThreadsQuery{Desc: true, SortKey: store.SortCreatedAt, Cwds: p.Cwd, ModelProviders: p.ModelProviders}
+func (m *Manager) listThreads(ctx context.Context, p api.ThreadListParams, started bool) (api.ThreadListResult, error) {
+	q := store.ListThreadsQuery{Desc: true, SortKey: store.SortCreatedAt, Cwds: p.Cwd, ModelProviders: p.ModelProviders, HasPreview: started}
 	if p.SortKey != nil {
 		switch *p.SortKey {
 		case api.ThreadSortCreatedAt:
@@ -245,6 +262,23 @@ func (m *Manager) listThreads(ctx context.Context, p api.ThreadListParams) (api.
 	if len(p.Originators) > 0 {
 		return api.ThreadListResult{}, apperr.New(apperr.Invalid, "filtering by originators is not supported")
 	}
+	res := api.ThreadListResult{Data: api.List[api.Thread]{}, ReadStates: map[string]api.ThreadReadState{}}
+	lineage := p.ParentThreadID != nil || p.AncestorThreadID != nil
+	if lineage || p.IncludedThreadIDs != nil {
+		ids, err := m.lineageIDs(ctx, p.ParentThreadID, p.AncestorThreadID)
+		if err != nil {
+			return api.ThreadListResult{}, err
+		}
+		if p.IncludedThreadIDs != nil {
+			if ids, err = includedIDs(*p.IncludedThreadIDs, ids, lineage); err != nil {
+				return api.ThreadListResult{}, err
+			}
+		}
+		if len(ids) == 0 {
+			return res, nil
+		}
+		q.IDs = ids
+	}
 	page, err := m.cfg.Store.ListThreads(ctx, q)
 	if err != nil {
 		return api.ThreadListResult{}, err
@@ -253,7 +287,6 @@ func (m *Manager) listThreads(ctx context.Context, p api.ThreadListParams) (api.
 	for _, id := range p.ExcludedThreadIDs {
 		excluded[strings.ToLower(id)] = true
 	}
-	res := api.ThreadListResult{Data: api.List[api.Thread]{}, ReadStates: map[string]api.ThreadReadState{}}
 	for _, rec := range page.Threads {
 		if excluded[rec.ID] {
 			continue
@@ -262,11 +295,11 @@ func (m *Manager) listThreads(ctx context.Context, p api.ThreadListParams) (api.
 		if err != nil {
 			return api.ThreadListResult{}, err
 		}
-		if th.ParentThreadID != nil && !listsSubAgents(p.SourceKinds) {
-			// Children are listed under their parent, and on their own
-			// only when asked for.
+		if !kindListed(th, p.SourceKinds, lineage) {
 			continue
 		}
+		// The reference's list leaves it unset, loaded or not.
+		th.CanAcceptDirectInput = nil
 		res.Data = append(res.Data, th)
 	}
 	res.NextCursor = optString(page.NextCursor)
@@ -274,15 +307,79 @@ func (m *Manager) listThreads(ctx context.Context, p api.ThreadListParams) (api.
 	return res, nil
 }
 
-// listsSubAgents reports whether a thread/list sourceKinds filter asks for
-// spawned children.
-func listsSubAgents(kinds []api.ThreadSourceKind) bool {
-	for _, k := range kinds {
-		if k == api.SourceKindSubAgent || k == api.SourceKindSubAgentThreadSpawn {
-			return true
+// kindListed reports whether thread/list's sourceKinds keep th: a spawned
+// child only when they name sub-agents, or when the list asks for a
+// thread's children (lineage) and names no kinds; another thread when
+// they are empty or name its source.
+func kindListed(th api.Thread, kinds []api.ThreadSourceKind, lineage bool) bool {
+	if th.ParentThreadID != nil {
+		return slices.Contains(kinds, api.SourceKindSubAgent) || slices.Contains(kinds, api.SourceKindSubAgentThreadSpawn) ||
+			(lineage && len(kinds) == 0)
+	}
+	return len(kinds) == 0 || slices.Contains(kinds, api.ThreadSourceKind(th.Source.Name))
+}
+
+// maxIncludedThreads bounds thread/list's includedThreadIds, as the
+// reference's does.
+const maxIncludedThreads = 100
+
+// includedIDs are thread/list's includedThreadIds, canonical, kept to
+// those of scope too when lineage filters it.
+func includedIDs(included, scope []string, lineage bool) ([]string, error) {
+	if len(included) > maxIncludedThreads {
+		return nil, apperr.New(apperr.Invalid, "includedThreadIds must name at most %d threads, got %d", maxIncludedThreads, len(included))
+	}
+	out := make([]string, 0, len(included))
+	for _, raw := range included {
+		id, err := parseThreadID(raw)
+		if err != nil {
+			return nil, err
+		}
+		if !lineage || slices.Contains(scope, id) {
+			out = append(out, id)
 		}
 	}
-	return false
+	return out, nil
+}
+
+// lineageIDs are the threads thread/list's parentThreadId (the children
+// of that thread) and ancestorThreadId (its descendants) leave in, both
+// when both are given; none for a thread that does not exist.
+func (m *Manager) lineageIDs(ctx context.Context, parent, ancestor *string) ([]string, error) {
+	var keep []string
+	for i, f := range []struct {
+		id  *string
+		all bool
+	}{{parent, false}, {ancestor, true}} {
+		if f.id == nil {
+			continue
+		}
+		id, err := parseThreadID(*f.id)
+		if err != nil {
+			return nil, err
+		}
+		var ids []string
+		if f.all {
+			ids, err = m.descendants(ctx, id)
+		} else {
+			var edges []transcript.SpawnEdge
+			edges, err = m.spawnEdges(ctx, id)
+			for _, e := range edges {
+				ids = append(ids, e.ID)
+			}
+		}
+		if apperr.Is(err, apperr.NotFound) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		if i > 0 && parent != nil {
+			ids = slices.DeleteFunc(ids, func(d string) bool { return !slices.Contains(keep, d) })
+		}
+		keep = ids
+	}
+	return keep, nil
 }
 
 func optString(s string) *string {

@@ -36,7 +36,7 @@ func (m *Manager) StreamSearchThreads(ctx context.Context, who principal.Princip
 	list, err := m.listVisible(ctx, who, api.ThreadListParams{
 		Cursor: p.Cursor, Limit: p.Limit, SortKey: p.SortKey, SortDirection: p.SortDirection,
 		Archived: p.Archived, SourceKinds: p.SourceKinds, SearchTerm: &term,
-	})
+	}, false)
 	if err != nil {
 		return api.ThreadSearchResult{}, err
 	}

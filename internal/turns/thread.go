@@ -110,7 +110,18 @@ func (t *thread) statusLocked() api.ThreadStatus {
 func (t *thread) apiThread() api.Thread {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return transcript.ThreadToAPI(t.rec, t.meta, t.statusLocked(), t.ephemeral())
+	return t.apiThreadLocked()
+}
+
+// apiThreadLocked is apiThread with t.mu held.
+func (t *thread) apiThreadLocked() api.Thread {
+	th := transcript.ThreadToAPI(t.rec, t.meta, t.statusLocked(), t.ephemeral())
+	// A loaded thread says whether a client may start its turns, as the
+	// reference does: all but a child spawned by the v2 collaboration
+	// tools (one with a task path), which only its parent drives.
+	direct := t.meta.SubAgent == nil || t.meta.SubAgent.AgentPath == ""
+	th.CanAcceptDirectInput = &direct
+	return th
 }
 
 // ephemeral reports whether the thread lives in memory only.

@@ -190,7 +190,7 @@ func (t *thread) settingsResult() api.ThreadStartResult {
 		model = *t.rec.Model
 	}
 	return api.ThreadStartResult{
-		Thread:                  transcript.ThreadToAPI(t.rec, t.meta, t.statusLocked(), t.ephemeral()),
+		Thread:                  t.apiThreadLocked(),
 		Model:                   model,
 		ModelProvider:           t.rec.ModelProvider,
 		Cwd:                     t.rec.Cwd,
@@ -200,8 +200,14 @@ func (t *thread) settingsResult() api.ThreadStartResult {
 		Sandbox:                 t.meta.Sandbox,
 		ActivePermissionProfile: activeProfile(t.meta.PermissionProfile),
 		ReasoningEffort:         t.meta.ReasoningEffort,
+		MultiAgentMode:          multiAgentMode,
 	}
 }
+
+// multiAgentMode is the multiAgentMode of thread/start, resume and fork
+// answers: always "explicitRequestOnly", as the reference answers (the
+// field is deprecated there and takes no other value).
+var multiAgentMode = json.RawMessage(`"explicitRequestOnly"`)
 
 // StartThread creates a thread, subscribes the caller and announces it.
 func (m *Manager) StartThread(ctx context.Context, c Caller, p api.ThreadStartParams) (api.ThreadStartResult, After, error) {
@@ -228,12 +234,13 @@ func (m *Manager) StartThread(ctx context.Context, c Caller, p api.ThreadStartPa
 		return api.ThreadStartResult{}, nil, err
 	}
 	meta := transcript.ThreadMeta{
-		ApprovalPolicy:   api.AskForApproval{Policy: api.ApprovalPolicy(d.ApprovalPolicy)},
-		Sandbox:          sandbox,
-		ReasoningEffort:  optional(d.ReasoningEffort),
-		ReasoningSummary: d.ReasoningSummary,
-		CLIVersion:       d.CLIVersion,
-		ThreadSource:     p.ThreadSource,
+		ApprovalPolicy:    api.AskForApproval{Policy: api.ApprovalPolicy(d.ApprovalPolicy)},
+		Sandbox:           sandbox,
+		PermissionProfile: d.PermissionProfile,
+		ReasoningEffort:   optional(d.ReasoningEffort),
+		ReasoningSummary:  d.ReasoningSummary,
+		CLIVersion:        d.CLIVersion,
+		ThreadSource:      p.ThreadSource,
 	}
 	if c.ClientName != "" {
 		name := c.ClientName
@@ -363,6 +370,11 @@ func (m *Manager) resume(ctx context.Context, c Caller, p api.ThreadResumeParams
 		Cwd: base.Cwd, RuntimeWorkspaceRoots: base.RuntimeWorkspaceRoots,
 		ApprovalPolicy: base.ApprovalPolicy, ApprovalsReviewer: base.ApprovalsReviewer,
 		Sandbox: base.Sandbox, ActivePermissionProfile: base.ActivePermissionProfile, ReasoningEffort: base.ReasoningEffort,
+		MultiAgentMode: base.MultiAgentMode,
+		// The thread's collaboration mode as the reference reports a
+		// resumed thread's: the default mode with the thread's model and
+		// effort.
+		CollaborationMode: &api.CollaborationMode{Mode: api.ModeDefault, Settings: api.CollaborationSettings{Model: base.Model, ReasoningEffort: base.ReasoningEffort}},
 	}
 	return res, t, func() {
 		t.replayUsage(c.Conn)

@@ -157,6 +157,9 @@ func modelWindow(cfg *config.Config) int64 {
 // ThreadDefaults are the settings of new threads a config write changes
 // while the daemon runs.
 type ThreadDefaults struct {
+	// SandboxMode is "" when no layer of the config names a sandbox_mode:
+	// threads then take the built-in read-only one from the :read-only
+	// permission profile, as the reference's do.
 	Model, ModelProvider, ApprovalPolicy, SandboxMode string
 	// Features are the feature switches (config.FeatureFlags) by key.
 	Features map[string]bool
@@ -175,6 +178,9 @@ func Defaults(cfg *config.Config) ThreadDefaults {
 		Features:        cfg.Features.Map(),
 		ReasoningEffort: string(cfg.ModelReasoningEffort), ReasoningSummary: cfg.ModelReasoningSummary}
 	if cfg.Principal() == "" {
+		if !cfg.IsSet("sandbox_mode") {
+			d.SandboxMode = ""
+		}
 		return d
 	}
 	origins := cfg.Origins()

@@ -662,6 +662,8 @@ func (s *Store) ListThreads(_ context.Context, q store.ListThreadsQuery) (store.
 			len(q.Cwds) > 0 && !slices.Contains(q.Cwds, t.Cwd),
 			len(q.ModelProviders) > 0 && !slices.Contains(q.ModelProviders, t.ModelProvider),
 			term != "" && !matches(td, term),
+			q.HasPreview && t.Preview == "",
+			len(q.IDs) > 0 && !slices.Contains(q.IDs, t.ID),
 			after != nil && order(t, after) <= 0:
 			continue
 		}

@@ -355,14 +355,19 @@ func testListFilters(t *testing.T, s store.Store) {
 	uber := mk("/b", "openai", nil, "Über cool ÄNDERUNG")
 	pct := mk("/a", "ollama", ptr("percent"), "100% done_ok")
 	plain := mk("/c", "ollama", nil, "plain")
-	write(t, s, &store.Batch{CreateThreads: []*store.Thread{bug, uber, pct, plain}})
+	unused := mk("/c", "ollama", ptr("named, no message"), "")
+	write(t, s, &store.Batch{CreateThreads: []*store.Thread{bug, uber, pct, plain, unused}})
 
 	ids := func(q store.ListThreadsQuery) []string { return threadIDs(listAll(t, s, q)) }
-	require.ElementsMatch(t, []string{bug.ID, uber.ID, pct.ID, plain.ID}, ids(store.ListThreadsQuery{}))
+	require.ElementsMatch(t, []string{bug.ID, uber.ID, pct.ID, plain.ID, unused.ID}, ids(store.ListThreadsQuery{}))
+	require.ElementsMatch(t, []string{bug.ID, uber.ID, pct.ID, plain.ID}, ids(store.ListThreadsQuery{HasPreview: true}))
+	require.ElementsMatch(t, []string{plain.ID}, ids(store.ListThreadsQuery{HasPreview: true, Cwds: []string{"/c"}}))
+	require.ElementsMatch(t, []string{bug.ID, unused.ID}, ids(store.ListThreadsQuery{IDs: []string{bug.ID, unused.ID}}))
+	require.ElementsMatch(t, []string{bug.ID}, ids(store.ListThreadsQuery{IDs: []string{bug.ID, unused.ID}, HasPreview: true}))
 	require.ElementsMatch(t, []string{bug.ID, pct.ID}, ids(store.ListThreadsQuery{Cwds: []string{"/a"}}))
 	require.ElementsMatch(t, []string{bug.ID, uber.ID, pct.ID}, ids(store.ListThreadsQuery{Cwds: []string{"/a", "/b"}}))
 	require.Empty(t, ids(store.ListThreadsQuery{Cwds: []string{"/a/"}}), "cwd matches exactly")
-	require.ElementsMatch(t, []string{pct.ID, plain.ID}, ids(store.ListThreadsQuery{ModelProviders: []string{"ollama"}}))
+	require.ElementsMatch(t, []string{pct.ID, plain.ID, unused.ID}, ids(store.ListThreadsQuery{ModelProviders: []string{"ollama"}}))
 	require.ElementsMatch(t, []string{pct.ID}, ids(store.ListThreadsQuery{ModelProviders: []string{"ollama"}, Cwds: []string{"/a"}}))
 
 	search := func(term string) []string { return ids(store.ListThreadsQuery{SearchTerm: term}) }

@@ -315,7 +315,8 @@ func TestSpawnThenWaitReturnsTheChildsAnswer(t *testing.T) {
 	require.Equal(t, parentTurn, *stored.Thread.Turns[0].RootTurnID)
 	require.Equal(t, parentTurn, *end.Turn.RootTurnID, "the parent's own turn is its root")
 
-	// thread/list shows the child only when asked for sub-agents.
+	// thread/list shows the child only when asked for sub-agents, and
+	// sourceKinds keep only the kinds they name.
 	listed := func(kinds ...api.ThreadSourceKind) []string {
 		res, err := r.m.ListThreads(context.Background(), principal.Operator(), api.ThreadListParams{SourceKinds: kinds})
 		require.NoError(t, err)
@@ -326,7 +327,19 @@ func TestSpawnThenWaitReturnsTheChildsAnswer(t *testing.T) {
 		return ids
 	}
 	require.Equal(t, []string{parent}, listed())
-	require.ElementsMatch(t, []string{parent, kid.ID}, listed(api.SourceKindSubAgentThreadSpawn))
+	require.Equal(t, []string{kid.ID}, listed(api.SourceKindSubAgentThreadSpawn))
+	require.ElementsMatch(t, []string{parent, kid.ID}, listed(api.SourceKindVscode, api.SourceKindSubAgent))
+	// The TUI's /subagents asks for a thread's descendants.
+	for _, p := range []api.ThreadListParams{{AncestorThreadID: &parent}, {ParentThreadID: &parent}, {AncestorThreadID: &parent, SourceKinds: []api.ThreadSourceKind{api.SourceKindSubAgentThreadSpawn}}} {
+		res, err := r.m.ListThreads(context.Background(), principal.Operator(), p)
+		require.NoError(t, err)
+		require.Len(t, res.Data, 1)
+		require.Equal(t, kid.ID, res.Data[0].ID)
+	}
+	kidID := kid.ID
+	res, err := r.m.ListThreads(context.Background(), principal.Operator(), api.ThreadListParams{AncestorThreadID: &kidID})
+	require.NoError(t, err)
+	require.Empty(t, res.Data, "the child has no descendants")
 }
 
 // Two children run at once: while one still works, the other's answer

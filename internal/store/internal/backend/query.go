@@ -85,11 +85,18 @@ func (q *Query) Greater(column string, v any) *Query {
 }
 
 // In keeps the rows whose column is one of set; an empty set keeps all.
-func (q *Query) In(column string, set []string) *Query {
+func (q *Query) In(column string, set []string) *Query { return q.in(column, set, "text") }
+
+// InIDs is In for a column of thread ids (uuid on Postgres, text in
+// SQLite).
+func (q *Query) InIDs(column string, set []string) *Query { return q.in(column, set, "uuid") }
+
+// in is In with the typed dialect's array element type.
+func (q *Query) in(column string, set []string, typ string) *Query {
 	switch {
 	case len(set) == 0:
 	case q.d.Typed:
-		q.where = append(q.where, column+" = ANY("+q.arg(set)+"::text[])")
+		q.where = append(q.where, column+" = ANY("+q.arg(set)+"::"+typ+"[])")
 	default:
 		ps := make([]string, len(set))
 		for i, v := range set {

@@ -265,12 +265,16 @@ func (r *Reader) ListThreads(ctx context.Context, q store.ListThreadsQuery) (pag
 		k.After = &c
 	}
 	limit := Limit(q.Limit)
-	sql, args := NewQuery(r.d).
+	sel := NewQuery(r.d).
 		Eq("archived", q.Archived).
 		In("cwd", q.Cwds).
 		In("model_provider", q.ModelProviders).
-		Contains([]string{"name_fold", "preview_fold"}, Fold(q.SearchTerm), messageText(r.d)).
-		Page(threadColumns, "threads", k, limit+1)
+		InIDs("id", q.IDs).
+		Contains([]string{"name_fold", "preview_fold"}, Fold(q.SearchTerm), messageText(r.d))
+	if q.HasPreview {
+		sel.Greater("preview", "")
+	}
+	sql, args := sel.Page(threadColumns, "threads", k, limit+1)
 	threads, err := queryAll(ctx, r.db, sql, args, scanThread)
 	if err != nil {
 		return page, err
