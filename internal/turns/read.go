@@ -360,7 +360,7 @@ func (m *Manager) lineageIDs(ctx context.Context, parent, ancestor *string) ([]s
 		}
 		var ids []string
 		if f.all {
-			ids, err = m.descendants(ctx, id)
+			ids, err = m.sub.Descendants(ctx, id)
 		} else {
 			var edges []transcript.SpawnEdge
 			edges, err = m.spawnEdges(ctx, id)
