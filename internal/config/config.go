@@ -307,6 +307,13 @@ type Config struct {
 	// waits while no subscribed connection can take it before the call is
 	// declined (the model is told why).
 	ApprovalClientTimeout time.Duration `toml:"approval_client_timeout"`
+	// EventLog keeps the durable event log of threads (default true).
+	// Off, notifications are numbered in memory from 1 in each process and
+	// stored nowhere: a client resumes only from this daemon's buffer (SSE),
+	// thread/resume afterSeq replays nothing, and webhooks are unavailable.
+	// It cannot be off with database_url (other daemons read the log) or
+	// with [[webhooks]] entries.
+	EventLog bool `toml:"event_log"`
 	// EventRetention is how long each thread's event log keeps its events
 	// for clients that resume (SSE Last-Event-ID); default
 	// DefaultEventRetention.
@@ -814,6 +821,7 @@ func defaults(getenv func(string) string, goos string) Config {
 		WebSearch:                   "disabled",
 		OTel:                        OTel{Exporter: OTelExporterNone, ServiceName: DefaultOTelServiceName},
 		ApprovalClientTimeout:       DefaultApprovalClientTimeout,
+		EventLog:                    true,
 		EventRetention:              DefaultEventRetention,
 		Audit:                       Audit{Retention: DefaultAuditRetention, PruneInterval: time.Hour},
 		EventItemMaxKiB:             DefaultEventItemMaxKiB,

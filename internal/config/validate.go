@@ -224,6 +224,12 @@ func (c *Config) validateServer() error {
 	if c.ApprovalClientTimeout <= 0 {
 		return c.invalid(key("approval_client_timeout"), "must be positive")
 	}
+	if !c.EventLog && c.DatabaseURL != "" {
+		return c.invalid(key("event_log"), "must be on with database_url: the daemons sharing the database get each other's events from the log")
+	}
+	if !c.EventLog && len(c.Webhooks) > 0 {
+		return c.invalid(key("event_log"), "must be on with [[webhooks]] entries: webhooks are delivered from the log")
+	}
 	if c.EventRetention <= 0 {
 		return c.invalid(key("event_retention"), "must be positive")
 	}

@@ -95,7 +95,7 @@ type Core struct {
 	Where    string
 	Cwd      string
 	Hub      *hub.Hub
-	Events   *eventlog.Log // the durable event log, the hub's journal
+	Events   *eventlog.Log // the durable event log, the hub's journal; nil with event_log off
 	Audit    *audit.Log    // the audit log, whose entries ride the store's commits
 	Catalog  *skills.Catalog
 	Watcher  *skills.Watcher
@@ -108,7 +108,8 @@ type Core struct {
 	Files   *clientfs.Service
 	Tools   *orchestrate.Service
 	Manager *turns.Manager
-	// Webhooks runs the [[webhooks]] entries and the stored subscriptions.
+	// Webhooks runs the [[webhooks]] entries and the stored subscriptions;
+	// nil with event_log off.
 	Webhooks *webhook.Sender
 	// Node is this daemon's side of thread ownership among the daemons
 	// sharing a Postgres database; nil on the embedded store.
@@ -185,21 +186,31 @@ func NewCore(ctx context.Context, cfg *config.Config, doors Doors, configFile, v
 	// here reads the queue too): on the embedded store they wait longer,
 	// so that nearly all of them ride the transcript's commits instead of
 	// queueing separate writes behind them on SQLite's one writer.
+	// Deltas (a message's text, a command's output, piece by piece) are
+	// stored only for other daemons, which read a thread's events from the
+	// store: on the embedded store a resuming client gets those of the
+	// running items from memory and every completed item whole.
+	// With event_log off (refused on Postgres) the hub numbers in memory
+	// and nothing is stored.
 	flushDelay := eventlog.DefaultFlushDelay
 	if cfg.DatabaseURL == "" {
 		flushDelay = embeddedEventFlushDelay
 	}
-	if c.Events, err = eventlog.New(eventlog.Config{
-		Store: c.Store, Queue: events, Retention: cfg.EventRetention, FlushDelay: flushDelay, Logger: log,
-		ItemMaxBytes: int64(cfg.EventItemMaxKiB) << 10, ThreadMaxBytes: int64(cfg.EventThreadMaxMiB) << 20,
-		PruneEvery: cfg.EventPruneInterval,
-	}); err != nil {
-		return nil, err
+	var journal hub.Journal
+	if cfg.EventLog {
+		if c.Events, err = eventlog.New(eventlog.Config{
+			Store: c.Store, Queue: events, Retention: cfg.EventRetention, FlushDelay: flushDelay, Logger: log,
+			ItemMaxBytes: int64(cfg.EventItemMaxKiB) << 10, ThreadMaxBytes: int64(cfg.EventThreadMaxMiB) << 20,
+			PruneEvery: cfg.EventPruneInterval, StoreDeltas: cfg.DatabaseURL != "",
+		}); err != nil {
+			return nil, err
+		}
+		if err := c.Events.Start(ctx); err != nil {
+			return nil, err
+		}
+		stops[StopEvents] = c.Events.Stop
+		journal = c.Events
 	}
-	if err := c.Events.Start(ctx); err != nil {
-		return nil, err
-	}
-	stops[StopEvents] = c.Events.Stop
 	// Several daemons may share a Postgres database: turns then run under
 	// thread leases and their writes are fenced, and the hub shows the
 	// clients here the server requests of turns other daemons run. The
@@ -235,7 +246,7 @@ func NewCore(ctx context.Context, cfg *config.Config, doors Doors, configFile, v
 	}
 	stops[StopAudit] = c.Audit.Stop
 	c.Hub = hub.New(hub.Config{
-		Journal:         c.Events,
+		Journal:         journal,
 		Approval:        hub.Timeouts{NoClient: cfg.ApprovalClientTimeout},
 		UserInput:       hub.Timeouts{NoClient: cfg.ApprovalClientTimeout},
 		ToolCall:        hub.Timeouts{NoClient: cfg.DynamicToolReconnectTimeout},
@@ -371,6 +382,10 @@ func NewCore(ctx context.Context, cfg *config.Config, doors Doors, configFile, v
 			return nil, err
 		}
 		log.Info("thread leases", "node", c.Node.ID(), "lease_ttl", cfg.LeaseTTL)
+	}
+	if c.Events == nil {
+		registerCounts(reg, c.Manager)
+		return c, nil // no log, no webhooks (config refuses [[webhooks]] then)
 	}
 	// Webhooks: each [[webhooks]] entry is a consumer of the event log;
 	// one daemon of the database delivers each.

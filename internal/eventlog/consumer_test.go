@@ -123,7 +123,7 @@ func newConsumer(t *testing.T, cfg eventlog.ConsumerConfig) *eventlog.Consumer {
 // resumes from the stored cursor: nothing missed, nothing handed twice.
 func TestConsumerResumesFromItsCursor(t *testing.T) {
 	st := memory.New(memory.Config{})
-	l := newLog(t, st, eventlog.Config{})
+	l := newLog(t, st, eventlog.Config{StoreDeltas: true})
 	h := hub.New(hub.Config{Journal: l})
 	a, b := uuid.NewString(), uuid.NewString()
 	for i := range 5 {
@@ -193,7 +193,7 @@ func savedAt(t *testing.T, st store.Store, thread string, seq int64) {
 func TestConsumerHandsAgainWhatItDidNotSave(t *testing.T) {
 	mem := memory.New(memory.Config{})
 	st := &failingSaves{Store: mem}
-	l := newLog(t, mem, eventlog.Config{})
+	l := newLog(t, mem, eventlog.Config{StoreDeltas: true})
 	h := hub.New(hub.Config{Journal: l})
 	a := uuid.NewString()
 	first := newHandled()
@@ -222,7 +222,7 @@ func TestConsumerHandsAgainWhatItDidNotSave(t *testing.T) {
 // handed again, its later events waiting for it, while other threads go on.
 func TestConsumerMatchAndRetry(t *testing.T) {
 	st := memory.New(memory.Config{})
-	l := newLog(t, st, eventlog.Config{})
+	l := newLog(t, st, eventlog.Config{StoreDeltas: true})
 	h := hub.New(hub.Config{Journal: l})
 	mine, theirs, flaky := uuid.NewString(), uuid.NewString(), uuid.NewString()
 	got := newHandled()
@@ -254,7 +254,7 @@ func TestConsumerMatchAndRetry(t *testing.T) {
 // delay it names, not after RetryAfter, while the other threads go on.
 func TestConsumerRetryIn(t *testing.T) {
 	st := memory.New(memory.Config{})
-	l := newLog(t, st, eventlog.Config{})
+	l := newLog(t, st, eventlog.Config{StoreDeltas: true})
 	h := hub.New(hub.Config{Journal: l})
 	slow, quick := uuid.NewString(), uuid.NewString()
 	got := newHandled()
@@ -293,7 +293,7 @@ func TestConsumerRetryIn(t *testing.T) {
 // a second consumer of the name: the lease does not expire under it.
 func TestSlowHandleKeepsTheLease(t *testing.T) {
 	st := memory.New(memory.Config{})
-	l := newLog(t, st, eventlog.Config{})
+	l := newLog(t, st, eventlog.Config{StoreDeltas: true})
 	h := hub.New(hub.Config{Journal: l})
 	const ttl = 300 * time.Millisecond
 	onA, onB := newHandled(), newHandled()
@@ -328,7 +328,7 @@ func TestConsumersOnTwoDaemons(t *testing.T) {
 		stores = append(stores, p)
 		g := store.NewGroupCommitter(p, store.GroupCommitConfig{})
 		t.Cleanup(func() { _ = g.Close() })
-		l := newLog(t, g, eventlog.Config{})
+		l := newLog(t, g, eventlog.Config{StoreDeltas: true})
 		h := hub.New(hub.Config{Journal: l})
 		t.Cleanup(listen(t, l, h, p))
 		return h, l, &failingSaves{Store: g}

@@ -3,8 +3,11 @@
 // store's events table (a store.EventQueue that the group committer drains
 // into every commit round, so events ride the transcript's transactions;
 // what no round takes within FlushDelay the Log writes itself, through the
-// same committer), bounds it (the deltas of one item beyond ItemMaxBytes
-// are delivered live but not logged; a thread's log is cut to
+// same committer), keeps the deltas out of the store unless other daemons
+// read it (Config.StoreDeltas: a running item's numbered deltas are held
+// in memory for resuming clients, a completed item's completion carries
+// it whole), bounds it (the deltas of one item beyond ItemMaxBytes are
+// delivered live and not numbered; a thread's log is cut to
 // ThreadMaxBytes, oldest first, and events older than the retention go, by
 // a pruner apart from the hot path, which then has the store reclaim the
 // space), and, on Postgres, listens (Listener) for the events other

@@ -2,14 +2,17 @@ package eventlog
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
 	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/appserver/appserver/api"
 	"github.com/appserver/appserver/internal/hub"
 	"github.com/appserver/appserver/internal/service"
 	"github.com/appserver/appserver/internal/store"
@@ -73,6 +76,15 @@ type Config struct {
 	// without a sequence number; other daemons' subscribers and a replay
 	// do not (the item's completion carries its capped output).
 	ItemMaxBytes int64
+	// StoreDeltas stores the delta notifications (methods ending in
+	// "Delta" or "/delta") with the others. Set it when other daemons
+	// share the database: their subscribers get a thread's events from
+	// the store. Unset, a delta is numbered like any notification and
+	// delivered live, kept in memory while its item runs (After returns
+	// it, so a client resuming mid-item gets the item's text so far and
+	// then the rest) and dropped when its item or turn completes, whose
+	// stored notification carries the whole item: it is never stored.
+	StoreDeltas bool
 	// ThreadMaxBytes bounds the bytes a thread's log keeps (default
 	// DefaultThreadMaxBytes): every PruneEvery the oldest events of the
 	// threads that had events since and went past it are deleted.
@@ -103,9 +115,20 @@ type thread struct {
 	// the thread's turn (Config.ItemMaxBytes), cleared when a turn starts
 	// or completes.
 	itemBytes map[string]int64
+	// live are the numbered deltas of the items still running, in
+	// sequence order, when deltas are not stored (Config.StoreDeltas):
+	// what a resuming client needs of them. An item's go when it
+	// completes, all when its turn does.
+	live []liveDelta
 	// stored is the bytes of the thread's stored events as its last prune
 	// left them, -1 before the first; appended is the bytes logged since.
 	stored, appended int64
+}
+
+// liveDelta is a numbered delta kept in memory while its item runs.
+type liveDelta struct {
+	item string
+	n    *hub.Notification
 }
 
 // forgetAfter is how long a quiet thread's numbering is kept in memory;
@@ -184,7 +207,8 @@ func (l *Log) Record(n *hub.Notification, deliver func()) {
 	t := l.threadOf(n.ThreadID)
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if !l.admitLocked(t, n) {
+	item, admit := l.admitLocked(t, n)
+	if !admit {
 		deliver()
 		return
 	}
@@ -205,7 +229,11 @@ func (l *Log) Record(n *hub.Notification, deliver func()) {
 	t.last++
 	t.used = l.cfg.Now()
 	n.Seq = t.last
-	if store.ValidThreadID(n.ThreadID) {
+	switch {
+	case !store.ValidThreadID(n.ThreadID):
+	case item != "" && !l.cfg.StoreDeltas:
+		t.live = append(t.live, liveDelta{item: item, n: n})
+	default:
 		frame := n.Frame()
 		if l.cfg.Queue.Push(&store.Event{ThreadID: n.ThreadID, Seq: n.Seq, Method: n.Method, Data: frame, CreatedAt: l.cfg.Now()}) {
 			t.appended += int64(len(frame))
@@ -235,30 +263,77 @@ func (l *Log) heads() map[string]int64 {
 	return out
 }
 
-// admitLocked reports whether n goes into the log: not a delta of an item
-// whose logged deltas would pass Config.ItemMaxBytes. t.mu is held.
-func (l *Log) admitLocked(t *thread, n *hub.Notification) bool {
+// admitLocked reports whether n is numbered: not a delta of an item whose
+// logged deltas would pass Config.ItemMaxBytes. item is the item of a
+// delta, "" for other notifications. It drops the live deltas of the
+// items and turns n completes. t.mu is held.
+func (l *Log) admitLocked(t *thread, n *hub.Notification) (item string, admit bool) {
 	switch {
 	case n.Method == "turn/started" || n.Method == "turn/completed":
 		clear(t.itemBytes)
-		return true
+		t.live = nil
+		return "", true
+	case n.Method == "item/completed":
+		t.dropLiveLocked(n)
+		return "", true
 	case !strings.HasSuffix(n.Method, "Delta") && !strings.HasSuffix(n.Method, "/delta"):
-		return true
+		return "", true
 	}
 	frame := n.Frame()
 	id := deltaItemID(frame)
 	if id == "" {
-		return true
+		return "", true
 	}
 	used := t.itemBytes[id] + int64(len(frame))
 	if used > l.cfg.ItemMaxBytes {
-		return false
+		return id, false
 	}
 	if t.itemBytes == nil {
 		t.itemBytes = map[string]int64{}
 	}
 	t.itemBytes[id] = used
-	return true
+	return id, true
+}
+
+// dropLiveLocked forgets the live deltas of the item an item/completed
+// carries whole. Without the typed item (an item/completed of unknown
+// shape) they stay until the turn completes. t.mu is held.
+func (t *thread) dropLiveLocked(n *hub.Notification) {
+	if len(t.live) == 0 {
+		return
+	}
+	done, ok := n.Params.(api.ItemCompletedNotification)
+	if !ok || done.Item.Body == nil {
+		return
+	}
+	id := done.Item.Body.ItemID()
+	kept := t.live[:0]
+	for _, d := range t.live {
+		if d.item != id {
+			kept = append(kept, d)
+		}
+	}
+	clear(t.live[len(kept):])
+	t.live = kept
+}
+
+// liveAfter returns the live deltas of a thread numbered after afterSeq.
+func (l *Log) liveAfter(threadID string, afterSeq int64) []*hub.Notification {
+	l.mu.Lock()
+	t := l.threads[threadID]
+	l.mu.Unlock()
+	if t == nil {
+		return nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []*hub.Notification
+	for _, d := range t.live {
+		if d.n.Seq > afterSeq {
+			out = append(out, d.n)
+		}
+	}
+	return out
 }
 
 // deltaItemID returns the itemId of a delta notification's frame, as its
@@ -462,35 +537,52 @@ func (l *Log) Prune(ctx context.Context) (int64, error) {
 }
 
 // After implements hub.Journal: the stored events of a thread after
-// afterSeq, then those still on their way to the store, so a client that
-// resumes misses none numbered before it subscribed.
+// afterSeq, then those still on their way to the store, with the deltas of
+// the items still running (kept in memory, Config.StoreDeltas) in their
+// places, so a client that resumes misses none numbered before it
+// subscribed. The deltas of completed items are not among them (their
+// numbers are gaps): the item's stored completion carries it whole.
 func (l *Log) After(ctx context.Context, threadID string, afterSeq int64, limit int) ([]*hub.Notification, error) {
 	if limit <= 0 || limit > store.MaxEventsLimit {
 		limit = store.MaxEventsLimit
 	}
 	// The queue first: an event leaves it for the store, so reading the
-	// store second cannot miss one in between.
+	// store second cannot miss one in between. The live deltas were
+	// numbered before anything now queued or stored that follows them, and
+	// leave memory only when their item completes: read last, they miss
+	// none of those the store and queue skip.
 	queued := l.cfg.Queue.Queued(threadID, afterSeq)
 	stored, err := l.cfg.Store.ListEvents(ctx, threadID, afterSeq, limit)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]*hub.Notification, 0, len(stored)+len(queued))
+	live := l.liveAfter(threadID, afterSeq)
+	out := make([]*hub.Notification, 0, len(stored)+len(queued)+len(live))
 	last := afterSeq
 	for _, ev := range stored {
 		out = append(out, hub.StoredNotification(threadID, ev.Seq, ev.Method, ev.Data))
 		last = ev.Seq
 	}
-	if len(stored) == limit {
-		return out, nil // a full page: the caller asks again after it
-	}
-	for _, ev := range queued {
-		if ev.Seq > last && len(out) < limit {
-			out = append(out, hub.StoredNotification(threadID, ev.Seq, ev.Method, ev.Data))
-			last = ev.Seq
+	full := len(stored) == limit // a full page: the caller asks again after it
+	if !full {
+		for _, ev := range queued {
+			if ev.Seq > last {
+				out = append(out, hub.StoredNotification(threadID, ev.Seq, ev.Method, ev.Data))
+				last = ev.Seq
+			}
 		}
 	}
-	return out, nil
+	if len(live) == 0 {
+		return out[:min(len(out), limit)], nil
+	}
+	bound := last // a full page ends at its last stored event
+	for _, n := range live {
+		if !full || n.Seq < bound {
+			out = append(out, n)
+		}
+	}
+	slices.SortFunc(out, func(a, b *hub.Notification) int { return cmp.Compare(a.Seq, b.Seq) })
+	return out[:min(len(out), limit)], nil
 }
 
 // catchUp delivers a thread's stored events after the last one delivered

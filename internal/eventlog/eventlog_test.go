@@ -2,6 +2,7 @@ package eventlog_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"sync"
@@ -21,6 +22,10 @@ import (
 	"github.com/appserver/appserver/internal/store/postgres"
 	"github.com/appserver/appserver/internal/turns"
 )
+
+// Most tests here publish deltas as the cheapest notification and expect
+// them stored, as a daemon sharing its database does (StoreDeltas);
+// TestRunningItemsDeltasAreNotStored covers the embedded store's rule.
 
 // client is a hub subscriber that records what it gets.
 type client struct {
@@ -80,7 +85,7 @@ func TestNumbersContinueFromTheStore(t *testing.T) {
 		{ThreadID: thread, Seq: 1, Method: "m", Data: []byte("{}")},
 		{ThreadID: thread, Seq: 2, Method: "m", Data: []byte("{}")},
 	}}))
-	l, err := eventlog.New(eventlog.Config{Store: st})
+	l, err := eventlog.New(eventlog.Config{Store: st, StoreDeltas: true})
 	require.NoError(t, err)
 	require.NoError(t, l.Start(t.Context()))
 	h := hub.New(hub.Config{Journal: l})
@@ -111,7 +116,7 @@ func TestPruneByAge(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
-	l := newLog(t, st, eventlog.Config{Retention: time.Hour, PruneEvery: time.Hour, Now: clock})
+	l := newLog(t, st, eventlog.Config{StoreDeltas: true, Retention: time.Hour, PruneEvery: time.Hour, Now: clock})
 	h := hub.New(hub.Config{Journal: l})
 	thread := uuid.NewString()
 	publish(h, thread, delta(0))
@@ -145,8 +150,8 @@ func TestCrossNodeFanOut(t *testing.T) {
 	pa, pb := open(), open()
 	ga := store.NewGroupCommitter(pa, store.GroupCommitConfig{})
 	gb := store.NewGroupCommitter(pb, store.GroupCommitConfig{})
-	la := newLog(t, ga, eventlog.Config{})
-	lb := newLog(t, gb, eventlog.Config{})
+	la := newLog(t, ga, eventlog.Config{StoreDeltas: true})
+	lb := newLog(t, gb, eventlog.Config{StoreDeltas: true})
 	ha := hub.New(hub.Config{Journal: la})
 	hb := hub.New(hub.Config{Journal: lb})
 	for _, x := range []struct {
@@ -211,7 +216,7 @@ func TestQuietThreadRenumbersFromTheStore(t *testing.T) {
 	var mu sync.Mutex
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	l := newLog(t, st, eventlog.Config{PruneEvery: 5 * time.Millisecond, Now: clock})
+	l := newLog(t, st, eventlog.Config{StoreDeltas: true, PruneEvery: 5 * time.Millisecond, Now: clock})
 	h := hub.New(hub.Config{Journal: l})
 	thread := uuid.NewString()
 	publish(h, thread, delta(0))
@@ -256,7 +261,7 @@ func storedBytes(t *testing.T, st store.Store, thread string) (n int64, seqs []i
 // starts counting again.
 func TestDeltasBeyondTheItemBoundAreLiveOnly(t *testing.T) {
 	st := memory.New(memory.Config{})
-	l := newLog(t, st, eventlog.Config{ItemMaxBytes: 1000})
+	l := newLog(t, st, eventlog.Config{StoreDeltas: true, ItemMaxBytes: 1000})
 	h := hub.New(hub.Config{Journal: l})
 	thread := uuid.NewString()
 	c := subscribe(h, thread)
@@ -296,7 +301,7 @@ func TestDeltasBeyondTheItemBoundAreLiveOnly(t *testing.T) {
 // a thread within the bound keeps everything, and numbering goes on.
 func TestThreadLogIsPrunedToItsBound(t *testing.T) {
 	st := memory.New(memory.Config{})
-	l := newLog(t, st, eventlog.Config{ThreadMaxBytes: 2000, PruneEvery: time.Hour})
+	l := newLog(t, st, eventlog.Config{StoreDeltas: true, ThreadMaxBytes: 2000, PruneEvery: time.Hour})
 	h := hub.New(hub.Config{Journal: l})
 	big, small := uuid.NewString(), uuid.NewString()
 	msg := func(thread string, i int) api.AgentMessageDeltaNotification {
@@ -329,4 +334,76 @@ func TestThreadLogIsPrunedToItsBound(t *testing.T) {
 	require.Positive(t, n, "a new event takes it past the bound again")
 	bigBytes, _ = storedBytes(t, st, big)
 	require.LessOrEqual(t, bigBytes, int64(2000))
+}
+
+// Without StoreDeltas (the embedded store) a delta is numbered and
+// delivered like any notification but never stored: while its item runs,
+// After returns it in its place, so a client resuming mid-item gets the
+// text it missed and then the rest; once the item completes only the
+// stored completion remains, carrying the whole item.
+func TestRunningItemsDeltasAreNotStored(t *testing.T) {
+	st := memory.New(memory.Config{})
+	l := newLog(t, st, eventlog.Config{})
+	h := hub.New(hub.Config{Journal: l})
+	thread := uuid.NewString()
+	c := subscribe(h, thread)
+	send := func(method string, params any) int64 {
+		h.Publish(turns.Event{ThreadID: thread, Method: method, Params: params})
+		return c.next(t).Seq
+	}
+	text := func(i string) api.AgentMessageDeltaNotification {
+		return api.AgentMessageDeltaNotification{ThreadID: thread, TurnID: "u", ItemID: "msg", Delta: i}
+	}
+	seqsOf := func(after int64) (seqs []int64, got string) {
+		t.Helper()
+		evs, err := l.After(t.Context(), thread, after, 0)
+		require.NoError(t, err)
+		for _, n := range evs {
+			seqs = append(seqs, n.Seq)
+			if n.Method == "item/agentMessage/delta" {
+				got += deltaText(t, n.Frame())
+			}
+		}
+		return seqs, got
+	}
+	require.EqualValues(t, 1, send("turn/started", map[string]any{"threadId": thread}))
+	require.EqualValues(t, 2, send("item/started", map[string]any{"threadId": thread}))
+	for i, d := range []string{"one ", "two ", "three"} {
+		require.EqualValues(t, 3+i, send("item/agentMessage/delta", text(d)))
+	}
+	// Another item runs alongside: its deltas stay while the message's go.
+	require.EqualValues(t, 6, send("item/commandExecution/outputDelta",
+		api.CommandExecutionOutputDeltaNotification{ThreadID: thread, TurnID: "u", ItemID: "cmd", Delta: "out"}))
+
+	seqs, got := seqsOf(0)
+	require.Equal(t, []int64{1, 2, 3, 4, 5, 6}, seqs)
+	require.Equal(t, "one two three", got, "the text so far")
+	seqs, got = seqsOf(3)
+	require.Equal(t, []int64{4, 5, 6}, seqs)
+	require.Equal(t, "two three", got, "the text after what the client saw, none twice")
+	seqs, _ = seqsOf(1)
+	require.Equal(t, []int64{2, 3, 4, 5, 6}, seqs, "stored and live in number order")
+
+	done := api.ItemCompletedNotification{ThreadID: thread, TurnID: "u",
+		Item: api.ThreadItem{Body: &api.AgentMessageItem{ID: "msg", Text: "one two three"}}}
+	require.EqualValues(t, 7, send("item/completed", done))
+	seqs, _ = seqsOf(0)
+	require.Equal(t, []int64{1, 2, 6, 7}, seqs, "the completed item whole, the running one's deltas")
+	require.EqualValues(t, 8, send("turn/completed", map[string]any{"threadId": thread}))
+	seqs, _ = seqsOf(0)
+	require.Equal(t, []int64{1, 2, 7, 8}, seqs, "a completed turn keeps no deltas")
+
+	l.Stop()
+	_, stored := storedBytes(t, st, thread)
+	require.Equal(t, []int64{1, 2, 7, 8}, stored, "no delta stored")
+}
+
+// deltaText returns the delta of an item/agentMessage/delta frame.
+func deltaText(t *testing.T, frame []byte) string {
+	t.Helper()
+	var f struct {
+		Params api.AgentMessageDeltaNotification `json:"params"`
+	}
+	require.NoError(t, json.Unmarshal(frame, &f))
+	return f.Params.Delta
 }

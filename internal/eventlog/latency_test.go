@@ -36,7 +36,7 @@ func benchCrossNode(b *testing.B, busy int) {
 		require.NoError(b, err)
 		q := store.NewEventQueue(eventlog.DefaultMaxPending)
 		g := store.NewGroupCommitter(p, store.GroupCommitConfig{Events: q})
-		l, err := eventlog.New(eventlog.Config{Store: g, Queue: q})
+		l, err := eventlog.New(eventlog.Config{Store: g, Queue: q, StoreDeltas: true})
 		require.NoError(b, err)
 		require.NoError(b, l.Start(b.Context()))
 		h := hub.New(hub.Config{Journal: l})

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -73,7 +74,7 @@ func (a *API) events(w http.ResponseWriter, r *http.Request) *problem {
 			return a.fromError(r, err)
 		}
 		switch {
-		case len(evs) > 0 && (after == 0 || evs[0].Seq == seq+1):
+		case len(evs) > 0 && (after == 0 || evs[0].Seq == seq+1 || a.keptFrom(ctx, th.ID, seq)):
 			backlog = evs
 		case after == 0:
 			after = l.floor - 1
@@ -194,4 +195,15 @@ func (a *API) events(w http.ResponseWriter, r *http.Request) *problem {
 			return nil
 		}
 	}
+}
+
+// keptFrom reports whether a thread's durable log still holds everything
+// after seq although the first event it returns after seq is not seq+1:
+// the numbers between are deltas of completed items, never stored (the
+// completion carries the item whole), or the hub's own entries. The log
+// is cut oldest first, so it holds everything after seq when its oldest
+// event is no later than seq+1.
+func (a *API) keptFrom(ctx context.Context, threadID string, seq int64) bool {
+	first, err := a.cfg.Hub.EventsAfter(ctx, threadID, 0, 1)
+	return err == nil && len(first) > 0 && first[0].Seq <= seq+1
 }

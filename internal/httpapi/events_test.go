@@ -4,13 +4,16 @@ import (
 	"encoding/json"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/appserver/appserver/api"
+	"github.com/appserver/appserver/internal/store"
 )
 
 func TestEventsResumeWithoutGap(t *testing.T) {
@@ -243,19 +246,24 @@ func TestEventsResumeAcrossRestart(t *testing.T) {
 	require.Greater(t, len(all), 5)
 	e.close()
 
-	// The same database, a new process's worth of state.
+	// The same database, a new process's worth of state. The durable log
+	// has every numbered event but the deltas of the completed message
+	// (its item/completed carries it whole), also after a position that
+	// named one of those deltas.
 	e2 := newEnv(t, envOpts{script: script, durable: true, dbPath: db})
-	k := 2
-	s2, r := e2.openStream(th.ID, "?until=turnCompleted", http.Header{"Last-Event-Id": {strconv.FormatInt(all[k].id, 10)}}, nil)
-	require.Equal(t, http.StatusOK, r.status)
-	rest := s2.until("turn/completed")
-	var want []sseEvent
-	for _, ev := range all[k+1:] {
-		if ev.id&(1<<posShift-1) == 0 { // numbered: in the durable log
-			want = append(want, ev)
+	var rest []sseEvent
+	for _, k := range []int{2, 5} {
+		s2, r := e2.openStream(th.ID, "?until=turnCompleted", http.Header{"Last-Event-Id": {strconv.FormatInt(all[k].id, 10)}}, nil)
+		require.Equal(t, http.StatusOK, r.status)
+		rest = s2.until("turn/completed")
+		var want []sseEvent
+		for _, ev := range all[k+1:] {
+			if ev.id&(1<<posShift-1) == 0 && ev.method != "item/agentMessage/delta" { // numbered and stored
+				want = append(want, ev)
+			}
 		}
+		require.Equal(t, want, rest, "after event %d (%s)", k, all[k].method)
 	}
-	require.Equal(t, want, rest)
 
 	// The next turn's events continue the thread's numbering.
 	_, second := e2.postTurn(th.ID, "?wait=true", textInput("more"), nil, nil)
@@ -273,10 +281,12 @@ func TestWebsocketResumeAfterSeq(t *testing.T) {
 	ws.call("thread/resume", map[string]any{"threadId": th.ID})
 	e.postTurn(th.ID, "?wait=true", textInput("1"), nil, nil)
 	var seen []int64
+	stored := map[int64]bool{} // the numbers the durable log keeps
 	for {
 		f := ws.read()
 		if f.Seq > 0 {
 			seen = append(seen, f.Seq)
+			stored[f.Seq] = f.Method != "item/agentMessage/delta"
 		}
 		if f.Method == "turn/completed" {
 			break
@@ -305,9 +315,126 @@ func TestWebsocketResumeAfterSeq(t *testing.T) {
 		}
 	}
 	// The rest of the first turn, the second and the third: from k+1 on,
-	// without a gap or a repeat.
-	for i, seq := range got {
-		require.Equal(t, k+1+int64(i), seq, "got %v", got)
+	// in order, none twice, every number but the deltas of the messages
+	// that had completed (their item/completed carries them whole).
+	require.Greater(t, got[0], k, "got %v", got)
+	for i := 1; i < len(got); i++ {
+		require.Greater(t, got[i], got[i-1], "got %v", got)
 	}
+	for _, seq := range seen {
+		if seq > k && stored[seq] {
+			require.Contains(t, got, seq, "the first turn's stored events")
+		}
+	}
+	require.Equal(t, seen[len(seen)-1]+1, got[slices.Index(got, seen[len(seen)-1])+1], "the second turn starts right after the first")
 	require.NotNil(t, third)
+}
+
+// A websocket client that drops in the middle of a streamed message and
+// resumes with the last number it saw gets the text it missed and then
+// the rest, nothing lost or doubled: the deltas of a running item come
+// from memory, as they are not stored.
+func TestWebsocketResumeMidItem(t *testing.T) {
+	const text = "one two three four five six seven eight"
+	script := `{"steps":[{"text":"` + text + `","chunks":8,"event_delay_ms":150}]}`
+	e := newEnv(t, envOpts{script: script, durable: true})
+	th := e.createThread(nil, nil)
+	watcher, ws := e.dialWS(), e.dialWS()
+	watcher.call("thread/resume", map[string]any{"threadId": th.ID})
+	ws.call("thread/resume", map[string]any{"threadId": th.ID})
+	e.postTurn(th.ID, "", textInput("count"), nil, nil)
+
+	type delta struct {
+		Delta string `json:"delta"`
+	}
+	// readDelta returns the text of an agent message delta frame and
+	// whether f is one.
+	readDelta := func(f wsFrame) (string, bool) {
+		if f.Method != "item/agentMessage/delta" {
+			return "", false
+		}
+		var d delta
+		require.NoError(t, json.Unmarshal(f.Params, &d))
+		return d.Delta, true
+	}
+	var before string
+	var k int64
+	for n := 0; n < 2; {
+		f := ws.read()
+		if d, ok := readDelta(f); ok {
+			before += d
+			n++
+		}
+		k = max(k, f.Seq)
+	}
+	_ = ws.ws.CloseNow()
+	// More of the message streams while the client is away.
+	for n := 0; n < 2; {
+		if f := watcher.read(); f.Seq > k && f.Method == "item/agentMessage/delta" {
+			n++
+		}
+	}
+
+	ws2 := e.dialWS()
+	ws2.call("thread/resume", map[string]any{"threadId": th.ID, "afterSeq": k})
+	var after, final string
+	var seqs []int64
+	for {
+		f := ws2.read()
+		if f.Seq > 0 {
+			seqs = append(seqs, f.Seq)
+		}
+		if d, ok := readDelta(f); ok {
+			after += d
+		}
+		if f.Method == "item/completed" && strings.Contains(string(f.Params), `"agentMessage"`) {
+			var p struct {
+				Item struct {
+					Text string `json:"text"`
+				} `json:"item"`
+			}
+			require.NoError(t, json.Unmarshal(f.Params, &p))
+			final = p.Item.Text
+		}
+		if f.Method == "turn/completed" {
+			break
+		}
+	}
+	require.Equal(t, text, final)
+	require.Equal(t, text, before+after, "the text before the drop, then the rest: nothing lost or doubled")
+	require.Equal(t, k+1, seqs[0], "the replay starts right after the client's last number")
+	for i := 1; i < len(seqs); i++ {
+		require.Greater(t, seqs[i], seqs[i-1], "in order, none twice: %v", seqs)
+	}
+}
+
+// A streamed turn's deltas are delivered numbered but not stored: the
+// durable log holds the items whole.
+func TestStreamedTurnStoresNoDeltas(t *testing.T) {
+	e := newEnv(t, envOpts{script: `{"steps":[{"text":"one two three four five six","chunks":6}]}`, durable: true})
+	th := e.createThread(nil, nil)
+	_, turn := e.postTurn(th.ID, "?wait=true", textInput("count"), nil, nil)
+	s, _ := e.openStream(th.ID, sprintf("?after=%d&until=turnCompleted", *turn.EventsAfter), nil, nil)
+	all := s.until("turn/completed")
+	var numbered, deltas int
+	for _, ev := range all {
+		if ev.id&(1<<posShift-1) == 0 {
+			numbered++
+			if ev.method == "item/agentMessage/delta" {
+				deltas++
+			}
+		}
+	}
+	require.Equal(t, 6, deltas, "the deltas are numbered")
+	var stored []store.Event
+	require.Eventually(t, func() bool {
+		evs, err := e.st.ListEvents(t.Context(), th.ID, 0, store.MaxEventsLimit)
+		require.NoError(t, err)
+		stored = evs
+		return len(evs) > 0 && evs[len(evs)-1].Method == "turn/completed"
+	}, 10*time.Second, 10*time.Millisecond)
+	for _, ev := range stored {
+		require.NotEqual(t, "item/agentMessage/delta", ev.Method)
+	}
+	require.Len(t, stored, numbered-deltas, "every other numbered event is stored")
 }

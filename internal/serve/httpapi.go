@@ -29,6 +29,10 @@ type webhookAPI struct {
 func newHTTPAPI(log *slog.Logger, drain *frontdoor.Drain, threads httpapi.Threads, budgets httpapi.Budgets, hb *hub.Hub, st store.Store,
 	authn *auth.Authenticator, browser *auth.Browser, principals *principal.Rules, reg prometheus.Registerer, servers *mcp.Manager,
 	hooks *webhook.Sender, auditLog *audit.Log) (*httpapi.API, error) {
+	var hooksAPI httpapi.Webhooks // none without the event log (501)
+	if hooks != nil {
+		hooksAPI = webhookAPI{Store: st, Sender: hooks}
+	}
 	return httpapi.New(httpapi.Config{
 		Threads:    threads,
 		Hub:        hb,
@@ -39,7 +43,7 @@ func newHTTPAPI(log *slog.Logger, drain *frontdoor.Drain, threads httpapi.Thread
 		Draining:   drain.Draining,
 		MCP:        servers,
 		Budgets:    budgets,
-		Webhooks:   webhookAPI{Store: st, Sender: hooks},
+		Webhooks:   hooksAPI,
 		Audit:      st,
 		Recorder:   auditLog,
 		Registerer: reg,

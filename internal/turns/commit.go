@@ -127,7 +127,11 @@ func (r *turnRun) recordUsage(u model.Usage, withHistory bool) error {
 type roundCommit struct {
 	once sync.Once
 	run  func()
-	done chan error
+	// announce tells the clients what the commit carried, once stored.
+	announce func()
+	// items is how many deferred tool items the commit stores.
+	items int
+	done  chan error
 	// what names the commit in its error: the turn's history, or the
 	// last response's token usage.
 	what string
@@ -168,7 +172,18 @@ func (r *turnRun) recordUsageAsync(u model.Usage, withHistory bool) *roundCommit
 	limits, provider := r.limits, r.at.settings.provider
 	r.limits = nil
 	budget := r.budgetStatus()
-	c := &roundCommit{done: make(chan error, 1), what: what}
+	c := &roundCommit{done: make(chan error, 1), what: what, items: len(items)}
+	c.announce = func() {
+		r.announceDeferred(items)
+		t.emit("thread/tokenUsage/updated", api.ThreadTokenUsageUpdatedNotification{
+			ThreadID: t.id, TurnID: r.at.id, TokenUsage: api.TokenUsage{Total: total, Last: last, ModelContextWindow: t.m.contextWindow()},
+			Budget: budget,
+		})
+		t.announceRateLimits(provider, limits)
+		// The reference repeats the turn's diff after each response's
+		// usage.
+		r.emitDiff()
+	}
 	c.run = func() {
 		// The thread's meta as it is now, with any change made since
 		// the usage was added.
@@ -188,15 +203,7 @@ func (r *turnRun) recordUsageAsync(u model.Usage, withHistory bool) *roundCommit
 		// settles, with the next response, which a model may take seconds
 		// to start.
 		if err == nil {
-			r.announceDeferred(items)
-			t.emit("thread/tokenUsage/updated", api.ThreadTokenUsageUpdatedNotification{
-				ThreadID: t.id, TurnID: r.at.id, TokenUsage: api.TokenUsage{Total: total, Last: last, ModelContextWindow: t.m.contextWindow()},
-				Budget: budget,
-			})
-			t.announceRateLimits(provider, limits)
-			// The reference repeats the turn's diff after each response's
-			// usage.
-			r.emitDiff()
+			c.announce()
 		}
 		c.done <- err
 	}

@@ -158,6 +158,9 @@ type turnRun struct {
 	reqWire  []json.RawMessage
 	devWire  json.RawMessage
 	commits  roundCommitter
+	// endUsage is the last response's usage commit, carried by the turn's
+	// end commit (finish) instead of its own; turn goroutine only.
+	endUsage *roundCommit
 	final    *api.ThreadItem // the last completed agent message
 	// reviewer hides the model's messages from clients and the thread's
 	// items (a review turn shows its result as exitedReviewMode instead);
@@ -238,13 +241,23 @@ func (r *turnRun) loop() error {
 			return err
 		}
 		if len(calls) == 0 {
-			if err := r.recordUsage(usage, false); err != nil {
-				return err
-			}
+			c := r.recordUsageAsync(usage, false)
 			// Input that arrives from here on would be lost: the turn
 			// ends unless some is already pending.
 			if !r.at.closeInput(true) {
+				// The usage commit overlaps the next request.
+				r.commits.pipeline(c)
 				continue
+			}
+			// The last response's usage rides the turn's end commit, which
+			// stores the thread's meta with it: one commit (an fsync on
+			// disk) less per turn. finish announces it once that is
+			// stored. A commit that stores a tool item runs as it is
+			// (finish settles it first).
+			if c.items > 0 {
+				r.commits.pipeline(c)
+			} else {
+				r.endUsage = c
 			}
 			return nil
 		}
@@ -789,6 +802,10 @@ func (r *turnRun) finish(runErr error) {
 		}
 	}
 	t.metaMu.Unlock()
+	if r.endUsage != nil && endErr == nil && !sanitised {
+		// Stored with the end: the thread's meta holds the usage.
+		r.endUsage.announce()
+	}
 	r.observeEnd(status, turnErr, runErr, now)
 
 	t.mu.Lock()
