@@ -1,6 +1,7 @@
 package turns
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -403,6 +404,9 @@ func (t *thread) settingsLocked(p api.TurnStartParams) (turnSettings, error) {
 	}
 	if tier != nil && slices.Contains(t.m.cfg.Defaults.ServiceTiers[s.model], *tier) {
 		s.serviceTier = *tier
+	}
+	if def, ok := t.m.cfg.Defaults.ModelVerbosity[s.model]; ok {
+		s.verbosity = cmp.Or(t.meta.Verbosity, def)
 	}
 	if len(p.OutputSchema) > 0 && string(p.OutputSchema) != "null" {
 		s.outputSchema = p.OutputSchema

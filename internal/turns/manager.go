@@ -199,6 +199,12 @@ type Defaults struct {
 	// new threads; "" chooses none.
 	ReasoningEffort  string
 	ReasoningSummary string
+	// Verbosity and ServiceTier are the output verbosity and the service
+	// tier of new threads; "" chooses none.
+	Verbosity, ServiceTier string
+	// ModelVerbosity are the models whose requests carry a verbosity, each
+	// with its default (sent when the thread has none; "" sends none).
+	ModelVerbosity map[string]string
 	// ServiceTiers are, per model, the service tiers its threads may
 	// have sent as service_tier; a thread's other tiers are not sent.
 	ServiceTiers map[string][]string
@@ -360,6 +366,8 @@ type LiveDefaults struct {
 	// comes from: set by withBuiltins when it fills in the built-in
 	// sandbox, "" for a mode a config names.
 	PermissionProfile string
+	Verbosity         string
+	ServiceTier       string
 	// Features are feature switches by key (Defaults.Features): every one
 	// for the daemon-wide defaults, those its own config sets for a
 	// principal's.
@@ -389,6 +397,7 @@ func (l LiveDefaults) over(p LiveDefaults) LiveDefaults {
 		{&l.Model, p.Model}, {&l.ModelProvider, p.ModelProvider},
 		{&l.ApprovalPolicy, p.ApprovalPolicy}, {&l.SandboxMode, p.SandboxMode},
 		{&l.ReasoningEffort, p.ReasoningEffort}, {&l.ReasoningSummary, p.ReasoningSummary},
+		{&l.Verbosity, p.Verbosity}, {&l.ServiceTier, p.ServiceTier},
 	} {
 		if f.src != "" {
 			*f.dst = f.src
@@ -447,6 +456,7 @@ func (m *Manager) defaults(principal string) Defaults {
 	d.PermissionProfile = live.PermissionProfile
 	d.Features = live.Features
 	d.ReasoningEffort, d.ReasoningSummary = live.ReasoningEffort, live.ReasoningSummary
+	d.Verbosity, d.ServiceTier = live.Verbosity, live.ServiceTier
 	return d
 }
 
@@ -492,7 +502,8 @@ func New(cfg Config) (*Manager, error) {
 		threads: map[string]*thread{},
 		ends:    newTurnEnds(cfg.Logger, cfg.Store, cfg.PendingEndsFile),
 		live: LiveDefaults{Model: d.Model, ModelProvider: d.ModelProvider, ApprovalPolicy: d.ApprovalPolicy, SandboxMode: d.SandboxMode,
-			Features: d.Features, ReasoningEffort: d.ReasoningEffort, ReasoningSummary: d.ReasoningSummary}.withBuiltins(),
+			Features: d.Features, ReasoningEffort: d.ReasoningEffort, ReasoningSummary: d.ReasoningSummary,
+			Verbosity: d.Verbosity, ServiceTier: d.ServiceTier}.withBuiltins(),
 	}
 	m.sub = subagents.New(subagents.Config{Table: subagentTable{m}, ChildEnded: cfg.ChildEnded, Logger: cfg.Logger})
 	return m, nil

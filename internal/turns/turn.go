@@ -29,6 +29,7 @@ type turnSettings struct {
 	effort       string
 	summary      string
 	serviceTier  string
+	verbosity    string
 	outputSchema json.RawMessage
 	cwd          string
 }
@@ -407,6 +408,7 @@ func (r *turnRun) modelRound() (calls []model.InputItem, usage model.Usage, err 
 		ReasoningEffort:   at.settings.effort,
 		ReasoningSummary:  at.settings.summary,
 		ServiceTier:       at.settings.serviceTier,
+		Verbosity:         at.settings.verbosity,
 		OutputSchema:      at.settings.outputSchema,
 		LogAttrs:          []slog.Attr{slog.String("thread", t.id), slog.String("turn", at.id)},
 	}

@@ -166,6 +166,8 @@ type ThreadDefaults struct {
 	// ReasoningEffort and ReasoningSummary are model_reasoning_effort and
 	// model_reasoning_summary.
 	ReasoningEffort, ReasoningSummary string
+	// Verbosity and ServiceTier are model_verbosity and service_tier.
+	Verbosity, ServiceTier string
 }
 
 // Defaults returns the ThreadDefaults of cfg. For a principal's
@@ -176,7 +178,8 @@ func Defaults(cfg *config.Config) ThreadDefaults {
 	d := ThreadDefaults{Model: cfg.Model, ModelProvider: cfg.ModelProvider,
 		ApprovalPolicy: string(cfg.ApprovalPolicy), SandboxMode: string(cfg.SandboxMode),
 		Features:        cfg.Features.Map(),
-		ReasoningEffort: string(cfg.ModelReasoningEffort), ReasoningSummary: cfg.ModelReasoningSummary}
+		ReasoningEffort: string(cfg.ModelReasoningEffort), ReasoningSummary: cfg.ModelReasoningSummary,
+		Verbosity: cfg.ModelVerbosity, ServiceTier: cfg.ServiceTier}
 	if cfg.Principal() == "" {
 		if !cfg.IsSet("sandbox_mode") {
 			d.SandboxMode = ""
@@ -186,7 +189,8 @@ func Defaults(cfg *config.Config) ThreadDefaults {
 	origins := cfg.Origins()
 	for key, f := range map[string]*string{"model": &d.Model, "model_provider": &d.ModelProvider,
 		"approval_policy": &d.ApprovalPolicy, "sandbox_mode": &d.SandboxMode,
-		"model_reasoning_effort": &d.ReasoningEffort, "model_reasoning_summary": &d.ReasoningSummary} {
+		"model_reasoning_effort": &d.ReasoningEffort, "model_reasoning_summary": &d.ReasoningSummary,
+		"model_verbosity": &d.Verbosity, "service_tier": &d.ServiceTier} {
 		if origins[key] != config.LayerPrincipal {
 			*f = ""
 		}
