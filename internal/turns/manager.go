@@ -39,6 +39,21 @@ func (m *Manager) threadStarted(th api.Thread, config map[string]json.RawMessage
 	}
 }
 
+// tellMCPStartup tells conn, once per load of a thread from the store,
+// the start-up of the thread's MCP servers (Config.ThreadStarted), as the
+// reference's thread/resume does when it loads the thread; a thread
+// already loaded (started, forked or spawned here, or resumed since its
+// load) tells nothing.
+func (m *Manager) tellMCPStartup(t *thread, conn ConnID) {
+	t.mu.Lock()
+	untold, config := t.mcpUntold, t.meta.Config
+	t.mcpUntold = false
+	t.mu.Unlock()
+	if f := m.cfg.ThreadStarted; untold && f != nil {
+		f(t.id, config, func(method string, params any) { m.cfg.Sink.Send(conn, method, params) })
+	}
+}
+
 // childTurn reports a turn of a spawned child starting or ending
 // (Config.ChildTurn); t.mu must not be held.
 func (t *thread) childTurn(running bool) {
@@ -263,11 +278,12 @@ type Config struct {
 	// tells nothing. Nil tells nothing.
 	ChildEnded func(childID, agentPath string, st subagents.State) string
 	// ThreadStarted is called (without locks held) once a thread started
-	// or forked has been announced (thread/started), with its config
-	// overrides (flattened, read-only) and tell, which broadcasts a
-	// notification about the thread to the clients allowed to see it: the
-	// MCP servers report their start-up to the new thread through it. Nil
-	// calls nothing.
+	// or forked has been announced (thread/started), and when
+	// thread/resume finds a thread loaded from the store, with its config
+	// overrides (flattened, read-only) and tell, which sends a
+	// notification about the thread (to the clients allowed to see a new
+	// thread, to the resuming client): the MCP servers report their
+	// start-up to the thread through it. Nil calls nothing.
 	ThreadStarted func(threadID string, config map[string]json.RawMessage, tell func(method string, params any))
 	// UserShell runs thread/shellCommand; nil refuses the method.
 	UserShell UserShellRunner
@@ -699,6 +715,7 @@ func (m *Manager) hydrate(ctx context.Context, rec store.Thread) (*thread, error
 		rec.ModelProvider = meta.ModelProvider
 	}
 	t := newThread(m, rec, meta, m.cfg.Store, m.lineage(ctx, meta))
+	t.mcpUntold = true
 	// The model history is read when a turn needs it (ensureHistory):
 	// resuming a thread costs the same whatever its length. Only the last
 	// turn's end matters here.

@@ -370,6 +370,7 @@ func (m *Manager) resume(ctx context.Context, c Caller, p api.ThreadResumeParams
 		return api.ThreadResumeResult{}, nil, nil, err
 	}
 	t.subscribe(c.Conn)
+	m.tellMCPStartup(t, c.Conn)
 	base := t.settingsResult()
 	res := api.ThreadResumeResult{
 		Thread: base.Thread, Model: base.Model, ModelProvider: base.ModelProvider,
