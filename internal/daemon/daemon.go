@@ -348,6 +348,7 @@ func NewCore(ctx context.Context, cfg *config.Config, doors Doors, configFile, v
 			Verbosity:        cfg.ModelVerbosity,
 			ServiceTier:      cfg.ServiceTier,
 			ModelVerbosity:   modelVerbosity(cfg),
+			Catalog:          catalog(cfg),
 			ServiceTiers:     serviceTiers(cfg),
 			Cwd:              c.Cwd,
 			CLIVersion:       version,
@@ -563,6 +564,15 @@ func serviceTiers(cfg *config.Config) map[string][]string {
 		for _, st := range m.ServiceTiers {
 			out[id] = append(out[id], st.ID)
 		}
+	}
+	return out
+}
+
+// catalog are the models of the catalog.
+func catalog(cfg *config.Config) map[string]bool {
+	out := make(map[string]bool, len(cfg.ModelCatalog))
+	for id := range cfg.ModelCatalog {
+		out[id] = true
 	}
 	return out
 }

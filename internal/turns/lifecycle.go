@@ -196,6 +196,12 @@ func (m *Manager) startTurnWith(ctx context.Context, c Caller, p api.TurnStartPa
 	}
 	close(at.stored)
 	launched = true
+	if cat, mdl := m.cfg.Defaults.Catalog, at.settings.model; len(cat) > 0 && !cat[mdl] {
+		// Before the answer, as the reference sends it, at every turn.
+		id := t.id
+		t.emit(api.MethodWarning, api.WarningNotification{ThreadID: &id,
+			Message: "Model metadata for `" + mdl + "` not found. Defaulting to fallback metadata; this can degrade performance and cause issues."})
+	}
 	return api.TurnStartResult{Turn: pendingTurn(at)}, func() {
 		go func() {
 			defer m.turns.Done()

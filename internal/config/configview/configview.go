@@ -43,7 +43,22 @@ func Models(cfg *config.Config) []api.Model {
 			InputModalities: api.List[api.InputModality]{api.InputText, api.InputImage},
 			IsDefault:       m.IsDefault,
 			ServiceTiers:    serviceTiers(m.ServiceTiers),
+			// The reference offers its priority tier as the "fast" speed
+			// tier too (the TUI's /fast).
+			AdditionalSpeedTiers: speedTiers(m.ServiceTiers),
 		})
+	}
+	return out
+}
+
+// speedTiers are a model's additionalSpeedTiers: "fast" when it has the
+// priority tier.
+func speedTiers(in []config.ServiceTier) api.List[string] {
+	out := api.List[string]{}
+	for _, st := range in {
+		if st.ID == "priority" {
+			out = append(out, "fast")
+		}
 	}
 	return out
 }
