@@ -3,13 +3,15 @@
 // provider, and the warnings it sends about the model. Config
 // (CODEX_HOME/config.toml): model = "fake-model", model_provider "fake" =
 // the small Responses server below (answers "ok"), approval_policy =
-// "never"; no model catalog. The client initializes, lists models (all,
+// "never"; no model catalog. model_list_catalog.jsonl is the same run
+// with model_catalog_json = the file model_list_catalog.json (one model,
+// fake-model) at the top of config.toml. The client initializes, lists models (all,
 // with hidden ones, one per page), starts a thread, runs two turns, switches
 // the thread to another model outside the catalog, runs a turn, and logs
 // every frame but agent message deltas and token usage ({"dir":"recv"}).
 // Machine paths were then rewritten to /home/dev/project and
 // /home/dev/.codex.
-// Usage: node model_list_capture.js ws://127.0.0.1:PORT MODELPORT CWD model_list.jsonl
+// Usage: node model_list_capture.js ws://127.0.0.1:PORT MODELPORT CWD model_list.jsonl (or model_list_catalog.jsonl)
 const http = require('http');
 const WebSocket = require('ws');
 const fs = require('fs');
