@@ -17,16 +17,26 @@ import (
 // the two items keep ids of their own in the store.
 func TestRepeatedCallIDAcrossTurnsRuns(t *testing.T) {
 	const call = `{"call_id":"call_same","name":"shell_command","arguments":{"command":"echo same"}}`
-	script := `{"steps":[{"tool_calls":[` + call + `]},{"text":"ok 1"},{"tool_calls":[` + call + `]},{"text":"ok 2"}]}`
+	script := `{"steps":[{"tool_calls":[` + call + `]},{"text":"ok 1"},{"tool_calls":[` + call + `]},{"text":"ok 2"},` +
+		`{"tool_calls":[` + call + `]},{"text":"ok 3"}]}`
 	for name, storeArgs := range apptest.StoreBackends(t) {
 		t.Run(name, func(t *testing.T) {
 			fake := apptest.StartFake(t, script)
-			d := apptest.Start(t, append(storeArgs, apptest.FakeArgs(fake, "responses")...)...)
+			args := append(storeArgs, apptest.FakeArgs(fake, "responses")...)
+			d := apptest.Start(t, args...)
 			r := d.RPC(t)
 			threadID := apptest.StartThread(t, r, map[string]any{"cwd": apptest.Workspace(t), "approvalPolicy": "never", "sandbox": "danger-full-access"})
 
 			var ids []string
-			for i, text := range []string{"first", "second"} {
+			for i, text := range []string{"first", "second", "third"} {
+				if i == 2 {
+					// A daemon that did not make the thread finds the
+					// ids taken in the store.
+					d.Stop(t)
+					d = apptest.Start(t, args...)
+					r = d.RPC(t)
+					r.Call("thread/resume", map[string]any{"threadId": threadID})
+				}
 				frames := apptest.Turn(t, r, apptest.Input(threadID, text), nil)
 				var done apptest.TurnResult
 				for _, f := range frames {
@@ -49,11 +59,12 @@ func TestRepeatedCallIDAcrossTurnsRuns(t *testing.T) {
 				require.Equal(t, 1, completed, "turn %d has its command item", i+1)
 			}
 			require.NotEqual(t, ids[0], ids[1], "the items keep ids of their own")
+			require.NotContains(t, ids[:2], ids[2])
 			require.Equal(t, "call_same", ids[0], "a call id used once names its item")
 
 			// The model saw both calls and both outputs under its own id.
 			reqs := fake.Requests()
-			require.Len(t, reqs, 4)
+			require.Len(t, reqs, 6)
 			var last struct {
 				Input []struct {
 					Type   string `json:"type"`
@@ -71,7 +82,7 @@ func TestRepeatedCallIDAcrossTurnsRuns(t *testing.T) {
 
 			// Both items are stored, each in its turn.
 			turns := apptest.ReadTurns(t, r, threadID)
-			require.Len(t, turns, 2)
+			require.Len(t, turns, 3)
 			for i, tu := range turns {
 				var got []string
 				for _, it := range tu.ItemsOf(t) {
