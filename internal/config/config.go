@@ -388,6 +388,15 @@ type Config struct {
 	// threads' turns ("auto", "concise", "detailed" or "none"); "" sends
 	// none.
 	ModelReasoningSummary string `toml:"model_reasoning_summary"`
+	// ModelVerbosity is the output verbosity of new threads' turns
+	// ("low", "medium" or "high"), sent as the Responses API's
+	// text.verbosity to models whose catalog entry has support_verbosity;
+	// "" sends the entry's default_verbosity.
+	ModelVerbosity string `toml:"model_verbosity"`
+	// ServiceTier is the service tier of new threads (as thread/start's
+	// serviceTier; "fast" is kept as "priority"), sent as service_tier to
+	// the models that list it in their service_tiers; "" chooses none.
+	ServiceTier string `toml:"service_tier"`
 	// ModelProviders maps provider ids to their settings; it always holds an
 	// "openai" entry: the built-in provider, with any fields the
 	// configuration sets for it.
@@ -650,6 +659,13 @@ type ModelEntry struct {
 	// the MCP tools are left out of the model's requests and found
 	// through tool_search (Responses wire API only). Default false.
 	SupportsSearchTool bool `toml:"supports_search_tool"`
+	// SupportVerbosity is Codex's model catalog flag of the same name:
+	// the model's requests carry text.verbosity (model_verbosity, else
+	// DefaultVerbosity). Default false: none is sent.
+	SupportVerbosity bool `toml:"support_verbosity"`
+	// DefaultVerbosity is the verbosity sent when model_verbosity is
+	// unset ("low", "medium" or "high"; "" sends none).
+	DefaultVerbosity string `toml:"default_verbosity"`
 	// ServiceTiers are the service tiers a thread may choose for this
 	// model (model/list serviceTiers); a thread's tier is sent as the
 	// Responses API's service_tier only when listed here.

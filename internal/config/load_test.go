@@ -305,7 +305,7 @@ func TestEnv(t *testing.T) {
 func TestEnvWarnings(t *testing.T) {
 	_, warnings := mustLoad(t, Sources{Env: testEnv(
 		"APPSERVER_FOO=1",
-		"APPSERVER_MODEL_VERBOSITY=high",
+		"APPSERVER_MODEL_MAX_OUTPUT_TOKENS=100",
 		"APPSERVER_TUI__THEME=dark",
 		"APPSERVER_MODEL_PROVIDERS__OPENAI__COLOUR=red",
 		"APPSERVER_=x",
@@ -319,7 +319,7 @@ func TestEnvWarnings(t *testing.T) {
 	)})
 	require.Equal(t, []Warning{
 		unknownWarning("foo", "env APPSERVER_FOO"),
-		codexWarning("model_verbosity", "env APPSERVER_MODEL_VERBOSITY"),
+		codexWarning("model_max_output_tokens", "env APPSERVER_MODEL_MAX_OUTPUT_TOKENS"),
 		codexWarning("tui", "env APPSERVER_TUI__THEME"),
 		unknownWarning("model_providers.openai.colour", "env APPSERVER_MODEL_PROVIDERS__OPENAI__COLOUR"),
 	}, withoutUnmappable(warnings))
@@ -508,7 +508,7 @@ displayname = "typo"
 	source := "config file " + file
 	_, warnings := mustLoad(t, Sources{File: file, Overrides: []string{
 		"foo.bar=1",
-		"model_verbosity=high",
+		"model_max_output_tokens=100",
 		"experimental_use_freeform_apply_patch=true",
 		`mcp_servers.m.name="legacy"`,
 	}})
@@ -521,7 +521,7 @@ displayname = "typo"
 		unknownWarning("models.m1.displayname", source),
 		codexWarning("tui", source),
 		unknownWarning("foo", "-c foo.bar=1"),
-		codexWarning("model_verbosity", "-c model_verbosity=high"),
+		codexWarning("model_max_output_tokens", "-c model_max_output_tokens=100"),
 		codexWarning("experimental_use_freeform_apply_patch", "-c experimental_use_freeform_apply_patch=true"),
 		codexWarning("mcp_servers.m.name", `-c mcp_servers.m.name="legacy"`),
 	}, warnings)
@@ -538,14 +538,14 @@ func TestCodexConfigFile(t *testing.T) {
 		"disable_response_storage", "experimental_use_exec_command_tool", "features.web_search_request", "file_opener",
 		"hide_agent_reasoning", "history", `mcp_servers."figma.remote".startup_timeout_ms`,
 		"model_providers.azure.experimental_bearer_token",
-		"model_verbosity", "notify", "otel.environment",
+		"notify", "otel.environment",
 		"profile", "profiles", "projects", "sandbox_workspace_write", "shell_environment_policy",
 		"tools", "tui",
 	} {
 		want = append(want, codexWarning(key, source))
 	}
 	// Codex's exporter table (its log events) is not a trace exporter.
-	want = slices.Insert(want, 11, Warning{Path: "otel.exporter", Source: source,
+	want = slices.Insert(want, 10, Warning{Path: "otel.exporter", Source: source,
 		Message: `codex config key "otel.exporter" (a table) is not used by appserver (ignored); set it to "otlp-http" or "otlp-grpc" to export traces`})
 	require.Equal(t, want, warnings)
 	require.False(t, cfg.OTel.Enabled())

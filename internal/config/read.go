@@ -92,7 +92,7 @@ func (c *Config) tree() map[string]any {
 	m["migrate"] = c.MigrateOnStart()
 	// Unset, these are absent, as in Codex: its clients read them as
 	// enums, which "" is not.
-	for _, k := range []string{"model_reasoning_effort", "model_reasoning_summary"} {
+	for _, k := range []string{"model_reasoning_effort", "model_reasoning_summary", "model_verbosity", "service_tier"} {
 		if m[k] == "" {
 			delete(m, k)
 		}

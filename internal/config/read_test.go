@@ -58,6 +58,7 @@ func TestRedactedShape(t *testing.T) {
 	require.Equal(t, map[string]any{"o3": map[string]any{
 		"display_name": "o3", "description": "", "provider": "", "default_reasoning_effort": "", "hidden": false,
 		"shell_type": "", "apply_patch_tool_type": "", "supports_search_tool": false,
+		"support_verbosity": false, "default_verbosity": "",
 	}}, m["models"])
 	require.Equal(t, map[string]any{
 		"command": "x", "cwd": "", "url": "", "bearer_token_env_var": "", "env": map[string]any{}, "http_headers": map[string]any{},

@@ -389,6 +389,12 @@ func (c *Config) validateAgent() error {
 	default:
 		return c.invalid(key("model_reasoning_summary"), `expected "auto", "concise", "detailed" or "none", got %q`, c.ModelReasoningSummary)
 	}
+	if !validVerbosity(c.ModelVerbosity) {
+		return c.invalid(key("model_verbosity"), `expected "low", "medium" or "high", got %q`, c.ModelVerbosity)
+	}
+	if c.ServiceTier != "" && !serviceTierRE.MatchString(c.ServiceTier) {
+		return c.invalid(key("service_tier"), "must be 1 to 64 letters, digits, '_' or '-', got %q", c.ServiceTier)
+	}
 	if c.ModelContextWindow < 0 {
 		return c.invalid(key("model_context_window"), "must not be negative, got %d", c.ModelContextWindow)
 	}
@@ -542,6 +548,9 @@ func (c *Config) validateModels() error {
 		default:
 			return c.invalid(key("models", id, "apply_patch_tool_type"), `expected "freeform" or "function", got %q`, m.ApplyPatchToolType)
 		}
+		if !validVerbosity(m.DefaultVerbosity) {
+			return c.invalid(key("models", id, "default_verbosity"), `expected "low", "medium" or "high", got %q`, m.DefaultVerbosity)
+		}
 		seen := map[string]bool{}
 		for _, st := range m.ServiceTiers {
 			switch {
@@ -556,6 +565,15 @@ func (c *Config) validateModels() error {
 		}
 	}
 	return nil
+}
+
+// validVerbosity reports whether v is a verbosity ("" for none).
+func validVerbosity(v string) bool {
+	switch v {
+	case "", "low", "medium", "high":
+		return true
+	}
+	return false
 }
 
 // serviceTierRE is what a service tier id may be.

@@ -356,6 +356,10 @@ func NewCore(ctx context.Context, cfg *config.Config, doors Doors, configFile, v
 			SandboxMode:      configview.Defaults(cfg).SandboxMode,
 			ReasoningEffort:  string(cfg.ModelReasoningEffort),
 			ReasoningSummary: cfg.ModelReasoningSummary,
+			Verbosity:        cfg.ModelVerbosity,
+			ServiceTier:      cfg.ServiceTier,
+			ModelVerbosity:   modelVerbosity(cfg),
+			Catalog:          catalog(cfg),
 			ServiceTiers:     serviceTiers(cfg),
 			Cwd:              c.Cwd,
 			CLIVersion:       version,
@@ -574,6 +578,27 @@ func serviceTiers(cfg *config.Config) map[string][]string {
 	for id, m := range cfg.ModelCatalog {
 		for _, st := range m.ServiceTiers {
 			out[id] = append(out[id], st.ID)
+		}
+	}
+	return out
+}
+
+// catalog are the models of the catalog.
+func catalog(cfg *config.Config) map[string]bool {
+	out := make(map[string]bool, len(cfg.ModelCatalog))
+	for id := range cfg.ModelCatalog {
+		out[id] = true
+	}
+	return out
+}
+
+// modelVerbosity are the catalog's models that take a verbosity, with
+// their default verbosity.
+func modelVerbosity(cfg *config.Config) map[string]string {
+	out := map[string]string{}
+	for id, m := range cfg.ModelCatalog {
+		if m.SupportVerbosity {
+			out[id] = m.DefaultVerbosity
 		}
 	}
 	return out

@@ -167,18 +167,7 @@ func TestMCPBootMatchesReference(t *testing.T) {
 		"-c", fmt.Sprintf(`mcp_servers.my-srv={command=%q}`, bin),
 		"-c", fmt.Sprintf(`mcp_servers.everything={command=%q, args=["stdio"], startup_timeout_sec=60}`, everything))...)
 	r := d.RPC(t)
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		var st struct {
-			Data []struct{ RuntimeStatus string } `json:"data"`
-		}
-		require.NoError(t, json.Unmarshal(r.Call("mcpServerStatus/list", map[string]any{}), &st))
-		if len(st.Data) == 2 && st.Data[0].RuntimeStatus == "connected" && st.Data[1].RuntimeStatus == "connected" {
-			break
-		}
-		require.True(t, time.Now().Before(deadline), "the MCP servers did not connect")
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitConnected(t, r, 2)
 
 	var frames []json.RawMessage
 	labels := map[string]string{}
@@ -254,6 +243,30 @@ func TestMCPBootMatchesReference(t *testing.T) {
 		}
 		require.NoError(t, req.Decode(&body))
 		require.Equal(t, refBootTools(t, refModel[i].Tools), bootTools(t, body.Tools), "the MCP tools offered to thread %s", refModel[i].Thread)
+	}
+}
+
+// waitConnected waits until mcpServerStatus/list reports n servers, all
+// connected.
+func waitConnected(t *testing.T, r *apptest.Client, n int) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		var st struct {
+			Data []struct{ RuntimeStatus string } `json:"data"`
+		}
+		require.NoError(t, json.Unmarshal(r.Call("mcpServerStatus/list", map[string]any{}), &st))
+		connected := 0
+		for _, s := range st.Data {
+			if s.RuntimeStatus == "connected" {
+				connected++
+			}
+		}
+		if len(st.Data) == n && connected == n {
+			return
+		}
+		require.True(t, time.Now().Before(deadline), "the MCP servers did not connect")
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 

@@ -51,8 +51,11 @@ func referenceBody(t *testing.T, req Request) []byte {
 		body.Reasoning = &reasoningParam{Effort: req.ReasoningEffort, Summary: summary}
 		body.Include = append(body.Include, "reasoning.encrypted_content")
 	}
-	if len(req.OutputSchema) > 0 {
-		body.Text = &textParam{Format: textFormat{Type: "json_schema", Name: outputSchemaName, Schema: req.OutputSchema, Strict: true}}
+	if len(req.OutputSchema) > 0 || req.Verbosity != "" {
+		body.Text = &textParam{Verbosity: req.Verbosity}
+		if len(req.OutputSchema) > 0 {
+			body.Text.Format = &textFormat{Type: "json_schema", Name: outputSchemaName, Schema: req.OutputSchema, Strict: true}
+		}
 	}
 	out, err := marshal(body)
 	require.NoError(t, err)
@@ -73,11 +76,13 @@ func TestResponsesBodyMatchesStructEncoding(t *testing.T) {
 	}
 	tools := []json.RawMessage{json.RawMessage(`{"type":"function","name":"lookup","description":"a \u003ctool\u003e","strict":false,"parameters":{"type":"object","properties":{}}}`), json.RawMessage(`{"type":"web_search"}`)}
 	reqs := map[string]Request{
-		"minimal":   {Model: "m"},
-		"full":      {Model: "gpt-x", Instructions: "sys <prompt>", Input: history, Tools: tools, ParallelToolCalls: true, ReasoningEffort: "high", ReasoningSummary: "auto", OutputSchema: json.RawMessage(`{"type":"object"}`)},
-		"summary":   {Model: "m", Input: history[:2], ReasoningSummary: "none"},
-		"summary 2": {Model: "m", Input: history[:2], ReasoningSummary: "detailed"},
-		"tier":      {Model: "m", Input: history[:2], ServiceTier: "priority", OutputSchema: json.RawMessage(`{"type":"object"}`)},
+		"minimal":              {Model: "m"},
+		"full":                 {Model: "gpt-x", Instructions: "sys <prompt>", Input: history, Tools: tools, ParallelToolCalls: true, ReasoningEffort: "high", ReasoningSummary: "auto", OutputSchema: json.RawMessage(`{"type":"object"}`)},
+		"summary":              {Model: "m", Input: history[:2], ReasoningSummary: "none"},
+		"summary 2":            {Model: "m", Input: history[:2], ReasoningSummary: "detailed"},
+		"tier":                 {Model: "m", Input: history[:2], ServiceTier: "priority", OutputSchema: json.RawMessage(`{"type":"object"}`)},
+		"verbosity":            {Model: "m", Input: history[:2], Verbosity: "high"},
+		"verbosity and schema": {Model: "m", Input: history[:2], Verbosity: "low", OutputSchema: json.RawMessage(`{"type":"object"}`)},
 	}
 	for name, req := range reqs {
 		want := referenceBody(t, req)
@@ -101,6 +106,9 @@ func TestResponsesBodyMatchesStructEncoding(t *testing.T) {
 func TestResponsesBodyRejectsBadParts(t *testing.T) {
 	_, err := buildResponsesBody(Request{Model: "m", OutputSchema: json.RawMessage(`{`)})
 	require.Error(t, err)
+	verbose, err := buildResponsesBody(Request{Model: "m", Verbosity: "low"})
+	require.NoError(t, err)
+	require.Contains(t, string(verbose), `,"text":{"verbosity":"low"}}`)
 	_, err = buildResponsesBody(Request{Model: "m", Tools: []json.RawMessage{nil}})
 	require.Error(t, err)
 	_, err = buildResponsesBody(Request{Model: "m", Input: []InputItem{{Type: "mystery"}}})

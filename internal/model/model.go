@@ -38,6 +38,9 @@ type Request struct {
 	// ServiceTier is sent as service_tier when not empty (Responses API
 	// only), e.g. "priority".
 	ServiceTier string
+	// Verbosity is sent as text.verbosity when not empty (Responses API
+	// only): "low", "medium" or "high".
+	Verbosity string
 	// OutputSchema, when set, constrains the final answer to this JSON
 	// Schema (strict structured output).
 	OutputSchema json.RawMessage

@@ -23,7 +23,8 @@ type reasoningParam struct {
 }
 
 type textParam struct {
-	Format textFormat `json:"format"`
+	Format    *textFormat `json:"format,omitempty"`
+	Verbosity string      `json:"verbosity,omitempty"`
 }
 
 type textFormat struct {
@@ -105,12 +106,16 @@ func appendResponsesBody(b *bytes.Buffer, req Request) error {
 			return err
 		}
 	}
-	if len(req.OutputSchema) > 0 {
-		if !json.Valid(req.OutputSchema) {
-			return errors.New("output schema is not valid JSON")
+	if len(req.OutputSchema) > 0 || req.Verbosity != "" {
+		text := textParam{Verbosity: req.Verbosity}
+		if len(req.OutputSchema) > 0 {
+			if !json.Valid(req.OutputSchema) {
+				return errors.New("output schema is not valid JSON")
+			}
+			text.Format = &textFormat{Type: "json_schema", Name: outputSchemaName, Schema: req.OutputSchema, Strict: true}
 		}
 		b.WriteString(`,"text":`)
-		if err := writeJSON(b, textParam{Format: textFormat{Type: "json_schema", Name: outputSchemaName, Schema: req.OutputSchema, Strict: true}}); err != nil {
+		if err := writeJSON(b, text); err != nil {
 			return err
 		}
 	}

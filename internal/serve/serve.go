@@ -356,7 +356,8 @@ func serve(ctx context.Context, p Process, name, usage string, flagDefaults map[
 		d := configview.Defaults(n)
 		mgr.UpdateDefaults(principal, turns.LiveDefaults{Model: d.Model, ModelProvider: d.ModelProvider,
 			ApprovalPolicy: d.ApprovalPolicy, SandboxMode: d.SandboxMode, Features: d.Features,
-			ReasoningEffort: d.ReasoningEffort, ReasoningSummary: d.ReasoningSummary})
+			ReasoningEffort: d.ReasoningEffort, ReasoningSummary: d.ReasoningSummary,
+			Verbosity: d.Verbosity, ServiceTier: d.ServiceTier})
 	})
 	for _, w := range userWarnings {
 		log.Warn("config", "warning", w.String())

@@ -1,6 +1,7 @@
 package turns_test
 
 import (
+	"cmp"
 	"context"
 	"slices"
 	"sync"
@@ -67,11 +68,13 @@ func join(s []string) string {
 // with ItemCompletedFinal when final is set, after waiting for release.
 // With later set it returns at once and completes an item of its own (as
 // an exec session that ends after its call does) once later is closed.
+// With itemID set its item has that id rather than the call's.
 type itemTool struct {
 	items   turns.ToolSink
 	final   bool
 	release chan struct{}
 	later   chan struct{}
+	itemID  string
 }
 
 func (itemTool) Kind() registry.PayloadKind                           { return registry.PayloadFunction }
@@ -88,7 +91,7 @@ func (t itemTool) Handle(ctx context.Context, inv registry.Invocation) (registry
 		}()
 		return registry.TextOutput("started", true), nil
 	}
-	item := api.ThreadItem{Body: &api.DynamicToolCallItem{ID: inv.CallID, Tool: inv.Name, Status: api.StatusCompleted, Success: &ok}}
+	item := api.ThreadItem{Body: &api.DynamicToolCallItem{ID: cmp.Or(t.itemID, inv.CallID), Tool: inv.Name, Status: api.StatusCompleted, Success: &ok}}
 	if t.final {
 		t.items.ItemCompletedFinal(item)
 	} else {
@@ -128,6 +131,7 @@ func finalItemScript(t *testing.T, steps string, g toolGates) (*batchLog, *noteL
 				"gated": itemTool{items: tc.Sink, final: true, release: g.gated},
 				"plain": itemTool{items: tc.Sink},
 				"late":  itemTool{items: tc.Sink, later: g.later},
+				"taker": itemTool{items: tc.Sink, final: true, itemID: "c2"},
 			})
 		},
 		Defaults: turns.Defaults{Model: "fake", ModelProvider: "fake", Cwd: t.TempDir()},
@@ -176,13 +180,14 @@ func TestOnlyTheLastFinalItemIsDeferred(t *testing.T) {
 	require.Equal(t, []string{"userMessage", "dynamicToolCall", "agentMessage"}, log.snapshot())
 }
 
-// A repeated call id makes the deferred item's insert a unique violation:
-// the round's commit fails, so neither the item nor the round's usage is
-// announced, and the turn fails (nothing announced is missing from the
-// store).
+// A tool whose item takes the id of a later call (taker's is "c2") makes
+// that call's deferred item's insert a unique violation: the round's
+// commit fails, so neither the item nor the round's usage is announced,
+// and the turn fails (nothing announced is missing from the store). (A
+// repeated call id no longer does: the call takes an id of its own.)
 func TestDeferredItemFailureFailsTheTurn(t *testing.T) {
-	log, notes := finalItemScript(t, `[{"tool_calls":[{"call_id":"c1","name":"fast","arguments":{}}]},
-		{"tool_calls":[{"call_id":"c1","name":"fast","arguments":{}}]},{"text":"done"}]`, toolGates{})
+	log, notes := finalItemScript(t, `[{"tool_calls":[{"call_id":"c1","name":"taker","arguments":{}}]},
+		{"tool_calls":[{"call_id":"c2","name":"fast","arguments":{}}]},{"text":"done"}]`, toolGates{})
 	log.release()
 	notes.wait(t, "turn/completed")
 	lines := notes.snapshot()

@@ -1,6 +1,7 @@
 package turns
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -195,6 +196,12 @@ func (m *Manager) startTurnWith(ctx context.Context, c Caller, p api.TurnStartPa
 	}
 	close(at.stored)
 	launched = true
+	if cat, mdl := m.cfg.Defaults.Catalog, at.settings.model; len(cat) > 0 && !cat[mdl] {
+		// Before the answer, as the reference sends it, at every turn.
+		id := t.id
+		t.emit(api.MethodWarning, api.WarningNotification{ThreadID: &id,
+			Message: "Model metadata for `" + mdl + "` not found. Defaulting to fallback metadata; this can degrade performance and cause issues."})
+	}
 	return api.TurnStartResult{Turn: pendingTurn(at)}, func() {
 		go func() {
 			defer m.turns.Done()
@@ -403,6 +410,9 @@ func (t *thread) settingsLocked(p api.TurnStartParams) (turnSettings, error) {
 	}
 	if tier != nil && slices.Contains(t.m.cfg.Defaults.ServiceTiers[s.model], *tier) {
 		s.serviceTier = *tier
+	}
+	if def, ok := t.m.cfg.Defaults.ModelVerbosity[s.model]; ok {
+		s.verbosity = cmp.Or(t.meta.Verbosity, def)
 	}
 	if len(p.OutputSchema) > 0 && string(p.OutputSchema) != "null" {
 		s.outputSchema = p.OutputSchema

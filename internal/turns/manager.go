@@ -39,6 +39,21 @@ func (m *Manager) threadStarted(th api.Thread, config map[string]json.RawMessage
 	}
 }
 
+// tellMCPStartup tells conn, once per load of a thread from the store,
+// the start-up of the thread's MCP servers (Config.ThreadStarted), as the
+// reference's thread/resume does when it loads the thread; a thread
+// already loaded (started, forked or spawned here, or resumed since its
+// load) tells nothing.
+func (m *Manager) tellMCPStartup(t *thread, conn ConnID) {
+	t.mu.Lock()
+	untold, config := t.mcpUntold, t.meta.Config
+	t.mcpUntold = false
+	t.mu.Unlock()
+	if f := m.cfg.ThreadStarted; untold && f != nil {
+		f(t.id, config, func(method string, params any) { m.cfg.Sink.Send(conn, method, params) })
+	}
+}
+
 // childTurn reports a turn of a spawned child starting or ending
 // (Config.ChildTurn); t.mu must not be held.
 func (t *thread) childTurn(running bool) {
@@ -199,6 +214,18 @@ type Defaults struct {
 	// new threads; "" chooses none.
 	ReasoningEffort  string
 	ReasoningSummary string
+	// Verbosity and ServiceTier are the output verbosity and the service
+	// tier of new threads; "" chooses none.
+	Verbosity, ServiceTier string
+	// Catalog are the models the configuration describes ([models.<id>]).
+	// When there is one, a turn on any other model (it runs with the
+	// default metadata) warns its thread so at the turn's start, as the
+	// reference warns of a model outside its catalog; without one, every
+	// model runs with the defaults by design and nothing is said.
+	Catalog map[string]bool
+	// ModelVerbosity are the models whose requests carry a verbosity, each
+	// with its default (sent when the thread has none; "" sends none).
+	ModelVerbosity map[string]string
 	// ServiceTiers are, per model, the service tiers its threads may
 	// have sent as service_tier; a thread's other tiers are not sent.
 	ServiceTiers map[string][]string
@@ -257,11 +284,12 @@ type Config struct {
 	// tells nothing. Nil tells nothing.
 	ChildEnded func(childID, agentPath string, st subagents.State) string
 	// ThreadStarted is called (without locks held) once a thread started
-	// or forked has been announced (thread/started), with its config
-	// overrides (flattened, read-only) and tell, which broadcasts a
-	// notification about the thread to the clients allowed to see it: the
-	// MCP servers report their start-up to the new thread through it. Nil
-	// calls nothing.
+	// or forked has been announced (thread/started), and when
+	// thread/resume finds a thread loaded from the store, with its config
+	// overrides (flattened, read-only) and tell, which sends a
+	// notification about the thread (to the clients allowed to see a new
+	// thread, to the resuming client): the MCP servers report their
+	// start-up to the thread through it. Nil calls nothing.
 	ThreadStarted func(threadID string, config map[string]json.RawMessage, tell func(method string, params any))
 	// UserShell runs thread/shellCommand; nil refuses the method.
 	UserShell UserShellRunner
@@ -360,6 +388,8 @@ type LiveDefaults struct {
 	// comes from: set by withBuiltins when it fills in the built-in
 	// sandbox, "" for a mode a config names.
 	PermissionProfile string
+	Verbosity         string
+	ServiceTier       string
 	// Features are feature switches by key (Defaults.Features): every one
 	// for the daemon-wide defaults, those its own config sets for a
 	// principal's.
@@ -389,6 +419,7 @@ func (l LiveDefaults) over(p LiveDefaults) LiveDefaults {
 		{&l.Model, p.Model}, {&l.ModelProvider, p.ModelProvider},
 		{&l.ApprovalPolicy, p.ApprovalPolicy}, {&l.SandboxMode, p.SandboxMode},
 		{&l.ReasoningEffort, p.ReasoningEffort}, {&l.ReasoningSummary, p.ReasoningSummary},
+		{&l.Verbosity, p.Verbosity}, {&l.ServiceTier, p.ServiceTier},
 	} {
 		if f.src != "" {
 			*f.dst = f.src
@@ -447,6 +478,7 @@ func (m *Manager) defaults(principal string) Defaults {
 	d.PermissionProfile = live.PermissionProfile
 	d.Features = live.Features
 	d.ReasoningEffort, d.ReasoningSummary = live.ReasoningEffort, live.ReasoningSummary
+	d.Verbosity, d.ServiceTier = live.Verbosity, live.ServiceTier
 	return d
 }
 
@@ -492,7 +524,8 @@ func New(cfg Config) (*Manager, error) {
 		threads: map[string]*thread{},
 		ends:    newTurnEnds(cfg.Logger, cfg.Store, cfg.PendingEndsFile),
 		live: LiveDefaults{Model: d.Model, ModelProvider: d.ModelProvider, ApprovalPolicy: d.ApprovalPolicy, SandboxMode: d.SandboxMode,
-			Features: d.Features, ReasoningEffort: d.ReasoningEffort, ReasoningSummary: d.ReasoningSummary}.withBuiltins(),
+			Features: d.Features, ReasoningEffort: d.ReasoningEffort, ReasoningSummary: d.ReasoningSummary,
+			Verbosity: d.Verbosity, ServiceTier: d.ServiceTier}.withBuiltins(),
 	}
 	m.sub = subagents.New(subagents.Config{Table: subagentTable{m}, ChildEnded: cfg.ChildEnded, Logger: cfg.Logger})
 	return m, nil
@@ -688,6 +721,7 @@ func (m *Manager) hydrate(ctx context.Context, rec store.Thread) (*thread, error
 		rec.ModelProvider = meta.ModelProvider
 	}
 	t := newThread(m, rec, meta, m.cfg.Store, m.lineage(ctx, meta))
+	t.mcpUntold = true
 	// The model history is read when a turn needs it (ensureHistory):
 	// resuming a thread costs the same whatever its length. Only the last
 	// turn's end matters here.

@@ -232,8 +232,9 @@ func TestServiceTiers(t *testing.T) {
 	r := d.RPC(t)
 	var list struct {
 		Data []struct {
-			ID           string `json:"id"`
-			ServiceTiers []struct {
+			ID                   string   `json:"id"`
+			AdditionalSpeedTiers []string `json:"additionalSpeedTiers"`
+			ServiceTiers         []struct {
 				ID          string `json:"id"`
 				Name        string `json:"name"`
 				Description string `json:"description"`
@@ -247,8 +248,10 @@ func TestServiceTiers(t *testing.T) {
 	require.Len(t, list.Data[0].ServiceTiers, 1)
 	require.Equal(t, "priority", list.Data[0].ServiceTiers[0].ID)
 	require.Equal(t, "fast", list.Data[0].ServiceTiers[0].Name)
+	require.Equal(t, []string{"fast"}, list.Data[0].AdditionalSpeedTiers, "as the reference lists a model with the priority tier (model_list.jsonl)")
 	require.Equal(t, "other-model", list.Data[1].ID)
 	require.Empty(t, list.Data[1].ServiceTiers)
+	require.Equal(t, []string{}, list.Data[1].AdditionalSpeedTiers)
 
 	tid := apptest.StartThread(t, r, map[string]any{"cwd": apptest.RealTempDir(t)})
 	tier := func() any {

@@ -57,7 +57,11 @@ type thread struct {
 	// is in itemIDs until its history is first dropped or read again.
 	itemIDs        map[string]struct{}
 	allIDsInMemory bool
-	unloadTimer    *time.Timer
+	// mcpUntold is set on a thread loaded from the store: its MCP
+	// servers' start-up has not been told since, which its first
+	// thread/resume does (tellMCPStartup).
+	mcpUntold   bool
+	unloadTimer *time.Timer
 	// seenWatched is set when the unload timer last found the thread
 	// heard by somebody (Sink.Watched): it then waits one more period
 	// before unloading, so that a client that left without unsubscribing

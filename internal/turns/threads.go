@@ -201,6 +201,7 @@ func (t *thread) settingsResult() api.ThreadStartResult {
 		ActivePermissionProfile: activeProfile(t.meta.PermissionProfile),
 		ReasoningEffort:         t.meta.ReasoningEffort,
 		MultiAgentMode:          multiAgentMode,
+		ServiceTier:             t.meta.ServiceTier,
 	}
 }
 
@@ -239,8 +240,13 @@ func (m *Manager) StartThread(ctx context.Context, c Caller, p api.ThreadStartPa
 		PermissionProfile: d.PermissionProfile,
 		ReasoningEffort:   optional(d.ReasoningEffort),
 		ReasoningSummary:  d.ReasoningSummary,
+		Verbosity:         d.Verbosity,
 		CLIVersion:        d.CLIVersion,
 		ThreadSource:      p.ThreadSource,
+	}
+	if d.ServiceTier != "" {
+		// service_tier as config has it; the client's serviceTier wins.
+		meta.ServiceTier = serviceTier(&d.ServiceTier)
 	}
 	if c.ClientName != "" {
 		name := c.ClientName
@@ -364,6 +370,7 @@ func (m *Manager) resume(ctx context.Context, c Caller, p api.ThreadResumeParams
 		return api.ThreadResumeResult{}, nil, nil, err
 	}
 	t.subscribe(c.Conn)
+	m.tellMCPStartup(t, c.Conn)
 	base := t.settingsResult()
 	res := api.ThreadResumeResult{
 		Thread: base.Thread, Model: base.Model, ModelProvider: base.ModelProvider,
@@ -375,6 +382,7 @@ func (m *Manager) resume(ctx context.Context, c Caller, p api.ThreadResumeParams
 		// resumed thread's: the default mode with the thread's model and
 		// effort.
 		CollaborationMode: &api.CollaborationMode{Mode: api.ModeDefault, Settings: api.CollaborationSettings{Model: base.Model, ReasoningEffort: base.ReasoningEffort}},
+		ServiceTier:       base.ServiceTier,
 	}
 	return res, t, func() {
 		t.replayUsage(c.Conn)

@@ -29,6 +29,7 @@ type turnSettings struct {
 	effort       string
 	summary      string
 	serviceTier  string
+	verbosity    string
 	outputSchema json.RawMessage
 	cwd          string
 }
@@ -420,6 +421,7 @@ func (r *turnRun) modelRound() (calls []model.InputItem, usage model.Usage, err 
 		ReasoningEffort:   at.settings.effort,
 		ReasoningSummary:  at.settings.summary,
 		ServiceTier:       at.settings.serviceTier,
+		Verbosity:         at.settings.verbosity,
 		OutputSchema:      at.settings.outputSchema,
 		LogAttrs:          []slog.Attr{slog.String("thread", t.id), slog.String("turn", at.id)},
 	}
@@ -681,8 +683,19 @@ func (r *turnRun) persistHistory(item *api.ThreadItem) error {
 // history.
 func (r *turnRun) runTools(calls []model.InputItem) error {
 	regCalls := make([]registry.Call, 0, len(calls))
+	// A tool's item takes its call's id, which the model may have used
+	// before in this thread (the store keeps one item per id): such a call
+	// runs under an id of its own, and its output goes back to the model
+	// under the call id the model gave.
+	var renamed map[string]string
 	for _, c := range calls {
 		call := registry.Call{CallID: c.CallID, Namespace: c.Namespace, Name: c.Name}
+		if id := r.t.uniqueItemID(r.persistCtx(), c.CallID, "call"); id != c.CallID {
+			if renamed == nil {
+				renamed = map[string]string{}
+			}
+			renamed[id], call.CallID = c.CallID, id
+		}
 		// Tools inside a namespace spec are called as "ns.tool", unless
 		// the call names its namespace itself.
 		if _, ok := r.registry.Handler("", c.Name); !ok && c.Namespace == "" {
@@ -716,6 +729,9 @@ func (r *turnRun) runTools(calls []model.InputItem) error {
 	outs, err := d.DispatchAll(r.obs, regCalls)
 	r.commits.endRound()
 	for _, o := range outs {
+		if orig, ok := renamed[o.CallID]; ok {
+			o.CallID = orig
+		}
 		r.hist.Add(transcript.ResponseItemToModel(o))
 	}
 	if err != nil {

@@ -43,7 +43,22 @@ func Models(cfg *config.Config) []api.Model {
 			InputModalities: api.List[api.InputModality]{api.InputText, api.InputImage},
 			IsDefault:       m.IsDefault,
 			ServiceTiers:    serviceTiers(m.ServiceTiers),
+			// The reference offers its priority tier as the "fast" speed
+			// tier too (the TUI's /fast).
+			AdditionalSpeedTiers: speedTiers(m.ServiceTiers),
 		})
+	}
+	return out
+}
+
+// speedTiers are a model's additionalSpeedTiers: "fast" when it has the
+// priority tier.
+func speedTiers(in []config.ServiceTier) api.List[string] {
+	out := api.List[string]{}
+	for _, st := range in {
+		if st.ID == "priority" {
+			out = append(out, "fast")
+		}
 	}
 	return out
 }
@@ -166,6 +181,8 @@ type ThreadDefaults struct {
 	// ReasoningEffort and ReasoningSummary are model_reasoning_effort and
 	// model_reasoning_summary.
 	ReasoningEffort, ReasoningSummary string
+	// Verbosity and ServiceTier are model_verbosity and service_tier.
+	Verbosity, ServiceTier string
 }
 
 // Defaults returns the ThreadDefaults of cfg. For a principal's
@@ -176,7 +193,8 @@ func Defaults(cfg *config.Config) ThreadDefaults {
 	d := ThreadDefaults{Model: cfg.Model, ModelProvider: cfg.ModelProvider,
 		ApprovalPolicy: string(cfg.ApprovalPolicy), SandboxMode: string(cfg.SandboxMode),
 		Features:        cfg.Features.Map(),
-		ReasoningEffort: string(cfg.ModelReasoningEffort), ReasoningSummary: cfg.ModelReasoningSummary}
+		ReasoningEffort: string(cfg.ModelReasoningEffort), ReasoningSummary: cfg.ModelReasoningSummary,
+		Verbosity: cfg.ModelVerbosity, ServiceTier: cfg.ServiceTier}
 	if cfg.Principal() == "" {
 		if !cfg.IsSet("sandbox_mode") {
 			d.SandboxMode = ""
@@ -186,7 +204,8 @@ func Defaults(cfg *config.Config) ThreadDefaults {
 	origins := cfg.Origins()
 	for key, f := range map[string]*string{"model": &d.Model, "model_provider": &d.ModelProvider,
 		"approval_policy": &d.ApprovalPolicy, "sandbox_mode": &d.SandboxMode,
-		"model_reasoning_effort": &d.ReasoningEffort, "model_reasoning_summary": &d.ReasoningSummary} {
+		"model_reasoning_effort": &d.ReasoningEffort, "model_reasoning_summary": &d.ReasoningSummary,
+		"model_verbosity": &d.Verbosity, "service_tier": &d.ServiceTier} {
 		if origins[key] != config.LayerPrincipal {
 			*f = ""
 		}

@@ -92,7 +92,7 @@ func (c *Children) Spawn(ctx context.Context, sp SpawnParams) (Spawned, error) {
 			ReasoningEffort: cmp.Or(optional(sp.ReasoningEffort), pm.ReasoningEffort), ReasoningSummary: pm.ReasoningSummary,
 			BaseInstructions: pm.BaseInstructions, DeveloperInstructions: pm.DeveloperInstructions,
 			Originator: pm.Originator, ThreadSource: &src, CLIVersion: pm.CLIVersion, ServiceTier: pm.ServiceTier,
-			Config:   pm.Config,
+			Verbosity: pm.Verbosity, Config: pm.Config,
 			SubAgent: &transcript.SubAgent{ParentThreadID: c.parentID, Depth: c.depth + 1, AgentPath: sp.AgentPath, Nickname: sp.Nickname},
 		}
 		return rec, meta, transcript.SpawnEdge{ID: rec.ID, Nickname: sp.Nickname}

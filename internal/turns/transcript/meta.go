@@ -38,6 +38,9 @@ type ThreadMeta struct {
 	// response took, which the next request carries again; a compaction
 	// sets it to 0. Reaching the auto-compact limit compacts the context.
 	ContextTokens int64 `json:"contextTokens,omitempty"`
+	// Verbosity is the thread's model_verbosity when it started ("" for
+	// none): the turns of models that take one send it.
+	Verbosity string `json:"verbosity,omitempty"`
 	// DynamicTools is the client's tool registration, validated.
 	DynamicTools json.RawMessage `json:"dynamicTools,omitempty"`
 	// Config is the thread's config overrides (thread/start and
