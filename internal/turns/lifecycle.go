@@ -21,6 +21,9 @@ import (
 // StartTurn starts a turn, or, when one is running, adds the input to it
 // as the reference does (docs/protocol.md §8.3).
 func (m *Manager) StartTurn(ctx context.Context, c Caller, p api.TurnStartParams) (api.TurnStartResult, After, error) {
+	if err := m.refuseParentOwned(ctx, p.ThreadID); err != nil {
+		return api.TurnStartResult{}, nil, err
+	}
 	return m.startTurn(ctx, c, p, nil)
 }
 
@@ -465,6 +468,9 @@ func (m *Manager) activeTurnOf(ctx context.Context, rawID, expected, idleMsg str
 // SteerTurn adds input to the running turn.
 func (m *Manager) SteerTurn(ctx context.Context, c Caller, p api.TurnSteerParams) (api.TurnSteerResult, error) {
 	var res api.TurnSteerResult
+	if err := m.refuseParentOwned(ctx, p.ThreadID); err != nil {
+		return res, err
+	}
 	if ok, err := m.remote(ctx, p.ThreadID, "turn/steer", p, &res); ok {
 		return res, err
 	}

@@ -1004,7 +1004,10 @@ func (m *Manager) Command(ctx context.Context, method string, params json.RawMes
 		if err := json.Unmarshal(params, &p); err != nil {
 			return nil, bad(err)
 		}
-		res, after, err := m.StartTurn(ctx, Caller{}, p)
+		// Not StartTurn: the daemon that forwarded it refused a client's
+		// input to a parent-owned thread already, and a parent's own
+		// follow-up to its child arrives this way too.
+		res, after, err := m.startTurn(ctx, Caller{}, p, nil)
 		if after != nil {
 			after()
 		}

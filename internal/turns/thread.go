@@ -121,11 +121,42 @@ func (t *thread) apiThread() api.Thread {
 func (t *thread) apiThreadLocked() api.Thread {
 	th := transcript.ThreadToAPI(t.rec, t.meta, t.statusLocked(), t.ephemeral())
 	// A loaded thread says whether a client may start its turns, as the
-	// reference does: all but a child spawned by the v2 collaboration
-	// tools (one with a task path), which only its parent drives.
-	direct := t.meta.SubAgent == nil || t.meta.SubAgent.AgentPath == ""
+	// reference does.
+	direct := !t.parentOwnedLocked()
 	th.CanAcceptDirectInput = &direct
 	return th
+}
+
+// parentOwnedLocked reports whether only the thread's parent drives it: a
+// child spawned by the v2 collaboration tools (one with a task path).
+// turn/start and turn/steer from a client are refused on it, as the
+// reference refuses them. t.mu is held.
+func (t *thread) parentOwnedLocked() bool {
+	return t.meta.SubAgent != nil && t.meta.SubAgent.AgentPath != ""
+}
+
+// errParentOwned is the refusal of a client's input to a thread only its
+// parent drives, in the reference's words.
+func errParentOwned() error {
+	return apperr.New(apperr.Invalid, "direct app-server input is not allowed for multi-agent v2 sub-agents")
+}
+
+// refuseParentOwned refuses a client's direct input (turn/start,
+// turn/steer) to a thread only its parent drives; an unknown thread is
+// left to the method's own error.
+func (m *Manager) refuseParentOwned(ctx context.Context, threadID string) error {
+	t, err := m.threadFor(ctx, threadID, "thread not found: %s")
+	if err != nil {
+		return nil
+	}
+	defer t.unpin()
+	t.mu.Lock()
+	owned := t.parentOwnedLocked()
+	t.mu.Unlock()
+	if owned {
+		return errParentOwned()
+	}
+	return nil
 }
 
 // ephemeral reports whether the thread lives in memory only.

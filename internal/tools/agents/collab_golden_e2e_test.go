@@ -228,3 +228,48 @@ func TestCollaborationInteractionsMatchReference(t *testing.T) {
 		require.JSONEq(t, want, got, callID)
 	}
 }
+
+// A child spawned by the v2 tools is driven by its parent only: a client's
+// turn/start and turn/steer on it are refused with the reference's words
+// (its loaded thread says canAcceptDirectInput false) and reach no model.
+func TestCollaborationChildRefusesDirectInput(t *testing.T) {
+	fake := apptest.StartFake(t, `{"steps":[
+		{"match":{"user_text":"Spawn a helper"},"tool_calls":[{"call_id":"call_spawn","name":"collaboration.spawn_agent","arguments":{"task_name":"helper","message":"child task","fork_turns":"none"}}]},
+		{"match":{"user_text":"child task"},"text":"child done"},
+		{"match":{"call_output":"call_spawn"},"text":"Parent done."}
+	]}`)
+	d := apptest.Start(t, append(append([]string{"--data-dir", t.TempDir(), "-c", "features.multi_agent_v2=true"}, apptest.FakeArgs(fake, "responses")...),
+		"-c", `model="gpt-5.5"`)...)
+	r := d.RPC(t)
+	parent := apptest.StartThread(t, r, nil)
+	r.Call("turn/start", map[string]any{"threadId": parent, "input": []any{map[string]any{"type": "text", "text": "Spawn a helper", "text_elements": []any{}}}})
+	agentsTurnEnd(t, r, parent)
+
+	var listed struct {
+		Data []struct {
+			ID string `json:"id"`
+		} `json:"data"`
+	}
+	require.NoError(t, json.Unmarshal(r.Call("thread/list", map[string]any{"parentThreadId": parent}), &listed))
+	require.Len(t, listed.Data, 1)
+	child := listed.Data[0].ID
+	var read struct {
+		Thread struct {
+			CanAcceptDirectInput *bool `json:"canAcceptDirectInput"`
+		} `json:"thread"`
+	}
+	require.NoError(t, json.Unmarshal(r.Call("thread/resume", map[string]any{"threadId": child}), &read))
+	require.NotNil(t, read.Thread.CanAcceptDirectInput)
+	require.False(t, *read.Thread.CanAcceptDirectInput)
+
+	input := []any{map[string]any{"type": "text", "text": "from a client", "text_elements": []any{}}}
+	code, msg := r.CallError("turn/start", map[string]any{"threadId": child, "input": input})
+	require.Equal(t, -32600, code)
+	require.Equal(t, "direct app-server input is not allowed for multi-agent v2 sub-agents", msg)
+	code, msg = r.CallError("turn/steer", map[string]any{"threadId": child, "input": input, "expectedTurnId": "00000000-0000-0000-0000-000000000000"})
+	require.Equal(t, -32600, code)
+	require.Equal(t, "direct app-server input is not allowed for multi-agent v2 sub-agents", msg)
+	for _, req := range fake.Requests() {
+		require.False(t, strings.Contains(string(req.Body), "from a client"), "the refused input reached no model")
+	}
+}
