@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"math"
 	"strings"
 	"time"
@@ -189,7 +188,6 @@ type Config struct {
 	Ledger Ledger
 	// Registerer takes the budgets' metrics; nil registers none.
 	Registerer prometheus.Registerer
-	Logger     *slog.Logger
 	Now        func() time.Time
 }
 
@@ -211,9 +209,6 @@ func New(cfg Config) (*Budgets, error) {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	reg := cfg.Registerer
 	if reg == nil {

@@ -250,7 +250,7 @@ func (s *Service) Copy(ctx context.Context, a fsguard.Access, p api.FsCopyParams
 			if !p.Recursive {
 				return invalid("fs/copy requires recursive: true when sourcePath is a directory")
 			}
-			if within(from.Real, to.Real) {
+			if fsguard.Within(from.Real, to.Real) {
 				return invalid("fs/copy cannot copy a directory to itself or one of its descendants")
 			}
 			return s.copyTree(ctx, a, t, from.Real, to.Real)
@@ -260,10 +260,6 @@ func (s *Service) Copy(ctx context.Context, a fsguard.Access, p api.FsCopyParams
 		return s.copyFile(ctx, a, from.Real, to.Real)
 	})
 	return api.FsCopyResult{}, fail(err)
-}
-
-func within(root, p string) bool {
-	return p == root || len(p) > len(root) && p[len(root)] == '/' && p[:len(root)] == root
 }
 
 // copySymlink makes a symlink at the real path to with the target of the

@@ -167,7 +167,7 @@ func loops(stack []devIno, id devIno) bool {
 // own root.
 func (w *walker) nestedRoot(i int, p string) bool {
 	for j, r := range w.roots {
-		if j != i && r == p && within(w.roots[i], r) {
+		if j != i && r == p && fsguard.Within(w.roots[i], r) {
 			return true
 		}
 	}

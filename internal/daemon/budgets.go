@@ -1,8 +1,6 @@
 package daemon
 
 import (
-	"log/slog"
-
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/appserver/appserver/internal/budget"
@@ -14,7 +12,7 @@ import (
 // configuration) over the store, which keeps the principals' period
 // spending for every daemon of the database. Without limits or prices
 // it is nil: nothing is counted.
-func newBudgets(cfg *config.Config, st store.Store, reg prometheus.Registerer, log *slog.Logger) (*budget.Budgets, error) {
+func newBudgets(cfg *config.Config, st store.Store, reg prometheus.Registerer) (*budget.Budgets, error) {
 	b := cfg.Budgets
 	none := config.BudgetLimits{}
 	if b.Turn == none && b.Thread == none && b.Principal == none && len(b.Principals) == 0 && len(b.Prices) == 0 {
@@ -42,6 +40,6 @@ func newBudgets(cfg *config.Config, st store.Store, reg prometheus.Registerer, l
 	return budget.New(budget.Config{
 		Turn: limits(b.Turn), Thread: limits(b.Thread), Principal: limits(b.Principal), Principals: principals,
 		Period: budget.Period{Month: month, Every: every}, Ask: b.OnExceeded == config.BudgetAsk,
-		Prices: prices, Ledger: st, Registerer: reg, Logger: log,
+		Prices: prices, Ledger: st, Registerer: reg,
 	})
 }

@@ -326,7 +326,7 @@ func NewCore(ctx context.Context, cfg *config.Config, doors Doors, configFile, v
 	if c.Node == nil {
 		pendingEndsFile = filepath.Join(cfg.DataDir, "pending-turn-ends.json")
 	}
-	budgets, err := newBudgets(cfg, c.Store, reg, log)
+	budgets, err := newBudgets(cfg, c.Store, reg)
 	if err != nil {
 		return nil, err
 	}

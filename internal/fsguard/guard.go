@@ -109,7 +109,7 @@ func (g *Guard) daemonPID() int {
 // caller without HostProc.
 func (g *Guard) deny(a *Access, p string) Reason {
 	for _, m := range g.forms {
-		if within(m, p) {
+		if Within(m, p) {
 			return DaemonPath
 		}
 	}
@@ -154,15 +154,16 @@ func (g *Guard) daemonProc(p string) bool {
 // or renaming p would take along.
 func (g *Guard) maskedBelow(p string) string {
 	for _, m := range g.forms {
-		if within(p, m) {
+		if Within(p, m) {
 			return m
 		}
 	}
 	return ""
 }
 
-// within reports whether p is root or below it (both clean and absolute).
-func within(root, p string) bool {
+// Within reports whether p is root or below it (both clean and absolute);
+// everything is within "/".
+func Within(root, p string) bool {
 	if root == "/" {
 		return true
 	}

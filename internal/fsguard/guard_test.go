@@ -411,3 +411,22 @@ func TestCheckName(t *testing.T) {
 	require.Equal(t, OutsideRoots, err.(*Error).Reason)
 	require.Error(t, d.g.CheckName(ws, "relative", Read))
 }
+
+// Within is the one rule of "this path or below" for every package that
+// compares paths: "/" holds every path, and a prefix that is not a whole
+// path element does not count.
+func TestWithin(t *testing.T) {
+	for _, c := range []struct {
+		root, p string
+		want    bool
+	}{
+		{"/", "/", true},
+		{"/", "/x", true},
+		{"/a", "/a", true},
+		{"/a", "/a/b", true},
+		{"/a", "/ab", false},
+		{"/a/b", "/a", false},
+	} {
+		require.Equal(t, c.want, Within(c.root, c.p), "Within(%q, %q)", c.root, c.p)
+	}
+}

@@ -141,13 +141,13 @@ func (t *Tree) checkName(p string, op Op) error {
 		return &Error{Path: p, Reason: r}
 	}
 	roots := t.a.roots(op)
-	if !slices.ContainsFunc(roots, func(r string) bool { return within(r, p) }) {
+	if !slices.ContainsFunc(roots, func(r string) bool { return Within(r, p) }) {
 		return &Error{Path: p, Reason: OutsideRoots, Roots: roots}
 	}
 	if op == Write {
 		for _, w := range t.writeRoots() {
 			for _, s := range w.ReadOnlySubpaths {
-				if within(s, p) {
+				if Within(s, p) {
 					return &Error{Path: p, Reason: ReadOnlySubpath, Subpath: s}
 				}
 			}
@@ -164,7 +164,7 @@ func (t *Tree) checkReal(name, real string, op Op) error {
 	}
 	rr := t.roots()
 	if op == Read {
-		if !slices.ContainsFunc(rr.read, func(r string) bool { return within(r, real) }) {
+		if !slices.ContainsFunc(rr.read, func(r string) bool { return Within(r, real) }) {
 			return &Error{Path: name, Reason: OutsideRoots, Resolved: real, Roots: t.a.roots(op)}
 		}
 		return nil
@@ -172,12 +172,12 @@ func (t *Tree) checkReal(name, real string, op Op) error {
 	// Writable when some root allows it, as the sandbox has it.
 	var sub string
 	for _, w := range rr.write {
-		if !within(w.root, real) {
+		if !Within(w.root, real) {
 			continue
 		}
 		blocked := false
 		for _, s := range w.subs {
-			if within(s.real, real) || within(s.named, real) {
+			if Within(s.real, real) || Within(s.named, real) {
 				blocked, sub = true, s.named
 				break
 			}
@@ -277,7 +277,7 @@ func (t *Tree) mutable(p string) error {
 	}
 	for _, w := range t.roots().write {
 		for _, s := range w.subs {
-			if within(p, s.real) || within(p, s.named) {
+			if Within(p, s.real) || Within(p, s.named) {
 				return &Error{Path: p, Reason: ReadOnlySubpath, Subpath: s.named}
 			}
 		}
@@ -474,7 +474,7 @@ func (t *Tree) MkdirAll(dir string, created *[]string) error {
 	roots := slices.Clone(t.roots().write)
 	slices.SortFunc(roots, func(a, b realRoot) int { return len(b.root) - len(a.root) })
 	for _, r := range roots {
-		if !within(r.root, dir) {
+		if !Within(r.root, dir) {
 			continue
 		}
 		rootfd, err := t.openAt(r.root, unix.O_RDONLY|unix.O_DIRECTORY, 0)

@@ -45,15 +45,9 @@ func (a *API) listAudit(w http.ResponseWriter, r *http.Request) *problem {
 	default:
 		return invalid("query parameter format must be jsonl, got %q", f)
 	}
-	limit := DefaultAuditPage
-	n, ok, p := queryInt(r, "limit", store.MaxAuditLimit)
-	switch {
-	case p != nil:
+	limit, p := pageLimit(r, DefaultAuditPage, store.MaxAuditLimit)
+	if p != nil {
 		return p
-	case ok && n == 0:
-		return invalid("query parameter limit must be from 1 to %d", store.MaxAuditLimit)
-	case ok:
-		limit = int(n)
 	}
 	q.Limit = limit + 1
 	page, err := a.cfg.Audit.ListAudit(r.Context(), q)
@@ -136,13 +130,11 @@ func auditQuery(r *http.Request, who principal.Principal) (store.AuditQuery, *pr
 		}
 		*t.into = at
 	}
-	if c := v.Get("cursor"); c != "" {
-		seq, err := strconv.ParseInt(c, 10, 64)
-		if err != nil || seq <= 0 {
-			return q, invalid("query parameter cursor %q is not a cursor of this list", c)
-		}
-		q.AfterSeq = seq
+	seq, p := seqCursor(r)
+	if p != nil {
+		return q, p
 	}
+	q.AfterSeq = seq
 	return q, nil
 }
 

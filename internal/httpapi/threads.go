@@ -89,27 +89,40 @@ func queryInt(r *http.Request, name string, maxValue int64) (int64, bool, *probl
 	return n, true, nil
 }
 
-// pageLimit parses ?limit=: 1 to transcript.MaxItemsPage, default
-// transcript.DefaultItemsPage.
-func pageLimit(r *http.Request) (int, *problem) {
-	n, ok, p := queryInt(r, "limit", transcript.MaxItemsPage)
+// pageLimit parses ?limit=: 1 to most, def when absent.
+func pageLimit(r *http.Request, def int, most int64) (int, *problem) {
+	n, ok, p := queryInt(r, "limit", most)
 	if p != nil {
 		return 0, p
 	}
 	if !ok {
-		return transcript.DefaultItemsPage, nil
+		return def, nil
 	}
 	if n == 0 {
-		return 0, invalid("query parameter limit must be from 1 to %d", transcript.MaxItemsPage)
+		return 0, invalid("query parameter limit must be from 1 to %d", most)
 	}
 	return int(n), nil
+}
+
+// seqCursor parses ?cursor= of a list paged by sequence numbers: a
+// positive number, 0 when absent.
+func seqCursor(r *http.Request) (int64, *problem) {
+	c := r.URL.Query().Get("cursor")
+	if c == "" {
+		return 0, nil
+	}
+	seq, err := strconv.ParseInt(c, 10, 64)
+	if err != nil || seq <= 0 {
+		return 0, invalid("query parameter cursor %q is not a cursor of this list", c)
+	}
+	return seq, nil
 }
 
 // listThreads serves GET /v1/threads: newest first, cursor-paginated. For
 // a principal, other principals' threads are skipped, so a page may hold
 // fewer than limit threads; follow nextCursor until it is null.
 func (a *API) listThreads(w http.ResponseWriter, r *http.Request) *problem {
-	limit, p := pageLimit(r)
+	limit, p := pageLimit(r, transcript.DefaultItemsPage, transcript.MaxItemsPage)
 	if p != nil {
 		return p
 	}
@@ -168,7 +181,7 @@ func (a *API) listItems(w http.ResponseWriter, r *http.Request) *problem {
 	if p != nil {
 		return p
 	}
-	limit, p := pageLimit(r)
+	limit, p := pageLimit(r, transcript.DefaultItemsPage, transcript.MaxItemsPage)
 	if p != nil {
 		return p
 	}

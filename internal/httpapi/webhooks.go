@@ -253,23 +253,13 @@ func (a *API) listDeliveries(w http.ResponseWriter, r *http.Request) *problem {
 			return p
 		}
 	}
-	limit := DefaultDeliveriesPage
-	n, ok, p := queryInt(r, "limit", store.MaxWebhookDeliveriesLimit)
-	switch {
-	case p != nil:
+	limit, p := pageLimit(r, DefaultDeliveriesPage, store.MaxWebhookDeliveriesLimit)
+	if p != nil {
 		return p
-	case ok && n == 0:
-		return invalid("query parameter limit must be from 1 to %d", store.MaxWebhookDeliveriesLimit)
-	case ok:
-		limit = int(n)
 	}
-	var before int64
-	if c := r.URL.Query().Get("cursor"); c != "" {
-		v, err := strconv.ParseInt(c, 10, 64)
-		if err != nil || v <= 0 {
-			return invalid("query parameter cursor %q is not a cursor of this list", c)
-		}
-		before = v
+	before, p := seqCursor(r)
+	if p != nil {
+		return p
 	}
 	page, err := hooks.ListWebhookDeliveries(r.Context(), id, before, limit+1)
 	if err != nil {

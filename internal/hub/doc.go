@@ -17,12 +17,13 @@
 // one thread), deliver the answers (Request.Answer) and say when a client
 // went away before answering (Request.Lost).
 //
-// With several daemons on one database (Config.Remote set), the hub also
-// publishes its requests as entries of the thread's event log and presents
-// the requests other daemons published, which reach it through Deliver,
-// to its own subscribers; the answers go back through Remote, which the
+// The hub writes its server requests and a thread's archiving as entries
+// of the thread's event log, for the event consumers (webhooks). With
+// several daemons on one database (Config.Remote set) it also presents the
+// requests other daemons published, which reach it through Deliver, to its
+// own subscribers; the answers go back through Remote, which the
 // composition root implements with the cluster's command table. Without a
-// Remote none of this runs.
+// Remote that presenting and forwarding is off.
 //
 // It must not import internal/server or internal/httpapi: both are its
 // adapters. Nor may it import the tool packages (internal/tools/...), the

@@ -129,9 +129,9 @@ type Config struct {
 	// process.
 	Journal Journal
 	// Remote reaches the other daemons sharing the database (several
-	// daemons on Postgres): the hub then publishes its server requests in
-	// the thread's event log and presents theirs to its subscribers. nil
-	// on a single daemon.
+	// daemons on Postgres): the hub then presents the server requests they
+	// logged to its subscribers and forwards its clients' answers. nil on
+	// a single daemon (its own requests are logged either way).
 	Remote Remote
 	// Audit records every approval and elicitation request with its
 	// answer and who gave it; nil records nothing.

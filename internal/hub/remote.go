@@ -15,11 +15,8 @@ import (
 // gets them: the hubs of the other daemons turn them into requests of
 // their own, and EventsAfter leaves them out of replays.
 const (
-	// methodOffered carries a request of the daemon running the turn: its
-	// id there, method and params (remoteOffer).
-	methodOffered = MethodRequestOffered
 	// methodWithdrawn says that a dynamic tool call published with
-	// methodOffered is settled (remoteWithdrawn). Approvals and user input
+	// MethodRequestOffered is settled (remoteWithdrawn). Approvals and user input
 	// need none: the turns layer logs serverRequest/resolved for them.
 	methodWithdrawn = "appserver/serverRequest/withdrawn"
 )
@@ -121,7 +118,7 @@ func (h *Hub) fetchRemote(threadID string) {
 	}
 }
 
-// remoteOffer is the params of a methodOffered event.
+// remoteOffer is the params of a MethodRequestOffered event.
 type remoteOffer struct {
 	RequestID int64  `json:"requestId"`
 	Method    string `json:"method"`
@@ -147,7 +144,7 @@ type remoteKey struct {
 // which no client gets.
 func internalEvent(method string) bool {
 	switch method {
-	case methodOffered, methodWithdrawn, MethodThreadArchived, MethodThreadUnarchived:
+	case MethodRequestOffered, methodWithdrawn, MethodThreadArchived, MethodThreadUnarchived:
 		return true
 	}
 	return false
@@ -180,7 +177,7 @@ func (h *Hub) publishCall(r *Request) {
 	h.mu.Lock()
 	h.waiting[id] = r
 	h.mu.Unlock()
-	h.publish(r.ThreadID, methodOffered, remoteOffer{RequestID: id, Method: r.Method, Params: r.Params})
+	h.publish(r.ThreadID, MethodRequestOffered, remoteOffer{RequestID: id, Method: r.Method, Params: r.Params})
 	// The broker withdraws through the router only calls it offered to a
 	// connection here; this one may have been held elsewhere only.
 	h.wg.Add(1)
@@ -199,7 +196,7 @@ func (h *Hub) publishCall(r *Request) {
 // given to the subscribers as it is).
 func (h *Hub) remoteEvent(n *Notification) bool {
 	switch n.Method {
-	case methodOffered:
+	case MethodRequestOffered:
 		var in remoteOfferIn
 		if err := decodeParams(n, &in); err != nil {
 			h.log.Warn("a server request of another daemon", "thread", n.ThreadID, "err", err)

@@ -235,7 +235,7 @@ func (h *Hub) request(ctx context.Context, kind Kind, threadID, method string, p
 		// consumers (webhooks' approval.requested) hear of it, and so do
 		// the other daemons, whose clients may hold it: the caller
 		// announces its settlement in the log, which withdraws it there.
-		h.publish(threadID, methodOffered, remoteOffer{RequestID: r.ID, Method: method, Params: params})
+		h.publish(threadID, MethodRequestOffered, remoteOffer{RequestID: r.ID, Method: method, Params: params})
 	}
 	if logged && h.cfg.Remote != nil {
 		r.mu.Lock()

@@ -607,8 +607,6 @@ type Store interface {
 	// QueuedThreads returns the threads that have queued entries (not
 	// only taken ones).
 	QueuedThreads(ctx context.Context) ([]string, error)
-	// DeleteThread removes a thread with its turns, items, events and
-	// queued entries, atomically;
 	// AddBudgetSpend adds add to what principal spent in the budget period
 	// that starts at periodStart and returns the new sum, in one atomic
 	// statement: daemons sharing the database never lose each other's
@@ -617,8 +615,8 @@ type Store interface {
 	// GetBudgetSpend returns what principal spent in the budget period that
 	// starts at periodStart (zero when nothing).
 	GetBudgetSpend(ctx context.Context, principal string, periodStart time.Time) (BudgetSpend, error)
-	// DeleteThread removes a thread with its turns, items and events, atomically;
-	// NotFound when there is no such thread.
+	// DeleteThread removes a thread with its turns, items, events and
+	// queued entries, atomically; NotFound when there is no such thread.
 	DeleteThread(ctx context.Context, id string) error
 	// ListInProgressTurns returns every turn still marked inProgress, so that
 	// start-up can settle the turns of a daemon that crashed.

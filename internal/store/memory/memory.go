@@ -1061,7 +1061,7 @@ func (s *Store) PutCredential(_ context.Context, c store.Credential, now time.Ti
 		return apperr.New(apperr.Conflict, "a credential with this digest is stored already")
 	}
 	c.Digest = slices.Clone(c.Digest)
-	c.Expires = c.Expires.UTC().Truncate(time.Microsecond)
+	c.Expires = backend.Time(c.Expires)
 	s.creds[string(c.Digest)] = c
 	return nil
 }
@@ -1146,7 +1146,7 @@ func (s *Store) PutWebhook(_ context.Context, w store.Webhook) error {
 	if len(w.Events) == 0 {
 		w.Events = nil
 	}
-	w.CreatedAt = w.CreatedAt.UTC().Truncate(time.Microsecond)
+	w.CreatedAt = backend.Time(w.CreatedAt)
 	s.webhooks[w.ID] = w
 	return nil
 }
@@ -1217,12 +1217,9 @@ func (s *Store) AppendWebhookDelivery(_ context.Context, d store.WebhookDelivery
 	}
 	s.deliverySeq++
 	d.Seq = s.deliverySeq
-	d.At = d.At.UTC().Truncate(time.Microsecond)
+	d.At = backend.Time(d.At)
 	d.Duration = d.Duration.Truncate(time.Microsecond)
-	if d.NextRetry != nil {
-		t := d.NextRetry.UTC().Truncate(time.Microsecond)
-		d.NextRetry = &t
-	}
+	d.NextRetry = backend.TimePtr(d.NextRetry)
 	log := append(s.deliveries[d.Webhook], d)
 	if len(log) > keep {
 		log = slices.Clone(log[len(log)-keep:])
