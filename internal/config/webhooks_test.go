@@ -47,8 +47,12 @@ retry_for = "10m"
 
 func TestWebhookErrors(t *testing.T) {
 	for _, tc := range []struct{ name, entry, want string }{
-		{"no url", `secret = "` + testWebhookSecret + `"`, `webhooks.0.url: expected an http:// or https:// URL`},
-		{"ftp url", `url = "ftp://x/"` + "\n" + `secret = "` + testWebhookSecret + `"`, `expected an http:// or https:// URL, got "ftp://x/"`},
+		{"no url", `secret = "` + testWebhookSecret + `"`, `webhooks.0.url: url is required`},
+		{"ftp url", `url = "ftp://x/"` + "\n" + `secret = "` + testWebhookSecret + `"`, `url must be http:// or https://, got "ftp://x/"`},
+		// The same rule as POST /v1/webhooks (which also refuses
+		// credentials in the URL).
+		{"url with a NUL", `url = "https://x/a\u0000"` + "\n" + `secret = "` + testWebhookSecret + `"`, `webhooks.0.url: url contains a NUL character`},
+		{"url with a space", `url = "https://x/a b"` + "\n" + `secret = "` + testWebhookSecret + `"`, `is not a valid URL`},
 		{"no secret", `url = "https://x/"`, `webhooks.0.secret: set secret or secret_file`},
 		{"both secrets", `url = "https://x/"` + "\n" + `secret = "` + testWebhookSecret + `"` + "\n" + `secret_file = "/x"`, `mutually exclusive`},
 		{"secret without prefix", `url = "https://x/"` + "\n" + `secret = "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"`, `"whsec_" and base64`},

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"net/http"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -26,8 +25,6 @@ const (
 	// MaxWebhooksPerOwner bounds the subscriptions of one principal (and
 	// the operator's).
 	MaxWebhooksPerOwner = 100
-	// MaxWebhookURL bounds a receiver's URL, in bytes.
-	MaxWebhookURL = 2048
 	// DefaultDeliveriesPage is a page of a delivery log when no limit is
 	// asked.
 	DefaultDeliveriesPage = 50
@@ -69,13 +66,11 @@ func (a *API) createWebhook(w http.ResponseWriter, r *http.Request) *problem {
 		return p
 	}
 	who := principalOf(r)
-	if p := checkWebhookURL(req.URL); p != nil {
-		return p
+	if err := config.CheckWebhookURL(req.URL, false); err != nil {
+		return invalid("%v", err)
 	}
-	for _, e := range req.Events {
-		if !slices.Contains(config.WebhookEventTypes, e) {
-			return invalid("unknown event type %q (expected one of %s)", e, strings.Join(config.WebhookEventTypes, ", "))
-		}
+	if err := config.CheckWebhookEvents(req.Events); err != nil {
+		return invalid("%v", err)
 	}
 	if req.AllowPrivate && !who.IsOperator() {
 		return forbidden("allowPrivate is the operator's only: a principal's receiver must be on a public address")
@@ -122,32 +117,6 @@ func (a *API) createWebhook(w http.ResponseWriter, r *http.Request) *problem {
 	out.Secret = &h.Secret
 	w.Header().Set("Location", "/v1/webhooks/"+h.ID)
 	writeJSON(w, http.StatusCreated, out)
-	return nil
-}
-
-// checkWebhookURL checks a receiver's URL: http or https, a host, no
-// credentials, bounded.
-func checkWebhookURL(raw string) *problem {
-	if raw == "" {
-		return invalid("url is required")
-	}
-	if len(raw) > MaxWebhookURL {
-		return invalid("url is %d bytes, more than %d", len(raw), MaxWebhookURL)
-	}
-	if strings.IndexByte(raw, 0) >= 0 {
-		return invalid("url contains a NUL character")
-	}
-	u, err := url.Parse(raw)
-	switch {
-	case err != nil || strings.ContainsAny(raw, "\r\n\t "):
-		return invalid("url %q is not a valid URL", raw)
-	case u.Scheme != "http" && u.Scheme != "https":
-		return invalid("url must be http:// or https://, got %q", raw)
-	case u.Hostname() == "":
-		return invalid("url %q has no host", raw)
-	case u.User != nil:
-		return invalid("url must not hold credentials")
-	}
 	return nil
 }
 
