@@ -94,11 +94,6 @@ type Node struct {
 	// runCtx is the context of the node's work, set by Start and ended
 	// by Stop.
 	runCtx context.Context
-	// cmdMu guards cmdStopped and the additions to running, the forwarded
-	// requests being run here; Stop sets cmdStopped, then waits for them.
-	cmdMu      sync.Mutex
-	cmdStopped bool
-	running    sync.WaitGroup
 }
 
 var _ service.Service = (*Node)(nil)
@@ -204,11 +199,9 @@ func (n *Node) Start(ctx context.Context) error {
 // at once. Call it after the work of the threads has stopped. It
 // tolerates being called twice and before Start.
 func (n *Node) Stop() {
+	// The forwarded requests run as the base's goroutines (runAsync): the
+	// base has waited for them before the leases are given back.
 	n.base.Stop(func() {
-		n.cmdMu.Lock()
-		n.cmdStopped = true
-		n.cmdMu.Unlock()
-		n.running.Wait()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		if _, err := n.pool.Exec(ctx, releaseAllSQL, n.cfg.NodeID); err != nil {

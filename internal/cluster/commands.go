@@ -234,22 +234,12 @@ func (n *Node) wakeAll() {
 // runAsync runs a forwarded request off the notifier's goroutine, so that
 // a slow one does not hold the others or the answers. A node that does
 // not run leaves it pending: Start runs it, or its sender withdraws it.
+// Stop cancels it and waits for it (service.Base.Go).
 func (n *Node) runAsync(id int64) {
-	ctx, ok := n.workContext()
-	if !ok {
+	if !n.base.Running() {
 		return
 	}
-	n.cmdMu.Lock()
-	if n.cmdStopped {
-		n.cmdMu.Unlock()
-		return
-	}
-	n.running.Add(1)
-	n.cmdMu.Unlock()
-	go func() {
-		defer n.running.Done()
-		n.run(ctx, id)
-	}()
+	n.base.Go(func(ctx context.Context) { n.run(ctx, id) })
 }
 
 // run claims a request addressed to this node, once across the listener
