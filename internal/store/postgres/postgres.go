@@ -43,6 +43,8 @@ type Store struct {
 	backend.Webhooks
 	// Audit reads and prunes the audit log.
 	backend.Audit
+	// Credentials keeps the browser credentials (tickets and sessions).
+	backend.Credentials
 	// Queue keeps the threads' queued submissions.
 	backend.Queue
 	// Budgets keeps what principals spent of their period budgets.
@@ -81,6 +83,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	s.Consumers = backend.NewConsumers(backend.Postgres, readDB{pool}, cfg.Observe, s.usable)
 	s.Webhooks = backend.NewWebhooks(backend.Postgres, readDB{pool}, cfg.Observe, s.usable)
 	s.Audit = backend.NewAudit(backend.Postgres, readDB{pool}, cfg.Observe, s.usable)
+	s.Credentials = backend.NewCredentials(backend.Postgres, readDB{pool}, readDB{pool}, cfg.Observe, s.usable)
 	s.Queue = backend.NewQueue(backend.Postgres, readDB{pool}, cfg.Observe, s.usable, cfg.Now)
 	s.Budgets = backend.NewBudgets(backend.Postgres, readDB{pool}, cfg.Observe, s.usable)
 	if cfg.Migrate {

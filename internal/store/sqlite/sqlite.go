@@ -54,6 +54,8 @@ type Store struct {
 	backend.Webhooks
 	// Audit reads and prunes the audit log.
 	backend.Audit
+	// Credentials keeps the browser credentials (tickets and sessions).
+	backend.Credentials
 	// Queue keeps the threads' queued submissions.
 	backend.Queue
 	// Budgets keeps what principals spent of their period budgets.
@@ -125,6 +127,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	s.Consumers = backend.NewConsumers(backend.SQLite, readDB{w}, cfg.Observe, s.usable)
 	s.Webhooks = backend.NewWebhooks(backend.SQLite, readDB{w}, cfg.Observe, s.usable)
 	s.Audit = backend.NewAudit(backend.SQLite, readDB{w}, cfg.Observe, s.usable)
+	s.Credentials = backend.NewCredentials(backend.SQLite, readDB{w}, readDB{r}, cfg.Observe, s.usable)
 	s.Queue = backend.NewQueue(backend.SQLite, readDB{w}, cfg.Observe, s.usable, cfg.Now)
 	s.Budgets = backend.NewBudgets(backend.SQLite, readDB{w}, cfg.Observe, s.usable)
 	if err := r.PingContext(ctx); err != nil {

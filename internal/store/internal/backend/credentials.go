@@ -31,9 +31,55 @@ func NewCredentialSQL(d Dialect) CredentialSQL {
 	}
 }
 
-// PutCredential implements store.Store.PutCredential with the statements
-// q of dialect d over x; each statement commits on its own.
-func PutCredential(ctx context.Context, x Execer, q CredentialSQL, d Dialect, c store.Credential, now time.Time) error {
+// Credentials implements the browser credentials of store.Store
+// (migration 00006) once for both SQL backends.
+type Credentials struct {
+	w, r    Execer
+	d       Dialect
+	q       CredentialSQL
+	observe store.ObserveFunc
+	usable  func() error
+}
+
+// NewCredentials returns the credentials of a store in dialect d: writes
+// (and the delete that returns its row) go over w, reads over r (the same
+// database; SQLite keeps a pool of readers apart); observe and usable are
+// as NewReader's.
+func NewCredentials(d Dialect, w, r Execer, observe store.ObserveFunc, usable func() error) Credentials {
+	return Credentials{w: w, r: r, d: d, q: NewCredentialSQL(d), observe: observe, usable: usable}
+}
+
+// PutCredential implements store.Store.PutCredential: it stores a browser
+// credential and prunes the expired ones, each statement committing on its
+// own.
+func (cs Credentials) PutCredential(ctx context.Context, c store.Credential, now time.Time) (err error) {
+	defer func(start time.Time) { Observe(cs.observe, store.OpCredential, start, err) }(time.Now())
+	if err := cs.usable(); err != nil {
+		return err
+	}
+	return putCredential(ctx, cs.w, cs.q, cs.d, c, now)
+}
+
+// GetCredential implements store.Store.GetCredential.
+func (cs Credentials) GetCredential(ctx context.Context, kind store.CredentialKind, digest []byte) (c store.Credential, found bool, err error) {
+	defer func(start time.Time) { Observe(cs.observe, store.OpCredential, start, err) }(time.Now())
+	if err := cs.usable(); err != nil {
+		return store.Credential{}, false, err
+	}
+	return findCredential(ctx, cs.r, cs.q.Get, kind, digest)
+}
+
+// DeleteCredential implements store.Store.DeleteCredential: one DELETE …
+// RETURNING, so that of concurrent deletes one finds the row.
+func (cs Credentials) DeleteCredential(ctx context.Context, kind store.CredentialKind, digest []byte) (c store.Credential, found bool, err error) {
+	defer func(start time.Time) { Observe(cs.observe, store.OpCredential, start, err) }(time.Now())
+	if err := cs.usable(); err != nil {
+		return store.Credential{}, false, err
+	}
+	return findCredential(ctx, cs.w, cs.q.Delete, kind, digest)
+}
+
+func putCredential(ctx context.Context, x Execer, q CredentialSQL, d Dialect, c store.Credential, now time.Time) error {
 	if err := c.Validate(); err != nil {
 		return err
 	}
@@ -50,9 +96,9 @@ func PutCredential(ctx context.Context, x Execer, q CredentialSQL, d Dialect, c 
 	return nil
 }
 
-// FindCredential runs q.Get (or q.Delete, which returns the row it
+// findCredential runs q.Get (or q.Delete, which returns the row it
 // deleted) over x for the credential of that kind and digest.
-func FindCredential(ctx context.Context, x Execer, sql string, kind store.CredentialKind, digest []byte) (store.Credential, bool, error) {
+func findCredential(ctx context.Context, x Execer, sql string, kind store.CredentialKind, digest []byte) (store.Credential, bool, error) {
 	if err := store.ValidateCredentialKey(kind, digest); err != nil {
 		return store.Credential{}, false, err
 	}
