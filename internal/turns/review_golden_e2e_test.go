@@ -46,9 +46,12 @@ func reviewItems(t *testing.T, frames []apptest.Frame) []reviewItem {
 // its model request review_model.json, taken by a logging proxy; its
 // model, provider "fake" = `appserver mockmodel --script
 // review_script.json`; the client sent initialize, thread/start,
-// review/start and thread/read): the TUI sees the same items — the target,
-// the request as a user message, the rendered review twice — and the model
-// is asked for the answer format the reference asks for, the request last.
+// review/start and thread/read; the capture keeps the reference's request
+// without its prompts: its instructions are reduced to the keys of the
+// answer format they ask for, its tool descriptions are left out): the
+// TUI sees the same items — the target, the request as a user message, the
+// rendered review twice — and the model is asked for the answer format the
+// reference asks for, the request last.
 func TestReviewMatchesReference(t *testing.T) {
 	var refFrames []apptest.Frame
 	started := false

@@ -54,10 +54,27 @@ ws.on('open', async () => {
   await waitFor(() => recvd.some((f) => f.method === 'turn/completed'), 30000);
   const r = requests;
   fs.writeFileSync(outFile, JSON.stringify({
-    tool_search: r[0].body.tools.find((t) => t.type === "tool_search"),
+    tool_search: withoutPrompts(r[0].body.tools.find((t) => t.type === "tool_search"), true),
     tool_names: r[0].body.tools.map((t) => t.name || t.type),
     search_call_and_output: r[1].body.input.slice(-2),
     namespaced_call_and_output: r[2].body.input.slice(-2),
   }, null, 1) + "\n");
   process.exit(0);
 });
+
+// The reference's prompts (its developer messages and tool descriptions)
+// are its own words: the capture leaves them out; the tests compare names,
+// shapes and outputs.
+function withoutPrompts(x, inTools = false) {
+  if (Array.isArray(x)) return x.map((e) => withoutPrompts(e, inTools));
+  if (x === null || typeof x !== 'object') return x;
+  const out = {};
+  for (const [k, v] of Object.entries(x)) {
+    if (inTools && k === 'description' && typeof v === 'string') continue;
+    out[k] = withoutPrompts(v, inTools || ['tools', 'tool_search', 'collaboration_tools', 'multi_agent_v1_tools'].includes(k));
+  }
+  if ((out.role === 'developer' || out.role === 'system') && Array.isArray(out.content)) {
+    out.content = out.content.map((c) => ('text' in c ? { ...c, text: "[the reference's developer text, left out of this capture]" } : c));
+  }
+  return out;
+}

@@ -40,7 +40,7 @@ const model = http.createServer((req, res) => {
     try { b = JSON.parse(body); } catch (e) { /* a non-JSON probe */ }
     if (!req.url.endsWith('/responses')) { res.writeHead(404); res.end(); return; }
     const input = b.input || [];
-    log('model', { input });
+    log('model', { input: withoutPrompts(input) });
     const text = JSON.stringify(input);
     const answer = () => sse(res, [{ type: 'message', role: 'assistant', id: `msg_${n + 1}`, content: [{ type: 'output_text', text: 'ok', annotations: [] }] }]);
     if (text.includes('slow') && !text.includes('during')) return setTimeout(answer, 1500);
@@ -112,3 +112,20 @@ setTimeout(() => {
     process.exit(0);
   });
 }, 500);
+
+// The reference's prompts (its developer messages and tool descriptions)
+// are its own words: the capture leaves them out; the tests compare names,
+// shapes and outputs.
+function withoutPrompts(x, inTools = false) {
+  if (Array.isArray(x)) return x.map((e) => withoutPrompts(e, inTools));
+  if (x === null || typeof x !== 'object') return x;
+  const out = {};
+  for (const [k, v] of Object.entries(x)) {
+    if (inTools && k === 'description' && typeof v === 'string') continue;
+    out[k] = withoutPrompts(v, inTools || ['tools', 'tool_search', 'collaboration_tools', 'multi_agent_v1_tools'].includes(k));
+  }
+  if ((out.role === 'developer' || out.role === 'system') && Array.isArray(out.content)) {
+    out.content = out.content.map((c) => ('text' in c ? { ...c, text: "[the reference's developer text, left out of this capture]" } : c));
+  }
+  return out;
+}

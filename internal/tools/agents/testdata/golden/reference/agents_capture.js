@@ -109,8 +109,25 @@ setTimeout(() => {
     await new Promise((r) => setTimeout(r, 1000));
     ws.close();
     out.end();
-    fs.writeFileSync(modelFile, JSON.stringify(requests, null, 1));
+    fs.writeFileSync(modelFile, JSON.stringify(withoutPrompts(requests), null, 1));
     model.close();
     process.exit(0);
   });
 }, 500);
+
+// The reference's prompts (its developer messages and tool descriptions)
+// are its own words: the capture leaves them out; the tests compare names,
+// shapes and outputs.
+function withoutPrompts(x, inTools = false) {
+  if (Array.isArray(x)) return x.map((e) => withoutPrompts(e, inTools));
+  if (x === null || typeof x !== 'object') return x;
+  const out = {};
+  for (const [k, v] of Object.entries(x)) {
+    if (inTools && k === 'description' && typeof v === 'string') continue;
+    out[k] = withoutPrompts(v, inTools || ['tools', 'tool_search', 'collaboration_tools', 'multi_agent_v1_tools'].includes(k));
+  }
+  if ((out.role === 'developer' || out.role === 'system') && Array.isArray(out.content)) {
+    out.content = out.content.map((c) => ('text' in c ? { ...c, text: "[the reference's developer text, left out of this capture]" } : c));
+  }
+  return out;
+}

@@ -136,8 +136,25 @@ setTimeout(() => {
       collaboration_tools: bodies[0].tools.find((t) => t.name === 'collaboration'),
       requests_last_inputs: bodies.map((b) => b.input.slice(-2).map(({ id, ...rest }) => rest)),
     };
-    fs.writeFileSync(modelFile, JSON.stringify(trimmed, null, 1) + '\n');
+    fs.writeFileSync(modelFile, JSON.stringify(withoutPrompts(trimmed), null, 1) + '\n');
     model.close();
     process.exit(0);
   });
 }, 500);
+
+// The reference's prompts (its developer messages and tool descriptions)
+// are its own words: the capture leaves them out; the tests compare names,
+// shapes and outputs.
+function withoutPrompts(x, inTools = false) {
+  if (Array.isArray(x)) return x.map((e) => withoutPrompts(e, inTools));
+  if (x === null || typeof x !== 'object') return x;
+  const out = {};
+  for (const [k, v] of Object.entries(x)) {
+    if (inTools && k === 'description' && typeof v === 'string') continue;
+    out[k] = withoutPrompts(v, inTools || ['tools', 'tool_search', 'collaboration_tools', 'multi_agent_v1_tools'].includes(k));
+  }
+  if ((out.role === 'developer' || out.role === 'system') && Array.isArray(out.content)) {
+    out.content = out.content.map((c) => ('text' in c ? { ...c, text: "[the reference's developer text, left out of this capture]" } : c));
+  }
+  return out;
+}
