@@ -551,6 +551,9 @@ func (c *Config) validateModels() error {
 		if !validVerbosity(m.DefaultVerbosity) {
 			return c.invalid(key("models", id, "default_verbosity"), `expected "low", "medium" or "high", got %q`, m.DefaultVerbosity)
 		}
+		if err := c.validateModelLists(id, m); err != nil {
+			return err
+		}
 		seen := map[string]bool{}
 		for _, st := range m.ServiceTiers {
 			switch {
@@ -563,6 +566,33 @@ func (c *Config) validateModels() error {
 			}
 			seen[st.ID] = true
 		}
+	}
+	return nil
+}
+
+// validateModelLists checks what a [models.<id>] entry lists for
+// model/list: its efforts, input kinds and sub-agent version.
+func (c *Config) validateModelLists(id string, m ModelEntry) error {
+	for _, e := range m.SupportedReasoningEfforts {
+		switch ReasoningEffort(e) {
+		case ReasoningNone, ReasoningMinimal, ReasoningLow, ReasoningMedium, ReasoningHigh, ReasoningXHigh, ReasoningMax, ReasoningUltra:
+		default:
+			return c.invalid(key("models", id, "supported_reasoning_efforts"),
+				`expected "none", "minimal", "low", "medium", "high", "xhigh", "max" or "ultra", got %q`, e)
+		}
+	}
+	if m.DefaultReasoningEffort != "" && len(m.SupportedReasoningEfforts) > 0 && !slices.Contains(m.SupportedReasoningEfforts, string(m.DefaultReasoningEffort)) {
+		return c.invalid(key("models", id, "default_reasoning_effort"), "%q is not one of supported_reasoning_efforts", m.DefaultReasoningEffort)
+	}
+	for _, in := range m.InputModalities {
+		if in != "text" && in != "image" {
+			return c.invalid(key("models", id, "input_modalities"), `expected "text" or "image", got %q`, in)
+		}
+	}
+	switch m.MultiAgentVersion {
+	case "", "disabled", "v1", "v2":
+	default:
+		return c.invalid(key("models", id, "multi_agent_version"), `expected "disabled", "v1" or "v2", got %q`, m.MultiAgentVersion)
 	}
 	return nil
 }
