@@ -46,7 +46,7 @@ func TestBuiltinCatalogIsValid(t *testing.T) {
 // What a [models.<id>] entry lists for model/list is checked.
 func TestModelListsValidated(t *testing.T) {
 	for _, tc := range []struct{ override, msg string }{
-		{`models.m.supported_reasoning_efforts=["low","huge"]`, `expected "none", "minimal", "low", "medium", "high", "xhigh", "max" or "ultra", got "huge"`},
+		{`models.m.supported_reasoning_efforts=["low","huge"]`, `expected one of none, minimal, low, medium, high, xhigh, max, ultra, got "huge"`},
 		{`models.m={default_reasoning_effort="high", supported_reasoning_efforts=["low"]}`, `"high" is not one of supported_reasoning_efforts`},
 		{`models.m.input_modalities=["audio"]`, `expected "text" or "image", got "audio"`},
 		{`models.m.multi_agent_version="v3"`, `expected "disabled", "v1" or "v2", got "v3"`},

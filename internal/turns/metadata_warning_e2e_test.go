@@ -139,8 +139,9 @@ func refModelLists(t *testing.T, name string) map[string][]listedModel {
 // modalities, tiers and sub-agent versions), and every turn on a model
 // outside it is warned of as the reference warns of it, whatever provider
 // the thread runs on; a client may still save any model, as with the
-// reference. A daemon whose provider is another server lists its model
-// alone and warns of nothing.
+// reference, and the max and ultra efforts the catalog offers. A daemon
+// whose provider is another server lists its model alone and warns of
+// nothing.
 func TestBuiltinCatalogMatchesReference(t *testing.T) {
 	fake := apptest.StartFake(t, `{"steps":[],"exhausted_text":"ok"}`)
 	fakeArgs := apptest.FakeArgs(fake, "responses")
@@ -166,6 +167,19 @@ func TestBuiltinCatalogMatchesReference(t *testing.T) {
 		// Unlike an operator's [models] table, the built-in catalog is no
 		// list of the models a client may save.
 		r.Call("config/value/write", map[string]any{"keyPath": "model", "value": "other-model", "mergeStrategy": "replace"})
+		// The TUI's /model saves the deepest efforts the catalog offers
+		// (the reference takes them), and new threads get them.
+		for _, effort := range []string{"ultra", "max"} {
+			r.Call("config/value/write", map[string]any{"keyPath": "model_reasoning_effort", "value": effort, "mergeStrategy": "replace"})
+		}
+		var started struct {
+			ReasoningEffort *string `json:"reasoningEffort"`
+		}
+		require.NoError(t, json.Unmarshal(r.Call("thread/start", map[string]any{"cwd": t.TempDir()}), &started))
+		require.NotNil(t, started.ReasoningEffort)
+		require.Equal(t, "max", *started.ReasoningEffort)
+		f := r.CallRaw("thread/start", map[string]any{"cwd": t.TempDir(), "config": map[string]any{"model_reasoning_effort": "ultra"}})
+		require.Nil(t, f.Error, "a thread's config may name ultra")
 	})
 	t.Run("another server", func(t *testing.T) {
 		d := apptest.Start(t, append([]string{"--data-dir", t.TempDir()}, fakeArgs...)...)
