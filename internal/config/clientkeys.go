@@ -154,9 +154,12 @@ func withProfiles(keys []clientKey) []clientKey {
 	return out
 }
 
+// effortNames are the reasoning efforts a configuration may name, from
+// none to the deepest some models offer (model/list lists each model's).
 var effortNames = []string{
 	string(ReasoningNone), string(ReasoningMinimal), string(ReasoningLow),
 	string(ReasoningMedium), string(ReasoningHigh), string(ReasoningXHigh),
+	string(ReasoningMax), string(ReasoningUltra),
 }
 
 // matchKey reports whether the concrete key path matches pattern; prefix

@@ -130,8 +130,13 @@ const (
 	ReasoningMedium ReasoningEffort = "medium"
 	// ReasoningHigh is high effort.
 	ReasoningHigh ReasoningEffort = "high"
-	// ReasoningXHigh is the most reasoning.
+	// ReasoningXHigh is extra high effort.
 	ReasoningXHigh ReasoningEffort = "xhigh"
+	// ReasoningMax is the deepest reasoning some models offer.
+	ReasoningMax ReasoningEffort = "max"
+	// ReasoningUltra is the deepest reasoning with tasks delegated, which
+	// some models offer.
+	ReasoningUltra ReasoningEffort = "ultra"
 )
 
 // Defaults that callers may want to refer to.
@@ -644,6 +649,18 @@ type ModelEntry struct {
 	Provider string `toml:"provider"`
 	// DefaultReasoningEffort is the effort used when a turn names none.
 	DefaultReasoningEffort ReasoningEffort `toml:"default_reasoning_effort"`
+	// SupportedReasoningEfforts are the efforts model/list offers for the
+	// model, in order; empty means low, medium and high.
+	SupportedReasoningEfforts []string `toml:"supported_reasoning_efforts"`
+	// InputModalities are the kinds of input the model takes ("text",
+	// "image"); empty means both.
+	InputModalities []string `toml:"input_modalities"`
+	// MultiAgentVersion is the sub-agent protocol model/list names for the
+	// model ("disabled", "v1" or "v2"); "" names none.
+	MultiAgentVersion string `toml:"multi_agent_version"`
+	// Priority orders model/list after the default model: lower first,
+	// then by id. Default 0.
+	Priority int `toml:"priority"`
 	// Hidden keeps the model out of model/list unless hidden ones are asked
 	// for.
 	Hidden bool `toml:"hidden"`

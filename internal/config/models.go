@@ -1,6 +1,9 @@
 package config
 
-import "slices"
+import (
+	"cmp"
+	"slices"
+)
 
 // ModelInfo is one model as model/list reports it.
 type ModelInfo struct {
@@ -15,6 +18,15 @@ type ModelInfo struct {
 	// DefaultReasoningEffort is the effort used when a turn names none;
 	// empty means the provider's default.
 	DefaultReasoningEffort ReasoningEffort
+	// SupportedReasoningEfforts are the efforts offered, in order; empty
+	// means low, medium and high.
+	SupportedReasoningEfforts []string
+	// InputModalities are the kinds of input the model takes; empty means
+	// text and image.
+	InputModalities []string
+	// MultiAgentVersion is the sub-agent protocol named for the model, ""
+	// for none.
+	MultiAgentVersion string
 	// Hidden models are listed only when hidden ones are asked for.
 	Hidden bool
 	// IsDefault marks the model new threads use.
@@ -24,17 +36,19 @@ type ModelInfo struct {
 }
 
 // Models returns the models for model/list: the configured model first,
-// marked IsDefault, then the other [models.<id>] entries by id. When no
-// model is configured the first visible catalog entry (else the first one)
-// is the default; the list is empty only when there is no model at all.
-// Entry fields left empty default to the id (display name) and
-// model_provider (provider).
+// marked IsDefault, then the other entries of the Catalog by priority and
+// id. When no model is configured the first visible catalog entry (else
+// the first one) is the default; the list is empty only when there is no
+// model at all. Entry fields left empty default to the id (display name)
+// and model_provider (provider).
 func (c *Config) Models() []ModelInfo {
-	ids := sortedKeys(c.ModelCatalog)
+	cat := c.Catalog()
+	ids := sortedKeys(cat)
+	slices.SortStableFunc(ids, func(a, b string) int { return cmp.Compare(cat[a].Priority, cat[b].Priority) })
 	def := c.Model
 	if def == "" {
 		for _, id := range ids {
-			if !c.ModelCatalog[id].Hidden {
+			if !cat[id].Hidden {
 				def = id
 				break
 			}
@@ -47,30 +61,27 @@ func (c *Config) Models() []ModelInfo {
 		return []ModelInfo{}
 	}
 	out := make([]ModelInfo, 0, len(ids)+1)
-	out = append(out, c.modelInfo(def))
+	out = append(out, c.modelInfo(cat, def))
 	out[0].IsDefault = true
 	for _, id := range slices.DeleteFunc(ids, func(id string) bool { return id == def }) {
-		out = append(out, c.modelInfo(id))
+		out = append(out, c.modelInfo(cat, id))
 	}
 	return out
 }
 
-func (c *Config) modelInfo(id string) ModelInfo {
-	e := c.ModelCatalog[id]
+func (c *Config) modelInfo(cat map[string]ModelEntry, id string) ModelInfo {
+	e := cat[id]
 	info := ModelInfo{
-		ID:                     id,
-		DisplayName:            e.DisplayName,
-		Description:            e.Description,
-		Provider:               e.Provider,
-		DefaultReasoningEffort: e.DefaultReasoningEffort,
-		Hidden:                 e.Hidden,
-		ServiceTiers:           e.ServiceTiers,
-	}
-	if info.DisplayName == "" {
-		info.DisplayName = id
-	}
-	if info.Provider == "" {
-		info.Provider = c.ModelProvider
+		ID:                        id,
+		DisplayName:               cmp.Or(e.DisplayName, id),
+		Description:               e.Description,
+		Provider:                  cmp.Or(e.Provider, c.ModelProvider),
+		DefaultReasoningEffort:    e.DefaultReasoningEffort,
+		SupportedReasoningEfforts: e.SupportedReasoningEfforts,
+		InputModalities:           e.InputModalities,
+		MultiAgentVersion:         e.MultiAgentVersion,
+		Hidden:                    e.Hidden,
+		ServiceTiers:              e.ServiceTiers,
 	}
 	return info
 }

@@ -120,7 +120,7 @@ func TestWriteOverlayRefuses(t *testing.T) {
 		{key: "model", value: `"not-offered"`, reason: EditInvalid},
 		{key: "model_provider", value: `"evil"`, reason: EditInvalid},
 		{key: "model_provider", value: `"openai"`, reason: EditInvalid},
-		{key: "model_reasoning_effort", value: `"ultra"`, reason: EditInvalid},
+		{key: "model_reasoning_effort", value: `"huge"`, reason: EditInvalid},
 		{key: "approval_policy", value: `"sometimes"`, reason: EditInvalid},
 		{key: "approval_policy", value: `{"granular":{}}`, reason: EditInvalid},
 		{key: "sandbox_mode", value: `"no-sandbox"`, reason: EditInvalid},

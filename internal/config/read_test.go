@@ -57,6 +57,7 @@ func TestRedactedShape(t *testing.T) {
 	require.NotContains(t, m, "model_reasoning_summary")
 	require.Equal(t, map[string]any{"o3": map[string]any{
 		"display_name": "o3", "description": "", "provider": "", "default_reasoning_effort": "", "hidden": false,
+		"multi_agent_version": "", "priority": 0,
 		"shell_type": "", "apply_patch_tool_type": "", "supports_search_tool": false,
 		"support_verbosity": false, "default_verbosity": "",
 	}}, m["models"])
@@ -138,11 +139,22 @@ func TestModels(t *testing.T) {
 		overrides []string
 		want      []ModelInfo
 	}{
-		{"nothing configured", nil, []ModelInfo{}},
+		{"nothing configured, another server", []string{"model_providers.openai.base_url=http://localhost:1/v1"}, []ModelInfo{}},
 		{
-			name:      "model only",
-			overrides: []string{"model=gpt-5-codex"},
+			name:      "model only, another server",
+			overrides: []string{"model=gpt-5-codex", "model_providers.openai.base_url=http://localhost:1/v1"},
 			want:      []ModelInfo{{ID: "gpt-5-codex", DisplayName: "gpt-5-codex", Provider: "openai", IsDefault: true}},
+		},
+		{
+			name:      "priority before id",
+			overrides: []string{"models.a.priority=2", "models.b.priority=1", "models.c={}", `models.d={priority=1, supported_reasoning_efforts=["low","max"], input_modalities=["text"], multi_agent_version="v2"}`},
+			want: []ModelInfo{
+				{ID: "c", DisplayName: "c", Provider: "openai", IsDefault: true},
+				{ID: "b", DisplayName: "b", Provider: "openai"},
+				{ID: "d", DisplayName: "d", Provider: "openai", SupportedReasoningEfforts: []string{"low", "max"},
+					InputModalities: []string{"text"}, MultiAgentVersion: "v2"},
+				{ID: "a", DisplayName: "a", Provider: "openai"},
+			},
 		},
 		{
 			name: "model first, then the catalog by id",

@@ -531,11 +531,9 @@ func (c *Config) validateModels() error {
 				return c.invalid(key("models", id, "provider"), "provider %q is not defined in model_providers", m.Provider)
 			}
 		}
-		switch m.DefaultReasoningEffort {
-		case "", ReasoningNone, ReasoningMinimal, ReasoningLow, ReasoningMedium, ReasoningHigh, ReasoningXHigh:
-		default:
+		if m.DefaultReasoningEffort != "" && !slices.Contains(effortNames, string(m.DefaultReasoningEffort)) {
 			return c.invalid(key("models", id, "default_reasoning_effort"),
-				`expected "none", "minimal", "low", "medium", "high" or "xhigh", got %q`, m.DefaultReasoningEffort)
+				"expected one of %s, got %q", strings.Join(effortNames, ", "), m.DefaultReasoningEffort)
 		}
 		switch m.ShellType {
 		case "", "shell_command", "default", "local", "unified_exec", "disabled":
@@ -551,6 +549,9 @@ func (c *Config) validateModels() error {
 		if !validVerbosity(m.DefaultVerbosity) {
 			return c.invalid(key("models", id, "default_verbosity"), `expected "low", "medium" or "high", got %q`, m.DefaultVerbosity)
 		}
+		if err := c.validateModelLists(id, m); err != nil {
+			return err
+		}
 		seen := map[string]bool{}
 		for _, st := range m.ServiceTiers {
 			switch {
@@ -563,6 +564,30 @@ func (c *Config) validateModels() error {
 			}
 			seen[st.ID] = true
 		}
+	}
+	return nil
+}
+
+// validateModelLists checks what a [models.<id>] entry lists for
+// model/list: its efforts, input kinds and sub-agent version.
+func (c *Config) validateModelLists(id string, m ModelEntry) error {
+	for _, e := range m.SupportedReasoningEfforts {
+		if !slices.Contains(effortNames, e) {
+			return c.invalid(key("models", id, "supported_reasoning_efforts"), "expected one of %s, got %q", strings.Join(effortNames, ", "), e)
+		}
+	}
+	if m.DefaultReasoningEffort != "" && len(m.SupportedReasoningEfforts) > 0 && !slices.Contains(m.SupportedReasoningEfforts, string(m.DefaultReasoningEffort)) {
+		return c.invalid(key("models", id, "default_reasoning_effort"), "%q is not one of supported_reasoning_efforts", m.DefaultReasoningEffort)
+	}
+	for _, in := range m.InputModalities {
+		if in != "text" && in != "image" {
+			return c.invalid(key("models", id, "input_modalities"), `expected "text" or "image", got %q`, in)
+		}
+	}
+	switch m.MultiAgentVersion {
+	case "", "disabled", "v1", "v2":
+	default:
+		return c.invalid(key("models", id, "multi_agent_version"), `expected "disabled", "v1" or "v2", got %q`, m.MultiAgentVersion)
 	}
 	return nil
 }

@@ -255,8 +255,8 @@ func TestValidation(t *testing.T) {
 			`-c approval_policy=always: expected "untrusted", "on-failure", "on-request" or "never", got "always"`},
 		{"sandbox mode", []string{"sandbox_mode=none"},
 			`-c sandbox_mode=none: expected "read-only", "workspace-write" or "danger-full-access", got "none"`},
-		{"reasoning effort", []string{"model_reasoning_effort=ultra"},
-			`-c model_reasoning_effort=ultra: expected one of none, minimal, low, medium, high, xhigh, got "ultra"`},
+		{"reasoning effort", []string{"model_reasoning_effort=huge"},
+			`-c model_reasoning_effort=huge: expected one of none, minimal, low, medium, high, xhigh, max, ultra, got "huge"`},
 		{"reasoning summary", []string{"model_reasoning_summary=long"},
 			`-c model_reasoning_summary=long: expected "auto", "concise", "detailed" or "none", got "long"`},
 		{"service tiers", []string{`models.m.service_tiers=[{id="priority", name="fast"}, {id="flex"}]`}, ""},
@@ -298,8 +298,8 @@ func TestValidation(t *testing.T) {
 		{"mcp negative timeout", []string{`mcp_servers.m={command="x", tool_timeout_sec=-1}`},
 			`-c mcp_servers.m={command="x", tool_timeout_sec=-1}: mcp_servers.m.tool_timeout_sec: must not be negative`},
 		{"model provider", []string{"models.m.provider=nope"}, `-c models.m.provider=nope: provider "nope" is not defined in model_providers`},
-		{"model effort", []string{"models.m.default_reasoning_effort=max"},
-			`-c models.m.default_reasoning_effort=max: expected "none", "minimal", "low", "medium", "high" or "xhigh", got "max"`},
+		{"model effort", []string{"models.m.default_reasoning_effort=huge"},
+			`-c models.m.default_reasoning_effort=huge: expected one of none, minimal, low, medium, high, xhigh, max, ultra, got "huge"`},
 		{"empty model id", []string{`models.""={}`}, `-c models.""={}: model id must not be empty`},
 	}
 	for _, tt := range tests {

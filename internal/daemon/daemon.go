@@ -575,7 +575,7 @@ func modelRouter(cfg *config.Config, log *slog.Logger, propagate func(context.Co
 // serviceTiers are, per model of the catalog, the ids of its service tiers.
 func serviceTiers(cfg *config.Config) map[string][]string {
 	out := map[string][]string{}
-	for id, m := range cfg.ModelCatalog {
+	for id, m := range cfg.Catalog() {
 		for _, st := range m.ServiceTiers {
 			out[id] = append(out[id], st.ID)
 		}
@@ -585,8 +585,8 @@ func serviceTiers(cfg *config.Config) map[string][]string {
 
 // catalog are the models of the catalog.
 func catalog(cfg *config.Config) map[string]bool {
-	out := make(map[string]bool, len(cfg.ModelCatalog))
-	for id := range cfg.ModelCatalog {
+	out := make(map[string]bool, len(cfg.Catalog()))
+	for id := range cfg.Catalog() {
 		out[id] = true
 	}
 	return out
@@ -596,7 +596,7 @@ func catalog(cfg *config.Config) map[string]bool {
 // their default verbosity.
 func modelVerbosity(cfg *config.Config) map[string]string {
 	out := map[string]string{}
-	for id, m := range cfg.ModelCatalog {
+	for id, m := range cfg.Catalog() {
 		if m.SupportVerbosity {
 			out[id] = m.DefaultVerbosity
 		}
@@ -641,7 +641,7 @@ func newTools(cfg *config.Config, doors Doors, guard *fsguard.Guard, auditLog *a
 			MaxPerThread: cfg.Agents.MaxThreads, MaxTotal: cfg.Agents.MaxTotal, MaxPerPrincipal: cfg.Agents.MaxPerPrincipal,
 		},
 		Providers: cfg.ModelProviders,
-		Models:    cfg.ModelCatalog,
+		Models:    cfg.Catalog(),
 		MCP:       mcpServers,
 		Logger:    log,
 	}, broker, cat)

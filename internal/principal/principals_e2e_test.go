@@ -115,6 +115,7 @@ func TestPrincipalWorkspaceRoots(t *testing.T) {
 	refused("turn/start", map[string]any{"threadId": id, "input": input, "sandboxPolicy": map[string]any{"type": "dangerFullAccess"}},
 		`sandboxPolicy "danger-full-access" is beyond this principal's ceiling "workspace-write"`)
 	refused("thread/resume", map[string]any{"threadId": id, "cwd": p.BobRoot}, "is outside")
+	ci.Call("thread/name/set", map[string]any{"threadId": id, "name": "forkable"}) // a thread only started has nothing to fork
 	refused("thread/fork", map[string]any{"threadId": id, "cwd": "/"}, "is outside")
 	refused("thread/settings/update", map[string]any{"threadId": id, "cwd": p.DataDir}, "is outside")
 	refused("thread/start", map[string]any{"runtimeWorkspaceRoots": []string{p.BobRoot}}, "runtimeWorkspaceRoots")

@@ -48,14 +48,14 @@ func TestEphemeralThreadStaysOutOfTheDurableStore(t *testing.T) {
 	require.Len(t, items.Data, 2)
 	require.Equal(t, api.ItemAgentMessage, items.Data[0].Item.Body.ItemType(), "newest first")
 
-	// A durable fork of it carries the transcript into the durable store.
-	fork, after, err := m.ForkThread(ctx, turns.Caller{Conn: 1}, api.ThreadForkParams{ThreadID: id})
+	// It cannot be forked, not even into the durable store: as the
+	// reference, which keeps no rollout of it.
+	_, _, err = m.ForkThread(ctx, turns.Caller{Conn: 1}, api.ThreadForkParams{ThreadID: id})
+	require.True(t, apperr.Is(err, apperr.NotFound), "%v", err)
+	require.Equal(t, "no rollout found for thread id "+id, apperr.MessageOf(err))
+	stored, err := st.ListThreads(ctx, store.ListThreadsQuery{})
 	require.NoError(t, err)
-	after()
-	require.False(t, fork.Thread.Ephemeral)
-	stored, err := st.ListTurns(ctx, store.TurnsQuery{ThreadID: fork.Thread.ID})
-	require.NoError(t, err)
-	require.Len(t, stored.Turns, 1)
+	require.Empty(t, stored.Threads, "no copy reached the durable store")
 
 	// Once unloaded it is gone, memory included.
 	_, err = m.Unsubscribe(turns.Caller{Conn: 1}, api.ThreadUnsubscribeParams{ThreadID: id})

@@ -217,11 +217,12 @@ type Defaults struct {
 	// Verbosity and ServiceTier are the output verbosity and the service
 	// tier of new threads; "" chooses none.
 	Verbosity, ServiceTier string
-	// Catalog are the models the configuration describes ([models.<id>]).
-	// When there is one, a turn on any other model (it runs with the
+	// Catalog are the models of the configuration's catalog (its
+	// [models.<id>], else the built-in one of OpenAI's models for OpenAI's
+	// API). When there is one, a turn on any other model (it runs with the
 	// default metadata) warns its thread so at the turn's start, as the
-	// reference warns of a model outside its catalog; without one, every
-	// model runs with the defaults by design and nothing is said.
+	// reference warns of a model outside its catalog; without one (another
+	// provider, no [models]), nothing is said.
 	Catalog map[string]bool
 	// ModelVerbosity are the models whose requests carry a verbosity, each
 	// with its default (sent when the thread has none; "" sends none).

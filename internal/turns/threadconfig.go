@@ -140,7 +140,7 @@ func applyConfig(meta *transcript.ThreadMeta, raw map[string]json.RawMessage, sa
 }
 
 // reasoningEfforts are the values of model_reasoning_effort.
-var reasoningEfforts = []string{"none", "minimal", "low", "medium", "high", "xhigh"}
+var reasoningEfforts = []string{"none", "minimal", "low", "medium", "high", "xhigh", "max", "ultra"}
 
 // applyModelKeys applies the model keys a thread's config may set, as the
 // reference applies them per thread: model_reasoning_effort and

@@ -471,7 +471,7 @@ func (m *Manager) StreamFork(ctx context.Context, c Caller, p api.ThreadForkPara
 
 // fork is ForkThread without the copy's turns.
 func (m *Manager) fork(ctx context.Context, c Caller, p api.ThreadForkParams) (api.ThreadStartResult, *thread, After, error) {
-	src, err := m.threadFor(ctx, p.ThreadID, "thread not found: %s")
+	src, err := m.threadFor(ctx, p.ThreadID, noRollout)
 	if err != nil {
 		return api.ThreadStartResult{}, nil, nil, err
 	}
@@ -479,6 +479,9 @@ func (m *Manager) fork(ctx context.Context, c Caller, p api.ThreadForkParams) (a
 	src.mu.Lock()
 	rec, meta := src.rec, src.meta
 	src.mu.Unlock()
+	if err := src.checkForkable(ctx, rec, meta); err != nil {
+		return api.ThreadStartResult{}, nil, nil, err
+	}
 	now := m.now()
 	rec.ID = newID()
 	srcID := src.id
@@ -536,6 +539,35 @@ func (m *Manager) fork(ctx context.Context, c Caller, p api.ThreadForkParams) (a
 		m.broadcastThread(th.Originator, "thread/started", api.ThreadStartedNotification{Thread: th})
 		m.threadStarted(th, meta.Config)
 	}, nil
+}
+
+// noRollout is how thread/fork refuses a thread it cannot copy: one that
+// does not exist or that has nothing to copy yet, in the reference's words
+// (its threads have no rollout file until then).
+const noRollout = "no rollout found for thread id %s"
+
+// checkForkable refuses, as NotFound, a fork of a thread that has nothing
+// to copy: an ephemeral thread (kept in memory only, never copied), or one
+// only started, whatever its settings. A thread counts as used once it has
+// a turn (a user message or a `!cmd`, even interrupted at once), a name,
+// injected items, a goal or Git metadata, or is itself a fork: what makes
+// the reference write a thread's rollout, checked against its answers.
+func (t *thread) checkForkable(ctx context.Context, rec store.Thread, meta transcript.ThreadMeta) error {
+	if t.ephemeral() {
+		return apperr.New(apperr.NotFound, noRollout, t.id)
+	}
+	if rec.Name != nil || rec.ForkedFromID != nil || meta.Reverted || len(meta.Injected) > 0 ||
+		meta.Goal != nil || meta.GitInfo != nil {
+		return nil
+	}
+	page, err := t.store.ListTurns(ctx, store.TurnsQuery{ThreadID: t.id, Limit: 1})
+	if err != nil {
+		return err
+	}
+	if len(page.Turns) == 0 {
+		return apperr.New(apperr.NotFound, noRollout, t.id)
+	}
+	return nil
 }
 
 // copyTranscript adds to b a copy of src's stored turns (through

@@ -85,7 +85,9 @@ func TestConfigEffortMatchesReference(t *testing.T) {
 		}
 	}
 
-	// A fork of a thread that never chose an effort takes the saved one.
+	// A fork of a thread that never chose an effort takes the saved one
+	// (the thread is named first: a thread only started cannot be forked).
+	r.Call("thread/name/set", map[string]any{"threadId": before.Thread.ID, "name": "before"})
 	var forked started
 	require.NoError(t, json.Unmarshal(r.Call("thread/fork", map[string]any{"threadId": before.Thread.ID}), &forked))
 	require.NotNil(t, forked.ReasoningEffort)

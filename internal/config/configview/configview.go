@@ -28,27 +28,55 @@ func Models(cfg *config.Config) []api.Model {
 		if effort == "" {
 			effort = "medium"
 		}
+		supported := m.SupportedReasoningEfforts
+		if len(supported) == 0 {
+			supported = []string{string(config.ReasoningLow), string(config.ReasoningMedium), string(config.ReasoningHigh)}
+		}
+		efforts := make(api.List[api.ReasoningEffortOption], 0, len(supported))
+		for _, e := range supported {
+			efforts = append(efforts, api.ReasoningEffortOption{ReasoningEffort: e, Description: effortDescriptions[config.ReasoningEffort(e)]})
+		}
+		modalities := api.List[api.InputModality]{api.InputText, api.InputImage}
+		if len(m.InputModalities) > 0 {
+			modalities = modalities[:0]
+			for _, in := range m.InputModalities {
+				modalities = append(modalities, api.InputModality(in))
+			}
+		}
+		var agents *string
+		if m.MultiAgentVersion != "" {
+			agents = &m.MultiAgentVersion
+		}
 		out = append(out, api.Model{
-			ID:                     m.ID,
-			Model:                  m.ID,
-			DisplayName:            m.DisplayName,
-			Description:            m.Description,
-			Hidden:                 m.Hidden,
-			DefaultReasoningEffort: effort,
-			SupportedReasoningEfforts: api.List[api.ReasoningEffortOption]{
-				{ReasoningEffort: "low", Description: "Fast responses with lighter reasoning"},
-				{ReasoningEffort: "medium", Description: "Balances speed and reasoning depth"},
-				{ReasoningEffort: "high", Description: "Greater reasoning depth for complex problems"},
-			},
-			InputModalities: api.List[api.InputModality]{api.InputText, api.InputImage},
-			IsDefault:       m.IsDefault,
-			ServiceTiers:    serviceTiers(m.ServiceTiers),
+			ID:                        m.ID,
+			Model:                     m.ID,
+			DisplayName:               m.DisplayName,
+			Description:               m.Description,
+			Hidden:                    m.Hidden,
+			DefaultReasoningEffort:    effort,
+			SupportedReasoningEfforts: efforts,
+			InputModalities:           modalities,
+			MultiAgentVersion:         agents,
+			IsDefault:                 m.IsDefault,
+			ServiceTiers:              serviceTiers(m.ServiceTiers),
 			// The reference offers its priority tier as the "fast" speed
 			// tier too (the TUI's /fast).
 			AdditionalSpeedTiers: speedTiers(m.ServiceTiers),
 		})
 	}
 	return out
+}
+
+// effortDescriptions are what model/list says of each reasoning effort.
+var effortDescriptions = map[config.ReasoningEffort]string{
+	config.ReasoningNone:    "No reasoning before answering",
+	config.ReasoningMinimal: "The least reasoning, for the quickest answers",
+	config.ReasoningLow:     "Fast responses with lighter reasoning",
+	config.ReasoningMedium:  "Balances speed and reasoning depth",
+	config.ReasoningHigh:    "Greater reasoning depth for complex problems",
+	config.ReasoningXHigh:   "Even deeper reasoning, for hard problems",
+	config.ReasoningMax:     "The deepest reasoning the model offers",
+	config.ReasoningUltra:   "The deepest reasoning, handing parts of the task to sub-agents",
 }
 
 // speedTiers are a model's additionalSpeedTiers: "fast" when it has the
