@@ -71,9 +71,9 @@ func Models(cfg *config.Config) []api.Model {
 var effortDescriptions = map[config.ReasoningEffort]string{
 	config.ReasoningNone:    "No reasoning before answering",
 	config.ReasoningMinimal: "The least reasoning, for the quickest answers",
-	config.ReasoningLow:     "Fast responses with lighter reasoning",
-	config.ReasoningMedium:  "Balances speed and reasoning depth",
-	config.ReasoningHigh:    "Greater reasoning depth for complex problems",
+	config.ReasoningLow:     "Quick answers, a little thought first",
+	config.ReasoningMedium:  "A middle way between speed and depth, for most work",
+	config.ReasoningHigh:    "More thought before answering, for harder problems",
 	config.ReasoningXHigh:   "Even deeper reasoning, for hard problems",
 	config.ReasoningMax:     "The deepest reasoning the model offers",
 	config.ReasoningUltra:   "The deepest reasoning, handing parts of the task to sub-agents",
