@@ -58,6 +58,17 @@ type Escalation struct {
 	PrefixRule []string
 }
 
+// The descriptions of the escalation parameters (sandbox_permissions,
+// justification, prefix_rule) that every command tool offers the model.
+const (
+	// SandboxPermissionsDescription describes sandbox_permissions.
+	SandboxPermissionsDescription = "Sandbox for this command alone. `use_default` (the default) keeps the turn's sandbox; `require_escalated` asks the user to let it run outside the sandbox."
+	// JustificationDescription describes justification.
+	JustificationDescription = "Only with `require_escalated`: the short question the user is shown when asked to approve the command."
+	// PrefixRuleDescription describes prefix_rule.
+	PrefixRuleDescription = "Only with `sandbox_permissions: \"require_escalated\"`: the leading words of the command that the user may approve once for every later command starting with them, such as [\"npm\", \"test\"]."
+)
+
 // EscalationFromArgs builds an Escalation from the tool-call fields:
 // sandbox_permissions (current) wins over with_escalated_permissions (older
 // models; true means require_escalated).
