@@ -212,7 +212,7 @@ func TestWriteStdinThroughRegistry(t *testing.T) {
 	out = e.call(t, ExecCommandName, map[string]any{"cmd": "sleep 30", "yield_time_ms": 250})
 	id = sessionOf(t, out)
 	out = e.call(t, WriteStdinName, map[string]any{"session_id": id, "chars": "zz"})
-	if out.Succeeded() || out.Text != "write_stdin failed: stdin is closed for this session; rerun exec_command with tty=true to keep stdin open" {
+	if out.Succeeded() || out.Text != "write_stdin failed: "+ErrStdinClosed.Error() {
 		t.Fatalf("pipe session: %+v", out)
 	}
 }
@@ -273,7 +273,7 @@ func TestShellSelection(t *testing.T) {
 		t.Errorf("login disabled defaults to -c: %q", argv)
 	}
 	tr := true
-	if _, err := noLogin.argv(ExecArgs{Cmd: str("ls"), Login: &tr}); err == nil || err.Error() != "login shell is disabled by config; omit `login` or set it to false." {
+	if _, err := noLogin.argv(ExecArgs{Cmd: str("ls"), Login: &tr}); err == nil || err.Error() != "login shells are turned off by the configuration: leave out `login` or set it to false" {
 		t.Errorf("login=true when disabled: %v", err)
 	}
 }
