@@ -289,7 +289,7 @@ func (s *Service) Spec() registry.NamespaceSpec {
 		"audio_url": registry.String("For an audio item: the sound as a data URL."),
 		"path":      registry.String("For local_image, local_audio and skill items: the file's path; for a mention item: what it mentions."),
 		"name":      registry.String("For skill and mention items: the name shown for it."),
-	}, nil, noExtra), "Structured input items, instead of message: images, skills, mentions.")
+	}, nil, noExtra), "The input as a list of items (text, images, audio, skills, mentions), in place of message.")
 	// As in the reference, message and items are both optional in the
 	// schema: exactly one of them must be given.
 	spawn := registry.Object(map[string]*registry.Schema{

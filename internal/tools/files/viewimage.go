@@ -87,7 +87,7 @@ func (*ViewImage) IsMutating(context.Context, registry.Invocation) bool { return
 
 // errUnsupportedImage is the reference answer to a file that is not an
 // image it can read.
-var errUnsupportedImage = errors.New("unable to process image: invalid or unsupported image data")
+var errUnsupportedImage = errors.New("unable to process image: the file is not a PNG, JPEG or GIF image, or it is damaged")
 
 // Handle resolves the path against the turn cwd, loads the image (scaled to
 // fit 2048x768 when larger) and answers [{"type":"input_image","image_url":
