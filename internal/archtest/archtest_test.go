@@ -98,7 +98,7 @@ var rules = []rule{
 		why:     "the audit log is recorded by every door and the tool layer and read back over the HTTP API: it knows only the store it writes through and the one life cycle",
 	},
 	{
-		pkgs:    []string{"internal/testenv", "internal/logtest", "internal/store/pgtest", "internal/model/fakemodel", "internal/tlscert/tlscerttest"},
+		pkgs:    []string{"internal/testenv", "internal/logtest", "internal/store/pgtest", "internal/model/fakemodel", "internal/tlscert/tlscerttest", "internal/registry/spectest"},
 		mustNot: []string{"..."},
 		why:     "test helpers stand for the outside world (an environment, a database, a model server) and share no code with what they test",
 	},
@@ -334,7 +334,7 @@ var rules = []rule{
 	{
 		pkgs:    []string{"..."},
 		except:  []string{"internal/apptest"},
-		mustNot: []string{"internal/testenv", "internal/logtest", "internal/store/pgtest", "internal/store/storetest"},
+		mustNot: []string{"internal/testenv", "internal/logtest", "internal/store/pgtest", "internal/store/storetest", "internal/registry/spectest"},
 		why:     "test helpers are imported by test files only (and by the e2e harness, itself imported by test files only)",
 	},
 	{

@@ -371,7 +371,7 @@ func TestResourceTools(t *testing.T) {
 	require.JSONEq(t, `{"server":"a","uri":"test://items/7","contents":[{"uri":"test://items/7","text":"item 7"}]}`, out.Output.Text)
 
 	out = call(t, reg, ListResourcesName, `{"cursor":"x"}`)
-	require.Equal(t, "cursor can only be used when a server is specified", out.Output.Text)
+	require.Equal(t, "a cursor needs the server whose listing it continues", out.Output.Text)
 	out = call(t, reg, ReadResourceName, `{"server":"nope","uri":"test://greeting"}`)
 	require.Equal(t, "unknown MCP server 'nope'", out.Output.Text)
 }

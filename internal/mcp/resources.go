@@ -140,27 +140,26 @@ type resourceArgs struct {
 
 // registerResourceTools adds the three resource tools (parallel-capable).
 func (m *Manager) registerResourceTools(b *registry.Builder, t *Turn) error {
-	server := registry.String("Optional MCP server name. When omitted, lists resources from every configured server.")
-	cursor := registry.String("Opaque cursor returned by a previous call for the same server.")
+	server := registry.String("The MCP server to ask, by its configured name; every server when omitted.")
+	cursor := registry.String("To read the next page: the cursor the previous call for the same server answered with.")
 	specs := []registry.FunctionSpec{
 		{
 			Name: ListResourcesName,
-			Description: "Lists resources provided by MCP servers. Resources allow servers to share data that provides context " +
-				"to language models, such as files, database schemas, or application-specific information. " +
-				"Prefer resources over web search when possible.",
+			Description: "List the resources MCP servers offer: data such as files, database schemas or records of an application " +
+				"that a server shares for you to read. When a resource holds what you need, read it rather than searching the web.",
 			Parameters: registry.Object(map[string]*registry.Schema{"server": server, "cursor": cursor}, nil, registry.AllowAdditional(false)),
 		},
 		{
 			Name:        ListResourceTemplatesName,
-			Description: "Lists resource templates provided by MCP servers: parameterized resources whose URI the caller fills in.",
+			Description: "List the resource templates MCP servers offer: resource URIs with parts you fill in to name one resource.",
 			Parameters:  registry.Object(map[string]*registry.Schema{"server": server, "cursor": cursor}, nil, registry.AllowAdditional(false)),
 		},
 		{
 			Name:        ReadResourceName,
-			Description: "Read a specific resource from an MCP server given the server name and resource URI.",
+			Description: "Read one resource of an MCP server, named by its server and its URI.",
 			Parameters: registry.Object(map[string]*registry.Schema{
-				"server": registry.String("MCP server name exactly as configured. Must match the 'server' field returned by list_mcp_resources."),
-				"uri":    registry.String("Resource URI to read. Must be one of the URIs returned by list_mcp_resources."),
+				"server": registry.String("The server's configured name, as the `server` field of list_mcp_resources gives it."),
+				"uri":    registry.String("The resource's URI, one that list_mcp_resources listed."),
 			}, []string{"server", "uri"}, registry.AllowAdditional(false)),
 		},
 	}
@@ -248,7 +247,7 @@ func (h *resourceHandler) run(ctx context.Context, tool string, a resourceArgs) 
 		return jsonText(out)
 	}
 	if a.Cursor != "" {
-		return "", errors.New("cursor can only be used when a server is specified")
+		return "", errors.New("a cursor needs the server whose listing it continues")
 	}
 	all := []json.RawMessage{}
 	for _, s := range m.list() {

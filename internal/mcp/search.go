@@ -14,6 +14,16 @@ import (
 	"github.com/appserver/appserver/internal/registry"
 )
 
+// The words of the tool_search spec.
+const (
+	toolSearchDescription = "# Finding more tools\n\n" +
+		"Not every tool is listed to you from the start. Call `" + registry.ToolSearchName + "` with a few words about the tool you need: " +
+		"it ranks the unlisted tools by their names, descriptions and parameters (BM25), and the best matches can be called from your next step on.\n\n" +
+		"To find the tools of MCP servers, use `" + registry.ToolSearchName + "`, not `list_mcp_resources` or `list_mcp_resource_templates`."
+	toolSearchQueryDescription = "A few words describing the tool you need."
+	toolSearchLimitDescription = "Most tools to answer with. Defaults to 8."
+)
+
 // ToolSearchDefaultLimit is how many tools a tool_search call returns when
 // it names no limit, as in the reference.
 const ToolSearchDefaultLimit = 8
@@ -202,18 +212,13 @@ func searchText(r toolRef) string {
 }
 
 // toolSearchSpec is the tool_search tool offered in place of the deferred
-// tools, worded as codex 0.169.0's for MCP servers (which lists no
-// sources).
+// tools (for MCP servers, so it names no other source of tools).
 func toolSearchSpec() registry.ToolSearchSpec {
-	desc := "# Tool discovery\n\nSearches over deferred tool metadata with BM25 and exposes matching tools for the next model call.\n\n" +
-		"Some of the tools may not have been provided to you upfront, and you should use this tool (`" + registry.ToolSearchName +
-		"`) to search for the required tools. For MCP tool discovery, always use `" + registry.ToolSearchName +
-		"` instead of `list_mcp_resources` or `list_mcp_resource_templates`."
 	params := registry.Object(map[string]*registry.Schema{
-		"query": registry.String("Search query for deferred tools."),
-		"limit": registry.Number("Maximum number of tools to return. Defaults to 8."),
+		"query": registry.String(toolSearchQueryDescription),
+		"limit": registry.Number(toolSearchLimitDescription),
 	}, []string{"query"}, registry.AllowAdditional(false))
-	return registry.ToolSearchSpec{Description: desc, Parameters: params}
+	return registry.ToolSearchSpec{Description: toolSearchDescription, Parameters: params}
 }
 
 // searchHandler answers tool_search calls from the index of one tool set.

@@ -119,10 +119,9 @@ func TestDeferredToolsFoundBySearch(t *testing.T) {
 	require.NoError(t, json.Unmarshal(b, &spec))
 	require.Equal(t, "tool_search", spec.Type)
 	require.Equal(t, "client", spec.Execution)
-	require.Equal(t, "# Tool discovery\n\nSearches over deferred tool metadata with BM25 and exposes matching tools for the next model call.\n\n"+
-		"Some of the tools may not have been provided to you upfront, and you should use this tool (`tool_search`) to search for the required tools. "+
-		"For MCP tool discovery, always use `tool_search` instead of `list_mcp_resources` or `list_mcp_resource_templates`.", spec.Description)
-	require.JSONEq(t, `{"type":"object","properties":{"query":{"type":"string","description":"Search query for deferred tools."},"limit":{"type":"number","description":"Maximum number of tools to return. Defaults to 8."}},"required":["query"],"additionalProperties":false}`, string(spec.Parameters))
+	require.Equal(t, toolSearchDescription, spec.Description)
+	require.Contains(t, spec.Description, "use `tool_search`, not `list_mcp_resources`", "MCP tools are found by searching, not by listing resources")
+	require.JSONEq(t, `{"type":"object","properties":{"query":{"type":"string","description":"A few words describing the tool you need."},"limit":{"type":"number","description":"Most tools to answer with. Defaults to 8."}},"required":["query"],"additionalProperties":false}`, string(spec.Parameters))
 
 	d := reg.NewDispatcher(registry.DispatcherConfig{})
 	out, err := d.Dispatch(context.Background(), registry.Call{CallID: "call_s", Name: registry.ToolSearchName,

@@ -91,25 +91,6 @@ func (p ApprovalPolicy) String() string {
 	}
 }
 
-// debugName renders the policy the way Rust's Debug prints AskForApproval;
-// the escalation-guard rejection quotes it.
-func (p ApprovalPolicy) debugName() string {
-	switch p.Mode {
-	case Untrusted:
-		return "UnlessTrusted"
-	case OnFailure:
-		return "OnFailure"
-	case Never:
-		return "Never"
-	case Granular:
-		g := p.Granular
-		return fmt.Sprintf("Granular(GranularApprovalConfig { sandbox_approval: %t, rules: %t, skill_approval: %t, request_permissions: %t, mcp_elicitations: %t })",
-			g.SandboxApproval, g.Rules, g.SkillApproval, g.RequestPermissions, g.McpElicitations)
-	default:
-		return "OnRequest"
-	}
-}
-
 // allowsSandboxPrompt reports whether a sandbox/escalation prompt may be shown.
 func (p ApprovalPolicy) allowsSandboxPrompt() bool {
 	switch p.Mode {

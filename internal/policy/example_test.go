@@ -47,7 +47,7 @@ func ExampleAssessPatch() {
 	fmt.Println(policy.AssessPatch(outside, roots, sandbox, never).ModelMessage())
 	// Output:
 	// true
-	// patch rejected: writing outside of the project; rejected by user approval settings
+	// patch rejected: it writes outside the writable roots, and the approval policy lets no one approve that
 }
 
 // BenchmarkPlanExec measures the policy part of a tool call's overhead.

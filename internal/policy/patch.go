@@ -71,7 +71,7 @@ type PatchAssessment struct {
 
 // ReasonPatchOutsideProject is the rejection of a patch that writes outside
 // the writable roots under the "never" policy.
-const ReasonPatchOutsideProject = "writing outside of the project; rejected by user approval settings"
+const ReasonPatchOutsideProject = "it writes outside the writable roots, and the approval policy lets no one approve that"
 
 // ModelMessage is the text the model receives for a rejected patch: the
 // reference prefixes the reason with "patch rejected: ".

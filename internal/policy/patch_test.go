@@ -68,8 +68,8 @@ func TestAssessPatchMatrix(t *testing.T) {
 				assert.Equal(t, pc.w.v, got.Verdict, name)
 				assert.Equal(t, pc.w.sandboxed, got.Sandboxed, name)
 				if got.Verdict == RJ {
-					assert.Equal(t, "writing outside of the project; rejected by user approval settings", got.Reason, name)
-					assert.Equal(t, "patch rejected: writing outside of the project; rejected by user approval settings", got.ModelMessage())
+					assert.Equal(t, "it writes outside the writable roots, and the approval policy lets no one approve that", got.Reason, name)
+					assert.Equal(t, "patch rejected: it writes outside the writable roots, and the approval policy lets no one approve that", got.ModelMessage())
 				} else {
 					assert.Empty(t, got.ModelMessage())
 				}
@@ -129,7 +129,7 @@ func TestPlanPatch(t *testing.T) {
 
 	rej := policy.PlanPatch(out, never, ws, nil)
 	assert.Equal(t, policy.ActionForbidden, rej.Action)
-	assert.Equal(t, "patch rejected: writing outside of the project; rejected by user approval settings", rej.Reason)
+	assert.Equal(t, "patch rejected: it writes outside the writable roots, and the approval policy lets no one approve that", rej.Reason)
 
 	session := policy.NewSessionApprovals()
 	ask := policy.PlanPatch(out, onRequest, ws, session)

@@ -16,14 +16,14 @@ func TestPlanExecEscalationGuard(t *testing.T) {
 		p    policy.ApprovalPolicy
 		name string
 	}{
-		{never, "Never"},
-		{untrusted, "UnlessTrusted"},
-		{onFailure, "OnFailure"},
-		{granularAll, "Granular(GranularApprovalConfig { sandbox_approval: true, rules: true, skill_approval: true, request_permissions: true, mcp_elicitations: true })"},
+		{never, "never"},
+		{untrusted, "untrusted"},
+		{onFailure, "on-failure"},
+		{granularAll, "granular"},
 	} {
 		plan := policy.PlanExec(policy.ExecRequest{Command: argv("ls"), Cwd: "/w", Approval: c.p, Sandbox: workspace, Escalation: escalated})
 		assert.Equal(t, policy.ActionForbidden, plan.Action, c.name)
-		assert.Equal(t, fmt.Sprintf("approval policy is %s; reject command — you should not ask for escalated permissions if the approval policy is %s", c.name, c.name), plan.Reason)
+		assert.Equal(t, fmt.Sprintf("command rejected: running outside the sandbox can be asked for only under the on-request approval policy, and this turn's is %s; run the command without sandbox_permissions", c.name), plan.Reason)
 	}
 	// The legacy flag is the same request.
 	yes := true
@@ -34,7 +34,7 @@ func TestPlanExecEscalationGuard(t *testing.T) {
 	additional := policy.Escalation{Permissions: policy.WithAdditionalPermissions}
 	plan = policy.PlanExec(policy.ExecRequest{Command: argv("ls"), Approval: onFailure, Sandbox: workspace, Escalation: additional})
 	assert.Equal(t, policy.ActionForbidden, plan.Action, "additional permissions are refused the same way")
-	assert.Contains(t, plan.Reason, "approval policy is OnFailure;")
+	assert.Contains(t, plan.Reason, "this turn's is on-failure;")
 	// Under on-request the escalation reaches the user, even for a known-safe
 	// command: outside the sandbox `git status` runs a planted core.fsmonitor.
 	plan = policy.PlanExec(policy.ExecRequest{Command: argv("ls"), Approval: onRequest, Sandbox: workspace, Escalation: escalated})

@@ -58,6 +58,17 @@ type Escalation struct {
 	PrefixRule []string
 }
 
+// The descriptions of the escalation parameters (sandbox_permissions,
+// justification, prefix_rule) that every command tool offers the model.
+const (
+	// SandboxPermissionsDescription describes sandbox_permissions.
+	SandboxPermissionsDescription = "Sandbox for this command alone. `use_default` (the default) keeps the turn's sandbox; `require_escalated` asks the user to let it run outside the sandbox."
+	// JustificationDescription describes justification.
+	JustificationDescription = "Only with `require_escalated`: the short question the user is shown when asked to approve the command."
+	// PrefixRuleDescription describes prefix_rule.
+	PrefixRuleDescription = "Only with `sandbox_permissions: \"require_escalated\"`: the leading words of the command that the user may approve once for every later command starting with them, such as [\"npm\", \"test\"]."
+)
+
 // EscalationFromArgs builds an Escalation from the tool-call fields:
 // sandbox_permissions (current) wins over with_escalated_permissions (older
 // models; true means require_escalated).
@@ -112,19 +123,19 @@ type Requirement struct {
 	MatchedRule []string
 }
 
-// The rejection texts of the reference (docs/tools.md §3.5).
+// The rejection texts the model receives (docs/tools.md §3.5).
 const (
 	// ReasonPromptUnderNever rejects a prompt-level decision under "never".
-	ReasonPromptUnderNever = "approval required by policy, but AskForApproval is set to Never"
+	ReasonPromptUnderNever = "rejected: the command needs approval, and the approval policy is never"
 	// ReasonGranularSandboxRejected rejects a sandbox prompt under a granular
 	// policy without sandbox_approval.
-	ReasonGranularSandboxRejected = "approval required by policy, but AskForApproval::Granular.sandbox_approval is false"
+	ReasonGranularSandboxRejected = "rejected: the command needs approval to leave the sandbox, and the granular approval policy allows no sandbox approvals"
 	// ReasonGranularRulesRejected rejects a rule prompt under a granular
 	// policy without rules.
-	ReasonGranularRulesRejected = "approval required by policy rule, but AskForApproval::Granular.rules is false"
+	ReasonGranularRulesRejected = "rejected: an exec-policy rule asks for approval, and the granular approval policy allows no rule approvals"
 	// ReasonDefaultSandboxPromptDisallowed is the default requirement's
 	// rejection under a granular policy without sandbox_approval.
-	ReasonDefaultSandboxPromptDisallowed = "approval policy disallowed sandbox approval prompt"
+	ReasonDefaultSandboxPromptDisallowed = "rejected: the approval policy allows no request to leave the sandbox"
 	// ExecRejectedByUser answers the model when the user declines a command.
 	ExecRejectedByUser = "exec command rejected by user"
 	// PatchRejectedByUser answers the model when the user declines a patch.
@@ -357,9 +368,8 @@ func requestedAmendment(prefix []string, ev Evaluation, rules []*RuleSet, comman
 	return slices.Clone(prefix)
 }
 
-// EscalationRejection returns the reference's answer when the model asks for
+// EscalationRejection is the answer the model gets when it asks for
 // escalated permissions although the approval policy is not on-request.
 func EscalationRejection(approval ApprovalPolicy) string {
-	n := approval.debugName()
-	return fmt.Sprintf("approval policy is %s; reject command — you should not ask for escalated permissions if the approval policy is %s", n, n)
+	return fmt.Sprintf("command rejected: running outside the sandbox can be asked for only under the on-request approval policy, and this turn's is %s; run the command without sandbox_permissions", approval)
 }

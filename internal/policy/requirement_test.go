@@ -104,7 +104,7 @@ func TestDefaultRequirementMatrix(t *testing.T) {
 			assert.Equal(t, c.want[i], r.Kind, "%s/%s", c.name, sb.Mode())
 			assert.False(t, r.BypassSandbox)
 			if r.Kind == X {
-				assert.Equal(t, "approval policy disallowed sandbox approval prompt", r.Reason)
+				assert.Equal(t, "rejected: the approval policy allows no request to leave the sandbox", r.Reason)
 			}
 		}
 	}
@@ -155,13 +155,13 @@ prefix_rule(pattern=["curl", "-s"], decision="forbidden", justification="silent 
 		{"prompt rule without justification", argv("npm install left-pad"), onFailure, workspace, policy.Escalation{},
 			policy.Requirement{Kind: policy.RequirementNeedsApproval, Reason: "`npm install left-pad` requires approval by policy"}},
 		{"prompt rule under never", argv("git fetch"), never, workspace, policy.Escalation{},
-			policy.Requirement{Kind: policy.RequirementForbidden, Reason: "approval required by policy, but AskForApproval is set to Never"}},
+			policy.Requirement{Kind: policy.RequirementForbidden, Reason: "rejected: the command needs approval, and the approval policy is never"}},
 		{"prompt rule under granular without rules", argv("git fetch"), granularNone, workspace, policy.Escalation{},
-			policy.Requirement{Kind: policy.RequirementForbidden, Reason: "approval required by policy rule, but AskForApproval::Granular.rules is false"}},
+			policy.Requirement{Kind: policy.RequirementForbidden, Reason: "rejected: an exec-policy rule asks for approval, and the granular approval policy allows no rule approvals"}},
 		{"prompt rule under granular with rules only", argv("git fetch"), policy.ApprovalPolicy{Mode: policy.Granular, Granular: policy.GranularApproval{Rules: true}}, workspace, policy.Escalation{},
 			policy.Requirement{Kind: policy.RequirementNeedsApproval, Reason: "`git fetch` requires approval: uses the network"}},
 		{"escalation prompt under granular without sandbox approval", argv("cargo build"), policy.ApprovalPolicy{Mode: policy.Granular, Granular: policy.GranularApproval{Rules: true}}, workspace, escalated,
-			policy.Requirement{Kind: policy.RequirementForbidden, Reason: "approval required by policy, but AskForApproval::Granular.sandbox_approval is false"}},
+			policy.Requirement{Kind: policy.RequirementForbidden, Reason: "rejected: the command needs approval to leave the sandbox, and the granular approval policy allows no sandbox approvals"}},
 		{"heuristic prompt under on-failure for dangerous", argv("git reset --hard"), onFailure, readOnly, policy.Escalation{},
 			policy.Requirement{Kind: policy.RequirementNeedsApproval, ProposedAmendment: argv("git reset --hard")}},
 		{"allow rule bypasses the sandbox", argv("git status -s"), untrusted, workspace, policy.Escalation{},

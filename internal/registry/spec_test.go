@@ -44,8 +44,8 @@ var goldenSpecs = []struct {
 	{"function_nil_parameters", FunctionSpec{Name: "ping", Description: "Pings."}},
 	{"freeform", FreeformSpec{
 		Name:        "apply_patch",
-		Description: "Use the `apply_patch` tool to edit files.",
-		Format:      FreeformFormat{Definition: "start: begin_patch hunk+ end_patch\n"},
+		Description: "Edits files with a patch.",
+		Format:      FreeformFormat{Definition: "start: line+\n"},
 	}},
 	{"local_shell", LocalShellSpec{}},
 	{"web_search_plain", WebSearchSpec{}},
@@ -58,10 +58,10 @@ var goldenSpecs = []struct {
 		SearchContentTypes: []string{"text"},
 	}},
 	{"tool_search", ToolSearchSpec{
-		Description: "# Tool discovery\n\nSearches over deferred tool metadata with BM25.",
+		Description: "# More tools\n\nFinds tools not listed yet.",
 		Parameters: Object(map[string]*Schema{
-			"query": String("Search query for deferred tools."),
-			"limit": Number("Maximum number of tools to return. Defaults to 8."),
+			"query": String("What the tool should do."),
+			"limit": Number("Most tools to return."),
 		}, []string{"query"}, AllowAdditional(false)),
 	}},
 	{"namespace", NamespaceSpec{

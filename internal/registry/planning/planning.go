@@ -13,10 +13,10 @@ import (
 // Name is the tool name.
 const Name = "update_plan"
 
-// Description is the tool description sent to the model, as Codex sends it.
-const Description = `Updates the task plan.
-Provide an optional explanation and a list of plan items, each with a step and status.
-At most one step can be in_progress at a time.
+// Description is the tool description sent to the model.
+const Description = `Record your plan for the task, and keep it current as you work.
+Send the whole plan each time: every step with its status, and if you like a short note on what changed.
+Keep a single step in_progress at any time.
 `
 
 // OutputText is what the model gets back after a successful update.
@@ -29,11 +29,11 @@ const EventMethod = "turn/plan/updated"
 func Spec() registry.FunctionSpec {
 	item := registry.Object(map[string]*registry.Schema{
 		"step":   registry.String(""),
-		"status": registry.String("One of: pending, in_progress, completed"),
+		"status": registry.String("pending, in_progress or completed"),
 	}, []string{"step", "status"}, registry.AllowAdditional(false))
 	params := registry.Object(map[string]*registry.Schema{
 		"explanation": registry.String(""),
-		"plan":        registry.Array(item, "The list of steps"),
+		"plan":        registry.Array(item, "Every step of the plan, in order"),
 	}, []string{"plan"}, registry.AllowAdditional(false))
 	return registry.FunctionSpec{Name: Name, Description: Description, Parameters: params}
 }

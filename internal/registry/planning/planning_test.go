@@ -58,7 +58,7 @@ func TestSpecWire(t *testing.T) {
 	assert.JSONEq(t, `{
 		"type": "function",
 		"name": "update_plan",
-		"description": "Updates the task plan.\nProvide an optional explanation and a list of plan items, each with a step and status.\nAt most one step can be in_progress at a time.\n",
+		"description": "Record your plan for the task, and keep it current as you work.\nSend the whole plan each time: every step with its status, and if you like a short note on what changed.\nKeep a single step in_progress at any time.\n",
 		"strict": false,
 		"parameters": {
 			"type": "object",
@@ -66,12 +66,12 @@ func TestSpecWire(t *testing.T) {
 				"explanation": {"type": "string"},
 				"plan": {
 					"type": "array",
-					"description": "The list of steps",
+					"description": "Every step of the plan, in order",
 					"items": {
 						"type": "object",
 						"properties": {
 							"step": {"type": "string"},
-							"status": {"type": "string", "description": "One of: pending, in_progress, completed"}
+							"status": {"type": "string", "description": "pending, in_progress or completed"}
 						},
 						"required": ["step", "status"],
 						"additionalProperties": false

@@ -273,29 +273,35 @@ func (s *Service) Register(b *registry.Builder, parentID, owner string, th Threa
 	return b.Register(s.Spec(), &handler{s: s, parent: parentID, owner: owner, th: th, items: items}, false)
 }
 
+// The descriptions of the overrides spawn_agent takes in both namespaces.
+const (
+	modelDescription  = "The model the new agent runs on; yours when omitted."
+	effortDescription = "How hard the new agent reasons (its reasoning effort); yours when omitted."
+)
+
 // Spec is the multi_agent_v1 namespace spec.
 func (s *Service) Spec() registry.NamespaceSpec {
 	noExtra := registry.AllowAdditional(false)
 	items := registry.Array(registry.Object(map[string]*registry.Schema{
-		"type":      registry.String("Input item type: text, image, local_image, audio, local_audio, skill, or mention."),
-		"text":      registry.String("Text content when type is text."),
-		"image_url": registry.String("Image URL when type is image."),
-		"audio_url": registry.String("Audio data URL when type is audio."),
-		"path":      registry.String("Path when type is local_image/local_audio/skill, or the mention target when type is mention."),
-		"name":      registry.String("Display name when type is skill or mention."),
-	}, nil, noExtra), "Structured input items, instead of message: images, skills, mentions.")
+		"type":      registry.String("What this item is: text, image, local_image, audio, local_audio, skill or mention."),
+		"text":      registry.String("For a text item: the text."),
+		"image_url": registry.String("For an image item: the image's URL."),
+		"audio_url": registry.String("For an audio item: the sound as a data URL."),
+		"path":      registry.String("For local_image, local_audio and skill items: the file's path; for a mention item: what it mentions."),
+		"name":      registry.String("For skill and mention items: the name shown for it."),
+	}, nil, noExtra), "The input as a list of items (text, images, audio, skills, mentions), in place of message.")
 	// As in the reference, message and items are both optional in the
 	// schema: exactly one of them must be given.
 	spawn := registry.Object(map[string]*registry.Schema{
-		"message":          registry.String("The task for the new agent: what to do, its limits, and what to report back. Use either message or items."),
+		"message":          registry.String("The task for the new agent: what to do, its limits, and what to report back. Give this or items, not both."),
 		"items":            items,
 		"fork_context":     registry.Boolean("True starts the agent with a copy of this thread's history; false or omitted starts it with only its task."),
-		"model":            registry.String("Model override for the new agent. Omit to use your own model."),
-		"reasoning_effort": registry.String("Reasoning effort override for the new agent. Omit to use your own."),
+		"model":            registry.String(modelDescription),
+		"reasoning_effort": registry.String(effortDescription),
 	}, nil, noExtra)
 	send := registry.Object(map[string]*registry.Schema{
 		"target":    registry.String("Agent id (or nickname) returned by spawn_agent."),
-		"message":   registry.String("Text to give the agent. Use either message or items."),
+		"message":   registry.String("The text for the agent. Give this or items, not both."),
 		"items":     items,
 		"interrupt": registry.Boolean("Stop the agent's current work first; otherwise the text joins it, or starts new work when it is idle."),
 	}, []string{"target"}, noExtra)
@@ -750,20 +756,20 @@ type collabItem struct {
 }
 
 // collabInput is a call's input: its message or its items, exactly one of
-// them, in the reference's words when neither or both are given.
+// them.
 func collabInput(message *string, items []collabItem) ([]api.UserInput, error) {
 	switch {
 	case message != nil && items != nil:
-		return nil, errors.New("Provide either message or items, but not both")
+		return nil, errors.New("give message or items, not both")
 	case message == nil && items == nil:
-		return nil, errors.New("Provide one of: message or items")
+		return nil, errors.New("give message or items")
 	case message != nil:
 		if strings.TrimSpace(*message) == "" {
-			return nil, errors.New("Empty message can't be sent to an agent")
+			return nil, errors.New("the message is empty: there is nothing to send")
 		}
 		return textInput(*message), nil
 	case len(items) == 0:
-		return nil, errors.New("Items can't be empty")
+		return nil, errors.New("items is empty: there is nothing to send")
 	}
 	out := make([]api.UserInput, 0, len(items))
 	for i, it := range items {

@@ -440,10 +440,10 @@ func TestSpawnParameters(t *testing.T) {
 	require.Equal(t, api.UserInput{Type: api.UserInputLocalImage, Path: "/images/x.png"}, tb.children[id].inputs[3])
 
 	for args, want := range map[string]string{
-		`{}`:                                 "Provide one of: message or items",
-		`{"message":"x","items":[]}`:         "Provide either message or items, but not both",
-		`{"message":"  "}`:                   "Empty message can't be sent to an agent",
-		`{"items":[]}`:                       "Items can't be empty",
+		`{}`:                                 "give message or items",
+		`{"message":"x","items":[]}`:         "give message or items, not both",
+		`{"message":"  "}`:                   "the message is empty: there is nothing to send",
+		`{"items":[]}`:                       "items is empty: there is nothing to send",
 		`{"items":[{"type":"video"}]}`:       `items[0]: unknown type "video"`,
 		`{"message":"x","agent_type":"spy"}`: "unknown agent_type 'spy'",
 		`{"message":"x","fork_context":true,"model":"m"}`: "fork_context cannot be combined",
@@ -452,7 +452,7 @@ func TestSpawnParameters(t *testing.T) {
 		require.ErrorContains(t, err, want, args)
 	}
 	_, err = call(SendInputName, `{"target":"`+id+`"}`)
-	require.ErrorContains(t, err, "Provide one of: message or items")
+	require.ErrorContains(t, err, "give message or items")
 
 	_, err = call(SpawnAgentName, `{"message":"with my context","fork_context":true}`)
 	require.NoError(t, err)

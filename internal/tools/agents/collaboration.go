@@ -47,8 +47,8 @@ func (s *Service) SpecV2() registry.NamespaceSpec {
 		"task_name":        registry.String("Name of the new agent's task: lowercase letters, digits and underscores. Its canonical name is your own task path followed by /task_name."),
 		"message":          registry.String("The task for the new agent: what to do, its limits, and what to report back."),
 		"fork_turns":       registry.String("How much of your history the agent starts with: all (the default) or none."),
-		"model":            registry.String("Model override for the new agent. Omit to use your own model."),
-		"reasoning_effort": registry.String("Reasoning effort override for the new agent. Omit to use your own."),
+		"model":            registry.String(modelDescription),
+		"reasoning_effort": registry.String(effortDescription),
 	}, []string{"task_name", "message"}, noExtra)
 	wait := registry.Object(map[string]*registry.Schema{
 		"timeout_ms": registry.Number(fmt.Sprintf("How long to wait in milliseconds: default %d, at least %d, at most %d.",
@@ -62,7 +62,7 @@ func (s *Service) SpecV2() registry.NamespaceSpec {
 		"target": registry.String("The agent's task name or canonical task path (from spawn_agent)."),
 	}, []string{"target"}, noExtra)
 	list := registry.Object(map[string]*registry.Schema{
-		"path_prefix": registry.String("Only agents whose task path starts with this prefix (no trailing slash). Omit to list all."),
+		"path_prefix": registry.String("List only the agents whose task path begins with this, written without a final slash; every agent when omitted."),
 	}, nil, noExtra)
 	return registry.NamespaceSpec{
 		Name:        V2Namespace,

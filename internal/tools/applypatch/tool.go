@@ -17,9 +17,8 @@ import (
 // Name is the tool name.
 const Name = "apply_patch"
 
-// FreeformDescription is the description of the freeform spec, as
-// codex-cli 0.169 sends it.
-const FreeformDescription = "The `apply_patch` tool can be used to edit files. This is a FREEFORM tool, so do not wrap the patch in JSON."
+// FreeformDescription is the description of the freeform spec.
+const FreeformDescription = "Edit files with a patch. Send the patch text itself, as the grammar describes it; do not put it inside JSON."
 
 // LarkGrammar is the grammar of the freeform spec, byte for byte as
 // codex-cli 0.169 sends it.
@@ -45,75 +44,41 @@ eof_line: "*** End of File" LF
 `
 
 // FunctionDescription is the description of the JSON function spec, for
-// models without custom tools. 0.169 no longer offers this form; the text
-// is the one Codex sent while it did.
-const FunctionDescription = `Use the ` + "`apply_patch`" + ` tool to edit files.
-Your patch language is a stripped‑down, file‑oriented diff format designed to be easy to parse and safe to apply. You can think of it as a high‑level envelope:
+// models without custom tools: the patch format, in our words.
+const FunctionDescription = `Edit files with a patch, given whole in ` + "`input`" + `.
+
+A patch starts with the line "*** Begin Patch" and ends with the line "*** End Patch". In between come one or more file operations, each opened by a header line:
+
+*** Add File: <path>
+  creates the file; each line after the header is one line of the new file, written with a leading "+".
+*** Delete File: <path>
+  removes the file; nothing follows the header.
+*** Update File: <path>
+  changes the file where it is. A line "*** Move to: <new path>" right after the header also renames it.
+  Then come the changes, in order of position in the file, each starting with a line "@@", or "@@ " followed by a line of the file (say a function's or a class's first line) that comes before the change and helps find it.
+  In a change, every line starts with one character: " " for a line kept as it is, "-" for a line removed, "+" for a line added.
+  A change that reaches the end of the file ends with the line "*** End of File".
+
+How the changes are found: the kept and removed lines of a change must match the file. Around each edit, give about three unchanged lines before and three after, so that the place is unique. When that is not enough, add "@@ " lines naming the enclosing blocks, outermost first. When two edits are close, do not repeat the lines they share.
+
+Paths are relative to the working directory. Every line of a new file, even an empty one, carries its "+".
+
+Example:
 
 *** Begin Patch
-[ one or more file sections ]
+*** Add File: docs/notes.md
++# Notes
++
++First entry.
+*** Update File: cmd/tool/main.go
+*** Move to: cmd/tool/run.go
+@@ func run() error {
+ 	cfg := load()
+-	return start(cfg)
++	return start(cfg, os.Stdout)
+ }
+*** Delete File: old/unused.go
 *** End Patch
-
-Within that envelope, you get a sequence of file operations.
-You MUST include a header to specify the action you are taking.
-Each operation starts with one of three headers:
-
-*** Add File: <path> - create a new file. Every following line is a + line (the initial contents).
-*** Delete File: <path> - remove an existing file. Nothing follows.
-*** Update File: <path> - patch an existing file in place (optionally with a rename).
-
-May be immediately followed by *** Move to: <new path> if you want to rename the file.
-Then one or more “hunks”, each introduced by @@ (optionally followed by a hunk header).
-Within a hunk each line starts with:
-
-For instructions on [context_before] and [context_after]:
-- By default, show 3 lines of code immediately above and 3 lines immediately below each change. If a change is within 3 lines of a previous change, do NOT duplicate the first change’s [context_after] lines in the second change’s [context_before] lines.
-- If 3 lines of context is insufficient to uniquely identify the snippet of code within the file, use the @@ operator to indicate the class or function to which the snippet belongs. For instance, we might have:
-@@ class BaseClass
-[3 lines of pre-context]
-- [old_code]
-+ [new_code]
-[3 lines of post-context]
-
-- If a code block is repeated so many times in a class or function such that even a single ` + "`@@`" + ` statement and 3 lines of context cannot uniquely identify the snippet of code, you can use multiple ` + "`@@`" + ` statements to jump to the right context. For instance:
-
-@@ class BaseClass
-@@ 	 def method():
-[3 lines of pre-context]
-- [old_code]
-+ [new_code]
-[3 lines of post-context]
-
-The full grammar definition is below:
-Patch := Begin { FileOp } End
-Begin := "*** Begin Patch" NEWLINE
-End := "*** End Patch" NEWLINE
-FileOp := AddFile | DeleteFile | UpdateFile
-AddFile := "*** Add File: " path NEWLINE { "+" line NEWLINE }
-DeleteFile := "*** Delete File: " path NEWLINE
-UpdateFile := "*** Update File: " path NEWLINE [ MoveTo ] { Hunk }
-MoveTo := "*** Move to: " newPath NEWLINE
-Hunk := "@@" [ header ] NEWLINE { HunkLine } [ "*** End of File" NEWLINE ]
-HunkLine := (" " | "-" | "+") text NEWLINE
-
-A full patch can combine several operations:
-
-*** Begin Patch
-*** Add File: hello.txt
-+Hello world
-*** Update File: src/app.py
-*** Move to: src/main.py
-@@ def greet():
--print("Hi")
-+print("Hello, world!")
-*** Delete File: obsolete.txt
-*** End Patch
-
-It is important to remember:
-
-- You must include a header with your intended action (Add/Delete/Update)
-- You must prefix new lines with ` + "`+`" + ` even when creating a new file
-- File references can only be relative, NEVER ABSOLUTE.
 `
 
 // FreeformSpec returns the custom (freeform) tool spec with the Lark
@@ -130,7 +95,7 @@ func FreeformSpec() registry.FreeformSpec {
 // parameter, input, holding the whole patch.
 func FunctionSpec() registry.FunctionSpec {
 	params := registry.Object(map[string]*registry.Schema{
-		"input": registry.String("The entire contents of the apply_patch command"),
+		"input": registry.String("The whole patch, from \"*** Begin Patch\" to \"*** End Patch\"."),
 	}, []string{"input"}, registry.AllowAdditional(false))
 	return registry.FunctionSpec{Name: Name, Description: FunctionDescription, Parameters: params}
 }

@@ -19,8 +19,8 @@ import (
 func TestFreeformSpecWire(t *testing.T) {
 	b, err := json.Marshal(FreeformSpec())
 	require.NoError(t, err)
-	// Captured from the request codex-cli 0.169 sends for gpt-5.5.
-	want := `{"type":"custom","name":"apply_patch","description":"The ` + "`apply_patch`" + ` tool can be used to edit files. This is a FREEFORM tool, so do not wrap the patch in JSON.","format":{"type":"grammar","syntax":"lark","definition":"start: begin_patch hunk+ end_patch\nbegin_patch: \"*** Begin Patch\" LF\nend_patch: \"*** End Patch\" LF?\n\nhunk: add_hunk | delete_hunk | update_hunk\nadd_hunk: \"*** Add File: \" filename LF add_line+\ndelete_hunk: \"*** Delete File: \" filename LF\nupdate_hunk: \"*** Update File: \" filename LF change_move? change?\n\nfilename: /(.+)/\nadd_line: \"+\" /(.*)/ LF -> line\n\nchange_move: \"*** Move to: \" filename LF\nchange: (change_context | change_line)+ eof_line?\nchange_context: (\"@@\" | \"@@ \" /(.+)/) LF\nchange_line: (\"+\" | \"-\" | \" \") /(.*)/ LF\neof_line: \"*** End of File\" LF\n\n%import common.LF\n"}}`
+	// The grammar is the one codex-cli 0.169 sends for gpt-5.5.
+	want := `{"type":"custom","name":"apply_patch","description":"Edit files with a patch. Send the patch text itself, as the grammar describes it; do not put it inside JSON.","format":{"type":"grammar","syntax":"lark","definition":"start: begin_patch hunk+ end_patch\nbegin_patch: \"*** Begin Patch\" LF\nend_patch: \"*** End Patch\" LF?\n\nhunk: add_hunk | delete_hunk | update_hunk\nadd_hunk: \"*** Add File: \" filename LF add_line+\ndelete_hunk: \"*** Delete File: \" filename LF\nupdate_hunk: \"*** Update File: \" filename LF change_move? change?\n\nfilename: /(.+)/\nadd_line: \"+\" /(.*)/ LF -> line\n\nchange_move: \"*** Move to: \" filename LF\nchange: (change_context | change_line)+ eof_line?\nchange_context: (\"@@\" | \"@@ \" /(.+)/) LF\nchange_line: (\"+\" | \"-\" | \" \") /(.*)/ LF\neof_line: \"*** End of File\" LF\n\n%import common.LF\n"}}`
 	assert.JSONEq(t, want, string(b))
 }
 
@@ -32,8 +32,14 @@ func TestFunctionSpecWire(t *testing.T) {
 	assert.Equal(t, "function", got["type"])
 	assert.Equal(t, "apply_patch", got["name"])
 	assert.Equal(t, false, got["strict"])
-	assert.True(t, strings.HasPrefix(got["description"].(string), "Use the `apply_patch` tool to edit files.\n"))
-	assert.JSONEq(t, `{"type":"object","properties":{"input":{"type":"string","description":"The entire contents of the apply_patch command"}},"required":["input"],"additionalProperties":false}`,
+	desc := got["description"].(string)
+	assert.True(t, strings.HasPrefix(desc, "Edit files with a patch"), desc)
+	// The example the description teaches is a patch the parser accepts.
+	example := desc[strings.LastIndex(desc, "*** Begin Patch"):]
+	patch, err := Parse(example)
+	require.NoError(t, err, example)
+	require.Len(t, patch.Hunks, 3)
+	assert.JSONEq(t, `{"type":"object","properties":{"input":{"type":"string","description":"The whole patch, from \"*** Begin Patch\" to \"*** End Patch\"."}},"required":["input"],"additionalProperties":false}`,
 		mustJSON(t, got["parameters"]))
 }
 

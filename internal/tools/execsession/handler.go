@@ -262,7 +262,7 @@ func (h *Handler) argv(args ExecArgs) ([]string, error) {
 	login := !h.cfg.DisableLoginShell
 	if args.Login != nil {
 		if *args.Login && h.cfg.DisableLoginShell {
-			return nil, errors.New("login shell is disabled by config; omit `login` or set it to false.")
+			return nil, errors.New("login shells are turned off by the configuration: leave out `login` or set it to false")
 		}
 		login = *args.Login
 	}

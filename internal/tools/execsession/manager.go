@@ -84,7 +84,7 @@ func (e *UnknownSessionError) Error() string { return fmt.Sprintf("Unknown proce
 
 // ErrStdinClosed is returned when input is written to a session started
 // without tty; its text tells the model to rerun with tty=true.
-var ErrStdinClosed = errors.New("stdin is closed for this session; rerun exec_command with tty=true to keep stdin open")
+var ErrStdinClosed = errors.New("this session's stdin is closed (it runs without a tty); to type into a command, start it again with exec_command and tty=true")
 
 // ErrWriteStdin is returned when writing to a session's terminal failed.
 var ErrWriteStdin = errors.New("failed to write to stdin")

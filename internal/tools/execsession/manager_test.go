@@ -250,7 +250,7 @@ func TestPipeSessionStdinClosedAndCtrlC(t *testing.T) {
 	m := newTestManager(t, ManagerConfig{})
 	id := running(t, execOK(t, m, ExecRequest{Argv: []string{"sleep", "30"}, YieldTime: 50 * time.Millisecond}))
 	_, err := m.Write(context.Background(), WriteRequest{SessionID: id, Chars: "zz"})
-	if !errors.Is(err, ErrStdinClosed) || err.Error() != "stdin is closed for this session; rerun exec_command with tty=true to keep stdin open" {
+	if !errors.Is(err, ErrStdinClosed) || err.Error() != "this session's stdin is closed (it runs without a tty); to type into a command, start it again with exec_command and tty=true" {
 		t.Fatalf("write to a pipe session: %v", err)
 	}
 	r := writeOK(t, m, WriteRequest{SessionID: id, Chars: "\u0003", YieldTime: 5 * time.Second})

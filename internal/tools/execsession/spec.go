@@ -1,6 +1,9 @@
 package execsession
 
-import "github.com/appserver/appserver/internal/registry"
+import (
+	"github.com/appserver/appserver/internal/policy"
+	"github.com/appserver/appserver/internal/registry"
+)
 
 // The tool names.
 const (
@@ -10,36 +13,36 @@ const (
 	WriteStdinName = "write_stdin"
 )
 
-// Descriptions as codex-cli 0.169 sends them.
+// The tools' descriptions.
 const (
 	// ExecCommandDescription is exec_command's description.
-	ExecCommandDescription = "Runs a command in a PTY, returning output or a session ID for ongoing interaction."
+	ExecCommandDescription = "Start a shell command and answer with what it printed before it exited or the wait ran out. A command still running then keeps a session_id, to be given to write_stdin to type into it or read more of its output."
 	// WriteStdinDescription is write_stdin's description.
-	WriteStdinDescription = "Writes characters to an existing unified exec session and returns recent output."
+	WriteStdinDescription = "Type text into the stdin of a command exec_command left running, or send nothing to only wait, and answer with the output it printed since the last read."
 )
 
 // maxOutputTokensDescription is shared by both tools.
-const maxOutputTokensDescription = "Output token budget. Defaults to 10000 tokens; larger requests may be capped by policy."
+const maxOutputTokensDescription = "Most tokens of output to answer with: 10000 when omitted; a policy limit may lower it."
 
 // ExecCommandSpec returns exec_command's spec (strict:false), with the
 // approval parameters sandbox_permissions, justification and prefix_rule.
 // The login parameter is advertised only when allowLogin is true.
 func ExecCommandSpec(allowLogin bool) registry.FunctionSpec {
-	sandbox := registry.String("Per-command sandbox override. Defaults to `use_default`; use `require_escalated` for unsandboxed execution.")
+	sandbox := registry.String(policy.SandboxPermissionsDescription)
 	sandbox.Enum = []any{"use_default", "require_escalated"}
 	props := map[string]*registry.Schema{
-		"cmd":                 registry.String("Shell command to execute."),
-		"justification":       registry.String("User-facing approval question for `require_escalated`; omit otherwise."),
+		"cmd":                 registry.String("The command line the shell runs."),
+		"justification":       registry.String(policy.JustificationDescription),
 		"max_output_tokens":   registry.Number(maxOutputTokensDescription),
-		"prefix_rule":         registry.Array(registry.String(""), "Reusable approval prefix for `cmd`, only with `sandbox_permissions: \"require_escalated\"`; for example [\"git\", \"pull\"]."),
+		"prefix_rule":         registry.Array(registry.String(""), policy.PrefixRuleDescription),
 		"sandbox_permissions": sandbox,
-		"shell":               registry.String("Shell binary to launch. Defaults to the user's default shell."),
-		"tty":                 registry.Boolean("True allocates a PTY for the command; false or omitted uses plain pipes."),
-		"workdir":             registry.String("Working directory for the command. Defaults to the turn cwd."),
-		"yield_time_ms":       registry.Number("Wait before yielding output. Defaults to 10000 ms; effective range is 250-30000 ms."),
+		"shell":               registry.String("The shell program to run the command with; the user's shell when omitted."),
+		"tty":                 registry.Boolean("Run the command on a pseudo-terminal when true; it gets plain pipes when false or omitted."),
+		"workdir":             registry.String("Directory to run the command in, absolute or relative to the turn's working directory (the default)."),
+		"yield_time_ms":       registry.Number("How long to wait for output before answering, in milliseconds: 10000 when omitted, and never under 250 or over 30000."),
 	}
 	if allowLogin {
-		props["login"] = registry.Boolean("True runs the shell with -l/-i semantics; false disables them. Defaults to true.")
+		props["login"] = registry.Boolean("Start the shell as a login shell, which reads the user's profile, when true (the default); false starts a plain shell.")
 	}
 	return registry.FunctionSpec{
 		Name:        ExecCommandName,
@@ -51,10 +54,10 @@ func ExecCommandSpec(allowLogin bool) registry.FunctionSpec {
 // WriteStdinSpec returns write_stdin's spec (strict:false).
 func WriteStdinSpec() registry.FunctionSpec {
 	props := map[string]*registry.Schema{
-		"chars":             registry.String("Bytes to write to stdin. Defaults to empty, which polls without writing."),
+		"chars":             registry.String("Text to type into the command's stdin. Empty or omitted sends nothing and only collects new output."),
 		"max_output_tokens": registry.Number(maxOutputTokensDescription),
-		"session_id":        registry.Number("Identifier of the running unified exec session."),
-		"yield_time_ms":     registry.Number("Wait before yielding output. Non-empty writes default to 250 ms and cap at 30000 ms; empty polls wait 5000-300000 ms by default."),
+		"session_id":        registry.Number("The session_id exec_command answered with for a command still running."),
+		"yield_time_ms":     registry.Number("How long to wait for output before answering, in milliseconds. After writing text: 250 when omitted, at most 30000. When sending nothing: at least 5000 and at most 300000."),
 	}
 	return registry.FunctionSpec{
 		Name:        WriteStdinName,

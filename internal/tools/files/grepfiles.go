@@ -38,14 +38,14 @@ const (
 // sent it.
 func GrepFilesSpec() registry.FunctionSpec {
 	props := map[string]*registry.Schema{
-		"pattern": registry.String("Regular expression pattern to search for."),
-		"include": registry.String("Optional glob that limits which files are searched (e.g. \"*.rs\" or \"*.{ts,tsx}\")."),
-		"path":    registry.String("Directory or file path to search. Defaults to the session's working directory."),
-		"limit":   registry.Number("Maximum number of file paths to return (defaults to 100)."),
+		"pattern": registry.String("The regular expression to look for in file contents."),
+		"include": registry.String("Search only the files whose names match this glob, such as \"*.go\" or \"*.{js,jsx}\"."),
+		"path":    registry.String("The directory or file to search; the turn's working directory when omitted."),
+		"limit":   registry.Number("Most paths to answer with: 100 when omitted, at most 2000."),
 	}
 	return registry.FunctionSpec{
 		Name:        GrepFilesName,
-		Description: "Finds files whose contents match the pattern and lists them by modification time.",
+		Description: "Find the files whose contents match a regular expression; answers their paths, the most recently modified first.",
 		Parameters:  registry.Object(props, []string{"pattern"}, registry.AllowAdditional(false)),
 	}
 }

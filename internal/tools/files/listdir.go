@@ -31,14 +31,14 @@ const (
 // it.
 func ListDirSpec() registry.FunctionSpec {
 	props := map[string]*registry.Schema{
-		"dir_path": registry.String("Absolute path to the directory to list."),
-		"offset":   registry.Number("The entry number to start listing from. Must be 1 or greater."),
-		"limit":    registry.Number("The maximum number of entries to return."),
-		"depth":    registry.Number("The maximum directory depth to traverse. Must be 1 or greater."),
+		"dir_path": registry.String("The directory to list, as an absolute path."),
+		"offset":   registry.Number("First entry to show, counting from 1. Defaults to 1."),
+		"limit":    registry.Number("Most entries to show. Defaults to 25."),
+		"depth":    registry.Number("How many levels of subdirectories to descend into, at least 1. Defaults to 2."),
 	}
 	return registry.FunctionSpec{
 		Name:        ListDirName,
-		Description: "Lists entries in a local directory with 1-indexed entry numbers and simple type labels.",
+		Description: "Show the entries of a local directory and its subdirectories, numbered from 1, with a mark for the kind of each entry.",
 		Parameters:  registry.Object(props, []string{"dir_path"}, registry.AllowAdditional(false)),
 	}
 }

@@ -38,22 +38,22 @@ var commentPrefixes = []string{"#", "//", "--"}
 // sent it.
 func ReadFileSpec() registry.FunctionSpec {
 	indentation := registry.Object(map[string]*registry.Schema{
-		"anchor_line":      registry.Number("Anchor line to center the indentation lookup on (defaults to offset)."),
-		"max_levels":       registry.Number("How many parent indentation levels (smaller indents) to include."),
-		"include_siblings": registry.Boolean("When true, include additional blocks that share the anchor indentation."),
-		"include_header":   registry.Boolean("Include doc comments or attributes directly above the selected block."),
-		"max_lines":        registry.Number("Hard cap on the number of lines returned when using indentation mode."),
+		"anchor_line":      registry.Number("The line whose enclosing block is shown; offset when omitted."),
+		"max_levels":       registry.Number("How many enclosing blocks (each less indented than the last) to climb; 0, the default, climbs without limit."),
+		"include_siblings": registry.Boolean("Also show the neighbouring blocks indented like the anchor line's block. Defaults to false."),
+		"include_header":   registry.Boolean("Also show the comments or attributes just above the block. Defaults to true."),
+		"max_lines":        registry.Number("Most lines to show in indentation mode."),
 	}, nil, registry.AllowAdditional(false))
 	props := map[string]*registry.Schema{
-		"file_path":   registry.String("Absolute path to the file"),
-		"offset":      registry.Number("The line number to start reading from. Must be 1 or greater."),
-		"limit":       registry.Number("The maximum number of lines to return."),
-		"mode":        registry.String("Optional mode selector: \"slice\" for simple ranges (default) or \"indentation\" to expand around an anchor line."),
+		"file_path":   registry.String("The file to read, as an absolute path"),
+		"offset":      registry.Number("First line to show, counting from 1. Defaults to 1."),
+		"limit":       registry.Number("Most lines to show. Defaults to 2000."),
+		"mode":        registry.String("\"slice\" (the default) shows lines offset onwards; \"indentation\" shows the code block around an anchor line, found from the indentation."),
 		"indentation": indentation,
 	}
 	return registry.FunctionSpec{
 		Name:        ReadFileName,
-		Description: "Reads a local file with 1-indexed line numbers, supporting slice and indentation-aware block modes.",
+		Description: "Show the lines of a local file, each prefixed with its number (from 1): a range of lines, or the block of code around one line.",
 		Parameters:  registry.Object(props, []string{"file_path"}, registry.AllowAdditional(false)),
 	}
 }

@@ -14,26 +14,26 @@ import (
 // RequestUserInputName is the tool name.
 const RequestUserInputName = "request_user_input"
 
-// RequestUserInputSpec returns request_user_input's spec (strict:false), as
-// codex-cli 0.169 sends it.
+// RequestUserInputSpec returns request_user_input's spec (strict:false), of
+// the same shape as codex-cli 0.169's.
 func RequestUserInputSpec() registry.FunctionSpec {
 	option := registry.Object(map[string]*registry.Schema{
-		"label":       registry.String("User-facing label (1-5 words)."),
-		"description": registry.String("One short sentence explaining impact/tradeoff if selected."),
+		"label":       registry.String("The choice as the user sees it, in five words or fewer."),
+		"description": registry.String("One short sentence on what picking this choice implies."),
 	}, []string{"label", "description"}, registry.AllowAdditional(false))
 	question := registry.Object(map[string]*registry.Schema{
-		"id":       registry.String("Stable identifier for mapping answers (snake_case)."),
-		"header":   registry.String("Short header label shown in the UI (12 or fewer chars)."),
-		"question": registry.String("Single-sentence prompt shown to the user."),
-		"options": registry.Array(option, "Provide 2-3 mutually exclusive choices. Put the recommended option first and suffix its label with \"(Recommended)\". "+
-			"Do not include an \"Other\" option in this list; the client will add a free-form \"Other\" option automatically."),
+		"id":       registry.String("A snake_case key that the answer to this question comes back under."),
+		"header":   registry.String("A title of at most 12 characters shown above the question."),
+		"question": registry.String("The question itself, in one sentence."),
+		"options": registry.Array(option, "Two or three choices that exclude each other. List the one you recommend first and end its label with \"(Recommended)\". "+
+			"Leave out any \"Other\" choice: the client always offers the user a free-text answer of their own."),
 	}, []string{"id", "header", "question", "options"}, registry.AllowAdditional(false))
 	props := map[string]*registry.Schema{
-		"questions": registry.Array(question, "Questions to show the user. Prefer 1 and do not exceed 3"),
+		"questions": registry.Array(question, "The questions to ask: one is best, three at most."),
 	}
 	return registry.FunctionSpec{
 		Name:        RequestUserInputName,
-		Description: "Request user input for one to three short questions and wait for the response. This tool is only available in Plan mode.",
+		Description: "Ask the user one to three short multiple-choice questions and wait for the answers. Offered in Plan mode only.",
 		Parameters:  registry.Object(props, []string{"questions"}, registry.AllowAdditional(false)),
 	}
 }

@@ -39,15 +39,15 @@ const (
 	DefaultMaxImagePixels = 64 << 20
 )
 
-// ViewImageSpec returns view_image's spec (strict:false), as codex-cli 0.169
-// sends it.
+// ViewImageSpec returns view_image's spec (strict:false), of the same shape
+// as codex-cli 0.169's.
 func ViewImageSpec() registry.FunctionSpec {
 	props := map[string]*registry.Schema{
-		"path": registry.String("Local filesystem path to an image file."),
+		"path": registry.String("Path of the image file on the local disk."),
 	}
 	return registry.FunctionSpec{
 		Name:        ViewImageName,
-		Description: "View a local image file from the filesystem when visual inspection is needed. Use this for images already available on disk.",
+		Description: "Look at an image file that is on the local disk (PNG, JPEG or GIF) when you need to see it; the image is attached to your next input.",
 		Parameters:  registry.Object(props, []string{"path"}, registry.AllowAdditional(false)),
 	}
 }
@@ -87,7 +87,7 @@ func (*ViewImage) IsMutating(context.Context, registry.Invocation) bool { return
 
 // errUnsupportedImage is the reference answer to a file that is not an
 // image it can read.
-var errUnsupportedImage = errors.New("unable to process image: invalid or unsupported image data")
+var errUnsupportedImage = errors.New("unable to process image: the file is not a PNG, JPEG or GIF image, or it is damaged")
 
 // Handle resolves the path against the turn cwd, loads the image (scaled to
 // fit 2048x768 when larger) and answers [{"type":"input_image","image_url":

@@ -180,7 +180,7 @@ func TestViewImageErrors(t *testing.T) {
 	}{
 		{"missing.png", "unable to locate image at `" + e.path("missing.png") + "`: No such file or directory (os error 2)"},
 		{"dir", "image path `" + e.path("dir") + "` is not a file"},
-		{"notes.txt", "unable to process image: invalid or unsupported image data"},
+		{"notes.txt", "unable to process image: the file is not a PNG, JPEG or GIF image, or it is damaged"},
 		{"huge.png", "unable to process image at `" + e.path("huge.png") + "`: the file is 5000 bytes, more than the 4096-byte limit"},
 		{"wide.png", "unable to process image at `" + e.path("wide.png") + "`: 200x100 pixels is more than the 10000-pixel limit"},
 	}

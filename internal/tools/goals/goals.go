@@ -47,11 +47,11 @@ func Specs() []registry.FunctionSpec {
 			"or the system/developer instructions ask for one; an ordinary task is not a goal. Give token_budget " +
 			"only when a budget was asked for. Fails when the thread has a goal already; " + UpdateName +
 			" changes only the status."},
-		{Name: UpdateName, Parameters: update, Description: `Mark this thread's goal complete or blocked.
-Use complete only when the objective has been achieved and no required work remains; not because the budget is nearly spent or because you stop working.
-Use blocked only when the same blocking condition has come back for at least three goal turns in a row (counting the turn the user started and any automatic continuations) and no meaningful progress is possible without the user or a change outside; not because the work is hard, slow, uncertain or unfinished.
-Pausing, resuming and the budget or usage limits are the user's and the system's, not this tool's.
-When a goal with a token budget is complete, tell the user the final token usage from this tool's result.`},
+		{Name: UpdateName, Parameters: update, Description: `Set this thread's goal to complete or blocked.
+complete: the objective is reached and no required work is left. A budget running low, or stopping work, does not make a goal complete.
+blocked: one and the same obstacle has stopped you in at least three goal turns in a row (the user's turn and the automatic continuations count) and nothing useful can be done until the user acts or something outside changes. Hard, slow, uncertain or unfinished work is not blocked.
+This tool does not pause or resume a goal, nor change its budget: those belong to the user and the system.
+Once a goal that had a token budget is complete, tell the user how many tokens it used in the end, from this tool's answer.`},
 	}
 }
 

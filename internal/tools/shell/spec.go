@@ -1,6 +1,9 @@
 package shell
 
-import "github.com/appserver/appserver/internal/registry"
+import (
+	"github.com/appserver/appserver/internal/policy"
+	"github.com/appserver/appserver/internal/registry"
+)
 
 // Tool names (docs/tools.md §2.1). Every alias is registered whichever tool is
 // offered, so old transcripts keep working.
@@ -15,26 +18,23 @@ const (
 	LocalShellName = registry.LocalShellName
 )
 
-// ShellDescription is the shell tool's description on Unix, as Codex sends it.
-const ShellDescription = "Runs a shell command and returns its output.\n" +
-	"- The arguments to `shell` will be passed to execvp(). Most terminal commands should be prefixed with [\"bash\", \"-lc\"].\n" +
-	"- Always set the `workdir` param when using the shell function. Do not use `cd` unless absolutely necessary."
+// ShellDescription is the shell tool's description on Unix.
+const ShellDescription = "Run a program and answer with its output.\n" +
+	"- `command` is the argv given to execvp(), not a shell line: to use shell syntax, run it through a shell, as in [\"bash\", \"-lc\", \"make test\"].\n" +
+	"- Give `workdir` on every call rather than changing directory with `cd`."
 
 // ShellCommandDescription is the shell_command tool's description on Unix.
-const ShellCommandDescription = "Runs a shell command and returns its output.\n" +
-	"- Always set the `workdir` param when using the shell_command function. Do not use `cd` unless absolutely necessary."
+const ShellCommandDescription = "Run a script in the user's shell and answer with its output.\n" +
+	"- Give `workdir` on every call rather than changing directory with `cd`."
 
-// Parameter descriptions. The approval parameters use the wording of the
-// 0.169 binary (observed on its exec_command spec, which shares them).
+// Parameter descriptions; the escalation ones are policy's, shared with
+// exec_command.
 const (
-	descShellCommandArgv   = "The command to execute"
-	descShellCommandScript = "The shell script to execute in the user's default shell"
-	descWorkdir            = "The working directory to execute the command in"
-	descTimeout            = "The timeout for the command in milliseconds"
-	descLogin              = "Whether to run the shell with login shell semantics. Defaults to true."
-	descSandboxPermissions = "Per-command sandbox override. Defaults to `use_default`; use `require_escalated` for unsandboxed execution."
-	descJustification      = "User-facing approval question for `require_escalated`; omit otherwise."
-	descPrefixRule         = "Reusable approval prefix for `cmd`, only with `sandbox_permissions: \"require_escalated\"`; for example [\"git\", \"pull\"]."
+	descShellCommandArgv   = "The program to run followed by its arguments"
+	descShellCommandScript = "The script the user's shell runs"
+	descWorkdir            = "Directory to run the command in"
+	descTimeout            = "Time limit for the command, in milliseconds"
+	descLogin              = "Start the shell as a login shell, which reads the user's profile. Defaults to true."
 )
 
 // SpecOptions selects the optional parts of the specs.
@@ -45,11 +45,11 @@ type SpecOptions struct {
 }
 
 func approvalParams(props map[string]*registry.Schema) {
-	perms := registry.String(descSandboxPermissions)
+	perms := registry.String(policy.SandboxPermissionsDescription)
 	perms.Enum = []any{"use_default", "require_escalated"}
 	props["sandbox_permissions"] = perms
-	props["justification"] = registry.String(descJustification)
-	props["prefix_rule"] = registry.Array(registry.String(""), descPrefixRule)
+	props["justification"] = registry.String(policy.JustificationDescription)
+	props["prefix_rule"] = registry.Array(registry.String(""), policy.PrefixRuleDescription)
 }
 
 // ShellSpec is the `shell` function spec (argv form, docs/tools.md §2.2).

@@ -357,14 +357,15 @@ func TestSpecs(t *testing.T) {
 	got, err := json.Marshal(ShellSpec())
 	require.NoError(t, err)
 	require.JSONEq(t, `{"type":"function","name":"shell","strict":false,
-	 "description":"Runs a shell command and returns its output.\n- The arguments to `+"`shell`"+` will be passed to execvp(). Most terminal commands should be prefixed with [\"bash\", \"-lc\"].\n- Always set the `+"`workdir`"+` param when using the shell function. Do not use `+"`cd`"+` unless absolutely necessary.",
+	 "description":`+jsonString(t, ShellDescription)+`,
 	 "parameters":{"type":"object","required":["command"],"additionalProperties":false,"properties":{
-	  "command":{"type":"array","items":{"type":"string"},"description":"The command to execute"},
-	  "workdir":{"type":"string","description":"The working directory to execute the command in"},
-	  "timeout_ms":{"type":"number","description":"The timeout for the command in milliseconds"},
-	  "sandbox_permissions":{"type":"string","enum":["use_default","require_escalated"],"description":"Per-command sandbox override. Defaults to `+"`use_default`; use `require_escalated`"+` for unsandboxed execution."},
-	  "justification":{"type":"string","description":"User-facing approval question for `+"`require_escalated`"+`; omit otherwise."},
-	  "prefix_rule":{"type":"array","items":{"type":"string"},"description":"Reusable approval prefix for `+"`cmd`, only with `sandbox_permissions: \\\"require_escalated\\\"`"+`; for example [\"git\", \"pull\"]."}}}}`, string(got))
+	  "command":{"type":"array","items":{"type":"string"},"description":"The program to run followed by its arguments"},
+	  "workdir":{"type":"string","description":"Directory to run the command in"},
+	  "timeout_ms":{"type":"number","description":"Time limit for the command, in milliseconds"},
+	  "sandbox_permissions":{"type":"string","enum":["use_default","require_escalated"],"description":`+jsonString(t, policy.SandboxPermissionsDescription)+`},
+	  "justification":{"type":"string","description":`+jsonString(t, policy.JustificationDescription)+`},
+	  "prefix_rule":{"type":"array","items":{"type":"string"},"description":`+jsonString(t, policy.PrefixRuleDescription)+`}}}}`, string(got))
+	require.Contains(t, ShellDescription, "execvp()", "the argv form is explained")
 
 	got, err = json.Marshal(ShellCommandSpec(SpecOptions{}))
 	require.NoError(t, err)
@@ -372,10 +373,18 @@ func TestSpecs(t *testing.T) {
 	require.NoError(t, json.Unmarshal(got, &m))
 	require.Equal(t, ShellCommandDescription, m["description"])
 	props := m["parameters"].(map[string]any)["properties"].(map[string]any)
-	require.Equal(t, "The shell script to execute in the user's default shell", props["command"].(map[string]any)["description"])
-	require.Equal(t, "Whether to run the shell with login shell semantics. Defaults to true.", props["login"].(map[string]any)["description"])
+	require.Equal(t, "The script the user's shell runs", props["command"].(map[string]any)["description"])
+	require.Equal(t, "Start the shell as a login shell, which reads the user's profile. Defaults to true.", props["login"].(map[string]any)["description"])
 	got, _ = json.Marshal(ShellCommandSpec(SpecOptions{NoLoginParam: true}))
 	require.NotContains(t, string(got), `"login"`)
+}
+
+// jsonString is s as a JSON string literal.
+func jsonString(t *testing.T, s string) string {
+	t.Helper()
+	b, err := json.Marshal(s)
+	require.NoError(t, err)
+	return string(b)
 }
 
 func TestUserShellArgv(t *testing.T) {
