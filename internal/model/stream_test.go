@@ -158,7 +158,7 @@ func TestReasoningContentChat(t *testing.T) {
 
 var shellTool = json.RawMessage(`{"type":"function","name":"shell","description":"Runs a command.","strict":false,"parameters":{"type":"object","properties":{"command":{"type":"array","items":{"type":"string"}}},"required":["command"],"additionalProperties":false}}`)
 
-var patchTool = json.RawMessage(`{"type":"custom","name":"apply_patch","description":"Applies a patch.","format":{"type":"grammar","syntax":"lark","definition":"start: begin_patch hunk+ end_patch"}}`)
+var patchTool = json.RawMessage(`{"type":"custom","name":"apply_patch","description":"Applies a patch.","format":{"type":"grammar","syntax":"lark","definition":"start: operation+"}}`)
 
 func TestParallelToolCalls(t *testing.T) {
 	for _, wire := range wires {
@@ -238,7 +238,7 @@ func TestCustomToolCall(t *testing.T) {
 			fn := tools[0].(map[string]any)["function"].(map[string]any)
 			assert.Equal(t, "apply_patch", fn["name"])
 			assert.Contains(t, fn["description"], "Applies a patch.")
-			assert.Contains(t, fn["description"], "start: begin_patch hunk+ end_patch")
+			assert.Contains(t, fn["description"], "start: operation+")
 			jsonEq(t, `{"type":"object","properties":{"input":{"type":"string","description":"The raw input for the tool."}},"required":["input"],"additionalProperties":false}`, fn["parameters"])
 		})
 	}

