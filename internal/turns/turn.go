@@ -743,9 +743,40 @@ func (r *turnRun) runTools(calls []model.InputItem) error {
 	return nil
 }
 
-// finish settles the turn: status persisted, then the status change and
-// turn/completed (docs/protocol.md §8.1–§8.2).
+// finish settles the turn: the loop's end (end) goes to the thread
+// table, which commits it (thread.commitEnd).
 func (r *turnRun) finish(runErr error) {
+	r.t.commitEnd(r.at, r.end(runErr))
+}
+
+// turnEnd is how a turn's run ended, as the loop hands it to the thread
+// table: the status and error it ends with, what its record and the
+// thread keep of it, and the loop's part of announcing it (the usage that
+// rides the end commit, the end's observation, the turn as turn/completed
+// shows it, the serverRequest/resolved held back until then).
+type turnEnd struct {
+	r *turnRun
+	// runErr is what ended the run (nil when it completed).
+	runErr error
+	// at is when the turn ended.
+	at      time.Time
+	status  api.TurnStatus
+	turnErr *api.TurnError
+	// hist is the turn's additions to the model history; meta its turn
+	// record's meta (metaJSON).
+	hist transcript.History
+	meta json.RawMessage
+	// final is the last completed agent message, nil without one.
+	final *api.ThreadItem
+	// usage is the last response's usage commit, stored with the end
+	// instead of on its own; nil when there is none.
+	usage *roundCommit
+}
+
+// end settles what the run left pending (the round's commit and any
+// deferred tool item, stored and announced first), stops the turn taking
+// input, and returns its end for the table to commit.
+func (r *turnRun) end(runErr error) *turnEnd {
 	t, at := r.t, r.at
 	if err := r.commits.settle(); err != nil && runErr == nil {
 		runErr = err
@@ -767,7 +798,42 @@ func (r *turnRun) finish(runErr error) {
 	at.closeInput(false)
 	now := t.m.now()
 	status, turnErr := r.endStatus(runErr)
-	patch := store.TurnPatch{ThreadID: t.id, ID: at.id, Status: string(status), CompletedAt: &now, Meta: r.metaJSON()}
+	return &turnEnd{r: r, runErr: runErr, at: now, status: status, turnErr: turnErr,
+		hist: r.hist, meta: r.metaJSON(), final: r.final, usage: r.endUsage}
+}
+
+// failed is the status and error of a turn whose end the store did not
+// take (err).
+func (e *turnEnd) failed(err error) (api.TurnStatus, *api.TurnError) { return e.r.endStatus(err) }
+
+// usageStored announces the usage that rode the end commit, now stored.
+func (e *turnEnd) usageStored() {
+	if e.usage != nil {
+		e.usage.announce()
+	}
+}
+
+// observe reports the turn's end, with the status it was told with.
+func (e *turnEnd) observe(status api.TurnStatus, turnErr *api.TurnError) {
+	e.r.observeEnd(status, turnErr, e.runErr, e.at)
+}
+
+// apiTurn is the ended turn as turn/completed shows it.
+func (e *turnEnd) apiTurn(status api.TurnStatus, turnErr *api.TurnError) api.Turn {
+	return e.r.apiTurn(status, turnErr, &e.at)
+}
+
+// completedSent sends the serverRequest/resolved notifications held back
+// until turn/completed.
+func (e *turnEnd) completedSent() { e.r.flushResolved() }
+
+// commitEnd stores a turn's end with the thread's meta, then announces
+// it (docs/protocol.md §8.1–§8.2): the thread's status, the error if any,
+// turn/completed; the turn then lets go of the thread.
+func (t *thread) commitEnd(at *activeTurn, e *turnEnd) {
+	now := e.at
+	status, turnErr := e.status, e.turnErr
+	patch := store.TurnPatch{ThreadID: t.id, ID: at.id, Status: string(status), CompletedAt: &now, Meta: e.meta}
 	if turnErr != nil {
 		patch.Error, _ = json.Marshal(turnErr)
 	}
@@ -775,27 +841,28 @@ func (r *turnRun) finish(runErr error) {
 	t.mu.Lock()
 	t.meta.LastTurnID = at.id
 	t.stopGoalClockLocked(now)
-	t.meta.SubAgent = subagents.RecordEnd(t.meta.SubAgent, at.id, status, turnErr, r.final)
+	t.meta.SubAgent = subagents.RecordEnd(t.meta.SubAgent, at.id, status, turnErr, e.final)
 	threadPatch := store.ThreadPatch{ID: t.id, UpdatedAt: &now, RecencyAt: &now, Meta: t.metaJSONLocked()}
 	t.mu.Unlock()
-	endErr := t.write(r.persistCtx(), &store.Batch{UpdateTurns: []store.TurnPatch{patch}, UpdateThreads: []store.ThreadPatch{threadPatch}})
+	persistCtx := context.WithoutCancel(at.ctx)
+	endErr := t.write(persistCtx, &store.Batch{UpdateTurns: []store.TurnPatch{patch}, UpdateThreads: []store.ThreadPatch{threadPatch}})
 	sanitised := false
 	if apperr.Is(endErr, apperr.Invalid) {
 		// The store refuses what this end carries (its history or the
 		// thread's meta), so no retry of it can pass: the end is stored
 		// without them, so that the turn does not stay inProgress and the
 		// thread takes its next turn. The history stays in memory.
-		t.m.log.ErrorContext(r.obs, "turn end refused by the store; storing it without its history", "thread", t.id, "turn", at.id, "err", endErr)
+		t.m.log.ErrorContext(e.r.obs, "turn end refused by the store; storing it without its history", "thread", t.id, "turn", at.id, "err", endErr)
 		status, turnErr = api.TurnFailed, &api.TurnError{Message: "the turn's end could not be stored: " + apperr.MessageOf(endErr)}
 		patch = store.TurnPatch{ThreadID: t.id, ID: at.id, Status: string(status), CompletedAt: &now}
 		patch.Error, _ = json.Marshal(turnErr)
 		threadPatch = store.ThreadPatch{ID: t.id, UpdatedAt: &now, RecencyAt: &now}
 		sanitised = true
-		endErr = t.write(r.persistCtx(), &store.Batch{UpdateTurns: []store.TurnPatch{patch}, UpdateThreads: []store.ThreadPatch{threadPatch}})
+		endErr = t.write(persistCtx, &store.Batch{UpdateTurns: []store.TurnPatch{patch}, UpdateThreads: []store.ThreadPatch{threadPatch}})
 	}
 	switch err := endErr; {
 	case err == nil:
-	case errors.Is(runErr, errLeaseLost) || t.m.cfg.Ownership != nil && apperr.Is(err, apperr.Conflict):
+	case errors.Is(e.runErr, errLeaseLost) || t.m.cfg.Ownership != nil && apperr.Is(err, apperr.Conflict):
 		// This daemon lost the thread's lease (its heartbeat found it
 		// expired, or the store refused the end's fence): the turn's end
 		// is the failover's, which stores it interrupted, and so does this
@@ -809,7 +876,7 @@ func (r *turnRun) finish(runErr error) {
 		// commit failed, so the turn did; that status is written again
 		// until the store takes it (turnEnds), so that the turn does not
 		// stay inProgress in the store while the daemon runs.
-		status, turnErr = r.endStatus(fmt.Errorf("persist turn end: %w", err))
+		status, turnErr = e.failed(fmt.Errorf("persist turn end: %w", err))
 		patch.Status = string(status)
 		patch.Error, _ = json.Marshal(turnErr)
 		// Any other refusal is final.
@@ -818,15 +885,15 @@ func (r *turnRun) finish(runErr error) {
 		}
 	}
 	t.metaMu.Unlock()
-	if r.endUsage != nil && endErr == nil && !sanitised {
+	if endErr == nil && !sanitised {
 		// Stored with the end: the thread's meta holds the usage.
-		r.endUsage.announce()
+		e.usageStored()
 	}
-	r.observeEnd(status, turnErr, runErr, now)
+	e.observe(status, turnErr)
 
 	t.mu.Lock()
 	if t.historyLoaded {
-		t.history.AppendTurn(r.hist)
+		t.history.AppendTurn(e.hist)
 	}
 	t.historyGen++
 	// Until a turn's end is stored with its history, memory has history
@@ -841,7 +908,7 @@ func (r *turnRun) finish(runErr error) {
 	// Before the end is announced and the turn lets go of the thread: a
 	// wait_agent on this child, or a client that saw its turn/completed,
 	// finds the note in the parent's history.
-	t.m.sub.TellParent(r.persistCtx(), subagentThread{t})
+	t.m.sub.TellParent(persistCtx, subagentThread{t})
 
 	// The turn stays active until turn/completed is out, so that a turn
 	// started meanwhile waits (StartTurn waits on done) and its events never
@@ -851,14 +918,14 @@ func (r *turnRun) finish(runErr error) {
 		end = api.ThreadStatus{Type: api.ThreadSystemError}
 	}
 	if endErr == nil {
-		t.announceReadState(r.persistCtx())
+		t.announceReadState(persistCtx)
 	}
 	t.m.broadcastThread(t.originator(), "thread/status/changed", api.ThreadStatusChangedNotification{ThreadID: t.id, Status: end})
 	if turnErr != nil {
 		t.emit("error", api.ErrorNotification{Error: *turnErr, WillRetry: false, ThreadID: t.id, TurnID: at.id})
 	}
-	t.emit("turn/completed", api.TurnCompletedNotification{ThreadID: t.id, Turn: r.apiTurn(status, turnErr, &now)})
-	r.flushResolved()
+	t.emit("turn/completed", api.TurnCompletedNotification{ThreadID: t.id, Turn: e.apiTurn(status, turnErr)})
+	e.completedSent()
 	t.m.sub.ShowEndToParent(subagentThread{t})
 
 	t.mu.Lock()
