@@ -204,6 +204,11 @@ var rules = []rule{
 		why:     "sub-agents see the thread table only through the Table interface they declare: the table builds them and calls their hooks, never the reverse",
 	},
 	{
+		pkgs:    []string{"internal/turns/loop"},
+		mustNot: append([]string{"internal/turns", "internal/turns/subagents", "internal/tools/...", "internal/dynamic", "internal/skills", "internal/sandbox", "internal/config", "internal/auth", "internal/principal", "internal/policy", "internal/store/memory", "internal/store/postgres", "internal/store/sqlite", "cmd/..."}, transports...),
+		why:     "the agent loop sees its thread only through the Thread interface it declares: the thread table builds each turn's loop, implements that interface with its own locks and commits the turn's end, never the reverse",
+	},
+	{
 		pkgs:    []string{"internal/turns"},
 		mustNot: append([]string{"internal/tools/...", "internal/dynamic", "internal/skills", "internal/sandbox", "internal/config", "internal/auth", "internal/store/memory", "internal/store/postgres", "internal/store/sqlite", "cmd/..."}, transports...),
 		why:     "turns owns threads and turns behind interfaces: it emits to one sink the transports' hub implements, tools come through its ToolsFactory, its stores (the durable one and the memory one of ephemeral threads) are chosen by the composition root",

@@ -27,7 +27,7 @@ type subagentThread struct{ t *thread }
 // childrenLocked returns the Children of t for its turn at; t.mu must be
 // held.
 func (t *thread) childrenLocked(at *activeTurn) *subagents.Children {
-	return t.m.sub.Of(subagents.Parent{ThreadID: t.id, SubAgent: t.meta.SubAgent, RootTurnID: *at.rootID()})
+	return t.m.sub.Of(subagents.Parent{ThreadID: t.id, SubAgent: t.meta.SubAgent, RootTurnID: *at.RootID()})
 }
 
 func (s subagentTable) Load(ctx context.Context, id string) (subagents.Thread, func(), error) {
@@ -122,7 +122,7 @@ func (s subagentThread) State() (*transcript.SubAgent, <-chan struct{}) {
 	if t.active == nil {
 		return t.meta.SubAgent, nil
 	}
-	return t.meta.SubAgent, t.active.done
+	return t.meta.SubAgent, t.active.Done
 }
 
 func (s subagentThread) Interrupt() { s.t.interruptActive(errInterrupted) }

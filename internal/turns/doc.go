@@ -1,9 +1,17 @@
 // Package turns owns threads and turns: the loaded-thread table, one active
-// turn per thread, the agent loop that streams a model response, dispatches
-// tool calls and repeats, the round commits and the order of a turn's
-// notifications, thread list and archive, the threads' queues of user
-// messages (thread/queue/*, each entry one turn: queue.go), and durability
-// (every item is committed before its item/completed is sent). What a thread's records
+// turn per thread and its life cycle (reserving it, storing its start,
+// committing its end with the thread's meta, releasing the thread),
+// thread list and archive, the threads' queues of user messages
+// (thread/queue/*, each entry one turn: queue.go), and durability (every
+// item is committed before its item/completed is sent).
+//
+// The agent loop that runs a turn (streaming a model response,
+// dispatching tool calls and repeating, the round commits and the order
+// of a turn's notifications, compaction, the turn's server requests and
+// budget) is internal/turns/loop: it sees its thread only through the
+// loop.Thread interface, which the table implements for each turn
+// (turnThread, turn.go) with the thread's own locks, and hands the table
+// the turn's end (loop.End) to commit (thread.commitEnd). What a thread's records
 // hold and how they are read (thread/read's turns, turn and item pages,
 // the streamed reply, the single turns and item pages of the HTTP API) is
 // its read side, internal/turns/transcript; the Manager says which store

@@ -108,13 +108,13 @@ func (t *thread) inject(ctx context.Context, items []model.InputItem) error {
 		}
 		t.mu.Unlock()
 		t.metaMu.Unlock()
-		if at.addInjected(items) {
+		if at.AddInjected(items) {
 			return nil
 		}
 		// The turn is settling and takes no more input: the items wait
 		// for the next one.
 		select {
-		case <-at.done:
+		case <-at.Done:
 		case <-ctx.Done():
 			return ctx.Err()
 		}
@@ -152,28 +152,6 @@ func (t *thread) takeInjected() ([]model.InputItem, *store.ThreadPatch) {
 	patch := store.ThreadPatch{ID: t.id, Meta: t.metaJSONLocked()}
 	t.meta.Injected = items
 	return items, &patch
-}
-
-// addInjected queues items for the running turn's next model request,
-// without abandoning the one in flight. It reports false, queueing
-// nothing, once the turn has stopped taking input.
-func (at *activeTurn) addInjected(items []model.InputItem) bool {
-	<-at.stored
-	at.mu.Lock()
-	defer at.mu.Unlock()
-	if at.closed {
-		return false
-	}
-	at.pending = append(at.pending, steer{items: items})
-	return true
-}
-
-// addInjectedItems adds injected items to the turn's model history and
-// stores it.
-func (r *turnRun) addInjectedItems(items []model.InputItem) error {
-	r.hist.Add(items...)
-	b := &store.Batch{UpdateTurns: []store.TurnPatch{{ThreadID: r.t.id, ID: r.at.id, Meta: r.metaJSON()}}}
-	return r.t.write(r.persistCtx(), b)
 }
 
 // mergeThreadPatch adds p's metadata to the batch's patch of the same

@@ -15,7 +15,7 @@ import (
 	"github.com/appserver/appserver/internal/principal"
 	"github.com/appserver/appserver/internal/reqlog"
 	"github.com/appserver/appserver/internal/store"
-	"github.com/appserver/appserver/internal/turns/transcript"
+	"github.com/appserver/appserver/internal/turns/loop"
 )
 
 // StartTurn starts a turn, or, when one is running, adds the input to it
@@ -31,7 +31,7 @@ func (m *Manager) StartTurn(ctx context.Context, c Caller, p api.TurnStartParams
 // command, a review, or a context compaction the client asked for. Its run is the turn's goroutine, from turn/started
 // to finish.
 type turnKind interface {
-	runTurn(r *turnRun, tc ToolContext)
+	runTurn(m *Manager, r *loop.Run, tc ToolContext)
 }
 
 // startTurn starts a turn that runs the model on p's input, or, when kind
@@ -146,14 +146,14 @@ func (m *Manager) startTurnWith(ctx context.Context, c Caller, p api.TurnStartPa
 		if refuse {
 			return api.TurnStartResult{}, nil, &NotSteerableError{TurnKind: at.kind, Start: true}
 		}
-		if kind == nil && at.addSteer(steer{input: input, clientID: p.ClientUserMessageID}) {
+		if kind == nil && at.AddSteer(input, p.ClientUserMessageID) {
 			return api.TurnStartResult{Turn: pendingTurn(at)}, nil, nil
 		}
 		// The running turn is settling and takes no more input (or this
 		// is a turn of a kind): the input starts a new turn once it has
 		// ended.
 		select {
-		case <-at.done:
+		case <-at.Done:
 		case <-ctx.Done():
 			return api.TurnStartResult{}, nil, ctx.Err()
 		}
@@ -168,26 +168,26 @@ func (m *Manager) startTurnWith(ctx context.Context, c Caller, p api.TurnStartPa
 			m.running.Add(-1)
 		}
 	}()
-	run, tc, err := t.reserveLocked(ctx, p, root, kind)
+	at, tc, err := t.reserveLocked(ctx, p, root, kind)
 	t.mu.Unlock()
 	if err != nil {
 		return api.TurnStartResult{}, nil, err
 	}
 	t.childTurn(true)
-	at := run.at
+	run := at.run
 	// The tool set is built with the turn reserved and the thread's lock
 	// released: a slow ToolsFactory (MCP tools, skills) holds up no read
 	// of the thread, and no other turn can start meanwhile.
 	var first api.ThreadItem
-	run.specs, run.registry, err = m.cfg.Tools(tc)
+	specs, reg, err := m.cfg.Tools(tc)
 	if err == nil {
+		run.SetTools(specs, reg)
 		// Stored before the answer: an acknowledged turn is at worst
 		// interrupted. A turn of a kind has no user message.
 		if kind != nil {
-			err = run.createTurn()
+			err = run.CreateTurn()
 		} else {
-			run.take = take
-			first, err = run.storeFirst(ctx, input, p.ClientUserMessageID, c.Principal.Roots())
+			first, err = t.storeFirst(ctx, at, take, input, p.ClientUserMessageID, c.Principal.Roots())
 		}
 	}
 	if err != nil {
@@ -195,11 +195,11 @@ func (m *Manager) startTurnWith(ctx context.Context, c Caller, p api.TurnStartPa
 		return api.TurnStartResult{}, nil, err
 	}
 	if at.kind != "" {
-		at.closeInput(false)
+		at.CloseInput(false)
 	}
-	close(at.stored)
+	close(at.Stored)
 	launched = true
-	if cat, mdl := m.cfg.Defaults.Catalog, at.settings.model; len(cat) > 0 && !cat[mdl] {
+	if cat, mdl := m.cfg.Defaults.Catalog, at.Settings.Model; len(cat) > 0 && !cat[mdl] {
 		// Before the answer, as the reference sends it, at every turn.
 		id := t.id
 		t.emit(api.MethodWarning, api.WarningNotification{ThreadID: &id,
@@ -219,15 +219,16 @@ func (m *Manager) startTurnWith(ctx context.Context, c Caller, p api.TurnStartPa
 			defer close(at.released)
 			// Given back once the turn's end is stored.
 			defer release()
-			run.obs = m.cfg.Observer.TurnStarted(at.ctx, TurnInfo{
-				ThreadID: t.id, TurnID: at.id, Provider: at.settings.provider, Model: at.settings.model, Caller: ctx,
+			obs := m.cfg.Observer.TurnStarted(at.Ctx, TurnInfo{
+				ThreadID: t.id, TurnID: at.ID, Provider: at.Settings.Provider, Model: at.Settings.Model, Caller: ctx,
 			})
-			m.log.DebugContext(run.obs, "turn started", "thread", t.id, "turn", at.id, "provider", at.settings.provider, "model", at.settings.model)
+			run.SetObserved(obs)
+			m.log.DebugContext(obs, "turn started", "thread", t.id, "turn", at.ID, "provider", at.Settings.Provider, "model", at.Settings.Model)
 			if kind != nil {
-				kind.runTurn(run, tc)
+				kind.runTurn(m, run, tc)
 				return
 			}
-			run.run(first)
+			run.RunInput(first)
 		}()
 	}, nil
 }
@@ -243,64 +244,64 @@ func (m *Manager) countRunning() error {
 	return nil
 }
 
-// storeFirst stores the turn record with its user message before
+// storeFirst stores the turn record of at with its user message before
 // turn/start answers, so that an acknowledged turn survives a crash with
 // its input (Recover marks it interrupted); the group commit keeps this to
 // a share of one transaction. It returns the message to announce. The
 // thread's first turn also records the Git metadata of its cwd (gitInfo),
-// looked for within roots (the caller's workspace roots, if any).
-func (r *turnRun) storeFirst(ctx context.Context, input []api.UserInput, clientID *string, roots []string) (api.ThreadItem, error) {
+// looked for within roots (the caller's workspace roots, if any). A turn
+// made of a queued entry (take set) takes it in the same batch.
+func (t *thread) storeFirst(ctx context.Context, at *activeTurn, take *store.QueueTake, input []api.UserInput, clientID *string, roots []string) (api.ThreadItem, error) {
 	// Items injected while the thread was idle come first, and leave the
 	// thread's metadata in the batch that stores them with the turn.
-	r.t.metaMu.Lock()
-	defer r.t.metaMu.Unlock()
+	t.metaMu.Lock()
+	defer t.metaMu.Unlock()
 	// The Git metadata first: the injected items' patch carries it too.
-	gitPatch := r.t.recordGitInfo(r.at.settings.cwd, roots)
-	injected, injectedPatch := r.t.takeInjected()
-	r.hist.Add(injected...)
-	item, b, preview, err := r.userMessage(input, clientID, true)
+	gitPatch := t.recordGitInfo(at.Settings.Cwd, roots)
+	injected, injectedPatch := t.takeInjected()
+	item, b, preview, err := at.run.FirstMessage(injected, input, clientID)
 	if err == nil && gitPatch != nil {
 		b.UpdateThreads = mergeThreadPatch(b.UpdateThreads, *gitPatch)
 	}
-	if err == nil && r.take != nil {
+	if err == nil && take != nil {
 		// The entry and the turn it became are one write: stored
 		// together, or neither.
-		take := *r.take
-		take.TurnID = r.at.id
+		take := *take
+		take.TurnID = at.ID
 		b.TakeQueued = append(b.TakeQueued, take)
 	}
 	if err == nil && injectedPatch != nil {
 		b.UpdateThreads = mergeThreadPatch(b.UpdateThreads, *injectedPatch)
 	}
 	if err == nil {
-		err = r.t.write(ctx, b)
+		err = t.write(ctx, b)
 	}
-	if err != nil && r.take != nil && apperr.Is(err, apperr.Conflict) {
+	if err != nil && take != nil && apperr.Is(err, apperr.Conflict) {
 		// Another request, or another daemon, started the entry first.
-		return item, store.QueuedNotFound(r.take.ID)
+		return item, store.QueuedNotFound(take.ID)
 	}
 	if err != nil {
 		return item, fmt.Errorf("store turn: %w", err)
 	}
 	if injectedPatch != nil {
-		r.t.mu.Lock()
-		r.t.meta.Injected = nil
-		r.t.mu.Unlock()
+		t.mu.Lock()
+		t.meta.Injected = nil
+		t.mu.Unlock()
 	}
 	if preview != "" {
-		r.t.mu.Lock()
-		r.t.rec.Preview = preview
-		r.t.mu.Unlock()
+		t.mu.Lock()
+		t.rec.Preview = preview
+		t.mu.Unlock()
 	}
 	return item, nil
 }
 
 // reserveLocked makes a new turn the thread's running one, before its tool
 // set is built and its record stored (a concurrent turn/start waits for
-// it, steers wait until it is stored), and returns its run and the tools'
-// view of it; t.mu must be held. abandon undoes it. ctx is the context
-// of the request that starts the turn.
-func (t *thread) reserveLocked(ctx context.Context, p api.TurnStartParams, root string, kind turnKind) (*turnRun, ToolContext, error) {
+// it, steers wait until it is stored), and returns it (with its run) and
+// the tools' view of it; t.mu must be held. abandon undoes it. ctx is the
+// context of the request that starts the turn.
+func (t *thread) reserveLocked(ctx context.Context, p api.TurnStartParams, root string, kind turnKind) (*activeTurn, ToolContext, error) {
 	m := t.m
 	settings, err := t.settingsLocked(p)
 	if err != nil {
@@ -309,10 +310,9 @@ func (t *thread) reserveLocked(ctx context.Context, p api.TurnStartParams, root 
 	// The turn outlives the request that starts it: its context keeps
 	// the request's id for its log lines, and nothing else of it.
 	turnCtx, cancel := context.WithCancelCause(reqlog.Detach(ctx))
-	at := &activeTurn{id: newID(), startedAt: m.now(), settings: settings, ctx: turnCtx, cancel: cancel, done: make(chan struct{}), released: make(chan struct{}), stored: make(chan struct{})}
-	// Work started on behalf of another turn names it, as the schema asks
-	// callers to.
-	at.root = root
+	// Work started on behalf of another turn names it (root), as the
+	// schema asks callers to.
+	at := &activeTurn{Turn: loop.NewTurn(turnCtx, cancel, newID(), m.now(), settings, root), released: make(chan struct{})}
 	// As the reference's compaction and review tasks, these take no
 	// input.
 	switch kind.(type) {
@@ -322,22 +322,16 @@ func (t *thread) reserveLocked(ctx context.Context, p api.TurnStartParams, root 
 		at.kind = "review"
 	}
 	t.history.EnsureWire()
-	run := &turnRun{
-		t: t, at: at,
-		commits: roundCommitter{delay: m.cfg.MaxCommitDelay},
-		// The thread's history grows only when the turn ends.
-		prior:  t.history.Snapshot(),
-		hist:   transcript.History{Root: at.root},
-		budget: t.newTurnBudgetLocked(),
-	}
+	// The thread's history grows only when the turn ends.
+	run := loop.NewRun(m.loopDeps, turnThread{t: t, at: at}, t.id, at.Turn, t.history.Snapshot(), t.newTurnBudgetLocked())
 	at.run = run
 	tc := ToolContext{
-		ThreadID: t.id, TurnID: at.id, Cwd: settings.cwd,
+		ThreadID: t.id, TurnID: at.ID, Cwd: settings.Cwd,
 		DynamicTools: t.meta.DynamicTools, Sink: run,
-		Model: settings.model, Provider: settings.provider,
+		Model: settings.Model, Provider: settings.Provider,
 		ApprovalPolicy: t.meta.ApprovalPolicy, Sandbox: t.meta.Sandbox,
 		Approvals: t.approvals, Client: run,
-		Interrupt:  func() { at.cancel(errInterrupted) },
+		Interrupt:  func() { at.Cancel(errInterrupted) },
 		Config:     t.meta.Config,
 		Features:   m.defaults(principal.NameOf(deref(t.meta.Originator))).Features,
 		Children:   t.childrenLocked(at),
@@ -348,7 +342,8 @@ func (t *thread) reserveLocked(ctx context.Context, p api.TurnStartParams, root 
 		tc.CollaborationMode = string(p.CollaborationMode.Mode)
 	}
 	if at.kind == "review" {
-		run.startReviewer(&tc)
+		run.StartReviewer()
+		reviewerTools(&tc)
 	}
 	t.active = at
 	t.startGoalClockLocked(m.now())
@@ -356,21 +351,21 @@ func (t *thread) reserveLocked(ctx context.Context, p api.TurnStartParams, root 
 		t.unloadTimer.Stop()
 		t.unloadTimer = nil
 	}
-	return run, tc, nil
+	return at, tc, nil
 }
 
 // abandon undoes reserveLocked for a turn that could not start (its tool
 // set or its record failed): it never ran and announced nothing.
 func (t *thread) abandon(at *activeTurn) {
-	at.closeInput(false)
-	close(at.stored)
-	at.cancel(nil)
+	at.CloseInput(false)
+	close(at.Stored)
+	at.Cancel(nil)
 	t.mu.Lock()
 	t.active = nil
 	t.goalSince = time.Time{} // the turn never ran
 	t.armUnloadLocked()
 	t.mu.Unlock()
-	close(at.done)
+	close(at.Done)
 	// StartTurn gives the lease back as it returns the error.
 	close(at.released)
 	t.childTurn(false)
@@ -379,49 +374,49 @@ func (t *thread) abandon(at *activeTurn) {
 // pendingTurn is the turn/start response: the reference leaves startedAt
 // null and items not loaded until turn/started.
 func pendingTurn(at *activeTurn) api.Turn {
-	return api.Turn{ID: at.id, RootTurnID: at.rootID(), Items: api.List[api.ThreadItem]{}, ItemsView: api.ItemsNotLoaded, Status: api.TurnInProgress}
+	return api.Turn{ID: at.ID, RootTurnID: at.RootID(), Items: api.List[api.ThreadItem]{}, ItemsView: api.ItemsNotLoaded, Status: api.TurnInProgress}
 }
 
 // settingsLocked resolves the settings of a new turn; t.mu must be held.
-func (t *thread) settingsLocked(p api.TurnStartParams) (turnSettings, error) {
-	s := turnSettings{provider: t.rec.ModelProvider, cwd: t.rec.Cwd, instructions: t.m.cfg.Defaults.Instructions}
+func (t *thread) settingsLocked(p api.TurnStartParams) (loop.Settings, error) {
+	s := loop.Settings{Provider: t.rec.ModelProvider, Cwd: t.rec.Cwd, Instructions: t.m.cfg.Defaults.Instructions}
 	if t.rec.Model != nil {
-		s.model = *t.rec.Model
+		s.Model = *t.rec.Model
 	}
-	if s.model == "" {
+	if s.Model == "" {
 		return s, apperr.New(apperr.Invalid, "no model configured: set `model` in the config or pass one in thread/start or turn/start")
 	}
 	if t.meta.BaseInstructions != nil {
-		s.instructions = *t.meta.BaseInstructions
+		s.Instructions = *t.meta.BaseInstructions
 	}
 	if t.meta.DeveloperInstructions != nil {
-		s.developer = *t.meta.DeveloperInstructions
+		s.Developer = *t.meta.DeveloperInstructions
 	}
 	if t.meta.ReasoningEffort != nil {
-		s.effort = *t.meta.ReasoningEffort
+		s.Effort = *t.meta.ReasoningEffort
 	}
 	if p.Effort != nil {
-		s.effort = *p.Effort
+		s.Effort = *p.Effort
 	}
-	s.summary = t.meta.ReasoningSummary
+	s.Summary = t.meta.ReasoningSummary
 	if p.Summary != nil {
-		s.summary = string(*p.Summary)
+		s.Summary = string(*p.Summary)
 	}
 	tier := t.meta.ServiceTier
 	if p.ServiceTierForTurn != nil {
 		tier = serviceTier(p.ServiceTierForTurn)
 	}
-	if tier != nil && slices.Contains(t.m.cfg.Defaults.ServiceTiers[s.model], *tier) {
-		s.serviceTier = *tier
+	if tier != nil && slices.Contains(t.m.cfg.Defaults.ServiceTiers[s.Model], *tier) {
+		s.ServiceTier = *tier
 	}
-	if def, ok := t.m.cfg.Defaults.ModelVerbosity[s.model]; ok {
-		s.verbosity = cmp.Or(t.meta.Verbosity, def)
+	if def, ok := t.m.cfg.Defaults.ModelVerbosity[s.Model]; ok {
+		s.Verbosity = cmp.Or(t.meta.Verbosity, def)
 	}
 	if len(p.OutputSchema) > 0 && string(p.OutputSchema) != "null" {
-		s.outputSchema = p.OutputSchema
+		s.OutputSchema = p.OutputSchema
 	}
 	if p.CollaborationMode != nil && p.CollaborationMode.Settings.DeveloperInstructions != nil {
-		s.developer = strings.TrimSpace(s.developer + "\n\n" + *p.CollaborationMode.Settings.DeveloperInstructions)
+		s.Developer = strings.TrimSpace(s.Developer + "\n\n" + *p.CollaborationMode.Settings.DeveloperInstructions)
 	}
 	return s, nil
 }
@@ -459,8 +454,8 @@ func (m *Manager) activeTurnOf(ctx context.Context, rawID, expected, idleMsg str
 	if at == nil {
 		return nil, nil, apperr.New(apperr.Invalid, "%s", idleMsg)
 	}
-	if expected != at.id {
-		return nil, nil, apperr.New(apperr.Invalid, "expected active turn id `%s` but found `%s`", expected, at.id)
+	if expected != at.ID {
+		return nil, nil, apperr.New(apperr.Invalid, "expected active turn id `%s` but found `%s`", expected, at.ID)
 	}
 	return t, at, nil
 }
@@ -481,11 +476,11 @@ func (m *Manager) SteerTurn(ctx context.Context, c Caller, p api.TurnSteerParams
 	if at.kind != "" {
 		return api.TurnSteerResult{}, &NotSteerableError{TurnKind: at.kind}
 	}
-	if !at.addSteer(steer{input: p.Input, clientID: p.ClientUserMessageID}) {
+	if !at.AddSteer(p.Input, p.ClientUserMessageID) {
 		// The turn is settling; it will not look at new input again.
 		return api.TurnSteerResult{}, apperr.New(apperr.Invalid, "no active turn to steer")
 	}
-	return api.TurnSteerResult{TurnID: at.id}, nil
+	return api.TurnSteerResult{TurnID: at.ID}, nil
 }
 
 // InterruptTurn stops the running turn once the response has been sent; it
@@ -498,5 +493,5 @@ func (m *Manager) InterruptTurn(ctx context.Context, p api.TurnInterruptParams) 
 	if err != nil {
 		return nil, err
 	}
-	return func() { at.cancel(errInterrupted) }, nil
+	return func() { at.Cancel(errInterrupted) }, nil
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/appserver/appserver/internal/policy"
 	"github.com/appserver/appserver/internal/registry"
 	"github.com/appserver/appserver/internal/store"
+	"github.com/appserver/appserver/internal/turns/loop"
 	"github.com/appserver/appserver/internal/turns/subagents"
 	"github.com/appserver/appserver/internal/turns/transcript"
 )
@@ -167,7 +168,7 @@ type ToolContext struct {
 // concurrent use, does not block on a slow client, and keeps working after
 // the turn was interrupted or ended (an exec session's item completes when
 // its process does). The ordering rule that holds its announcements against
-// the turn's own is roundCommitter's.
+// the turn's own is the loop's (internal/turns/loop, roundCommitter).
 //
 // Packages below turns (dynamic, files) declare the subset they use; the
 // registry's handlers reach Emit through registry.TurnContext.
@@ -306,7 +307,7 @@ type Config struct {
 	TrimAfter time.Duration
 	// MaxCommitDelay bounds how long a tool round's commit waits for the
 	// next model request to be written before it starts anyway (the
-	// ordering rule is roundCommitter's); 0 means 5ms, about what writing
+	// ordering rule is the loop's roundCommitter); 0 means 5ms, about what writing
 	// a request takes on loopback.
 	MaxCommitDelay time.Duration
 	// MaxRunningTurns bounds the turns running at once on this daemon
@@ -345,7 +346,9 @@ type Manager struct {
 	// sub is the sub-agents of the threads: the table calls its hooks at
 	// a turn's end and gives each turn's tools their thread's Children.
 	sub *subagents.Service
-	now func() time.Time
+	// loopDeps are what every turn's agent loop shares.
+	loopDeps *loop.Deps
+	now      func() time.Time
 	// mem holds the ephemeral threads: loaded threads that never reach
 	// cfg.Store. A thread's transcript leaves it when the thread unloads.
 	mem EphemeralStore
@@ -517,7 +520,7 @@ func New(cfg Config) (*Manager, error) {
 		d.Instructions = defaultInstructions
 	}
 	if d.CompactPrompt == "" {
-		d.CompactPrompt = compactPrompt
+		d.CompactPrompt = loop.DefaultCompactPrompt
 	}
 	m := &Manager{
 		cfg: cfg, log: cfg.Logger, now: cfg.Now,
@@ -529,6 +532,8 @@ func New(cfg Config) (*Manager, error) {
 			Verbosity: d.Verbosity, ServiceTier: d.ServiceTier}.withBuiltins(),
 	}
 	m.sub = subagents.New(subagents.Config{Table: subagentTable{m}, ChildEnded: cfg.ChildEnded, Logger: cfg.Logger})
+	m.loopDeps = &loop.Deps{Models: cfg.Models, Observer: cfg.Observer, Logger: cfg.Logger, Now: cfg.Now,
+		CompactPrompt: d.CompactPrompt, ContextWindow: d.ContextWindow, MaxCommitDelay: cfg.MaxCommitDelay}
 	return m, nil
 }
 
@@ -634,8 +639,6 @@ func (m *Manager) Stop() {
 	<-done
 	m.ends.Stop()
 }
-
-var errShutdown = errors.New("server shutting down")
 
 // Loaded returns the ids of the loaded threads, sorted.
 func (m *Manager) Loaded() []string {
@@ -886,9 +889,6 @@ func (m *Manager) refresh(ctx context.Context, t *thread) error {
 	return nil
 }
 
-// errLeaseLost ends a turn whose thread another daemon took over.
-var errLeaseLost = errors.New("thread lease lost: another node took the thread over")
-
 // LeaseLost stops the running turn of a thread whose lease this daemon
 // lost (the cluster's Events): the store refuses its writes already.
 func (m *Manager) LeaseLost(threadID string) {
@@ -918,7 +918,7 @@ func (m *Manager) TurnRecovered(threadID, turnID string) {
 	t.mu.Lock()
 	// This daemon's own turn announces its end itself, while it runs and
 	// after it lost the lease (with the same status).
-	local := t.active != nil && t.active.id == turnID || t.meta.LastTurnID == turnID
+	local := t.active != nil && t.active.ID == turnID || t.meta.LastTurnID == turnID
 	t.mu.Unlock()
 	if local {
 		return

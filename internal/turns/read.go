@@ -59,8 +59,8 @@ func (m *Manager) unloadNow(t *thread) {
 	at := t.active
 	t.mu.Unlock()
 	if at != nil {
-		at.cancel(errInterrupted)
-		<-at.done
+		at.Cancel(errInterrupted)
+		<-at.Done
 		// The caller writes the thread next (archive, delete): without
 		// the turn's fence, once the lease is given back.
 		<-at.released

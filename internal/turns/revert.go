@@ -56,9 +56,9 @@ func (m *Manager) RevertThread(ctx context.Context, p api.ThreadRevertParams) (a
 		at := t.active
 		t.mu.Unlock()
 		if at != nil {
-			at.cancel(errInterrupted)
+			at.Cancel(errInterrupted)
 			select {
-			case <-at.done:
+			case <-at.Done:
 			case <-ctx.Done():
 				return res, nil, ctx.Err()
 			}

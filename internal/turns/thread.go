@@ -15,8 +15,8 @@ import (
 
 // thread is one loaded thread. Its lock guards every field below it.
 // While a turn runs, its notifications come from the turn goroutine, from
-// the round commits and from tool goroutines; roundCommitter states how
-// they are ordered.
+// the round commits and from tool goroutines; the loop's roundCommitter
+// (internal/turns/loop) states how they are ordered.
 type thread struct {
 	m  *Manager
 	id string
@@ -102,7 +102,7 @@ func newThread(m *Manager, rec store.Thread, meta transcript.ThreadMeta, st stor
 func (t *thread) statusLocked() api.ThreadStatus {
 	switch {
 	case t.active != nil && !t.active.ending:
-		return api.ThreadStatus{Type: api.ThreadActive, ActiveFlags: t.active.flags()}
+		return api.ThreadStatus{Type: api.ThreadActive, ActiveFlags: t.active.Flags()}
 	case t.lastTurnFailed:
 		return api.ThreadStatus{Type: api.ThreadSystemError}
 	default:
@@ -308,7 +308,7 @@ func (t *thread) interruptActive(cause error) {
 	at := t.active
 	t.mu.Unlock()
 	if at != nil {
-		at.cancel(cause)
+		at.Cancel(cause)
 	}
 }
 

@@ -6,7 +6,7 @@ import (
 
 	"github.com/appserver/appserver/api"
 	"github.com/appserver/appserver/internal/apperr"
-	"github.com/appserver/appserver/internal/turns/transcript"
+	"github.com/appserver/appserver/internal/turns/loop"
 )
 
 // DefaultUserShellTimeout bounds a thread/shellCommand without timeoutMs,
@@ -66,17 +66,12 @@ func (m *Manager) ShellCommand(ctx context.Context, c Caller, p api.ThreadShellC
 	return api.ThreadShellCommandResult{}, after, err
 }
 
-// runTurn is the goroutine of a user shell command's turn.
-func (req *UserShellRequest) runTurn(r *turnRun, tc ToolContext) {
-	defer close(r.at.done)
-	t := r.t
-	t.broadcastStatus()
-	t.emit("turn/started", api.TurnStartedNotification{ThreadID: t.id, Turn: r.apiTurn(api.TurnInProgress, nil, nil)})
-	// The turn was stored before thread/shellCommand answered.
-	res, err := t.m.cfg.UserShell.RunUserShell(r.at.ctx, tc, *req)
-	if err == nil {
-		r.hist.Add(transcript.UserInputToModel([]api.UserInput{{Type: api.UserInputText, Text: res.ModelText}}))
-		err = r.persistHistory(nil)
-	}
-	r.finish(err)
+// runTurn is the goroutine of a user shell command's turn: the command
+// runs in the turn (stored before thread/shellCommand answered) and what
+// the model reads of it joins the turn's history.
+func (req *UserShellRequest) runTurn(m *Manager, r *loop.Run, tc ToolContext) {
+	r.RunUserShell(func(ctx context.Context) (string, error) {
+		res, err := m.cfg.UserShell.RunUserShell(ctx, tc, *req)
+		return res.ModelText, err
+	})
 }

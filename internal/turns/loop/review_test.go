@@ -1,4 +1,4 @@
-package turns
+package loop
 
 import "testing"
 

@@ -1,4 +1,4 @@
-package turns
+package loop
 
 import (
 	"encoding/json"
@@ -12,7 +12,7 @@ import (
 
 // requireEncodingsMatch checks that the cached encodings of a turn's
 // history are exactly what encoding the items afresh gives.
-func requireEncodingsMatch(t *testing.T, r *turnRun) {
+func requireEncodingsMatch(t *testing.T, r *Run) {
 	t.Helper()
 	input, wire := r.requestInput()
 	require.NotNil(t, wire, "every item has its encoding")
@@ -33,7 +33,7 @@ func TestHistoryEncodingsFollowTheHistory(t *testing.T) {
 	var prior transcript.History
 	prior.AddUnencoded(model.UserMessage("earlier <turn>"), model.AssistantMessage("ok & done"))
 	prior.EnsureWire()
-	r := &turnRun{at: &activeTurn{settings: turnSettings{developer: "dev notes"}}, prior: prior.Snapshot()}
+	r := &Run{at: &Turn{Settings: Settings{Developer: "dev notes"}}, prior: prior.Snapshot()}
 	r.hist.Add(model.UserMessage("now"))
 	r.hist.Add(
 		model.InputItem{Type: model.ItemFunctionCall, ID: "fc_1", CallID: "c1", Name: "a", Arguments: `{}`},

@@ -1,4 +1,4 @@
-package turns
+package loop
 
 import (
 	"fmt"
@@ -117,7 +117,7 @@ func (rc *roundCommitter) takeDeferred() []deferredItem {
 // The usage is committed with the thread (and, with withHistory, the turn's
 // history, tool calls and outputs included) in one batch, so that resume
 // after a crash replays what the client last saw.
-func (r *turnRun) recordUsage(u model.Usage, withHistory bool) error {
+func (r *Run) recordUsage(u model.Usage, withHistory bool) error {
 	return r.recordUsageAsync(u, withHistory).wait()
 }
 
@@ -152,51 +152,41 @@ func (c *roundCommit) wait() error {
 // recordUsageAsync is recordUsage with the commit prepared on the turn
 // goroutine and run in the background once started (see roundCommitter);
 // the round's deferred tool item goes in the same commit.
-func (r *turnRun) recordUsageAsync(u model.Usage, withHistory bool) *roundCommit {
+func (r *Run) recordUsageAsync(u model.Usage, withHistory bool) *roundCommit {
 	last := breakdown(u)
 	r.hist.AddUsage(last)
 	t := r.t
-	t.mu.Lock()
-	total := t.addTokensLocked(last)
-	t.meta.LastUsage = &last
-	t.meta.ContextTokens = last.TotalTokens
-	t.meta.LastTurnID = r.at.id
-	t.mu.Unlock()
+	total := t.AddUsage(r.at.ID, last, last, last.TotalTokens)
 	b := &store.Batch{}
 	what := "token usage"
 	if withHistory {
-		b.UpdateTurns = []store.TurnPatch{{ThreadID: t.id, ID: r.at.id, Meta: r.metaJSON()}}
+		b.UpdateTurns = []store.TurnPatch{{ThreadID: r.threadID, ID: r.at.ID, Meta: r.metaJSON()}}
 		what = "turn history"
 	}
 	items := r.commits.takeDeferred()
-	limits, provider := r.limits, r.at.settings.provider
+	limits, provider := r.limits, r.at.Settings.Provider
 	r.limits = nil
 	budget := r.budgetStatus()
 	c := &roundCommit{done: make(chan error, 1), what: what, items: len(items)}
 	c.announce = func() {
 		r.announceDeferred(items)
-		t.emit("thread/tokenUsage/updated", api.ThreadTokenUsageUpdatedNotification{
-			ThreadID: t.id, TurnID: r.at.id, TokenUsage: api.TokenUsage{Total: total, Last: last, ModelContextWindow: t.m.contextWindow()},
+		t.Emit("thread/tokenUsage/updated", api.ThreadTokenUsageUpdatedNotification{
+			ThreadID: r.threadID, TurnID: r.at.ID, TokenUsage: api.TokenUsage{Total: total, Last: last, ModelContextWindow: r.d.contextWindow()},
 			Budget: budget,
 		})
-		t.announceRateLimits(provider, limits)
+		t.AnnounceRateLimits(provider, limits)
 		// The reference repeats the turn's diff after each response's
 		// usage.
 		r.emitDiff()
 	}
 	c.run = func() {
-		// The thread's meta as it is now, with any change made since
-		// the usage was added.
-		t.metaMu.Lock()
-		t.mu.Lock()
-		b.UpdateThreads = []store.ThreadPatch{{ID: t.id, Meta: t.metaJSONLocked()}}
-		t.mu.Unlock()
+		// With the thread's meta as it is when written, with any change
+		// made since the usage was added.
 		sits, err := r.storeDeferred(items)
 		if err == nil {
 			b.AppendItems = sits
-			err = t.write(r.persistCtx(), b)
+			err = t.WriteMeta(r.persistCtx(), b)
 		}
-		t.metaMu.Unlock()
 		// A failed commit announces nothing it carried: the turn fails
 		// (wait), so a client never sees an item or usage the store lacks.
 		// Announced here rather than when the turn goroutine next
@@ -212,7 +202,7 @@ func (r *turnRun) recordUsageAsync(u model.Usage, withHistory bool) *roundCommit
 
 // ItemCompleted commits a tool's finished item, then announces it
 // (ToolSink). The commit is not cancelled by an interrupt.
-func (r *turnRun) ItemCompleted(item api.ThreadItem) {
+func (r *Run) ItemCompleted(item api.ThreadItem) {
 	r.itemCompleted(item, false)
 }
 
@@ -226,17 +216,17 @@ func (r *turnRun) ItemCompleted(item api.ThreadItem) {
 // their announcements do not wait for the slowest call; and a tool that
 // announces more after its item (a diff, a status change) must use
 // ItemCompleted, or those would overtake its item/completed.
-func (r *turnRun) ItemCompletedFinal(item api.ThreadItem) {
+func (r *Run) ItemCompletedFinal(item api.ThreadItem) {
 	r.itemCompleted(item, true)
 }
 
-func (r *turnRun) itemCompleted(item api.ThreadItem, final bool) {
-	now := r.t.m.now()
+func (r *Run) itemCompleted(item api.ThreadItem, final bool) {
+	now := r.d.Now()
 	ms := now.UnixMilli()
 	if item.CompletedAtMs != nil {
 		ms = *item.CompletedAtMs
 	}
-	note := api.ItemCompletedNotification{Item: item, ThreadID: r.t.id, TurnID: r.at.id, CompletedAtMs: ms}
+	note := api.ItemCompletedNotification{Item: item, ThreadID: r.threadID, TurnID: r.at.ID, CompletedAtMs: ms}
 	// A tool's item carries its call id. Items of calls of other rounds
 	// (an exec session ending later) are not deferred. A deferred item is
 	// encoded for the store by the commit that takes it, off the path
@@ -244,18 +234,18 @@ func (r *turnRun) itemCompleted(item api.ThreadItem, final bool) {
 	if r.commits.deferItem(item.Body.ItemID(), final, deferredItem{at: now, note: note}) {
 		return
 	}
-	sit, err := transcript.StoreItem(r.t.id, r.at.id, item, now)
+	sit, err := transcript.StoreItem(r.threadID, r.at.ID, item, now)
 	if err == nil {
-		err = r.t.write(r.persistCtx(), &store.Batch{AppendItems: []*store.Item{sit}})
+		err = r.t.Write(r.persistCtx(), &store.Batch{AppendItems: []*store.Item{sit}})
 	}
 	if err != nil {
 		// Never announced: a client must not see completed what the store
 		// lacks. The turn fails instead, if it still runs.
-		r.t.m.log.ErrorContext(r.obs, "persist tool item", "thread", r.t.id, "item", item.Body.ItemID(), "err", err)
-		r.at.cancel(fmt.Errorf("persist tool item: %w", err))
+		r.d.Logger.ErrorContext(r.obs, "persist tool item", "thread", r.threadID, "item", item.Body.ItemID(), "err", err)
+		r.at.Cancel(fmt.Errorf("persist tool item: %w", err))
 		return
 	}
-	r.t.emit("item/completed", note)
+	r.t.Emit("item/completed", note)
 }
 
 // deferredItem is a completed tool item waiting for its round's commit.
@@ -266,10 +256,10 @@ type deferredItem struct {
 
 // storeDeferred encodes deferred items for the store. An item that cannot
 // be encoded fails the commit that would carry it, as a failed write does.
-func (r *turnRun) storeDeferred(items []deferredItem) ([]*store.Item, error) {
+func (r *Run) storeDeferred(items []deferredItem) ([]*store.Item, error) {
 	out := make([]*store.Item, 0, len(items))
 	for _, d := range items {
-		sit, err := transcript.StoreItem(r.t.id, d.note.TurnID, d.note.Item, d.at)
+		sit, err := transcript.StoreItem(r.threadID, d.note.TurnID, d.note.Item, d.at)
 		if err != nil {
 			return nil, err
 		}
@@ -279,9 +269,9 @@ func (r *turnRun) storeDeferred(items []deferredItem) ([]*store.Item, error) {
 }
 
 // announceDeferred announces items whose commit succeeded.
-func (r *turnRun) announceDeferred(items []deferredItem) {
+func (r *Run) announceDeferred(items []deferredItem) {
 	for _, d := range items {
-		r.t.emit("item/completed", d.note)
+		r.t.Emit("item/completed", d.note)
 	}
 }
 
@@ -294,16 +284,4 @@ func breakdown(u model.Usage) api.TokenUsageBreakdown {
 		OutputTokens:          u.OutputTokens,
 		ReasoningOutputTokens: u.ReasoningOutputTokens,
 	}
-}
-
-// addTokensLocked adds a response's usage to the thread's total and
-// returns the new total; t.mu must be held.
-func (t *thread) addTokensLocked(u api.TokenUsageBreakdown) api.TokenUsageBreakdown {
-	total := api.TokenUsageBreakdown{}
-	if t.meta.TokenTotal != nil {
-		total = *t.meta.TokenTotal
-	}
-	transcript.SumUsage(&total, u)
-	t.meta.TokenTotal = &total
-	return total
 }
