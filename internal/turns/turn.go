@@ -168,7 +168,9 @@ func (t *thread) commitEnd(at *activeTurn, e *loop.End) {
 	threadPatch := store.ThreadPatch{ID: t.id, UpdatedAt: &now, RecencyAt: &now, Meta: t.metaJSONLocked()}
 	t.mu.Unlock()
 	persistCtx := context.WithoutCancel(at.Ctx)
-	endErr := t.write(persistCtx, &store.Batch{UpdateTurns: []store.TurnPatch{patch}, UpdateThreads: []store.ThreadPatch{threadPatch}})
+	// The last response's last item (and usage) ride the end: a plain
+	// turn commits twice, its user message and its end.
+	endErr := t.write(persistCtx, &store.Batch{AppendItems: e.Items, UpdateTurns: []store.TurnPatch{patch}, UpdateThreads: []store.ThreadPatch{threadPatch}})
 	sanitised := false
 	if apperr.Is(endErr, apperr.Invalid) {
 		// The store refuses what this end carries (its history or the
@@ -209,7 +211,8 @@ func (t *thread) commitEnd(at *activeTurn, e *loop.End) {
 	}
 	t.metaMu.Unlock()
 	if endErr == nil && !sanitised {
-		// Stored with the end: the thread's meta holds the usage.
+		// Stored with the end: the thread's meta holds the usage, the
+		// batch the last items.
 		e.UsageStored()
 	}
 	e.Observe(status, turnErr)

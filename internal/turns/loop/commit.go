@@ -103,6 +103,14 @@ func (rc *roundCommitter) deferItem(id string, final bool, d deferredItem) bool 
 	return true
 }
 
+// addDeferred adds d to the items the next round commit stores and
+// announces first.
+func (rc *roundCommitter) addDeferred(d deferredItem) {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	rc.deferred = append(rc.deferred, d)
+}
+
 // takeDeferred returns the deferred items and forgets them.
 func (rc *roundCommitter) takeDeferred() []deferredItem {
 	rc.mu.Lock()
@@ -129,9 +137,10 @@ type roundCommit struct {
 	run  func()
 	// announce tells the clients what the commit carried, once stored.
 	announce func()
-	// items is how many deferred tool items the commit stores.
-	items int
-	done  chan error
+	// deferred are the items the commit stores (deferred tool items, the
+	// response's last streamed item), announced first.
+	deferred []deferredItem
+	done     chan error
 	// what names the commit in its error: the turn's history, or the
 	// last response's token usage.
 	what string
@@ -167,7 +176,7 @@ func (r *Run) recordUsageAsync(u model.Usage, withHistory bool) *roundCommit {
 	limits, provider := r.limits, r.at.Settings.Provider
 	r.limits = nil
 	budget := r.budgetStatus()
-	c := &roundCommit{done: make(chan error, 1), what: what, items: len(items)}
+	c := &roundCommit{done: make(chan error, 1), what: what, deferred: items}
 	c.announce = func() {
 		r.announceDeferred(items)
 		t.Emit("thread/tokenUsage/updated", api.ThreadTokenUsageUpdatedNotification{

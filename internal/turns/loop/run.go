@@ -39,6 +39,12 @@ type Run struct {
 	// endUsage is the last response's usage commit, carried by the turn's
 	// end commit (End) instead of its own; turn goroutine only.
 	endUsage *roundCommit
+	// streamed is the response's last completed message, reasoning or web
+	// search item, not stored nor announced yet: the next item's start or
+	// the response's end stores it (flushStreamed), or, when the response
+	// ends the turn, the turn's end commit takes it (one commit less a
+	// plain turn). Turn goroutine only.
+	streamed *deferredItem
 	final    *api.ThreadItem // the last completed agent message
 	// reviewer hides the model's messages from clients and the thread's
 	// items (a review turn shows its result as exitedReviewMode instead);
@@ -116,7 +122,9 @@ func (r *Run) loop() error {
 			return err
 		}
 		if len(calls) == 0 {
-			c := r.recordUsageAsync(usage, false)
+			// The response's last item, not stored yet, goes with its usage
+			// and the turn's history.
+			c := r.recordUsageAsync(usage, r.takeStreamed())
 			// Input that arrives from here on would be lost: the turn
 			// ends unless some is already pending.
 			if !r.at.CloseInput(true) {
@@ -124,16 +132,11 @@ func (r *Run) loop() error {
 				r.commits.pipeline(c)
 				continue
 			}
-			// The last response's usage rides the turn's end commit, which
-			// stores the thread's meta with it: one commit (an fsync on
-			// disk) less per turn. finish announces it once that is
-			// stored. A commit that stores a tool item runs as it is
-			// (finish settles it first).
-			if c.items > 0 {
-				r.commits.pipeline(c)
-			} else {
-				r.endUsage = c
-			}
+			// The last response's usage, with its last item, rides the
+			// turn's end commit, which stores the thread's meta and the
+			// turn's history with them: a plain turn commits twice (its
+			// user message, its end). The end announces them once stored.
+			r.endUsage = c
 			return nil
 		}
 		// As the reference does, a response's token usage is reported once
@@ -365,6 +368,11 @@ func (r *Run) modelRound() (calls []model.InputItem, usage model.Usage, err erro
 		}
 		switch e := ev.(type) {
 		case model.OutputItemAdded:
+			// The item completed before this one is stored and announced
+			// before this one starts.
+			if err := r.flushStreamed(); err != nil {
+				return err
+			}
 			r.itemAdded(open, e.Item)
 		case model.TextDelta:
 			if si := open[e.ItemID]; si != nil {
@@ -397,6 +405,13 @@ func (r *Run) modelRound() (calls []model.InputItem, usage model.Usage, err erro
 		}
 		return nil
 	})
+	if err != nil || len(read) > 0 {
+		// A response that calls tools announces its completed items
+		// before the calls run; one that failed keeps them, stored.
+		if ferr := r.flushStreamed(); ferr != nil && err == nil {
+			err = ferr
+		}
+	}
 	if err != nil {
 		if cause := context.Cause(streamCtx); errors.Is(cause, errPreempted) && at.Ctx.Err() == nil {
 			// Abandoned for new input: calls of this response never ran, so
@@ -477,11 +492,11 @@ func (r *Run) itemAdded(open map[string]*streamItem, it model.InputItem) {
 	r.t.Emit("item/started", api.ItemStartedNotification{Item: si.item, ThreadID: r.threadID, TurnID: r.at.ID, StartedAtMs: ms})
 }
 
-// itemDone completes a streamed item: it is added to the history and
-// committed together with the history before item/completed goes out.
-// Tool calls are returned for dispatch.
+// itemDone completes a streamed item: it is added to the history; a
+// message, reasoning or web search item is committed together with the
+// history before item/completed goes out, later (r.streamed). Tool calls
+// are returned for dispatch.
 func (r *Run) itemDone(open map[string]*streamItem, it model.InputItem) (*model.InputItem, error) {
-	t := r.t
 	r.hist.Add(it)
 	switch it.Type {
 	case model.ItemFunctionCall, model.ItemCustomToolCall, model.ItemToolSearchCall:
@@ -520,11 +535,40 @@ func (r *Run) itemDone(open map[string]*streamItem, it model.InputItem) (*model.
 	if r.hidden(si) {
 		return nil, r.persistHistory(nil)
 	}
-	if err := r.persistHistory(&si.item); err != nil {
+	// Stored and announced when the next item starts or the response
+	// ends (flushStreamed), or with the turn's end.
+	if err := r.flushStreamed(); err != nil {
 		return nil, err
 	}
-	t.Emit("item/completed", api.ItemCompletedNotification{Item: si.item, ThreadID: r.threadID, TurnID: r.at.ID, CompletedAtMs: ms})
+	r.streamed = &deferredItem{at: now, note: api.ItemCompletedNotification{Item: si.item, ThreadID: r.threadID, TurnID: r.at.ID, CompletedAtMs: ms}}
 	return nil, nil
+}
+
+// flushStreamed commits the completed streamed item still waiting
+// (r.streamed) with the turn's history, then announces it.
+func (r *Run) flushStreamed() error {
+	d := r.streamed
+	if d == nil {
+		return nil
+	}
+	r.streamed = nil
+	if err := r.persistHistory(&d.note.Item); err != nil {
+		return err
+	}
+	r.t.Emit("item/completed", d.note)
+	return nil
+}
+
+// takeStreamed hands the completed streamed item still waiting to the
+// response's usage commit, which stores it with the turn's history and
+// announces it first; it reports whether there was one.
+func (r *Run) takeStreamed() bool {
+	if r.streamed == nil {
+		return false
+	}
+	r.commits.addDeferred(*r.streamed)
+	r.streamed = nil
+	return true
 }
 
 // hidden reports whether a streamed item stays out of the client's view
@@ -659,6 +703,10 @@ type End struct {
 	Meta json.RawMessage
 	// Final is the last completed agent message, nil without one.
 	Final *api.ThreadItem
+	// Items are the items stored with the end (the last response's last
+	// item, or a tool item left to the usage commit), announced by
+	// UsageStored.
+	Items []*store.Item
 	// usage is the last response's usage commit, stored with the end
 	// instead of on its own; nil when there is none.
 	usage *roundCommit
@@ -686,11 +734,28 @@ func (r *Run) end(runErr error) *End {
 			runErr = fmt.Errorf("persist tool item: %w", err)
 		}
 	}
+	// A streamed item still waiting (the run ended between its end and its
+	// response's) is stored and announced before the turn ends.
+	if err := r.flushStreamed(); err != nil && runErr == nil {
+		runErr = err
+	}
+	var items []*store.Item
+	if r.endUsage != nil {
+		sits, err := r.storeDeferred(r.endUsage.deferred)
+		if err != nil {
+			// Nothing it carried is announced; the turn fails.
+			r.endUsage = nil
+			if runErr == nil {
+				runErr = fmt.Errorf("persist %s: %w", "turn history", err)
+			}
+		}
+		items = sits
+	}
 	at.CloseInput(false)
 	now := r.d.Now()
 	status, turnErr := r.endStatus(runErr)
 	return &End{r: r, RunErr: runErr, At: now, Status: status, TurnErr: turnErr,
-		Hist: r.hist, Meta: r.metaJSON(), Final: r.final, usage: r.endUsage}
+		Hist: r.hist, Meta: r.metaJSON(), Final: r.final, Items: items, usage: r.endUsage}
 }
 
 // Observed is the Observer's context of the turn, for its log lines.
