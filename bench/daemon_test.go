@@ -263,13 +263,13 @@ const initializeFrame = `{"id":"initialize","method":"initialize","params":{"cli
 // handshake dials the daemon and completes initialize, returning the open
 // connection.
 func handshake(ctx context.Context, url string) (*websocket.Conn, error) {
-	return handshakeWith(ctx, url, initializeFrame)
+	return handshakeWith(ctx, url, initializeFrame, nil)
 }
 
 // handshakeWith is handshake with another initialize request (its id must
-// be "initialize").
-func handshakeWith(ctx context.Context, url, initialize string) (*websocket.Conn, error) {
-	ws, resp, err := websocket.Dial(ctx, url, nil)
+// be "initialize") and dial options.
+func handshakeWith(ctx context.Context, url, initialize string, opts *websocket.DialOptions) (*websocket.Conn, error) {
+	ws, resp, err := websocket.Dial(ctx, url, opts)
 	if resp != nil && resp.Body != nil {
 		resp.Body.Close()
 	}
