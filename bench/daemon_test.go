@@ -58,7 +58,16 @@ func daemonBinary(tb testing.TB) string {
 			return
 		}
 		bin := filepath.Join(buildDir, "appserver")
-		cmd := exec.Command(goBin, "build", "-o", bin, "./cmd/appserver")
+		args := []string{"build", "-o", bin}
+		if profileDir() != "" {
+			overlay, err := profileOverlay(root, buildDir)
+			if err != nil {
+				buildErr = err
+				return
+			}
+			args = append(args, "-overlay", overlay)
+		}
+		cmd := exec.Command(goBin, append(args, "./cmd/appserver")...)
 		cmd.Dir = root
 		// Static, as released (Makefile, Dockerfile): a cgo build links the
 		// psx library externally, and the dynamically linked binary keeps
@@ -254,14 +263,20 @@ const initializeFrame = `{"id":"initialize","method":"initialize","params":{"cli
 // handshake dials the daemon and completes initialize, returning the open
 // connection.
 func handshake(ctx context.Context, url string) (*websocket.Conn, error) {
-	ws, resp, err := websocket.Dial(ctx, url, nil)
+	return handshakeWith(ctx, url, initializeFrame, nil)
+}
+
+// handshakeWith is handshake with another initialize request (its id must
+// be "initialize") and dial options.
+func handshakeWith(ctx context.Context, url, initialize string, opts *websocket.DialOptions) (*websocket.Conn, error) {
+	ws, resp, err := websocket.Dial(ctx, url, opts)
 	if resp != nil && resp.Body != nil {
 		resp.Body.Close()
 	}
 	if err != nil {
 		return nil, err
 	}
-	if err := ws.Write(ctx, websocket.MessageText, []byte(initializeFrame)); err != nil {
+	if err := ws.Write(ctx, websocket.MessageText, []byte(initialize)); err != nil {
 		_ = ws.CloseNow()
 		return nil, err
 	}

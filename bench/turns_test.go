@@ -174,6 +174,7 @@ func benchTurns(b *testing.B, storeKind string, tc turnsCase, script fakemodel.S
 		b.Fatal(err)
 	}
 	self0 := selfCPUTime()
+	prof := startProfile(b, d)
 	b.ResetTimer()
 	for range b.N {
 		start := time.Now()
@@ -192,6 +193,7 @@ func benchTurns(b *testing.B, storeKind string, tc turnsCase, script fakemodel.S
 		}
 	}
 	b.StopTimer()
+	prof.stop(b)
 	self1 := selfCPUTime()
 	tree1 := procTreeCPUTime(d.pid())
 	cpu1, err := procCPUTime(d.pid())
@@ -286,6 +288,21 @@ type turnWorker struct {
 	// turn and when its turn/completed was read.
 	lastTurnID    string
 	lastCompleted time.Time
+	// timeout bounds one turn; 0 means turnTimeout.
+	timeout time.Duration
+	// pump, when set, reads the connection's frames as they come, so
+	// that the daemon never finds it slow while the worker waits for its
+	// turn; the worker reads them from it.
+	pump *framePump
+}
+
+// next returns the connection's next frame.
+func (w *turnWorker) next(ctx context.Context) ([]byte, error) {
+	if w.pump != nil {
+		return w.pump.next(ctx)
+	}
+	_, data, err := w.ws.Read(ctx)
+	return data, err
 }
 
 // rpcFrame is a decoded response or notification.
@@ -302,8 +319,13 @@ func newTurnWorker(ctx context.Context, url, cwd string) (*turnWorker, error) {
 	if err != nil {
 		return nil, err
 	}
+	return startThread(ctx, &turnWorker{ws: ws}, cwd)
+}
+
+// startThread starts the worker's thread on its open connection.
+func startThread(ctx context.Context, w *turnWorker, cwd string) (*turnWorker, error) {
+	ws := w.ws
 	ws.SetReadLimit(16 << 20)
-	w := &turnWorker{ws: ws}
 	res, err := w.call(ctx, "thread/start", map[string]any{"cwd": cwd})
 	if err != nil {
 		_ = ws.CloseNow()
@@ -337,7 +359,7 @@ func (w *turnWorker) send(ctx context.Context, method string, params any) (strin
 }
 
 func (w *turnWorker) read(ctx context.Context) (rpcFrame, error) {
-	_, data, err := w.ws.Read(ctx)
+	data, err := w.next(ctx)
 	if err != nil {
 		return rpcFrame{}, err
 	}
@@ -386,7 +408,11 @@ func (w *turnWorker) turn(ctx context.Context) (elapsed, answer time.Duration, e
 // turnBy is turn for any request that starts a turn on the worker's
 // thread (turn/start, thread/compact/start).
 func (w *turnWorker) turnBy(ctx context.Context, method string, params any) (elapsed, answer time.Duration, err error) {
-	ctx, cancel := context.WithTimeout(ctx, turnTimeout)
+	timeout := turnTimeout
+	if w.timeout > 0 {
+		timeout = w.timeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	start := time.Now()
 	id, err := w.send(ctx, method, params)
@@ -395,7 +421,7 @@ func (w *turnWorker) turnBy(ctx context.Context, method string, params any) (ela
 	}
 	answered := false
 	for {
-		_, data, err := w.ws.Read(ctx)
+		data, err := w.next(ctx)
 		if err != nil {
 			return 0, 0, fmt.Errorf("%s: waiting for turn/completed (answered %v): %w", method, answered, err)
 		}

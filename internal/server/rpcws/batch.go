@@ -88,11 +88,21 @@ type batchConn struct {
 	emu    sync.Mutex
 	expect []byte
 	// wmu serializes the writes (the websocket's frame lock already does)
-	// and guards pending, the held write.
+	// and guards pending, the held write, in a buffer of batchBuffers.
 	wmu     sync.Mutex
-	pending []byte
+	pending *[]byte
 	writes  atomic.Int64 // writes to the socket, for tests
 }
+
+// batchBuffers hold the writes being batched, shared by every connection:
+// a buffer is taken for a batch and given back once the batch is written,
+// so an idle connection holds none, and a batch does not grow a buffer
+// from nothing again (under a broadcast to every connection, that growing
+// was the largest allocation of the daemon).
+var batchBuffers = sync.Pool{New: func() any {
+	b := make([]byte, 0, 4<<10)
+	return &b
+}}
 
 func (c *batchConn) holdFor(frame []byte) {
 	c.emu.Lock()
@@ -131,18 +141,30 @@ func textHeaderLen(n int) int {
 func (c *batchConn) Write(p []byte) (int, error) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	if c.takeExpected(p) && len(c.pending)+len(p) <= maxBatch {
-		c.pending = append(c.pending, p...)
+	held := 0
+	if c.pending != nil {
+		held = len(*c.pending)
+	}
+	if c.takeExpected(p) && held+len(p) <= maxBatch {
+		if c.pending == nil {
+			c.pending = batchBuffers.Get().(*[]byte)
+		}
+		*c.pending = append(*c.pending, p...)
 		return len(p), nil
 	}
 	c.writes.Add(1)
-	if len(c.pending) == 0 {
+	if held == 0 {
 		return c.Conn.Write(p)
 	}
 	// Not kept between batches: an idle connection holds no buffer.
-	bufs := net.Buffers{c.pending, p}
+	buf := c.pending
 	c.pending = nil
-	if _, err := bufs.WriteTo(c.Conn); err != nil {
+	bufs := net.Buffers{*buf, p}
+	_, err := bufs.WriteTo(c.Conn)
+	// Written (or failed): the socket keeps no reference to it.
+	*buf = (*buf)[:0]
+	batchBuffers.Put(buf)
+	if err != nil {
 		return 0, err
 	}
 	return len(p), nil

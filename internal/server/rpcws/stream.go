@@ -431,14 +431,20 @@ func (s *Stream) queueLocked(f outFrame, lazy bool) error {
 	return ErrSlowConsumer
 }
 
-// lazyDue writes the lazy frames no Send took along.
+// lazyDue writes the lazy frames no Send took along. It runs on the
+// timer's own goroutine, which becomes the writer: under a broadcast to
+// every connection, starting another goroutine for each was a large part
+// of what writing the broadcast cost.
 func (s *Stream) lazyDue() {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.lazyArmed = false
-	if len(s.queue) > 0 && !s.closing {
-		s.startWriterLocked()
+	if len(s.queue) == 0 || s.closing || s.writing {
+		s.mu.Unlock()
+		return
 	}
+	s.writing = true
+	s.mu.Unlock()
+	s.writeLoop()
 }
 
 // discardQueueLocked drops the queued frames; s.mu must be held. The
