@@ -746,7 +746,7 @@ func (r *Run) end(runErr error) *End {
 			// Nothing it carried is announced; the turn fails.
 			r.endUsage = nil
 			if runErr == nil {
-				runErr = fmt.Errorf("persist %s: %w", "turn history", err)
+				runErr = fmt.Errorf("persist turn history: %w", err)
 			}
 		}
 		items = sits
