@@ -119,6 +119,9 @@ type daemon struct {
 	stderr   *lockedBuffer
 	exited   chan error
 	stopOnce sync.Once
+	// reference is set for the reference server (startReference): it has
+	// no /metrics, and how it exits on SIGTERM is not ours to check.
+	reference bool
 }
 
 const listenPrefix = "appserver listening on "
@@ -178,7 +181,7 @@ func (d *daemon) terminate(tb testing.TB) {
 		<-exited
 		return
 	}
-	if err != nil {
+	if err != nil && !d.reference {
 		tb.Errorf("daemon exited uncleanly after SIGTERM: %v\nstderr:\n%s", err, d.stderr)
 	}
 }
@@ -355,4 +358,48 @@ func (b *lockedBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// referenceBinary is the reference server the turn benchmarks measure
+// instead of ours when APPSERVER_BENCH_REFERENCE names it: the native
+// `codex` binary of the npm package (under
+// node_modules/@openai/codex-linux-x64/vendor/…/bin/codex), not the
+// package's Node wrapper, whose process would be the one measured.
+func referenceBinary() string { return os.Getenv("APPSERVER_BENCH_REFERENCE") }
+
+// referenceListenPrefix starts the line of the reference's stderr that
+// gives its websocket address.
+const referenceListenPrefix = "listening on: "
+
+// startReference starts the reference app-server on a free loopback port
+// with its own CODEX_HOME and the given -c flags; HOME stays this
+// process's, as for our daemon, so a login shell costs the same. It is
+// stopped at cleanup.
+func startReference(tb testing.TB, extra ...string) *daemon {
+	tb.Helper()
+	home := tb.TempDir()
+	cmd := exec.Command(referenceBinary(), append([]string{"app-server", "--listen", "ws://127.0.0.1:0"}, extra...)...)
+	cmd.Env = append(os.Environ(), "CODEX_HOME="+home, "OPENAI_API_KEY=sk-bench", "RUST_LOG=warn")
+	cmd.Dir = home
+	watch := &lineWatcher{prefix: referenceListenPrefix, found: make(chan string, 1)}
+	d := &daemon{cmd: cmd, stderr: &lockedBuffer{}, exited: make(chan error, 1), reference: true}
+	cmd.Stdout = d.stderr
+	cmd.Stderr = io.MultiWriter(watch, d.stderr)
+	if err := cmd.Start(); err != nil {
+		tb.Fatalf("start the reference: %v", err)
+	}
+	exited := d.exited
+	go func() { exited <- cmd.Wait() }()
+	tb.Cleanup(func() { d.stop(tb) })
+	select {
+	case addr := <-watch.found:
+		d.ws = addr
+		d.http = "http://" + strings.TrimPrefix(addr, "ws://")
+	case err := <-exited:
+		exited <- err
+		tb.Fatalf("the reference exited before listening: %v\noutput:\n%s", err, d.stderr)
+	case <-time.After(60 * time.Second):
+		tb.Fatalf("the reference did not print its address within 60 s\noutput:\n%s", d.stderr)
+	}
+	return d
 }

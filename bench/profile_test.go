@@ -44,7 +44,7 @@ type profile struct {
 // benchmark's name with its slashes replaced. A daemon from
 // APPSERVER_BENCH_BIN must have been built with the overlay.
 func startProfile(b *testing.B, d *daemon) *profile {
-	if profileDir() == "" {
+	if profileDir() == "" || d.reference {
 		return nil
 	}
 	if err := d.cmd.Process.Signal(syscall.SIGUSR1); err != nil {

@@ -680,7 +680,13 @@ type Notification struct {
 	// (Broadcast, BroadcastThread): a transport may hold it briefly to
 	// write it together with others.
 	Broadcast bool
-	frame     []byte
+	// Distant is set on a broadcast about a thread the subscriber does not
+	// hear (it has not subscribed to it): a transport may hold it longer
+	// than other broadcasts, the longer the larger its Audience, the
+	// number of subscribers the broadcast went to.
+	Distant  bool
+	Audience int
+	frame    []byte
 
 	seqOnce  sync.Once
 	seqFrame []byte
@@ -736,14 +742,14 @@ func (h *Hub) Broadcast(method string, params any) {
 
 // BroadcastThread implements turns.Sink: a broadcast about one
 // thread, marked with the thread's originator (Notification.Owner).
-func (h *Hub) BroadcastThread(owner *string, method string, params any) {
+func (h *Hub) BroadcastThread(threadID string, owner *string, method string, params any) {
 	n, err := h.NewNotification(method, params)
 	if err != nil {
 		h.log.Error("encode notification", "method", method, "err", err)
 		return
 	}
 	n.Owned, n.Owner = true, owner
-	h.broadcast(n)
+	h.broadcastAbout(n, threadID)
 	// The event consumers hear of an archiving from the thread's log.
 	switch p := params.(type) {
 	case api.ThreadIDNotification:
@@ -756,20 +762,47 @@ func (h *Hub) BroadcastThread(owner *string, method string, params any) {
 	}
 }
 
-func (h *Hub) broadcast(n *Notification) {
+func (h *Hub) broadcast(n *Notification) { h.broadcastAbout(n, "") }
+
+// broadcastAbout sends n to every subscriber but the recorders. When n is
+// about a thread (threadID not ""), the subscribers that do not hear that
+// thread get a copy marked Distant, sharing n's frame.
+func (h *Hub) broadcastAbout(n *Notification, threadID string) {
 	n.Broadcast = true
+	type recipient struct {
+		sub     Subscriber
+		distant bool
+	}
 	h.mu.Lock()
-	to := make([]Subscriber, 0, len(h.subs))
-	for _, a := range h.subs {
-		if !a.opts.Recorder {
-			to = append(to, a.sub)
+	to := make([]recipient, 0, len(h.subs))
+	distant := 0
+	for id, a := range h.subs {
+		if a.opts.Recorder {
+			continue
 		}
+		_, hears := h.joined[id][threadID]
+		far := threadID != "" && !hears
+		if far {
+			distant++
+		}
+		to = append(to, recipient{a.sub, far})
 	}
 	h.mu.Unlock()
-	for _, s := range to {
-		s.Notify(n)
+	n.Audience = len(to)
+	var far *Notification
+	if distant > 0 {
+		far = &Notification{Method: n.Method, Params: n.Params, EmittedAtMs: n.EmittedAtMs,
+			Owned: n.Owned, Owner: n.Owner, Broadcast: true, Distant: true, Audience: n.Audience, frame: n.frame}
+	}
+	for _, r := range to {
+		if r.distant {
+			r.sub.Notify(far)
+		} else {
+			r.sub.Notify(n)
+		}
 	}
 }
+
 
 // Send implements turns.Sink.
 func (h *Hub) Send(to ConnID, method string, params any) {

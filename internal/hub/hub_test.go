@@ -520,9 +520,9 @@ func TestSingleDaemonLogsItsEntries(t *testing.T) {
 	require.False(t, sent, "logging the request is not sending it")
 	_, _, _, err = h.Request(context.Background(), turns.ServerRequest{ThreadID: "eph", Method: "item/commandExecution/requestApproval", Params: params, Ephemeral: true})
 	require.ErrorIs(t, err, turns.ErrNoClient)
-	h.BroadcastThread(nil, api.MethodThreadArchived, api.ThreadArchivedNotification{ThreadID: "th"})
-	h.BroadcastThread(nil, api.MethodThreadUnarchived, api.ThreadUnarchivedNotification{ThreadID: "th"})
-	h.BroadcastThread(nil, "thread/name/updated", api.ThreadIDNotification{ThreadID: "th"})
+	h.BroadcastThread("th", nil, api.MethodThreadArchived, api.ThreadArchivedNotification{ThreadID: "th"})
+	h.BroadcastThread("th", nil, api.MethodThreadUnarchived, api.ThreadUnarchivedNotification{ThreadID: "th"})
+	h.BroadcastThread("th", nil, "thread/name/updated", api.ThreadIDNotification{ThreadID: "th"})
 
 	require.Equal(t, []string{hub.MethodRequestOffered, hub.MethodThreadArchived, hub.MethodThreadUnarchived}, j.methods("th"))
 	require.Empty(t, j.methods("eph"), "an ephemeral thread keeps no log")
@@ -561,8 +561,43 @@ func TestBroadcastsAreMarked(t *testing.T) {
 	}
 	h.Broadcast("account/updated", map[string]any{})
 	require.True(t, next().Broadcast)
-	h.BroadcastThread(nil, "thread/status/changed", api.ThreadStatusChangedNotification{ThreadID: "other"})
+	h.BroadcastThread("other", nil, "thread/status/changed", api.ThreadStatusChangedNotification{ThreadID: "other"})
 	require.True(t, next().Broadcast)
 	h.Send(ids[0], "model/rerouted", map[string]any{})
 	require.False(t, next().Broadcast)
+}
+
+// A broadcast about a thread reaches a subscriber that does not hear the
+// thread marked Distant, with the broadcast's audience, and the same
+// frame; one that subscribed to the thread gets it unmarked. A broadcast about no thread is never distant.
+func TestBroadcastsAboutOtherThreadsAreDistant(t *testing.T) {
+	h := hub.New(hub.Config{})
+	defer h.Close()
+	near, far := newClient(), newClient()
+	attach(h, near)
+	h.Attach(h.NewConnID(), far, hub.AttachOptions{})
+	next := func(c *client) *hub.Notification {
+		t.Helper()
+		select {
+		case n := <-c.notes:
+			return n
+		case <-time.After(5 * time.Second):
+			t.Fatal("no notification")
+			return nil
+		}
+	}
+	h.BroadcastThread("th", nil, "thread/status/changed", api.ThreadStatusChangedNotification{ThreadID: "th"})
+	n, f := next(near), next(far)
+	require.False(t, n.Distant)
+	require.True(t, f.Distant)
+	require.True(t, f.Broadcast)
+	require.Equal(t, 2, f.Audience)
+	require.Equal(t, 2, n.Audience)
+	require.Equal(t, string(n.Frame()), string(f.Frame()))
+	require.Equal(t, "thread/status/changed", f.Method)
+
+	h.Broadcast("account/updated", map[string]any{})
+	for _, c := range []*client{near, far} {
+		require.False(t, next(c).Distant)
+	}
 }

@@ -141,15 +141,43 @@ func (s *Session) Notify(n *Notification) {
 		// number, the position thread/resume's afterSeq takes.
 		frame = n.SeqFrame()
 	}
-	send := s.conn.Send
-	if n.Broadcast {
+	var err error
+	switch {
+	case n.Distant:
+		// About a thread this client does not follow: written with the
+		// connection's next frame, or within a delay that grows with the
+		// audience (distantDelay).
+		err = s.conn.SendLazyWithin(frame, distantDelay(n.Audience))
+	case n.Broadcast:
 		// Every connection gets it: written with the connection's next
 		// frame, or within rpcws.DefaultLazyDelay.
-		send = s.conn.SendLazy
+		err = s.conn.SendLazy(frame)
+	default:
+		err = s.conn.Send(frame)
 	}
-	if err := send(frame); err == nil {
+	if err == nil {
 		s.srv.metrics.Notifications.WithLabelValues(n.Method).Inc()
 	}
+}
+
+// Distant broadcasts (thread/status/changed and the like, about a thread a
+// client does not follow) reach every connection, so written as they come
+// they cost a write per connection per change: with one thread running
+// per connection, a cost per turn that grows with the number of
+// connections. Each connection holds them instead for up to
+// audience × distantDelayPerConn, between DefaultLazyDelay and
+// maxDistantDelay, which bounds the writes they cause daemon-wide to
+// about one per distantDelayPerConn until maxDistantDelay is reached
+// (bench/README.md, BenchmarkCrowdTurns).
+const (
+	distantDelayPerConn = 250 * time.Microsecond
+	maxDistantDelay     = time.Second
+)
+
+// distantDelay is how long a distant broadcast to audience connections
+// may wait for a connection's next frame.
+func distantDelay(audience int) time.Duration {
+	return min(max(time.Duration(audience)*distantDelayPerConn, rpcws.DefaultLazyDelay), maxDistantDelay)
 }
 
 // Request sends a server→client request with a process-wide integer id and

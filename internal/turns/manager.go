@@ -29,14 +29,14 @@ import (
 // broadcastThread broadcasts a notification about a thread, with its
 // originator, so that the sink keeps it from clients that may not see the
 // thread.
-func (m *Manager) broadcastThread(owner *string, method string, params any) {
-	m.cfg.Sink.BroadcastThread(owner, method, params)
+func (m *Manager) broadcastThread(threadID string, owner *string, method string, params any) {
+	m.cfg.Sink.BroadcastThread(threadID, owner, method, params)
 }
 
 // threadStarted runs Config.ThreadStarted for a thread just announced.
 func (m *Manager) threadStarted(th api.Thread, config map[string]json.RawMessage) {
 	if f := m.cfg.ThreadStarted; f != nil {
-		f(th.ID, config, func(method string, params any) { m.broadcastThread(th.Originator, method, params) })
+		f(th.ID, config, func(method string, params any) { m.broadcastThread(th.ID, th.Originator, method, params) })
 	}
 }
 
@@ -810,8 +810,8 @@ func (m *Manager) unload(t *thread) {
 		f(t.id)
 	}
 	owner := t.originator()
-	m.broadcastThread(owner, "thread/status/changed", api.ThreadStatusChangedNotification{ThreadID: t.id, Status: api.ThreadStatus{Type: api.ThreadNotLoaded}})
-	m.broadcastThread(owner, "thread/closed", api.ThreadClosedNotification{ThreadID: t.id})
+	m.broadcastThread(t.id, owner, "thread/status/changed", api.ThreadStatusChangedNotification{ThreadID: t.id, Status: api.ThreadStatus{Type: api.ThreadNotLoaded}})
+	m.broadcastThread(t.id, owner, "thread/closed", api.ThreadClosedNotification{ThreadID: t.id})
 }
 
 // newID returns a UUIDv7 string.
@@ -903,7 +903,7 @@ func (m *Manager) LeaseLost(threadID string) {
 func (m *Manager) TurnRecovered(threadID, turnID string) {
 	// The dead daemon's thread is free: its queue moves on here.
 	defer m.kickQueue(threadID)
-	m.broadcastThread(m.ownerOf(context.Background(), threadID), "thread/status/changed", api.ThreadStatusChangedNotification{ThreadID: threadID, Status: api.ThreadStatus{Type: api.ThreadIdle}})
+	m.broadcastThread(threadID, m.ownerOf(context.Background(), threadID), "thread/status/changed", api.ThreadStatusChangedNotification{ThreadID: threadID, Status: api.ThreadStatus{Type: api.ThreadIdle}})
 	turn := api.Turn{ID: turnID, Items: api.List[api.ThreadItem]{}, ItemsView: api.ItemsNotLoaded, Status: api.TurnInterrupted}
 	note := api.TurnCompletedNotification{ThreadID: threadID, Turn: turn}
 	t := m.loaded(threadID)

@@ -32,7 +32,7 @@ type Sink interface {
 	// of its run (thread/started, thread/status/changed, thread/closed,
 	// ...) to every client that may see the thread: the thread's
 	// originator is owner (nil when it has none).
-	BroadcastThread(owner *string, method string, params any)
+	BroadcastThread(threadID string, owner *string, method string, params any)
 	// Send sends a notification to one client (the token usage replayed
 	// after thread/resume).
 	Send(to ConnID, method string, params any)
@@ -138,7 +138,7 @@ func (t *thread) broadcastStatus() {
 	t.mu.Lock()
 	st, owner := t.statusLocked(), t.meta.Originator
 	t.mu.Unlock()
-	t.m.broadcastThread(owner, "thread/status/changed", api.ThreadStatusChangedNotification{ThreadID: t.id, Status: st})
+	t.m.broadcastThread(t.id, owner, "thread/status/changed", api.ThreadStatusChangedNotification{ThreadID: t.id, Status: st})
 }
 
 // subscribe makes conn hear the thread (conn 0, the caller of a turn that

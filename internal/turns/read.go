@@ -47,7 +47,7 @@ func (m *Manager) ArchiveThread(ctx context.Context, p api.ThreadArchiveParams) 
 	}
 	return func() {
 		for _, tid := range ids {
-			m.broadcastThread(owner, "thread/archived", api.ThreadArchivedNotification{ThreadID: tid})
+			m.broadcastThread(tid, owner, "thread/archived", api.ThreadArchivedNotification{ThreadID: tid})
 		}
 	}, nil
 }
@@ -75,7 +75,7 @@ func (m *Manager) unloadNow(t *thread) {
 	if f := m.cfg.ThreadUnloaded; f != nil {
 		f(t.id)
 	}
-	m.broadcastThread(t.originator(), "thread/status/changed", api.ThreadStatusChangedNotification{ThreadID: t.id, Status: api.ThreadStatus{Type: api.ThreadNotLoaded}})
+	m.broadcastThread(t.id, t.originator(), "thread/status/changed", api.ThreadStatusChangedNotification{ThreadID: t.id, Status: api.ThreadStatus{Type: api.ThreadNotLoaded}})
 }
 
 // DeleteThread removes a thread for good, with its turns and items: a
@@ -103,7 +103,7 @@ func (m *Manager) DeleteThread(ctx context.Context, p api.ThreadDeleteParams) (A
 		ownerName = principal.NameOf(*owner)
 	}
 	m.cfg.Audit.Record(ctx, audit.Entry{Kind: audit.KindThreadDelete, ThreadID: id, Detail: threadDeleteDetail{Owner: ownerName}})
-	return func() { m.broadcastThread(owner, "thread/deleted", api.ThreadDeletedNotification{ThreadID: id}) }, nil
+	return func() { m.broadcastThread(id, owner, "thread/deleted", api.ThreadDeletedNotification{ThreadID: id}) }, nil
 }
 
 // threadDeleteDetail is the detail of a thread_delete entry.
@@ -134,7 +134,7 @@ func (m *Manager) UnarchiveThread(ctx context.Context, p api.ThreadUnarchivePara
 		return api.ThreadUnarchiveResult{}, nil, err
 	}
 	return api.ThreadUnarchiveResult{Thread: th}, func() {
-		m.broadcastThread(th.Originator, "thread/unarchived", api.ThreadUnarchivedNotification{ThreadID: id})
+		m.broadcastThread(id, th.Originator, "thread/unarchived", api.ThreadUnarchivedNotification{ThreadID: id})
 	}, nil
 }
 
@@ -479,7 +479,7 @@ func (m *Manager) SetName(ctx context.Context, p api.ThreadNameSetParams) (After
 	}
 	owner := m.ownerOf(ctx, id)
 	return func() {
-		m.broadcastThread(owner, "thread/name/updated", api.ThreadNameUpdatedNotification{ThreadID: id, ThreadName: &name})
+		m.broadcastThread(id, owner, "thread/name/updated", api.ThreadNameUpdatedNotification{ThreadID: id, ThreadName: &name})
 	}, nil
 }
 

@@ -83,7 +83,7 @@ func (t *thread) announceReadState(ctx context.Context) {
 	if err == nil {
 		var state api.ThreadReadState
 		if state, _, err = readStateOf(ctx, t.store, rec); err == nil {
-			t.m.broadcastThread(t.originator(), "thread/readState/changed", api.ThreadReadStateChangedNotification{ThreadID: t.id, ReadState: state})
+			t.m.broadcastThread(t.id, t.originator(), "thread/readState/changed", api.ThreadReadStateChangedNotification{ThreadID: t.id, ReadState: state})
 			return
 		}
 	}
@@ -188,7 +188,7 @@ func (m *Manager) UpdateReadState(ctx context.Context, p api.ThreadReadStateUpda
 	owner := m.ownerOf(ctx, rec.ID)
 	return api.ThreadReadStateUpdateResult{ReadState: state}, nil, func() {
 		if state.Revision != cur.Revision {
-			m.broadcastThread(owner, "thread/readState/changed", api.ThreadReadStateChangedNotification{ThreadID: rec.ID, ReadState: state})
+			m.broadcastThread(rec.ID, owner, "thread/readState/changed", api.ThreadReadStateChangedNotification{ThreadID: rec.ID, ReadState: state})
 		}
 	}, nil
 }

@@ -158,7 +158,7 @@ func (m *Manager) RevertThread(ctx context.Context, p api.ThreadRevertParams) (a
 		// As the reference: a new revision alone is not announced, a
 		// new first unread position is.
 		if !reflect.DeepEqual(before.FirstUnread, after.FirstUnread) {
-			m.broadcastThread(owner, "thread/readState/changed", api.ThreadReadStateChangedNotification{ThreadID: t.id, ReadState: after})
+			m.broadcastThread(t.id, owner, "thread/readState/changed", api.ThreadReadStateChangedNotification{ThreadID: t.id, ReadState: after})
 		}
 		t.emit("thread/reverted", api.ThreadRevertedNotification{ThreadID: t.id})
 	}, nil

@@ -49,7 +49,7 @@ func (s *testSink) Publish(ev turns.Event) {
 
 func (s *testSink) Broadcast(method string, params any) { s.n.Broadcast(method, params) }
 
-func (s *testSink) BroadcastThread(_ *string, method string, params any) {
+func (s *testSink) BroadcastThread(_ string, _ *string, method string, params any) {
 	s.n.Broadcast(method, params)
 }
 

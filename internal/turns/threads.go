@@ -303,7 +303,7 @@ func (m *Manager) StartThread(ctx context.Context, c Caller, p api.ThreadStartPa
 	res := t.settingsResult()
 	return res, func() {
 		th := t.apiThread()
-		m.broadcastThread(th.Originator, "thread/started", api.ThreadStartedNotification{Thread: th})
+		m.broadcastThread(th.ID, th.Originator, "thread/started", api.ThreadStartedNotification{Thread: th})
 		m.threadStarted(th, meta.Config)
 	}, nil
 }
@@ -536,7 +536,7 @@ func (m *Manager) fork(ctx context.Context, c Caller, p api.ThreadForkParams) (a
 	return t.settingsResult(), t, func() {
 		t.replayUsage(c.Conn)
 		th := t.apiThread()
-		m.broadcastThread(th.Originator, "thread/started", api.ThreadStartedNotification{Thread: th})
+		m.broadcastThread(th.ID, th.Originator, "thread/started", api.ThreadStartedNotification{Thread: th})
 		m.threadStarted(th, meta.Config)
 	}, nil
 }

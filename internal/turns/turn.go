@@ -246,7 +246,7 @@ func (t *thread) commitEnd(at *activeTurn, e *loop.End) {
 	if endErr == nil {
 		t.announceReadState(persistCtx)
 	}
-	t.m.broadcastThread(t.originator(), "thread/status/changed", api.ThreadStatusChangedNotification{ThreadID: t.id, Status: end})
+	t.m.broadcastThread(t.id, t.originator(), "thread/status/changed", api.ThreadStatusChangedNotification{ThreadID: t.id, Status: end})
 	if turnErr != nil {
 		t.emit("error", api.ErrorNotification{Error: *turnErr, WillRetry: false, ThreadID: t.id, TurnID: at.ID})
 	}

@@ -144,7 +144,7 @@ func TestDeliversSignedNotices(t *testing.T) {
 	require.ErrorIs(t, err, turns.ErrNoClient)
 	n.turnEnded(th, api.TurnFailed)
 	n.turnEnded(th, api.TurnInterrupted)
-	n.hub.BroadcastThread(nil, api.MethodThreadArchived, api.ThreadArchivedNotification{ThreadID: th})
+	n.hub.BroadcastThread(th, nil, api.MethodThreadArchived, api.ThreadArchivedNotification{ThreadID: th})
 	n.turnEnded(other, api.TurnFailed)
 
 	got := all.waitFor(6)

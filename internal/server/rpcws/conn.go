@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/appserver/appserver/api"
 	"github.com/appserver/appserver/internal/jsonscan"
@@ -444,6 +445,12 @@ func (c *Conn) Send(frame []byte) error { return c.stream.Send(frame) }
 
 // SendLazy queues a frame that may wait for others (Stream.SendLazy).
 func (c *Conn) SendLazy(frame []byte) error { return c.stream.SendLazy(frame) }
+
+// SendLazyWithin queues a frame that may wait up to d for others
+// (Stream.SendLazyWithin).
+func (c *Conn) SendLazyWithin(frame []byte, d time.Duration) error {
+	return c.stream.SendLazyWithin(frame, d)
+}
 
 // Stream returns the connection's transport.
 func (c *Conn) Stream() *Stream { return c.stream }

@@ -56,3 +56,40 @@ func TestLazyFramesWaitForTheNextSend(t *testing.T) {
 	read(5)
 	<-s.Done()
 }
+
+// A frame queued with a delay of its own waits for that delay; a frame
+// queued with a shorter one brings the frames before it forward, and one
+// with a longer delay does not hold back those queued before it.
+func TestLazyFramesWithDelaysOfTheirOwn(t *testing.T) {
+	const long, short = 400 * time.Millisecond, 30 * time.Millisecond
+	s, client := pair(t, Options{LazyDelay: short})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	frame := func(i int) []byte { return []byte(`{"method":"n","params":{"i":` + strconv.Itoa(i) + `}}`) }
+	read := func(want int) time.Time {
+		t.Helper()
+		_, data, err := client.Read(ctx)
+		require.NoError(t, err)
+		require.Equal(t, string(frame(want)), string(data))
+		return time.Now()
+	}
+
+	start := time.Now()
+	require.NoError(t, s.SendLazyWithin(frame(0), long))
+	require.GreaterOrEqual(t, read(0).Sub(start), long-10*time.Millisecond, "a frame went out before its own delay")
+
+	start = time.Now()
+	require.NoError(t, s.SendLazyWithin(frame(1), time.Minute))
+	require.NoError(t, s.SendLazyWithin(frame(2), short))
+	read(1)
+	require.Less(t, read(2).Sub(start), long, "a shorter delay did not bring the waiting frames forward")
+
+	start = time.Now()
+	require.NoError(t, s.SendLazyWithin(frame(3), short))
+	require.NoError(t, s.SendLazyWithin(frame(4), time.Minute))
+	read(3)
+	require.Less(t, read(4).Sub(start), long, "a longer delay held back the frames queued before it")
+
+	s.CloseWith(CloseNormal, "")
+	<-s.Done()
+}

@@ -137,11 +137,14 @@ type Stream struct {
 	// write's context ends.
 	writeTimer *time.Timer
 	// lazyTimer starts a writer for frames SendLazy queued when no Send
-	// came within LazyDelay; lazyArmed is set while it is pending.
-	lazyTimer *time.Timer
-	lazyArmed bool
-	closeCode CloseCode
-	closeText string
+	// came within their delay; lazyArmed is set while it is pending, to
+	// fire at lazyDeadline, lazyArmedFor after it was armed.
+	lazyTimer    *time.Timer
+	lazyArmed    bool
+	lazyArmedFor time.Duration
+	lazyDeadline time.Time
+	closeCode    CloseCode
+	closeText    string
 
 	// inWrite is set while a frame is being written. It is cleared as soon
 	// as the write returns, without waiting for mu, so that an abort racing
@@ -374,7 +377,7 @@ func (s *Stream) Send(frame []byte) error {
 	if s.closing {
 		return ErrClosed
 	}
-	return s.queueLocked(outFrame{data: frame, size: int64(len(frame))}, false)
+	return s.queueLocked(outFrame{data: frame, size: int64(len(frame))}, 0)
 }
 
 // SendLazy is Send for a frame that may wait up to LazyDelay: it goes out
@@ -383,12 +386,23 @@ func (s *Stream) Send(frame []byte) error {
 // broadcasts, which every connection gets: written one by one they cost a
 // write per frame per connection.
 func (s *Stream) SendLazy(frame []byte) error {
+	return s.SendLazyWithin(frame, s.opts.LazyDelay)
+}
+
+// SendLazyWithin is SendLazy with a delay of its own: the frame goes out
+// with the next frame Send queues, or on its own within d. Frames queued
+// with different delays go out together, by the earliest of their
+// deadlines.
+func (s *Stream) SendLazyWithin(frame []byte, d time.Duration) error {
+	if d <= 0 {
+		d = s.opts.LazyDelay
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closing {
 		return ErrClosed
 	}
-	return s.queueLocked(outFrame{data: frame, size: int64(len(frame))}, true)
+	return s.queueLocked(outFrame{data: frame, size: int64(len(frame))}, d)
 }
 
 // SendStreamed queues a frame that f writes while it is sent (see
@@ -400,26 +414,20 @@ func (s *Stream) SendStreamed(f StreamedFrame) error {
 	if s.closing {
 		return ErrClosed
 	}
-	return s.queueLocked(outFrame{streamed: f, size: f.Size()}, false)
+	return s.queueLocked(outFrame{streamed: f, size: f.Size()}, 0)
 }
 
 // queueLocked queues f, or closes the stream as a slow consumer when the
 // queue is full; s.mu must be held and the stream not closing. A lazy
-// frame starts no writer before LazyDelay.
-func (s *Stream) queueLocked(f outFrame, lazy bool) error {
+// frame (lazy > 0) starts no writer before lazy has passed.
+func (s *Stream) queueLocked(f outFrame, lazy time.Duration) error {
 	if len(s.queue) < s.opts.OutboundQueue && s.queuedBytes < s.opts.OutboundBytes {
 		s.queue = append(s.queue, f)
 		s.queuedBytes += f.size
-		switch {
-		case !lazy || s.writing:
+		if lazy <= 0 || s.writing {
 			s.startWriterLocked()
-		case !s.lazyArmed:
-			s.lazyArmed = true
-			if s.lazyTimer == nil {
-				s.lazyTimer = time.AfterFunc(s.opts.LazyDelay, s.lazyDue)
-			} else {
-				s.lazyTimer.Reset(s.opts.LazyDelay)
-			}
+		} else {
+			s.armLazyLocked(lazy)
 		}
 		return nil
 	}
@@ -429,6 +437,24 @@ func (s *Stream) queueLocked(f outFrame, lazy bool) error {
 	}
 	s.closeLocked(ClosePolicyViolation, SlowConsumerReason, false)
 	return ErrSlowConsumer
+}
+
+// armLazyLocked makes the lazy timer fire within d; s.mu must be held.
+// A timer already armed for an earlier deadline is left alone.
+func (s *Stream) armLazyLocked(d time.Duration) {
+	if s.lazyArmed && d >= s.lazyArmedFor {
+		return // armed for no later than d from now
+	}
+	now := time.Now()
+	if s.lazyArmed && !now.Add(d).Before(s.lazyDeadline) {
+		return
+	}
+	s.lazyArmed, s.lazyArmedFor, s.lazyDeadline = true, d, now.Add(d)
+	if s.lazyTimer == nil {
+		s.lazyTimer = time.AfterFunc(d, s.lazyDue)
+	} else {
+		s.lazyTimer.Reset(d)
+	}
 }
 
 // lazyDue writes the lazy frames no Send took along. It runs on the
