@@ -803,7 +803,6 @@ func (h *Hub) broadcastAbout(n *Notification, threadID string) {
 	}
 }
 
-
 // Send implements turns.Sink.
 func (h *Hub) Send(to ConnID, method string, params any) {
 	n, err := h.NewNotification(method, params)
