@@ -193,6 +193,10 @@ func benchClusterTurns(b *testing.B, n int, tc turnsCase) {
 	durs := make([]time.Duration, 0, tc.total*b.N)
 	var wall time.Duration
 	cpu0 := cpu()
+	profs := make([]*profile, len(nodes))
+	for i, d := range nodes {
+		profs[i] = startProfileAs(b, d, fmt.Sprintf("node%d", i+1))
+	}
 	b.ResetTimer()
 	for range b.N {
 		start := time.Now()
@@ -210,6 +214,9 @@ func benchClusterTurns(b *testing.B, n int, tc turnsCase) {
 		}
 	}
 	b.StopTimer()
+	for _, p := range profs {
+		p.stop(b)
+	}
 	cpu1 := cpu()
 	for _, w := range workers {
 		_ = w.ws.Close(websocket.StatusNormalClosure, "")

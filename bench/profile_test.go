@@ -43,14 +43,22 @@ type profile struct {
 // NAME-cpu.pprof and NAME-allocs.pprof in that directory, NAME being the
 // benchmark's name with its slashes replaced. A daemon from
 // APPSERVER_BENCH_BIN must have been built with the overlay.
-func startProfile(b *testing.B, d *daemon) *profile {
+func startProfile(b *testing.B, d *daemon) *profile { return startProfileAs(b, d, "") }
+
+// startProfileAs is startProfile for one of several daemons of a
+// benchmark: suffix, when not "", is added to NAME.
+func startProfileAs(b *testing.B, d *daemon, suffix string) *profile {
 	if profileDir() == "" || d.reference {
 		return nil
 	}
 	if err := d.cmd.Process.Signal(syscall.SIGUSR1); err != nil {
 		b.Fatalf("start the daemon's profile: %v", err)
 	}
-	return &profile{d: d, name: strings.NewReplacer("/", "_", "=", "-", ",", "_").Replace(b.Name())}
+	name := strings.NewReplacer("/", "_", "=", "-", ",", "_").Replace(b.Name())
+	if suffix != "" {
+		name += "_" + suffix
+	}
+	return &profile{d: d, name: name}
 }
 
 // stop ends the profile and renames its files after the benchmark.
