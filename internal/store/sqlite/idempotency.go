@@ -26,7 +26,7 @@ func (s *Store) ClaimIdempotencyKey(ctx context.Context, scope, key string, hash
 	if err := s.usable(); err != nil {
 		return false, "", err
 	}
-	return backend.ClaimIdempotencyKey(ctx, readDB{s.w}, idempotencySQL, backend.SQLite, scope, key, hash, now, expires)
+	return backend.ClaimIdempotencyKey(ctx, s.writerPool(), idempotencySQL, backend.SQLite, scope, key, hash, now, expires)
 }
 
 // CompleteIdempotencyKey records the turn a claimed key started.
@@ -44,7 +44,7 @@ func (s *Store) PruneIdempotencyKeys(ctx context.Context, now time.Time) (int64,
 	if err := s.usable(); err != nil {
 		return 0, err
 	}
-	n, err := readDB{s.w}.Exec(ctx, idempotencySQL.Prune, backend.SQLite.TimeArg(backend.Time(now)))
+	n, err := s.writerPool().Exec(ctx, idempotencySQL.Prune, backend.SQLite.TimeArg(backend.Time(now)))
 	if err != nil {
 		return 0, storageErr(err)
 	}
@@ -56,7 +56,7 @@ func (s *Store) execKey(ctx context.Context, sql string, args ...any) (err error
 	if err := s.usable(); err != nil {
 		return err
 	}
-	if _, err := (readDB{s.w}).Exec(ctx, sql, args...); err != nil {
+	if _, err := (s.writerPool()).Exec(ctx, sql, args...); err != nil {
 		return storageErr(err)
 	}
 	return nil

@@ -61,12 +61,16 @@ type Store struct {
 	// Budgets keeps what principals spent of their period budgets.
 	backend.Budgets
 
-	w, r   *sql.DB
-	stmts  *stmtCache // the writer's prepared statements
-	cfg    Config
-	closed atomic.Bool
-	once   sync.Once
-	err    error
+	w, r  *sql.DB
+	stmts *stmtCache // the writer's prepared statements
+	// rstmts and wrstmts are the prepared reads of the read pool and of
+	// the writer's (readPool, writerPool); apart from stmts, so that reads
+	// never take the places of writes in it.
+	rstmts, wrstmts *stmtCache
+	cfg             Config
+	closed          atomic.Bool
+	once            sync.Once
+	err             error
 }
 
 var _ store.Store = (*Store)(nil)
@@ -122,14 +126,15 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	r.SetMaxOpenConns(cfg.ReadConns)
 	r.SetMaxIdleConns(cfg.ReadConns)
-	s := &Store{w: w, r: r, stmts: newStmtCache(w), cfg: cfg}
-	s.Reader = backend.NewReader(backend.SQLite, readDB{r}, cfg.Observe, s.usable)
-	s.Consumers = backend.NewConsumers(backend.SQLite, readDB{w}, cfg.Observe, s.usable)
-	s.Webhooks = backend.NewWebhooks(backend.SQLite, readDB{w}, cfg.Observe, s.usable)
-	s.Audit = backend.NewAudit(backend.SQLite, readDB{w}, cfg.Observe, s.usable)
-	s.Credentials = backend.NewCredentials(backend.SQLite, readDB{w}, readDB{r}, cfg.Observe, s.usable)
-	s.Queue = backend.NewQueue(backend.SQLite, readDB{w}, cfg.Observe, s.usable, cfg.Now)
-	s.Budgets = backend.NewBudgets(backend.SQLite, readDB{w}, cfg.Observe, s.usable)
+	s := &Store{w: w, r: r, stmts: newStmtCache(w), rstmts: newStmtCache(r), wrstmts: newStmtCache(w), cfg: cfg}
+	rd, wd := s.readPool(), s.writerPool()
+	s.Reader = backend.NewReader(backend.SQLite, rd, cfg.Observe, s.usable)
+	s.Consumers = backend.NewConsumers(backend.SQLite, wd, cfg.Observe, s.usable)
+	s.Webhooks = backend.NewWebhooks(backend.SQLite, wd, cfg.Observe, s.usable)
+	s.Audit = backend.NewAudit(backend.SQLite, wd, cfg.Observe, s.usable)
+	s.Credentials = backend.NewCredentials(backend.SQLite, wd, rd, cfg.Observe, s.usable)
+	s.Queue = backend.NewQueue(backend.SQLite, wd, cfg.Observe, s.usable, cfg.Now)
+	s.Budgets = backend.NewBudgets(backend.SQLite, wd, cfg.Observe, s.usable)
 	if err := r.PingContext(ctx); err != nil {
 		_ = s.Close()
 		return nil, apperr.Wrap(apperr.Unavailable, err, "sqlite: cannot open database")
@@ -210,10 +215,18 @@ func (s *Store) Ping(ctx context.Context) (err error) {
 }
 
 // Close closes both connection pools; later calls return the first result.
+// readPool runs reads on the read pool.
+func (s *Store) readPool() readDB { return readDB{s.r, s.rstmts} }
+
+// writerPool runs reads and lone statements on the writer's connection.
+func (s *Store) writerPool() readDB { return readDB{s.w, s.wrstmts} }
+
 func (s *Store) Close() error {
 	s.once.Do(func() {
 		s.closed.Store(true)
 		s.stmts.close()
+		s.rstmts.close()
+		s.wrstmts.close()
 		s.err = errors.Join(s.r.Close(), s.w.Close())
 	})
 	return s.err

@@ -59,6 +59,19 @@ func (c *stmtCache) prepare(ctx context.Context, queries []string) {
 	}
 }
 
+// lookup returns the prepared statement of q, preparing it now if it is
+// not cached yet, or nil when the cache is full or q does not prepare (the
+// caller then runs q as text). For reads outside the writer's
+// transactions: on the writer's pool it waits for the connection as the
+// query itself would.
+func (c *stmtCache) lookup(ctx context.Context, q string) *sql.Stmt {
+	if st := c.get(q); st != nil {
+		return st
+	}
+	c.prepare(ctx, []string{q})
+	return c.get(q)
+}
+
 // close closes the cached statements.
 func (c *stmtCache) close() {
 	c.mu.Lock()

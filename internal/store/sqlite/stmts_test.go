@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"path/filepath"
 	"testing"
 	"time"
@@ -59,4 +60,49 @@ func TestWriterStatementsAreCached(t *testing.T) {
 
 	require.NoError(t, s.Close())
 	require.Empty(t, s.stmts.m)
+}
+
+// TestReadsArePrepared shows that a read is parsed once: the read pool
+// keeps its statement, a second read of the same shape reuses it and adds
+// nothing, reads of the writer's pool have a cache of their own that
+// leaves the writer's statements alone, and Close releases them all.
+func TestReadsArePrepared(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, Config{Path: filepath.Join(t.TempDir(), "a.db"), Migrate: true})
+	require.NoError(t, err)
+	const th = "0190a5b2-0000-7000-8000-0000000000c2"
+	require.NoError(t, s.Write(ctx, &store.Batch{
+		CreateThreads: []*store.Thread{{ID: th, Cwd: "/w", ModelProvider: "p", Source: "cli"}},
+		CreateTurns:   []*store.Turn{{ThreadID: th, ID: "t1", Status: store.TurnInProgress}},
+	}))
+	writes := len(s.stmts.m)
+
+	rec, err := s.GetThread(ctx, th)
+	require.NoError(t, err)
+	require.Equal(t, th, rec.ID)
+	require.Len(t, s.rstmts.m, 1, "the read was not prepared")
+	var first *sql.Stmt
+	for _, st := range s.rstmts.m {
+		first = st
+	}
+	_, err = s.GetThread(ctx, th)
+	require.NoError(t, err)
+	require.Len(t, s.rstmts.m, 1)
+	for _, st := range s.rstmts.m {
+		require.Same(t, first, st, "the second read prepared its statement again")
+	}
+	turns, err := s.ListTurns(ctx, store.TurnsQuery{ThreadID: th, Desc: true, Limit: 2})
+	require.NoError(t, err)
+	require.Len(t, turns.Turns, 1)
+	require.Len(t, s.rstmts.m, 2)
+
+	queued, err := s.ListQueued(ctx, th)
+	require.NoError(t, err)
+	require.Empty(t, queued)
+	require.NotEmpty(t, s.wrstmts.m, "a read of the writer's pool was not prepared")
+	require.Equal(t, writes, len(s.stmts.m), "a read took a place in the writer's cache")
+
+	require.NoError(t, s.Close())
+	require.Empty(t, s.rstmts.m)
+	require.Empty(t, s.wrstmts.m)
 }

@@ -246,7 +246,7 @@ func (s *Store) PruneThreadEvents(ctx context.Context, threadID string, maxBytes
 	if err := s.usable(); err != nil {
 		return 0, 0, err
 	}
-	return backend.PruneThreadEvents(ctx, readDB{s.w}, backend.SQLite, threadID, maxBytes, limit)
+	return backend.PruneThreadEvents(ctx, s.writerPool(), backend.SQLite, threadID, maxBytes, limit)
 }
 
 // Reclaim returns the database's free pages to the file system (the file
