@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
 	"github.com/appserver/appserver/internal/server/rpcws"
@@ -24,4 +26,17 @@ func TestDistantDelayGrowsWithTheAudience(t *testing.T) {
 	} {
 		require.Equal(t, want, distantDelay(audience), "audience %d", audience)
 	}
+}
+
+// Every notification queued is counted under its method, whether or not
+// its counter was looked up before.
+func TestNotificationsAreCountedByMethod(t *testing.T) {
+	m := NewMetrics(prometheus.NewRegistry())
+	for range 3 {
+		m.notification("thread/status/changed")
+	}
+	m.notification("turn/started")
+	require.Equal(t, 3.0, testutil.ToFloat64(m.Notifications.WithLabelValues("thread/status/changed")))
+	require.Equal(t, 1.0, testutil.ToFloat64(m.Notifications.WithLabelValues("turn/started")))
+	require.Equal(t, 2, testutil.CollectAndCount(m.Notifications))
 }

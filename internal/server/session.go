@@ -156,7 +156,7 @@ func (s *Session) Notify(n *Notification) {
 		err = s.conn.Send(frame)
 	}
 	if err == nil {
-		s.srv.metrics.Notifications.WithLabelValues(n.Method).Inc()
+		s.srv.metrics.notification(n.Method)
 	}
 }
 
