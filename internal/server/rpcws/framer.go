@@ -180,6 +180,13 @@ func (f *wsFramer) WriteFrame(p []byte, more bool) error {
 	return f.ws.Write(context.Background(), websocket.MessageText, p)
 }
 
+// WriteFrames writes frames at once past the websocket library, framed by
+// the Batcher's connection (batchConn.writeFrames says why that is safe);
+// it does not handle them when the hijack did not go through the Batcher.
+func (f *wsFramer) WriteFrames(frames [][]byte) (bool, error) {
+	return f.batch.writeFrames(frames)
+}
+
 func (f *wsFramer) FrameWriter() (io.WriteCloser, error) {
 	// A streamed frame goes out in pieces and is never held; what is held
 	// goes out with its first piece.

@@ -125,6 +125,31 @@ func (c *sizeConn) Write(p []byte) (int, error) {
 	return c.Conn.Write(p)
 }
 
+// paddedFrame is frame i padded with pad bytes.
+func paddedFrame(i, pad int) []byte {
+	return []byte(`{"method":"n","params":{"i":` + strconv.Itoa(i) + `,"s":"` + strings.Repeat("x", pad) + `"}}`)
+}
+
+// sendQueued queues n frames of paddedFrame while the writer is held,
+// lets it go, checks that the client reads them intact and in order, and
+// returns how many socket writes they took.
+func sendQueued(ctx context.Context, t *testing.T, s *Stream, client *websocket.Conn, n, pad int) int64 {
+	t.Helper()
+	holdWriter(t, s)
+	for i := range n {
+		require.NoError(t, s.Send(paddedFrame(i, pad)))
+	}
+	bc := s.opts.Batch.conn
+	before := bc.writes.Load()
+	releaseWriter(s)
+	for i := range n {
+		_, data, err := client.Read(ctx)
+		require.NoError(t, err)
+		require.Equal(t, string(paddedFrame(i, pad)), string(data))
+	}
+	return bc.writes.Load() - before
+}
+
 // A batch never holds more than maxBatch bytes: a longer burst of small
 // frames goes out in several writes, every frame intact and in order.
 func TestBatchIsBounded(t *testing.T) {
@@ -136,21 +161,7 @@ func TestBatchIsBounded(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	const n = 40
-	msg := func(i int) []byte {
-		return []byte(`{"method":"n","params":{"i":` + strconv.Itoa(i) + `,"s":"` + strings.Repeat("x", 3000) + `"}}`)
-	}
-	holdWriter(t, s)
-	for i := range n {
-		require.NoError(t, s.Send(msg(i)))
-	}
-	before := bc.writes.Load()
-	releaseWriter(s)
-	for i := range n {
-		_, data, err := client.Read(ctx)
-		require.NoError(t, err)
-		require.Equal(t, string(msg(i)), string(data))
-	}
-	writes := bc.writes.Load() - before
+	writes := sendQueued(ctx, t, s, client, n, 3000)
 	require.Greater(t, writes, int64(1), "%d frames of 3 KB went out in one write", n)
 	require.Less(t, writes, int64(n/4), "the frames were not batched")
 	sc.mu.Lock()

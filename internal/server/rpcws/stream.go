@@ -152,9 +152,41 @@ type Stream struct {
 	// cancelling a finished write's context did.
 	inWrite atomic.Bool
 
+	// fw is the framer when it writes several frames at once, nil
+	// otherwise (or once it declined to). Only the writer uses it; a writer
+	// hands it to the next through mu.
+	fw framesWriter
+
 	writerDone chan struct{}
 	closeOnce  sync.Once
 }
+
+// framesWriter is a Framer that can write several whole frames at once,
+// cheaper than one WriteFrame each: the websocket when its hijacked
+// connection goes through a Batcher. The writer hands it the plain frames
+// it finds queued one after the other (at least two); handled is false,
+// and nothing written, when the framer cannot do it after all, and the
+// writer then writes frame by frame. A failed write (err) fails the
+// stream, as one of WriteFrame does.
+type framesWriter interface {
+	WriteFrames(frames [][]byte) (handled bool, err error)
+}
+
+// A batch for a framesWriter holds at most maxBatchFrames frames and,
+// beyond its first frame, maxBatchBytes bytes: the write timer bounds a
+// batch as a whole, and a larger batch would give a slow reader more time
+// per frame.
+const (
+	maxBatchFrames = 256
+	maxBatchBytes  = 4 * maxBatch
+)
+
+// frameLists hold the lists a batch of frames is handed to the framer in,
+// shared by every stream, so that an idle connection keeps none.
+var frameLists = sync.Pool{New: func() any {
+	l := make([][]byte, 0, 16)
+	return &l
+}}
 
 // NewStream returns the stream of a websocket (WebSocket with the options'
 // ReadLimit and Batch).
@@ -194,6 +226,7 @@ func NewFramedStream(f Framer, opts Options) *Stream {
 		closeCode:  CloseNormal,
 		writerDone: make(chan struct{}),
 	}
+	s.fw, _ = f.(framesWriter)
 	return s
 }
 
@@ -538,25 +571,38 @@ func (s *Stream) Done() <-chan struct{} { return s.writerDone }
 func (s *Stream) writeLoop() {
 	s.mu.Lock()
 	for len(s.queue) > 0 && !s.aborted {
-		frame := s.queue[0]
-		s.queue[0] = outFrame{}
-		s.queue = s.queue[1:]
-		if len(s.queue) == 0 {
-			s.queue = nil // release the backing array
-		}
-		// A frame with others queued behind it may wait for the next one
-		// (Framer.WriteFrame): the last frame found queued writes them all
-		// at once.
-		more := len(s.queue) > 0
-		s.armWriteTimerLocked()
-		s.writingBytes = frame.size
-		s.inWrite.Store(true)
-		s.mu.Unlock()
 		var ok bool
-		if frame.streamed != nil {
-			ok = s.writeStreamed(frame.streamed)
+		if frames, size := s.takeBatchLocked(); frames != nil {
+			// The batch is written as one: its bytes are all being
+			// written, and the write timer bounds it as a whole.
+			s.armWriteTimerLocked()
+			s.writingBytes = size
+			s.inWrite.Store(true)
+			s.mu.Unlock()
+			ok = s.writeFrames(*frames)
+			clear(*frames)
+			*frames = (*frames)[:0]
+			frameLists.Put(frames)
 		} else {
-			ok = s.writeFrame(frame.data, more)
+			frame := s.queue[0]
+			s.queue[0] = outFrame{}
+			s.queue = s.queue[1:]
+			if len(s.queue) == 0 {
+				s.queue = nil // release the backing array
+			}
+			// A frame with others queued behind it may wait for the next
+			// one (Framer.WriteFrame): the last frame found queued writes
+			// them all at once.
+			more := len(s.queue) > 0
+			s.armWriteTimerLocked()
+			s.writingBytes = frame.size
+			s.inWrite.Store(true)
+			s.mu.Unlock()
+			if frame.streamed != nil {
+				ok = s.writeStreamed(frame.streamed)
+			} else {
+				ok = s.writeFrame(frame.data, more)
+			}
 		}
 		s.inWrite.Store(false)
 		s.mu.Lock()
@@ -588,6 +634,67 @@ func (s *Stream) writeLoop() {
 	s.closeFramer(code, text)
 	s.abort()
 	close(s.writerDone)
+}
+
+// takeBatchLocked takes the plain frames at the head of the queue, up to
+// maxBatchFrames and maxBatchBytes, for the framesWriter, and returns them
+// (in a list of frameLists) and their size; it takes nothing (nil) unless the framer is one and
+// there are at least two. s.mu must be held.
+//
+// A batch takes every plain frame queued (within its bounds) and the
+// framer writes them all at once; the frames queued later, or behind a
+// streamed frame, go in the next write.
+func (s *Stream) takeBatchLocked() (*[][]byte, int64) {
+	if s.fw == nil || len(s.queue) < 2 {
+		return nil, 0
+	}
+	n, size := 0, int64(0)
+	for _, f := range s.queue[:min(len(s.queue), maxBatchFrames)] {
+		if f.streamed != nil || (n > 0 && size+f.size > maxBatchBytes) {
+			break
+		}
+		n++
+		size += f.size
+	}
+	if n < 2 {
+		return nil, 0
+	}
+	frames := frameLists.Get().(*[][]byte)
+	for i := range n {
+		*frames = append(*frames, s.queue[i].data)
+		s.queue[i] = outFrame{}
+	}
+	s.queue = s.queue[n:]
+	if len(s.queue) == 0 {
+		s.queue = nil // release the backing array
+	}
+	return frames, size
+}
+
+// writeFrames writes a batch through the framesWriter, or frame by frame
+// should it decline (and the framer is then no longer asked).
+func (s *Stream) writeFrames(frames [][]byte) bool {
+	// writeTimer bounds the write.
+	handled, err := s.fw.WriteFrames(frames)
+	if !handled {
+		s.fw = nil
+		for i, p := range frames {
+			if !s.writeFrame(p, i < len(frames)-1) {
+				return false
+			}
+		}
+		return true
+	}
+	if err != nil {
+		s.log.Debug("write failed", "err", err)
+		return false
+	}
+	if h := s.opts.Hooks.FrameOut; h != nil {
+		for range frames {
+			h()
+		}
+	}
+	return true
 }
 
 // armWriteTimerLocked starts the WriteTimeout of the next write (or of
