@@ -60,12 +60,6 @@ type turnEnds struct {
 type pendingEnd struct {
 	st    store.Store
 	patch store.TurnPatch
-	// settle marks the interrupted end of a turn whose lease this daemon
-	// lost: the store refuses it (Conflict) while this daemon's lost token
-	// still fences the thread's writes, and takes it once the lease is
-	// released. Writing it over a failover's end is harmless: that end is
-	// the same.
-	settle bool
 }
 
 func newTurnEnds(log *slog.Logger, durable store.Store, journal string) *turnEnds {
@@ -75,17 +69,7 @@ func newTurnEnds(log *slog.Logger, durable store.Store, journal string) *turnEnd
 
 // add queues a turn's end for writing, starting the goroutine if need be.
 func (e *turnEnds) add(st store.Store, patch store.TurnPatch) {
-	e.queue(pendingEnd{st: st, patch: patch})
-}
-
-// addSettle queues the interrupted end of a turn whose lease this daemon
-// lost, retried through Conflicts too (pendingEnd.settle).
-func (e *turnEnds) addSettle(st store.Store, patch store.TurnPatch) {
-	e.queue(pendingEnd{st: st, patch: patch, settle: true})
-}
-
-func (e *turnEnds) queue(p pendingEnd) {
-	st, patch := p.st, p.patch
+	p := pendingEnd{st: st, patch: patch}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.stopped {
@@ -154,8 +138,9 @@ func (e *turnEnds) loop(done chan struct{}) {
 
 // flush writes the pending ends in order and reports whether it wrote them
 // all; it stops at the first one that fails for a reason that may pass
-// (the store is unavailable). An end the store refuses for good (its turn
-// is gone) is logged and dropped.
+// (the store is unavailable, or a lease fence refuses it: see
+// endRefusedForGood). An end the store refuses for good (its turn is
+// gone) is logged and dropped.
 func (e *turnEnds) flush(ctx context.Context) bool {
 	e.mu.Lock()
 	todo := e.pending
@@ -163,7 +148,7 @@ func (e *turnEnds) flush(ctx context.Context) bool {
 	n := 0
 	for _, p := range todo {
 		err := p.st.Write(ctx, &store.Batch{UpdateTurns: []store.TurnPatch{p.patch}})
-		if err != nil && (!permanent(err) || p.settle && apperr.Is(err, apperr.Conflict)) {
+		if err != nil && !endRefusedForGood(err) {
 			break
 		}
 		if err != nil {
@@ -269,6 +254,21 @@ func permanent(err error) bool {
 		return true
 	}
 	return false
+}
+
+// endRefusedForGood reports whether a pending end's write failed in a way
+// that no later attempt can mend. A Conflict is not such a refusal: a
+// lone turn patch meets a Conflict only from the lease fence, and the
+// fence a write carries is the token of whichever turn of the thread
+// holds the lease here at that moment, not the token of the turn that
+// ended. Once this daemon has lost that lease, the token stays in place
+// until that turn lets go of the thread, and every write of the thread is
+// refused until then; afterwards the write goes out unfenced and the
+// store takes it. Dropping the end on that Conflict would leave the turn
+// inProgress for a failover scan to mark interrupted, while its clients
+// were told how it really ended (failed, or interrupted itself).
+func endRefusedForGood(err error) bool {
+	return permanent(err) && !apperr.Is(err, apperr.Conflict)
 }
 
 // Stop makes the last attempt and waits for the goroutine. It tolerates

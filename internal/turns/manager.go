@@ -901,6 +901,9 @@ func (m *Manager) LeaseLost(threadID string) {
 // interrupted (the cluster's Events): every connection hears that the
 // thread is idle, and the thread's subscribers here that the turn ended.
 func (m *Manager) TurnRecovered(threadID, turnID string) {
+	if m.endToldHere(threadID, turnID) {
+		return
+	}
 	// The dead daemon's thread is free: its queue moves on here.
 	defer m.kickQueue(threadID)
 	m.broadcastThread(threadID, m.ownerOf(context.Background(), threadID), "thread/status/changed", api.ThreadStatusChangedNotification{ThreadID: threadID, Status: api.ThreadStatus{Type: api.ThreadIdle}})
@@ -924,6 +927,22 @@ func (m *Manager) TurnRecovered(threadID, turnID string) {
 		return
 	}
 	t.emit("turn/completed", note)
+}
+
+// endToldHere reports whether a turn a failover scan marked interrupted
+// ended on this daemon, whose clients were told that end: the scan found
+// it inProgress because the thread's lease was given back before the end
+// was stored (the store was down), and the end waits for the store
+// (turnEnds), or was written over the scan's meanwhile. Such a turn is not
+// announced again, as interrupted: the end its clients heard is the one
+// the store keeps.
+func (m *Manager) endToldHere(threadID, turnID string) bool {
+	// The pending end first: it leaves turnEnds only once written.
+	if _, ok := m.ends.told(threadID, turnID); ok {
+		return true
+	}
+	tr, err := m.cfg.Store.GetTurn(context.Background(), threadID, turnID)
+	return err == nil && tr.Status != store.TurnInterrupted
 }
 
 // forwardedKey marks the context of a request another daemon forwarded,

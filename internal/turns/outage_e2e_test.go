@@ -170,19 +170,44 @@ func TestPostgresOutageUnderLoad(t *testing.T) {
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
-	lost, seen := 0, 0
-	for _, c := range cs {
-		storedItems := map[string]bool{}
-		storedStatus := map[string]string{}
+	// No turn inProgress is not yet every end as told. A turn whose end's
+	// commit failed was told failed, and that end waits for the daemon's
+	// next attempt (turnEnds, whose backoff reaches seconds) while the
+	// store may already hold another: the original end, when the outage
+	// cut the connection after the commit was sent and the database
+	// applied it, or interrupted, when a failover scan found the turn
+	// inProgress between two turns of its thread (no live lease). The
+	// daemon's next attempt writes the end the client was told over
+	// either, so the ends are compared once they agree, or at the
+	// deadline.
+	stored := func(c *outageClient) (map[string]string, map[string]bool) {
+		status, items := map[string]string{}, map[string]bool{}
 		for _, tr := range read(c.threadID) {
-			storedStatus[tr.ID] = tr.Status
+			status[tr.ID] = tr.Status
 			for _, raw := range tr.Items {
 				var it struct {
 					ID string `json:"id"`
 				}
 				require.NoError(t, json.Unmarshal(raw, &it))
-				storedItems[it.ID] = true
+				items[it.ID] = true
 			}
+		}
+		return status, items
+	}
+	agree := func(c *outageClient, storedStatus map[string]string) bool {
+		for turnID, status := range c.ended {
+			if storedStatus[turnID] != status {
+				return false
+			}
+		}
+		return true
+	}
+	lost, seen := 0, 0
+	for _, c := range cs {
+		storedStatus, storedItems := stored(c)
+		for !agree(c, storedStatus) && time.Now().Before(deadline) {
+			time.Sleep(50 * time.Millisecond)
+			storedStatus, storedItems = stored(c)
 		}
 		for turnID, status := range c.ended {
 			if storedStatus[turnID] != status {

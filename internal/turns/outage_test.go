@@ -15,6 +15,7 @@ import (
 
 	"github.com/appserver/appserver/api"
 	"github.com/appserver/appserver/internal/apperr"
+	"github.com/appserver/appserver/internal/model"
 	"github.com/appserver/appserver/internal/registry"
 	"github.com/appserver/appserver/internal/store"
 	"github.com/appserver/appserver/internal/turns"
@@ -341,31 +342,44 @@ func (r refusingStore) Write(ctx context.Context, b *store.Batch) error {
 	return r.Store.Write(ctx, b)
 }
 
+// threadOver starts a manager over st, whose model is client, and a thread
+// on it; notes records what connection 1, the thread's, is told.
+func threadOver(t *testing.T, st store.Store, client model.Client) (*turns.Manager, *announced, string) {
+	t.Helper()
+	notes := &announced{ch: make(chan string, 1)}
+	m, err := turns.New(turns.Config{
+		Store: st, Sink: sinkFor(notes), Models: oneProvider{client},
+		Defaults: turns.Defaults{Model: "fake", ModelProvider: "fake", Cwd: t.TempDir()},
+	})
+	require.NoError(t, err)
+	t.Cleanup(m.Stop)
+	th, after, err := m.StartThread(context.Background(), turns.Caller{Conn: 1}, api.ThreadStartParams{})
+	require.NoError(t, err)
+	after()
+	return m, notes, th.Thread.ID
+}
+
+// startText starts a turn of text on the thread and launches it.
+func startText(t *testing.T, m *turns.Manager, threadID, text string) {
+	t.Helper()
+	_, after, err := m.StartTurn(context.Background(), turns.Caller{Conn: 1}, api.TurnStartParams{ThreadID: threadID, Input: api.List[api.UserInput]{{Type: api.UserInputText, Text: text}}})
+	require.NoError(t, err, "turn %q", text)
+	after()
+}
+
 // A turn end the store refuses for what it carries is stored without it:
 // the turn does not stay inProgress, the client is told it failed and why,
 // and the thread's next turn runs with the history kept in memory.
 func TestTurnEndRefusedIsStoredSanitised(t *testing.T) {
 	sqlite, fake, client := storeAndModel(t, `{"steps":[{"match":{"user_text":"one"},"text":"first"},{"match":{"user_text":"two"},"text":"second"}]}`)
-	notes := &announced{ch: make(chan string, 1)}
-	m, err := turns.New(turns.Config{
-		Store: refusingStore{sqlite}, Sink: sinkFor(notes), Models: oneProvider{client},
-		Defaults: turns.Defaults{Model: "fake", ModelProvider: "fake", Cwd: t.TempDir()},
-	})
-	require.NoError(t, err)
-	t.Cleanup(m.Stop)
+	m, notes, threadID := threadOver(t, refusingStore{sqlite}, client)
 	ctx := context.Background()
-	caller := turns.Caller{Conn: 1}
-	th, after, err := m.StartThread(ctx, caller, api.ThreadStartParams{})
-	require.NoError(t, err)
-	after()
 	for i, text := range []string{"one", "two"} {
-		_, after, err = m.StartTurn(ctx, caller, api.TurnStartParams{ThreadID: th.Thread.ID, Input: api.List[api.UserInput]{{Type: api.UserInputText, Text: text}}})
-		require.NoError(t, err, "turn %d", i+1)
-		after()
+		startText(t, m, threadID, text)
 		ended := notes.waitEnded(t, i+1)[i]
 		require.Equal(t, api.TurnFailed, ended.Turn.Status)
 		require.Equal(t, "the turn's end could not be stored: turn "+ended.Turn.ID+" meta is refused", ended.Turn.Error.Message)
-		stored, err := sqlite.GetTurn(ctx, th.Thread.ID, ended.Turn.ID)
+		stored, err := sqlite.GetTurn(ctx, threadID, ended.Turn.ID)
 		require.NoError(t, err)
 		require.Equal(t, store.TurnFailed, stored.Status, "stored as the client was told")
 	}
@@ -375,4 +389,81 @@ func TestTurnEndRefusedIsStoredSanitised(t *testing.T) {
 	reqs := fake.Requests()
 	require.Len(t, reqs, 2)
 	require.Contains(t, string(reqs[1].Body), "first", "the second turn's request has the first turn's history")
+}
+
+// endOutageStore refuses, as unavailable, the writes of the first turn end
+// it sees until up is called; every other write passes.
+type endOutageStore struct {
+	store.Store
+
+	mu   sync.Mutex
+	turn string // the turn whose end is refused
+	down bool
+}
+
+func (s *endOutageStore) Write(ctx context.Context, b *store.Batch) error {
+	s.mu.Lock()
+	for _, p := range b.UpdateTurns {
+		if p.Status == "" {
+			continue
+		}
+		if s.turn == "" {
+			s.turn, s.down = p.ID, true
+		}
+		if s.down && p.ID == s.turn {
+			s.mu.Unlock()
+			return apperr.New(apperr.Unavailable, "storage unavailable")
+		}
+	}
+	s.mu.Unlock()
+	return s.Store.Write(ctx, b)
+}
+
+func (s *endOutageStore) up() {
+	s.mu.Lock()
+	s.down = false
+	s.mu.Unlock()
+}
+
+// A failover scan may find inProgress a turn that ended here, told failed,
+// while its end waits for the store (the thread's lease was given back in
+// between), and mark it interrupted. Its clients heard its end already:
+// they are not told again that it was interrupted, not even once the
+// thread has moved on to another turn, and the end they were told is what
+// the store keeps.
+func TestTurnRecoveredWhileItsEndWaitsIsNotAnnounced(t *testing.T) {
+	sqlite, _, client := storeAndModel(t, `{"steps":[{"match":{"user_text":"one"},"text":"first"},{"match":{"user_text":"two"},"text":"second"}]}`)
+	st := &endOutageStore{Store: sqlite}
+	m, notes, threadID := threadOver(t, st, client)
+	ctx := context.Background()
+	for i, text := range []string{"one", "two"} {
+		startText(t, m, threadID, text)
+		notes.waitEnded(t, i+1)
+	}
+	ended := notes.waitEnded(t, 2)
+	first := ended[0].Turn
+	require.Equal(t, api.TurnFailed, first.Status, "the first turn's end was not stored")
+	require.Equal(t, api.TurnCompleted, ended[1].Turn.Status)
+
+	// What a failover scan does to the first turn, still inProgress in
+	// the store.
+	now := time.Now()
+	require.NoError(t, sqlite.Write(ctx, &store.Batch{UpdateTurns: []store.TurnPatch{{ThreadID: threadID, ID: first.ID, Status: store.TurnInterrupted, CompletedAt: &now}}}))
+	m.TurnRecovered(threadID, first.ID)
+	notes.mu.Lock()
+	again := slices.Clone(notes.ended[2:])
+	notes.mu.Unlock()
+	require.Empty(t, again, "the turn's end is announced twice")
+
+	st.up()
+	require.Eventually(t, func() bool {
+		stored, err := sqlite.GetTurn(ctx, threadID, first.ID)
+		return err == nil && stored.Status == store.TurnFailed
+	}, 20*time.Second, 20*time.Millisecond, "the store keeps the end the client was told")
+	// A scan's report that arrives once the end is written over its own.
+	m.TurnRecovered(threadID, first.ID)
+	notes.mu.Lock()
+	again = slices.Clone(notes.ended[2:])
+	notes.mu.Unlock()
+	require.Empty(t, again, "the turn's end is announced twice once stored")
 }

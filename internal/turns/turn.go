@@ -195,7 +195,7 @@ func (t *thread) commitEnd(at *activeTurn, e *loop.End) {
 		// could not store.
 		status, turnErr = api.TurnInterrupted, nil
 		patch = store.TurnPatch{ThreadID: t.id, ID: at.ID, Status: string(status), CompletedAt: &now}
-		t.m.ends.addSettle(t.store, patch)
+		t.m.ends.add(t.store, patch)
 	default:
 		// The end the client is told is the one the store gets: the
 		// commit failed, so the turn did; that status is written again
