@@ -131,7 +131,10 @@ type Event struct {
 	Method string
 	// Data is the notification frame exactly as clients got it; the store
 	// keeps the bytes as they are.
-	Data      []byte
+	Data []byte
+	// CreatedAt is when the event was logged; the events of a thread that
+	// one commit stored together (the embedded store) read back with the
+	// newest one's.
 	CreatedAt time.Time
 }
 
@@ -498,12 +501,14 @@ type Store interface {
 	// LastEventSeq returns the greatest Seq stored for the thread, 0 if none.
 	LastEventSeq(ctx context.Context, threadID string) (int64, error)
 	// PruneEvents deletes up to limit events created before `before`, oldest
-	// first, and returns how many it deleted.
+	// first, and returns how many it deleted. A backend that stores a
+	// commit's events of a thread together (the embedded store) deletes
+	// them together: limit then bounds such groups, not events.
 	PruneEvents(ctx context.Context, before time.Time, limit int) (int64, error)
 	// PruneThreadEvents deletes a thread's oldest events, up to limit of
-	// them, until the bytes of the events it keeps (the sum of their Data)
-	// are at most maxBytes; it returns how many it deleted and the bytes
-	// left.
+	// them (of groups, as PruneEvents), until the bytes of the events it
+	// keeps (the sum of their Data) are at most maxBytes; it returns how
+	// many it deleted and the bytes left.
 	PruneThreadEvents(ctx context.Context, threadID string, maxBytes int64, limit int) (deleted, remaining int64, err error)
 	// Reclaim gives the space that deletions freed back to the file system
 	// where the backend owns its file (the embedded store: an incremental

@@ -109,6 +109,22 @@ func TestEncodeNotificationMatchesMarshal(t *testing.T) {
 	require.Error(t, err)
 }
 
+// A notification frame is one line that starts with its method, however
+// its params were given: the embedded store keeps the frames of a commit's
+// events in one row joined by newlines, and reads each one's method from
+// its start (internal/store/internal/backend/eventrows.go).
+func TestEncodeNotificationIsOneLine(t *testing.T) {
+	params := map[string]any{
+		"text": "two\nlines\r\n",
+		"raw":  json.RawMessage("{\n  \"a\": [1,\n 2]\n}"),
+		"list": []string{"\n"},
+	}
+	frame, err := EncodeNotification("item/agentMessage/delta", params, 1)
+	require.NoError(t, err)
+	require.NotContains(t, string(frame), "\n")
+	require.True(t, strings.HasPrefix(string(frame), `{"method":"item/agentMessage/delta",`), string(frame))
+}
+
 func FuzzEncodeMatchesMarshal(f *testing.F) {
 	f.Add("item/tool/call", `{"a":"<b>"}`, "x", int64(3))
 	f.Add("m\u2028", `[1, 2 ,3]`, "\xff\xfe", int64(-1))

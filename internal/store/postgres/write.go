@@ -256,11 +256,7 @@ func (s *Store) PruneEvents(ctx context.Context, before time.Time, limit int) (n
 	if err := s.usable(); err != nil {
 		return 0, err
 	}
-	tag, err := s.pool.Exec(ctx, pruneEvents, before, limit)
-	if err != nil {
-		return 0, storageErr(err)
-	}
-	return tag.RowsAffected(), nil
+	return backend.PruneEvents(ctx, readDB{s.pool}, pruneEvents, backend.Postgres, before, limit)
 }
 
 var pruneEvents = backend.PruneEventsSQL(backend.Postgres)

@@ -4,6 +4,7 @@ import (
 	"database/sql"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -165,4 +166,47 @@ func TestMigrateTurnsOnIncrementalVacuum(t *testing.T) {
 	var x string
 	require.NoError(t, db.QueryRow("SELECT x FROM old").Scan(&x))
 	require.Equal(t, "kept", x)
+}
+
+// The events of one thread that one commit carries take one row of the
+// log (a plain turn's commit carries about seven): the store's cost of the
+// event log is per row. A frame that cannot share a row takes its own.
+func TestEventsOfOneCommitShareARow(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "appserver.db")
+	s := open(t, path, true)
+	const thread = "0190a5b2-0000-7000-8000-0000000000e1"
+	frame := func(method string, seq int64) []byte {
+		return []byte(`{"method":"` + method + `","params":{"threadId":"` + thread + `","n":` + strconv.FormatInt(seq, 10) + `},"emittedAtMs":1}`)
+	}
+	var evs []*store.Event
+	for seq := int64(1); seq <= 7; seq++ {
+		evs = append(evs, &store.Event{ThreadID: thread, Seq: seq, Method: "item/completed", Data: frame("item/completed", seq)})
+	}
+	require.NoError(t, s.Write(t.Context(), &store.Batch{AppendEvents: evs}))
+	// Then one whose frame has a newline byte, between two that could join.
+	multiline := &store.Event{ThreadID: thread, Seq: 9, Method: "m", Data: []byte("{\"method\":\"m\",\n\"params\":{}}")}
+	require.NoError(t, s.Write(t.Context(), &store.Batch{AppendEvents: []*store.Event{
+		{ThreadID: thread, Seq: 8, Method: "m", Data: frame("m", 8)}, multiline, {ThreadID: thread, Seq: 10, Method: "m", Data: frame("m", 10)},
+	}}))
+	got, err := s.ListEvents(t.Context(), thread, 0, 100)
+	require.NoError(t, err)
+	require.Len(t, got, 10)
+	require.Equal(t, string(multiline.Data), string(got[8].Data))
+	require.NoError(t, s.Close())
+
+	db, err := sql.Open("sqlite", path)
+	require.NoError(t, err)
+	defer db.Close()
+	type row struct{ first, last int64 }
+	rows, err := db.Query("SELECT COALESCE(first_seq, 0), seq FROM events WHERE thread_id = ? ORDER BY seq", thread)
+	require.NoError(t, err)
+	defer rows.Close()
+	var stored []row
+	for rows.Next() {
+		var r row
+		require.NoError(t, rows.Scan(&r.first, &r.last))
+		stored = append(stored, r)
+	}
+	require.NoError(t, rows.Err())
+	require.Equal(t, []row{{1, 7}, {0, 8}, {0, 9}, {0, 10}}, stored)
 }

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
@@ -62,6 +63,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Validation", testValidation},
 		{"Events", testEvents},
 		{"PruneThreadEvents", testPruneThreadEvents},
+		{"EventsOfOneCommit", testEventsOfOneCommit},
 		{"GroupCommitterCarriesEvents", testGroupCommitterCarriesEvents},
 		{"IdempotencyKeys", testIdempotencyKeys},
 		{"Credentials", testCredentials},
@@ -1652,6 +1654,152 @@ func testPruneThreadEvents(t *testing.T, s store.Store) {
 	require.NoError(t, err)
 	require.Zero(t, deleted)
 	require.NoError(t, s.Reclaim(ctx))
+}
+
+// eventFrame is a notification frame as the daemon stores it, padded to
+// size bytes.
+func eventFrame(method string, seq int64, size int) []byte {
+	f := fmt.Sprintf(`{"method":%q,"params":{"seq":%d,"pad":""},"emittedAtMs":1}`, method, seq)
+	return []byte(strings.Replace(f, `"pad":""`, `"pad":"`+strings.Repeat("x", size-len(f))+`"`, 1))
+}
+
+// testEventsOfOneCommit: the events one commit carries (several of a
+// thread, as a turn's commits do, among those of another thread) read back
+// one by one, each with its own seq, method and frame, from any position
+// and in pages of any size; an append overlapping stored ones is refused
+// whole; pruning by age and by size and the spans go by event numbers.
+func testEventsOfOneCommit(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	th, _ := createThread(t, s)
+	other, _ := createThread(t, s)
+	old := base.AddDate(-3, 0, 0) // before any other test's events
+	methods := []string{"turn/started", "item/started", "item/completed", "item/started", "item/agentMessage/delta",
+		"item/completed", "turn/completed"}
+	var want []store.Event
+	ev := func(thread string, seq int64, at time.Time) *store.Event {
+		e := &store.Event{ThreadID: thread, Seq: seq, Method: methods[(seq-1)%int64(len(methods))],
+			Data: eventFrame(methods[(seq-1)%int64(len(methods))], seq, 100), CreatedAt: at}
+		if thread == th.ID {
+			want = append(want, *e)
+		}
+		return e
+	}
+	// One commit: seven events of th, interleaved with two of other.
+	var first []*store.Event
+	for seq := int64(1); seq <= 7; seq++ {
+		first = append(first, ev(th.ID, seq, old))
+		if seq <= 2 {
+			first = append(first, ev(other.ID, seq, old))
+		}
+	}
+	write(t, s, &store.Batch{AppendEvents: first})
+	// Another, later: three more of th, the last one a frame that cannot
+	// share a row (its method is not its frame's), then two of th with a
+	// gap before them.
+	later := old.Add(2 * time.Minute)
+	second := []*store.Event{ev(th.ID, 8, later), ev(th.ID, 9, later), ev(th.ID, 10, later), ev(th.ID, 12, later), ev(th.ID, 13, later)}
+	second[2].Method = "thread/status/changed"
+	want[len(want)-3].Method = second[2].Method
+	write(t, s, &store.Batch{AppendEvents: second})
+
+	check := func(after int64, limit int, wantFrom, wantTo int) {
+		t.Helper()
+		got, err := s.ListEvents(ctx, th.ID, after, limit)
+		require.NoError(t, err)
+		require.Len(t, got, wantTo-wantFrom, "after %d, limit %d", after, limit)
+		for i, g := range got {
+			w := want[wantFrom+i]
+			require.Equal(t, w.Seq, g.Seq)
+			require.Equal(t, w.Method, g.Method, "event %d", w.Seq)
+			require.Equal(t, string(w.Data), string(g.Data), "event %d", w.Seq)
+			require.Equal(t, th.ID, g.ThreadID)
+			require.True(t, g.CreatedAt.Equal(w.CreatedAt.Truncate(time.Microsecond)), "event %d: %v", w.Seq, g.CreatedAt)
+		}
+	}
+	check(0, 100, 0, 12)
+	check(3, 100, 3, 12)   // after a position inside the first commit's events
+	check(3, 2, 3, 5)      // a page smaller than what one commit stored
+	check(0, 1, 0, 1)      // one event
+	check(6, 2, 6, 8)      // across the two commits
+	check(10, 100, 10, 12) // after the gap
+	check(13, 100, 12, 12)
+	got, err := s.ListEvents(ctx, other.ID, 0, 100)
+	require.NoError(t, err)
+	require.Len(t, got, 2)
+	require.EqualValues(t, 2, got[1].Seq)
+	last, err := s.LastEventSeq(ctx, th.ID)
+	require.NoError(t, err)
+	require.EqualValues(t, 13, last)
+
+	// An append that overlaps stored events is refused, and writes nothing
+	// of its batch.
+	for _, evs := range [][]*store.Event{
+		{ev(th.ID, 3, later)},
+		{ev(th.ID, 7, later)},
+		{ev(th.ID, 6, later), ev(th.ID, 7, later), ev(th.ID, 8, later)},
+		{ev(th.ID, 11, later), ev(th.ID, 12, later)},
+		{ev(th.ID, 14, later), ev(th.ID, 14, later)},
+	} {
+		requireCode(t, s.Write(ctx, &store.Batch{AppendEvents: append(evs, ev(other.ID, 3, later))}), apperr.Conflict)
+	}
+	want = want[:12]
+	last, err = s.LastEventSeq(ctx, other.ID)
+	require.NoError(t, err)
+	require.EqualValues(t, 2, last, "a refused batch writes nothing")
+	check(0, 100, 0, 12)
+	// The gap may be filled.
+	write(t, s, &store.Batch{AppendEvents: []*store.Event{ev(th.ID, 11, later)}})
+	slices.SortFunc(want, func(a, b store.Event) int { return cmp.Compare(a.Seq, b.Seq) })
+	check(0, 100, 0, 13)
+	check(9, 3, 9, 12)
+
+	// Spans start at the first event of the period.
+	spans, err := s.EventSpans(ctx, old.Add(time.Minute))
+	require.NoError(t, err)
+	var mine []store.EventSpan
+	for _, sp := range spans {
+		if sp.ThreadID == th.ID || sp.ThreadID == other.ID {
+			mine = append(mine, sp)
+		}
+	}
+	require.Equal(t, []store.EventSpan{{ThreadID: th.ID, First: 8, Last: 13}}, mine)
+
+	// Pruning by age deletes the first commit's events, all of them.
+	n, err := s.PruneEvents(ctx, old.Add(time.Minute), 100)
+	require.NoError(t, err)
+	require.EqualValues(t, 9, n, "the events deleted")
+	want = want[7:]
+	check(0, 100, 0, 6)
+
+	// Pruning by size keeps the newest events whose frames fit, and
+	// reports the bytes of the frames left.
+	var next []*store.Event
+	for seq := int64(14); seq <= 19; seq++ {
+		next = append(next, ev(th.ID, seq, later))
+	}
+	write(t, s, &store.Batch{AppendEvents: next[:3]})
+	write(t, s, &store.Batch{AppendEvents: next[3:]})
+	for _, bound := range []int64{1200, 650, 450, 0} {
+		before, err := s.ListEvents(ctx, th.ID, 0, 100)
+		require.NoError(t, err)
+		deleted, remaining, err := s.PruneThreadEvents(ctx, th.ID, bound, 100)
+		require.NoError(t, err)
+		after, err := s.ListEvents(ctx, th.ID, 0, 100)
+		require.NoError(t, err)
+		require.EqualValues(t, len(before)-len(after), deleted, "bound %d", bound)
+		var bytes int64
+		for _, e := range after {
+			bytes += int64(len(e.Data))
+		}
+		require.Equal(t, bytes, remaining, "bound %d: the bytes of the frames left", bound)
+		require.LessOrEqual(t, remaining, bound)
+		if len(after) > 0 {
+			require.Equal(t, before[len(before)-len(after):], after, "bound %d: the newest are kept", bound)
+		}
+		if bound == 650 {
+			require.Len(t, after, 6, "the last two commits' events fit")
+		}
+	}
 }
 
 // testGroupCommitterCarriesEvents: queued events ride the next commit round

@@ -48,7 +48,7 @@ func NewConsumers(d Dialect, db ConsumerDB, observe store.ObserveFunc, usable fu
 		save: "INSERT INTO event_cursors (consumer, thread_id, seq) SELECT " + p(1) + d.cast("text") + ", " + p(2) + d.cast("text") + ", " + p(3) + d.cast("bigint") +
 			" WHERE EXISTS (SELECT 1 FROM event_consumers WHERE name = " + p(4) + " AND token = " + p(5) + ")" +
 			" ON CONFLICT (consumer, thread_id) DO UPDATE SET seq = CASE WHEN excluded.seq > event_cursors.seq THEN excluded.seq ELSE event_cursors.seq END",
-		spans:      "SELECT thread_id, min(seq), max(seq) FROM events WHERE created_at >= " + p(1) + " GROUP BY thread_id",
+		spans:      "SELECT thread_id, min(COALESCE(first_seq, seq)), max(seq) FROM events WHERE created_at >= " + p(1) + " GROUP BY thread_id",
 		dropCursor: "DELETE FROM event_cursors WHERE consumer = " + p(1),
 		drop:       "DELETE FROM event_consumers WHERE name = " + p(1),
 	}

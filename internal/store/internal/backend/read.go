@@ -107,19 +107,15 @@ func scanItem(r Row) (store.Item, error) {
 	return it, err
 }
 
-const eventColumns = `thread_id, seq, method, data, created_at`
-
-func scanEvent(r Row) (store.Event, error) {
-	var ev store.Event
-	var created timeCol
-	err := r.Scan(&ev.ThreadID, &ev.Seq, &ev.Method, &ev.Data, &created)
-	ev.CreatedAt = created.t
-	return ev, err
-}
+// eventColumns are those of a row of the log, which may hold several
+// events (eventrows.go).
+const eventColumns = `thread_id, seq, first_seq, method, data, created_at`
 
 // ListEvents returns up to limit events of a thread's log after afterSeq.
 // An unknown thread has no events; that is no error, because the log may
-// be read for a thread another daemon is still creating.
+// be read for a thread another daemon is still creating. The rows it reads
+// are those whose last event is after afterSeq: each gives at least one
+// event, so limit rows give limit events when the log has them.
 func (r *Reader) ListEvents(ctx context.Context, threadID string, afterSeq int64, limit int) (evs []store.Event, err error) {
 	defer func(start time.Time) { Observe(r.observe, store.OpListEvents, start, err) }(time.Now())
 	if err := r.usable(); err != nil {
@@ -131,7 +127,37 @@ func (r *Reader) ListEvents(ctx context.Context, threadID string, afterSeq int64
 	if limit <= 0 || limit > store.MaxEventsLimit {
 		limit = store.MaxEventsLimit
 	}
-	return queryAll(ctx, r.db, r.listEvents, []any{CanonicalID(threadID), afterSeq, limit}, scanEvent)
+	rows, err := r.db.Query(ctx, r.listEvents, CanonicalID(threadID), afterSeq, limit)
+	if err != nil {
+		return nil, r.db.StorageErr(err)
+	}
+	defer func() { _ = rows.Close() }()
+	for len(evs) < limit && rows.Next() {
+		var (
+			thread, method string
+			seq            int64
+			first          *int64
+			data           []byte
+			created        timeCol
+		)
+		if err := rows.Scan(&thread, &seq, &first, &method, &data, &created); err != nil {
+			return nil, r.db.StorageErr(err)
+		}
+		var from int64
+		if first != nil {
+			from = *first
+		}
+		if evs, err = splitEventRow(evs, thread, from, seq, method, data, created.t, afterSeq); err != nil {
+			return nil, err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, r.db.StorageErr(err)
+	}
+	if len(evs) > limit {
+		evs = evs[:limit]
+	}
+	return evs, nil
 }
 
 // LastEventSeq returns the greatest Seq of a thread's log, 0 if none.
@@ -149,18 +175,57 @@ func (r *Reader) LastEventSeq(ctx context.Context, threadID string) (seq int64, 
 	return seq, nil
 }
 
-// PruneEventsSQL deletes up to Param(2) events created before Param(1),
-// oldest first, in dialect d.
+// eventsInRow is the number of events in a row of the log.
+const eventsInRow = "seq - COALESCE(first_seq, seq) + 1"
+
+// PruneEventsSQL deletes up to Param(2) rows of the log created before
+// Param(1), oldest first, in dialect d; each deleted row returns the number
+// of its events (PruneEvents sums them).
 func PruneEventsSQL(d Dialect) string {
 	return "DELETE FROM events WHERE (thread_id, seq) IN (SELECT thread_id, seq FROM events WHERE created_at < " +
-		d.Param(1) + " ORDER BY created_at LIMIT " + d.Param(2) + ")"
+		d.Param(1) + " ORDER BY created_at LIMIT " + d.Param(2) + ") RETURNING " + eventsInRow
+}
+
+// PruneEvents implements store.Store.PruneEvents with the statement of
+// PruneEventsSQL over db: it returns the events deleted, which may be
+// more than the rows, up to limit, that it deleted.
+func PruneEvents(ctx context.Context, db DB, q string, d Dialect, before time.Time, limit int) (int64, error) {
+	return sumRows(ctx, db, q, d.TimeArg(Time(before)), limit)
+}
+
+// sumRows runs q and returns the sum of the one integer column of its rows.
+func sumRows(ctx context.Context, db DB, q string, args ...any) (sum int64, err error) {
+	rows, err := db.Query(ctx, q, args...)
+	if err != nil {
+		return 0, db.StorageErr(err)
+	}
+	defer func() { _ = rows.Close() }()
+	for rows.Next() {
+		var n int64
+		if err := rows.Scan(&n); err != nil {
+			return 0, db.StorageErr(err)
+		}
+		sum += n
+	}
+	if err := rows.Err(); err != nil {
+		return 0, db.StorageErr(err)
+	}
+	return sum, nil
+}
+
+// PruneDB is a backend's writer as PruneThreadEvents needs it.
+type PruneDB interface {
+	DB
+	Execer
 }
 
 // PruneThreadEvents implements store.Store.PruneThreadEvents in dialect d
-// over x: one statement deletes the oldest events of the thread beyond its
-// newest ones whose data adds up to at most maxBytes (up to limit of
-// them), another sums what is left.
-func PruneThreadEvents(ctx context.Context, x Execer, d Dialect, threadID string, maxBytes int64, limit int) (deleted, remaining int64, err error) {
+// over x: one statement deletes the oldest rows of the thread's log beyond
+// its newest ones whose frames add up to at most maxBytes (up to limit
+// rows, a row whole), another sums the frames left. A row that holds
+// several events counts the bytes of its frames, not of the separators
+// between them.
+func PruneThreadEvents(ctx context.Context, x PruneDB, d Dialect, threadID string, maxBytes int64, limit int) (deleted, remaining int64, err error) {
 	if !store.ValidThreadID(threadID) {
 		return 0, 0, nil
 	}
@@ -168,12 +233,13 @@ func PruneThreadEvents(ctx context.Context, x Execer, d Dialect, threadID string
 	if d.Typed {
 		size = "octet_length(data)"
 	}
+	size += " - (seq - COALESCE(first_seq, seq))"
 	prune := "DELETE FROM events WHERE thread_id = " + d.Param(1) + " AND seq IN (SELECT seq FROM (SELECT seq, SUM(" + size +
 		") OVER (ORDER BY seq DESC) AS newer FROM events WHERE thread_id = " + d.Param(2) + ") x WHERE newer > " + d.Param(3) +
-		" ORDER BY seq LIMIT " + d.Param(4) + ")"
+		" ORDER BY seq LIMIT " + d.Param(4) + ") RETURNING " + eventsInRow
 	id := CanonicalID(threadID)
-	if deleted, err = x.Exec(ctx, prune, id, id, maxBytes, limit); err != nil {
-		return 0, 0, x.StorageErr(err)
+	if deleted, err = sumRows(ctx, x, prune, id, id, maxBytes, limit); err != nil {
+		return 0, 0, err
 	}
 	sum := "SELECT COALESCE(SUM(" + size + "), 0) FROM events WHERE thread_id = " + d.Param(1)
 	if err := x.QueryRow(ctx, sum, id).Scan(&remaining); err != nil {

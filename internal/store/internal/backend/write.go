@@ -17,8 +17,6 @@ type Statements struct {
 	// InsertThread, InsertTurn and InsertItem take the arguments of
 	// ThreadArgs, TurnArgs and ItemArgs.
 	InsertThread, InsertTurn, InsertItem string
-	// InsertEvent takes the arguments of EventArgs.
-	InsertEvent string
 	// InsertAudit takes the arguments of AuditArgs and returns the seq
 	// the store assigned.
 	InsertAudit string
@@ -43,9 +41,8 @@ func NewStatements(d Dialect, jsonArg func([]byte) any) *Statements {
 	return &Statements{
 		InsertThread: insertSQL(d, "threads", "id", "name", "name_fold", "preview", "preview_fold", "cwd",
 			"model_provider", "model", "source", "forked_from_id", "archived", "created_at", "updated_at", "recency_at", "meta"),
-		InsertTurn:  insertSQL(d, "turns", "thread_id", "id", "seq", "status", "error", "started_at", "completed_at", "meta"),
-		InsertItem:  insertSQL(d, "items", "thread_id", "seq", "turn_id", "item_id", "type", "payload", "created_at"),
-		InsertEvent: insertSQL(d, "events", "thread_id", "seq", "method", "data", "created_at"),
+		InsertTurn: insertSQL(d, "turns", "thread_id", "id", "seq", "status", "error", "started_at", "completed_at", "meta"),
+		InsertItem: insertSQL(d, "items", "thread_id", "seq", "turn_id", "item_id", "type", "payload", "created_at"),
 		InsertAudit: insertSQL(d, "audit_log", "at", "kind", "principal", "client", "node", "trace_id", "thread_id", "turn_id", "detail") +
 			" RETURNING seq",
 		BumpTurnSeq: seq("turn_seq"),
@@ -166,11 +163,6 @@ func (s *Statements) TurnArgs(t *store.Turn) []any {
 // ItemArgs returns the arguments of InsertItem for it.
 func (s *Statements) ItemArgs(it *store.Item) []any {
 	return []any{it.ThreadID, it.Seq, it.TurnID, it.ItemID, it.Type, s.json(it.Payload), s.d.TimeArg(it.CreatedAt)}
-}
-
-// EventArgs returns the arguments of InsertEvent for ev.
-func (s *Statements) EventArgs(ev *store.Event) []any {
-	return []any{ev.ThreadID, ev.Seq, ev.Method, ev.Data, s.d.TimeArg(ev.CreatedAt)}
 }
 
 // AuditArgs returns the arguments of InsertAudit for a.
