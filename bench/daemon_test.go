@@ -149,17 +149,24 @@ func startDaemon(tb testing.TB, extra ...string) *daemon {
 	go func() { exited <- cmd.Wait() }()
 	tb.Cleanup(func() { d.stop(tb) })
 
+	d.awaitAddress(tb, stdout.found, 30*time.Second)
+	return d
+}
+
+// awaitAddress waits up to limit for the address found prints, or fails
+// tb if the process exits first.
+func (d *daemon) awaitAddress(tb testing.TB, found <-chan string, limit time.Duration) {
+	tb.Helper()
 	select {
-	case addr := <-stdout.found:
+	case addr := <-found:
 		d.ws = addr
 		d.http = "http://" + strings.TrimPrefix(addr, "ws://")
-	case err := <-exited:
-		exited <- err // for stop
-		tb.Fatalf("daemon exited before listening: %v\nstderr:\n%s", err, d.stderr)
-	case <-time.After(30 * time.Second):
-		tb.Fatalf("daemon did not print its address within 30 s\nstderr:\n%s", d.stderr)
+	case err := <-d.exited:
+		d.exited <- err // for stop
+		tb.Fatalf("%s exited before listening: %v\noutput:\n%s", d.cmd.Path, err, d.stderr)
+	case <-time.After(limit):
+		tb.Fatalf("%s did not print its address within %s\noutput:\n%s", d.cmd.Path, limit, d.stderr)
 	}
-	return d
 }
 
 // stop sends SIGTERM and waits for the daemon to exit, killing it after
@@ -391,15 +398,6 @@ func startReference(tb testing.TB, extra ...string) *daemon {
 	exited := d.exited
 	go func() { exited <- cmd.Wait() }()
 	tb.Cleanup(func() { d.stop(tb) })
-	select {
-	case addr := <-watch.found:
-		d.ws = addr
-		d.http = "http://" + strings.TrimPrefix(addr, "ws://")
-	case err := <-exited:
-		exited <- err
-		tb.Fatalf("the reference exited before listening: %v\noutput:\n%s", err, d.stderr)
-	case <-time.After(60 * time.Second):
-		tb.Fatalf("the reference did not print its address within 60 s\noutput:\n%s", d.stderr)
-	}
+	d.awaitAddress(tb, watch.found, 60*time.Second)
 	return d
 }

@@ -751,14 +751,11 @@ func (h *Hub) BroadcastThread(threadID string, owner *string, method string, par
 	n.Owned, n.Owner = true, owner
 	h.broadcastAbout(n, threadID)
 	// The event consumers hear of an archiving from the thread's log.
-	switch p := params.(type) {
-	case api.ThreadIDNotification:
-		switch method {
-		case api.MethodThreadArchived:
-			h.publish(p.ThreadID, MethodThreadArchived, p)
-		case api.MethodThreadUnarchived:
-			h.publish(p.ThreadID, MethodThreadUnarchived, p)
-		}
+	switch method {
+	case api.MethodThreadArchived:
+		h.publish(threadID, MethodThreadArchived, params)
+	case api.MethodThreadUnarchived:
+		h.publish(threadID, MethodThreadUnarchived, params)
 	}
 }
 

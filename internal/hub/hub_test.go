@@ -44,6 +44,18 @@ func (c *client) Request(r *hub.Request, id int64) bool {
 }
 func (c *client) Settled(r *hub.Request) { c.settled <- r }
 
+// note returns the client's next notification, failing after 5 s.
+func (c *client) note(t *testing.T) *hub.Notification {
+	t.Helper()
+	select {
+	case n := <-c.notes:
+		return n
+	case <-time.After(5 * time.Second):
+		t.Fatal("no notification")
+		return nil
+	}
+}
+
 func (c *client) next(t *testing.T) delivery {
 	t.Helper()
 	select {
@@ -549,45 +561,26 @@ func TestBroadcastsAreMarked(t *testing.T) {
 	defer h.Close()
 	c := newClient()
 	ids := attach(h, c)
-	next := func() *hub.Notification {
-		t.Helper()
-		select {
-		case n := <-c.notes:
-			return n
-		case <-time.After(5 * time.Second):
-			t.Fatal("no notification")
-			return nil
-		}
-	}
 	h.Broadcast("account/updated", map[string]any{})
-	require.True(t, next().Broadcast)
+	require.True(t, c.note(t).Broadcast)
 	h.BroadcastThread("other", nil, "thread/status/changed", api.ThreadStatusChangedNotification{ThreadID: "other"})
-	require.True(t, next().Broadcast)
+	require.True(t, c.note(t).Broadcast)
 	h.Send(ids[0], "model/rerouted", map[string]any{})
-	require.False(t, next().Broadcast)
+	require.False(t, c.note(t).Broadcast)
 }
 
 // A broadcast about a thread reaches a subscriber that does not hear the
 // thread marked Distant, with the broadcast's audience, and the same
-// frame; one that subscribed to the thread gets it unmarked. A broadcast about no thread is never distant.
+// frame; one that subscribed to the thread gets it unmarked. A broadcast
+// about no thread is never distant.
 func TestBroadcastsAboutOtherThreadsAreDistant(t *testing.T) {
 	h := hub.New(hub.Config{})
 	defer h.Close()
 	near, far := newClient(), newClient()
 	attach(h, near)
 	h.Attach(h.NewConnID(), far, hub.AttachOptions{})
-	next := func(c *client) *hub.Notification {
-		t.Helper()
-		select {
-		case n := <-c.notes:
-			return n
-		case <-time.After(5 * time.Second):
-			t.Fatal("no notification")
-			return nil
-		}
-	}
 	h.BroadcastThread("th", nil, "thread/status/changed", api.ThreadStatusChangedNotification{ThreadID: "th"})
-	n, f := next(near), next(far)
+	n, f := near.note(t), far.note(t)
 	require.False(t, n.Distant)
 	require.True(t, f.Distant)
 	require.True(t, f.Broadcast)
@@ -598,6 +591,6 @@ func TestBroadcastsAboutOtherThreadsAreDistant(t *testing.T) {
 
 	h.Broadcast("account/updated", map[string]any{})
 	for _, c := range []*client{near, far} {
-		require.False(t, next(c).Distant)
+		require.False(t, c.note(t).Distant)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
 	"github.com/stretchr/testify/require"
 )
 
@@ -19,14 +20,8 @@ func TestLazyFramesWaitForTheNextSend(t *testing.T) {
 	require.NotNil(t, bc)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	frame := func(i int) []byte { return []byte(`{"method":"n","params":{"i":` + strconv.Itoa(i) + `}}`) }
-	read := func(want int) time.Time {
-		t.Helper()
-		_, data, err := client.Read(ctx)
-		require.NoError(t, err)
-		require.Equal(t, string(frame(want)), string(data))
-		return time.Now()
-	}
+	frame := numberedFrame
+	read := func(want int) time.Time { t.Helper(); return readNumbered(t, ctx, client, want) }
 
 	// Three lazy frames, then one sent at once: all four in one write.
 	before := bc.writes.Load()
@@ -65,14 +60,8 @@ func TestLazyFramesWithDelaysOfTheirOwn(t *testing.T) {
 	s, client := pair(t, Options{LazyDelay: short})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	frame := func(i int) []byte { return []byte(`{"method":"n","params":{"i":` + strconv.Itoa(i) + `}}`) }
-	read := func(want int) time.Time {
-		t.Helper()
-		_, data, err := client.Read(ctx)
-		require.NoError(t, err)
-		require.Equal(t, string(frame(want)), string(data))
-		return time.Now()
-	}
+	frame := numberedFrame
+	read := func(want int) time.Time { t.Helper(); return readNumbered(t, ctx, client, want) }
 
 	start := time.Now()
 	require.NoError(t, s.SendLazyWithin(frame(0), long))
@@ -92,4 +81,19 @@ func TestLazyFramesWithDelaysOfTheirOwn(t *testing.T) {
 
 	s.CloseWith(CloseNormal, "")
 	<-s.Done()
+}
+
+// numberedFrame is the i-th notification frame of the lazy tests.
+func numberedFrame(i int) []byte {
+	return []byte(`{"method":"n","params":{"i":` + strconv.Itoa(i) + `}}`)
+}
+
+// readNumbered reads the client's next message, which must be
+// numberedFrame(want), and returns when it came.
+func readNumbered(t *testing.T, ctx context.Context, client *websocket.Conn, want int) time.Time {
+	t.Helper()
+	_, data, err := client.Read(ctx)
+	require.NoError(t, err)
+	require.Equal(t, string(numberedFrame(want)), string(data))
+	return time.Now()
 }
