@@ -157,7 +157,10 @@ func TestBatchDeclinedIsWrittenFrameByFrame(t *testing.T) {
 // frame: the client reads every frame intact and in order, its pings are
 // answered, and the close handshake completes.
 func TestControlFramesBetweenRawBatches(t *testing.T) {
-	s, client := pair(t, Options{LazyDelay: time.Millisecond})
+	// The queue's bounds hold everything the test sends (about 18 MB), so
+	// a writer slowed by the race detector on a busy machine never turns
+	// the test into one of the slow-consumer bound.
+	s, client := pair(t, Options{LazyDelay: time.Millisecond, OutboundQueue: 1 << 16, OutboundBytes: 1 << 30})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	go func() {
