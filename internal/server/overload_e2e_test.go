@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -14,7 +15,7 @@ import (
 // and the HTTP API's 503 with Retry-After; turns below the limit run, and
 // so does the refused one once the running one has ended.
 func TestRunningTurnLimitIsTheOverloadRefusal(t *testing.T) {
-	_, d, c := apptest.StartWithFake(t, `{"steps":[{"text":"never finishes","fail":{"kind":"stall","after_events":2}},{"text":"two"},{"text":"three"}]}`,
+	fake, d, c := apptest.StartWithFake(t, `{"steps":[{"text":"never finishes","fail":{"kind":"stall","after_events":2}},{"text":"two"},{"text":"three"}]}`,
 		"-c", "max_running_turns=1")
 	a := apptest.StartThread(t, c, nil)
 	b := apptest.StartThread(t, c, nil)
@@ -36,6 +37,10 @@ func TestRunningTurnLimitIsTheOverloadRefusal(t *testing.T) {
 	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
 	require.NotEmpty(t, resp.Header.Get("Retry-After"))
 
+	// The stalling step is the first turn's only once its request reached
+	// the fake model: interrupted before that, the turn would leave the
+	// step to the next turn's request.
+	require.Eventually(t, func() bool { return len(fake.Requests()) == 1 }, 10*time.Second, time.Millisecond)
 	c.Call("turn/interrupt", map[string]any{"threadId": a, "turnId": first})
 	c.Until("turn/completed")
 	apptest.StartTurn(t, c, b, "hi")

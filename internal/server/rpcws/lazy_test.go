@@ -39,7 +39,10 @@ func TestLazyFramesWaitForTheNextSend(t *testing.T) {
 	require.Less(t, time.Since(start), delay, "the lazy frames waited for their delay though a frame was sent")
 	require.Equal(t, int64(1), bc.writes.Load()-before, "the four frames were not written together")
 
-	// A lazy frame alone goes out after its delay, not before.
+	// A lazy frame alone goes out after its delay, not before. (Once the
+	// writer of the four has gone: a writer still running takes what is
+	// queued, lazy or not.)
+	require.Eventually(t, func() bool { _, _, writing, _ := s.state(); return !writing }, 5*time.Second, time.Millisecond)
 	start = time.Now()
 	require.NoError(t, s.SendLazy(frame(4)))
 	got := read(4)
