@@ -7,6 +7,7 @@ import (
 	"errors"
 	"log/slog"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -34,16 +35,20 @@ const (
 	DefaultItemMaxBytes = 1 << 20
 	// DefaultThreadMaxBytes bounds what one thread's log keeps.
 	DefaultThreadMaxBytes = 64 << 20
+	// DefaultSeqBlock is how many sequence numbers of a thread a daemon
+	// reserves in the store at a time.
+	DefaultSeqBlock = 10_000
 	// pruneBatch bounds one DELETE by age, so pruning never holds long
 	// locks.
 	pruneBatch = 10_000
 	// pruneThreadBatch bounds one DELETE of a thread's oldest events: they
 	// may be large (a delta frame is up to 32 KiB of output).
 	pruneThreadBatch = 1_000
-	// loadTimeout bounds reading a thread's last stored sequence number.
+	// loadTimeout bounds reading a thread's last stored sequence number,
+	// and reserving its next numbers.
 	loadTimeout = 5 * time.Second
 	// retryLoadAfter is how long a thread's notifications go on without
-	// reading the stored maximum again after a failed read.
+	// asking the store for numbers again after a failed reservation.
 	retryLoadAfter = time.Second
 )
 
@@ -89,6 +94,13 @@ type Config struct {
 	// DefaultThreadMaxBytes): every PruneEvery the oldest events of the
 	// threads that had events since and went past it are deleted.
 	ThreadMaxBytes int64
+	// SeqBlock is how many sequence numbers of a thread are reserved in
+	// the store at a time (default DefaultSeqBlock): numbering a thread
+	// here first reserves a block, and so does numbering past its end, so
+	// the store is written once per SeqBlock notifications, and a daemon
+	// that takes a thread over, or starts again after a crash, numbers at
+	// most SeqBlock past the last number handed out before.
+	SeqBlock int64
 	// Logger receives errors; nil discards them.
 	Logger *slog.Logger
 	// Now is the clock; nil means time.Now.
@@ -101,11 +113,14 @@ type thread struct {
 	// last is the last sequence number delivered here, numbered here or
 	// read from the store.
 	last int64
-	// owned is set once this daemon numbered from the stored maximum; a
-	// delivery of another daemon's events clears it.
+	// owned is set once this daemon reserved numbers of the thread in the
+	// store; a delivery of another daemon's events clears it.
 	owned bool
-	// retryAt is when, after a failed read of the stored maximum, the
-	// next notification reads it again: in between, a store outage costs
+	// reserved is the greatest number of the block this daemon reserved:
+	// numbering past it reserves the next block first.
+	reserved int64
+	// retryAt is when, after a failed reservation, the next notification
+	// asks the store again: in between, a store outage costs
 	// notifications no wait.
 	retryAt time.Time
 	// used is when the thread last had an event here, for forgetting
@@ -175,6 +190,9 @@ func New(cfg Config) (*Log, error) {
 	if cfg.ThreadMaxBytes <= 0 {
 		cfg.ThreadMaxBytes = DefaultThreadMaxBytes
 	}
+	if cfg.SeqBlock <= 0 {
+		cfg.SeqBlock = DefaultSeqBlock
+	}
 	if cfg.Queue == nil {
 		cfg.Queue = store.NewEventQueue(cfg.MaxPending)
 	}
@@ -212,19 +230,8 @@ func (l *Log) Record(n *hub.Notification, deliver func()) {
 		deliver()
 		return
 	}
-	if !t.owned && !l.cfg.Now().Before(t.retryAt) {
-		ctx, cancel := context.WithTimeout(context.Background(), loadTimeout)
-		stored, err := l.cfg.Store.LastEventSeq(ctx, n.ThreadID)
-		cancel()
-		if err != nil {
-			// Numbering goes on from what this daemon knows; if that
-			// collides with stored events their append fails and is logged.
-			l.log.Error("event log: read the last sequence number", "thread", n.ThreadID, "err", err)
-			t.retryAt = l.cfg.Now().Add(retryLoadAfter)
-		} else {
-			t.owned = true
-		}
-		t.last = max(t.last, stored)
+	if (!t.owned || t.last >= t.reserved) && !l.cfg.Now().Before(t.retryAt) {
+		l.reserveLocked(t, n.ThreadID)
 	}
 	t.last++
 	t.used = l.cfg.Now()
@@ -240,6 +247,33 @@ func (l *Log) Record(n *hub.Notification, deliver func()) {
 		}
 	}
 	deliver()
+}
+
+// reserveLocked reserves the thread's next block of numbers in the store
+// (Config.SeqBlock), past every number reserved or stored before: after a
+// crash, a restart or a hand-over the numbers handed out before, stored
+// or not, are never handed out again. When the store cannot reserve,
+// numbering goes on from what this daemon knows (numbers that collide
+// with stored events fail to append, and are logged) and the store is
+// asked again after retryLoadAfter, so an outage costs notifications no
+// wait. t.mu is held.
+func (l *Log) reserveLocked(t *thread, threadID string) {
+	if !store.ValidThreadID(threadID) {
+		// Nothing of such a thread is stored: its numbers live here.
+		t.owned, t.reserved = true, math.MaxInt64
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), loadTimeout)
+	first, err := l.cfg.Store.ReserveEventSeqs(ctx, threadID, l.cfg.SeqBlock)
+	cancel()
+	if err != nil {
+		l.log.Error("event log: reserve sequence numbers", "thread", threadID, "err", err)
+		t.retryAt = l.cfg.Now().Add(retryLoadAfter)
+		return
+	}
+	t.owned = true
+	t.last = max(t.last, first-1)
+	t.reserved = first - 1 + l.cfg.SeqBlock
 }
 
 // heads returns the last sequence number of each thread this daemon

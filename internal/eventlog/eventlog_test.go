@@ -109,6 +109,36 @@ func TestNumbersContinueFromTheStore(t *testing.T) {
 	}
 }
 
+// A daemon that dies before the events it numbered are stored (its
+// clients got them live) leaves numbers that a daemon numbering the thread
+// next never hands out again: a client resuming after the last number it
+// saw misses nothing numbered after the restart. Numbering past a block
+// reserves the next one first.
+func TestNumbersAreNotReusedAfterACrash(t *testing.T) {
+	st := memory.New(memory.Config{})
+	thread := uuid.NewString()
+	// Never started, so never flushed: the daemon dies with its events
+	// queued.
+	dead, err := eventlog.New(eventlog.Config{Store: st, StoreDeltas: true, SeqBlock: 4})
+	require.NoError(t, err)
+	h := hub.New(hub.Config{Journal: dead})
+	c := subscribe(h, thread)
+	for i := range 10 {
+		publish(h, thread, delta(i))
+		require.EqualValues(t, 1+i, c.next(t).Seq)
+	}
+	stored, err := st.LastEventSeq(t.Context(), thread)
+	require.NoError(t, err)
+	require.Zero(t, stored, "nothing was stored")
+
+	l := newLog(t, st, eventlog.Config{StoreDeltas: true, SeqBlock: 4})
+	h = hub.New(hub.Config{Journal: l})
+	c = subscribe(h, thread)
+	publish(h, thread, delta(10))
+	// The dead daemon reserved three blocks of four (1-12).
+	require.EqualValues(t, 13, c.next(t).Seq)
+}
+
 // Events older than the retention go, the others stay.
 func TestPruneByAge(t *testing.T) {
 	st := memory.New(memory.Config{})
@@ -226,9 +256,13 @@ func TestQuietThreadRenumbersFromTheStore(t *testing.T) {
 		seq, _ := st.LastEventSeq(t.Context(), thread)
 		return seq == 2
 	}, 10*time.Second, time.Millisecond)
-	// Another daemon runs the thread for a while.
+	// Another daemon runs the thread for a while: it reserves a block of
+	// numbers, past this daemon's, and stores three events of it.
+	first, err := st.ReserveEventSeqs(t.Context(), thread, 100)
+	require.NoError(t, err)
+	require.EqualValues(t, eventlog.DefaultSeqBlock+1, first)
 	var evs []*store.Event
-	for seq := int64(3); seq <= 5; seq++ {
+	for seq := first; seq < first+3; seq++ {
 		evs = append(evs, &store.Event{ThreadID: thread, Seq: seq, Method: "m", Data: []byte("{}")})
 	}
 	require.NoError(t, st.Write(t.Context(), &store.Batch{AppendEvents: evs}))
@@ -237,10 +271,10 @@ func TestQuietThreadRenumbersFromTheStore(t *testing.T) {
 	mu.Lock()
 	now = now.Add(11 * time.Minute)
 	mu.Unlock()
-	require.Eventually(t, func() bool { return h.LastSeq(thread) == 5 }, 10*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return h.LastSeq(thread) == first+2 }, 10*time.Second, time.Millisecond)
 	c := subscribe(h, thread)
 	publish(h, thread, delta(2))
-	require.EqualValues(t, 6, c.next(t).Seq)
+	require.EqualValues(t, first+100, c.next(t).Seq, "past the other daemon's block")
 }
 
 // storedBytes is the bytes of a thread's stored events.

@@ -150,8 +150,8 @@ type Journal interface {
 	// is numbered, so that subscribers get each thread's notifications in
 	// sequence order; a notification the journal does not keep (a delta
 	// past its item's bound) is delivered with Seq 0. It must not block
-	// beyond deliver, except on the first notification of a thread, which
-	// may read where the thread's stored log ends.
+	// beyond deliver, except where it reserves numbers in the store (the
+	// first notification of a thread, and one in many thousands after).
 	Record(n *Notification, deliver func())
 	// LastSeq returns the sequence number of the thread's last notification
 	// numbered or delivered here (or stored), 0 if none.

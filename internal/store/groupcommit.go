@@ -359,6 +359,12 @@ func (g *GroupCommitter) LastEventSeq(ctx context.Context, threadID string) (int
 	return g.inner.LastEventSeq(ctx, threadID)
 }
 
+// ReserveEventSeqs writes through to the wrapped Store: it commits on
+// its own, apart from the committer's rounds.
+func (g *GroupCommitter) ReserveEventSeqs(ctx context.Context, threadID string, n int64) (int64, error) {
+	return g.inner.ReserveEventSeqs(ctx, threadID, n)
+}
+
 // PruneEvents goes straight to the wrapped Store: it deletes old rows no
 // pending write touches.
 func (g *GroupCommitter) PruneEvents(ctx context.Context, before time.Time, limit int) (int64, error) {

@@ -50,6 +50,7 @@ const (
 	OpPing                = "ping"
 	OpListEvents          = "list_events"
 	OpLastEventSeq        = "last_event_seq"
+	OpReserveEventSeqs    = "reserve_event_seqs"
 	OpPruneEvents         = "prune_events"
 	OpPruneThreadEvents   = "prune_thread_events"
 	OpReclaim             = "reclaim"
@@ -500,6 +501,14 @@ type Store interface {
 	ListEvents(ctx context.Context, threadID string, afterSeq int64, limit int) ([]Event, error)
 	// LastEventSeq returns the greatest Seq stored for the thread, 0 if none.
 	LastEventSeq(ctx context.Context, threadID string) (int64, error)
+	// ReserveEventSeqs reserves the next n (> 0) sequence numbers of a
+	// thread's log and returns the first of them: one past the greatest
+	// number reserved or stored for the thread so far. The reservation is
+	// stored when it returns, so a daemon that hands out only numbers it
+	// reserved never hands out one twice, even when it dies before the
+	// events it numbered are stored. A thread id that is not a UUID, or n
+	// < 1, is Invalid.
+	ReserveEventSeqs(ctx context.Context, threadID string, n int64) (first int64, err error)
 	// PruneEvents deletes up to limit events created before `before`, oldest
 	// first, and returns how many it deleted. A backend that stores a
 	// commit's events of a thread together (the embedded store) deletes

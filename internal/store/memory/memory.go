@@ -46,7 +46,9 @@ type Store struct {
 	queued map[string][]store.QueuedSubmission
 	// budgets are what principals spent, by principal and period start.
 	budgets map[budgetKey]store.BudgetSpend
-	closed  bool
+	// reserved is each thread's greatest reserved event number.
+	reserved map[string]int64
+	closed   bool
 }
 
 // consumer is one event consumer: its lease and its cursor.
@@ -86,7 +88,7 @@ func New(cfg Config) *Store {
 		keys: map[[2]string]*idemKey{}, creds: map[string]store.Credential{}, consumers: map[string]*consumer{},
 		webhooks: map[string]store.Webhook{}, deliveries: map[string][]store.WebhookDelivery{},
 		queued:  map[string][]store.QueuedSubmission{},
-		budgets: map[budgetKey]store.BudgetSpend{}}
+		budgets: map[budgetKey]store.BudgetSpend{}, reserved: map[string]int64{}}
 }
 
 // Migrate does nothing: memory has no schema. It is there so that the
@@ -155,6 +157,7 @@ func (s *Store) DeleteThread(_ context.Context, id string) error {
 	}
 	delete(s.threads, backend.CanonicalID(id))
 	delete(s.events, backend.CanonicalID(id))
+	delete(s.reserved, backend.CanonicalID(id))
 	delete(s.queued, backend.CanonicalID(id))
 	return nil
 }
@@ -186,6 +189,26 @@ func (s *Store) ListEvents(_ context.Context, threadID string, afterSeq int64, l
 		out[k] = ev
 	}
 	return out, nil
+}
+
+// ReserveEventSeqs reserves the next n numbers of a thread's log, past
+// the last reservation and the greatest stored number.
+func (s *Store) ReserveEventSeqs(_ context.Context, threadID string, n int64) (int64, error) {
+	if err := backend.ValidReservation(threadID, n); err != nil {
+		return 0, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.usableLocked(); err != nil {
+		return 0, err
+	}
+	id := backend.CanonicalID(threadID)
+	base := s.reserved[id]
+	if evs := s.events[id]; len(evs) > 0 {
+		base = max(base, evs[len(evs)-1].Seq)
+	}
+	s.reserved[id] = base + n
+	return base + 1, nil
 }
 
 // LastEventSeq returns the greatest Seq of a thread's log, 0 if none.

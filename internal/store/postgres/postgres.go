@@ -49,6 +49,8 @@ type Store struct {
 	backend.Queue
 	// Budgets keeps what principals spent of their period budgets.
 	backend.Budgets
+	// EventSeqs reserves the numbers of the threads' event logs.
+	backend.EventSeqs
 
 	pool   *pgxpool.Pool
 	cfg    Config
@@ -86,6 +88,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	s.Credentials = backend.NewCredentials(backend.Postgres, readDB{pool}, readDB{pool}, cfg.Observe, s.usable)
 	s.Queue = backend.NewQueue(backend.Postgres, readDB{pool}, cfg.Observe, s.usable, cfg.Now)
 	s.Budgets = backend.NewBudgets(backend.Postgres, readDB{pool}, cfg.Observe, s.usable)
+	s.EventSeqs = backend.NewEventSeqs(backend.Postgres, readDB{pool}, cfg.Observe, s.usable)
 	if cfg.Migrate {
 		if err := s.Migrate(ctx); err != nil {
 			pool.Close()

@@ -60,6 +60,8 @@ type Store struct {
 	backend.Queue
 	// Budgets keeps what principals spent of their period budgets.
 	backend.Budgets
+	// EventSeqs reserves the numbers of the threads' event logs.
+	backend.EventSeqs
 
 	w, r  *sql.DB
 	stmts *stmtCache // the writer's prepared statements
@@ -135,6 +137,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	s.Credentials = backend.NewCredentials(backend.SQLite, wd, rd, cfg.Observe, s.usable)
 	s.Queue = backend.NewQueue(backend.SQLite, wd, cfg.Observe, s.usable, cfg.Now)
 	s.Budgets = backend.NewBudgets(backend.SQLite, wd, cfg.Observe, s.usable)
+	s.EventSeqs = backend.NewEventSeqs(backend.SQLite, wd, cfg.Observe, s.usable)
 	if err := r.PingContext(ctx); err != nil {
 		_ = s.Close()
 		return nil, apperr.Wrap(apperr.Unavailable, err, "sqlite: cannot open database")

@@ -64,6 +64,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Events", testEvents},
 		{"PruneThreadEvents", testPruneThreadEvents},
 		{"EventsOfOneCommit", testEventsOfOneCommit},
+		{"EventSeqReservations", testEventSeqReservations},
 		{"GroupCommitterCarriesEvents", testGroupCommitterCarriesEvents},
 		{"IdempotencyKeys", testIdempotencyKeys},
 		{"Credentials", testCredentials},
@@ -1544,6 +1545,63 @@ func testDeleteThread(t *testing.T, s store.Store) {
 	th2 := newThread()
 	th2.ID = th.ID
 	write(t, s, &store.Batch{CreateThreads: []*store.Thread{th2}, CreateTurns: []*store.Turn{newTurn(th.ID)}})
+}
+
+// testEventSeqReservations: a reservation starts past the last one and
+// past the greatest stored number, concurrent ones never overlap, each
+// thread has its own, bad arguments are Invalid, and a deleted thread's
+// reservation goes with it.
+func testEventSeqReservations(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	th, _ := createThread(t, s)
+	other, _ := createThread(t, s)
+	first, err := s.ReserveEventSeqs(ctx, th.ID, 100)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, first, "a thread without events or reservations")
+	first, err = s.ReserveEventSeqs(ctx, th.ID, 100)
+	require.NoError(t, err)
+	require.EqualValues(t, 101, first, "past the last reservation, though nothing was stored")
+	// Stored events past the reservation (a daemon of an older version
+	// numbered them) move the next one past them.
+	write(t, s, &store.Batch{AppendEvents: []*store.Event{{ThreadID: th.ID, Seq: 500, Method: "m", Data: []byte(`{}`), CreatedAt: base}}})
+	first, err = s.ReserveEventSeqs(ctx, th.ID, 10)
+	require.NoError(t, err)
+	require.EqualValues(t, 501, first)
+	// Events stored without a reservation count too.
+	write(t, s, &store.Batch{AppendEvents: []*store.Event{{ThreadID: other.ID, Seq: 7, Method: "m", Data: []byte(`{}`), CreatedAt: base}}})
+	first, err = s.ReserveEventSeqs(ctx, strings.ToUpper(other.ID), 1)
+	require.NoError(t, err)
+	require.EqualValues(t, 8, first, "the id in any case")
+
+	// Concurrent reservations (daemons taking a thread over at once) get
+	// blocks of their own.
+	const n = 8
+	firsts := make([]int64, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f, err := s.ReserveEventSeqs(ctx, th.ID, 5)
+			assert.NoError(t, err)
+			firsts[i] = f
+		}()
+	}
+	wg.Wait()
+	slices.Sort(firsts)
+	for i, f := range firsts {
+		require.EqualValues(t, 511+5*i, f)
+	}
+
+	_, err = s.ReserveEventSeqs(ctx, "not-a-uuid", 1)
+	requireCode(t, err, apperr.Invalid)
+	_, err = s.ReserveEventSeqs(ctx, th.ID, 0)
+	requireCode(t, err, apperr.Invalid)
+
+	require.NoError(t, s.DeleteThread(ctx, th.ID))
+	first, err = s.ReserveEventSeqs(ctx, th.ID, 1)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, first, "nothing of the deleted thread is left")
 }
 
 // testEvents: the event log keeps each event's bytes, lists them after a

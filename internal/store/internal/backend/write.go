@@ -108,6 +108,7 @@ func DeleteThreadSQL(param string) []string {
 	return []string{
 		"DELETE FROM queued_submissions WHERE thread_id = " + param,
 		"DELETE FROM events WHERE thread_id = " + param,
+		"DELETE FROM event_seq_reservations WHERE thread_id = " + param,
 		"DELETE FROM items WHERE thread_id = " + param,
 		"DELETE FROM turns WHERE thread_id = " + param,
 		"DELETE FROM threads WHERE id = " + param,
