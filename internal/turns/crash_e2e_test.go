@@ -1,8 +1,12 @@
 package turns_test
 
 import (
+	"context"
 	"encoding/json"
+	"net/http"
+	"strconv"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -68,7 +72,7 @@ func TestKillNineMidTurnAndResume(t *testing.T) {
 			// The database (dropped at cleanup) is created before the
 			// daemons, so their cleanups run first.
 			args := append(b.args(t), apptest.FakeArgs(fake, "responses")...)
-			testKillNineMidTurnAndResume(t, fake, args)
+			testKillNineMidTurnAndResume(t, fake, args, b.name == "embedded")
 		})
 	}
 }
@@ -107,7 +111,9 @@ func crashTakeCompleted(t *testing.T, r *apptest.Client) []crashSeenItem {
 	return out
 }
 
-func testKillNineMidTurnAndResume(t *testing.T, fake *fakemodel.Server, args []string) {
+// settledAtStart is set when the restarted daemon settles the killed turn
+// as it starts (Recover), not by the cluster's scan.
+func testKillNineMidTurnAndResume(t *testing.T, fake *fakemodel.Server, args []string, settledAtStart bool) {
 	d1 := apptest.StartProc(t, args...)
 	r := d1.RPC(t)
 	threadID := apptest.StartThread(t, r, nil)
@@ -121,6 +127,9 @@ func testKillNineMidTurnAndResume(t *testing.T, fake *fakemodel.Server, args []s
 	seen1 := crashTakeCompleted(t, r)
 	require.Equal(t, []string{"userMessage", "reasoning", "agentMessage"}, crashItemTypes(t, seen1),
 		"update_plan emits turn/plan/updated, not an item")
+
+	// An HTTP event stream follows the thread live through turn 2.
+	stream := crashFollow(t, d1.URL("/v1/threads/"+threadID+"/events"))
 
 	// Turn 2 is killed mid-message: after the first delta of its agent
 	// message, once its user message and reasoning have completed.
@@ -136,12 +145,37 @@ func testKillNineMidTurnAndResume(t *testing.T, fake *fakemodel.Server, args []s
 	}
 	seen2 := crashTakeCompleted(t, r)
 	require.Equal(t, []string{"userMessage", "reasoning"}, crashItemTypes(t, seen2))
+	lastSeen := stream.until(t, "item/agentMessage/delta").ID
 	d1.Kill9(t)
 
 	// Restart on the same store. Before anyone loads it the thread is
 	// notLoaded and turn 2 is already settled as interrupted.
 	d2 := apptest.StartProc(t, args...)
 	r2 := d2.RPC(t)
+
+	// The stream, resumed after the last event it got (a delta the killed
+	// daemon sent), learns that turn 2 ended interrupted, under a number
+	// past every number the killed daemon sent. The cluster's scan logs
+	// that end only for a daemon that follows the thread, so there the
+	// stream is told to re-read the items (410).
+	if settledAtStart {
+		again := crashFollow(t, d2.URL("/v1/threads/"+threadID+"/events?until=turnCompleted&after="+lastSeen))
+		end := again.until(t, "turn/completed")
+		require.Greater(t, crashPosition(t, end.ID), crashPosition(t, lastSeen))
+		var ended struct {
+			Params struct {
+				Turn struct{ ID, Status string } `json:"turn"`
+			} `json:"params"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(end.Data), &ended))
+		require.Equal(t, turn2ID, ended.Params.Turn.ID)
+		require.Equal(t, "interrupted", ended.Params.Turn.Status)
+	} else {
+		resp := apptest.Do(t, http.MethodGet, d2.URL("/v1/threads/"+threadID+"/events?after="+lastSeen), "", nil)
+		resp.Body.Close()
+		require.Equal(t, http.StatusGone, resp.StatusCode)
+	}
+
 	var read struct {
 		Thread apptest.ReadThread `json:"thread"`
 	}
@@ -223,6 +257,62 @@ func testKillNineMidTurnAndResume(t *testing.T, fake *fakemodel.Server, args []s
 	// handshake.
 	_ = r2.WS.CloseNow()
 	d2.Terminate(t)
+}
+
+// crashStream is a thread's HTTP event stream with the SSE ids.
+type crashStream struct{ events chan apptest.SSEEvent }
+
+// crashFollow opens a thread's event stream at url, read until the test
+// ends.
+func crashFollow(t *testing.T, url string) crashStream {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	require.NoError(t, err)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	s := crashStream{events: make(chan apptest.SSEEvent, 1024)}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer close(s.events)
+		r := apptest.NewSSEReader(resp.Body)
+		for {
+			ev, err := r.Next()
+			if err != nil {
+				return
+			}
+			s.events <- ev
+		}
+	}()
+	t.Cleanup(func() { cancel(); resp.Body.Close(); <-done })
+	return s
+}
+
+// until returns the stream's next event named method.
+func (s crashStream) until(t *testing.T, method string) apptest.SSEEvent {
+	t.Helper()
+	timeout := time.After(apptest.Wait)
+	for {
+		select {
+		case ev, ok := <-s.events:
+			require.True(t, ok, "the stream ended before %s", method)
+			if ev.Event == method {
+				return ev
+			}
+		case <-timeout:
+			t.Fatalf("no %s on the stream", method)
+		}
+	}
+}
+
+// crashPosition reads an SSE id.
+func crashPosition(t *testing.T, id string) int64 {
+	t.Helper()
+	n, err := strconv.ParseInt(id, 10, 64)
+	require.NoError(t, err)
+	return n
 }
 
 // crashLastUsage returns the params of the last thread/tokenUsage/updated

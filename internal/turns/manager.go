@@ -604,6 +604,13 @@ func (m *Manager) settle(ctx context.Context) error {
 		if err := m.cfg.Store.Write(ctx, b); err != nil {
 			return err
 		}
+		// Into the threads' logs: a client that followed a turn of the
+		// previous run and resumes after the last event it got learns how
+		// the turn ended (numbered past everything the previous run sent,
+		// docs/design.md "Numbering").
+		for i, p := range b.UpdateTurns {
+			m.cfg.Sink.Publish(Event{ThreadID: p.ThreadID, Method: "turn/completed", Params: settledTurn(turns[i], p)})
+		}
 	}
 	if len(told) > 0 {
 		if err := writeJournal(m.cfg.PendingEndsFile, nil); err != nil {
@@ -611,6 +618,31 @@ func (m *Manager) settle(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// settledTurn is the turn/completed of a stored turn Recover settled
+// with p.
+func settledTurn(t store.Turn, p store.TurnPatch) api.TurnCompletedNotification {
+	turn := api.Turn{ID: p.ID, Items: api.List[api.ThreadItem]{}, ItemsView: api.ItemsNotLoaded, Status: api.TurnStatus(p.Status)}
+	if len(p.Error) > 0 {
+		var te api.TurnError
+		if json.Unmarshal(p.Error, &te) == nil {
+			turn.Error = &te
+		}
+	}
+	if t.StartedAt != nil {
+		started := t.StartedAt.Unix()
+		turn.StartedAt = &started
+	}
+	if p.CompletedAt != nil {
+		at := p.CompletedAt.Unix()
+		turn.CompletedAt = &at
+		if t.StartedAt != nil {
+			ms := p.CompletedAt.Sub(*t.StartedAt).Milliseconds()
+			turn.DurationMs = &ms
+		}
+	}
+	return api.TurnCompletedNotification{ThreadID: p.ThreadID, Turn: turn}
 }
 
 // Stop interrupts running turns (after ShutdownGrace), waits for them, and

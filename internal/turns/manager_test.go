@@ -102,8 +102,34 @@ func setup(t *testing.T, script string, unloadAfter time.Duration) (*turns.Manag
 	return m, st, rec
 }
 
+// published is a notifier that keeps the turn/completed notifications.
+type published struct {
+	mu   sync.Mutex
+	ends []api.TurnCompletedNotification
+}
+
+func (p *published) Broadcast(string, any) {}
+func (p *published) Send(_ []turns.ConnID, method string, params any) {
+	if n, ok := params.(api.TurnCompletedNotification); ok && method == "turn/completed" {
+		p.mu.Lock()
+		p.ends = append(p.ends, n)
+		p.mu.Unlock()
+	}
+}
+
+// The turns a dead daemon left inProgress are stored interrupted, and
+// their turn/completed goes to the threads' logs (published whoever
+// listens), so that a client resuming after the last event it got learns
+// how the turn ended.
 func TestRecoverSettlesTurnsOfADeadDaemon(t *testing.T) {
-	m, st, _ := setup(t, `{"steps":[]}`, 0)
+	st, _, _ := storeAndModel(t, `{"steps":[]}`)
+	var pub published
+	m, err := turns.New(turns.Config{
+		Store: st, Sink: sinkFor(&pub), Ephemeral: memory.New(memory.Config{}), Models: oneProvider{nil},
+		Defaults: turns.Defaults{Model: "fake", ModelProvider: "fake", Cwd: t.TempDir()},
+	})
+	require.NoError(t, err)
+	t.Cleanup(m.Stop)
 	now := time.Now()
 	th := &store.Thread{ID: "0194f0d2-7c1e-7c3a-9b1e-1f2e3d4c5b6a", Cwd: "/", ModelProvider: "fake", Source: "vscode", CreatedAt: now, UpdatedAt: now, RecencyAt: now}
 	tr := &store.Turn{ThreadID: th.ID, ID: "t1", Status: store.TurnInProgress, StartedAt: &now}
@@ -116,6 +142,15 @@ func TestRecoverSettlesTurnsOfADeadDaemon(t *testing.T) {
 	left, err := st.ListInProgressTurns(context.Background())
 	require.NoError(t, err)
 	require.Empty(t, left)
+	pub.mu.Lock()
+	defer pub.mu.Unlock()
+	require.Len(t, pub.ends, 1)
+	end := pub.ends[0]
+	require.Equal(t, th.ID, end.ThreadID)
+	require.Equal(t, "t1", end.Turn.ID)
+	require.Equal(t, api.TurnInterrupted, end.Turn.Status)
+	require.NotNil(t, end.Turn.CompletedAt)
+	require.EqualValues(t, now.Unix(), *end.Turn.StartedAt)
 }
 
 func TestIdleUnsubscribedThreadUnloads(t *testing.T) {
