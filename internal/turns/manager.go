@@ -620,29 +620,15 @@ func (m *Manager) settle(ctx context.Context) error {
 	return nil
 }
 
-// settledTurn is the turn/completed of a stored turn Recover settled
-// with p.
+// settledTurn is the turn/completed of stored turn t, which Recover
+// settled with p.
 func settledTurn(t store.Turn, p store.TurnPatch) api.TurnCompletedNotification {
-	turn := api.Turn{ID: p.ID, Items: api.List[api.ThreadItem]{}, ItemsView: api.ItemsNotLoaded, Status: api.TurnStatus(p.Status)}
-	if len(p.Error) > 0 {
-		var te api.TurnError
-		if json.Unmarshal(p.Error, &te) == nil {
-			turn.Error = &te
-		}
+	t.Status, t.CompletedAt = p.Status, p.CompletedAt
+	if p.Error != nil {
+		t.Error = p.Error
 	}
-	if t.StartedAt != nil {
-		started := t.StartedAt.Unix()
-		turn.StartedAt = &started
-	}
-	if p.CompletedAt != nil {
-		at := p.CompletedAt.Unix()
-		turn.CompletedAt = &at
-		if t.StartedAt != nil {
-			ms := p.CompletedAt.Sub(*t.StartedAt).Milliseconds()
-			turn.DurationMs = &ms
-		}
-	}
-	return api.TurnCompletedNotification{ThreadID: p.ThreadID, Turn: turn}
+	turn, _ := transcript.TurnToAPI(t, nil, api.ItemsNotLoaded)
+	return api.TurnCompletedNotification{ThreadID: t.ThreadID, Turn: turn}
 }
 
 // Stop interrupts running turns (after ShutdownGrace), waits for them, and
