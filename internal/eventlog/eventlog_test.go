@@ -3,6 +3,7 @@ package eventlog_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -440,4 +441,65 @@ func deltaText(t *testing.T, frame []byte) string {
 	}
 	require.NoError(t, json.Unmarshal(frame, &f))
 	return f.Params.Delta
+}
+
+// Notifications published with a write of the caller's (a turn's end) are
+// numbered as Record numbers them and handed to that write, framed as
+// subscribers get them, so that they are stored in the caller's
+// transaction; they go out only once it succeeded, each after its hook. A
+// failed write delivers nothing and gives its numbers back.
+func TestRecordWithRidesTheCallersWrite(t *testing.T) {
+	st := memory.New(memory.Config{})
+	thread := uuid.NewString()
+	l := newLog(t, st, eventlog.Config{})
+	h := hub.New(hub.Config{Journal: l})
+	c := subscribe(h, thread)
+	ev := func(method string) turns.Event {
+		return turns.Event{ThreadID: thread, Method: method, Params: map[string]string{"threadId": thread}}
+	}
+	h.Publish(ev("turn/started"))
+	require.EqualValues(t, 1, c.next(t).Seq)
+	end := []turns.Event{ev("thread/tokenUsage/updated"), ev("turn/completed")}
+
+	boom := errors.New("the store is down")
+	var written []*store.Event
+	err := h.PublishWith(end, func(evs []*store.Event) error {
+		written = evs
+		return boom
+	}, func(int) { t.Error("a hook ran after a failed write") })
+	require.ErrorIs(t, err, boom)
+	require.Len(t, written, 2)
+	require.EqualValues(t, 2, written[0].Seq)
+	require.EqualValues(t, 3, written[1].Seq)
+	require.Empty(t, c.notes, "delivered without its write")
+
+	var hooks []int
+	err = h.PublishWith(end, func(evs []*store.Event) error {
+		require.Empty(t, c.notes, "delivered before its write")
+		written = evs
+		return st.Write(t.Context(), &store.Batch{AppendEvents: evs})
+	}, func(i int) {
+		require.Len(t, c.notes, i, "hook %d after its notification", i)
+		hooks = append(hooks, i)
+	})
+	require.NoError(t, err)
+	require.Equal(t, []int{0, 1}, hooks)
+	require.Len(t, written, 2)
+	for i, want := range end {
+		n := c.next(t)
+		require.EqualValues(t, 2+i, n.Seq, "the failed write's numbers are used again")
+		require.Equal(t, want.Method, n.Method)
+		ev := written[i]
+		require.Equal(t, thread, ev.ThreadID)
+		require.Equal(t, n.Seq, ev.Seq)
+		require.Equal(t, n.Method, ev.Method)
+		require.Equal(t, string(n.Frame()), string(ev.Data))
+		require.False(t, ev.CreatedAt.IsZero())
+	}
+	stored, err := st.ListEvents(t.Context(), thread, 1, 10)
+	require.NoError(t, err)
+	require.Len(t, stored, 2)
+
+	h.Publish(ev("thread/name/updated"))
+	require.EqualValues(t, 4, c.next(t).Seq)
 }
