@@ -233,7 +233,7 @@ func (l *Log) Record(n *hub.Notification, deliver func()) {
 
 // RecordWith implements hub.Journal: ns are numbered as Record numbers
 // them, and the events Record would queue go to write instead, to be
-// stored with the caller's batch. The thread's lock is held from the
+// stored with the caller's batch, after the thread's events still queued. The thread's lock is held from the
 // first number to the last delivery, so a failed write can give the
 // numbers back: nothing else numbered the thread meanwhile.
 func (l *Log) RecordWith(ns []*hub.Notification, write func([]*store.Event) error, deliver func()) error {
@@ -261,7 +261,12 @@ func (l *Log) RecordWith(ns []*hub.Notification, write func([]*store.Event) erro
 			bytes += int64(len(ev.Data))
 		}
 	}
-	if err := write(evs); err != nil {
+	// The thread's events still queued go first, in the same write:
+	// whoever finds the new ones stored finds those too.
+	queued, done := l.cfg.Queue.TakeThread(ns[0].ThreadID)
+	err := write(append(queued, evs...))
+	done(err == nil)
+	if err != nil {
 		t.last, t.owned, t.reserved = last, owned, reserved
 		t.itemBytes, t.live = itemBytes, live
 		for _, n := range ns {
