@@ -138,8 +138,11 @@ func (m *Manager) lineage(ctx context.Context, meta transcript.ThreadMeta) []str
 }
 
 // emit publishes a notification of the thread.
-func (t *thread) emit(method string, params any) {
-	t.m.cfg.Sink.Publish(Event{ThreadID: t.id, Ancestors: t.ancestors, Method: method, Params: params, Ephemeral: t.ephemeral()})
+func (t *thread) emit(method string, params any) { t.m.cfg.Sink.Publish(t.event(method, params)) }
+
+// event is a notification of the thread, as the sink takes it.
+func (t *thread) event(method string, params any) Event {
+	return Event{ThreadID: t.id, Ancestors: t.ancestors, Method: method, Params: params, Ephemeral: t.ephemeral()}
 }
 
 // broadcastStatus tells every connection that may see the thread its
