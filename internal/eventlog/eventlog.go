@@ -225,10 +225,70 @@ func (l *Log) Record(n *hub.Notification, deliver func()) {
 	t := l.threadOf(n.ThreadID)
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if ev := l.numberLocked(t, n); ev != nil && l.cfg.Queue.Push(ev) {
+		t.appended += int64(len(ev.Data))
+	}
+	deliver()
+}
+
+// RecordWith implements hub.Journal: ns are numbered as Record numbers
+// them, and the events Record would queue go to write instead, to be
+// stored with the caller's batch, after the thread's events still queued. The thread's lock is held from the
+// first number to the last delivery, so a failed write can give the
+// numbers back: nothing else numbered the thread meanwhile.
+func (l *Log) RecordWith(ns []*hub.Notification, write func([]*store.Event) error, deliver func()) error {
+	if len(ns) == 0 {
+		if err := write(nil); err != nil {
+			return err
+		}
+		deliver()
+		return nil
+	}
+	t := l.threadOf(ns[0].ThreadID)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	// What numbering changes, for a failed write to undo. A block
+	// reserved meanwhile is let go: numbering past the old one reserves
+	// another, so numbers jump, as after a crash, but none is handed out
+	// twice.
+	last, owned, reserved := t.last, t.owned, t.reserved
+	itemBytes, live := maps.Clone(t.itemBytes), slices.Clone(t.live)
+	var evs []*store.Event
+	var bytes int64
+	for _, n := range ns {
+		if ev := l.numberLocked(t, n); ev != nil {
+			evs = append(evs, ev)
+			bytes += int64(len(ev.Data))
+		}
+	}
+	// The thread's events still queued go first, in the same write:
+	// whoever finds the new ones stored finds those too.
+	queued, done := l.cfg.Queue.TakeThread(ns[0].ThreadID)
+	err := write(append(queued, evs...))
+	done(err == nil)
+	if err != nil {
+		t.last, t.owned, t.reserved = last, owned, reserved
+		t.itemBytes, t.live = itemBytes, live
+		for _, n := range ns {
+			n.Seq = 0
+		}
+		return err
+	}
+	t.appended += bytes
+	deliver()
+	return nil
+}
+
+// numberLocked gives n the thread's next number, reserving a block first
+// when the reserved one is used up, and returns the event to store for
+// it: nil for a notification that is not numbered (a delta past its
+// item's bound), kept in memory only (a delta of a running item, unless
+// Config.StoreDeltas) or of a thread id the store cannot hold. t.mu is
+// held.
+func (l *Log) numberLocked(t *thread, n *hub.Notification) *store.Event {
 	item, admit := l.admitLocked(t, n)
 	if !admit {
-		deliver()
-		return
+		return nil
 	}
 	if (!t.owned || t.last >= t.reserved) && !l.cfg.Now().Before(t.retryAt) {
 		l.reserveLocked(t, n.ThreadID)
@@ -238,15 +298,12 @@ func (l *Log) Record(n *hub.Notification, deliver func()) {
 	n.Seq = t.last
 	switch {
 	case !store.ValidThreadID(n.ThreadID):
+		return nil
 	case item != "" && !l.cfg.StoreDeltas:
 		t.live = append(t.live, liveDelta{item: item, n: n})
-	default:
-		frame := n.Frame()
-		if l.cfg.Queue.Push(&store.Event{ThreadID: n.ThreadID, Seq: n.Seq, Method: n.Method, Data: frame, CreatedAt: l.cfg.Now()}) {
-			t.appended += int64(len(frame))
-		}
+		return nil
 	}
-	deliver()
+	return &store.Event{ThreadID: n.ThreadID, Seq: n.Seq, Method: n.Method, Data: n.Frame(), CreatedAt: l.cfg.Now()}
 }
 
 // reserveLocked reserves the thread's next block of numbers in the store

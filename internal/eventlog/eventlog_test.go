@@ -3,6 +3,7 @@ package eventlog_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -440,4 +441,78 @@ func deltaText(t *testing.T, frame []byte) string {
 	}
 	require.NoError(t, json.Unmarshal(frame, &f))
 	return f.Params.Delta
+}
+
+// Notifications published with a write of the caller's (a turn's end) are
+// numbered as Record numbers them and handed to that write, framed as
+// subscribers get them, after the thread's events still queued, so that
+// they are stored in the caller's transaction and never ahead of the
+// thread's earlier ones; they go out only once it succeeded, each after
+// its hook. A failed write delivers nothing, gives its numbers back and
+// leaves the queued events queued.
+func TestRecordWithRidesTheCallersWrite(t *testing.T) {
+	st := memory.New(memory.Config{})
+	thread := uuid.NewString()
+	// Not started: nothing is flushed behind the test's back.
+	queue := store.NewEventQueue(100)
+	l, err := eventlog.New(eventlog.Config{Store: st, Queue: queue})
+	require.NoError(t, err)
+	h := hub.New(hub.Config{Journal: l})
+	c := subscribe(h, thread)
+	ev := func(method string) turns.Event {
+		return turns.Event{ThreadID: thread, Method: method, Params: map[string]string{"threadId": thread}}
+	}
+	h.Publish(ev("turn/started"))
+	started := c.next(t)
+	require.EqualValues(t, 1, started.Seq)
+	end := []turns.Event{ev("thread/tokenUsage/updated"), ev("turn/completed")}
+	seqs := func(evs []*store.Event) []int64 {
+		var out []int64
+		for _, ev := range evs {
+			out = append(out, ev.Seq)
+		}
+		return out
+	}
+
+	boom := errors.New("the store is down")
+	var written []*store.Event
+	err = h.PublishWith(end, func(evs []*store.Event) error {
+		written = evs
+		return boom
+	}, func(int) { t.Error("a hook ran after a failed write") })
+	require.ErrorIs(t, err, boom)
+	require.Equal(t, []int64{1, 2, 3}, seqs(written), "the queued event, then the new ones")
+	require.Empty(t, c.notes, "delivered without its write")
+	require.Len(t, queue.Queued(thread, 0), 1, "the queued event is queued again")
+
+	var hooks []int
+	err = h.PublishWith(end, func(evs []*store.Event) error {
+		require.Empty(t, c.notes, "delivered before its write")
+		written = evs
+		return st.Write(t.Context(), &store.Batch{AppendEvents: evs})
+	}, func(i int) {
+		require.Len(t, c.notes, i, "hook %d after its notification", i)
+		hooks = append(hooks, i)
+	})
+	require.NoError(t, err)
+	require.Equal(t, []int{0, 1}, hooks)
+	require.Equal(t, []int64{1, 2, 3}, seqs(written), "the failed write's numbers are used again")
+	require.Equal(t, string(started.Frame()), string(written[0].Data))
+	for i, want := range end {
+		n := c.next(t)
+		require.EqualValues(t, 2+i, n.Seq)
+		require.Equal(t, want.Method, n.Method)
+		ev := written[1+i]
+		require.Equal(t, thread, ev.ThreadID)
+		require.Equal(t, n.Method, ev.Method)
+		require.Equal(t, string(n.Frame()), string(ev.Data))
+		require.False(t, ev.CreatedAt.IsZero())
+	}
+	stored, err := st.ListEvents(t.Context(), thread, 0, 10)
+	require.NoError(t, err)
+	require.Len(t, stored, 3)
+	require.Empty(t, queue.Queued(thread, 0), "nothing left queued")
+
+	h.Publish(ev("thread/name/updated"))
+	require.EqualValues(t, 4, c.next(t).Seq)
 }

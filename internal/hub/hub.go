@@ -13,6 +13,7 @@ import (
 	"github.com/appserver/appserver/api"
 	"github.com/appserver/appserver/internal/audit"
 	"github.com/appserver/appserver/internal/dynamic"
+	"github.com/appserver/appserver/internal/store"
 	"github.com/appserver/appserver/internal/turns"
 )
 
@@ -153,6 +154,15 @@ type Journal interface {
 	// beyond deliver, except where it reserves numbers in the store (the
 	// first notification of a thread, and one in many thousands after).
 	Record(n *Notification, deliver func())
+	// RecordWith numbers ns, all of one thread, in order as Record does
+	// and hands write the log entries of those the journal keeps: write
+	// stores them in the caller's own batch, so that they are stored in
+	// the same transaction as what the batch carries. Only once write has
+	// succeeded is deliver called (once, for all of ns); when it fails,
+	// the numbers are given back, nothing is delivered and its error is
+	// returned. No other notification of the thread is numbered in
+	// between.
+	RecordWith(ns []*Notification, write func([]*store.Event) error, deliver func()) error
 	// LastSeq returns the sequence number of the thread's last notification
 	// numbered or delivered here (or stored), 0 if none.
 	LastSeq(threadID string) int64
@@ -176,6 +186,23 @@ func (j *memJournal) Record(n *Notification, deliver func()) {
 	j.last[n.ThreadID]++
 	n.Seq = j.last[n.ThreadID]
 	deliver()
+}
+
+// RecordWith implements Journal: a memory journal keeps nothing, so write
+// gets no events; the numbers are taken once it has succeeded, without
+// holding the journal's lock across it.
+func (j *memJournal) RecordWith(ns []*Notification, write func([]*store.Event) error, deliver func()) error {
+	if err := write(nil); err != nil {
+		return err
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for _, n := range ns {
+		j.last[n.ThreadID]++
+		n.Seq = j.last[n.ThreadID]
+	}
+	deliver()
+	return nil
 }
 
 // After implements Journal: a memory journal keeps nothing.
@@ -824,17 +851,61 @@ func (h *Hub) Publish(ev turns.Event) {
 	}
 	n.ThreadID = ev.ThreadID
 	if ev.Ephemeral {
-		for _, m := range h.audience(ev.ThreadID, ev.Ancestors) {
-			m.sub.Notify(n)
-		}
+		h.deliverEvent(ev, n)
 		return
 	}
-	h.cfg.Journal.Record(n, func() {
-		for _, m := range h.audience(ev.ThreadID, ev.Ancestors) {
-			m.sub.Notify(n)
+	h.cfg.Journal.Record(n, func() { h.deliverEvent(ev, n) })
+}
+
+// PublishWith implements turns.Sink: each notification is encoded once;
+// a durable thread's are numbered by the journal, and their log entries
+// go to write, which stores them with the caller's batch. Once write has
+// succeeded they go out in order, as Publish sends them, before(i) called
+// just before evs[i]; when it fails none does. A notification that cannot
+// be encoded is logged and left out (its hook still runs).
+func (h *Hub) PublishWith(evs []turns.Event, write func([]*store.Event) error, before func(i int)) error {
+	ns := make([]*Notification, len(evs))
+	keep := make([]*Notification, 0, len(evs))
+	for i, ev := range evs {
+		n, err := h.NewNotification(ev.Method, ev.Params)
+		if err != nil {
+			h.log.Error("encode notification", "method", ev.Method, "err", err)
+			continue
 		}
+		n.ThreadID = ev.ThreadID
+		ns[i] = n
+		keep = append(keep, n)
+	}
+	deliver := func() {
+		for i, ev := range evs {
+			if before != nil {
+				before(i)
+			}
+			if ns[i] != nil {
+				h.deliverEvent(ev, ns[i])
+			}
+		}
+	}
+	if len(evs) == 0 || evs[0].Ephemeral {
+		if err := write(nil); err != nil {
+			return err
+		}
+		deliver()
+		return nil
+	}
+	return h.cfg.Journal.RecordWith(keep, write, deliver)
+}
+
+// deliverEvent gives a thread's notification n (ev, encoded) to the
+// thread's audience and, for a durable thread, to the all-threads
+// consumers.
+func (h *Hub) deliverEvent(ev turns.Event, n *Notification) {
+	for _, m := range h.audience(ev.ThreadID, ev.Ancestors) {
+		m.sub.Notify(n)
+	}
+	if !ev.Ephemeral {
 		h.notifyEveryone(n)
-	})
+	}
 }
 
 // Deliver gives a thread's notification that another daemon ran (read

@@ -13,6 +13,7 @@ import (
 	"github.com/appserver/appserver/api"
 	"github.com/appserver/appserver/internal/dynamic"
 	"github.com/appserver/appserver/internal/hub"
+	"github.com/appserver/appserver/internal/store"
 	"github.com/appserver/appserver/internal/turns"
 )
 
@@ -488,6 +489,24 @@ func (j *recordingJournal) Record(n *hub.Notification, deliver func()) {
 	n.Seq = j.last[n.ThreadID]
 	j.kept = append(j.kept, n)
 	deliver()
+}
+
+func (j *recordingJournal) RecordWith(ns []*hub.Notification, write func([]*store.Event) error, deliver func()) error {
+	if err := write(nil); err != nil {
+		return err
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.last == nil {
+		j.last = map[string]int64{}
+	}
+	for _, n := range ns {
+		j.last[n.ThreadID]++
+		n.Seq = j.last[n.ThreadID]
+		j.kept = append(j.kept, n)
+	}
+	deliver()
+	return nil
 }
 
 func (j *recordingJournal) LastSeq(thread string) int64 {

@@ -13,6 +13,7 @@ import (
 	"github.com/appserver/appserver/api"
 	"github.com/appserver/appserver/internal/dynamic"
 	"github.com/appserver/appserver/internal/hub"
+	"github.com/appserver/appserver/internal/store"
 	"github.com/appserver/appserver/internal/turns"
 )
 
@@ -34,6 +35,22 @@ func (p *pipeLog) Record(n *hub.Notification, deliver func()) {
 	p.logs = append(p.logs, n)
 	p.all = append(p.all, n)
 	deliver()
+}
+
+func (p *pipeLog) RecordWith(ns []*hub.Notification, write func([]*store.Event) error, deliver func()) error {
+	if err := write(nil); err != nil {
+		return err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, n := range ns {
+		p.last++
+		n.Seq = p.last
+		p.logs = append(p.logs, n)
+		p.all = append(p.all, n)
+	}
+	deliver()
+	return nil
 }
 
 func (p *pipeLog) LastSeq(string) int64 {

@@ -22,10 +22,13 @@ type riders[T any] struct {
 	inflight map[*[]T]struct{} // taken, not yet committed or failed
 	dropped  int64
 	wake     chan struct{} // buffered(1): records are pending
+	// landed is closed (and replaced) whenever records in flight are done
+	// with.
+	landed chan struct{}
 }
 
 func newRiders[T any](max int) riders[T] {
-	return riders[T]{max: max, inflight: map[*[]T]struct{}{}, wake: make(chan struct{}, 1)}
+	return riders[T]{max: max, inflight: map[*[]T]struct{}{}, wake: make(chan struct{}, 1), landed: make(chan struct{})}
 }
 
 // Push queues a record; it reports false, and counts the record dropped,
@@ -79,9 +82,17 @@ func (q *riders[T]) take() (rs []T, done func()) {
 	q.inflight[key] = struct{}{}
 	return rs, func() {
 		q.mu.Lock()
-		delete(q.inflight, key)
+		q.landLocked(key)
 		q.mu.Unlock()
 	}
+}
+
+// landLocked forgets records in flight and wakes whoever waits for them.
+// q.mu is held.
+func (q *riders[T]) landLocked(key *[]T) {
+	delete(q.inflight, key)
+	close(q.landed)
+	q.landed = make(chan struct{})
 }
 
 // EventQueue holds event log entries waiting for the store (see riders).
@@ -104,6 +115,66 @@ func (q *EventQueue) Flush(ctx context.Context, s Store) error {
 		return nil
 	}
 	return s.Write(ctx, &Batch{AppendEvents: evs})
+}
+
+// TakeThread removes the pending events of one thread, for a write of the
+// caller's that carries them ahead of its own events of the thread, so
+// that the store never holds a thread's later events without its earlier
+// ones. It first waits for the thread's events that a commit round or a
+// flush is writing. The events stay in flight (Queued returns them) until
+// done reports the write's outcome: a failed write gives them back to the
+// queue, for the next round or flush.
+func (q *EventQueue) TakeThread(threadID string) (evs []*Event, done func(written bool)) {
+	q.mu.Lock()
+	for q.inflightOf(threadID) {
+		landed := q.landed
+		q.mu.Unlock()
+		<-landed
+		q.mu.Lock()
+	}
+	defer q.mu.Unlock()
+	kept := q.pending[:0]
+	for _, ev := range q.pending {
+		if ev.ThreadID == threadID {
+			evs = append(evs, ev)
+		} else {
+			kept = append(kept, ev)
+		}
+	}
+	clear(q.pending[len(kept):])
+	q.pending = kept
+	if len(evs) == 0 {
+		return nil, func(bool) {}
+	}
+	key := &evs
+	q.inflight[key] = struct{}{}
+	return evs, func(written bool) {
+		q.mu.Lock()
+		if !written {
+			q.pending = append(q.pending, evs...)
+		}
+		q.landLocked(key)
+		q.mu.Unlock()
+		if !written {
+			select {
+			case q.wake <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+// inflightOf reports whether events of the thread are being written. q.mu
+// is held.
+func (q *EventQueue) inflightOf(threadID string) bool {
+	for k := range q.inflight {
+		for _, ev := range *k {
+			if ev.ThreadID == threadID {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // Queued returns the events of a thread with Seq above afterSeq that are

@@ -6,6 +6,7 @@ import (
 	"errors"
 
 	"github.com/appserver/appserver/api"
+	"github.com/appserver/appserver/internal/store"
 	"github.com/appserver/appserver/internal/turns/transcript"
 )
 
@@ -25,6 +26,15 @@ type Sink interface {
 	// event log, even with nobody listening here: clients of other daemons
 	// and clients that come back later read them from the log.
 	Publish(ev Event)
+	// PublishWith publishes evs, all of one thread, together with a write
+	// of the caller's: a durable thread's notifications are numbered and
+	// their log entries handed to write, which stores them in the same
+	// transaction as the caller's batch (an ephemeral thread's write gets
+	// none). Only once write has succeeded do they go out, in order, as
+	// Publish sends them, with before(i) (when not nil) called just
+	// before evs[i]; when write fails none goes out, no hook runs, and its
+	// error is returned.
+	PublishWith(evs []Event, write func([]*store.Event) error, before func(i int)) error
 	// Broadcast sends a notification that concerns no thread to every
 	// client.
 	Broadcast(method string, params any)
@@ -128,8 +138,11 @@ func (m *Manager) lineage(ctx context.Context, meta transcript.ThreadMeta) []str
 }
 
 // emit publishes a notification of the thread.
-func (t *thread) emit(method string, params any) {
-	t.m.cfg.Sink.Publish(Event{ThreadID: t.id, Ancestors: t.ancestors, Method: method, Params: params, Ephemeral: t.ephemeral()})
+func (t *thread) emit(method string, params any) { t.m.cfg.Sink.Publish(t.event(method, params)) }
+
+// event is a notification of the thread, as the sink takes it.
+func (t *thread) event(method string, params any) Event {
+	return Event{ThreadID: t.id, Ancestors: t.ancestors, Method: method, Params: params, Ephemeral: t.ephemeral()}
 }
 
 // broadcastStatus tells every connection that may see the thread its

@@ -64,20 +64,19 @@ func rateWindow(w *model.RateWindow) *api.RateLimitWindow {
 	return out
 }
 
-// announceRateLimits sends account/rateLimits/updated to the thread's
-// subscribers after a response's token usage, as the reference does, when
-// the response reported rate limits that differ from the last the thread
-// sent.
-func (t *thread) announceRateLimits(provider string, rl *model.RateLimits) {
+// rateLimitsChanged returns the account/rateLimits/updated a response's
+// rate limits make (sent to the thread's subscribers after the response's
+// token usage, as the reference does) and whether they differ from the
+// last the thread sent: only then is it sent. The thread counts it as sent
+// from now on.
+func (t *thread) rateLimitsChanged(provider string, rl *model.RateLimits) (api.AccountRateLimitsUpdatedNotification, bool) {
 	if rl == nil {
-		return
+		return api.AccountRateLimitsUpdatedNotification{}, false
 	}
 	s := RateLimitSnapshot(provider, *rl)
 	t.mu.Lock()
 	same := t.rateLimitsSent != nil && reflect.DeepEqual(*t.rateLimitsSent, s)
 	t.rateLimitsSent = &s
 	t.mu.Unlock()
-	if !same {
-		t.emit(api.NotifyAccountRateLimitsUpdated, api.AccountRateLimitsUpdatedNotification{RateLimits: s})
-	}
+	return api.AccountRateLimitsUpdatedNotification{RateLimits: s}, !same
 }

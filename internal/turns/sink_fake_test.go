@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/appserver/appserver/api"
+	"github.com/appserver/appserver/internal/store"
 	"github.com/appserver/appserver/internal/turns"
 )
 
@@ -45,6 +46,21 @@ func (s *testSink) Publish(ev turns.Event) {
 	}
 	s.mu.Unlock()
 	s.n.Send(to, ev.Method, ev.Params)
+}
+
+// PublishWith is Publish after write, which gets no events: the fake
+// keeps no log.
+func (s *testSink) PublishWith(evs []turns.Event, write func([]*store.Event) error, before func(i int)) error {
+	if err := write(nil); err != nil {
+		return err
+	}
+	for i, ev := range evs {
+		if before != nil {
+			before(i)
+		}
+		s.Publish(ev)
+	}
+	return nil
 }
 
 func (s *testSink) Broadcast(method string, params any) { s.n.Broadcast(method, params) }

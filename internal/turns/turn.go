@@ -128,8 +128,8 @@ func (tt turnThread) Spent() budget.Spend {
 	return tt.t.threadSpendLocked()
 }
 
-func (tt turnThread) AnnounceRateLimits(provider string, rl *model.RateLimits) {
-	tt.t.announceRateLimits(provider, rl)
+func (tt turnThread) RateLimitsChanged(provider string, rl *model.RateLimits) (api.AccountRateLimitsUpdatedNotification, bool) {
+	return tt.t.rateLimitsChanged(provider, rl)
 }
 
 func (tt turnThread) Request(ctx context.Context, method string, params any) (json.RawMessage, api.RequestID, bool, error) {
@@ -152,7 +152,10 @@ func (t *thread) usageLocked(turnID string, add, last api.TokenUsageBreakdown, c
 
 // commitEnd stores a turn's end with the thread's meta, then announces
 // it (docs/protocol.md §8.1–§8.2): the thread's status, the error if any,
-// turn/completed; the turn then lets go of the thread.
+// turn/completed; the turn then lets go of the thread. The logged
+// notifications of an end stored as it is (its usage's, the error,
+// turn/completed) ride the end's commit, so that the event log holds
+// them whenever the store holds the end; they go out once it is stored.
 func (t *thread) commitEnd(at *activeTurn, e *loop.End) {
 	now := e.At
 	status, turnErr := e.Status, e.TurnErr
@@ -166,91 +169,123 @@ func (t *thread) commitEnd(at *activeTurn, e *loop.End) {
 	t.stopGoalClockLocked(now)
 	t.meta.SubAgent = subagents.RecordEnd(t.meta.SubAgent, at.ID, status, turnErr, e.Final)
 	threadPatch := store.ThreadPatch{ID: t.id, UpdatedAt: &now, RecencyAt: &now, Meta: t.metaJSONLocked()}
+	rateLimitsSent := t.rateLimitsSent
 	t.mu.Unlock()
 	persistCtx := context.WithoutCancel(at.Ctx)
+
+	// What the end announces once stored as it is: the usage stored with
+	// it (the thread's meta holds the usage, the batch the last items),
+	// then the error if any and turn/completed.
+	var notes []Event
+	e.Usage(func(method string, params any) { notes = append(notes, t.event(method, params)) })
+	usage := len(notes)
+	if turnErr != nil {
+		notes = append(notes, t.event("error", api.ErrorNotification{Error: *turnErr, WillRetry: false, ThreadID: t.id, TurnID: at.ID}))
+	}
+	notes = append(notes, t.event("turn/completed", api.TurnCompletedNotification{ThreadID: t.id, Turn: e.APITurn(status, turnErr)}))
+
+	// settle is what comes between the end's usage and its turn/completed:
+	// the thread takes the end, and its status goes out.
+	settle := func(endErr error, sanitised bool) {
+		t.metaMu.Unlock()
+		e.Observe(status, turnErr)
+
+		t.mu.Lock()
+		if t.historyLoaded {
+			t.history.AppendTurn(e.Hist)
+		}
+		t.historyGen++
+		// Until a turn's end is stored with its history, memory has
+		// history the store lacks.
+		t.historyUnsaved = endErr != nil || sanitised
+		t.lastTurnFailed = status == api.TurnFailed
+		t.rec.UpdatedAt, t.rec.RecencyAt = now, now
+		at.ending = true
+		at.completed = status == api.TurnCompleted
+		t.mu.Unlock()
+
+		// Before the end is announced and the turn lets go of the thread:
+		// a wait_agent on this child, or a client that saw its
+		// turn/completed, finds the note in the parent's history.
+		t.m.sub.TellParent(persistCtx, subagentThread{t})
+
+		// The turn stays active until turn/completed is out, so that a
+		// turn started meanwhile waits (StartTurn waits on done) and its
+		// events never precede this one's end.
+		end := api.ThreadStatus{Type: api.ThreadIdle}
+		if status == api.TurnFailed {
+			end = api.ThreadStatus{Type: api.ThreadSystemError}
+		}
+		if endErr == nil {
+			t.announceReadState(persistCtx)
+		}
+		t.m.broadcastThread(t.id, t.originator(), "thread/status/changed", api.ThreadStatusChangedNotification{ThreadID: t.id, Status: end})
+	}
+
 	// The last response's last item (and usage) ride the end: a plain
 	// turn commits twice, its user message and its end.
-	endErr := t.write(persistCtx, &store.Batch{AppendItems: e.Items, UpdateTurns: []store.TurnPatch{patch}, UpdateThreads: []store.ThreadPatch{threadPatch}})
-	sanitised := false
-	if apperr.Is(endErr, apperr.Invalid) {
-		// The store refuses what this end carries (its history or the
-		// thread's meta), so no retry of it can pass: the end is stored
-		// without them, so that the turn does not stay inProgress and the
-		// thread takes its next turn. The history stays in memory.
-		t.m.log.ErrorContext(e.Observed(), "turn end refused by the store; storing it without its history", "thread", t.id, "turn", at.ID, "err", endErr)
-		status, turnErr = api.TurnFailed, &api.TurnError{Message: "the turn's end could not be stored: " + apperr.MessageOf(endErr)}
-		patch = store.TurnPatch{ThreadID: t.id, ID: at.ID, Status: string(status), CompletedAt: &now}
-		patch.Error, _ = json.Marshal(turnErr)
-		threadPatch = store.ThreadPatch{ID: t.id, UpdatedAt: &now, RecencyAt: &now}
-		sanitised = true
-		endErr = t.write(persistCtx, &store.Batch{UpdateTurns: []store.TurnPatch{patch}, UpdateThreads: []store.ThreadPatch{threadPatch}})
-	}
-	switch err := endErr; {
-	case err == nil:
-	case errors.Is(e.RunErr, errLeaseLost) || t.m.cfg.Ownership != nil && apperr.Is(err, apperr.Conflict):
-		// This daemon lost the thread's lease (its heartbeat found it
-		// expired, or the store refused the end's fence): the turn's end
-		// is the failover's, which stores it interrupted, and so does this
-		// daemon once it can. It tells its clients that end, never one it
-		// could not store.
-		status, turnErr = api.TurnInterrupted, nil
-		patch = store.TurnPatch{ThreadID: t.id, ID: at.ID, Status: string(status), CompletedAt: &now}
-		t.m.ends.add(t.store, patch)
-	default:
-		// The end the client is told is the one the store gets: the
-		// commit failed, so the turn did; that status is written again
-		// until the store takes it (turnEnds), so that the turn does not
-		// stay inProgress in the store while the daemon runs.
-		status, turnErr = e.Failed(fmt.Errorf("persist turn end: %w", err))
-		patch.Status = string(status)
-		patch.Error, _ = json.Marshal(turnErr)
-		// Any other refusal is final.
-		if !permanent(err) {
-			t.m.ends.add(t.store, patch)
+	settled := false
+	endErr := t.m.cfg.Sink.PublishWith(notes, func(evs []*store.Event) error {
+		return t.write(persistCtx, &store.Batch{AppendItems: e.Items, UpdateTurns: []store.TurnPatch{patch},
+			UpdateThreads: []store.ThreadPatch{threadPatch}, AppendEvents: evs})
+	}, func(i int) {
+		if i == usage {
+			settled = true
+			settle(nil, false)
 		}
+	})
+	if endErr == nil && !settled {
+		settle(nil, false) // a sink that ran no hook
 	}
-	t.metaMu.Unlock()
-	if endErr == nil && !sanitised {
-		// Stored with the end: the thread's meta holds the usage, the
-		// batch the last items.
-		e.UsageStored()
+	if endErr != nil {
+		// Nothing of the end went out: it is announced as stored below.
+		t.mu.Lock()
+		t.rateLimitsSent = rateLimitsSent
+		t.mu.Unlock()
+		sanitised := false
+		if apperr.Is(endErr, apperr.Invalid) {
+			// The store refuses what this end carries (its history or the
+			// thread's meta), so no retry of it can pass: the end is stored
+			// without them, so that the turn does not stay inProgress and
+			// the thread takes its next turn. The history stays in memory.
+			t.m.log.ErrorContext(e.Observed(), "turn end refused by the store; storing it without its history", "thread", t.id, "turn", at.ID, "err", endErr)
+			status, turnErr = api.TurnFailed, &api.TurnError{Message: "the turn's end could not be stored: " + apperr.MessageOf(endErr)}
+			patch = store.TurnPatch{ThreadID: t.id, ID: at.ID, Status: string(status), CompletedAt: &now}
+			patch.Error, _ = json.Marshal(turnErr)
+			threadPatch = store.ThreadPatch{ID: t.id, UpdatedAt: &now, RecencyAt: &now}
+			sanitised = true
+			endErr = t.write(persistCtx, &store.Batch{UpdateTurns: []store.TurnPatch{patch}, UpdateThreads: []store.ThreadPatch{threadPatch}})
+		}
+		switch err := endErr; {
+		case err == nil:
+		case errors.Is(e.RunErr, errLeaseLost) || t.m.cfg.Ownership != nil && apperr.Is(err, apperr.Conflict):
+			// This daemon lost the thread's lease (its heartbeat found it
+			// expired, or the store refused the end's fence): the turn's
+			// end is the failover's, which stores it interrupted, and so
+			// does this daemon once it can. It tells its clients that end,
+			// never one it could not store.
+			status, turnErr = api.TurnInterrupted, nil
+			patch = store.TurnPatch{ThreadID: t.id, ID: at.ID, Status: string(status), CompletedAt: &now}
+			t.m.ends.add(t.store, patch)
+		default:
+			// The end the client is told is the one the store gets: the
+			// commit failed, so the turn did; that status is written again
+			// until the store takes it (turnEnds), so that the turn does
+			// not stay inProgress in the store while the daemon runs.
+			status, turnErr = e.Failed(fmt.Errorf("persist turn end: %w", err))
+			patch.Status = string(status)
+			patch.Error, _ = json.Marshal(turnErr)
+			// Any other refusal is final.
+			if !permanent(err) {
+				t.m.ends.add(t.store, patch)
+			}
+		}
+		settle(endErr, sanitised)
+		if turnErr != nil {
+			t.emit("error", api.ErrorNotification{Error: *turnErr, WillRetry: false, ThreadID: t.id, TurnID: at.ID})
+		}
+		t.emit("turn/completed", api.TurnCompletedNotification{ThreadID: t.id, Turn: e.APITurn(status, turnErr)})
 	}
-	e.Observe(status, turnErr)
-
-	t.mu.Lock()
-	if t.historyLoaded {
-		t.history.AppendTurn(e.Hist)
-	}
-	t.historyGen++
-	// Until a turn's end is stored with its history, memory has history
-	// the store lacks.
-	t.historyUnsaved = endErr != nil || sanitised
-	t.lastTurnFailed = status == api.TurnFailed
-	t.rec.UpdatedAt, t.rec.RecencyAt = now, now
-	at.ending = true
-	at.completed = status == api.TurnCompleted
-	t.mu.Unlock()
-
-	// Before the end is announced and the turn lets go of the thread: a
-	// wait_agent on this child, or a client that saw its turn/completed,
-	// finds the note in the parent's history.
-	t.m.sub.TellParent(persistCtx, subagentThread{t})
-
-	// The turn stays active until turn/completed is out, so that a turn
-	// started meanwhile waits (StartTurn waits on done) and its events never
-	// precede this one's end.
-	end := api.ThreadStatus{Type: api.ThreadIdle}
-	if status == api.TurnFailed {
-		end = api.ThreadStatus{Type: api.ThreadSystemError}
-	}
-	if endErr == nil {
-		t.announceReadState(persistCtx)
-	}
-	t.m.broadcastThread(t.id, t.originator(), "thread/status/changed", api.ThreadStatusChangedNotification{ThreadID: t.id, Status: end})
-	if turnErr != nil {
-		t.emit("error", api.ErrorNotification{Error: *turnErr, WillRetry: false, ThreadID: t.id, TurnID: at.ID})
-	}
-	t.emit("turn/completed", api.TurnCompletedNotification{ThreadID: t.id, Turn: e.APITurn(status, turnErr)})
 	e.CompletedSent()
 	t.m.sub.ShowEndToParent(subagentThread{t})
 

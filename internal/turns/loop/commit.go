@@ -135,8 +135,10 @@ func (r *Run) recordUsage(u model.Usage, withHistory bool) error {
 type roundCommit struct {
 	once sync.Once
 	run  func()
-	// announce tells the clients what the commit carried, once stored.
-	announce func()
+	// announce tells the clients what the commit carried, once stored,
+	// through emit (the thread's Emit, or a turn end's list of the
+	// notifications that ride its commit).
+	announce func(emit Emit)
 	// deferred are the items the commit stores (deferred tool items, the
 	// response's last streamed item), announced first.
 	deferred []deferredItem
@@ -177,16 +179,18 @@ func (r *Run) recordUsageAsync(u model.Usage, withHistory bool) *roundCommit {
 	r.limits = nil
 	budget := r.budgetStatus()
 	c := &roundCommit{done: make(chan error, 1), what: what, deferred: items}
-	c.announce = func() {
-		r.announceDeferred(items)
-		t.Emit("thread/tokenUsage/updated", api.ThreadTokenUsageUpdatedNotification{
+	c.announce = func(emit Emit) {
+		r.announceDeferred(emit, items)
+		emit("thread/tokenUsage/updated", api.ThreadTokenUsageUpdatedNotification{
 			ThreadID: r.threadID, TurnID: r.at.ID, TokenUsage: api.TokenUsage{Total: total, Last: last, ModelContextWindow: r.d.contextWindow()},
 			Budget: budget,
 		})
-		t.AnnounceRateLimits(provider, limits)
+		if rl, changed := t.RateLimitsChanged(provider, limits); changed {
+			emit(api.NotifyAccountRateLimitsUpdated, rl)
+		}
 		// The reference repeats the turn's diff after each response's
 		// usage.
-		r.emitDiff()
+		r.emitDiffTo(emit)
 	}
 	c.run = func() {
 		// With the thread's meta as it is when written, with any change
@@ -202,7 +206,7 @@ func (r *Run) recordUsageAsync(u model.Usage, withHistory bool) *roundCommit {
 		// settles, with the next response, which a model may take seconds
 		// to start.
 		if err == nil {
-			c.announce()
+			c.announce(t.Emit)
 		}
 		c.done <- err
 	}
@@ -277,12 +281,16 @@ func (r *Run) storeDeferred(items []deferredItem) ([]*store.Item, error) {
 	return out, nil
 }
 
-// announceDeferred announces items whose commit succeeded.
-func (r *Run) announceDeferred(items []deferredItem) {
+// announceDeferred announces items whose commit succeeded, through emit.
+func (r *Run) announceDeferred(emit Emit, items []deferredItem) {
 	for _, d := range items {
-		r.t.Emit("item/completed", d.note)
+		emit("item/completed", d.note)
 	}
 }
+
+// Emit publishes a notification of the turn's thread: Thread.Emit, or
+// what collects the notifications that ride a turn's end commit.
+type Emit func(method string, params any)
 
 // breakdown is a response's token usage as the protocol reports it.
 func breakdown(u model.Usage) api.TokenUsageBreakdown {

@@ -50,9 +50,11 @@ type Thread interface {
 	AddCost(micros int64)
 	// Spent is what the thread spent over its life.
 	Spent() budget.Spend
-	// AnnounceRateLimits tells the thread's clients a response's rate
-	// limits when they changed.
-	AnnounceRateLimits(provider string, rl *model.RateLimits)
+	// RateLimitsChanged returns the account/rateLimits/updated params of
+	// a response's rate limits, and whether they differ from the last the
+	// thread announced (nil limits never do); the caller announces them
+	// then, and the thread counts them as announced from now on.
+	RateLimitsChanged(provider string, rl *model.RateLimits) (api.AccountRateLimitsUpdatedNotification, bool)
 	// Request sends a server request of the thread and waits for the
 	// answer (the table's Sink.Request).
 	Request(ctx context.Context, method string, params any) (result json.RawMessage, id api.RequestID, sent bool, err error)

@@ -704,8 +704,8 @@ type End struct {
 	// Final is the last completed agent message, nil without one.
 	Final *api.ThreadItem
 	// Items are the items stored with the end (the last response's last
-	// item, or a tool item left to the usage commit), announced by
-	// UsageStored.
+	// item, or a tool item left to the usage commit), announced with
+	// Usage.
 	Items []*store.Item
 	// usage is the last response's usage commit, stored with the end
 	// instead of on its own; nil when there is none.
@@ -729,7 +729,7 @@ func (r *Run) end(runErr error) *End {
 			err = t.Write(r.persistCtx(), &store.Batch{AppendItems: sits})
 		}
 		if err == nil {
-			r.announceDeferred(items)
+			r.announceDeferred(r.t.Emit, items)
 		} else if runErr == nil {
 			runErr = fmt.Errorf("persist tool item: %w", err)
 		}
@@ -765,10 +765,14 @@ func (e *End) Observed() context.Context { return e.r.obs }
 // take (err).
 func (e *End) Failed(err error) (api.TurnStatus, *api.TurnError) { return e.r.endStatus(err) }
 
-// UsageStored announces the usage that rode the end commit, now stored.
-func (e *End) UsageStored() {
+// Usage gives emit the notifications of the usage that rides the end
+// commit (the items stored with it, the token usage, changed rate limits,
+// the turn's diff), in the order they go out; the table delivers them
+// once the end is stored with that usage, and never otherwise. It is
+// called at most once.
+func (e *End) Usage(emit Emit) {
 	if e.usage != nil {
-		e.usage.announce()
+		e.usage.announce(emit)
 	}
 }
 

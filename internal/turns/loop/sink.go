@@ -36,14 +36,17 @@ func (r *Run) TurnDiff(diff string) {
 }
 
 // emitDiff announces the turn's diff, if it has one.
-func (r *Run) emitDiff() {
+func (r *Run) emitDiff() { r.emitDiffTo(r.t.Emit) }
+
+// emitDiffTo is emitDiff through emit.
+func (r *Run) emitDiffTo(emit Emit) {
 	r.mu.Lock()
 	diff := r.diff
 	r.mu.Unlock()
 	if diff == "" {
 		return
 	}
-	r.t.Emit("turn/diff/updated", api.TurnDiffUpdatedNotification{ThreadID: r.threadID, TurnID: r.at.ID, Diff: diff})
+	emit("turn/diff/updated", api.TurnDiffUpdatedNotification{ThreadID: r.threadID, TurnID: r.at.ID, Diff: diff})
 }
 
 // Emit forwards a registry handler's event as a notification of the
