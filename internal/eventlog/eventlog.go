@@ -233,9 +233,10 @@ func (l *Log) Record(n *hub.Notification, deliver func()) {
 
 // RecordWith implements hub.Journal: ns are numbered as Record numbers
 // them, and the events Record would queue go to write instead, to be
-// stored with the caller's batch, after the thread's events still queued. The thread's lock is held from the
-// first number to the last delivery, so a failed write can give the
-// numbers back: nothing else numbered the thread meanwhile.
+// stored with the caller's batch, after the thread's events still queued.
+// The thread's lock is held from the first number to the last delivery,
+// so a failed write can give the numbers back: nothing else numbered the
+// thread meanwhile.
 func (l *Log) RecordWith(ns []*hub.Notification, write func([]*store.Event) error, deliver func()) error {
 	if len(ns) == 0 {
 		if err := write(nil); err != nil {
