@@ -409,3 +409,39 @@ func crashRequireLastUserText(t *testing.T, input []json.RawMessage, text string
 	require.Len(t, v.Content, 1, "%s", last)
 	require.Equal(t, text, v.Content[0].Text)
 }
+
+// A daemon killed right after answering that a turn completed (POST
+// …/turns?wait=true) leaves the turn's end in the thread's event log: the
+// notifications of an end ride the end's own commit, so a client resuming
+// the thread's events after a restart learns how every turn it was told
+// about ended. (Written after the end, they waited up to a few
+// milliseconds for a commit, and the kill lost the last turn's.)
+func TestKillNineRightAfterATurnKeepsItsEndInTheLog(t *testing.T) {
+	apptest.BuildBinary()
+	fake := apptest.StartFake(t, `{"steps":[],"exhausted_text":"done"}`)
+	args := append([]string{"--data-dir", t.TempDir()}, apptest.FakeArgs(fake, "responses")...)
+	d1 := apptest.StartProc(t, args...)
+	resp := apptest.Do(t, http.MethodPost, d1.URL("/v1/threads"), "", map[string]any{})
+	require.Equal(t, http.StatusCreated, resp.StatusCode)
+	var created struct {
+		Thread struct{ ID string } `json:"thread"`
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&created))
+	const turns = 3
+	for range turns {
+		resp := apptest.Do(t, http.MethodPost, d1.URL("/v1/threads/"+created.Thread.ID+"/turns?wait=true"), "",
+			map[string]any{"input": []any{map[string]any{"type": "text", "text": "hi"}}})
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		var turn struct{ Status string }
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&turn))
+		require.Equal(t, "completed", turn.Status)
+	}
+	d1.Kill9(t)
+
+	d2 := apptest.StartProc(t, args...)
+	stream := crashFollow(t, d2.URL("/v1/threads/"+created.Thread.ID+"/events?after=0"))
+	for range turns {
+		stream.until(t, "turn/completed")
+	}
+	d2.Terminate(t)
+}
