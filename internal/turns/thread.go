@@ -79,7 +79,7 @@ type thread struct {
 	// (startGoalClockLocked).
 	goalSince time.Time
 	// rateLimitsSent is the last account/rateLimits/updated the thread
-	// sent (announceRateLimits), nil before the first.
+	// sent (rateLimitsChanged), nil before the first.
 	rateLimitsSent *api.RateLimitSnapshot
 	// leaseToken is the token of the thread's lease when this daemon last
 	// took it (Config.Ownership), 0 before.
