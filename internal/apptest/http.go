@@ -190,7 +190,7 @@ func (r *SSEReader) Next() (SSEEvent, error) {
 // when the stream or the test does.
 type Events struct {
 	t      testing.TB
-	events chan api.HTTPEvent // closed when the stream ends
+	events chan SSEEvent // closed when the stream ends
 }
 
 // OpenEvents opens GET path (a thread's …/events, with its query) on d
@@ -215,7 +215,7 @@ func OpenEvents(t testing.TB, url, token string) *Events {
 		cancel()
 		require.NoError(t, err)
 	}
-	s := &Events{t: t, events: make(chan api.HTTPEvent, 256)}
+	s := &Events{t: t, events: make(chan SSEEvent, 256)}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -226,12 +226,8 @@ func OpenEvents(t testing.TB, url, token string) *Events {
 			if err != nil {
 				return
 			}
-			var ev api.HTTPEvent
-			if json.Unmarshal([]byte(sse.Data), &ev) != nil {
-				ev.Method = "undecodable: " + sse.Data
-			}
 			select {
-			case s.events <- ev:
+			case s.events <- sse:
 			case <-ctx.Done():
 				return
 			}
@@ -246,15 +242,52 @@ func OpenEvents(t testing.TB, url, token string) *Events {
 	return s
 }
 
+// NextSSE returns the next event as the stream sent it, with its id; ok
+// is false once the stream ended.
+func (s *Events) NextSSE() (SSEEvent, bool) {
+	s.t.Helper()
+	select {
+	case sse, ok := <-s.events:
+		return sse, ok
+	case <-time.After(Wait):
+		s.t.Fatal("no event on the stream")
+		return SSEEvent{}, false
+	}
+}
+
 // Next returns the next event; ok is false once the stream ended.
 func (s *Events) Next() (api.HTTPEvent, bool) {
 	s.t.Helper()
-	select {
-	case ev, ok := <-s.events:
-		return ev, ok
-	case <-time.After(Wait):
-		s.t.Fatal("no event on the stream")
+	sse, ok := s.NextSSE()
+	if !ok {
 		return api.HTTPEvent{}, false
+	}
+	return decodeEvent(sse), true
+}
+
+// decodeEvent reads an event's data; data that is not an event shows in
+// its Method.
+func decodeEvent(sse SSEEvent) api.HTTPEvent {
+	var ev api.HTTPEvent
+	if json.Unmarshal([]byte(sse.Data), &ev) != nil {
+		ev.Method = "undecodable: " + sse.Data
+	}
+	return ev
+}
+
+// UntilSSE reads events until one named method (the SSE event name, the
+// notification's method) and returns it as sent, with its id, failing if
+// the stream ends or the turn completes first (unless method is
+// turn/completed).
+func (s *Events) UntilSSE(method string) SSEEvent {
+	s.t.Helper()
+	for {
+		sse, ok := s.NextSSE()
+		require.True(s.t, ok, "the event stream ended before %s", method)
+		if sse.Event == method {
+			return sse
+		}
+		require.NotEqual(s.t, "turn/completed", sse.Event, "the turn completed before %s", method)
 	}
 }
 
@@ -262,14 +295,7 @@ func (s *Events) Next() (api.HTTPEvent, bool) {
 // the turn completes first (unless method is turn/completed).
 func (s *Events) Until(method string) api.HTTPEvent {
 	s.t.Helper()
-	for {
-		ev, ok := s.Next()
-		require.True(s.t, ok, "the event stream ended before %s", method)
-		if ev.Method == method {
-			return ev
-		}
-		require.NotEqual(s.t, "turn/completed", ev.Method, "the turn completed before %s", method)
-	}
+	return decodeEvent(s.UntilSSE(method))
 }
 
 // Rest reads the stream to its end and returns its events' methods.

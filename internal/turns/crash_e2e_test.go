@@ -1,12 +1,10 @@
 package turns_test
 
 import (
-	"context"
 	"encoding/json"
 	"net/http"
 	"strconv"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -129,7 +127,7 @@ func testKillNineMidTurnAndResume(t *testing.T, fake *fakemodel.Server, args []s
 		"update_plan emits turn/plan/updated, not an item")
 
 	// An HTTP event stream follows the thread live through turn 2.
-	stream := crashFollow(t, d1.URL("/v1/threads/"+threadID+"/events"))
+	stream := apptest.OpenEvents(t, d1.URL("/v1/threads/"+threadID+"/events"), "")
 
 	// Turn 2 is killed mid-message: after the first delta of its agent
 	// message, once its user message and reasoning have completed.
@@ -145,7 +143,7 @@ func testKillNineMidTurnAndResume(t *testing.T, fake *fakemodel.Server, args []s
 	}
 	seen2 := crashTakeCompleted(t, r)
 	require.Equal(t, []string{"userMessage", "reasoning"}, crashItemTypes(t, seen2))
-	lastSeen := stream.until(t, "item/agentMessage/delta").ID
+	lastSeen := stream.UntilSSE("item/agentMessage/delta").ID
 	d1.Kill9(t)
 
 	// Restart on the same store. Before anyone loads it the thread is
@@ -159,8 +157,8 @@ func testKillNineMidTurnAndResume(t *testing.T, fake *fakemodel.Server, args []s
 	// that end only for a daemon that follows the thread, so there the
 	// stream is told to re-read the items (410).
 	if settledAtStart {
-		again := crashFollow(t, d2.URL("/v1/threads/"+threadID+"/events?until=turnCompleted&after="+lastSeen))
-		end := again.until(t, "turn/completed")
+		again := apptest.OpenEvents(t, d2.URL("/v1/threads/"+threadID+"/events?until=turnCompleted&after="+lastSeen), "")
+		end := again.UntilSSE("turn/completed")
 		require.Greater(t, crashPosition(t, end.ID), crashPosition(t, lastSeen))
 		var ended struct {
 			Params struct {
@@ -257,54 +255,6 @@ func testKillNineMidTurnAndResume(t *testing.T, fake *fakemodel.Server, args []s
 	// handshake.
 	_ = r2.WS.CloseNow()
 	d2.Terminate(t)
-}
-
-// crashStream is a thread's HTTP event stream with the SSE ids.
-type crashStream struct{ events chan apptest.SSEEvent }
-
-// crashFollow opens a thread's event stream at url, read until the test
-// ends.
-func crashFollow(t *testing.T, url string) crashStream {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	require.NoError(t, err)
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	require.Equal(t, http.StatusOK, resp.StatusCode)
-	s := crashStream{events: make(chan apptest.SSEEvent, 1024)}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		defer close(s.events)
-		r := apptest.NewSSEReader(resp.Body)
-		for {
-			ev, err := r.Next()
-			if err != nil {
-				return
-			}
-			s.events <- ev
-		}
-	}()
-	t.Cleanup(func() { cancel(); resp.Body.Close(); <-done })
-	return s
-}
-
-// until returns the stream's next event named method.
-func (s crashStream) until(t *testing.T, method string) apptest.SSEEvent {
-	t.Helper()
-	timeout := time.After(apptest.Wait)
-	for {
-		select {
-		case ev, ok := <-s.events:
-			require.True(t, ok, "the stream ended before %s", method)
-			if ev.Event == method {
-				return ev
-			}
-		case <-timeout:
-			t.Fatalf("no %s on the stream", method)
-		}
-	}
 }
 
 // crashPosition reads an SSE id.
@@ -439,9 +389,9 @@ func TestKillNineRightAfterATurnKeepsItsEndInTheLog(t *testing.T) {
 	d1.Kill9(t)
 
 	d2 := apptest.StartProc(t, args...)
-	stream := crashFollow(t, d2.URL("/v1/threads/"+created.Thread.ID+"/events?after=0"))
+	stream := apptest.OpenEvents(t, d2.URL("/v1/threads/"+created.Thread.ID+"/events?after=0"), "")
 	for range turns {
-		stream.until(t, "turn/completed")
+		stream.UntilSSE("turn/completed")
 	}
 	d2.Terminate(t)
 }
