@@ -102,6 +102,19 @@ func (e *turnEnds) told(threadID, turnID string) (store.TurnPatch, bool) {
 	return store.TurnPatch{}, false
 }
 
+// pendingFor reports whether an end of one of the thread's turns waits
+// for the store.
+func (e *turnEnds) pendingFor(threadID string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, p := range e.pending {
+		if p.patch.ThreadID == threadID {
+			return true
+		}
+	}
+	return false
+}
+
 // loop retries with doubling delays until nothing is pending, and makes one
 // last, short attempt when stopped.
 func (e *turnEnds) loop(done chan struct{}) {

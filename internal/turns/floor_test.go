@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/appserver/appserver/api"
+	"github.com/appserver/appserver/internal/model"
 	"github.com/appserver/appserver/internal/registry"
 	"github.com/appserver/appserver/internal/store"
 	"github.com/appserver/appserver/internal/turns"
@@ -44,6 +45,22 @@ func (l *writeLog) snapshot() []string {
 	return slices.Clone(l.writes)
 }
 
+// toolFreeManager is a Manager on st and sink whose turns have no tools
+// and ask the model client.
+func toolFreeManager(t *testing.T, st store.Store, sink turns.Sink, client model.Client) *turns.Manager {
+	t.Helper()
+	m, err := turns.New(turns.Config{
+		Store: st, Sink: sink, Models: oneProvider{client},
+		Tools: func(tc turns.ToolContext) ([]registry.ConfiguredToolSpec, *registry.Registry, error) {
+			return noArgTools(false, nil)
+		},
+		Defaults: turns.Defaults{Model: "fake", ModelProvider: "fake", Cwd: t.TempDir()},
+	})
+	require.NoError(t, err)
+	t.Cleanup(m.Stop)
+	return m
+}
+
 // A plain turn commits twice: its user message before turn/start is
 // answered, then its answer with its usage and its end. The answer's
 // item/completed still comes first, once stored, then the usage, then
@@ -52,15 +69,7 @@ func TestPlainTurnCommitsTwice(t *testing.T) {
 	st, _, client := storeAndModel(t, `{"steps":[{"text":"the answer","chunks":3}]}`)
 	notes := &noteLog{ch: make(chan string, 1024)}
 	log := &writeLog{Store: st}
-	m, err := turns.New(turns.Config{
-		Store: log, Sink: sinkFor(notes), Models: oneProvider{client},
-		Tools: func(tc turns.ToolContext) ([]registry.ConfiguredToolSpec, *registry.Registry, error) {
-			return noArgTools(false, nil)
-		},
-		Defaults: turns.Defaults{Model: "fake", ModelProvider: "fake", Cwd: t.TempDir()},
-	})
-	require.NoError(t, err)
-	t.Cleanup(m.Stop)
+	m := toolFreeManager(t, log, sinkFor(notes), client)
 	caller := turns.Caller{Conn: 1}
 	th, after, err := m.StartThread(context.Background(), caller, api.ThreadStartParams{})
 	require.NoError(t, err)
@@ -80,4 +89,125 @@ func TestPlainTurnCommitsTwice(t *testing.T) {
 	usage := slices.Index(lines, "thread/tokenUsage/updated")
 	end := slices.Index(lines, "turn/completed")
 	require.True(t, answer > done && answer < usage && usage < end, "answer, usage, end in that order: %v", lines)
+}
+
+// readCount counts the reads a turn's end could make for the read state.
+type readCount struct {
+	store.Store
+	mu    sync.Mutex
+	reads int
+}
+
+func (r *readCount) GetThread(ctx context.Context, id string) (store.Thread, error) {
+	r.count()
+	return r.Store.GetThread(ctx, id)
+}
+
+func (r *readCount) ListTurns(ctx context.Context, q store.TurnsQuery) (store.TurnPage, error) {
+	r.count()
+	return r.Store.ListTurns(ctx, q)
+}
+
+func (r *readCount) count() { r.mu.Lock(); r.reads++; r.mu.Unlock() }
+
+func (r *readCount) n() int { r.mu.Lock(); defer r.mu.Unlock(); return r.reads }
+
+// readStates keeps the read states of thread/readState/changed.
+type readStates struct {
+	*noteLog
+	mu     sync.Mutex
+	states []api.ThreadReadState
+}
+
+func (r *readStates) add(params any) {
+	if c, ok := params.(api.ThreadReadStateChangedNotification); ok {
+		r.mu.Lock()
+		r.states = append(r.states, c.ReadState)
+		r.mu.Unlock()
+	}
+}
+
+func (r *readStates) Broadcast(method string, params any) {
+	r.add(params)
+	r.noteLog.Broadcast(method, params)
+}
+
+func (r *readStates) Send(to []turns.ConnID, method string, params any) {
+	r.add(params)
+	r.noteLog.Send(to, method, params)
+}
+
+func (r *readStates) last() api.ThreadReadState {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.states[len(r.states)-1]
+}
+
+// A turn's end on a daemon alone on its store announces the read state
+// from what the thread kept at the last end, reading nothing; it is the
+// state the store gives, across marks read and unread and a revert.
+func TestTurnEndReadsNoReadState(t *testing.T) {
+	st, _, client := storeAndModel(t, `{"steps":[{"text":"1"},{"text":"2"},{"text":"3"},{"text":"4"},{"text":"5"},{"text":"6"},{"text":"7"},{"text":"8"}]}`)
+	notes := &readStates{noteLog: &noteLog{ch: make(chan string, 1024)}}
+	counted := &readCount{Store: st}
+	m := toolFreeManager(t, counted, sinkFor(notes), client)
+	ctx, caller := context.Background(), turns.Caller{Conn: 1}
+	th, after, err := m.StartThread(ctx, caller, api.ThreadStartParams{})
+	require.NoError(t, err)
+	after()
+	id := th.Thread.ID
+	// turn runs a turn and returns its id and how many reads its end made.
+	turn := func() (string, int) {
+		t.Helper()
+		res, after, err := m.StartTurn(ctx, caller, api.TurnStartParams{ThreadID: id,
+			Input: api.List[api.UserInput]{{Type: api.UserInputText, Text: "hello"}}})
+		require.NoError(t, err)
+		before := counted.n()
+		after()
+		notes.wait(t, "turn/completed")
+		reads := counted.n() - before
+		want, err := m.ReadState(ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, want, notes.last(), "the announced state is the store's")
+		return res.Turn.ID, reads
+	}
+	mark := func(op string) {
+		t.Helper()
+		cur, err := m.ReadState(ctx, id)
+		require.NoError(t, err)
+		_, _, after, err := m.UpdateReadState(ctx, api.ThreadReadStateUpdateParams{ThreadID: id, ExpectedRevision: cur.Revision,
+			Operation: api.ThreadReadStateOperation{Type: op}})
+		require.NoError(t, err)
+		after()
+	}
+
+	first, _ := turn()
+	require.Equal(t, first, notes.last().FirstUnread.TurnID)
+	_, reads := turn()
+	require.Zero(t, reads, "the second end reads nothing")
+	require.Equal(t, first, notes.last().FirstUnread.TurnID, "unread from the first turn on")
+
+	mark("read")
+	third, _ := turn()
+	require.Equal(t, third, notes.last().FirstUnread.TurnID)
+	_, reads = turn()
+	require.Zero(t, reads)
+	require.Equal(t, third, notes.last().FirstUnread.TurnID)
+
+	mark("unread")
+	turn()
+	require.Equal(t, "threadStart", notes.last().FirstUnread.Type)
+
+	mark("read")
+	sixth, _ := turn()
+	require.Equal(t, sixth, notes.last().FirstUnread.TurnID)
+	// The revert takes the mark back to before the third turn.
+	_, after, err = m.RevertThread(ctx, api.ThreadRevertParams{ThreadID: id, BeforeTurnID: third})
+	require.NoError(t, err)
+	after()
+	next, _ := turn()
+	require.Equal(t, next, notes.last().FirstUnread.TurnID, "the turns after a revert are unread")
+	_, reads = turn()
+	require.Zero(t, reads)
+	require.Equal(t, next, notes.last().FirstUnread.TurnID)
 }

@@ -27,67 +27,153 @@ const (
 	markUnread = "unread"
 )
 
-// readStateOf derives a thread's read state from its mark and its turns:
-// the first finished turn after the mark is the first unread position,
-// an unread mark puts it at the thread's start. The revision names the
-// mark and the last finished turn, so that it changes with either.
-// It also returns the last finished turn's sequence number.
-func readStateOf(ctx context.Context, st store.Store, rec store.Thread) (api.ThreadReadState, int64, error) {
-	var mark storedReadState
+// readFacts are what a thread's read state derives from: how clients
+// last marked it, its last finished turn, and the first finished turn
+// after the mark ("" for none; not known under an unread mark, which puts
+// the first unread position at the thread's start).
+type readFacts struct {
+	mark          storedReadState
+	lastDoneID    string
+	lastDoneSeq   int64
+	firstUnreadID string
+}
+
+// readFactsOf reads a thread's read-state facts: its mark from rec, its
+// turns from st.
+func readFactsOf(ctx context.Context, st store.Store, rec store.Thread) (readFacts, error) {
+	var f readFacts
 	if len(rec.ReadState) > 0 && string(rec.ReadState) != "null" {
-		if err := json.Unmarshal(rec.ReadState, &mark); err != nil {
-			return api.ThreadReadState{}, 0, apperr.Wrap(apperr.Internal, err, "corrupt read state")
+		if err := json.Unmarshal(rec.ReadState, &f.mark); err != nil {
+			return readFacts{}, apperr.Wrap(apperr.Internal, err, "corrupt read state")
 		}
 	}
 	// Only a thread's last turn can be running: two turns from either end
 	// are enough.
 	last, err := st.ListTurns(ctx, store.TurnsQuery{ThreadID: rec.ID, Desc: true, Limit: 2})
 	if err != nil {
-		return api.ThreadReadState{}, 0, err
+		return readFacts{}, err
 	}
-	var lastDone store.Turn
 	for _, tr := range last.Turns {
 		if tr.Status != store.TurnInProgress {
-			lastDone = tr
+			f.lastDoneID, f.lastDoneSeq = tr.ID, tr.Seq
 			break
 		}
 	}
-	state := api.ThreadReadState{}
-	switch {
-	case mark.Mark == markUnread:
-		state.FirstUnread = &api.ThreadUnreadPosition{Type: "threadStart"}
-	case lastDone.Seq > mark.ThroughSeq:
-		next, err := st.ListTurns(ctx, store.TurnsQuery{ThreadID: rec.ID, Limit: 2, Cursor: store.TurnCursor(rec.ID, mark.ThroughSeq+1)})
+	if f.mark.Mark != markUnread && f.lastDoneSeq > f.mark.ThroughSeq {
+		next, err := st.ListTurns(ctx, store.TurnsQuery{ThreadID: rec.ID, Limit: 2, Cursor: store.TurnCursor(rec.ID, f.mark.ThroughSeq+1)})
 		if err != nil {
-			return api.ThreadReadState{}, 0, err
+			return readFacts{}, err
 		}
 		for _, tr := range next.Turns {
 			if tr.Status != store.TurnInProgress {
-				state.FirstUnread = &api.ThreadUnreadPosition{Type: "turn", TurnID: tr.ID}
+				f.firstUnreadID = tr.ID
 				break
 			}
 		}
 	}
-	sum := sha256.Sum256(fmt.Appendf(nil, "%s\x00%d\x00%d\x00%s", mark.Mark, mark.ThroughSeq, lastDone.Seq, lastDone.ID))
+	return f, nil
+}
+
+// finished adds a turn that just finished, the thread's last: it is the
+// last finished turn, and the first unread one if none after the mark was.
+func (f *readFacts) finished(id string, seq int64) {
+	f.lastDoneID, f.lastDoneSeq = id, seq
+	if f.firstUnreadID == "" && seq > f.mark.ThroughSeq {
+		f.firstUnreadID = id
+	}
+}
+
+// state is the read state the facts give: the first finished turn after
+// the mark is the first unread position, an unread mark puts it at the
+// thread's start. The revision names the mark and the last finished
+// turn, so that it changes with either.
+func (f readFacts) state() api.ThreadReadState {
+	state := api.ThreadReadState{}
+	switch {
+	case f.mark.Mark == markUnread:
+		state.FirstUnread = &api.ThreadUnreadPosition{Type: "threadStart"}
+	case f.firstUnreadID != "":
+		state.FirstUnread = &api.ThreadUnreadPosition{Type: "turn", TurnID: f.firstUnreadID}
+	}
+	sum := sha256.Sum256(fmt.Appendf(nil, "%s\x00%d\x00%d\x00%s", f.mark.Mark, f.mark.ThroughSeq, f.lastDoneSeq, f.lastDoneID))
 	state.Revision = hex.EncodeToString(sum[:12])
-	return state, lastDone.Seq, nil
+	return state
+}
+
+// readStateOf derives a thread's read state from its mark and its turns
+// (readFacts). It also returns the last finished turn's sequence number.
+func readStateOf(ctx context.Context, st store.Store, rec store.Thread) (api.ThreadReadState, int64, error) {
+	f, err := readFactsOf(ctx, st, rec)
+	if err != nil {
+		return api.ThreadReadState{}, 0, err
+	}
+	return f.state(), f.lastDoneSeq, nil
 }
 
 // announceReadState tells every connection that may see the thread its
 // read state once a finished turn is stored (thread/readState/changed, before
 // the thread goes idle, as the reference orders it): the turn is unread
 // until a client marks it read, which clients showing the thread do on
-// hearing this.
-func (t *thread) announceReadState(ctx context.Context) {
-	rec, err := t.store.GetThread(ctx, t.id)
-	if err == nil {
-		var state api.ThreadReadState
-		if state, _, err = readStateOf(ctx, t.store, rec); err == nil {
-			t.m.broadcastThread(t.id, t.originator(), "thread/readState/changed", api.ThreadReadStateChangedNotification{ThreadID: t.id, ReadState: state})
-			return
-		}
+// hearing this. turnID and seq are the turn that finished (seq 0 when the
+// store gave none).
+func (t *thread) announceReadState(ctx context.Context, turnID string, seq int64) {
+	state, err := t.endReadState(ctx, turnID, seq)
+	if err != nil {
+		t.m.log.Warn("read state not announced", "thread", t.id, "err", err)
+		return
 	}
-	t.m.log.Warn("read state not announced", "thread", t.id, "err", err)
+	t.m.broadcastThread(t.id, t.originator(), "thread/readState/changed", api.ThreadReadStateChangedNotification{ThreadID: t.id, ReadState: state})
+}
+
+// endReadState is the thread's read state once the turn turnID (at seq)
+// finished. When this daemon alone writes the thread (no Ownership) and
+// no earlier end of it waits for the store, the facts it kept at the last
+// end are brought up to date with the turn instead of read again: a plain
+// turn's end then reads nothing from the store (BenchmarkTurns). Whatever
+// changes the facts otherwise (a mark, a rollback, an end not stored)
+// forgets them (forgetReadFacts), and facts read while that happened are
+// not kept.
+func (t *thread) endReadState(ctx context.Context, turnID string, seq int64) (api.ThreadReadState, error) {
+	keep := t.m.cfg.Ownership == nil && seq > 0 && !t.m.ends.pendingFor(t.id)
+	t.mu.Lock()
+	if keep && t.readFactsKept {
+		t.readFacts.finished(turnID, seq)
+		f := t.readFacts
+		t.mu.Unlock()
+		return f.state(), nil
+	}
+	gen := t.readFactsGen
+	t.mu.Unlock()
+	rec, err := t.store.GetThread(ctx, t.id)
+	if err != nil {
+		return api.ThreadReadState{}, err
+	}
+	f, err := readFactsOf(ctx, t.store, rec)
+	if err != nil {
+		return api.ThreadReadState{}, err
+	}
+	if keep && f.lastDoneID == turnID {
+		t.mu.Lock()
+		if t.readFactsGen == gen {
+			t.readFacts, t.readFactsKept = f, true
+		}
+		t.mu.Unlock()
+	}
+	return f.state(), nil
+}
+
+// forgetReadFacts drops the read-state facts the thread kept
+// (endReadState): the next end reads them from the store.
+func (t *thread) forgetReadFacts() {
+	t.mu.Lock()
+	t.forgetReadFactsLocked()
+	t.mu.Unlock()
+}
+
+// forgetReadFactsLocked is forgetReadFacts with t.mu held.
+func (t *thread) forgetReadFactsLocked() {
+	t.readFactsKept = false
+	t.readFactsGen++
 }
 
 // readStateTarget is the store a thread's read state is read from and
@@ -179,6 +265,9 @@ func (m *Manager) UpdateReadState(ctx context.Context, p api.ThreadReadStateUpda
 	}
 	if err := st.Write(ctx, &store.Batch{UpdateThreads: []store.ThreadPatch{{ID: rec.ID, ReadState: raw}}}); err != nil {
 		return api.ThreadReadStateUpdateResult{}, nil, nil, err
+	}
+	if lt := m.loaded(rec.ID); lt != nil {
+		lt.forgetReadFacts()
 	}
 	rec.ReadState = raw
 	state, _, err := readStateOf(ctx, st, rec)

@@ -119,6 +119,7 @@ func (m *Manager) RevertThread(ctx context.Context, p api.ThreadRevertParams) (a
 	}
 	t.rec.UpdatedAt = now
 	rec.UpdatedAt = now
+	t.forgetReadFactsLocked()
 	if patch.ReadState != nil {
 		rec.ReadState = patch.ReadState
 	}

@@ -81,6 +81,13 @@ type thread struct {
 	// rateLimitsSent is the last account/rateLimits/updated the thread
 	// sent (rateLimitsChanged), nil before the first.
 	rateLimitsSent *api.RateLimitSnapshot
+	// readFacts are the thread's read-state facts as its last end left
+	// them, when readFactsKept (endReadState); readFactsGen grows each
+	// time they are forgotten, so that facts read from the store
+	// meanwhile are not kept.
+	readFacts     readFacts
+	readFactsKept bool
+	readFactsGen  uint64
 	// leaseToken is the token of the thread's lease when this daemon last
 	// took it (Config.Ownership), 0 before.
 	leaseToken int64

@@ -217,7 +217,11 @@ func (t *thread) commitEnd(at *activeTurn, e *loop.End) {
 			end = api.ThreadStatus{Type: api.ThreadSystemError}
 		}
 		if endErr == nil {
-			t.announceReadState(persistCtx)
+			t.announceReadState(persistCtx, at.ID, at.run.Seq())
+		} else {
+			// The store lacks this end for now: its read-state facts
+			// are read again once it has it.
+			t.forgetReadFacts()
 		}
 		t.m.broadcastThread(t.id, t.originator(), "thread/status/changed", api.ThreadStatusChangedNotification{ThreadID: t.id, Status: end})
 	}

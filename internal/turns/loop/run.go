@@ -50,6 +50,9 @@ type Run struct {
 	// items (a review turn shows its result as exitedReviewMode instead);
 	// they still join the model history.
 	reviewer bool
+	// record is the turn's record in the batch that creates it, whose Seq
+	// the store fills in once it is written (Seq).
+	record *store.Turn
 	// reviewing is set while a review's reviewer works in its fresh
 	// context (StartReviewer): hist is then the reviewer's, which never
 	// joins the thread's history, and the turn's record keeps none of it.
@@ -206,9 +209,10 @@ func (r *Run) userMessage(input []api.UserInput, clientID *string, first bool) (
 	var preview string
 	if first {
 		started := r.at.StartedAt
-		b.CreateTurns = append(b.CreateTurns, &store.Turn{
+		r.record = &store.Turn{
 			ThreadID: r.threadID, ID: r.at.ID, Status: store.TurnInProgress, StartedAt: &started, Meta: r.metaJSON(),
-		})
+		}
+		b.CreateTurns = append(b.CreateTurns, r.record)
 		if t.NeedsPreview() {
 			if p := transcript.PreviewOf(input); p != "" {
 				preview = p
@@ -257,13 +261,23 @@ func (r *Run) announceUserMessage(item api.ThreadItem) {
 // message (a user shell command, a review, a compaction).
 func (r *Run) CreateTurn() error {
 	started := r.at.StartedAt
-	b := &store.Batch{CreateTurns: []*store.Turn{{
+	r.record = &store.Turn{
 		ThreadID: r.threadID, ID: r.at.ID, Status: store.TurnInProgress, StartedAt: &started, Meta: r.metaJSON(),
-	}}}
-	if err := r.t.Write(r.persistCtx(), b); err != nil {
+	}
+	if err := r.t.Write(r.persistCtx(), &store.Batch{CreateTurns: []*store.Turn{r.record}}); err != nil {
 		return fmt.Errorf("persist turn: %w", err)
 	}
 	return nil
+}
+
+// Seq is the turn's position in its thread once its record is stored (the
+// store fills it in on write), 0 before or when the store gave none. The
+// caller reads it after the write that created the record returned.
+func (r *Run) Seq() int64 {
+	if r.record == nil {
+		return 0
+	}
+	return r.record.Seq
 }
 
 // persistCtx bounds store writes; they are not cancelled by an interrupt,
