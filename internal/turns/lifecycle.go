@@ -139,14 +139,17 @@ func (m *Manager) startTurnWith(ctx context.Context, c Caller, p api.TurnStartPa
 		// A compaction refuses input until it has settled; then the
 		// input waits for its end like any other.
 		refuse := kind == nil && at.kind != "" && !at.ending
+		ending := at.ending
 		t.mu.Unlock()
-		if take != nil {
+		switch {
+		case take != nil && !ending:
 			return api.TurnStartResult{}, nil, apperr.New(apperr.Invalid, "thread already has an active or pending turn")
-		}
-		if refuse {
+		case take != nil:
+			// A queued entry never steers; it waits for a turn that is
+			// announcing its end, which its client may have heard already.
+		case refuse:
 			return api.TurnStartResult{}, nil, &NotSteerableError{TurnKind: at.kind, Start: true}
-		}
-		if kind == nil && at.AddSteer(input, p.ClientUserMessageID) {
+		case kind == nil && at.AddSteer(input, p.ClientUserMessageID):
 			return api.TurnStartResult{Turn: pendingTurn(at)}, nil, nil
 		}
 		// The running turn is settling and takes no more input (or this
