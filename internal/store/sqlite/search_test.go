@@ -2,14 +2,18 @@ package sqlite_test
 
 import (
 	"database/sql"
+	"encoding/json"
+	"fmt"
 	"io/fs"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/pressly/goose/v3"
 	"github.com/stretchr/testify/require"
 
 	"github.com/appserver/appserver/internal/store"
+	"github.com/appserver/appserver/internal/store/sqlite"
 	"github.com/appserver/appserver/migrations"
 )
 
@@ -62,4 +66,138 @@ func TestSearchIndex(t *testing.T) {
 	require.Equal(t, 1, rows, "a deleted thread's text is dropped")
 	_, err = db.Exec(`INSERT INTO item_text_fts (item_text_fts) VALUES ('integrity-check')`)
 	require.NoError(t, err, "the index matches its content table")
+}
+
+// Stored messages reach the search index after their commit, in batches
+// of the store's own; a search finds them before that, folded as the
+// index folds, and the index stays consistent through deletions, ids
+// reused, and the migration's way down and up.
+func TestMessagesIndexedAfterTheirCommit(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "appserver.db")
+	s, err := sqlite.Open(t.Context(), sqlite.Config{Path: path, Migrate: true, IndexDelay: -1})
+	require.NoError(t, err)
+	defer s.Close()
+	db, err := sql.Open("sqlite", path)
+	require.NoError(t, err)
+	defer db.Close()
+	ctx := t.Context()
+	search := func(term string) []string {
+		t.Helper()
+		page, err := s.ListThreads(ctx, store.ListThreadsQuery{SearchTerm: term})
+		require.NoError(t, err)
+		var ids []string
+		for _, th := range page.Threads {
+			ids = append(ids, th.ID)
+		}
+		return ids
+	}
+	mark := func() (through, last int64) {
+		t.Helper()
+		require.NoError(t, db.QueryRow(`SELECT through, (SELECT coalesce(max(id), 0) FROM item_text) FROM item_text_indexed`).Scan(&through, &last))
+		return through, last
+	}
+	consistent := func() {
+		t.Helper()
+		_, err := db.Exec(`INSERT INTO item_text_fts (item_text_fts) VALUES ('integrity-check')`)
+		require.NoError(t, err, "the index matches its content table")
+	}
+	seq := map[string]int64{}
+	message := func(thread, typ, text string) {
+		t.Helper()
+		payload := fmt.Sprintf(`{"type":"agentMessage","text":%q}`, text)
+		if typ == "userMessage" {
+			payload = fmt.Sprintf(`{"type":"userMessage","content":[{"type":"text","text":%q}]}`, text)
+		}
+		var b store.Batch
+		if seq[thread] == 0 {
+			b.CreateThreads = []*store.Thread{{ID: thread, Cwd: "/", ModelProvider: "openai", Source: "cli"}}
+			b.CreateTurns = []*store.Turn{{ThreadID: thread, ID: "t", Status: store.TurnCompleted}}
+		}
+		seq[thread]++
+		b.AppendItems = []*store.Item{{ThreadID: thread, TurnID: "t", ItemID: fmt.Sprint("i", seq[thread]), Type: typ, Payload: json.RawMessage(payload)}}
+		require.NoError(t, s.Write(ctx, &b))
+	}
+	const a, b, c = "0190a5b2-0000-7000-8000-00000000000a", "0190a5b2-0000-7000-8000-00000000000b", "0190a5b2-0000-7000-8000-00000000000c"
+
+	message(a, "agentMessage", "a Wombat burrow")
+	message(a, "userMessage", "Ärger im BÜRO")
+	through, last := mark()
+	require.Less(t, through, last, "not indexed by the commit")
+	require.Equal(t, []string{a}, search("wombat"), "found before it is indexed")
+	require.Equal(t, []string{a}, search("ärger im büro"), "folded beyond ASCII before it is indexed")
+	require.Empty(t, search("nowhere"))
+
+	n, err := s.IndexMessages(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 2, n)
+	through, last = mark()
+	require.Equal(t, last, through)
+	require.Equal(t, []string{a}, search("wombat"), "found through the index")
+	require.Equal(t, []string{a}, search("ärger im büro"))
+	consistent()
+
+	// A thread with indexed rows and rows past the mark goes whole.
+	message(a, "agentMessage", "another wombat")
+	message(b, "agentMessage", "the last row")
+	require.NoError(t, s.DeleteThread(ctx, a))
+	require.Empty(t, search("wombat"))
+	consistent()
+	n, err = s.IndexMessages(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "only the other thread's row is left to index")
+	consistent()
+
+	// The greatest rows deleted, their ids come back at or below the
+	// mark: such a row is indexed by its own commit.
+	require.NoError(t, s.DeleteThread(ctx, b))
+	message(c, "agentMessage", "a reused id")
+	through, last = mark()
+	require.LessOrEqual(t, last, through)
+	require.Equal(t, []string{c}, search("reused"))
+	n, err = s.IndexMessages(ctx)
+	require.NoError(t, err)
+	require.Zero(t, n)
+	consistent()
+
+	// Down and up again with a row past the mark: the way down indexes it.
+	message(c, "agentMessage", "a numbat den")
+	fsys, err := fs.Sub(migrations.FS, "sqlite")
+	require.NoError(t, err)
+	p, err := goose.NewProvider(goose.DialectSQLite3, db, fsys, goose.WithDisableGlobalRegistry(true))
+	require.NoError(t, err)
+	_, err = p.DownTo(ctx, 13)
+	require.NoError(t, err)
+	consistent()
+	var hits int
+	require.NoError(t, db.QueryRow(`SELECT count(*) FROM item_text_fts WHERE item_text_fts MATCH '"numbat"'`).Scan(&hits))
+	require.Equal(t, 1, hits)
+	_, err = p.Up(ctx)
+	require.NoError(t, err)
+	through, last = mark()
+	require.Equal(t, last, through)
+	require.Equal(t, []string{c}, search("numbat"))
+	consistent()
+}
+
+// The store indexes stored messages by itself a short while after their
+// commit.
+func TestIndexerCatchesUp(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "appserver.db")
+	s, err := sqlite.Open(t.Context(), sqlite.Config{Path: path, Migrate: true, IndexDelay: time.Millisecond})
+	require.NoError(t, err)
+	defer s.Close()
+	const id = "0190a5b2-0000-7000-8000-00000000000d"
+	require.NoError(t, s.Write(t.Context(), &store.Batch{
+		CreateThreads: []*store.Thread{{ID: id, Cwd: "/", ModelProvider: "openai", Source: "cli"}},
+		CreateTurns:   []*store.Turn{{ThreadID: id, ID: "t", Status: store.TurnCompleted}},
+		AppendItems:   []*store.Item{{ThreadID: id, TurnID: "t", ItemID: "i", Type: "agentMessage", Payload: json.RawMessage(`{"type":"agentMessage","text":"indexed soon"}`)}},
+	}))
+	db, err := sql.Open("sqlite", path)
+	require.NoError(t, err)
+	defer db.Close()
+	require.Eventually(t, func() bool {
+		var through, last int64
+		err := db.QueryRow(`SELECT through, (SELECT max(id) FROM item_text) FROM item_text_indexed`).Scan(&through, &last)
+		return err == nil && through == last
+	}, 10*time.Second, 5*time.Millisecond)
 }

@@ -37,8 +37,13 @@ type Config struct {
 	// Now is the clock for defaulted timestamps; nil means time.Now.
 	Now func() time.Time
 	// Logger receives what Migrate does beyond the migrations (the one-off
-	// VACUUM of an older file); nil discards it.
+	// VACUUM of an older file) and the message indexer's failures; nil
+	// discards it.
 	Logger *slog.Logger
+	// IndexDelay is how long stored messages wait before the store adds
+	// them to the search index (a search finds them meanwhile); zero
+	// means 200 ms, a negative value leaves indexing to IndexMessages.
+	IndexDelay time.Duration
 }
 
 // Store is a store.Store backed by one SQLite file. Writes go through a
@@ -70,9 +75,11 @@ type Store struct {
 	// never take the places of writes in it.
 	rstmts, wrstmts *stmtCache
 	cfg             Config
-	closed          atomic.Bool
-	once            sync.Once
-	err             error
+	// indexer adds stored messages to the search index (msgindex.go).
+	indexer *messageIndexer
+	closed  atomic.Bool
+	once    sync.Once
+	err     error
 }
 
 var _ store.Store = (*Store)(nil)
@@ -96,6 +103,9 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.IndexDelay == 0 {
+		cfg.IndexDelay = defaultIndexDelay
 	}
 	sep := "?"
 	if strings.Contains(cfg.Path, "?") {
@@ -148,6 +158,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 			return nil, err
 		}
 	}
+	s.startIndexer()
 	return s, nil
 }
 
@@ -226,6 +237,7 @@ func (s *Store) writerPool() readDB { return readDB{s.w, s.wrstmts} }
 
 func (s *Store) Close() error {
 	s.once.Do(func() {
+		s.stopIndexer()
 		s.closed.Store(true)
 		s.stmts.close()
 		s.rstmts.close()

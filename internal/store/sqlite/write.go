@@ -50,6 +50,9 @@ func (s *Store) Write(ctx context.Context, b *store.Batch) (err error) {
 	if len(w.missed) > 0 {
 		s.stmts.prepare(ctx, w.missed)
 	}
+	if storesMessages(b) {
+		s.kickIndexer()
+	}
 	return nil
 }
 

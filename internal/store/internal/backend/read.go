@@ -384,9 +384,13 @@ func messageText(d Dialect) func(term string, arg func(any) string) string {
 			return "EXISTS (SELECT 1 FROM item_text x WHERE x.thread_id = threads.id AND instr(lower(x.text), " + arg(term) + ") > 0)"
 		}
 		// A phrase of trigrams matches where they follow one another: the
-		// term as a substring.
+		// term as a substring. The rows the store has not indexed yet
+		// (those past item_text_indexed's mark, migration 00014) are
+		// scanned, folded as terms are, in the same statement.
 		return "threads.id IN (SELECT x.thread_id FROM item_text_fts f JOIN item_text x ON x.id = f.rowid" +
-			" WHERE item_text_fts MATCH " + arg(`"`+strings.ReplaceAll(term, `"`, `""`)+`"`) + ")"
+			" WHERE item_text_fts MATCH " + arg(`"`+strings.ReplaceAll(term, `"`, `""`)+`"`) +
+			" UNION ALL SELECT x.thread_id FROM item_text x WHERE x.id > (SELECT through FROM item_text_indexed)" +
+			" AND instr(appserver_fold(x.text), " + arg(term) + ") > 0)"
 	}
 }
 
