@@ -71,6 +71,10 @@ func (m *Manager) QueueAdd(ctx context.Context, p api.ThreadQueueAddParams) (api
 	defer t.unpin()
 	q := store.QueuedSubmission{ThreadID: t.id, ID: newID(), ClientID: p.ClientUserMessageID, Payload: payload}
 	added, err := t.store.AddQueued(ctx, &q)
+	t.mu.Lock()
+	t.queueGen++
+	t.queueEmpty = false
+	t.mu.Unlock()
 	if err != nil {
 		return api.ThreadQueueAddResult{}, nil, err
 	}
@@ -230,11 +234,16 @@ func (m *Manager) startQueued(ctx context.Context, c Caller, threadID, id string
 		return api.TurnStartResult{}, nil, err
 	}
 	defer t.unpin()
+	var gen uint64
 	if auto {
 		t.mu.Lock()
 		busy := t.active != nil
+		// On a daemon alone on its store, an add goes through QueueAdd
+		// here: a queue found empty since is empty still.
+		empty := t.queueEmpty && m.cfg.Ownership == nil
+		gen = t.queueGen
 		t.mu.Unlock()
-		if busy {
+		if busy || empty {
 			return api.TurnStartResult{}, nil, nil // its end moves the queue on
 		}
 	}
@@ -247,6 +256,11 @@ func (m *Manager) startQueued(ctx context.Context, c Caller, threadID, id string
 		switch {
 		case err != nil:
 		case len(all) == 0 && auto:
+			t.mu.Lock()
+			if t.queueGen == gen {
+				t.queueEmpty = true
+			}
+			t.mu.Unlock()
 			return api.TurnStartResult{}, nil, nil
 		case len(all) == 0:
 			err = apperr.New(apperr.Invalid, "queue is empty")

@@ -2,12 +2,14 @@ package turns_test
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/appserver/appserver/api"
+	"github.com/appserver/appserver/internal/store"
 	"github.com/appserver/appserver/internal/turns"
 )
 
@@ -74,4 +76,47 @@ func TestQueueStartAfterTurnCompleted(t *testing.T) {
 	notes.wait(t, "turn/completed") // the interrupted turn's
 	notes.wait(t, "turn/completed") // the queued entry's
 	<-started                       // the queued turn's own end starts nothing
+}
+
+// queueReads counts the reads of threads' queues.
+type queueReads struct {
+	store.Store
+	n atomic.Int32
+}
+
+func (q *queueReads) ListQueued(ctx context.Context, threadID string) ([]store.QueuedSubmission, error) {
+	q.n.Add(1)
+	return q.Store.ListQueued(ctx, threadID)
+}
+
+// On a daemon alone on its store, a queue found empty at a turn's end is
+// not read again at the next end; an entry added later still starts.
+func TestEmptyQueueIsNotReadAtEachEnd(t *testing.T) {
+	st, _, client := storeAndModel(t, `{"steps":[{"text":"1"},{"text":"2"},{"text":"queued"}]}`)
+	notes := &noteLog{ch: make(chan string, 1024)}
+	reads := &queueReads{Store: st}
+	m := toolFreeManager(t, reads, sinkFor(notes), client)
+	ctx, caller := context.Background(), turns.Caller{Conn: 1}
+	th, after, err := m.StartThread(ctx, caller, api.ThreadStartParams{})
+	require.NoError(t, err)
+	after()
+	id := th.Thread.ID
+	for range 2 {
+		_, after, err := m.StartTurn(ctx, caller, api.TurnStartParams{ThreadID: id,
+			Input: api.List[api.UserInput]{{Type: api.UserInputText, Text: "hello"}}})
+		require.NoError(t, err)
+		after()
+		notes.wait(t, "turn/completed")
+		// The end's look at the queue runs after turn/completed.
+		require.Eventually(t, func() bool { return reads.n.Load() == 1 }, 5*time.Second, time.Millisecond)
+	}
+	_, after, err = m.QueueAdd(ctx, api.ThreadQueueAddParams{ThreadID: id, ClientUserMessageID: "c1",
+		Input: api.List[api.UserInput]{{Type: api.UserInputText, Text: "queued"}}})
+	require.NoError(t, err)
+	after()
+	notes.wait(t, "turn/completed") // the entry's turn
+	// The add's look, then the entry's end's: the queue is empty again.
+	require.Eventually(t, func() bool { return reads.n.Load() == 3 }, 5*time.Second, time.Millisecond)
+	time.Sleep(100 * time.Millisecond)
+	require.Equal(t, int32(3), reads.n.Load())
 }

@@ -88,6 +88,12 @@ type thread struct {
 	readFacts     readFacts
 	readFactsKept bool
 	readFactsGen  uint64
+	// queueEmpty is set when the queue moving on by itself found it
+	// empty, and cleared by every add (queueGen counts them, so that a
+	// look that raced an add sets nothing): a thread alone on its store
+	// then moves an empty queue on without reading it.
+	queueEmpty bool
+	queueGen   uint64
 	// leaseToken is the token of the thread's lease when this daemon last
 	// took it (Config.Ownership), 0 before.
 	leaseToken int64
