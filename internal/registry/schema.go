@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -126,9 +127,9 @@ func AdditionalSchema(s *Schema) *AdditionalProperties { return &AdditionalPrope
 // MarshalJSON encodes the boolean or the schema.
 func (a AdditionalProperties) MarshalJSON() ([]byte, error) {
 	if a.Schema != nil {
-		return json.Marshal(a.Schema)
+		return a.Schema.MarshalJSON()
 	}
-	return json.Marshal(a.Allowed)
+	return strconv.AppendBool(nil, a.Allowed), nil
 }
 
 // UnmarshalJSON accepts a boolean or a schema object.

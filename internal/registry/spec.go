@@ -2,6 +2,7 @@ package registry
 
 import (
 	"encoding/json"
+	"strconv"
 )
 
 // ToolSpec is one entry of the request's tools array (docs/tools.md §1.3). It is
@@ -38,16 +39,21 @@ func (FunctionSpec) isToolSpec()        {}
 // MarshalJSON encodes {"type":"function","name","description","strict",
 // ["defer_loading":true,] "parameters"}.
 func (f FunctionSpec) MarshalJSON() ([]byte, error) {
-	return json.Marshal(f.wire(true))
+	w := f.wire(true)
+	return w.appendJSON(make([]byte, 0, w.sizeHint()))
 }
 
+// functionWire is a function spec as it is sent, the object
+// functionWire.appendJSON writes.
 type functionWire struct {
-	Type         string  `json:"type,omitempty"`
-	Name         string  `json:"name"`
-	Description  string  `json:"description"`
-	Strict       bool    `json:"strict"`
-	DeferLoading bool    `json:"defer_loading,omitzero"`
-	Parameters   *Schema `json:"parameters"`
+	// Type is "function", or empty to leave the key out (inside a Chat
+	// Completions tool, which has its own).
+	Type         string
+	Name         string
+	Description  string
+	Strict       bool
+	DeferLoading bool
+	Parameters   *Schema
 }
 
 func (f FunctionSpec) wire(tagged bool) functionWire {
@@ -59,6 +65,41 @@ func (f FunctionSpec) wire(tagged bool) functionWire {
 		w.Parameters = Object(nil, nil, nil)
 	}
 	return w
+}
+
+// appendJSON appends {["type",] "name","description","strict",
+// ["defer_loading":true,] "parameters"} to b, the bytes encoding/json wrote
+// for the struct with tags type,omitempty, name, description, strict,
+// defer_loading,omitzero and parameters (the encoding is hand-written for
+// speed: see Schema.appendJSON).
+func (w functionWire) appendJSON(b []byte) ([]byte, error) {
+	b = append(b, '{')
+	if w.Type != "" {
+		b = append(b, `"type":`...)
+		b = appendJSONString(b, w.Type)
+		b = append(b, ',')
+	}
+	b = append(b, `"name":`...)
+	b = appendJSONString(b, w.Name)
+	b = append(b, `,"description":`...)
+	b = appendJSONString(b, w.Description)
+	b = append(b, `,"strict":`...)
+	b = strconv.AppendBool(b, w.Strict)
+	if w.DeferLoading {
+		b = append(b, `,"defer_loading":true`...)
+	}
+	b = append(b, `,"parameters":`...)
+	b, err := w.Parameters.appendJSON(b)
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '}'), nil
+}
+
+// sizeHint is a buffer capacity that seldom needs to grow to hold the
+// encoding of w (see Schema.sizeHint).
+func (w functionWire) sizeHint() int {
+	return 80 + len(w.Name) + len(w.Description)*11/10 + w.Parameters.sizeHint(0)
 }
 
 // FreeformFormat is the grammar a freeform tool's input must match.
@@ -262,14 +303,12 @@ func ChatCompletionsTool(spec ToolSpec) (raw json.RawMessage, ok bool, err error
 	}
 	w := f.wire(false)
 	w.DeferLoading = false
-	b, err := json.Marshal(struct {
-		Type     string       `json:"type"`
-		Function functionWire `json:"function"`
-	}{"function", w})
+	b := make([]byte, 0, w.sizeHint()+32)
+	b, err = w.appendJSON(append(b, `{"type":"function","function":`...))
 	if err != nil {
 		return nil, false, err
 	}
-	return b, true, nil
+	return append(b, '}'), true, nil
 }
 
 // ClassicSpec returns spec with its schemas converted by Schema.Classic, for
