@@ -58,6 +58,11 @@ func TestBuiltinSpecsEncodeAsBefore(t *testing.T) {
 			got, err := json.Marshal(s)
 			require.NoError(t, err)
 			require.Equal(t, string(want), string(got), s.ToolName())
+			// The turn loop sends what MarshalJSON writes, without
+			// json.Marshal's check and copy.
+			direct, err := s.MarshalJSON()
+			require.NoError(t, err)
+			require.Equal(t, string(want), string(direct), s.ToolName())
 
 			f, ok := s.(registry.FunctionSpec)
 			if !ok {
