@@ -263,6 +263,11 @@ func (m *Manager) UpdateReadState(ctx context.Context, p api.ThreadReadStateUpda
 	if err != nil {
 		return api.ThreadReadStateUpdateResult{}, nil, nil, apperr.Wrap(apperr.Internal, err, "read state")
 	}
+	// Forgotten before the write too, so that an end meanwhile reads the
+	// store instead of announcing the old mark from memory.
+	if lt := m.loaded(rec.ID); lt != nil {
+		lt.forgetReadFacts()
+	}
 	if err := st.Write(ctx, &store.Batch{UpdateThreads: []store.ThreadPatch{{ID: rec.ID, ReadState: raw}}}); err != nil {
 		return api.ThreadReadStateUpdateResult{}, nil, nil, err
 	}
