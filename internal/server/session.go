@@ -245,7 +245,7 @@ func (s *Session) Handle(ctx context.Context, req *rpcws.Request) {
 		return
 	}
 	if req.Method == "initialize" {
-		s.serve(ctx, req, nil)
+		s.serve(ctx, req, nil, nil)
 		return
 	}
 	if !s.initialized.Load() {
@@ -270,7 +270,12 @@ func (s *Session) Handle(ctx context.Context, req *rpcws.Request) {
 	key := resourceKey(req)
 	prev, mine := s.enqueue(key)
 	go func() {
-		defer func() { <-s.srv.ingress }()
+		// The request's place in the ingress is free once it is served,
+		// before its answer goes out: a client that got the answer may
+		// send the next request at once and find the place free.
+		var freed sync.Once
+		free := func() { freed.Do(func() { <-s.srv.ingress }) }
+		defer free()
 		if prev != nil {
 			s.srv.queued.Add(1)
 			select {
@@ -283,7 +288,7 @@ func (s *Session) Handle(ctx context.Context, req *rpcws.Request) {
 		defer s.srv.inFlight.Add(-1)
 		var once sync.Once
 		release := func() { once.Do(func() { s.dequeue(key, mine) }) }
-		s.serve(ctx, req, release)
+		s.serve(ctx, req, release, free)
 		release()
 	}()
 }
@@ -390,14 +395,18 @@ func (s *Session) dequeue(key string, mine chan struct{}) {
 
 // serve runs a request's method and answers it; the request leaves the
 // connection's in-flight state once the notifications its method queued
-// with After are queued too.
-func (s *Session) serve(ctx context.Context, req *rpcws.Request, release func()) {
+// with After are queued too. served, if set, is called once the method
+// returned, before the answer goes out.
+func (s *Session) serve(ctx context.Context, req *rpcws.Request, release, served func()) {
 	defer s.conn.Finish(req)
 	start := time.Now()
 	ctx, end := s.trace(ctx, req)
 	ctx = audit.WithActor(ctx, s.Actor())
 	call := &Call{Session: s, Method: req.Method, Params: req.Params, req: req, release: release}
 	result, err := s.invokeSafely(ctx, call)
+	if served != nil {
+		served()
+	}
 	if err != nil {
 		rerr := toRPCError(err)
 		if rerr.Code == CodeInternal {

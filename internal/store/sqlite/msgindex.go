@@ -14,9 +14,11 @@ import (
 
 // The message index (migrations 00004 and 00014) is brought up to date
 // off the commits that store messages: adding a row to the trigram index
-// inside the commit cost about a third of a plain turn's two commits
-// (BenchmarkPlainTurnWrites, 2026-12-03: 552–618 µs of CPU a turn with
-// the index in the commit, 420–438 µs without). The indexer adds the rows
+// inside the commit cost about a fifth of the store's CPU for a plain
+// turn (BenchmarkPlainTurnWrites/events=7, test binaries of the builds
+// before and after alternating, 2026-12-03: 570–593 µs a turn before,
+// 463–471 µs after, the batches' indexing included; bench/README.md).
+// The indexer adds the rows
 // past the mark in batches, each in a transaction of its own on the
 // writer connection, a short while after a write stored messages; a
 // search scans the rows past the mark meanwhile (backend.messageText).
@@ -52,7 +54,7 @@ func init() {
 	}
 }
 
-// messageIndexer runs indexMessages on its own goroutine when kicked.
+// messageIndexer runs IndexMessages on its own goroutine when kicked.
 type messageIndexer struct {
 	kick chan struct{}
 	stop context.CancelFunc
