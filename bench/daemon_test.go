@@ -270,6 +270,12 @@ func parseMetrics(r io.Reader) (map[string]float64, error) {
 // initializeFrame is the first request every client sends.
 const initializeFrame = `{"id":"initialize","method":"initialize","params":{"clientInfo":{"name":"bench","title":null,"version":"1"}}}`
 
+// optOutBroadcastsFrame is initializeFrame for a client that opts out of
+// the notifications the daemon sends every connection about every thread
+// (capabilities.optOutNotificationMethods, as the reference accepts it):
+// a bot that runs turns on its own thread and reads its turn/* and item/*.
+const optOutBroadcastsFrame = `{"id":"initialize","method":"initialize","params":{"clientInfo":{"name":"bench","title":null,"version":"1"},"capabilities":{"optOutNotificationMethods":["thread/started","thread/status/changed","thread/readState/changed"]}}}`
+
 // handshake dials the daemon and completes initialize, returning the open
 // connection.
 func handshake(ctx context.Context, url string) (*websocket.Conn, error) {

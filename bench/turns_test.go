@@ -30,6 +30,9 @@ import (
 type turnsCase struct {
 	threads int
 	total   int
+	// initialize, when set, is the workers' initialize request (see
+	// handshakeWith); by default initializeFrame.
+	initialize string
 }
 
 var turnsCases = []turnsCase{
@@ -133,6 +136,11 @@ func BenchmarkCrowdTurns(b *testing.B) {
 			benchTurns(b, "embedded", turnsCase{threads: n, total: 5 * n}, fakemodel.Script{})
 		})
 	}
+	for _, n := range []int{32, 400} {
+		b.Run(fmt.Sprintf("optout/threads=%d", n), func(b *testing.B) {
+			benchTurns(b, "embedded", turnsCase{threads: n, total: 5 * n, initialize: optOutBroadcastsFrame}, fakemodel.Script{})
+		})
+	}
 }
 
 func benchTurns(b *testing.B, storeKind string, tc turnsCase, script fakemodel.Script) {
@@ -158,7 +166,7 @@ func benchTurns(b *testing.B, storeKind string, tc turnsCase, script fakemodel.S
 
 	workers := make([]*turnWorker, tc.threads)
 	for i := range workers {
-		w, err := newTurnWorker(ctx, d.ws, b.TempDir())
+		w, err := newTurnWorkerWith(ctx, d.ws, b.TempDir(), tc.initialize)
 		if err != nil {
 			b.Fatalf("worker %d: %v", i, err)
 		}
@@ -325,7 +333,16 @@ type rpcFrame struct {
 }
 
 func newTurnWorker(ctx context.Context, url, cwd string) (*turnWorker, error) {
-	ws, err := handshake(ctx, url)
+	return newTurnWorkerWith(ctx, url, cwd, "")
+}
+
+// newTurnWorkerWith is newTurnWorker with another initialize request
+// (initializeFrame when empty).
+func newTurnWorkerWith(ctx context.Context, url, cwd, initialize string) (*turnWorker, error) {
+	if initialize == "" {
+		initialize = initializeFrame
+	}
+	ws, err := handshakeWith(ctx, url, initialize, nil)
 	if err != nil {
 		return nil, err
 	}
