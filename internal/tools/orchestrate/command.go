@@ -107,6 +107,16 @@ func (s *Service) completeItem(sink turns.ToolSink, it *api.CommandExecutionItem
 	sink.ItemCompleted(api.ThreadItem{Body: it, StartedAtMs: &startedMs, CompletedAtMs: &done})
 }
 
+// completeItemFinal is completeItem for an item after which its call
+// announces nothing more (ToolSink.ItemCompletedFinal): when its call is
+// the last of the round still running, the item rides the round's commit
+// instead of a commit of its own on the way from the process's exit to
+// the call's answer.
+func (s *Service) completeItemFinal(sink turns.ToolSink, it *api.CommandExecutionItem, startedMs int64) {
+	done := s.nowMs()
+	sink.ItemCompletedFinal(api.ThreadItem{Body: it, StartedAtMs: &startedMs, CompletedAtMs: &done})
+}
+
 // outputDelta streams a shell command's output as
 // item/commandExecution/outputDelta (plain text).
 func (tt *turnTools) outputDelta(_ context.Context, inv registry.Invocation, d shell.OutputDelta) {

@@ -205,5 +205,9 @@ func (o execObserver) SessionEnded(info execsession.SessionInfo, end execsession
 	if end.ExitCode != 0 {
 		ei.item.Status = api.StatusFailed
 	}
-	s.completeItem(ei.sink, ei.item, ei.startedMs)
+	// The call that sees the exit announces nothing after the item (the
+	// Manager waits for this before it answers the call), and a session
+	// that ends during a later call, or after its turn's round, is not of
+	// the running round: its item is committed on its own.
+	s.completeItemFinal(ei.sink, ei.item, ei.startedMs)
 }

@@ -38,6 +38,7 @@ func TestExecSessionItemLifeCycle(t *testing.T) {
 	require.Less(t, *start.startedMs, int64(epochMs+60_000))
 
 	require.Equal(t, api.StatusFailed, done.command.Status)
+	require.True(t, done.final, "nothing follows the item of a session that ends during its call: it may ride the round's commit")
 	require.Equal(t, int32(3), *done.command.ExitCode)
 	require.Contains(t, *done.command.AggregatedOutput, "hi")
 	require.Equal(t, *start.command.ProcessID, *done.command.ProcessID)

@@ -42,6 +42,9 @@ func (c *testClock) Now() time.Time {
 // published (the tools keep mutating their item structs afterwards).
 type sinkEvent struct {
 	completed bool
+	// final: completed through ItemCompletedFinal, after which the call
+	// announces nothing more.
+	final     bool
 	command   *api.CommandExecutionItem
 	file      *api.FileChangeItem
 	startedMs *int64
@@ -67,8 +70,10 @@ type delta struct{ itemID, text string }
 
 var _ turns.ToolSink = (*fakeSink)(nil)
 
-func (s *fakeSink) record(completed bool, it api.ThreadItem) {
-	ev := sinkEvent{completed: completed, startedMs: it.StartedAtMs, doneMs: it.CompletedAtMs, raised: s.client.raisedNow()}
+func (s *fakeSink) record(completed bool, it api.ThreadItem) { s.recordAs(completed, false, it) }
+
+func (s *fakeSink) recordAs(completed, final bool, it api.ThreadItem) {
+	ev := sinkEvent{completed: completed, final: final, startedMs: it.StartedAtMs, doneMs: it.CompletedAtMs, raised: s.client.raisedNow()}
 	switch b := it.Body.(type) {
 	case *api.CommandExecutionItem:
 		c := *b
@@ -89,9 +94,9 @@ func (s *fakeSink) record(completed bool, it api.ThreadItem) {
 func (s *fakeSink) ItemStarted(it api.ThreadItem)   { s.record(false, it) }
 func (s *fakeSink) ItemCompleted(it api.ThreadItem) { s.record(true, it) }
 
-// ItemCompletedFinal is recorded as ItemCompleted: the two differ only in
-// when the turn commits the item.
-func (s *fakeSink) ItemCompletedFinal(it api.ThreadItem) { s.record(true, it) }
+// ItemCompletedFinal is recorded as ItemCompleted, marked final: the two
+// differ only in when the turn commits the item.
+func (s *fakeSink) ItemCompletedFinal(it api.ThreadItem) { s.recordAs(true, true, it) }
 
 func (s *fakeSink) CommandOutputDelta(itemID, text string) {
 	s.mu.Lock()
