@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/appserver/appserver/internal/model/fakemodel"
 	"github.com/appserver/appserver/internal/store/pgtest"
@@ -192,6 +193,8 @@ func benchClusterTurns(b *testing.B, n int, tc turnsCase) {
 	}
 	durs := make([]time.Duration, 0, tc.total*b.N)
 	var wall time.Duration
+	pg := openPGStats(b, url)
+	pg0 := pg.read(b)
 	cpu0 := cpu()
 	profs := make([]*profile, len(nodes))
 	for i, d := range nodes {
@@ -224,6 +227,9 @@ func benchClusterTurns(b *testing.B, n int, tc turnsCase) {
 	for _, d := range nodes {
 		d.stop(b)
 	}
+	// After the daemons stopped: their backends report their last counts
+	// as they exit.
+	pg1 := pg.read(b)
 
 	slices.Sort(durs)
 	k := len(durs)
@@ -232,9 +238,53 @@ func benchClusterTurns(b *testing.B, n int, tc turnsCase) {
 	b.ReportMetric(float64(k)/wall.Seconds(), "turns/s")
 	b.ReportMetric(float64(wall.Nanoseconds())/float64(k), "ns/op")
 	b.ReportMetric(ms(cpu1-cpu0)/float64(k), "daemon-cpu-ms/turn")
+	b.ReportMetric(ms(pg1.cpu-pg0.cpu)/float64(k), "pg-cpu-ms/turn")
+	b.ReportMetric(float64(pg1.commits-pg0.commits)/float64(k), "pg-commits/turn")
 	b.Logf("%d turns on %d threads over %d nodes in %v: p50 %v p90 %v p99 %v max %v; daemons' CPU per turn %.2f ms",
 		k, tc.threads, n, wall.Round(time.Millisecond), percentile(durs, 0.50), percentile(durs, 0.90),
 		percentile(durs, 0.99), durs[k-1], ms(cpu1-cpu0)/float64(k))
+}
+
+// pgStats reads what the database server spent: the CPU of its
+// processes (the postmaster and every backend, live or ended) and the
+// transactions committed in the benchmark's database. Both include a
+// little that is not the load's: the stopping daemons' last work, counts
+// of the warm-up that a backend reported late, and these reads.
+type pgStats struct {
+	conn       *pgx.Conn
+	postmaster int
+}
+
+type pgSample struct {
+	cpu     time.Duration
+	commits int64
+}
+
+func openPGStats(b *testing.B, url string) *pgStats {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		b.Fatalf("connect to %s: %v", url, err)
+	}
+	b.Cleanup(func() { _ = conn.Close(context.Background()) })
+	var backend int
+	if err := conn.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&backend); err != nil {
+		b.Fatal(err)
+	}
+	return &pgStats{conn: conn, postmaster: parentPID(b, backend)}
+}
+
+func (s *pgStats) read(b *testing.B) pgSample {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	// A backend reports its counts at most once a second.
+	time.Sleep(1100 * time.Millisecond)
+	var n int64
+	if err := s.conn.QueryRow(ctx, "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()").Scan(&n); err != nil {
+		b.Fatal(err)
+	}
+	return pgSample{cpu: procTreeCPUTime(s.postmaster), commits: n}
 }
 
 // startFake starts the fake model with script, stopped at cleanup. A

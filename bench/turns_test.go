@@ -526,6 +526,21 @@ func checkSynchronousCommit(b *testing.B, url string) {
 	}
 }
 
+// parentPID returns the parent of process pid, from /proc/PID/stat.
+func parentPID(b *testing.B, pid int) int {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	i := bytes.LastIndexByte(data, ')')
+	if err != nil || i < 0 {
+		b.Fatalf("the parent of %d: %v", pid, err)
+	}
+	f := strings.Fields(string(data[i+1:]))
+	ppid, err := strconv.Atoi(f[1])
+	if err != nil {
+		b.Fatalf("the parent of %d: %v", pid, err)
+	}
+	return ppid
+}
+
 // procCPUTime returns the user plus system CPU time a process has used,
 // from /proc/PID/stat (in clock ticks, assumed to be 100 per second).
 func procCPUTime(pid int) (time.Duration, error) {
