@@ -69,14 +69,22 @@ const (
 //     has not reclaimed yet cost;
 //   - max-running: the highest appserver_turns_running sampled;
 //   - idle-frames/turn: the frames an idle connection read per turn.
+//
+// The optout case runs the same crowd with every client opted out of the
+// three broadcasts every connection gets about every thread
+// (optOutBroadcastsFrame): bots that each run their own thread, and idle
+// connections that hear nothing until they ask.
 func BenchmarkCrowd(b *testing.B) {
 	conns, running := benchScale(crowdConns), benchScale(crowdRunning)
 	b.Run(fmt.Sprintf("conns=%d,running=%d", conns, running), func(b *testing.B) {
-		benchCrowd(b, conns, running, running*crowdTurnsEach)
+		benchCrowd(b, conns, running, running*crowdTurnsEach, initializeFrame)
+	})
+	b.Run(fmt.Sprintf("optout/conns=%d,running=%d", conns, running), func(b *testing.B) {
+		benchCrowd(b, conns, running, running*crowdTurnsEach, optOutBroadcastsFrame)
 	})
 }
 
-func benchCrowd(b *testing.B, conns, running, total int) {
+func benchCrowd(b *testing.B, conns, running, total int, initialize string) {
 	// This process holds the clients' sockets and the fake model's side
 	// of the daemon's model connections (one per running turn).
 	need := uint64(conns + running + 1024)
@@ -110,7 +118,7 @@ func benchCrowd(b *testing.B, conns, running, total int) {
 	defer cancel()
 	workers := make([]*turnWorker, running)
 	dialAll(b, ctx, d, running, func(i int) error {
-		ws, err := handshakeWith(ctx, d.ws, initializeFrame, crowdDial)
+		ws, err := handshakeWith(ctx, d.ws, initialize, crowdDial)
 		if err != nil {
 			return err
 		}
@@ -131,7 +139,7 @@ func benchCrowd(b *testing.B, conns, running, total int) {
 	var drains sync.WaitGroup
 	b.Cleanup(drains.Wait) // the drains end as the connections close
 	dialAll(b, ctx, d, conns-running, func(int) error {
-		ws, err := handshakeWith(ctx, d.ws, initializeFrame, crowdDial)
+		ws, err := handshakeWith(ctx, d.ws, initialize, crowdDial)
 		if err != nil {
 			return err
 		}

@@ -613,3 +613,65 @@ func TestBroadcastsAboutOtherThreadsAreDistant(t *testing.T) {
 		require.False(t, c.note(t).Distant)
 	}
 }
+
+// A subscriber that opted out of a method is left out of its broadcasts
+// without being called, whether it attached before or after the method's
+// first broadcast, and hears the methods it did not opt out of; one that
+// detached hears nothing more; the audience counts only those reached.
+func TestBroadcastsSkipOptedOut(t *testing.T) {
+	h := hub.New(hub.Config{})
+	defer h.Close()
+	status := map[string]struct{}{"thread/status/changed": {}}
+	deaf, plain := newClient(), newClient()
+	h.Attach(h.NewConnID(), deaf, hub.AttachOptions{OptOut: status})
+	plainID := h.NewConnID()
+	h.Attach(plainID, plain, hub.AttachOptions{})
+	h.Attach(h.NewConnID(), newClient(), hub.AttachOptions{Recorder: true})
+	broadcast := func() {
+		h.BroadcastThread("th", nil, "thread/status/changed", api.ThreadStatusChangedNotification{ThreadID: "th"})
+	}
+	broadcast()
+	require.Equal(t, 1, plain.note(t).Audience)
+
+	lateDeaf, latePlain := newClient(), newClient()
+	h.Attach(h.NewConnID(), lateDeaf, hub.AttachOptions{OptOut: status})
+	h.Attach(h.NewConnID(), latePlain, hub.AttachOptions{})
+	broadcast()
+	require.Equal(t, 2, plain.note(t).Audience)
+	require.Equal(t, 2, latePlain.note(t).Audience)
+
+	h.Detach(plainID)
+	broadcast()
+	require.Equal(t, 1, latePlain.note(t).Audience)
+
+	h.BroadcastThread("th", nil, "thread/name/updated", map[string]any{"threadId": "th"})
+	for _, c := range []*client{deaf, lateDeaf, latePlain} {
+		require.Equal(t, "thread/name/updated", c.note(t).Method)
+	}
+	for _, c := range []*client{deaf, lateDeaf, plain} {
+		require.Empty(t, c.notes, "nothing else reached it")
+	}
+}
+
+// BenchmarkBroadcastOptedOut is a broadcast about a thread with 10,000
+// subscribers that opted out of its method and one that did not.
+func BenchmarkBroadcastOptedOut(b *testing.B) {
+	h := hub.New(hub.Config{})
+	defer h.Close()
+	status := map[string]struct{}{"thread/status/changed": {}}
+	for range 10_000 {
+		h.Attach(h.NewConnID(), discard{}, hub.AttachOptions{OptOut: status})
+	}
+	h.Attach(h.NewConnID(), discard{}, hub.AttachOptions{})
+	params := api.ThreadStatusChangedNotification{ThreadID: "th"}
+	for b.Loop() {
+		h.BroadcastThread("th", nil, "thread/status/changed", params)
+	}
+}
+
+// discard is a subscriber that drops what it is sent.
+type discard struct{}
+
+func (discard) Notify(*hub.Notification)         {}
+func (discard) Request(*hub.Request, int64) bool { return false }
+func (discard) Settled(*hub.Request)             {}

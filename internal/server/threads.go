@@ -171,7 +171,7 @@ func (s *Server) attach(sess *Session) {
 	w := newWSSub(sess)
 	sess.sub.Store(w)
 	id := turns.ConnID(sess.id)
-	s.hub.Attach(id, w, hub.AttachOptions{})
+	s.hub.Attach(id, w, hub.AttachOptions{OptOut: sess.optOut})
 	sess.OnClose(func() { s.hub.Detach(id) })
 }
 
