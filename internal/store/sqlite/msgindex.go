@@ -30,6 +30,11 @@ const (
 	// indexBatch bounds the rows one indexing transaction adds, so that
 	// the commits queued behind it on the writer connection wait little.
 	indexBatch = 256
+	// indexBatchBytes bounds the text of one indexing transaction too: a
+	// batch ends before the first row that starts past it (a longer row
+	// goes alone), so that a run of large pasted messages does not hold
+	// the writer connection for long either.
+	indexBatchBytes = 1 << 20
 )
 
 // foldFunc is the SQL function the scan of rows past the index's mark
@@ -124,14 +129,15 @@ func (s *Store) IndexMessages(ctx context.Context) (int, error) {
 	for {
 		n, err := s.indexBatch(ctx)
 		total += n
-		if err != nil || n < indexBatch {
+		if err != nil || n == 0 {
 			return total, err
 		}
 	}
 }
 
 // indexBatch indexes up to indexBatch rows past the mark in one
-// transaction and moves the mark past them.
+// transaction, ending before the first row that starts past
+// indexBatchBytes of text, and moves the mark past them.
 func (s *Store) indexBatch(ctx context.Context) (int, error) {
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
@@ -144,7 +150,12 @@ func (s *Store) indexBatch(ctx context.Context) (int, error) {
 	}
 	var upTo sql.NullInt64
 	var n int
-	err = tx.QueryRowContext(ctx, `SELECT max(id), count(*) FROM (SELECT id FROM item_text WHERE id > ? ORDER BY id LIMIT ?)`, through, indexBatch).Scan(&upTo, &n)
+	// The next rows by id, each with the bytes of text before it in the
+	// batch; the window runs over the limited rows only.
+	err = tx.QueryRowContext(ctx, `SELECT max(id), count(*) FROM (
+		SELECT id, sum(len) OVER (ORDER BY id ROWS UNBOUNDED PRECEDING) - len AS before
+		FROM (SELECT id, length(CAST(text AS BLOB)) AS len FROM item_text WHERE id > ? ORDER BY id LIMIT ?)
+	) WHERE before < ?`, through, indexBatch, indexBatchBytes).Scan(&upTo, &n)
 	if err != nil {
 		return 0, storageErr(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -206,4 +207,33 @@ func TestIndexerCatchesUp(t *testing.T) {
 		err := db.QueryRow(`SELECT through, (SELECT max(id) FROM item_text) FROM item_text_indexed`).Scan(&through, &last)
 		return err == nil && through == last
 	}, 10*time.Second, 5*time.Millisecond)
+}
+
+// An indexing batch ends before the first row that starts past 1 MiB of
+// text, whatever its row count: four messages of 400 KB go in batches of
+// three and one.
+func TestIndexBatchesBoundedByBytes(t *testing.T) {
+	s, err := sqlite.Open(t.Context(), sqlite.Config{Path: filepath.Join(t.TempDir(), "appserver.db"), Migrate: true, IndexDelay: -1})
+	require.NoError(t, err)
+	defer s.Close()
+	const id = "0190a5b2-0000-7000-8000-00000000000e"
+	b := &store.Batch{
+		CreateThreads: []*store.Thread{{ID: id, Cwd: "/", ModelProvider: "openai", Source: "cli"}},
+		CreateTurns:   []*store.Turn{{ThreadID: id, ID: "t", Status: store.TurnCompleted}},
+	}
+	for i := range 4 {
+		text := fmt.Sprintf("wombat%d ", i) + strings.Repeat("x", 400<<10)
+		payload, err := json.Marshal(map[string]string{"type": "agentMessage", "text": text})
+		require.NoError(t, err)
+		b.AppendItems = append(b.AppendItems, &store.Item{ThreadID: id, TurnID: "t", ItemID: fmt.Sprint("i", i), Type: "agentMessage", Payload: payload})
+	}
+	require.NoError(t, s.Write(t.Context(), b))
+	for _, want := range []int{3, 1, 0} {
+		n, err := s.IndexBatch(t.Context())
+		require.NoError(t, err)
+		require.Equal(t, want, n)
+	}
+	page, err := s.ListThreads(t.Context(), store.ListThreadsQuery{SearchTerm: "wombat3"})
+	require.NoError(t, err)
+	require.Len(t, page.Threads, 1)
 }
