@@ -743,7 +743,10 @@ type Notification struct {
 	// hear (it has not subscribed to it): a transport may hold it longer
 	// than other broadcasts, the longer the larger its Audience, the
 	// number of subscribers the broadcast went to.
-	Distant  bool
+	Distant bool
+	// Audience is the number of subscribers a broadcast, or a thread's
+	// notification, went to: a transport may hold a notification of a
+	// thread many follow briefly, to write it with the connection's next.
 	Audience int
 	frame    []byte
 
@@ -939,7 +942,9 @@ func (h *Hub) PublishWith(evs []turns.Event, write func([]*store.Event) error, b
 // thread's audience and, for a durable thread, to the all-threads
 // consumers.
 func (h *Hub) deliverEvent(ev turns.Event, n *Notification) {
-	for _, m := range h.audience(ev.ThreadID, ev.Ancestors) {
+	to := h.audience(ev.ThreadID, ev.Ancestors)
+	n.Audience = len(to)
+	for _, m := range to {
 		m.sub.Notify(n)
 	}
 	if !ev.Ephemeral {
@@ -955,7 +960,9 @@ func (h *Hub) Deliver(n *Notification) {
 		h.notifyEveryone(n) // the event consumers get the entry as logged
 		return
 	}
-	for _, m := range h.subscribed(n.ThreadID) {
+	to := h.subscribed(n.ThreadID)
+	n.Audience = len(to)
+	for _, m := range to {
 		m.sub.Notify(n)
 	}
 	h.notifyEveryone(n)

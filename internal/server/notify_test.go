@@ -28,6 +28,27 @@ func TestDistantDelayGrowsWithTheAudience(t *testing.T) {
 	}
 }
 
+// A thread's notification goes out at once to a thread's few subscribers,
+// and waits for the connection's next frame, briefly, when many follow
+// the thread; broadcasts always wait, distant ones the longer the larger
+// their audience.
+func TestNotificationsHeldByAudience(t *testing.T) {
+	for _, c := range []struct {
+		n    *Notification
+		want time.Duration
+	}{
+		{&Notification{Audience: 1}, 0},
+		{&Notification{Audience: 15}, 0},
+		{&Notification{Audience: 16}, 32 * time.Microsecond},
+		{&Notification{Audience: 1000}, 2 * time.Millisecond},
+		{&Notification{Audience: 10_000}, 2 * time.Millisecond},
+		{&Notification{Broadcast: true, Audience: 1}, rpcws.DefaultLazyDelay},
+		{&Notification{Broadcast: true, Distant: true, Audience: 400}, 100 * time.Millisecond},
+	} {
+		require.Equal(t, c.want, holdFor(c.n), "audience %d, broadcast %v, distant %v", c.n.Audience, c.n.Broadcast, c.n.Distant)
+	}
+}
+
 // Every notification queued is counted under its method, whether or not
 // its counter was looked up before.
 func TestNotificationsAreCountedByMethod(t *testing.T) {
