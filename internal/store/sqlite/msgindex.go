@@ -31,9 +31,10 @@ const (
 	// the commits queued behind it on the writer connection wait little.
 	indexBatch = 256
 	// indexBatchBytes bounds the text of one indexing transaction too: a
-	// batch ends before the first row that starts past it (a longer row
-	// goes alone), so that a run of large pasted messages does not hold
-	// the writer connection for long either.
+	// batch takes rows while the text before them in the batch is under
+	// it (so at least one row, and at most indexBatchBytes and its last
+	// row), so that a run of large pasted messages does not hold the
+	// writer connection for long either.
 	indexBatchBytes = 1 << 20
 )
 
@@ -127,9 +128,9 @@ func (s *Store) IndexMessages(ctx context.Context) (int, error) {
 	}
 	total := 0
 	for {
-		n, err := s.indexBatch(ctx)
+		n, more, err := s.indexBatch(ctx)
 		total += n
-		if err != nil || n == 0 {
+		if err != nil || !more {
 			return total, err
 		}
 	}
@@ -137,41 +138,45 @@ func (s *Store) IndexMessages(ctx context.Context) (int, error) {
 
 // indexBatch indexes up to indexBatch rows past the mark in one
 // transaction, ending before the first row that starts past
-// indexBatchBytes of text, and moves the mark past them.
-func (s *Store) indexBatch(ctx context.Context) (int, error) {
+// indexBatchBytes of text, and moves the mark past them. more reports
+// whether rows may be left past the new mark (the batch was full or cut
+// by its size).
+func (s *Store) indexBatch(ctx context.Context) (n int, more bool, err error) {
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
-		return 0, storageErr(err)
+		return 0, false, storageErr(err)
 	}
 	defer func() { _ = tx.Rollback() }()
 	var through int64
 	if err := tx.QueryRowContext(ctx, `SELECT through FROM item_text_indexed`).Scan(&through); err != nil {
-		return 0, storageErr(err)
+		return 0, false, storageErr(err)
 	}
 	var upTo sql.NullInt64
-	var n int
+	var limited int
 	// The next rows by id, each with the bytes of text before it in the
-	// batch; the window runs over the limited rows only.
-	err = tx.QueryRowContext(ctx, `SELECT max(id), count(*) FROM (
+	// batch; the window runs over the limited rows only. The rows taken
+	// are those with less than indexBatchBytes before them, a prefix.
+	err = tx.QueryRowContext(ctx, `SELECT max(CASE WHEN before < ?3 THEN id END), count(CASE WHEN before < ?3 THEN 1 END), count(*) FROM (
 		SELECT id, sum(len) OVER (ORDER BY id ROWS UNBOUNDED PRECEDING) - len AS before
-		FROM (SELECT id, length(CAST(text AS BLOB)) AS len FROM item_text WHERE id > ? ORDER BY id LIMIT ?)
-	) WHERE before < ?`, through, indexBatch, indexBatchBytes).Scan(&upTo, &n)
+		FROM (SELECT id, length(CAST(text AS BLOB)) AS len FROM item_text WHERE id > ?1 ORDER BY id LIMIT ?2)
+	)`, through, indexBatch, indexBatchBytes).Scan(&upTo, &n, &limited)
 	if err != nil {
-		return 0, storageErr(err)
+		return 0, false, storageErr(err)
 	}
 	if n == 0 {
-		return 0, nil
+		return 0, false, nil
 	}
+	more = limited == indexBatch || n < limited
 	if _, err := tx.ExecContext(ctx, `INSERT INTO item_text_fts (rowid, text) SELECT id, text FROM item_text WHERE id > ? AND id <= ?`, through, upTo.Int64); err != nil {
-		return 0, storageErr(err)
+		return 0, false, storageErr(err)
 	}
 	if _, err := tx.ExecContext(ctx, `UPDATE item_text_indexed SET through = ?`, upTo.Int64); err != nil {
-		return 0, storageErr(err)
+		return 0, false, storageErr(err)
 	}
 	if err := tx.Commit(); err != nil {
-		return 0, storageErr(err)
+		return 0, false, storageErr(err)
 	}
-	return n, nil
+	return n, more, nil
 }
 
 // storesMessages reports whether b stores a message, whose text the

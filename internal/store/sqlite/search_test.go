@@ -211,7 +211,8 @@ func TestIndexerCatchesUp(t *testing.T) {
 
 // An indexing batch ends before the first row that starts past 1 MiB of
 // text, whatever its row count: four messages of 400 KB go in batches of
-// three and one.
+// three and one, and the batch that takes the last row says none is left
+// (a pass makes no empty transaction after it).
 func TestIndexBatchesBoundedByBytes(t *testing.T) {
 	s, err := sqlite.Open(t.Context(), sqlite.Config{Path: filepath.Join(t.TempDir(), "appserver.db"), Migrate: true, IndexDelay: -1})
 	require.NoError(t, err)
@@ -228,10 +229,14 @@ func TestIndexBatchesBoundedByBytes(t *testing.T) {
 		b.AppendItems = append(b.AppendItems, &store.Item{ThreadID: id, TurnID: "t", ItemID: fmt.Sprint("i", i), Type: "agentMessage", Payload: payload})
 	}
 	require.NoError(t, s.Write(t.Context(), b))
-	for _, want := range []int{3, 1, 0} {
-		n, err := s.IndexBatch(t.Context())
+	for _, want := range []struct {
+		n    int
+		more bool
+	}{{3, true}, {1, false}, {0, false}} {
+		n, more, err := s.IndexBatch(t.Context())
 		require.NoError(t, err)
-		require.Equal(t, want, n)
+		require.Equal(t, want.n, n)
+		require.Equal(t, want.more, more)
 	}
 	page, err := s.ListThreads(t.Context(), store.ListThreadsQuery{SearchTerm: "wombat3"})
 	require.NoError(t, err)

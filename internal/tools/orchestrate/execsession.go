@@ -205,9 +205,10 @@ func (o execObserver) SessionEnded(info execsession.SessionInfo, end execsession
 	if end.ExitCode != 0 {
 		ei.item.Status = api.StatusFailed
 	}
-	// The call that sees the exit announces nothing after the item (the
-	// Manager waits for this before it answers the call), and a session
-	// that ends during a later call, or after its turn's round, is not of
-	// the running round: its item is committed on its own.
+	// Nothing of the call follows the item (the Manager waits for this
+	// before it answers the call). The turn defers the item into its
+	// round's commit only while that round runs and this is its last
+	// open call; a session that ends during a later call, or after its
+	// round, has its item committed on its own.
 	s.completeItemFinal(ei.sink, ei.item, ei.startedMs)
 }
