@@ -178,10 +178,40 @@ func (m *Manager) startTurnWith(ctx context.Context, c Caller, p api.TurnStartPa
 	}
 	t.childTurn(true)
 	run := at.run
+	// What a launched turn gives back once it has ended, in this order.
+	// Until launched is set, the deferred functions above do it.
+	ended := func() {
+		// Given back once the turn's end is stored.
+		release()
+		close(at.released)
+		// Once the turn has given the lease back: a completed turn
+		// starts the thread's next queued entry.
+		if at.completed {
+			m.kickQueue(t.id)
+		}
+		m.running.Add(-1)
+		m.turns.Done()
+	}
+	// observe starts the turn's observation, on its goroutine, before it
+	// runs anything.
+	observe := func() {
+		obs := m.cfg.Observer.TurnStarted(at.Ctx, TurnInfo{
+			ThreadID: t.id, TurnID: at.ID, Provider: at.Settings.Provider, Model: at.Settings.Model, Caller: ctx,
+		})
+		run.SetObserved(obs)
+		m.log.DebugContext(obs, "turn started", "thread", t.id, "turn", at.ID, "provider", at.Settings.Provider, "model", at.Settings.Model)
+	}
+	// Read before the turn's goroutine may run: it owns the settings then.
+	mdl := at.Settings.Model
 	// The tool set is built with the turn reserved and the thread's lock
 	// released: a slow ToolsFactory (MCP tools, skills) holds up no read
 	// of the thread, and no other turn can start meanwhile.
 	var first api.ThreadItem
+	// fc is set when the turn's goroutine runs already, its first model
+	// request overlapping the write of its user message; gone is closed
+	// when that goroutine returned after the write failed.
+	var fc *loop.FirstCommit
+	var gone chan struct{}
 	specs, reg, err := m.cfg.Tools(tc)
 	if err == nil {
 		run.SetTools(specs, reg)
@@ -190,10 +220,33 @@ func (m *Manager) startTurnWith(ctx context.Context, c Caller, p api.TurnStartPa
 		if kind != nil {
 			err = run.CreateTurn()
 		} else {
-			first, err = t.storeFirst(ctx, at, take, input, p.ClientUserMessageID, c.Principal.Roots())
+			// The model request needs nothing of the write: the turn's
+			// goroutine sends it while the write runs, and announces the
+			// turn once the write has succeeded and the answer has been
+			// handed over (After).
+			first, err = t.storeFirst(ctx, at, take, input, p.ClientUserMessageID, c.Principal.Roots(), func(item api.ThreadItem) {
+				fc, gone = loop.NewFirstCommit(), make(chan struct{})
+				go func() {
+					observe()
+					if !run.RunInputOverlapped(item, fc) {
+						close(gone)
+						return
+					}
+					ended()
+				}()
+			})
 		}
 	}
+	if fc != nil {
+		fc.Stored(err)
+	}
 	if err != nil {
+		if fc != nil {
+			// The request goes no further; the goroutine leaves no trace
+			// and is gone before the turn is abandoned.
+			at.Cancel(nil)
+			<-gone
+		}
 		t.abandon(at)
 		return api.TurnStartResult{}, nil, err
 	}
@@ -202,31 +255,22 @@ func (m *Manager) startTurnWith(ctx context.Context, c Caller, p api.TurnStartPa
 	}
 	close(at.Stored)
 	launched = true
-	if cat, mdl := m.cfg.Defaults.Catalog, at.Settings.Model; len(cat) > 0 && !cat[mdl] {
+	if cat := m.cfg.Defaults.Catalog; len(cat) > 0 && !cat[mdl] {
 		// Before the answer, as the reference sends it, at every turn.
 		id := t.id
 		t.emit(api.MethodWarning, api.WarningNotification{ThreadID: &id,
 			Message: "Model metadata for `" + mdl + "` not found. Defaulting to fallback metadata; this can degrade performance and cause issues."})
 	}
+	if fc != nil {
+		// The turn runs already; it may now announce itself. After must
+		// be called, as for any started turn: until then the turn
+		// announces nothing and cannot end.
+		return api.TurnStartResult{Turn: pendingTurn(at)}, fc.Answered, nil
+	}
 	return api.TurnStartResult{Turn: pendingTurn(at)}, func() {
 		go func() {
-			defer m.turns.Done()
-			defer m.running.Add(-1)
-			// Once the turn has given the lease back: a completed turn
-			// starts the thread's next queued entry.
-			defer func() {
-				if at.completed {
-					m.kickQueue(t.id)
-				}
-			}()
-			defer close(at.released)
-			// Given back once the turn's end is stored.
-			defer release()
-			obs := m.cfg.Observer.TurnStarted(at.Ctx, TurnInfo{
-				ThreadID: t.id, TurnID: at.ID, Provider: at.Settings.Provider, Model: at.Settings.Model, Caller: ctx,
-			})
-			run.SetObserved(obs)
-			m.log.DebugContext(obs, "turn started", "thread", t.id, "turn", at.ID, "provider", at.Settings.Provider, "model", at.Settings.Model)
+			defer ended()
+			observe()
 			if kind != nil {
 				kind.runTurn(m, run, tc)
 				return
@@ -253,8 +297,9 @@ func (m *Manager) countRunning() error {
 // a share of one transaction. It returns the message to announce. The
 // thread's first turn also records the Git metadata of its cwd (gitInfo),
 // looked for within roots (the caller's workspace roots, if any). A turn
-// made of a queued entry (take set) takes it in the same batch.
-func (t *thread) storeFirst(ctx context.Context, at *activeTurn, take *store.QueueTake, input []api.UserInput, clientID *string, roots []string) (api.ThreadItem, error) {
+// made of a queued entry (take set) takes it in the same batch. writing is
+// called with the message once the batch is ready, before it is written.
+func (t *thread) storeFirst(ctx context.Context, at *activeTurn, take *store.QueueTake, input []api.UserInput, clientID *string, roots []string, writing func(api.ThreadItem)) (api.ThreadItem, error) {
 	// Items injected while the thread was idle come first, and leave the
 	// thread's metadata in the batch that stores them with the turn.
 	t.metaMu.Lock()
@@ -277,6 +322,8 @@ func (t *thread) storeFirst(ctx context.Context, at *activeTurn, take *store.Que
 		b.UpdateThreads = mergeThreadPatch(b.UpdateThreads, *injectedPatch)
 	}
 	if err == nil {
+		// The turn's history is complete: its goroutine may start.
+		writing(item)
 		err = t.write(ctx, b)
 	}
 	if err != nil && take != nil && apperr.Is(err, apperr.Conflict) {

@@ -53,7 +53,7 @@ func (rc *roundCommitter) pipeline(c *roundCommit) { rc.pending = c }
 // back. Call stop once the request is over.
 func (rc *roundCommitter) startOnSend(req *model.Request) (stop func()) {
 	p := rc.pending
-	if p == nil {
+	if p == nil || p.running {
 		return func() {}
 	}
 	req.Sent = p.start
@@ -146,6 +146,9 @@ type roundCommit struct {
 	// what names the commit in its error: the turn's history, or the
 	// last response's token usage.
 	what string
+	// running is set when the commit was started as it was pipelined (a
+	// turn's first, RunInputOverlapped): no request starts it.
+	running bool
 }
 
 func (c *roundCommit) start() { c.once.Do(func() { go c.run() }) }

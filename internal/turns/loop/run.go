@@ -69,6 +69,9 @@ type Run struct {
 	// anything, passed to the Observer's other hooks, and the parent of
 	// the turn's model requests and tool calls.
 	obs context.Context
+	// first is the first commit of a turn run by RunInputOverlapped, nil
+	// otherwise.
+	first *FirstCommit
 
 	mu           sync.Mutex      // guards the fields below; tools run concurrently
 	diff         string          // the turn's aggregate diff (turn/diff/updated)
@@ -82,10 +85,7 @@ type Run struct {
 // tools, and finishes the turn.
 func (r *Run) RunInput(first api.ThreadItem) {
 	defer close(r.at.Done)
-	t := r.t
-	t.BroadcastStatus()
-	t.Emit("turn/started", api.TurnStartedNotification{ThreadID: r.threadID, Turn: r.apiTurn(api.TurnInProgress, nil, nil)})
-	r.announceUserMessage(first)
+	r.announceStart(first)
 	r.finish(r.loop())
 }
 
@@ -372,7 +372,14 @@ func (r *Run) modelRound() (calls []model.InputItem, usage model.Usage, err erro
 	var firstEvent time.Duration
 	// Deferred after the settle above, so that it runs first and sees the
 	// request's own error.
-	defer func() { r.observeModelRequest(reqCtx, res, err, sent, firstEvent) }()
+	defer func() {
+		if r.abandoned() {
+			// The turn never was (its first commit failed): its request
+			// is not reported either.
+			return
+		}
+		r.observeModelRequest(reqCtx, res, err, sent, firstEvent)
+	}()
 	res, err = client.Stream(streamCtx, req, func(ev model.Event) error {
 		if firstEvent == 0 {
 			firstEvent = max(r.d.Now().Sub(sent), time.Nanosecond)

@@ -1,0 +1,103 @@
+package loop
+
+import (
+	"sync"
+
+	"github.com/appserver/appserver/api"
+)
+
+// FirstCommit is the write of a turn's record and first user message,
+// which the thread table makes before turn/start answers, seen from the
+// turn's goroutine: that goroutine sends the first model request while
+// the write runs (RunInputOverlapped), and announces nothing of the turn
+// until the write has succeeded and the answer has been handed over.
+type FirstCommit struct {
+	once     sync.Once
+	decided  chan struct{} // closed once err is set (Stored)
+	err      error
+	answered chan struct{} // closed by Answered
+	aonce    sync.Once
+}
+
+// NewFirstCommit returns a first commit neither decided nor answered.
+func NewFirstCommit() *FirstCommit {
+	return &FirstCommit{decided: make(chan struct{}), answered: make(chan struct{})}
+}
+
+// Stored reports the write's outcome, once; a failure leaves the turn
+// without a trace: its goroutine announces nothing, writes nothing and
+// returns false from RunInputOverlapped.
+func (f *FirstCommit) Stored(err error) {
+	f.once.Do(func() {
+		f.err = err
+		close(f.decided)
+	})
+}
+
+// Answered tells the turn that turn/start has been answered: the turn's
+// announcements may follow. It must be called once the write succeeded
+// (the turn's After); the turn announces nothing before.
+func (f *FirstCommit) Answered() { f.aonce.Do(func() { close(f.answered) }) }
+
+// failed waits for the write's outcome and reports whether it failed.
+func (f *FirstCommit) failed() bool {
+	<-f.decided
+	return f.err != nil
+}
+
+// RunInputOverlapped is RunInput for a turn whose first user message
+// (first) is still being written by the table (fc): the write is the
+// loop's pending commit (roundCommitter), which the first model request
+// overlaps. Its announce (the thread's status, turn/started, the user
+// message) goes out once the write has succeeded and the answer has been
+// handed over; the turn goroutine settles it before it announces or
+// writes anything itself, as it does a round's commit. A turn whose
+// budget is watched waits for it before its first round (a budget check
+// may ask the client), as RunInput does. It reports false, having
+// announced and written nothing and left Done open, when the write
+// failed; the table then abandons the turn.
+func (r *Run) RunInputOverlapped(first api.ThreadItem, fc *FirstCommit) bool {
+	c := &roundCommit{done: make(chan error, 1), what: "turn", running: true}
+	c.announce = func(Emit) { r.announceStart(first) }
+	c.run = func() {
+		if fc.failed() {
+			c.done <- fc.err
+			return
+		}
+		<-fc.answered
+		c.announce(r.t.Emit)
+		c.done <- nil
+	}
+	r.first = fc
+	r.commits.pipeline(c)
+	// Announced as soon as it may be, not when the turn next settles.
+	c.start()
+	var err error
+	if r.budget != nil {
+		err = r.commits.settle()
+	}
+	if err == nil {
+		err = r.loop()
+	}
+	if fc.failed() {
+		// Whatever ended the loop, the turn never was: nothing of it was
+		// announced nor written after the failed write.
+		return false
+	}
+	defer close(r.at.Done)
+	r.finish(err)
+	return true
+}
+
+// announceStart announces a turn started by input: the thread's status,
+// turn/started and the turn's stored user message.
+func (r *Run) announceStart(first api.ThreadItem) {
+	t := r.t
+	t.BroadcastStatus()
+	t.Emit("turn/started", api.TurnStartedNotification{ThreadID: r.threadID, Turn: r.apiTurn(api.TurnInProgress, nil, nil)})
+	r.announceUserMessage(first)
+}
+
+// abandoned reports whether the turn's first commit, overlapped with its
+// first request, failed; it waits for that commit's outcome.
+func (r *Run) abandoned() bool { return r.first != nil && r.first.failed() }
