@@ -170,15 +170,5 @@ func TestFirstCommitFailureLeavesNoTrace(t *testing.T) {
 	notes.wait(t, "turn/completed")
 	require.Equal(t, api.TurnCompleted, notes.lastEnded(t).Status)
 	lines := notes.snapshot()[before:]
-	require.Equal(t, 1, count(lines, "turn/started"), "%v", lines)
-}
-
-func count(lines []string, s string) int {
-	n := 0
-	for _, l := range lines {
-		if l == s {
-			n++
-		}
-	}
-	return n
+	require.Equal(t, 1, countOf(lines, "turn/started"), "%v", lines)
 }
