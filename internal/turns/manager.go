@@ -917,7 +917,8 @@ func (m *Manager) LeaseLost(threadID string) {
 
 // TurnRecovered announces a turn of a dead daemon that this one marked
 // interrupted (the cluster's Events): every connection hears that the
-// thread is idle, and the thread's subscribers here that the turn ended.
+// thread is idle, and the thread's subscribers here and its event log
+// that the turn ended.
 func (m *Manager) TurnRecovered(threadID, turnID string) {
 	if m.endToldHere(threadID, turnID) {
 		return
@@ -929,11 +930,10 @@ func (m *Manager) TurnRecovered(threadID, turnID string) {
 	note := api.TurnCompletedNotification{ThreadID: threadID, Turn: turn}
 	t := m.loaded(threadID)
 	if t == nil {
-		// Heard here only by whoever follows the thread without loading
-		// it (an HTTP event log).
-		if m.cfg.Sink.Watched(threadID) {
-			m.cfg.Sink.Publish(Event{ThreadID: threadID, Method: "turn/completed", Params: note})
-		}
+		// Published whether or not anybody here follows the thread: the
+		// end goes into the thread's durable log, which webhooks and the
+		// HTTP API's event streams read later, on any daemon.
+		m.cfg.Sink.Publish(Event{ThreadID: threadID, Method: "turn/completed", Params: note})
 		return
 	}
 	t.mu.Lock()

@@ -467,3 +467,52 @@ func TestTurnRecoveredWhileItsEndWaitsIsNotAnnounced(t *testing.T) {
 	notes.mu.Unlock()
 	require.Empty(t, again, "the turn's end is announced twice once stored")
 }
+
+// publishLog records every thread notification a sink publishes, whoever
+// hears it: what the hub's journal would log.
+type publishLog struct {
+	*testSink
+	mu        sync.Mutex
+	published []turns.Event
+}
+
+func (p *publishLog) Publish(ev turns.Event) {
+	p.mu.Lock()
+	p.published = append(p.published, ev)
+	p.mu.Unlock()
+	p.testSink.Publish(ev)
+}
+
+// A dead daemon's turn that this daemon marked interrupted ends in the
+// thread's log even when nobody here follows the thread and it is not
+// loaded: webhooks and event streams read that log, on any daemon.
+func TestTurnRecoveredOfAnUnfollowedThreadIsLogged(t *testing.T) {
+	sqlite, _, client := storeAndModel(t, `{"steps":[]}`)
+	ctx := context.Background()
+	threadID, turnID := "0190a5b2-0000-7000-8000-0000000000c1", "0190a5b2-0000-7000-8000-0000000000c2"
+	now := time.Now()
+	require.NoError(t, sqlite.Write(ctx, &store.Batch{
+		CreateThreads: []*store.Thread{{ID: threadID, Cwd: t.TempDir(), ModelProvider: "fake", Source: "vscode"}},
+		CreateTurns:   []*store.Turn{{ThreadID: threadID, ID: turnID, Status: store.TurnInterrupted, CompletedAt: &now}},
+	}))
+	sink := &publishLog{testSink: sinkFor(&announced{ch: make(chan string, 1)})}
+	m, err := turns.New(turns.Config{
+		Store: sqlite, Sink: sink, Models: oneProvider{client},
+		Defaults: turns.Defaults{Model: "fake", ModelProvider: "fake", Cwd: t.TempDir()},
+	})
+	require.NoError(t, err)
+	t.Cleanup(m.Stop)
+	require.False(t, sink.Watched(threadID))
+
+	m.TurnRecovered(threadID, turnID)
+	sink.mu.Lock()
+	defer sink.mu.Unlock()
+	require.Len(t, sink.published, 1, "the turn's end is logged")
+	ev := sink.published[0]
+	require.Equal(t, "turn/completed", ev.Method)
+	require.Equal(t, threadID, ev.ThreadID)
+	note, ok := ev.Params.(api.TurnCompletedNotification)
+	require.True(t, ok, "params %T", ev.Params)
+	require.Equal(t, turnID, note.Turn.ID)
+	require.Equal(t, api.TurnInterrupted, note.Turn.Status)
+}
