@@ -152,6 +152,10 @@ func (m *telemetry) ModelRequestStarted(ctx context.Context, _, _ string) contex
 	return ctx
 }
 
+// TurnAbandoned implements turns.Observer: a turn that never was is not
+// counted.
+func (m *telemetry) TurnAbandoned(context.Context) {}
+
 // TurnEnded implements turns.Observer.
 func (m *telemetry) TurnEnded(_ context.Context, status api.TurnStatus, d time.Duration) {
 	m.turns.WithLabelValues(string(status)).Inc()

@@ -275,6 +275,15 @@ func (o tracing) TurnEnded(ctx context.Context, status api.TurnStatus, d time.Du
 	span.End()
 }
 
+// TurnAbandoned implements turns.Observer: the span of a turn that never
+// was (its first write failed) ends as an error.
+func (o tracing) TurnAbandoned(ctx context.Context) {
+	o.Observer.TurnAbandoned(ctx)
+	span := trace.SpanFromContext(ctx)
+	span.SetStatus(codes.Error, "turn not started: its first write failed")
+	span.End()
+}
+
 // ModelRequestStarted implements turns.Observer: a child span of the
 // turn's, named as the GenAI conventions name an inference span; the
 // model client sends the request under it.

@@ -126,7 +126,8 @@ func TestFirstCommitFailureLeavesNoTrace(t *testing.T) {
 	boom := errors.New("disk on fire")
 	gate := &firstWriteGate{Store: st, fake: fake, fail: boom}
 	streams := streamLog{Client: client, ended: make(chan error, 4)}
-	m := toolFreeManager(t, gate, sinkFor(notes), streams)
+	obs := &observed{}
+	m := toolFreeManager(t, gate, sinkFor(notes), streams, obs)
 	caller := turns.Caller{Conn: 1}
 	th, after, err := m.StartThread(context.Background(), caller, api.ThreadStartParams{})
 	require.NoError(t, err)
@@ -158,6 +159,12 @@ func TestFirstCommitFailureLeavesNoTrace(t *testing.T) {
 	turnsOf, err := st.ListTurns(context.Background(), store.TurnsQuery{ThreadID: th.Thread.ID})
 	require.NoError(t, err)
 	require.Empty(t, turnsOf.Turns, "nothing of the turn is stored")
+	// The Observer counts no turn, and ends what it began for it.
+	obs.mu.Lock()
+	require.Equal(t, 1, obs.started)
+	require.Equal(t, 1, obs.abandoned, "TurnAbandoned ends what TurnStarted began")
+	require.Empty(t, obs.turns, "a turn that never was is not counted")
+	obs.mu.Unlock()
 
 	// The thread is free: the next turn runs.
 	gate.mu.Lock()

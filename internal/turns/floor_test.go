@@ -47,10 +47,14 @@ func (l *writeLog) snapshot() []string {
 
 // toolFreeManager is a Manager on st and sink whose turns have no tools
 // and ask the model client.
-func toolFreeManager(t *testing.T, st store.Store, sink turns.Sink, client model.Client) *turns.Manager {
+func toolFreeManager(t *testing.T, st store.Store, sink turns.Sink, client model.Client, obs ...turns.Observer) *turns.Manager {
 	t.Helper()
+	var o turns.Observer
+	if len(obs) > 0 {
+		o = obs[0]
+	}
 	m, err := turns.New(turns.Config{
-		Store: st, Sink: sink, Models: oneProvider{client},
+		Store: st, Sink: sink, Models: oneProvider{client}, Observer: o,
 		Tools: func(tc turns.ToolContext) ([]registry.ConfiguredToolSpec, *registry.Registry, error) {
 			return noArgTools(false, nil)
 		},

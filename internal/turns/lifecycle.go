@@ -194,12 +194,13 @@ func (m *Manager) startTurnWith(ctx context.Context, c Caller, p api.TurnStartPa
 	}
 	// observe starts the turn's observation, on its goroutine, before it
 	// runs anything.
-	observe := func() {
+	observe := func() context.Context {
 		obs := m.cfg.Observer.TurnStarted(at.Ctx, TurnInfo{
 			ThreadID: t.id, TurnID: at.ID, Provider: at.Settings.Provider, Model: at.Settings.Model, Caller: ctx,
 		})
 		run.SetObserved(obs)
 		m.log.DebugContext(obs, "turn started", "thread", t.id, "turn", at.ID, "provider", at.Settings.Provider, "model", at.Settings.Model)
+		return obs
 	}
 	// Read before the turn's goroutine may run: it owns the settings then.
 	mdl := at.Settings.Model
@@ -227,8 +228,9 @@ func (m *Manager) startTurnWith(ctx context.Context, c Caller, p api.TurnStartPa
 			first, err = t.storeFirst(ctx, at, take, input, p.ClientUserMessageID, c.Principal.Roots(), func(item api.ThreadItem) {
 				fc, gone = loop.NewFirstCommit(), make(chan struct{})
 				go func() {
-					observe()
+					obs := observe()
 					if !run.RunInputOverlapped(item, fc) {
+						m.cfg.Observer.TurnAbandoned(obs)
 						close(gone)
 						return
 					}

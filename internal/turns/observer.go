@@ -23,6 +23,12 @@ type Observer interface {
 	// TurnEnded is called once per turn, with its end status and how long
 	// it ran.
 	TurnEnded(ctx context.Context, status api.TurnStatus, d time.Duration)
+	// TurnAbandoned is called instead of TurnEnded for a turn that never
+	// was: its first write failed after TurnStarted (its first model
+	// request runs while that write does), and turn/start answered the
+	// error. Nothing of it is to be counted as a turn; what TurnStarted
+	// began (a span) ends.
+	TurnAbandoned(ctx context.Context)
 	// ModelRequestStarted is called before each model request of a turn
 	// is sent, with the turn's context (or one derived from it). The
 	// context it returns (ctx, or one derived from it, e.g. carrying the
@@ -56,6 +62,7 @@ type nopObserver struct{}
 
 func (nopObserver) TurnStarted(ctx context.Context, _ TurnInfo) context.Context { return ctx }
 func (nopObserver) TurnEnded(context.Context, api.TurnStatus, time.Duration)    {}
+func (nopObserver) TurnAbandoned(context.Context)                               {}
 func (nopObserver) ModelRequestStarted(ctx context.Context, _, _ string) context.Context {
 	return ctx
 }

@@ -19,13 +19,26 @@ import (
 
 // observed records what a Manager reports to its Observer.
 type observed struct {
-	mu     sync.Mutex
-	turns  []api.TurnStatus
-	models []turns.ModelRequestStats
-	tools  []string
+	mu        sync.Mutex
+	started   int
+	abandoned int
+	turns     []api.TurnStatus
+	models    []turns.ModelRequestStats
+	tools     []string
 }
 
-func (o *observed) TurnStarted(ctx context.Context, _ turns.TurnInfo) context.Context { return ctx }
+func (o *observed) TurnStarted(ctx context.Context, _ turns.TurnInfo) context.Context {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.started++
+	return ctx
+}
+
+func (o *observed) TurnAbandoned(context.Context) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.abandoned++
+}
 
 func (o *observed) ModelRequestStarted(ctx context.Context, _, _ string) context.Context { return ctx }
 
