@@ -4,18 +4,16 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"io/fs"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/pressly/goose/v3"
 	"github.com/stretchr/testify/require"
 
 	"github.com/appserver/appserver/internal/store"
 	"github.com/appserver/appserver/internal/store/sqlite"
-	"github.com/appserver/appserver/migrations"
+	"github.com/appserver/appserver/internal/store/storetest"
 )
 
 // The message index covers the messages stored before its migration ran,
@@ -25,10 +23,7 @@ func TestSearchIndex(t *testing.T) {
 	db, err := sql.Open("sqlite", path)
 	require.NoError(t, err)
 	defer db.Close()
-	fsys, err := fs.Sub(migrations.FS, "sqlite")
-	require.NoError(t, err)
-	p, err := goose.NewProvider(goose.DialectSQLite3, db, fsys, goose.WithDisableGlobalRegistry(true))
-	require.NoError(t, err)
+	p := storetest.Migrations(t, db, "sqlite")
 	_, err = p.UpTo(t.Context(), 3)
 	require.NoError(t, err)
 
@@ -167,10 +162,7 @@ func TestMessagesIndexedAfterTheirCommit(t *testing.T) {
 
 	// Down and up again with a row past the mark: the way down indexes it.
 	message(c, "agentMessage", "a numbat den")
-	fsys, err := fs.Sub(migrations.FS, "sqlite")
-	require.NoError(t, err)
-	p, err := goose.NewProvider(goose.DialectSQLite3, db, fsys, goose.WithDisableGlobalRegistry(true))
-	require.NoError(t, err)
+	p := storetest.Migrations(t, db, "sqlite")
 	_, err = p.DownTo(ctx, 13)
 	require.NoError(t, err)
 	_, err = db.Exec(`INSERT INTO item_text_fts (item_text_fts, rank) VALUES ('integrity-check', 1)`)
