@@ -245,6 +245,7 @@ func (h *Hub) remoteEvent(n *Notification) bool {
 				h.takeRemote(r.remoteKey())
 			}
 		}
+		h.relayStatus(n.ThreadID, api.ThreadStatus{Type: api.ThreadIdle})
 	case "turn/started":
 		h.mu.Lock()
 		for k, r := range h.remote {
@@ -253,8 +254,31 @@ func (h *Hub) remoteEvent(n *Notification) bool {
 			}
 		}
 		h.mu.Unlock()
+		h.relayStatus(n.ThreadID, api.ThreadStatus{Type: api.ThreadActive})
 	}
 	return false
+}
+
+// relayStatus tells the thread's subscribers here the status that another
+// daemon's turn start or end gave the thread, as that daemon's
+// thread/status/changed tells its own connections: that broadcast is not
+// logged, so it reaches no other daemon. It comes before the turn event,
+// in the order the daemon running the turn sends the two. The active
+// flags (an approval waited for) are not relayed, nor does a connection
+// here that does not follow the thread hear of it.
+func (h *Hub) relayStatus(threadID string, st api.ThreadStatus) {
+	const method = "thread/status/changed"
+	n, err := h.NewNotification(method, api.ThreadStatusChangedNotification{ThreadID: threadID, Status: st})
+	if err != nil {
+		h.log.Error("encode notification", "method", method, "err", err)
+		return
+	}
+	n.Broadcast = true
+	for _, m := range h.subscribed(threadID) {
+		if m.opts.hears(method) {
+			m.sub.Notify(n)
+		}
+	}
 }
 
 // presentRemote makes a request of another daemon a request of this hub,

@@ -277,3 +277,36 @@ func jsonInt(v int64) string {
 	b, _ := json.Marshal(v)
 	return string(b)
 }
+
+// Another daemon's turn start and end reach the thread's subscribers here
+// with the thread's status, as that daemon tells its own connections:
+// active before turn/started, idle before turn/completed. A subscriber
+// that opted out of the status hears only the turn events.
+func TestRemoteTurnRelaysThreadStatus(t *testing.T) {
+	a, b, log := twoDaemons(t, hub.Config{})
+	plain, deaf := newClient(), newClient()
+	attach(b, plain)
+	deafID := b.NewConnID()
+	b.Attach(deafID, deaf, hub.AttachOptions{OptOut: map[string]struct{}{"thread/status/changed": {}}})
+	b.Subscribe("th", deafID)
+	a.Publish(turns.Event{ThreadID: "th", Method: "turn/started", Params: api.TurnStartedNotification{ThreadID: "th", Turn: api.Turn{ID: "t1"}}})
+	a.Publish(turns.Event{ThreadID: "th", Method: "turn/completed", Params: api.TurnCompletedNotification{ThreadID: "th", Turn: api.Turn{ID: "t1"}}})
+	log.pump(b)
+
+	var got []string
+	for range 4 {
+		n := plain.note(t)
+		got = append(got, n.Method+" "+string(paramsOf(t, n)))
+	}
+	require.Equal(t, "thread/status/changed "+`{"threadId":"th","status":{"type":"active","activeFlags":[]}}`, got[0])
+	require.Contains(t, got[1], "turn/started ")
+	require.Equal(t, "thread/status/changed "+`{"threadId":"th","status":{"type":"idle"}}`, got[2])
+	require.Contains(t, got[3], "turn/completed ")
+	require.Equal(t, "turn/started", deaf.note(t).Method)
+	require.Equal(t, "turn/completed", deaf.note(t).Method)
+	select {
+	case n := <-deaf.notes:
+		t.Fatalf("an opted-out subscriber got %s", n.Method)
+	default:
+	}
+}
