@@ -245,7 +245,7 @@ func (h *Hub) remoteEvent(n *Notification) bool {
 				h.takeRemote(r.remoteKey())
 			}
 		}
-		h.relayStatus(n.ThreadID, api.ThreadStatus{Type: api.ThreadIdle})
+		h.relayEnd(n)
 	case "turn/started":
 		h.mu.Lock()
 		for k, r := range h.remote {
@@ -254,30 +254,54 @@ func (h *Hub) remoteEvent(n *Notification) bool {
 			}
 		}
 		h.mu.Unlock()
-		h.relayStatus(n.ThreadID, api.ThreadStatus{Type: api.ThreadActive})
+		h.relayStatus(n.ThreadID, func() api.ThreadStatus { return api.ThreadStatus{Type: api.ThreadActive} })
 	}
 	return false
 }
 
-// relayStatus tells the thread's subscribers here the status that another
-// daemon's turn start or end gave the thread, as that daemon's
+// relayEnd relays the status a turn's end gives its thread: systemError
+// for a failed turn, idle otherwise, as the daemon that ran it says.
+func (h *Hub) relayEnd(n *Notification) {
+	h.relayStatus(n.ThreadID, func() api.ThreadStatus {
+		var end struct {
+			Turn struct {
+				Status api.TurnStatus `json:"status"`
+			} `json:"turn"`
+		}
+		if err := decodeParams(n, &end); err == nil && end.Turn.Status == api.TurnFailed {
+			return api.ThreadStatus{Type: api.ThreadSystemError}
+		}
+		return api.ThreadStatus{Type: api.ThreadIdle}
+	})
+}
+
+// relayStatus tells the thread's subscribers here the status (computed
+// only when one hears it) that another daemon's turn start or end gave
+// the thread, as that daemon's
 // thread/status/changed tells its own connections: that broadcast is not
 // logged, so it reaches no other daemon. It comes before the turn event,
 // in the order the daemon running the turn sends the two. The active
 // flags (an approval waited for) are not relayed, nor does a connection
 // here that does not follow the thread hear of it.
-func (h *Hub) relayStatus(threadID string, st api.ThreadStatus) {
+func (h *Hub) relayStatus(threadID string, status func() api.ThreadStatus) {
 	const method = "thread/status/changed"
-	n, err := h.NewNotification(method, api.ThreadStatusChangedNotification{ThreadID: threadID, Status: st})
+	var to []member
+	for _, m := range h.subscribed(threadID) {
+		if m.opts.hears(method) {
+			to = append(to, m)
+		}
+	}
+	if len(to) == 0 {
+		return
+	}
+	n, err := h.NewNotification(method, api.ThreadStatusChangedNotification{ThreadID: threadID, Status: status()})
 	if err != nil {
 		h.log.Error("encode notification", "method", method, "err", err)
 		return
 	}
 	n.Broadcast = true
-	for _, m := range h.subscribed(threadID) {
-		if m.opts.hears(method) {
-			m.sub.Notify(n)
-		}
+	for _, m := range to {
+		m.sub.Notify(n)
 	}
 }
 

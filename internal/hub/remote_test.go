@@ -309,4 +309,12 @@ func TestRemoteTurnRelaysThreadStatus(t *testing.T) {
 		t.Fatalf("an opted-out subscriber got %s", n.Method)
 	default:
 	}
+
+	// A failed turn leaves the thread in systemError.
+	a.Publish(turns.Event{ThreadID: "th", Method: "turn/completed", Params: api.TurnCompletedNotification{ThreadID: "th", Turn: api.Turn{ID: "t2", Status: api.TurnFailed}}})
+	log.pump(b)
+	n := plain.note(t)
+	require.Equal(t, "thread/status/changed", n.Method)
+	require.JSONEq(t, `{"threadId":"th","status":{"type":"systemError"}}`, string(paramsOf(t, n)))
+	require.Equal(t, "turn/completed", plain.note(t).Method)
 }

@@ -926,6 +926,11 @@ func (m *Manager) TurnRecovered(threadID, turnID string) {
 	// The dead daemon's thread is free: its queue moves on here.
 	defer m.kickQueue(threadID)
 	m.broadcastThread(threadID, m.ownerOf(context.Background(), threadID), "thread/status/changed", api.ThreadStatusChangedNotification{ThreadID: threadID, Status: api.ThreadStatus{Type: api.ThreadIdle}})
+	if m.endLogged(threadID, turnID) {
+		// The daemon that ran the turn lived on without its lease long
+		// enough to log the end itself.
+		return
+	}
 	turn := api.Turn{ID: turnID, Items: api.List[api.ThreadItem]{}, ItemsView: api.ItemsNotLoaded, Status: api.TurnInterrupted}
 	note := api.TurnCompletedNotification{ThreadID: threadID, Turn: turn}
 	t := m.loaded(threadID)
@@ -945,6 +950,44 @@ func (m *Manager) TurnRecovered(threadID, turnID string) {
 		return
 	}
 	t.emit("turn/completed", note)
+}
+
+// recentEnds is how many of a thread's newest logged events endLogged
+// looks through.
+const recentEnds = 256
+
+// endLogged reports whether the thread's log holds, among its newest
+// events, the end of turnID: a daemon that lost its lease while its turn
+// ran ends the turn itself (interrupted) and logs that end, which a
+// failover scan elsewhere must not log again. An end that daemon logs
+// after this look is logged twice; webhooks and event streams deliver at
+// least once.
+func (m *Manager) endLogged(threadID, turnID string) bool {
+	ctx := context.Background()
+	last, err := m.cfg.Store.LastEventSeq(ctx, threadID)
+	if err != nil || last == 0 {
+		return false
+	}
+	evs, err := m.cfg.Store.ListEvents(ctx, threadID, max(last-recentEnds, 0), recentEnds)
+	if err != nil {
+		return false
+	}
+	for _, ev := range evs {
+		if ev.Method != "turn/completed" {
+			continue
+		}
+		var f struct {
+			Params struct {
+				Turn struct {
+					ID string `json:"id"`
+				} `json:"turn"`
+			} `json:"params"`
+		}
+		if json.Unmarshal(ev.Data, &f) == nil && f.Params.Turn.ID == turnID {
+			return true
+		}
+	}
+	return false
 }
 
 // endToldHere reports whether a turn a failover scan marked interrupted

@@ -485,7 +485,9 @@ func (p *publishLog) Publish(ev turns.Event) {
 
 // A dead daemon's turn that this daemon marked interrupted ends in the
 // thread's log even when nobody here follows the thread and it is not
-// loaded: webhooks and event streams read that log, on any daemon.
+// loaded: webhooks and event streams read that log, on any daemon. A turn
+// whose end its daemon logged itself (it lived on without its lease) is
+// not logged again.
 func TestTurnRecoveredOfAnUnfollowedThreadIsLogged(t *testing.T) {
 	sqlite, _, client := storeAndModel(t, `{"steps":[]}`)
 	ctx := context.Background()
@@ -503,6 +505,22 @@ func TestTurnRecoveredOfAnUnfollowedThreadIsLogged(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(m.Stop)
 	require.False(t, sink.Watched(threadID))
+
+	// Another thread whose turn's end its own daemon logged.
+	const ended, endedTurn = "0190a5b2-0000-7000-8000-0000000000c3", "0190a5b2-0000-7000-8000-0000000000c4"
+	require.NoError(t, sqlite.Write(ctx, &store.Batch{
+		CreateThreads: []*store.Thread{{ID: ended, Cwd: t.TempDir(), ModelProvider: "fake", Source: "vscode"}},
+		CreateTurns:   []*store.Turn{{ThreadID: ended, ID: endedTurn, Status: store.TurnInterrupted, CompletedAt: &now}},
+		AppendEvents: []*store.Event{
+			{ThreadID: ended, Seq: 1, Method: "turn/completed", CreatedAt: now,
+				Data: []byte(`{"method":"turn/completed","params":{"threadId":"` + ended + `","turn":{"id":"` + endedTurn + `","status":"interrupted"}},"emittedAtMs":1}`)},
+			{ThreadID: ended, Seq: 2, Method: "thread/name/updated", CreatedAt: now, Data: []byte(`{"method":"thread/name/updated","params":{},"emittedAtMs":1}`)},
+		},
+	}))
+	m.TurnRecovered(ended, endedTurn)
+	sink.mu.Lock()
+	require.Empty(t, sink.published, "an end the log holds is not logged again")
+	sink.mu.Unlock()
 
 	m.TurnRecovered(threadID, turnID)
 	sink.mu.Lock()
