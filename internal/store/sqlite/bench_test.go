@@ -3,8 +3,10 @@ package sqlite_test
 import (
 	"context"
 	"database/sql"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -154,6 +156,23 @@ func BenchmarkPlainTurnWrites(b *testing.B) {
 }
 
 func benchPlainTurn(b *testing.B, s store.Store, events int) {
+	turn := plainTurnWriter(b, s, events)
+	var ru0, ru1 syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		turn(i)
+	}
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
+	cpu := time.Duration(syscall.TimevalToNsec(ru1.Utime) - syscall.TimevalToNsec(ru0.Utime) + syscall.TimevalToNsec(ru1.Stime) - syscall.TimevalToNsec(ru0.Stime))
+	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-us/op")
+}
+
+// plainTurnWriter creates a thread in s and returns what writes plain turn
+// i of it, as the daemon does: two commits, the turn with its user message,
+// then the answer with the turn's end and the thread's usage, with events
+// of the event log's (about 450 bytes of frame each) split over the two.
+func plainTurnWriter(b *testing.B, s store.Store, events int) func(i int) {
 	ctx := context.Background()
 	const threadID = "0190a5b2-0000-7000-8000-0000000000b2"
 	if err := s.Write(ctx, &store.Batch{CreateThreads: []*store.Thread{{ID: threadID, Cwd: "/work", ModelProvider: "openai", Source: "vscode"}}}); err != nil {
@@ -172,10 +191,7 @@ func benchPlainTurn(b *testing.B, s store.Store, events int) {
 		}
 		return out
 	}
-	var ru0, ru1 syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
-	b.ReportAllocs()
-	for i := 0; b.Loop(); i++ {
+	return func(i int) {
 		turnID := fmt.Sprintf("turn-%d", i)
 		err := s.Write(ctx, &store.Batch{
 			CreateTurns:  []*store.Turn{{ThreadID: threadID, ID: turnID, Status: store.TurnInProgress}},
@@ -195,7 +211,87 @@ func benchPlainTurn(b *testing.B, s store.Store, events int) {
 			b.Fatal(err)
 		}
 	}
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
-	cpu := time.Duration(syscall.TimevalToNsec(ru1.Utime) - syscall.TimevalToNsec(ru0.Utime) + syscall.TimevalToNsec(ru1.Stime) - syscall.TimevalToNsec(ru0.Stime))
-	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-us/op")
+}
+
+// BenchmarkPlainTurnPages counts the pages a plain turn's writes change
+// (BenchmarkPlainTurnWrites' turns, after 300 of them): the frames it
+// appends to the WAL (frames/op), each page written whole, and logs them
+// by the table or index the page belongs to (SQLite's dbstat). A second
+// connection holds a read transaction meanwhile, so that no checkpoint
+// rewinds the WAL under the count.
+func BenchmarkPlainTurnPages(b *testing.B) {
+	for _, events := range []int{0, 7} {
+		b.Run(fmt.Sprintf("events=%d", events), func(b *testing.B) {
+			path := filepath.Join(b.TempDir(), "appserver.db")
+			s, err := sqlite.Open(b.Context(), sqlite.Config{Path: path, Migrate: true})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			turn := plainTurnWriter(b, s, events)
+			for i := range 300 {
+				turn(i)
+			}
+			db, err := sql.Open("sqlite", path)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer db.Close()
+			if _, err := db.Exec("PRAGMA wal_checkpoint(TRUNCATE)"); err != nil {
+				b.Fatal(err)
+			}
+			reader, err := db.BeginTx(b.Context(), &sql.TxOptions{ReadOnly: true})
+			if err != nil {
+				b.Fatal(err)
+			}
+			var n int
+			if err := reader.QueryRow("SELECT count(*) FROM threads").Scan(&n); err != nil {
+				b.Fatal(err)
+			}
+			for i := 300; b.Loop(); i++ {
+				turn(i)
+			}
+			_ = reader.Rollback()
+			byName, frames := walPages(b, db, path+"-wal")
+			b.ReportMetric(float64(frames)/float64(b.N), "frames/op")
+			b.Logf("frames by table or index over %d turns: %v", b.N, byName)
+		})
+	}
+}
+
+// walPages counts the frames of the WAL at path by the table or index
+// (named as dbstat names them) their page belongs to; "" is a page of
+// neither (the database header, the pointer maps).
+func walPages(b *testing.B, db *sql.DB, path string) (map[string]int, int) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var pageSize int
+	if err := db.QueryRow("PRAGMA page_size").Scan(&pageSize); err != nil {
+		b.Fatal(err)
+	}
+	names := map[uint32]string{}
+	rows, err := db.Query("SELECT name, pageno FROM dbstat")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for rows.Next() {
+		var name string
+		var page uint32
+		if err := rows.Scan(&name, &page); err != nil {
+			b.Fatal(err)
+		}
+		names[page] = name
+	}
+	if err := rows.Close(); err != nil {
+		b.Fatal(err)
+	}
+	const walHeader, frameHeader = 32, 24
+	byName, frames := map[string]int{}, 0
+	for off := walHeader; off+frameHeader+pageSize <= len(raw); off += frameHeader + pageSize {
+		byName[names[binary.BigEndian.Uint32(raw[off:])]]++
+		frames++
+	}
+	return byName, frames
 }

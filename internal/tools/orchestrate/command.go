@@ -103,18 +103,13 @@ func (tt *turnTools) approvalParams(it *api.CommandExecutionItem, reason string,
 // completeItem completes a commandExecution item now, through the sink of
 // the turn that started it.
 func (s *Service) completeItem(sink turns.ToolSink, it *api.CommandExecutionItem, startedMs int64) {
-	done := s.nowMs()
-	sink.ItemCompleted(api.ThreadItem{Body: it, StartedAtMs: &startedMs, CompletedAtMs: &done})
+	sink.ItemCompleted(s.completedItem(it, startedMs))
 }
 
-// completeItemFinal is completeItem for an item after which its call
-// announces nothing more (ToolSink.ItemCompletedFinal): when its call is
-// the last of the round still running, the item rides the round's commit
-// instead of a commit of its own on the way from the process's exit to
-// the call's answer.
-func (s *Service) completeItemFinal(sink turns.ToolSink, it *api.CommandExecutionItem, startedMs int64) {
+// completedItem is a commandExecution item completed now.
+func (s *Service) completedItem(it *api.CommandExecutionItem, startedMs int64) api.ThreadItem {
 	done := s.nowMs()
-	sink.ItemCompletedFinal(api.ThreadItem{Body: it, StartedAtMs: &startedMs, CompletedAtMs: &done})
+	return api.ThreadItem{Body: it, StartedAtMs: &startedMs, CompletedAtMs: &done}
 }
 
 // outputDelta streams a shell command's output as

@@ -206,9 +206,10 @@ func (o execObserver) SessionEnded(info execsession.SessionInfo, end execsession
 		ei.item.Status = api.StatusFailed
 	}
 	// Nothing of the call follows the item (the Manager waits for this
-	// before it answers the call). The turn defers the item into its
-	// round's commit only while that round runs and this is its last
-	// open call; a session that ends during a later call, or after its
-	// round, has its item committed on its own.
-	s.completeItemFinal(ei.sink, ei.item, ei.startedMs)
+	// before it answers the call), so it is completed as final: the turn
+	// defers it into its round's commit, instead of a commit of its own
+	// on the way from the exit to the call's answer, while that round
+	// runs and this is its last open call; a session that ends during a
+	// later call, or after its round, has its item committed on its own.
+	ei.sink.ItemCompletedFinal(s.completedItem(ei.item, ei.startedMs))
 }
