@@ -212,3 +212,38 @@ func TestSchemaJSONRoundTrip(t *testing.T) {
 	assert.Error(t, json.Unmarshal([]byte(`{"type":"date"}`), &bad))
 	assert.Error(t, json.Unmarshal([]byte(`{"additionalProperties":"yes"}`), &bad))
 }
+
+// A static spec is built once and its JSON encoded once; any other spec,
+// even one equal in content, is encoded afresh.
+func TestStaticSpecEncodedOnce(t *testing.T) {
+	builds := 0
+	build := func() FunctionSpec {
+		builds++
+		return FunctionSpec{Name: "static_tool", Description: "d", Parameters: Object(map[string]*Schema{"a": String("a")}, nil, nil)}
+	}
+	get := Static(build)
+	a, b := get(), get()
+	require.Equal(t, 1, builds)
+	require.Same(t, a.Parameters, b.Parameters)
+	ra, err := EncodeSpec(a)
+	require.NoError(t, err)
+	rb, err := EncodeSpec(b)
+	require.NoError(t, err)
+	require.Same(t, &ra[0], &rb[0])
+	want, err := a.MarshalJSON()
+	require.NoError(t, err)
+	require.Equal(t, string(want), string(ra))
+
+	fresh := build()
+	r1, err := EncodeSpec(fresh)
+	require.NoError(t, err)
+	r2, err := EncodeSpec(fresh)
+	require.NoError(t, err)
+	require.Equal(t, string(want), string(r1))
+	require.NotSame(t, &r1[0], &r2[0])
+
+	// Specs that are not functions or freeform tools go to MarshalJSON.
+	ns := NamespaceSpec{Name: "ns", Tools: []FunctionSpec{a}}
+	_, err = EncodeSpec(ns)
+	require.NoError(t, err)
+}

@@ -25,8 +25,8 @@ const OutputText = "Plan updated"
 // EventMethod is the notification the plan update is delivered as.
 const EventMethod = "turn/plan/updated"
 
-// Spec returns the update_plan function spec (strict:false).
-func Spec() registry.FunctionSpec {
+// buildSpec builds Spec's value.
+func buildSpec() registry.FunctionSpec {
 	item := registry.Object(map[string]*registry.Schema{
 		"step":   registry.String(""),
 		"status": registry.String("pending, in_progress or completed"),
@@ -37,6 +37,12 @@ func Spec() registry.FunctionSpec {
 	}, []string{"plan"}, registry.AllowAdditional(false))
 	return registry.FunctionSpec{Name: Name, Description: Description, Parameters: params}
 }
+
+var specStatic = registry.Static(buildSpec)
+
+// Spec returns the update_plan function spec (strict:false).
+// It is built once and shared (registry.Static).
+func Spec() registry.FunctionSpec { return specStatic() }
 
 // Register adds update_plan to b: non-parallel, as in Codex.
 func Register(b *registry.Builder, h *Handler) error {

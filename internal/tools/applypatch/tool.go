@@ -79,9 +79,8 @@ Example:
 *** End Patch
 `
 
-// FreeformSpec returns the custom (freeform) tool spec with the Lark
-// grammar, the form offered to GPT-5-class models.
-func FreeformSpec() registry.FreeformSpec {
+// buildFreeformSpec builds FreeformSpec's value.
+func buildFreeformSpec() registry.FreeformSpec {
 	return registry.FreeformSpec{
 		Name:        Name,
 		Description: FreeformDescription,
@@ -89,14 +88,27 @@ func FreeformSpec() registry.FreeformSpec {
 	}
 }
 
-// FunctionSpec returns the JSON function spec: one required string
-// parameter, input, holding the whole patch.
-func FunctionSpec() registry.FunctionSpec {
+var freeformSpecStatic = registry.Static(buildFreeformSpec)
+
+// FreeformSpec returns the custom (freeform) tool spec with the Lark
+// grammar, the form offered to GPT-5-class models.
+// It is built once and shared (registry.Static).
+func FreeformSpec() registry.FreeformSpec { return freeformSpecStatic() }
+
+// buildFunctionSpec builds FunctionSpec's value.
+func buildFunctionSpec() registry.FunctionSpec {
 	params := registry.Object(map[string]*registry.Schema{
 		"input": registry.String("The whole patch, from \"*** Begin Patch\" to \"*** End Patch\"."),
 	}, []string{"input"}, registry.AllowAdditional(false))
 	return registry.FunctionSpec{Name: Name, Description: FunctionDescription, Parameters: params}
 }
+
+var functionSpecStatic = registry.Static(buildFunctionSpec)
+
+// FunctionSpec returns the JSON function spec: one required string
+// parameter, input, holding the whole patch.
+// It is built once and shared (registry.Static).
+func FunctionSpec() registry.FunctionSpec { return functionSpecStatic() }
 
 // Register adds apply_patch to b in the freeform form, or the JSON form
 // when freeform is false. It is registered non-parallel, as in Codex.

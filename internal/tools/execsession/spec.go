@@ -26,8 +26,22 @@ const maxOutputTokensDescription = "Most tokens of output to answer with: 10000 
 
 // ExecCommandSpec returns exec_command's spec (strict:false), with the
 // approval parameters sandbox_permissions, justification and prefix_rule.
-// The login parameter is advertised only when allowLogin is true.
+// The login parameter is advertised only when allowLogin is true. Each of
+// the two is built once and shared (registry.Static).
 func ExecCommandSpec(allowLogin bool) registry.FunctionSpec {
+	if allowLogin {
+		return execCommandLoginSpec()
+	}
+	return execCommandSpec()
+}
+
+var (
+	execCommandSpec      = registry.Static(func() registry.FunctionSpec { return buildExecCommandSpec(false) })
+	execCommandLoginSpec = registry.Static(func() registry.FunctionSpec { return buildExecCommandSpec(true) })
+)
+
+// buildExecCommandSpec builds ExecCommandSpec's values.
+func buildExecCommandSpec(allowLogin bool) registry.FunctionSpec {
 	sandbox := registry.String(policy.SandboxPermissionsDescription)
 	sandbox.Enum = []any{"use_default", "require_escalated"}
 	props := map[string]*registry.Schema{
@@ -51,8 +65,8 @@ func ExecCommandSpec(allowLogin bool) registry.FunctionSpec {
 	}
 }
 
-// WriteStdinSpec returns write_stdin's spec (strict:false).
-func WriteStdinSpec() registry.FunctionSpec {
+// buildWriteStdinSpec builds WriteStdinSpec's value.
+func buildWriteStdinSpec() registry.FunctionSpec {
 	props := map[string]*registry.Schema{
 		"chars":             registry.String("Text to type into the command's stdin. Empty or omitted sends nothing and only collects new output."),
 		"max_output_tokens": registry.Number(maxOutputTokensDescription),
@@ -65,3 +79,9 @@ func WriteStdinSpec() registry.FunctionSpec {
 		Parameters:  registry.Object(props, []string{"session_id"}, registry.AllowAdditional(false)),
 	}
 }
+
+var writeStdinSpecStatic = registry.Static(buildWriteStdinSpec)
+
+// WriteStdinSpec returns write_stdin's spec (strict:false).
+// It is built once and shared (registry.Static).
+func WriteStdinSpec() registry.FunctionSpec { return writeStdinSpecStatic() }

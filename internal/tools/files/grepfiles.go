@@ -34,9 +34,8 @@ const (
 	stderrCap = 64 << 10
 )
 
-// GrepFilesSpec returns grep_files' spec (strict:false), as classic Codex
-// sent it.
-func GrepFilesSpec() registry.FunctionSpec {
+// buildGrepFilesSpec builds GrepFilesSpec's value.
+func buildGrepFilesSpec() registry.FunctionSpec {
 	props := map[string]*registry.Schema{
 		"pattern": registry.String("The regular expression to look for in file contents."),
 		"include": registry.String("Search only the files whose names match this glob, such as \"*.go\" or \"*.{js,jsx}\"."),
@@ -49,6 +48,13 @@ func GrepFilesSpec() registry.FunctionSpec {
 		Parameters:  registry.Object(props, []string{"pattern"}, registry.AllowAdditional(false)),
 	}
 }
+
+var grepFilesSpecStatic = registry.Static(buildGrepFilesSpec)
+
+// GrepFilesSpec returns grep_files' spec (strict:false), as classic Codex
+// sent it.
+// It is built once and shared (registry.Static).
+func GrepFilesSpec() registry.FunctionSpec { return grepFilesSpecStatic() }
 
 // GrepFiles is the grep_files handler, running ripgrep inside the sandbox.
 // With a Sandbox set, the zero values of the other fields search below

@@ -27,9 +27,8 @@ const (
 	MaxEntryBytes = 500
 )
 
-// ListDirSpec returns list_dir's spec (strict:false), as classic Codex sent
-// it.
-func ListDirSpec() registry.FunctionSpec {
+// buildListDirSpec builds ListDirSpec's value.
+func buildListDirSpec() registry.FunctionSpec {
 	props := map[string]*registry.Schema{
 		"dir_path": registry.String("The directory to list, as an absolute path."),
 		"offset":   registry.Number("First entry to show, counting from 1. Defaults to 1."),
@@ -42,6 +41,13 @@ func ListDirSpec() registry.FunctionSpec {
 		Parameters:  registry.Object(props, []string{"dir_path"}, registry.AllowAdditional(false)),
 	}
 }
+
+var listDirSpecStatic = registry.Static(buildListDirSpec)
+
+// ListDirSpec returns list_dir's spec (strict:false), as classic Codex sent
+// it.
+// It is built once and shared (registry.Static).
+func ListDirSpec() registry.FunctionSpec { return listDirSpecStatic() }
 
 // ListDir is the list_dir handler. The zero value lists below the turn's
 // cwd, with nothing masked.

@@ -34,9 +34,8 @@ const (
 // commentPrefixes mark header comments in indentation mode.
 var commentPrefixes = []string{"#", "//", "--"}
 
-// ReadFileSpec returns read_file's spec (strict:false), as classic Codex
-// sent it.
-func ReadFileSpec() registry.FunctionSpec {
+// buildReadFileSpec builds ReadFileSpec's value.
+func buildReadFileSpec() registry.FunctionSpec {
 	indentation := registry.Object(map[string]*registry.Schema{
 		"anchor_line":      registry.Number("The line whose enclosing block is shown; offset when omitted."),
 		"max_levels":       registry.Number("How many enclosing blocks (each less indented than the last) to climb; 0, the default, climbs without limit."),
@@ -57,6 +56,13 @@ func ReadFileSpec() registry.FunctionSpec {
 		Parameters:  registry.Object(props, []string{"file_path"}, registry.AllowAdditional(false)),
 	}
 }
+
+var readFileSpecStatic = registry.Static(buildReadFileSpec)
+
+// ReadFileSpec returns read_file's spec (strict:false), as classic Codex
+// sent it.
+// It is built once and shared (registry.Static).
+func ReadFileSpec() registry.FunctionSpec { return readFileSpecStatic() }
 
 // ReadFile is the read_file handler. The zero value reads below the
 // turn's cwd, with nothing masked.

@@ -14,9 +14,8 @@ import (
 // RequestUserInputName is the tool name.
 const RequestUserInputName = "request_user_input"
 
-// RequestUserInputSpec returns request_user_input's spec (strict:false), of
-// the same shape as codex-cli 0.169's.
-func RequestUserInputSpec() registry.FunctionSpec {
+// buildRequestUserInputSpec builds RequestUserInputSpec's value.
+func buildRequestUserInputSpec() registry.FunctionSpec {
 	option := registry.Object(map[string]*registry.Schema{
 		"label":       registry.String("The choice as the user sees it, in five words or fewer."),
 		"description": registry.String("One short sentence on what picking this choice implies."),
@@ -37,6 +36,13 @@ func RequestUserInputSpec() registry.FunctionSpec {
 		Parameters:  registry.Object(props, []string{"questions"}, registry.AllowAdditional(false)),
 	}
 }
+
+var requestUserInputSpecStatic = registry.Static(buildRequestUserInputSpec)
+
+// RequestUserInputSpec returns request_user_input's spec (strict:false), of
+// the same shape as codex-cli 0.169's.
+// It is built once and shared (registry.Static).
+func RequestUserInputSpec() registry.FunctionSpec { return requestUserInputSpecStatic() }
 
 // ErrCancelled is what an Asker returns when the question was dismissed or
 // no client could answer; the model is told the request was cancelled.

@@ -39,9 +39,8 @@ const (
 	DefaultMaxImagePixels = 64 << 20
 )
 
-// ViewImageSpec returns view_image's spec (strict:false), of the same shape
-// as codex-cli 0.169's.
-func ViewImageSpec() registry.FunctionSpec {
+// buildViewImageSpec builds ViewImageSpec's value.
+func buildViewImageSpec() registry.FunctionSpec {
 	props := map[string]*registry.Schema{
 		"path": registry.String("Path of the image file on the local disk."),
 	}
@@ -51,6 +50,13 @@ func ViewImageSpec() registry.FunctionSpec {
 		Parameters:  registry.Object(props, []string{"path"}, registry.AllowAdditional(false)),
 	}
 }
+
+var viewImageSpecStatic = registry.Static(buildViewImageSpec)
+
+// ViewImageSpec returns view_image's spec (strict:false), of the same shape
+// as codex-cli 0.169's.
+// It is built once and shared (registry.Static).
+func ViewImageSpec() registry.FunctionSpec { return viewImageSpecStatic() }
 
 // ViewImage is the view_image handler: it loads a local PNG, JPEG or GIF
 // image and answers it as an input_image content item holding a data URL,

@@ -116,6 +116,11 @@ type Service struct {
 	// temporary SnapshotDir, removed by Close.
 	snapshots *shell.Snapshots
 	tmpDir    string
+	// userShell is the daemon user's login shell, read once here: the
+	// snapshots are taken with it, and reading /etc/passwd for every
+	// turn's tools was a fifth of building them
+	// (BenchmarkBuildTools).
+	userShell shell.UserShell
 	// agents counts the open sub-agents of every thread.
 	agents *agents.Service
 
@@ -176,6 +181,7 @@ func New(cfg Config, broker *dynamic.Broker, catalog *skills.Catalog) (*Service,
 		execItems: map[string]*execItem{},
 		agents:    agents.New(cfg.MultiAgent),
 		tmpDir:    tmpDir,
+		userShell: shell.DetectUserShell(),
 	}
 	for _, p := range cfg.Providers {
 		if p.EnvKey != "" {
@@ -183,7 +189,7 @@ func New(cfg Config, broker *dynamic.Broker, catalog *skills.Catalog) (*Service,
 		}
 	}
 	s.snapshots, err = shell.NewSnapshots(shell.SnapshotsConfig{
-		Shell: shell.DetectUserShell().Path, Dir: snapDir, Env: s.commandEnv, Sandbox: sb, Logger: cfg.Logger,
+		Shell: s.userShell.Path, Dir: snapDir, Env: s.commandEnv, Sandbox: sb, Logger: cfg.Logger,
 	})
 	if err != nil {
 		s.log.Warn("no shell snapshots: login shells run their profile for every command", "err", err)

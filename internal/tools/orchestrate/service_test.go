@@ -211,3 +211,25 @@ func TestUnknownPoliciesFallBack(t *testing.T) {
 	require.Equal(t, "item/fileChange/requestApproval", reqs[0].Method)
 	require.NoFileExists(t, filepath.Join(ws, "hello.txt"))
 }
+
+// The default tool set's specs are built once and their JSON encoded once
+// (registry.Static): two turns' specs are the same values, and each one's
+// JSON comes from memory, the same bytes for both turns.
+func TestDefaultSpecsAreStatic(t *testing.T) {
+	ws := workspace(t)
+	s := newService(t, Config{})
+	first := newTurn(t, s, ws, turnOpts{}).specs
+	second := newTurn(t, s, ws, turnOpts{threadID: "thread-2"}).specs
+	require.Len(t, second, len(first))
+	for i, sp := range first {
+		require.Equal(t, sp.Spec, second[i].Spec)
+		a, err := registry.EncodeSpec(sp.Spec)
+		require.NoError(t, err)
+		b, err := registry.EncodeSpec(second[i].Spec)
+		require.NoError(t, err)
+		want, err := sp.Spec.MarshalJSON()
+		require.NoError(t, err)
+		require.JSONEq(t, string(want), string(a))
+		require.Same(t, &a[0], &b[0], "spec %s encoded again", sp.Spec.ToolName())
+	}
+}

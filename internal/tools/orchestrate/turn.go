@@ -65,6 +65,7 @@ func (s *Service) register(b *registry.Builder, tc turns.ToolContext, sw switche
 	tt.interceptPatch = &applypatch.Handler{Guard: guard, Access: tt.access, Planned: tt.patchPlanned, Finished: tt.patchFinished, Format: applypatch.OutputStructured, Now: s.cfg.Now}
 	shellCfg := shell.Config{
 		Runner:              tt,
+		Shell:               s.userShell,
 		Env:                 s.env,
 		Snapshots:           s.snapshots,
 		SnapshotOwner:       tc.Originator,

@@ -18,7 +18,7 @@ import (
 // model reads the command and its result as a <user_shell_command> user
 // message, the output truncated as a shell tool's is.
 func (s *Service) RunUserShell(ctx context.Context, tc turns.ToolContext, req turns.UserShellRequest) (turns.UserShellResult, error) {
-	argv := shell.DetectUserShell().Argv(req.Command, true)
+	argv := s.userShell.Argv(req.Command, true)
 	it := commandItem(req.ItemID, argv, tc.Cwd, api.CommandSourceUserShell)
 	startedMs := s.nowMs()
 	tc.Sink.ItemStarted(api.ThreadItem{Body: it, StartedAtMs: &startedMs})

@@ -52,8 +52,8 @@ func approvalParams(props map[string]*registry.Schema) {
 	props["prefix_rule"] = registry.Array(registry.String(""), policy.PrefixRuleDescription)
 }
 
-// ShellSpec is the `shell` function spec (argv form, docs/tools.md §2.2).
-func ShellSpec() registry.FunctionSpec {
+// buildShellSpec builds ShellSpec's value.
+func buildShellSpec() registry.FunctionSpec {
 	props := map[string]*registry.Schema{
 		"command":    registry.Array(registry.String(""), descShellCommandArgv),
 		"workdir":    registry.String(descWorkdir),
@@ -67,9 +67,30 @@ func ShellSpec() registry.FunctionSpec {
 	}
 }
 
+var shellSpecStatic = registry.Static(buildShellSpec)
+
+// ShellSpec is the `shell` function spec (argv form, docs/tools.md §2.2).
+// It is built once and shared (registry.Static).
+func ShellSpec() registry.FunctionSpec { return shellSpecStatic() }
+
 // ShellCommandSpec is the `shell_command` function spec (string form,
 // docs/tools.md §2.3).
 func ShellCommandSpec(opts SpecOptions) registry.FunctionSpec {
+	if opts.NoLoginParam {
+		return shellCommandNoLoginSpec()
+	}
+	return shellCommandSpec()
+}
+
+// The two forms of ShellCommandSpec, each built once and shared
+// (registry.Static).
+var (
+	shellCommandSpec        = registry.Static(func() registry.FunctionSpec { return buildShellCommandSpec(SpecOptions{}) })
+	shellCommandNoLoginSpec = registry.Static(func() registry.FunctionSpec { return buildShellCommandSpec(SpecOptions{NoLoginParam: true}) })
+)
+
+// buildShellCommandSpec builds ShellCommandSpec's values.
+func buildShellCommandSpec(opts SpecOptions) registry.FunctionSpec {
 	props := map[string]*registry.Schema{
 		"command":    registry.String(descShellCommandScript),
 		"workdir":    registry.String(descWorkdir),

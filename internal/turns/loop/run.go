@@ -339,8 +339,9 @@ func (r *Run) modelRound() (calls []model.InputItem, usage model.Usage, err erro
 		for _, s := range r.specs {
 			// Every spec writes its own compact JSON, which json.Marshal
 			// would only check and copy again (about 9 of 11 µs a spec,
-			// BenchmarkFunctionSpecMarshal in internal/registry).
-			raw, err := s.Spec.MarshalJSON()
+			// BenchmarkFunctionSpecMarshal in internal/registry); a
+			// static spec's was written once (registry.Static).
+			raw, err := registry.EncodeSpec(s.Spec)
 			if err != nil {
 				r.specsJSON = nil
 				return nil, model.Usage{}, fmt.Errorf("encode tool spec %s: %w", s.Spec.ToolName(), err)
