@@ -46,6 +46,15 @@ type toolInfo struct {
 	// params is the input schema after sanitizing, shared (read-only) by
 	// every turn's spec; nil when it could not be sanitized.
 	params *registry.Schema
+	// specs holds the JSON of the listing's tools as their server's
+	// namespace offers them (namespacedSpec), encoded once for every
+	// turn that offers them; shared by the listing's tools.
+	specs *registry.SpecCache
+}
+
+// namespacedSpec is the function a server's namespace offers for ti.
+func (ti *toolInfo) namespacedSpec() registry.FunctionSpec {
+	return registry.FunctionSpec{Name: modelToolName(ti.tool.Name), Description: ti.tool.Description, Parameters: ti.params}
 }
 
 // conn is one live session with a server.
@@ -329,6 +338,14 @@ func (s *server) listTools(ctx context.Context, sess *mcpsdk.ClientSession) ([]*
 		cursor = res.NextCursor
 	}
 	slices.SortFunc(out, func(a, b *toolInfo) int { return strings.Compare(a.tool.Name, b.tool.Name) })
+	specs := make([]registry.FunctionSpec, len(out))
+	for i, ti := range out {
+		specs[i] = ti.namespacedSpec()
+	}
+	cache := registry.NewSpecCache(specs)
+	for _, ti := range out {
+		ti.specs = cache
+	}
 	return out, nil
 }
 

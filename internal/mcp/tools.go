@@ -87,7 +87,7 @@ func (m *Manager) Register(b *registry.Builder, t *Turn) error {
 	for _, r := range refs {
 		bare := modelToolName(r.Tool)
 		ns := namespaces(r.Server)
-		fn := registry.FunctionSpec{Name: bare, Description: r.info.tool.Description, Parameters: r.info.params}
+		fn := r.info.namespacedSpec()
 		readOnly := r.info.tool.Annotations != nil && r.info.tool.Annotations.ReadOnlyHint
 		var err error
 		if t.PlainTools && !t.DeferTools {
@@ -114,7 +114,7 @@ func (m *Manager) Register(b *registry.Builder, t *Turn) error {
 				offeredAt[ns[1]] = at
 				// The server's instructions describe its namespace, as
 				// codex 0.171.0 sends them ("" is the registry's default).
-				offered = append(offered, registry.NamespaceSpec{Name: ns[1], Description: instructions[r.Server]})
+				offered = append(offered, registry.NamespaceSpec{Name: ns[1], Description: instructions[r.Server], Cache: r.info.specs})
 				offeredReadOnly[ns[1]] = true
 			}
 			spec := &offered[at]
