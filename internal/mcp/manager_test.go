@@ -112,9 +112,12 @@ func TestNamespacedCallForm(t *testing.T) {
 	require.Contains(t, string(b), `"description":"Tools in the mcp__t namespace."`)
 	// Every turn encodes the namespace's tools from the JSON written
 	// once for the server's listing, the same as encoding them afresh.
+	require.NotNil(t, offered[0].Cache)
 	again, _ := h.build((&recorder{}).turn())
+	found := 0
 	for _, s := range again {
 		if ns, ok := s.Spec.(registry.NamespaceSpec); ok {
+			found++
 			require.Same(t, offered[0].Cache, ns.Cache, "one cache for the listing")
 			for _, f := range ns.Tools {
 				require.True(t, ns.Cache.Has(f), "%s encoded again", f.Name)
@@ -128,6 +131,7 @@ func TestNamespacedCallForm(t *testing.T) {
 			require.Equal(t, string(want), string(got))
 		}
 	}
+	require.Equal(t, 1, found)
 	for i, ns := range []string{"mcp__t__", "mcp__t", ""} {
 		out, err := reg.NewDispatcher(registry.DispatcherConfig{}).Dispatch(context.Background(), registry.Call{
 			CallID: fmt.Sprintf("call_ns%d", i), Namespace: ns, Name: map[bool]string{true: "mcp__t__echo", false: "echo"}[ns == ""], Payload: registry.FunctionPayload{Arguments: `{"text":"hi"}`},

@@ -12,6 +12,11 @@ import (
 	"github.com/appserver/appserver/internal/config"
 	"github.com/appserver/appserver/internal/dynamic"
 	"github.com/appserver/appserver/internal/registry"
+	"github.com/appserver/appserver/internal/registry/planning"
+	"github.com/appserver/appserver/internal/tools/applypatch"
+	"github.com/appserver/appserver/internal/tools/execsession"
+	"github.com/appserver/appserver/internal/tools/files"
+	"github.com/appserver/appserver/internal/tools/shell"
 	"github.com/appserver/appserver/internal/turns"
 )
 
@@ -214,7 +219,8 @@ func TestUnknownPoliciesFallBack(t *testing.T) {
 
 // The default tool set's specs are built once and their JSON encoded once
 // (registry.Static): two turns' specs are the same values, and each one's
-// JSON comes from memory, the same bytes for both turns.
+// JSON comes from memory, the bytes MarshalJSON writes, shared by both
+// turns.
 func TestDefaultSpecsAreStatic(t *testing.T) {
 	ws := workspace(t)
 	s := newService(t, Config{})
@@ -229,7 +235,42 @@ func TestDefaultSpecsAreStatic(t *testing.T) {
 		require.NoError(t, err)
 		want, err := sp.Spec.MarshalJSON()
 		require.NoError(t, err)
-		require.JSONEq(t, string(want), string(a))
+		require.Equal(t, string(want), string(a))
 		require.Same(t, &a[0], &b[0], "spec %s encoded again", sp.Spec.ToolName())
 	}
+}
+
+// So are the other forms of the built-in tools, offered under other
+// configurations.
+func TestOtherBuiltinSpecsAreStatic(t *testing.T) {
+	for _, spec := range []func() registry.ToolSpec{
+		func() registry.ToolSpec { return shell.ShellSpec() },
+		func() registry.ToolSpec { return shell.ShellCommandSpec(shell.SpecOptions{}) },
+		func() registry.ToolSpec { return shell.ShellCommandSpec(shell.SpecOptions{NoLoginParam: true}) },
+		func() registry.ToolSpec { return execsession.ExecCommandSpec(false) },
+		func() registry.ToolSpec { return execsession.ExecCommandSpec(true) },
+		func() registry.ToolSpec { return execsession.WriteStdinSpec() },
+		func() registry.ToolSpec { return applypatch.FunctionSpec() },
+		func() registry.ToolSpec { return applypatch.FreeformSpec() },
+		func() registry.ToolSpec { return files.RequestUserInputSpec() },
+		func() registry.ToolSpec { return files.GrepFilesSpec() },
+		func() registry.ToolSpec { return planning.Spec() },
+	} {
+		first, second := spec(), spec()
+		a, err := registry.EncodeSpec(first)
+		require.NoError(t, err)
+		b, err := registry.EncodeSpec(second)
+		require.NoError(t, err)
+		want, err := first.MarshalJSON()
+		require.NoError(t, err)
+		require.Equal(t, string(want), string(a))
+		require.Same(t, &a[0], &b[0], "spec %s encoded again", first.ToolName())
+	}
+	// The two forms of a tool are two specs.
+	login, err := registry.EncodeSpec(execsession.ExecCommandSpec(true))
+	require.NoError(t, err)
+	noLogin, err := registry.EncodeSpec(execsession.ExecCommandSpec(false))
+	require.NoError(t, err)
+	require.Contains(t, string(login), `"login"`)
+	require.NotContains(t, string(noLogin), `"login"`)
 }
