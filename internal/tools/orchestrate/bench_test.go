@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/appserver/appserver/api"
+	"github.com/appserver/appserver/internal/dynamic"
 	"github.com/appserver/appserver/internal/policy"
 	"github.com/appserver/appserver/internal/registry"
 	"github.com/appserver/appserver/internal/turns"
@@ -33,6 +34,35 @@ func BenchmarkBuildTools(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			if _, _, err := s.Build(tc); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	// A thread with ten dynamic tools: what restoring them from the
+	// thread's record costs (every turn did it before restoredTools), and
+	// what such a turn's Build costs now.
+	dyn := dynamicToolsJSON(b, "edit", 10)
+	b.Run("restore-dynamic", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := dynamic.Restore(dyn, dynamic.Options{Builtins: builtinToolNames}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	broker := dynamic.NewBroker(dynamic.BrokerConfig{})
+	defer broker.Close()
+	withBroker, err := New(Config{Now: newTestClock().Now}, broker, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer withBroker.Close()
+	dtc := tc
+	dtc.DynamicTools = dyn
+	b.Run("build-dynamic", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, _, err := withBroker.Build(dtc); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -122,6 +122,8 @@ type Service struct {
 	// BenchmarkBuildTools). A changed login shell (chsh) takes effect
 	// when the daemon restarts.
 	userShell shell.UserShell
+	// dynTools are the dynamic tool sets of recent turns, restored.
+	dynTools *restoredTools
 	// agents counts the open sub-agents of every thread.
 	agents *agents.Service
 
@@ -183,6 +185,9 @@ func New(cfg Config, broker *dynamic.Broker, catalog *skills.Catalog) (*Service,
 		agents:    agents.New(cfg.MultiAgent),
 		tmpDir:    tmpDir,
 		userShell: shell.DetectUserShell(),
+		dynTools: newRestoredTools(func(data []byte) (*dynamic.Tools, error) {
+			return dynamic.Restore(data, dynamic.Options{Builtins: builtinToolNames})
+		}),
 	}
 	for _, p := range cfg.Providers {
 		if p.EnvKey != "" {
@@ -296,7 +301,7 @@ func (s *Service) Build(tc turns.ToolContext) ([]registry.ConfiguredToolSpec, *r
 	if s.broker == nil {
 		return nil, nil, errors.New("the thread registered dynamic tools, but no broker serves them")
 	}
-	tools, err := dynamic.Restore(tc.DynamicTools, dynamic.Options{Builtins: builtinToolNames})
+	tools, err := s.dynTools.get(tc.DynamicTools)
 	if err != nil {
 		return nil, nil, err
 	}
