@@ -33,6 +33,9 @@ type turnsCase struct {
 	// initialize, when set, is the workers' initialize request (see
 	// handshakeWith); by default initializeFrame.
 	initialize string
+	// dynamicTools is how many dynamic tools each thread registers at
+	// thread/start (benchDynamicTools); the model calls none of them.
+	dynamicTools int
 }
 
 var turnsCases = []turnsCase{
@@ -123,6 +126,44 @@ func BenchmarkShellTurns(b *testing.B) {
 	}
 }
 
+// BenchmarkDynamicToolTurns is BenchmarkTurns (embedded store, one
+// thread, 300 plain turns) for a thread that registered ten dynamic tools
+// at thread/start, as an editor or a web frontend does; the model calls
+// none of them, so what it adds to a turn is the tools' part of the turn's
+// tool set.
+func BenchmarkDynamicToolTurns(b *testing.B) {
+	raiseNoFileLimit(b, 4096)
+	benchTurns(b, "embedded", turnsCase{threads: 1, total: 300, initialize: experimentalInitialize, dynamicTools: 10}, fakemodel.Script{})
+}
+
+// experimentalInitialize is initializeFrame with the experimentalApi
+// capability, which dynamic tools need.
+const experimentalInitialize = `{"id":"initialize","method":"initialize","params":{"clientInfo":{"name":"bench","title":null,"version":"1"},"capabilities":{"experimentalApi":true}}}`
+
+// benchDynamicTools returns n dynamic tool specs for thread/start, each
+// with a small object schema (none when n is 0).
+func benchDynamicTools(n int) []any {
+	var tools []any
+	for i := range n {
+		tools = append(tools, map[string]any{
+			"name":        fmt.Sprintf("edit_%d", i),
+			"description": "Does a thing in the editor and answers with what happened.",
+			"inputSchema": map[string]any{
+				"type": "object",
+				"properties": map[string]any{
+					"path": map[string]any{"type": "string", "description": "a file"},
+					"line": map[string]any{"type": "integer", "minimum": 1},
+					"text": map[string]any{"type": "string"},
+					"mode": map[string]any{"type": "string", "enum": []string{"a", "b", "c"}},
+				},
+				"required":             []string{"path"},
+				"additionalProperties": false,
+			},
+		})
+	}
+	return tools
+}
+
 // BenchmarkCrowdTurns is BenchmarkTurns (embedded store) at rising
 // concurrency: N connections with one thread each, five turns per thread
 // after the warm-up turn. A refused turn/start (-32001) fails the run, so
@@ -166,7 +207,7 @@ func benchTurns(b *testing.B, storeKind string, tc turnsCase, script fakemodel.S
 
 	workers := make([]*turnWorker, tc.threads)
 	for i := range workers {
-		w, err := newTurnWorkerWith(ctx, d.ws, b.TempDir(), tc.initialize)
+		w, err := newTurnWorkerWith(ctx, d.ws, b.TempDir(), tc.initialize, benchDynamicTools(tc.dynamicTools))
 		if err != nil {
 			b.Fatalf("worker %d: %v", i, err)
 		}
@@ -333,12 +374,13 @@ type rpcFrame struct {
 }
 
 func newTurnWorker(ctx context.Context, url, cwd string) (*turnWorker, error) {
-	return newTurnWorkerWith(ctx, url, cwd, "")
+	return newTurnWorkerWith(ctx, url, cwd, "", nil)
 }
 
 // newTurnWorkerWith is newTurnWorker with another initialize request
-// (initializeFrame when empty).
-func newTurnWorkerWith(ctx context.Context, url, cwd, initialize string) (*turnWorker, error) {
+// (initializeFrame when empty), whose thread registers tools as its
+// dynamic tools.
+func newTurnWorkerWith(ctx context.Context, url, cwd, initialize string, tools []any) (*turnWorker, error) {
 	if initialize == "" {
 		initialize = initializeFrame
 	}
@@ -346,14 +388,24 @@ func newTurnWorkerWith(ctx context.Context, url, cwd, initialize string) (*turnW
 	if err != nil {
 		return nil, err
 	}
-	return startThread(ctx, &turnWorker{ws: ws}, cwd)
+	return startThreadWith(ctx, &turnWorker{ws: ws}, cwd, tools)
 }
 
 // startThread starts the worker's thread on its open connection.
 func startThread(ctx context.Context, w *turnWorker, cwd string) (*turnWorker, error) {
+	return startThreadWith(ctx, w, cwd, nil)
+}
+
+// startThreadWith is startThread for a thread that registers tools as its
+// dynamic tools.
+func startThreadWith(ctx context.Context, w *turnWorker, cwd string, tools []any) (*turnWorker, error) {
 	ws := w.ws
 	ws.SetReadLimit(16 << 20)
-	res, err := w.call(ctx, "thread/start", map[string]any{"cwd": cwd})
+	params := map[string]any{"cwd": cwd}
+	if len(tools) > 0 {
+		params["dynamicTools"] = tools
+	}
+	res, err := w.call(ctx, "thread/start", params)
 	if err != nil {
 		_ = ws.CloseNow()
 		return nil, err
