@@ -28,8 +28,21 @@ type Goals interface {
 	SetStatus(ctx context.Context, status api.ThreadGoalStatus) (api.ThreadGoal, error)
 }
 
-// Specs are the three tools' specs, in the order they are offered.
+// Specs are the three tools' specs, in the order they are offered. Each
+// is built once and shared (registry.Static).
 func Specs() []registry.FunctionSpec {
+	return []registry.FunctionSpec{getSpec(), createSpec(), updateSpec()}
+}
+
+// The three specs, built once by buildSpecs.
+var (
+	getSpec    = registry.Static(func() registry.FunctionSpec { return buildSpecs()[0] })
+	createSpec = registry.Static(func() registry.FunctionSpec { return buildSpecs()[1] })
+	updateSpec = registry.Static(func() registry.FunctionSpec { return buildSpecs()[2] })
+)
+
+// buildSpecs builds the three specs.
+func buildSpecs() []registry.FunctionSpec {
 	none := registry.Object(nil, []string{}, registry.AllowAdditional(false))
 	create := registry.Object(map[string]*registry.Schema{
 		"objective": registry.String("Required. What the goal is to achieve, concretely. " +

@@ -16,6 +16,7 @@ import (
 	"github.com/appserver/appserver/internal/tools/applypatch"
 	"github.com/appserver/appserver/internal/tools/execsession"
 	"github.com/appserver/appserver/internal/tools/files"
+	"github.com/appserver/appserver/internal/tools/goals"
 	"github.com/appserver/appserver/internal/tools/shell"
 	"github.com/appserver/appserver/internal/turns"
 )
@@ -255,6 +256,9 @@ func TestOtherBuiltinSpecsAreStatic(t *testing.T) {
 		func() registry.ToolSpec { return files.RequestUserInputSpec() },
 		func() registry.ToolSpec { return files.GrepFilesSpec() },
 		func() registry.ToolSpec { return planning.Spec() },
+		func() registry.ToolSpec { return goals.Specs()[0] },
+		func() registry.ToolSpec { return goals.Specs()[1] },
+		func() registry.ToolSpec { return goals.Specs()[2] },
 	} {
 		first, second := spec(), spec()
 		a, err := registry.EncodeSpec(first)
