@@ -3,6 +3,7 @@ package skills
 import (
 	"context"
 	"strings"
+	"sync"
 
 	"github.com/appserver/appserver/internal/apperr"
 	"github.com/appserver/appserver/internal/registry"
@@ -33,7 +34,17 @@ const (
 // Spec returns the skills namespace spec: list({cursor?}) and
 // read({authority, package, resource, cursor?}), both strict:false with
 // additionalProperties:false.
-func Spec() registry.NamespaceSpec {
+// It is built once, its tools' JSON with it, and shared.
+func Spec() registry.NamespaceSpec { return specOnce() }
+
+var specOnce = sync.OnceValue(func() registry.NamespaceSpec {
+	ns := buildSpec()
+	ns.Cache = registry.NewSpecCache(ns.Tools)
+	return ns
+})
+
+// buildSpec builds Spec's value.
+func buildSpec() registry.NamespaceSpec {
 	list := registry.Object(map[string]*registry.Schema{
 		"cursor": registry.String("Opaque next_cursor from a previous skills.list result; omit for the first page."),
 	}, nil, registry.AllowAdditional(false))

@@ -450,3 +450,19 @@ func TestNewCatalogValidatesAuthorities(t *testing.T) {
 	_, err = New(Config{Remote: map[string]RemoteConfig{"bad id": {URL: "https://x"}}}, Options{})
 	assert.Error(t, err)
 }
+
+// The namespace spec is built once, its tools' JSON with it: every turn
+// gets the same tools, encoded from memory, the bytes they encode to.
+func TestSpecBuiltOnce(t *testing.T) {
+	a, b := Spec(), Spec()
+	require.Same(t, &a.Tools[0], &b.Tools[0])
+	for _, f := range a.Tools {
+		require.True(t, a.Cache.Has(f), f.Name)
+	}
+	fresh := buildSpec()
+	want, err := fresh.MarshalJSON()
+	require.NoError(t, err)
+	got, err := registry.EncodeSpec(a)
+	require.NoError(t, err)
+	require.Equal(t, string(want), string(got))
+}
