@@ -31,9 +31,11 @@ func dynamicToolsJSON(t testing.TB, prefix string, n int) []byte {
 	return raw
 }
 
-// A set is restored once and shared while kept; the least recently used
-// goes first past the count bound, a set past the byte bound is not
-// kept, and neither is one that does not restore.
+// A thread's set is restored once and shared by its turns while kept; no
+// other thread gets it, even one that stored the same tools. The least
+// recently used set goes first past the count bound, sets go past the
+// byte bound, a set larger than the byte bound is not kept, and neither
+// is one that does not restore.
 func TestRestoredToolsKeptAndBounded(t *testing.T) {
 	restored := map[string]int{}
 	c := newRestoredTools(func(data []byte) (*dynamic.Tools, error) {
@@ -43,50 +45,92 @@ func TestRestoredToolsKeptAndBounded(t *testing.T) {
 		}
 		return dynamic.Restore(data, dynamic.Options{})
 	})
+	// checkBytes checks the byte count against the sets kept.
+	checkBytes := func() {
+		t.Helper()
+		sum := 0
+		for e := c.lru.Front(); e != nil; e = e.Next() {
+			sum += e.Value.(*restoredSet).size
+		}
+		require.Equal(t, sum, c.bytes)
+		require.Equal(t, c.lru.Len(), len(c.byKey))
+		require.LessOrEqual(t, c.bytes, maxRestoredBytes)
+		require.LessOrEqual(t, c.lru.Len(), maxRestoredSets)
+	}
 	a, b := dynamicToolsJSON(t, "a", 2), dynamicToolsJSON(t, "b", 2)
-	ta, err := c.get(a)
+	ta, err := c.get("t1", a)
 	require.NoError(t, err)
-	again, err := c.get(a)
+	again, err := c.get("t1", a)
 	require.NoError(t, err)
 	require.Same(t, ta, again)
-	tb, err := c.get(b)
+	other, err := c.get("t2", a)
+	require.NoError(t, err)
+	require.NotSame(t, ta, other, "another thread's set of the same tools is its own")
+	require.Equal(t, 2, restored[string(a)])
+	tb, err := c.get("t3", b)
 	require.NoError(t, err)
 	require.NotSame(t, ta, tb)
-	require.Equal(t, 1, restored[string(a)])
+	checkBytes()
 
-	// a was used last; fill up to the bound: b goes first.
-	_, err = c.get(a)
+	// t1's set was used last but for t2's and t3's; fill up to the bound:
+	// t2's goes first.
+	_, err = c.get("t1", a)
 	require.NoError(t, err)
-	for i := range maxRestoredSets - 1 {
-		_, err := c.get(dynamicToolsJSON(t, fmt.Sprintf("f%d", i), 1))
+	_, err = c.get("t3", b)
+	require.NoError(t, err)
+	for i := range maxRestoredSets - 2 {
+		_, err := c.get(fmt.Sprintf("f%d", i), dynamicToolsJSON(t, fmt.Sprintf("f%d", i), 1))
 		require.NoError(t, err)
 	}
+	checkBytes()
 	require.Equal(t, maxRestoredSets, c.lru.Len())
-	_, err = c.get(a)
+	_, err = c.get("t1", a)
 	require.NoError(t, err)
-	require.Equal(t, 1, restored[string(a)], "a was kept")
-	_, err = c.get(b)
+	require.Equal(t, 2, restored[string(a)], "t1's was kept")
+	_, err = c.get("t2", a)
 	require.NoError(t, err)
-	require.Equal(t, 2, restored[string(b)], "b was dropped and restored again")
+	require.Equal(t, 3, restored[string(a)], "t2's was dropped and restored again")
+	checkBytes()
 
 	broken := []byte(`["broken"]`)
 	for range 2 {
-		_, err = c.get(broken)
+		_, err = c.get("t4", broken)
 		require.Error(t, err)
 	}
 	require.Equal(t, 2, restored[string(broken)])
 
+	// Sets of just over a third of the byte bound each, three of which do
+	// not fit together: the oldest go first.
+	third := func(name string) []byte {
+		return append(dynamicToolsJSON(t, name, 1), bytes.Repeat([]byte(" "), maxRestoredBytes/3)...)
+	}
+	for i := range 4 {
+		_, err = c.get("big", third(fmt.Sprintf("big%d", i)))
+		require.NoError(t, err)
+		checkBytes()
+	}
+	_, err = c.get("big", third("big0"))
+	require.NoError(t, err)
+	require.Equal(t, 2, restored[string(third("big0"))], "the oldest large set went first")
+	_, err = c.get("big", third("big3"))
+	require.NoError(t, err)
+	require.Equal(t, 1, restored[string(third("big3"))])
+
+	// A set larger than the bound is not kept, and takes no other out.
+	kept := c.lru.Len()
 	big := append(slices.Clone(a), bytes.Repeat([]byte(" "), maxRestoredBytes)...)
 	for range 2 {
-		_, err = c.get(big)
+		_, err = c.get("huge", big)
 		require.NoError(t, err)
 	}
 	require.Equal(t, 2, restored[string(big)], "too large to keep")
-	require.LessOrEqual(t, c.bytes, maxRestoredBytes)
+	require.Equal(t, kept, c.lru.Len())
+	checkBytes()
 }
 
-// Two turns of a thread with dynamic tools share its restored tools: the
-// offered specs carry the same schemas.
+// Two turns of a thread with dynamic tools share its restored tools (the
+// offered specs carry the same schemas); a thread that registered the
+// same tools gets its own.
 func TestTurnsShareRestoredDynamicTools(t *testing.T) {
 	broker := dynamic.NewBroker(dynamic.BrokerConfig{})
 	defer broker.Close()
@@ -107,5 +151,8 @@ func TestTurnsShareRestoredDynamicTools(t *testing.T) {
 		t.Fatal("edit_1 not offered")
 		return nil
 	}
-	require.Same(t, schemaOf(), schemaOf())
+	first := schemaOf()
+	require.Same(t, first, schemaOf())
+	tu.tc.ThreadID = "thread-2"
+	require.NotSame(t, first, schemaOf())
 }

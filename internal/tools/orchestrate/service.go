@@ -122,7 +122,8 @@ type Service struct {
 	// BenchmarkBuildTools). A changed login shell (chsh) takes effect
 	// when the daemon restarts.
 	userShell shell.UserShell
-	// dynTools are the dynamic tool sets of recent turns, restored.
+	// dynTools are the dynamic tool sets of recent turns, restored, a
+	// set per thread.
 	dynTools *restoredTools
 	// agents counts the open sub-agents of every thread.
 	agents *agents.Service
@@ -301,7 +302,7 @@ func (s *Service) Build(tc turns.ToolContext) ([]registry.ConfiguredToolSpec, *r
 	if s.broker == nil {
 		return nil, nil, errors.New("the thread registered dynamic tools, but no broker serves them")
 	}
-	tools, err := s.dynTools.get(tc.DynamicTools)
+	tools, err := s.dynTools.get(tc.ThreadID, tc.DynamicTools)
 	if err != nil {
 		return nil, nil, err
 	}
