@@ -43,6 +43,18 @@ func TestRunningTurnLimitIsTheOverloadRefusal(t *testing.T) {
 	require.Eventually(t, func() bool { return len(fake.Requests()) == 1 }, 10*time.Second, time.Millisecond)
 	c.Call("turn/interrupt", map[string]any{"threadId": a, "turnId": first})
 	c.Until("turn/completed")
-	apptest.StartTurn(t, c, b, "hi")
+	// The ended turn gives its place back just after its turn/completed
+	// (docs/protocol.md §2.5): a start sent at once may still be refused,
+	// and is admitted on a retry, as a refused client is told to do.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		res := c.CallRaw("turn/start", apptest.Input(b, "hi"))
+		if res.Error == nil {
+			break
+		}
+		require.Equal(t, -32001, res.Error.Code, "%+v", res.Error)
+		require.True(t, time.Now().Before(deadline), "still refused 10 s after the running turn ended")
+		time.Sleep(5 * time.Millisecond)
+	}
 	c.Until("turn/completed")
 }
