@@ -10,7 +10,8 @@ import (
 )
 
 // oldNamespaceJSON is how NamespaceSpec.MarshalJSON encoded before it was
-// written by hand: json.Marshal of the four fields.
+// written by hand: json.Marshal of the four fields, each tool through its
+// own MarshalJSON; BenchmarkNamespaceSpec's baseline.
 func oldNamespaceJSON(n NamespaceSpec) ([]byte, error) {
 	desc := n.Description
 	if desc == "" {
@@ -51,8 +52,9 @@ func benchNamespace(n int) NamespaceSpec {
 	return ns
 }
 
-// The hand-written encoding writes the bytes json.Marshal wrote, and a
-// cache of the tools' JSON changes nothing in them.
+// The hand-written encoding writes the bytes encoding/json writes
+// (reflectiveSpecJSON, as the other specs are held to) and the old
+// encoding wrote, and a cache of the tools' JSON changes nothing in them.
 func TestNamespaceSpecEncoding(t *testing.T) {
 	tricky := FunctionSpec{Name: "a<b>&c", Description: "line\u2028sep \x01 \xff é \"q\" \\", Strict: true,
 		Parameters: Object(map[string]*Schema{"x": String("<x>")}, []string{"x"}, AllowAdditional(false))}
@@ -62,8 +64,11 @@ func TestNamespaceSpecEncoding(t *testing.T) {
 		{Name: "mcp__s", Description: "d & <e>", Tools: []FunctionSpec{tricky, {Name: "bare"}, {Name: "later", DeferLoading: true}}},
 		benchNamespace(3),
 	} {
-		want, err := oldNamespaceJSON(n)
+		want, err := reflectiveSpecJSON(n)
 		require.NoError(t, err)
+		old, err := oldNamespaceJSON(n)
+		require.NoError(t, err)
+		require.Equal(t, string(want), string(old))
 		got, err := n.MarshalJSON()
 		require.NoError(t, err)
 		require.Equal(t, string(want), string(got))

@@ -230,15 +230,23 @@ func TestDefaultSpecsAreStatic(t *testing.T) {
 	require.Len(t, second, len(first))
 	for i, sp := range first {
 		require.Equal(t, sp.Spec, second[i].Spec)
-		a, err := registry.EncodeSpec(sp.Spec)
-		require.NoError(t, err)
-		b, err := registry.EncodeSpec(second[i].Spec)
-		require.NoError(t, err)
-		want, err := sp.Spec.MarshalJSON()
-		require.NoError(t, err)
-		require.Equal(t, string(want), string(a))
-		require.Same(t, &a[0], &b[0], "spec %s encoded again", sp.Spec.ToolName())
+		requireEncodedOnce(t, sp.Spec, second[i].Spec)
 	}
+}
+
+// requireEncodedOnce checks that first and second, the same spec got
+// twice, encode to the bytes MarshalJSON writes, and to the same bytes in
+// memory: the JSON was not written again.
+func requireEncodedOnce(t *testing.T, first, second registry.ToolSpec) {
+	t.Helper()
+	a, err := registry.EncodeSpec(first)
+	require.NoError(t, err)
+	b, err := registry.EncodeSpec(second)
+	require.NoError(t, err)
+	want, err := first.MarshalJSON()
+	require.NoError(t, err)
+	require.Equal(t, string(want), string(a))
+	require.Same(t, &a[0], &b[0], "spec %s encoded again", first.ToolName())
 }
 
 // So are the other forms of the built-in tools, offered under other
@@ -260,15 +268,7 @@ func TestOtherBuiltinSpecsAreStatic(t *testing.T) {
 		func() registry.ToolSpec { return goals.Specs()[1] },
 		func() registry.ToolSpec { return goals.Specs()[2] },
 	} {
-		first, second := spec(), spec()
-		a, err := registry.EncodeSpec(first)
-		require.NoError(t, err)
-		b, err := registry.EncodeSpec(second)
-		require.NoError(t, err)
-		want, err := first.MarshalJSON()
-		require.NoError(t, err)
-		require.Equal(t, string(want), string(a))
-		require.Same(t, &a[0], &b[0], "spec %s encoded again", first.ToolName())
+		requireEncodedOnce(t, spec(), spec())
 	}
 	// The two forms of a tool are two specs.
 	login, err := registry.EncodeSpec(execsession.ExecCommandSpec(true))
