@@ -25,7 +25,10 @@ type delivery struct {
 
 // client is a subscriber without a transport: it records what it gets.
 type client struct {
-	refuse   bool
+	refuse bool
+	// during, when set, runs inside Request: what the client's answer or
+	// its going away does before Request has returned.
+	during   func(r *hub.Request)
 	notes    chan *hub.Notification
 	requests chan delivery
 	settled  chan *hub.Request
@@ -41,6 +44,9 @@ func (c *client) Request(r *hub.Request, id int64) bool {
 		return false
 	}
 	c.requests <- delivery{r, id}
+	if c.during != nil {
+		c.during(r)
+	}
 	return true
 }
 func (c *client) Settled(r *hub.Request) { c.settled <- r }

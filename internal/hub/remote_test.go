@@ -248,6 +248,25 @@ func TestApprovalReleasedByAnotherDaemon(t *testing.T) {
 	require.ErrorIs(t, got.err, turns.ErrNoClient)
 }
 
+// A client of B that goes away while A's approval is being delivered to
+// it (before its Request returned) does not hold it: A's no-client timeout
+// runs again.
+func TestApprovalLostDuringDeliveryIsNotHeld(t *testing.T) {
+	a, b, log := twoDaemons(t, hub.Config{Approval: hub.Timeouts{NoClient: 300 * time.Millisecond}})
+	cb := newClient()
+	idb := b.NewConnID()
+	cb.during = func(r *hub.Request) {
+		b.Detach(idb)
+		r.Lost(idb)
+	}
+	b.Attach(idb, cb, hub.AttachOptions{})
+	b.Subscribe("th", idb)
+	res := approve(context.Background(), a)
+	log.pumpUntil(t, b, cb)
+	got := recv(t, res)
+	require.ErrorIs(t, got.err, turns.ErrNoClient)
+}
+
 // A turn's end withdraws on B the requests of A that nothing else settled
 // (A died before announcing them).
 func TestTurnEndWithdrawsRemoteRequests(t *testing.T) {

@@ -163,16 +163,29 @@ func (r *Request) holds(id ConnID) bool {
 }
 
 // offer delivers the request to m unless it holds it already; it reports
-// whether m holds it now.
+// whether m holds it now. m is a holder before the request is delivered,
+// so that the client's answer or its going away (r.Lost), which may come
+// before Request returns, finds it. A settled request is offered to no
+// one.
 func (r *Request) offer(m member, id int64) bool {
-	if r.holds(m.id) {
+	r.mu.Lock()
+	if r.settled {
+		r.mu.Unlock()
+		return false
+	}
+	if slices.ContainsFunc(r.holders, func(h holder) bool { return h.id == m.id }) {
+		r.mu.Unlock()
 		return true
 	}
+	r.holders = append(r.holders, holder{m.id, m.sub})
+	r.mu.Unlock()
 	if !m.sub.Request(r, id) {
+		r.mu.Lock()
+		r.holders = slices.DeleteFunc(r.holders, func(h holder) bool { return h.id == m.id })
+		r.mu.Unlock()
 		return false
 	}
 	r.mu.Lock()
-	r.holders = append(r.holders, holder{m.id, m.sub})
 	r.sent = true
 	r.mu.Unlock()
 	return true
@@ -367,11 +380,7 @@ func (t toolRouter) Offer(_ context.Context, p *dynamic.Pending) error {
 		if m.opts.Recorder {
 			continue
 		}
-		if m.sub.Request(r, h.NextRequestID()) {
-			r.mu.Lock()
-			r.holders = append(r.holders, holder{m.id, m.sub})
-			r.sent = true
-			r.mu.Unlock()
+		if r.offer(m, h.NextRequestID()) {
 			return nil
 		}
 	}
