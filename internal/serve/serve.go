@@ -321,12 +321,27 @@ func serve(ctx context.Context, p Process, name, usage string, flagDefaults map[
 	returner.Start()
 	stops[daemon.StopGC] = func() { returner.Stop(); floor.Stop() }
 	// SIGHUP reloads the TLS certificate (tlscert); without TLS there is
-	// nothing to reload, and `systemctl reload` must not kill the daemon.
-	// A caught signal, unlike an ignored one, is not inherited by the
-	// commands the agent runs; what this channel misses is dropped.
-	hup := make(chan os.Signal, 1)
+	// nothing to reload, and `systemctl reload` must not kill the daemon:
+	// it says so in the log. A caught signal, unlike an ignored one, is
+	// not inherited by the commands the agent runs.
+	hup, hupDone := make(chan os.Signal, 1), make(chan struct{})
 	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
+	go func() {
+		for {
+			select {
+			case <-hup:
+				if !cfg.ListenTLS() {
+					log.Info("SIGHUP: no TLS certificate to reload; nothing else is reloaded")
+				}
+			case <-hupDone:
+				return
+			}
+		}
+	}()
+	defer func() {
+		signal.Stop(hup)
+		close(hupDone)
+	}()
 
 	coreCfg := cfg
 	if listen.Scheme == config.ListenStdio {

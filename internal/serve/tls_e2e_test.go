@@ -34,7 +34,7 @@ func TestServeTLS(t *testing.T) {
 		"--data-dir", t.TempDir(), "--log-level", "info")
 	addr := d.Addr
 	require.True(t, strings.HasPrefix(addr, "wss://127.0.0.1:"), addr)
-	<-loaded
+	recvWithin(t, loaded)
 	base := "https://" + strings.TrimPrefix(addr, "wss://")
 
 	// served GETs /readyz over a new connection and returns the serial
@@ -79,7 +79,7 @@ func TestServeTLS(t *testing.T) {
 	roots.AddCert(second)
 	require.Equal(t, int64(1), served(), "the files alone change nothing")
 	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGHUP))
-	<-loaded
+	recvWithin(t, loaded)
 	require.Equal(t, int64(2), served())
 	c.Call("model/list", map[string]any{})
 }
@@ -102,9 +102,25 @@ func (w logWatch) Write(p []byte) (int, error) {
 }
 
 // Without TLS a SIGHUP (`systemctl reload`) has nothing to reload and must
-// not kill the daemon.
+// not kill the daemon; the log says so. The test waits for that line: the
+// kernel may hand the signal to the process after kill returns, and a
+// SIGHUP that comes once the daemon has stopped listening for it ends the
+// process.
 func TestSIGHUPWithoutTLSKeepsServing(t *testing.T) {
-	d := apptest.Start(t, "--data-dir", t.TempDir())
+	seen := make(chan struct{}, 4)
+	d := apptest.StartWith(t, apptest.Options{Stderr: logWatch{"no TLS certificate to reload", seen}},
+		"--data-dir", t.TempDir(), "--log-level", "info")
 	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGHUP))
+	recvWithin(t, seen)
 	require.Equal(t, http.StatusOK, apptest.Status(t, d.URL("/readyz")))
+}
+
+// recvWithin waits for a signal on ch, failing after 10 s.
+func recvWithin(t *testing.T, ch <-chan struct{}) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(10 * time.Second):
+		t.Fatal("not seen in the log")
+	}
 }
