@@ -31,6 +31,10 @@ type Config struct {
 	Observe store.ObserveFunc
 	// Now is the clock for defaulted timestamps; nil means time.Now.
 	Now func() time.Time
+
+	// tracer, when set, sees every statement the pool's connections send
+	// (the package's tests count round trips with it).
+	tracer pgx.QueryTracer
 }
 
 // Store is a store.Store backed by Postgres.
@@ -71,6 +75,9 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	if cfg.MaxConns > 0 {
 		pcfg.MaxConns = cfg.MaxConns
+	}
+	if cfg.tracer != nil {
+		pcfg.ConnConfig.Tracer = cfg.tracer
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
