@@ -29,7 +29,9 @@ type Subscriber interface {
 	// Request delivers a server request under the request id id. It
 	// reports whether the subscriber took it; a subscriber that took it
 	// later calls r.Answer with the client's answer, or r.Lost when the
-	// client went away without answering.
+	// client went away without answering. Those calls may come before
+	// Request returns, from another goroutine, never from Request's own
+	// (a dynamic tool call is offered under its broker's lock).
 	Request(r *Request, id int64) bool
 	// Settled tells a subscriber that took r that r is settled (answered,
 	// by this client or another, withdrawn or timed out); it may drop what

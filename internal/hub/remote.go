@@ -361,7 +361,7 @@ func (h *Hub) offerRemote(r *Request) {
 // sends the reports, so that they arrive in order.
 func (h *Hub) reportHeld(r *Request) {
 	r.mu.Lock()
-	start := !r.reporting && r.heldReported != (len(r.holders) > 0 && !r.settled)
+	start := !r.reporting && r.heldReported != r.heldLocked()
 	r.reporting = r.reporting || start
 	r.mu.Unlock()
 	if !start {
@@ -372,7 +372,7 @@ func (h *Hub) reportHeld(r *Request) {
 		defer h.wg.Done()
 		for {
 			r.mu.Lock()
-			held := len(r.holders) > 0 && !r.settled
+			held := r.heldLocked()
 			if held == r.heldReported || h.ctx.Err() != nil {
 				r.reporting = false
 				r.mu.Unlock()

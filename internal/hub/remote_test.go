@@ -256,8 +256,13 @@ func TestApprovalLostDuringDeliveryIsNotHeld(t *testing.T) {
 	cb := newClient()
 	idb := b.NewConnID()
 	cb.during = func(r *hub.Request) {
-		b.Detach(idb)
-		r.Lost(idb)
+		lost := make(chan struct{})
+		go func() {
+			b.Detach(idb)
+			r.Lost(idb)
+			close(lost)
+		}()
+		<-lost
 	}
 	b.Attach(idb, cb, hub.AttachOptions{})
 	b.Subscribe("th", idb)
@@ -265,6 +270,44 @@ func TestApprovalLostDuringDeliveryIsNotHeld(t *testing.T) {
 	log.pumpUntil(t, b, cb)
 	got := recv(t, res)
 	require.ErrorIs(t, got.err, turns.ErrNoClient)
+}
+
+// A request of A settled on B (A's turn ended) while it is being
+// delivered to B's client is told to that client as settled once its
+// Request returned, not before: the client keeps what it holds only from
+// there.
+func TestSettledDuringDeliveryIsToldAfterRequest(t *testing.T) {
+	a, b, log := twoDaemons(t, hub.Config{})
+	cb := newClient()
+	idb := b.NewConnID()
+	early := make(chan *hub.Request, 1)
+	cb.during = func(r *hub.Request) {
+		done := make(chan struct{})
+		go func() {
+			a.Publish(turns.Event{ThreadID: "th", Method: "turn/completed", Params: map[string]any{"threadId": "th"}})
+			log.pump(b)
+			close(done)
+		}()
+		<-done
+		select {
+		case s := <-cb.settled:
+			early <- s
+		default:
+		}
+	}
+	b.Attach(idb, cb, hub.AttachOptions{})
+	b.Subscribe("th", idb)
+	ctx, cancel := context.WithCancel(context.Background())
+	res := approve(ctx, a)
+	d := log.pumpUntil(t, b, cb)
+	require.Same(t, d.r, recv(t, cb.settled))
+	select {
+	case <-early:
+		t.Fatal("told settled before its Request returned")
+	default:
+	}
+	cancel()
+	<-res
 }
 
 // A turn's end withdraws on B the requests of A that nothing else settled

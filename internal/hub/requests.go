@@ -65,6 +65,11 @@ type Request struct {
 type holder struct {
 	id  ConnID
 	sub Subscriber
+	// delivering is set while the subscriber's Request has not returned:
+	// such a holder counts as holding the request for no other daemon,
+	// and a settlement meanwhile is told to it by offer, after Request,
+	// not by withdraw.
+	delivering bool
 }
 
 // Outcome is how a tool call ended; "" until it is settled and for the
@@ -165,8 +170,9 @@ func (r *Request) holds(id ConnID) bool {
 // offer delivers the request to m unless it holds it already; it reports
 // whether m holds it now. m is a holder before the request is delivered,
 // so that the client's answer or its going away (r.Lost), which may come
-// before Request returns, finds it. A settled request is offered to no
-// one.
+// before Request returns, finds it; a request
+// settled meanwhile is told to m as settled once Request returned. A
+// settled request is offered to no one.
 func (r *Request) offer(m member, id int64) bool {
 	r.mu.Lock()
 	if r.settled {
@@ -177,28 +183,51 @@ func (r *Request) offer(m member, id int64) bool {
 		r.mu.Unlock()
 		return true
 	}
-	r.holders = append(r.holders, holder{m.id, m.sub})
+	r.holders = append(r.holders, holder{id: m.id, sub: m.sub, delivering: true})
 	r.mu.Unlock()
-	if !m.sub.Request(r, id) {
-		r.mu.Lock()
-		r.holders = slices.DeleteFunc(r.holders, func(h holder) bool { return h.id == m.id })
-		r.mu.Unlock()
+	took := m.sub.Request(r, id)
+	r.mu.Lock()
+	r.sent = r.sent || took
+	settled := r.settled
+	i := slices.IndexFunc(r.holders, func(h holder) bool { return h.id == m.id })
+	held := took && i >= 0 // not lost while being delivered
+	switch {
+	case i < 0:
+	case held && !settled:
+		r.holders[i].delivering = false
+	default:
+		r.holders = slices.Delete(r.holders, i, i+1)
+	}
+	r.mu.Unlock()
+	if held && settled {
+		m.sub.Settled(r) // withdraw left it to us
 		return false
 	}
-	r.mu.Lock()
-	r.sent = true
-	r.mu.Unlock()
-	return true
+	return held
 }
 
-// takeHolders marks the request settled and returns its holders, once.
+// takeHolders marks the request settled and returns its holders, once;
+// those still being delivered to are told by offer.
 func (r *Request) takeHolders() []holder {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.settled = true
-	hs := r.holders
-	r.holders = nil
+	var hs, delivering []holder
+	for _, h := range r.holders {
+		if h.delivering {
+			delivering = append(delivering, h)
+		} else {
+			hs = append(hs, h)
+		}
+	}
+	r.holders = delivering
 	return hs
+}
+
+// heldLocked reports whether a subscriber that took r holds it, one
+// whose Request has returned; r.mu must be held.
+func (r *Request) heldLocked() bool {
+	return !r.settled && slices.ContainsFunc(r.holders, func(h holder) bool { return !h.delivering })
 }
 
 func (h *Hub) newRequest(kind Kind, threadID, method string, params any) *Request {
