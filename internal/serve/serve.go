@@ -312,21 +312,16 @@ func serve(ctx context.Context, p Process, name, usage string, flagDefaults map[
 		return err
 	}
 
-	var stops daemon.Stops
-	defer stops.Run()
-	// Keep the collector from running every few MB while the live heap is
-	// small (the tail latency of tool round trips), and give memory back
-	// to the OS once a spike is over (see internal/gctune).
-	floor, returner := gctune.Start(uint64(cfg.GCHeapFloorMiB)<<20), gctune.NewReturner(gctune.ReturnerConfig{})
-	returner.Start()
-	stops[daemon.StopGC] = func() { returner.Stop(); floor.Stop() }
 	// SIGHUP reloads the TLS certificate (tlscert); without TLS there is
 	// nothing to reload, and `systemctl reload` must not kill the daemon:
 	// it says so in the log. A caught signal, unlike an ignored one, is
-	// not inherited by the commands the agent runs.
-	hup, hupDone := make(chan os.Signal, 1), make(chan struct{})
+	// not inherited by the commands the agent runs. Caught until the
+	// shutdown below (stops.Run) has ended: a reload during it must not
+	// end the process halfway.
+	hup, hupDone, hupExited := make(chan os.Signal, 1), make(chan struct{}), make(chan struct{})
 	signal.Notify(hup, syscall.SIGHUP)
 	go func() {
+		defer close(hupExited)
 		for {
 			select {
 			case <-hup:
@@ -341,7 +336,17 @@ func serve(ctx context.Context, p Process, name, usage string, flagDefaults map[
 	defer func() {
 		signal.Stop(hup)
 		close(hupDone)
+		<-hupExited
 	}()
+
+	var stops daemon.Stops
+	defer stops.Run()
+	// Keep the collector from running every few MB while the live heap is
+	// small (the tail latency of tool round trips), and give memory back
+	// to the OS once a spike is over (see internal/gctune).
+	floor, returner := gctune.Start(uint64(cfg.GCHeapFloorMiB)<<20), gctune.NewReturner(gctune.ReturnerConfig{})
+	returner.Start()
+	stops[daemon.StopGC] = func() { returner.Stop(); floor.Stop() }
 
 	coreCfg := cfg
 	if listen.Scheme == config.ListenStdio {

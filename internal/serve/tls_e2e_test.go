@@ -124,3 +124,37 @@ func recvWithin(t *testing.T, ch <-chan struct{}) {
 		t.Fatal("not seen in the log")
 	}
 }
+
+// A SIGHUP that comes while the daemon shuts down (a reload overlapping a
+// stop) is caught until the shutdown has ended: here during the grace
+// period a running turn gets.
+func TestSIGHUPDuringShutdown(t *testing.T) {
+	ws := apptest.Workspace(t)
+	fake := apptest.StartFake(t, `{"steps":[{"match":{"user_text":"hang"},"tool_calls":[`+apptest.ShellCall("call_h", "sleep 60")+`]}]}`)
+	seen := make(chan struct{}, 4)
+	args := append([]string{"--data-dir", t.TempDir(), "--shutdown-grace-period", "3s", "--log-level", "info"}, apptest.FakeArgs(fake, "responses")...)
+	d := apptest.StartWith(t, apptest.Options{Stderr: logWatch{"no TLS certificate to reload", seen}}, args...)
+	r := d.RPC(t)
+	threadID := apptest.StartThread(t, r, map[string]any{"cwd": ws, "sandbox": "danger-full-access", "approvalPolicy": "never"})
+	r.Call("turn/start", apptest.Input(threadID, "hang"))
+	r.Until("item/started")
+	go func() {
+		for {
+			if _, err := r.Read(30 * time.Second); err != nil {
+				return
+			}
+		}
+	}()
+
+	stopped := make(chan error, 1)
+	go func() { stopped <- d.Shutdown(t) }()
+	time.Sleep(300 * time.Millisecond) // into the grace period
+	select {
+	case err := <-stopped:
+		t.Fatalf("the daemon stopped before its grace period: %v", err)
+	default:
+	}
+	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGHUP))
+	recvWithin(t, seen)
+	require.NoError(t, <-stopped)
+}

@@ -40,9 +40,9 @@ func (s *Store) Write(ctx context.Context, b *store.Batch) (err error) {
 	// A connection given back inside a transaction (its ROLLBACK failed)
 	// is closed by the pool, not reused.
 	defer conn.Release()
-	committed := false
+	ended := false // by COMMIT, whatever its outcome
 	defer func() {
-		if !committed {
+		if !ended {
 			// Undoes everything, counters included.
 			_, _ = conn.Exec(context.WithoutCancel(ctx), "ROLLBACK")
 		}
@@ -56,15 +56,15 @@ func (s *Store) Write(ctx context.Context, b *store.Batch) (err error) {
 	}
 	tag, err := conn.Exec(ctx, "COMMIT")
 	if err == nil && tag.String() == "ROLLBACK" {
-		// The transaction had failed: Postgres rolls it back.
-		err = pgx.ErrTxCommitRollback
+		// The transaction had failed: Postgres rolled it back.
+		ended, err = true, pgx.ErrTxCommitRollback
 	}
 	if err != nil {
 		// The outcome is unknown to us (the log says the commit failed);
 		// the caller may retry. Clients get the outage's usual words.
 		return apperr.Wrap(apperr.Unavailable, fmt.Errorf("commit: %w", err), "storage unavailable")
 	}
-	committed = true
+	ended = true
 	p.FillBack()
 	return nil
 }
