@@ -170,16 +170,17 @@ func (r *Request) holds(id ConnID) bool {
 // offer delivers the request to m unless it holds it already; it reports
 // whether m holds it now. m is a holder before the request is delivered,
 // so that the client's answer or its going away (r.Lost), which may come
-// before Request returns, finds it; a request
-// settled meanwhile is told to m as settled once Request returned. A
-// settled request is offered to no one.
+// before Request returns, finds it; a request settled meanwhile is told
+// to m as settled once Request returned. A settled request is offered to
+// no one.
 func (r *Request) offer(m member, id int64) bool {
+	isM := func(h holder) bool { return h.id == m.id }
 	r.mu.Lock()
 	if r.settled {
 		r.mu.Unlock()
 		return false
 	}
-	if slices.ContainsFunc(r.holders, func(h holder) bool { return h.id == m.id }) {
+	if slices.ContainsFunc(r.holders, isM) {
 		r.mu.Unlock()
 		return true
 	}
@@ -189,7 +190,7 @@ func (r *Request) offer(m member, id int64) bool {
 	r.mu.Lock()
 	r.sent = r.sent || took
 	settled := r.settled
-	i := slices.IndexFunc(r.holders, func(h holder) bool { return h.id == m.id })
+	i := slices.IndexFunc(r.holders, isM)
 	held := took && i >= 0 // not lost while being delivered
 	switch {
 	case i < 0:

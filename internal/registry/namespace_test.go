@@ -13,10 +13,6 @@ import (
 // written by hand: json.Marshal of the four fields, each tool through its
 // own MarshalJSON; BenchmarkNamespaceSpec's baseline.
 func oldNamespaceJSON(n NamespaceSpec) ([]byte, error) {
-	desc := n.Description
-	if desc == "" {
-		desc = "Tools in the " + n.Name + " namespace."
-	}
 	tools := n.Tools
 	if tools == nil {
 		tools = []FunctionSpec{}
@@ -26,7 +22,7 @@ func oldNamespaceJSON(n NamespaceSpec) ([]byte, error) {
 		Name        string         `json:"name"`
 		Description string         `json:"description"`
 		Tools       []FunctionSpec `json:"tools"`
-	}{"namespace", n.Name, desc, tools})
+	}{"namespace", n.Name, n.description(), tools})
 }
 
 // benchNamespace is a namespace of n tools as an MCP server might list

@@ -85,10 +85,6 @@ func reflectiveSpecJSON(spec ToolSpec) ([]byte, error) {
 	case FunctionSpec:
 		return json.Marshal(mirrorWire(s, true))
 	case NamespaceSpec:
-		desc := s.Description
-		if desc == "" {
-			desc = "Tools in the " + s.Name + " namespace."
-		}
 		tools := make([]mirrorFunction, len(s.Tools))
 		for i, t := range s.Tools {
 			tools[i] = mirrorWire(t, true)
@@ -98,7 +94,7 @@ func reflectiveSpecJSON(spec ToolSpec) ([]byte, error) {
 			Name        string           `json:"name"`
 			Description string           `json:"description"`
 			Tools       []mirrorFunction `json:"tools"`
-		}{"namespace", s.Name, desc, tools})
+		}{"namespace", s.Name, s.description(), tools})
 	case ToolSearchSpec:
 		params := s.Parameters
 		if params == nil {

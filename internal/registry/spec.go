@@ -229,14 +229,19 @@ type NamespaceSpec struct {
 func (n NamespaceSpec) ToolName() string { return n.Name }
 func (NamespaceSpec) isToolSpec()        {}
 
+// description is the Description sent: the default when it is empty.
+func (n NamespaceSpec) description() string {
+	if n.Description == "" {
+		return "Tools in the " + n.Name + " namespace."
+	}
+	return n.Description
+}
+
 // MarshalJSON encodes {"type":"namespace","name","description","tools":[...]},
 // each tool as its MarshalJSON writes it: the bytes json.Marshal wrote for
 // the struct with those four fields.
 func (n NamespaceSpec) MarshalJSON() ([]byte, error) {
-	desc := n.Description
-	if desc == "" {
-		desc = "Tools in the " + n.Name + " namespace."
-	}
+	desc := n.description()
 	// The tools' JSON from the cache, nil where it has none.
 	var cached [][]byte
 	// The fixed keys take 58 bytes; escapes may lengthen the strings.

@@ -318,24 +318,19 @@ func serve(ctx context.Context, p Process, name, usage string, flagDefaults map[
 	// not inherited by the commands the agent runs. Caught until the
 	// shutdown below (stops.Run) has ended: a reload during it must not
 	// end the process halfway.
-	hup, hupDone, hupExited := make(chan os.Signal, 1), make(chan struct{}), make(chan struct{})
+	hup, hupExited := make(chan os.Signal, 1), make(chan struct{})
 	signal.Notify(hup, syscall.SIGHUP)
 	go func() {
 		defer close(hupExited)
-		for {
-			select {
-			case <-hup:
-				if !cfg.ListenTLS() {
-					log.Info("SIGHUP: no TLS certificate to reload; nothing else is reloaded")
-				}
-			case <-hupDone:
-				return
+		for range hup {
+			if !cfg.ListenTLS() {
+				log.Info("SIGHUP: no TLS certificate to reload; nothing else is reloaded")
 			}
 		}
 	}()
 	defer func() {
-		signal.Stop(hup)
-		close(hupDone)
+		signal.Stop(hup) // no signal is sent on hup once it returns
+		close(hup)
 		<-hupExited
 	}()
 

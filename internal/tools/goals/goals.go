@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/appserver/appserver/api"
 	"github.com/appserver/appserver/internal/registry"
@@ -36,9 +37,10 @@ func Specs() []registry.FunctionSpec {
 
 // The three specs, built once by buildSpecs.
 var (
-	getSpec    = registry.Static(func() registry.FunctionSpec { return buildSpecs()[0] })
-	createSpec = registry.Static(func() registry.FunctionSpec { return buildSpecs()[1] })
-	updateSpec = registry.Static(func() registry.FunctionSpec { return buildSpecs()[2] })
+	builtSpecs = sync.OnceValue(buildSpecs)
+	getSpec    = registry.Static(func() registry.FunctionSpec { return builtSpecs()[0] })
+	createSpec = registry.Static(func() registry.FunctionSpec { return builtSpecs()[1] })
+	updateSpec = registry.Static(func() registry.FunctionSpec { return builtSpecs()[2] })
 )
 
 // buildSpecs builds the three specs.
