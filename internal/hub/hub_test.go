@@ -620,6 +620,29 @@ func TestBroadcastsAboutOtherThreadsAreDistant(t *testing.T) {
 	}
 }
 
+// Whether a broadcast is distant follows the thread's subscribers as they
+// change: among several, each subscriber of the thread gets it unmarked,
+// one that unsubscribed or subscribed to another thread marked.
+func TestDistantFollowsSubscriptions(t *testing.T) {
+	h := hub.New(hub.Config{})
+	defer h.Close()
+	cs := []*client{newClient(), newClient(), newClient(), newClient()}
+	ids := attach(h, cs[0], cs[1], cs[2])
+	other := h.NewConnID()
+	h.Attach(other, cs[3], hub.AttachOptions{})
+	h.Subscribe("elsewhere", other)
+	require.True(t, h.Unsubscribe("th", ids[1]))
+	h.BroadcastThread("th", nil, "thread/status/changed", api.ThreadStatusChangedNotification{ThreadID: "th"})
+	for i, want := range []bool{false, true, false, true} {
+		require.Equal(t, want, cs[i].note(t).Distant, "client %d", i)
+	}
+	h.Subscribe("th", other)
+	h.BroadcastThread("th", nil, "thread/status/changed", api.ThreadStatusChangedNotification{ThreadID: "th"})
+	for i, want := range []bool{false, true, false, false} {
+		require.Equal(t, want, cs[i].note(t).Distant, "client %d", i)
+	}
+}
+
 // A subscriber that opted out of a method is left out of its broadcasts
 // without being called, whether it attached before or after the method's
 // first broadcast, and hears the methods it did not opt out of; one that

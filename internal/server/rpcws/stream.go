@@ -112,8 +112,11 @@ type Stream struct {
 
 	mu sync.Mutex // guards the fields up to closeText
 	// queue holds the frames not yet taken by the writer, oldest first. It
-	// is nil whenever it is empty, so a burst does not pin its backing array.
-	queue []outFrame
+	// is nil whenever it is empty, so a burst does not pin its backing
+	// array; qarray is the queueArrays box its array came from, which the
+	// array (or the one append grew it into) goes back in.
+	queue  []outFrame
+	qarray *[]outFrame
 	// queuedBytes is the size of the frames in queue plus that of the
 	// frame being written (writingBytes), which is held until its write
 	// returns.
@@ -187,6 +190,21 @@ var frameLists = sync.Pool{New: func() any {
 	l := make([][]byte, 0, 16)
 	return &l
 }}
+
+// queueArrays hold the backing arrays of drained queues for the next
+// frames of any stream. A queue used to grow from nothing after each time
+// its writer drained it: with 400 connections taking every broadcast,
+// that growth was 7 % of the daemon's CPU (BenchmarkCrowdTurns/threads=400,
+// bench/README.md). An array goes back only when its queue is empty, and
+// cleared, so it holds no frame.
+var queueArrays = sync.Pool{New: func() any {
+	a := make([]outFrame, 0, 32)
+	return &a
+}}
+
+// maxPooledQueue bounds the arrays queueArrays keep: a queue that grew
+// past it (a slow reader's backlog) gives its array to the collector.
+const maxPooledQueue = 1024
 
 // NewStream returns the stream of a websocket (WebSocket with the options'
 // ReadLimit and Batch).
@@ -455,6 +473,10 @@ func (s *Stream) SendStreamed(f StreamedFrame) error {
 // frame (lazy > 0) starts no writer before lazy has passed.
 func (s *Stream) queueLocked(f outFrame, lazy time.Duration) error {
 	if len(s.queue) < s.opts.OutboundQueue && s.queuedBytes < s.opts.OutboundBytes {
+		if s.queue == nil {
+			s.qarray = queueArrays.Get().(*[]outFrame)
+			s.queue = (*s.qarray)[:0]
+		}
 		s.queue = append(s.queue, f)
 		s.queuedBytes += f.size
 		if lazy <= 0 || s.writing {
@@ -509,7 +531,7 @@ func (s *Stream) lazyDue() {
 // discardQueueLocked drops the queued frames; s.mu must be held. The
 // frame being written, if any, stays counted until its write returns.
 func (s *Stream) discardQueueLocked() {
-	s.queue = nil
+	s.queue, s.qarray = nil, nil
 	s.queuedBytes = s.writingBytes
 }
 
@@ -585,11 +607,7 @@ func (s *Stream) writeLoop() {
 			frameLists.Put(frames)
 		} else {
 			frame := s.queue[0]
-			s.queue[0] = outFrame{}
-			s.queue = s.queue[1:]
-			if len(s.queue) == 0 {
-				s.queue = nil // release the backing array
-			}
+			s.dropHeadLocked(1)
 			// A frame with others queued behind it may wait for the next
 			// one (Framer.WriteFrame): the last frame found queued writes
 			// them all at once.
@@ -662,13 +680,25 @@ func (s *Stream) takeBatchLocked() (*[][]byte, int64) {
 	frames := frameLists.Get().(*[][]byte)
 	for i := range n {
 		*frames = append(*frames, s.queue[i].data)
-		s.queue[i] = outFrame{}
 	}
-	s.queue = s.queue[n:]
-	if len(s.queue) == 0 {
-		s.queue = nil // release the backing array
-	}
+	s.dropHeadLocked(n)
 	return frames, size
+}
+
+// dropHeadLocked removes the first n frames of the queue, which the writer
+// took; s.mu must be held. A queue left empty gives its backing array
+// back to queueArrays.
+func (s *Stream) dropHeadLocked(n int) {
+	clear(s.queue[:n])
+	if n < len(s.queue) {
+		s.queue = s.queue[n:]
+		return
+	}
+	if a := s.qarray; a != nil && cap(s.queue) <= maxPooledQueue {
+		*a = s.queue[:0]
+		queueArrays.Put(a)
+	}
+	s.queue, s.qarray = nil, nil
 }
 
 // writeFrames writes a batch through the framesWriter, or frame by frame
