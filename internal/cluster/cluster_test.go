@@ -268,6 +268,47 @@ func TestGroupCommitFailsOnlyTheFencedOutBatch(t *testing.T) {
 	}
 }
 
+// releasingStore gives the lease of thread back (its turn ended) after
+// the fenced store took its fence and before the write reaches the
+// database, once.
+type releasingStore struct {
+	*postgres.Store
+	n      *Node
+	thread string
+	once   sync.Once
+}
+
+func (r *releasingStore) Write(ctx context.Context, b *store.Batch) error {
+	r.once.Do(func() { r.n.Release(r.thread) })
+	return r.Store.Write(ctx, b)
+}
+
+// A write that takes the fence of a lease given back before it commits (a
+// client's write racing the end of the thread's turn) is made again
+// without it, since the thread is idle here; one whose lease this node
+// still holds under the same token but lost stays refused.
+func TestWriteRacingReleaseIsNotRefused(t *testing.T) {
+	st := openStore(t)
+	n := newNode(t, st, "a", time.Minute, &recorder{})
+	id := threadWithTurn(t, st, st)
+	_, _, err := n.Acquire(t.Context(), id)
+	require.NoError(t, err)
+	fenced := n.Fenced(&releasingStore{Store: st, n: n, thread: id})
+	require.NoError(t, fenced.Write(t.Context(), &store.Batch{AppendItems: []*store.Item{item(id, "item-2")}}))
+	require.Equal(t, 2, items(t, st, id))
+	require.Zero(t, n.fence(id))
+
+	lost := threadWithTurn(t, st, st)
+	_, _, err = n.Acquire(t.Context(), lost)
+	require.NoError(t, err)
+	_, err = st.Pool().Exec(t.Context(), `UPDATE thread_leases SET token = token + 1000 WHERE thread_id = $1`, lost)
+	require.NoError(t, err)
+	err = n.Fenced(st).Write(t.Context(), &store.Batch{AppendItems: []*store.Item{item(lost, "item-2")}})
+	require.True(t, apperr.Is(err, apperr.Conflict), "%v", err)
+	require.Equal(t, 1, items(t, st, lost))
+	n.Release(lost)
+}
+
 // A request for a thread goes to the node holding its lease, and the
 // answer, or the error with its code, comes back.
 func TestForwardReachesTheOwner(t *testing.T) {

@@ -2,7 +2,9 @@ package cluster
 
 import (
 	"context"
+	"slices"
 
+	"github.com/appserver/appserver/internal/apperr"
 	"github.com/appserver/appserver/internal/store"
 )
 
@@ -18,10 +20,45 @@ type fencedStore struct {
 	n *Node
 }
 
+// maxRefence bounds how often a write is tried again under newer fences.
+const maxRefence = 3
+
 func (f fencedStore) Write(ctx context.Context, b *store.Batch) error {
 	if b.Empty() {
 		return nil
 	}
+	fences := f.fences(b)
+	for attempt := 0; ; attempt++ {
+		if len(fences) == 0 {
+			return f.Store.Write(ctx, b)
+		}
+		// The records are shared, so that the store fills them back for
+		// the caller; only the fences are added.
+		fb := *b
+		fb.Fences = append(append([]store.Fence(nil), b.Fences...), fences...)
+		err := f.Store.Write(ctx, &fb)
+		if err == nil || !apperr.Is(err, apperr.Conflict) || attempt == maxRefence {
+			return err
+		}
+		// A write that is not its thread's turn's own (a client setting
+		// the thread's goal or name) takes the fence of a lease held when
+		// it is made. If the turn ends and gives the lease back before the
+		// write commits, the database refuses the write for a lease that
+		// was given back, not lost: it goes again under the fences as they
+		// are now (none for a thread idle here). A lease still held under
+		// the same token was really lost, and its refusal stands. A
+		// refused write stored nothing, so it can be made again.
+		now := f.fences(b)
+		if slices.Equal(now, fences) {
+			return err
+		}
+		fences = now
+	}
+}
+
+// fences are the fences of the threads b writes that this node holds the
+// lease of, each once.
+func (f fencedStore) fences(b *store.Batch) []store.Fence {
 	var fences []store.Fence
 	add := func(threadID string) {
 		for _, fc := range fences {
@@ -48,12 +85,5 @@ func (f fencedStore) Write(ctx context.Context, b *store.Batch) error {
 	for _, it := range b.AppendItems {
 		add(it.ThreadID)
 	}
-	if len(fences) == 0 {
-		return f.Store.Write(ctx, b)
-	}
-	// The records are shared, so that the store fills them back for the
-	// caller; only the fences are added.
-	fb := *b
-	fb.Fences = append(append([]store.Fence(nil), b.Fences...), fences...)
-	return f.Store.Write(ctx, &fb)
+	return fences
 }
