@@ -554,7 +554,9 @@ func (w *turnWorker) turnBy(ctx context.Context, method string, params any) (ela
 		// Most frames are notifications this loop does not look at; decode
 		// only responses and turn/completed. Both servers write a
 		// notification's method first ({"method":"…","params":…}, as the
-		// golden captures show), so only a frame's head is searched: at 400
+		// raw captures of the reference in
+		// internal/server/testdata/golden/reference show), so only a
+		// frame's head is searched: at 400
 		// threads, searching whole frames was a sixth of the clients' CPU.
 		head := data[:min(len(data), frameHead)]
 		if !answered && !bytes.Contains(head, []byte(`"method"`)) {

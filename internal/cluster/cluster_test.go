@@ -284,9 +284,10 @@ func (r *releasingStore) Write(ctx context.Context, b *store.Batch) error {
 }
 
 // A write that takes the fence of a lease given back before it commits (a
-// client's write racing the end of the thread's turn) is made again
-// without it, since the thread is idle here; one whose lease this node
-// still holds under the same token but lost stays refused.
+// client's write racing the end of the thread's turn) is made again on the
+// thread having no live lease, and commits; one whose lease another node
+// took is refused, whether this node gave its lease back meanwhile
+// without noticing the takeover or still holds it under the same token.
 func TestWriteRacingReleaseIsNotRefused(t *testing.T) {
 	st := openStore(t)
 	n := newNode(t, st, "a", time.Minute, &recorder{})
@@ -298,15 +299,22 @@ func TestWriteRacingReleaseIsNotRefused(t *testing.T) {
 	require.Equal(t, 2, items(t, st, id))
 	require.Zero(t, n.fence(id))
 
-	lost := threadWithTurn(t, st, st)
-	_, _, err = n.Acquire(t.Context(), lost)
-	require.NoError(t, err)
-	_, err = st.Pool().Exec(t.Context(), `UPDATE thread_leases SET token = token + 1000 WHERE thread_id = $1`, lost)
-	require.NoError(t, err)
-	err = n.Fenced(st).Write(t.Context(), &store.Batch{AppendItems: []*store.Item{item(lost, "item-2")}})
-	require.True(t, apperr.Is(err, apperr.Conflict), "%v", err)
-	require.Equal(t, 1, items(t, st, lost))
-	n.Release(lost)
+	for _, release := range []bool{true, false} {
+		taken := threadWithTurn(t, st, st)
+		_, _, err = n.Acquire(t.Context(), taken)
+		require.NoError(t, err)
+		// Another node's lease now, live.
+		_, err = st.Pool().Exec(t.Context(), `UPDATE thread_leases SET token = token + 1000 WHERE thread_id = $1`, taken)
+		require.NoError(t, err)
+		var w store.Store = st
+		if release {
+			w = &releasingStore{Store: st, n: n, thread: taken}
+		}
+		err = n.Fenced(w).Write(t.Context(), &store.Batch{AppendItems: []*store.Item{item(taken, "item-2")}})
+		require.True(t, apperr.Is(err, apperr.Conflict), "released %v: %v", release, err)
+		require.Equal(t, 1, items(t, st, taken), "released %v", release)
+		n.Release(taken)
+	}
 }
 
 // A request for a thread goes to the node holding its lease, and the

@@ -27,7 +27,7 @@ func (f fencedStore) Write(ctx context.Context, b *store.Batch) error {
 	if b.Empty() {
 		return nil
 	}
-	fences := f.fences(b)
+	fences := f.fences(b, nil)
 	for attempt := 0; ; attempt++ {
 		if len(fences) == 0 {
 			return f.Store.Write(ctx, b)
@@ -43,12 +43,13 @@ func (f fencedStore) Write(ctx context.Context, b *store.Batch) error {
 		// A write that is not its thread's turn's own (a client setting
 		// the thread's goal or name) takes the fence of a lease held when
 		// it is made. If the turn ends and gives the lease back before the
-		// write commits, the database refuses the write for a lease that
-		// was given back, not lost: it goes again under the fences as they
-		// are now (none for a thread idle here). A lease still held under
-		// the same token was really lost, and its refusal stands. A
-		// refused write stored nothing, so it can be made again.
-		now := f.fences(b)
+		// write commits, the database refuses the write: it goes again,
+		// fenced on the thread having no live lease at all (Token 0), which
+		// holds after a give-back and fails after a takeover, whether or
+		// not this node has noticed the takeover. A lease still held here
+		// under the same token was lost, and its refusal stands. A refused
+		// write stored nothing, so it can be made again.
+		now := f.fences(b, fences)
 		if slices.Equal(now, fences) {
 			return err
 		}
@@ -56,9 +57,11 @@ func (f fencedStore) Write(ctx context.Context, b *store.Batch) error {
 	}
 }
 
-// fences are the fences of the threads b writes that this node holds the
-// lease of, each once.
-func (f fencedStore) fences(b *store.Batch) []store.Fence {
+// fences are the fences of the threads b writes, each once: the token of
+// the lease this node holds, or, for a thread fenced in before but whose
+// lease was given back since, Token 0 (the thread must have no live
+// lease).
+func (f fencedStore) fences(b *store.Batch, before []store.Fence) []store.Fence {
 	var fences []store.Fence
 	add := func(threadID string) {
 		for _, fc := range fences {
@@ -68,6 +71,13 @@ func (f fencedStore) fences(b *store.Batch) []store.Fence {
 		}
 		if tok := f.n.fence(threadID); tok != 0 {
 			fences = append(fences, store.Fence{ThreadID: threadID, Token: tok})
+			return
+		}
+		for _, fc := range before {
+			if fc.ThreadID == threadID {
+				fences = append(fences, store.Fence{ThreadID: threadID})
+				return
+			}
 		}
 	}
 	for _, u := range b.UpdateThreads {

@@ -347,7 +347,8 @@ type Batch struct {
 }
 
 // Fence is the lease a write depends on: the thread's lease must still
-// carry Token.
+// carry Token and not have expired; Token 0 requires the thread to have no
+// live lease at all (a lease given back, whoever gave it).
 type Fence struct {
 	ThreadID string
 	Token    int64

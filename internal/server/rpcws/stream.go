@@ -203,8 +203,14 @@ var queueArrays = sync.Pool{New: func() any {
 }}
 
 // maxPooledQueue bounds the arrays queueArrays keep: a queue that grew
-// past it (a slow reader's backlog) gives its array to the collector.
-const maxPooledQueue = 1024
+// past it (a slow reader's backlog) gives its array to the collector;
+// minPooledQueue keeps out arrays a long backlog's reslicing left small.
+// maxShiftedFrames is the most frames dropHeadLocked moves to the front.
+const (
+	maxPooledQueue   = 1024
+	minPooledQueue   = 16
+	maxShiftedFrames = 64
+)
 
 // NewStream returns the stream of a websocket (WebSocket with the options'
 // ReadLimit and Batch).
@@ -474,8 +480,10 @@ func (s *Stream) SendStreamed(f StreamedFrame) error {
 func (s *Stream) queueLocked(f outFrame, lazy time.Duration) error {
 	if len(s.queue) < s.opts.OutboundQueue && s.queuedBytes < s.opts.OutboundBytes {
 		if s.queue == nil {
+			// The box carries the array to the pool and back; it holds
+			// nothing while the queue is in use.
 			s.qarray = queueArrays.Get().(*[]outFrame)
-			s.queue = (*s.qarray)[:0]
+			s.queue, *s.qarray = (*s.qarray)[:0], nil
 		}
 		s.queue = append(s.queue, f)
 		s.queuedBytes += f.size
@@ -686,15 +694,23 @@ func (s *Stream) takeBatchLocked() (*[][]byte, int64) {
 }
 
 // dropHeadLocked removes the first n frames of the queue, which the writer
-// took; s.mu must be held. A queue left empty gives its backing array
-// back to queueArrays.
+// took; s.mu must be held. A few frames left are moved to the front, so
+// that the array keeps its whole capacity; a long backlog is resliced
+// instead of copied for every frame taken. A queue left empty gives its
+// backing array back to queueArrays, unless reslicing left it small.
 func (s *Stream) dropHeadLocked(n int) {
 	clear(s.queue[:n])
-	if n < len(s.queue) {
-		s.queue = s.queue[n:]
+	if rest := len(s.queue) - n; rest > 0 {
+		if rest > maxShiftedFrames {
+			s.queue = s.queue[n:]
+			return
+		}
+		copy(s.queue, s.queue[n:])
+		clear(s.queue[rest:])
+		s.queue = s.queue[:rest]
 		return
 	}
-	if a := s.qarray; a != nil && cap(s.queue) <= maxPooledQueue {
+	if a := s.qarray; a != nil && cap(s.queue) >= minPooledQueue && cap(s.queue) <= maxPooledQueue {
 		*a = s.queue[:0]
 		queueArrays.Put(a)
 	}

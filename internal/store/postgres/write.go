@@ -375,10 +375,13 @@ func rowSteps(p *backend.Plan) []step {
 // is seen: never both. The lease rows themselves are not locked (a lock
 // would write each row on every write). The clock is the database's, the
 // one every node's leases are measured by.
-const fenceSQL = `SELECT count(*) FROM thread_leases l
-	JOIN unnest($1::uuid[], $2::bigint[]) AS f(thread_id, token)
-	  ON l.thread_id = f.thread_id AND l.token = f.token
-	WHERE l.expires_at > clock_timestamp()`
+//
+// A fence of token 0 counts when the thread has no live lease: the write
+// must not land on a thread another node took meanwhile.
+const fenceSQL = `SELECT count(*) FROM unnest($1::uuid[], $2::bigint[]) AS f(thread_id, token)
+	WHERE (f.token <> 0) = EXISTS (SELECT 1 FROM thread_leases l
+		WHERE l.thread_id = f.thread_id AND l.expires_at > clock_timestamp()
+		  AND (f.token = 0 OR l.token = f.token))`
 
 // fenceStep checks a batch's fences before anything is written.
 func fenceStep(fences []store.Fence) step {
