@@ -268,6 +268,12 @@ func NewCore(ctx context.Context, cfg *config.Config, doors Doors, configFile, v
 		if err := notifier.Start(ctx); err != nil {
 			return nil, err
 		}
+		// Serving before the LISTEN is in effect would let a client
+		// subscribe to a thread whose events another daemon then commits
+		// unheard here, and wait for them forever.
+		if err := waitListening(ctx, notifier, listenWait); err != nil {
+			return nil, err
+		}
 	}
 	// The skill catalog: the workspace's own skill folders always (for
 	// skills/list), plus configured roots and remotes.
@@ -746,4 +752,23 @@ func absPaths(paths ...string) []string {
 		}
 	}
 	return out
+}
+
+// listenWait bounds how long a daemon on Postgres waits at start for its
+// LISTEN connection (pgnotify), which retries meanwhile.
+const listenWait = 30 * time.Second
+
+// waitListening waits until n's LISTEN is in effect.
+func waitListening(ctx context.Context, n *pgnotify.Notifier, wait time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	select {
+	case <-n.Listening():
+		return nil
+	case <-ctx.Done():
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return fmt.Errorf("postgres notifier: no LISTEN connection after %v (see the warnings above)", wait)
+		}
+		return ctx.Err()
+	}
 }

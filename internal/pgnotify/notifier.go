@@ -63,6 +63,10 @@ type Notifier struct {
 	mu     sync.Mutex // guards subs and frozen
 	subs   map[string]*subscription
 	frozen bool // set by Start: subs no longer change
+
+	// listening is closed once the first connection's LISTEN is in effect.
+	listening     chan struct{}
+	listeningOnce sync.Once
 }
 
 var _ service.Service = (*Notifier)(nil)
@@ -95,8 +99,14 @@ func New(cfg Config) (*Notifier, error) {
 	}
 	conn := cfg.Pool.Config().ConnConfig.Copy()
 	conn.RuntimeParams["application_name"] = ApplicationName
-	return &Notifier{cfg: cfg, log: cfg.Logger, conn: conn, subs: map[string]*subscription{}}, nil
+	return &Notifier{cfg: cfg, log: cfg.Logger, conn: conn, subs: map[string]*subscription{}, listening: make(chan struct{})}, nil
 }
+
+// Listening is closed once the first connection's LISTEN is in effect on
+// every channel: a notification sent after that reaches the subscribers.
+// A daemon waits for it before it serves, so that a client it serves
+// never misses what another daemon sends meanwhile.
+func (n *Notifier) Listening() <-chan struct{} { return n.listening }
 
 // Subscribe gives channel's notifications to h from Start on. A channel
 // has one subscriber; subscribing after Start is refused.
@@ -118,7 +128,7 @@ func (n *Notifier) Subscribe(channel string, h Handler) error {
 
 // Start runs the connection and the subscriptions' goroutines; it does
 // not wait for the first connection (each subscriber hears of it through
-// Connected).
+// Connected, and Listening says when it is in effect).
 func (n *Notifier) Start(ctx context.Context) error {
 	_, run, err := n.base.Begin(ctx)
 	if !run {
@@ -193,6 +203,7 @@ func (n *Notifier) listen(ctx context.Context, subs map[string]*subscription) (l
 			return false, err
 		}
 	}
+	n.listeningOnce.Do(func() { close(n.listening) })
 	for _, s := range subs {
 		if !s.put(ctx, event{connected: true}) {
 			return true, ctx.Err()

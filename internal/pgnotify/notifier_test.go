@@ -108,6 +108,35 @@ func TestOneConnectionForEveryChannel(t *testing.T) {
 	}
 }
 
+// Listening is closed once LISTEN is in effect: a notification sent right
+// after it is heard, before any Connected handler has run.
+func TestListeningMeansNothingIsMissed(t *testing.T) {
+	pool := newPool(t, pgtest.URL(t))
+	n, err := New(Config{Pool: pool})
+	require.NoError(t, err)
+	heard := make(chan string, 1)
+	require.NoError(t, n.Subscribe("appserver_events", Handler{Notify: func(_ context.Context, p string) { heard <- p }}))
+	select {
+	case <-n.Listening():
+		t.Fatal("listening before Start")
+	default:
+	}
+	require.NoError(t, n.Start(t.Context()))
+	t.Cleanup(n.Stop)
+	select {
+	case <-n.Listening():
+	case <-time.After(10 * time.Second):
+		t.Fatal("never listening")
+	}
+	notify(t, pool, "appserver_events", "first")
+	select {
+	case p := <-heard:
+		require.Equal(t, "first", p)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the notification sent once listening was missed")
+	}
+}
+
 // A lost connection is made again, after a pause, and every subscriber
 // is told so before the notifications sent after it.
 func TestReconnectsAndSaysSo(t *testing.T) {
