@@ -45,8 +45,13 @@ func (f fencedStore) Write(ctx context.Context, b *store.Batch) error {
 		// it is made. If the turn ends and gives the lease back before the
 		// write commits, the database refuses the write: it goes again,
 		// fenced on the thread having no live lease at all (Token 0), which
-		// holds after a give-back and fails after a takeover, whether or
-		// not this node has noticed the takeover. A lease still held here
+		// holds after a give-back and fails while another node holds the
+		// lease, whether or not this node noticed it was taken. (A turn
+		// another node's failover scan settled leaves no live lease: the
+		// thread is idle, and the write lands as on any idle thread.) A
+		// write can also be refused while this node takes the lease
+		// again for its next turn; the caller then sees the Conflict.
+		// A lease still held here
 		// under the same token was lost, and its refusal stands. A refused
 		// write stored nothing, so it can be made again.
 		now := f.fences(b, fences)

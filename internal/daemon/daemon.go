@@ -767,7 +767,7 @@ func waitListening(ctx context.Context, n *pgnotify.Notifier, wait time.Duration
 		return nil
 	case <-ctx.Done():
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return fmt.Errorf("postgres notifier: no LISTEN connection after %v (see the warnings above)", wait)
+			return fmt.Errorf("postgres notifier: no LISTEN connection after %v", wait)
 		}
 		return ctx.Err()
 	}

@@ -377,7 +377,9 @@ func rowSteps(p *backend.Plan) []step {
 // one every node's leases are measured by.
 //
 // A fence of token 0 counts when the thread has no live lease: the write
-// must not land on a thread another node took meanwhile.
+// must not land on a thread whose lease another node holds. (A failover
+// takeover leaves the lease expired, its turn settled: the thread is idle
+// then, and such a write lands as any write of an idle thread does.)
 const fenceSQL = `SELECT count(*) FROM unnest($1::uuid[], $2::bigint[]) AS f(thread_id, token)
 	WHERE (f.token <> 0) = EXISTS (SELECT 1 FROM thread_leases l
 		WHERE l.thread_id = f.thread_id AND l.expires_at > clock_timestamp()
