@@ -166,7 +166,11 @@ func (sess *session) Request(r *hub.Request, _ int64) bool {
 	sess.mu.Lock()
 	defer sess.mu.Unlock()
 	c := sess.calls[r.ThreadID]
-	if c == nil || sess.closed {
+	// A call whose context ended is answering: its host cancelled it and
+	// its turn is being interrupted. Taken, the request would fail to be
+	// asked at once and go back to the hub, which would offer it here
+	// again, over and over, until the interrupt settled it.
+	if c == nil || sess.closed || c.ctx.Err() != nil {
 		return false
 	}
 	ctx, cancel := context.WithCancel(c.ctx)
@@ -176,6 +180,11 @@ func (sess *session) Request(r *hub.Request, _ int64) bool {
 		defer sess.wg.Done()
 		defer cancel()
 		res, err := c.ask(ctx, r)
+		// Before the hub hears of it, which may offer the request here
+		// again and record a new elicitation.
+		sess.mu.Lock()
+		delete(sess.asks, r)
+		sess.mu.Unlock()
 		switch {
 		case err == nil:
 			r.AnswerAs(sess.id, sess.actor(), res, nil)
