@@ -365,7 +365,7 @@ type turnWorker struct {
 // read: coder/websocket registers and removes a context callback for
 // each read given a context that can end, and with io.ReadAll allocates
 // each frame anew. At 400 threads every client reads about 1,200 frames
-// a turn, and those two costs made up over a third of the clients' CPU
+// a turn, and those two costs made up about a quarter of the clients' CPU
 // (bench process profile, BenchmarkCrowdTurns/threads=400), which shares
 // the two cores with the daemon. Call stop before ctx is cancelled.
 func (w *turnWorker) watch(ctx context.Context) (stop func()) {
@@ -386,7 +386,7 @@ func (w *turnWorker) next(ctx context.Context) ([]byte, error) {
 	if w.pump != nil {
 		return w.pump.next(ctx)
 	}
-	if w.watched == nil || w.watched != ctx {
+	if w.watched != ctx {
 		_, data, err := w.ws.Read(ctx)
 		return data, err
 	}
@@ -556,8 +556,8 @@ func (w *turnWorker) turnBy(ctx context.Context, method string, params any) (ela
 		// notification's method first ({"method":"…","params":…}, as the
 		// raw captures of the reference in
 		// internal/server/testdata/golden/reference show), so only a
-		// frame's head is searched: at 400
-		// threads, searching whole frames was a sixth of the clients' CPU.
+		// frame's head is searched: at 400 threads, once reads were cheap,
+		// searching whole frames was a sixth of the clients' CPU.
 		head := data[:min(len(data), frameHead)]
 		if !answered && !bytes.Contains(head, []byte(`"method"`)) {
 			var f rpcFrame

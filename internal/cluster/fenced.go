@@ -49,11 +49,10 @@ func (f fencedStore) Write(ctx context.Context, b *store.Batch) error {
 		// lease, whether or not this node noticed it was taken. (A turn
 		// another node's failover scan settled leaves no live lease: the
 		// thread is idle, and the write lands as on any idle thread.) A
-		// write can also be refused while this node takes the lease
-		// again for its next turn; the caller then sees the Conflict.
-		// A lease still held here
-		// under the same token was lost, and its refusal stands. A refused
-		// write stored nothing, so it can be made again.
+		// write can also be refused while this node takes the lease again
+		// for its next turn; the caller then sees the Conflict. A lease
+		// still held here under the same token was lost, and its refusal
+		// stands. A refused write stored nothing, so it can be made again.
 		now := f.fences(b, fences)
 		if slices.Equal(now, fences) {
 			return err

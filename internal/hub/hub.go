@@ -853,11 +853,8 @@ func (h *Hub) broadcastAbout(n *Notification, threadID string) {
 	// (BenchmarkCrowdTurns/threads=400).
 	near := h.threads[threadID]
 	for id, sub := range set {
-		far := false
-		if threadID != "" {
-			_, hears := slices.BinarySearch(near, id)
-			far = !hears
-		}
+		_, hears := slices.BinarySearch(near, id)
+		far := threadID != "" && !hears
 		if far {
 			distant++
 		}
