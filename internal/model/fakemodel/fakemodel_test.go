@@ -261,3 +261,57 @@ func TestDocExampleParses(t *testing.T) {
 	_, body := post(t, srv.URL()+"/responses", `{"stream":true,"input":"go"}`)
 	assert.Contains(t, body, `"call_id":"call_patch"`)
 }
+
+// TestRequestFacts pins what matching reads of a request body, with the
+// inputs of unexpected shapes it tolerates.
+func TestRequestFacts(t *testing.T) {
+	cases := []struct {
+		name, body string
+		chat       bool
+		want       facts
+	}{
+		{"string input", `{"input":"hello"}`, false, facts{lastUserText: "hello"}},
+		{"null input", `{"input":null}`, false, facts{}},
+		{"escaped text", `{"input":[{"role":"user","content":"a\"b\u00e9"}]}`, false, facts{lastUserText: "a\"bé"}},
+		{"last user message, its text parts joined", `{"input":[
+			{"type":"message","role":"user","content":[{"type":"input_text","text":"first"}]},
+			{"role":"user","content":[{"type":"input_text","text":"a"},{"type":"input_image","image_url":"x"},{"type":"input_text","text":"b"}]},
+			{"type":"message","role":"assistant","content":[{"type":"output_text","text":"no"}]}]}`,
+			false, facts{lastUserText: "ab"}},
+		{"a last user message without content clears the text", `{"input":[
+			{"role":"user","content":"first"},{"role":"user"}]}`, false, facts{}},
+		{"a tool output last", `{"input":[{"role":"user","content":"go"},
+			{"type":"function_call","call_id":"c1","name":"f","arguments":"{}"},
+			{"type":"function_call_output","call_id":"c1","output":"ok"}]}`,
+			false, facts{lastUserText: "go", lastCallOutput: "c1"}},
+		{"a tool output not last", `{"input":[{"type":"custom_tool_call_output","call_id":"c2","output":"ok"},
+			{"type":"message","role":"assistant","content":"fine"}]}`, false, facts{}},
+		{"elements and fields of other types", `{"input":[7,"x",null,{"role":5,"type":[1],"content":"z"},
+			{"type":"tool_search_output","call_id":9}]}`, false, facts{}},
+		{"chat: a tool message then an image-only user message", `{"messages":[
+			{"role":"user","content":"please"},{"role":"tool","tool_call_id":"t1","content":"done"},
+			{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}]}`,
+			true, facts{lastUserText: "please", lastCallOutput: "t1"}},
+		{"chat: an assistant message hides the tool output", `{"messages":[
+			{"role":"tool","tool_call_id":"t1","content":"done"},{"role":"assistant","content":"ok"}]}`,
+			true, facts{}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var req request
+			require.NoError(t, decodeRequest([]byte(tc.body), &req))
+			api := apiResponses
+			if tc.chat {
+				api = apiChat
+			}
+			assert.Equal(t, tc.want, requestFacts(api, req))
+		})
+	}
+}
+
+func TestDecodeRequestRefusesNonObjects(t *testing.T) {
+	for _, body := range []string{`[]`, `"x"`, `7`, `{"input":[}`} {
+		var req request
+		assert.Error(t, decodeRequest([]byte(body), &req), body)
+	}
+}

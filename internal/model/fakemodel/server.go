@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 )
 
 // maxBody bounds a request body.
@@ -195,13 +196,13 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	rec := RecordedRequest{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, Header: r.Header.Clone(), Body: body, Step: -1}
 
-	var req map[string]any
-	if err := json.Unmarshal(body, &req); err != nil {
+	var req request
+	if err := decodeRequest(body, &req); err != nil {
 		s.record(rec)
 		writeError(w, &HTTPError{Status: http.StatusBadRequest, Message: "fake model: request body is not JSON: " + err.Error(), Type: "invalid_request_error"})
 		return
 	}
-	if stream, _ := req["stream"].(bool); !stream {
+	if stream, _ := req.Stream.(bool); !stream {
 		s.record(rec)
 		writeError(w, &HTTPError{Status: http.StatusBadRequest, Message: "fake model: only stream=true is supported", Type: "invalid_request_error"})
 		return
@@ -242,11 +243,11 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, step.Error)
 		return
 	}
-	model, _ := req["model"].(string)
+	model, _ := req.Model.(string)
 	sw := newStreamWriter(w, r, s.done, step, api == apiChat)
 	if api == apiChat {
 		includeUsage := false
-		if so, ok := req["stream_options"].(map[string]any); ok {
+		if so, ok := req.StreamOptions.(map[string]any); ok {
 			includeUsage, _ = so["include_usage"].(bool)
 		}
 		writeChat(sw, step, seq, model, includeUsage)
@@ -316,22 +317,103 @@ func (f facts) matches(m *Match) bool {
 	return true
 }
 
-func requestFacts(api wireAPI, req map[string]any) facts {
+// request is what the server reads of a request body. The fields it
+// does not look at stay undecoded, and so do the input items' contents
+// but for the user messages that decide a match: decoding a whole body
+// into maps, as this server did before, cost the bench process about
+// 2 ms of CPU a request once a thread held a few hundred exchanges, on
+// the cores the daemon under test shares (BenchmarkShellTurns, bench
+// process profile). Fields of an unexpected JSON type read as absent.
+type request struct {
+	Stream        any         `json:"stream"`
+	Model         any         `json:"model"`
+	StreamOptions any         `json:"stream_options"`
+	Input         []inputItem `json:"input"`
+	Messages      []inputItem `json:"messages"`
+	// InputText is input when it is a string.
+	InputText string `json:"-"`
+}
+
+// decodeRequest decodes body into req in one pass of encoding/json. A
+// value of an unexpected type (an input that is a string, an element
+// that is not an object) leaves that field zero and is reported as an
+// *json.UnmarshalTypeError after the rest is decoded; then body is
+// decoded again, item by item, so that each such value reads as absent
+// and the rest as written.
+func decodeRequest(body []byte, req *request) error {
+	err := json.Unmarshal(body, req)
+	var typeErr *json.UnmarshalTypeError
+	if err == nil || !errors.As(err, &typeErr) || typeErr.Field == "" {
+		return err
+	}
+	var raw struct {
+		Input    json.RawMessage `json:"input"`
+		Messages json.RawMessage `json:"messages"`
+	}
+	if err := json.Unmarshal(body, &raw); err != nil {
+		return err
+	}
+	if json.Unmarshal(raw.Input, &req.InputText) != nil {
+		req.InputText = ""
+	}
+	req.Input, req.Messages = items(raw.Input), items(raw.Messages)
+	return nil
+}
+
+// inputItem is what matching reads of an input item or chat message.
+type inputItem struct {
+	Type       lenientString   `json:"type"`
+	Role       lenientString   `json:"role"`
+	CallID     lenientString   `json:"call_id"`
+	ToolCallID lenientString   `json:"tool_call_id"`
+	Content    json.RawMessage `json:"content"`
+}
+
+// lenientString is a JSON string, or "" for a value of another type.
+type lenientString string
+
+func (s *lenientString) UnmarshalJSON(b []byte) error {
+	if len(b) >= 2 && b[0] == '"' && bytes.IndexByte(b, '\\') < 0 && utf8.Valid(b) {
+		*s = lenientString(b[1 : len(b)-1]) // nothing to unescape
+		return nil
+	}
+	var v string
+	if json.Unmarshal(b, &v) == nil {
+		*s = lenientString(v)
+	}
+	return nil
+}
+
+// items returns the elements of a JSON array, each decoded as far as
+// matching reads it (zero when it is not an object); nil when raw is not
+// an array.
+func items(raw json.RawMessage) []inputItem {
+	var elems []json.RawMessage
+	if json.Unmarshal(raw, &elems) != nil {
+		return nil
+	}
+	out := make([]inputItem, len(elems))
+	for i, e := range elems {
+		if json.Unmarshal(e, &out[i]) != nil {
+			out[i] = inputItem{}
+		}
+	}
+	return out
+}
+
+func requestFacts(api wireAPI, req request) facts {
 	var f facts
 	if api == apiChat {
 		// A tool message counts as the last input until an assistant
 		// message or a user message with text follows it; a trailing
 		// image-only user message (how images in tool output travel over
 		// chat) does not hide it.
-		msgs, _ := req["messages"].([]any)
-		for _, m := range msgs {
-			msg, _ := m.(map[string]any)
-			role, _ := msg["role"].(string)
-			switch role {
+		for _, msg := range req.Messages {
+			switch msg.Role {
 			case "tool":
-				f.lastCallOutput, _ = msg["tool_call_id"].(string)
+				f.lastCallOutput = string(msg.ToolCallID)
 			case "user":
-				if text := contentText(msg["content"]); text != "" {
+				if text := contentText(msg.Content); text != "" {
 					f.lastUserText = text
 					f.lastCallOutput = ""
 				}
@@ -341,41 +423,48 @@ func requestFacts(api wireAPI, req map[string]any) facts {
 		}
 		return f
 	}
-	switch input := req["input"].(type) {
-	case string:
-		f.lastUserText = input
-	case []any:
-		for i, it := range input {
-			item, _ := it.(map[string]any)
-			typ, _ := item["type"].(string)
-			role, _ := item["role"].(string)
-			if role == "user" && (typ == "" || typ == "message") {
-				f.lastUserText = contentText(item["content"])
-			}
-			if i == len(input)-1 && (typ == "function_call_output" || typ == "custom_tool_call_output" || typ == "tool_search_output") {
-				f.lastCallOutput, _ = item["call_id"].(string)
-			}
+	if req.InputText != "" {
+		f.lastUserText = req.InputText
+		return f
+	}
+	input := req.Input
+	lastUser := -1
+	for i, item := range input {
+		if item.Role == "user" && (item.Type == "" || item.Type == "message") {
+			lastUser = i
 		}
+		if i == len(input)-1 && (item.Type == "function_call_output" || item.Type == "custom_tool_call_output" || item.Type == "tool_search_output") {
+			f.lastCallOutput = string(item.CallID)
+		}
+	}
+	if lastUser >= 0 {
+		f.lastUserText = contentText(input[lastUser].Content)
 	}
 	return f
 }
 
 // contentText joins the text of a string or content-part array.
-func contentText(c any) string {
-	switch c := c.(type) {
-	case string:
-		return c
-	case []any:
-		var b strings.Builder
-		for _, p := range c {
-			part, _ := p.(map[string]any)
-			if t, ok := part["text"].(string); ok {
+func contentText(raw json.RawMessage) string {
+	var text string
+	if json.Unmarshal(raw, &text) == nil {
+		return text
+	}
+	var parts []json.RawMessage
+	if json.Unmarshal(raw, &parts) != nil {
+		return ""
+	}
+	var b strings.Builder
+	for _, p := range parts {
+		var part struct {
+			Text any `json:"text"`
+		}
+		if json.Unmarshal(p, &part) == nil {
+			if t, ok := part.Text.(string); ok {
 				b.WriteString(t)
 			}
 		}
-		return b.String()
 	}
-	return ""
+	return b.String()
 }
 
 func writeError(w http.ResponseWriter, e *HTTPError) {
