@@ -2,6 +2,7 @@ package turns_test
 
 import (
 	"context"
+	"encoding/json"
 	"slices"
 	"strings"
 	"sync"
@@ -49,17 +50,27 @@ func (l *writeLog) snapshot() []string {
 // and ask the model client.
 func toolFreeManager(t *testing.T, st store.Store, sink turns.Sink, client model.Client, obs ...turns.Observer) *turns.Manager {
 	t.Helper()
-	var o turns.Observer
+	cfg := toolFreeConfig(t, st, sink, client)
 	if len(obs) > 0 {
-		o = obs[0]
+		cfg.Observer = obs[0]
 	}
-	m, err := turns.New(turns.Config{
-		Store: st, Sink: sink, Models: oneProvider{client}, Observer: o,
+	return newManager(t, cfg)
+}
+
+// toolFreeConfig is the configuration toolFreeManager starts from.
+func toolFreeConfig(t *testing.T, st store.Store, sink turns.Sink, client model.Client) turns.Config {
+	return turns.Config{
+		Store: st, Sink: sink, Models: oneProvider{client},
 		Tools: func(tc turns.ToolContext) ([]registry.ConfiguredToolSpec, *registry.Registry, error) {
 			return noArgTools(false, nil)
 		},
 		Defaults: turns.Defaults{Model: "fake", ModelProvider: "fake", Cwd: t.TempDir()},
-	})
+	}
+}
+
+func newManager(t *testing.T, cfg turns.Config) *turns.Manager {
+	t.Helper()
+	m, err := turns.New(cfg)
 	require.NoError(t, err)
 	t.Cleanup(m.Stop)
 	return m
@@ -155,26 +166,8 @@ func TestTurnEndReadsNoReadState(t *testing.T) {
 	notes := &readStates{noteLog: &noteLog{ch: make(chan string, 1024)}}
 	counted := &readCount{Store: st}
 	m := toolFreeManager(t, counted, sinkFor(notes), client)
-	ctx, caller := context.Background(), turns.Caller{Conn: 1}
-	th, after, err := m.StartThread(ctx, caller, api.ThreadStartParams{})
-	require.NoError(t, err)
-	after()
-	id := th.Thread.ID
-	// turn runs a turn and returns its id and how many reads its end made.
-	turn := func() (string, int) {
-		t.Helper()
-		res, after, err := m.StartTurn(ctx, caller, api.TurnStartParams{ThreadID: id,
-			Input: api.List[api.UserInput]{{Type: api.UserInputText, Text: "hello"}}})
-		require.NoError(t, err)
-		before := counted.n()
-		after()
-		notes.wait(t, "turn/completed")
-		reads := counted.n() - before
-		want, err := m.ReadState(ctx, id)
-		require.NoError(t, err)
-		require.Equal(t, want, notes.last(), "the announced state is the store's")
-		return res.Turn.ID, reads
-	}
+	ctx := context.Background()
+	id, turn := readStateTurns(t, m, counted, notes)
 	mark := func(op string) {
 		t.Helper()
 		cur, err := m.ReadState(ctx, id)
@@ -206,7 +199,7 @@ func TestTurnEndReadsNoReadState(t *testing.T) {
 	sixth, _ := turn()
 	require.Equal(t, sixth, notes.last().FirstUnread.TurnID)
 	// The revert takes the mark back to before the third turn.
-	_, after, err = m.RevertThread(ctx, api.ThreadRevertParams{ThreadID: id, BeforeTurnID: third})
+	_, after, err := m.RevertThread(ctx, api.ThreadRevertParams{ThreadID: id, BeforeTurnID: third})
 	require.NoError(t, err)
 	after()
 	next, _ := turn()
@@ -214,4 +207,123 @@ func TestTurnEndReadsNoReadState(t *testing.T) {
 	_, reads = turn()
 	require.Zero(t, reads)
 	require.Equal(t, next, notes.last().FirstUnread.TurnID)
+}
+
+// readStateTurns starts a thread of m and returns its id and what runs a
+// turn of it, checks that the read state its end announced is the
+// store's, and returns the turn's id and how many reads its end made.
+func readStateTurns(t *testing.T, m *turns.Manager, counted *readCount, notes *readStates) (string, func() (string, int)) {
+	t.Helper()
+	ctx, caller := context.Background(), turns.Caller{Conn: 1}
+	th, after, err := m.StartThread(ctx, caller, api.ThreadStartParams{})
+	require.NoError(t, err)
+	after()
+	id := th.Thread.ID
+	return id, func() (string, int) {
+		t.Helper()
+		res, after, err := m.StartTurn(ctx, caller, api.TurnStartParams{ThreadID: id,
+			Input: api.List[api.UserInput]{{Type: api.UserInputText, Text: "hello"}}})
+		require.NoError(t, err)
+		before := counted.n()
+		after()
+		notes.wait(t, "turn/completed")
+		reads := counted.n() - before
+		want, err := m.ReadState(ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, want, notes.last(), "the announced state is the store's")
+		return res.Turn.ID, reads
+	}
+}
+
+// leases is an Ownership of one daemon whose lease another daemon can
+// take between turns (takeOver): the next Acquire then reports that
+// daemon's token as the one it replaced.
+type leases struct {
+	mu         sync.Mutex
+	next, last int64
+	held       int
+}
+
+func (l *leases) Acquire(ctx context.Context, threadID string) (token, prev int64, err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.held > 0 {
+		l.held++
+		return l.last, l.last, nil
+	}
+	l.next++
+	prev, l.last, l.held = l.last, l.next, 1
+	return l.last, prev, nil
+}
+
+func (l *leases) Release(threadID string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.held = max(l.held-1, 0)
+}
+
+func (l *leases) Forward(ctx context.Context, threadID, method string, params any) (json.RawMessage, bool, error) {
+	return nil, false, nil
+}
+
+// takeOver stands for another daemon that held the thread's lease since.
+func (l *leases) takeOver() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.next++
+	l.last = l.next
+}
+
+// With daemons sharing the store, a turn's end reads the thread's record
+// alone, for its mark, while the facts kept at the last end still hold:
+// not after another daemon marked the thread, nor after it ran a turn.
+// The announced state is the store's every time.
+func TestSharedTurnEndReadsOnlyTheMark(t *testing.T) {
+	st, _, client := storeAndModel(t, `{"steps":[{"text":"1"},{"text":"2"},{"text":"3"},{"text":"4"},{"text":"5"},{"text":"6"}]}`)
+	notes := &readStates{noteLog: &noteLog{ch: make(chan string, 1024)}}
+	counted := &readCount{Store: st}
+	own := &leases{}
+	cfg := toolFreeConfig(t, counted, sinkFor(notes), client)
+	cfg.Ownership = own
+	m := newManager(t, cfg)
+	ctx := context.Background()
+	id, turn := readStateTurns(t, m, counted, notes)
+	// markElsewhere writes a mark as another daemon's thread/readState/update
+	// does: to the store, with nothing said to this daemon.
+	markElsewhere := func(mark string, through int64) {
+		t.Helper()
+		raw, err := json.Marshal(map[string]any{"mark": mark, "throughSeq": through})
+		require.NoError(t, err)
+		require.NoError(t, st.Write(ctx, &store.Batch{UpdateThreads: []store.ThreadPatch{{ID: id, ReadState: raw}}}))
+	}
+
+	first, _ := turn()
+	require.Equal(t, first, notes.last().FirstUnread.TurnID)
+	_, reads := turn()
+	require.Equal(t, 1, reads, "the second end reads the record alone")
+	require.Equal(t, first, notes.last().FirstUnread.TurnID)
+
+	markElsewhere("read", 2)
+	third, reads := turn()
+	require.Greater(t, reads, 1, "a mark made elsewhere: the facts are read again")
+	require.Equal(t, third, notes.last().FirstUnread.TurnID)
+	_, reads = turn()
+	require.Equal(t, 1, reads)
+	require.Equal(t, third, notes.last().FirstUnread.TurnID)
+
+	// Marked elsewhere read through the next turn, the fifth: nothing is
+	// unread once it ends, and the facts kept say so.
+	markElsewhere("read", 5)
+	_, reads = turn()
+	require.Greater(t, reads, 1)
+	require.Nil(t, notes.last().FirstUnread)
+	// Another daemon takes the thread and runs a turn, the sixth, which
+	// is then the first unread: the facts kept here, with the same mark,
+	// do not know it.
+	own.takeOver()
+	elsewhere := "turn-elsewhere"
+	require.NoError(t, st.Write(ctx, &store.Batch{CreateTurns: []*store.Turn{{ThreadID: id, ID: elsewhere, Status: store.TurnCompleted}}}))
+	_, reads = turn()
+	require.Greater(t, reads, 1, "after another daemon's turns the facts are read again")
+	require.Equal(t, elsewhere, notes.last().FirstUnread.TurnID)
 }

@@ -869,6 +869,11 @@ func (m *Manager) own(ctx context.Context, t *thread) (release func(), err error
 	t.mu.Lock()
 	stale := prev != 0 && prev != t.leaseToken && t.active == nil
 	t.leaseToken = token
+	if stale {
+		// Another daemon's turns, or its rollback, changed what the
+		// read-state facts were read from.
+		t.forgetReadFactsLocked()
+	}
 	t.mu.Unlock()
 	if stale {
 		if err := m.refresh(ctx, t); err != nil {

@@ -38,14 +38,24 @@ type readFacts struct {
 	firstUnreadID string
 }
 
+// markOf returns how clients last marked the thread rec (zero when never).
+func markOf(rec store.Thread) (storedReadState, error) {
+	var mark storedReadState
+	if len(rec.ReadState) > 0 && string(rec.ReadState) != "null" {
+		if err := json.Unmarshal(rec.ReadState, &mark); err != nil {
+			return storedReadState{}, apperr.Wrap(apperr.Internal, err, "corrupt read state")
+		}
+	}
+	return mark, nil
+}
+
 // readFactsOf reads a thread's read-state facts: its mark from rec, its
 // turns from st.
 func readFactsOf(ctx context.Context, st store.Store, rec store.Thread) (readFacts, error) {
 	var f readFacts
-	if len(rec.ReadState) > 0 && string(rec.ReadState) != "null" {
-		if err := json.Unmarshal(rec.ReadState, &f.mark); err != nil {
-			return readFacts{}, apperr.Wrap(apperr.Internal, err, "corrupt read state")
-		}
+	var err error
+	if f.mark, err = markOf(rec); err != nil {
+		return readFacts{}, err
 	}
 	// Only a thread's last turn can be running: two turns from either end
 	// are enough.
@@ -126,17 +136,22 @@ func (t *thread) announceReadState(ctx context.Context, turnID string, seq int64
 }
 
 // endReadState is the thread's read state once the turn turnID (at seq)
-// finished. When this daemon alone writes the thread (no Ownership) and
-// no earlier end of it waits for the store, the facts it kept at the last
-// end are brought up to date with the turn instead of read again: a plain
-// turn's end then reads nothing from the store (BenchmarkTurns). Whatever
-// changes the facts otherwise (a mark, a rollback, an end not stored)
-// forgets them (forgetReadFacts), and facts read while that happened are
-// not kept.
+// finished. Unless an earlier end of the thread still waits for the
+// store, the facts it kept at the last end are brought up to date with
+// the turn instead of read again: a plain turn's end then reads nothing
+// from the store (BenchmarkTurns). When daemons share the store
+// (Ownership), another daemon may have marked the thread meanwhile, so
+// the thread's record is read, and the facts serve only while its mark
+// is the one they were read with; turns run elsewhere made this
+// daemon's lease stale, which forgot them (own). Whatever changes the
+// facts otherwise (a mark here, a rollback, an end not stored) forgets
+// them (forgetReadFacts), and facts read while that happened are not
+// kept.
 func (t *thread) endReadState(ctx context.Context, turnID string, seq int64) (api.ThreadReadState, error) {
-	keep := t.m.cfg.Ownership == nil && seq > 0 && !t.m.ends.pendingFor(t.id)
+	keep := seq > 0 && !t.m.ends.pendingFor(t.id)
+	shared := t.m.cfg.Ownership != nil
 	t.mu.Lock()
-	if keep && t.readFactsKept {
+	if keep && !shared && t.readFactsKept {
 		t.readFacts.finished(turnID, seq)
 		f := t.readFacts
 		t.mu.Unlock()
@@ -147,6 +162,20 @@ func (t *thread) endReadState(ctx context.Context, turnID string, seq int64) (ap
 	rec, err := t.store.GetThread(ctx, t.id)
 	if err != nil {
 		return api.ThreadReadState{}, err
+	}
+	if keep && shared {
+		mark, err := markOf(rec)
+		if err != nil {
+			return api.ThreadReadState{}, err
+		}
+		t.mu.Lock()
+		if t.readFactsKept && t.readFactsGen == gen && t.readFacts.mark == mark {
+			t.readFacts.finished(turnID, seq)
+			f := t.readFacts
+			t.mu.Unlock()
+			return f.state(), nil
+		}
+		t.mu.Unlock()
 	}
 	f, err := readFactsOf(ctx, t.store, rec)
 	if err != nil {
