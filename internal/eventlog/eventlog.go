@@ -334,16 +334,22 @@ func (l *Log) reserveLocked(t *thread, threadID string) {
 	t.reserved = first - 1 + l.cfg.SeqBlock
 }
 
-// heads returns the last sequence number of each thread this daemon
-// numbered and still remembers.
-func (l *Log) heads() map[string]int64 {
+// known returns the threads the Log remembers, with their ids.
+func (l *Log) known() ([]string, []*thread) {
 	l.mu.Lock()
+	defer l.mu.Unlock()
 	ids := make([]string, 0, len(l.threads))
 	ts := make([]*thread, 0, len(l.threads))
 	for id, t := range l.threads {
 		ids, ts = append(ids, id), append(ts, t)
 	}
-	l.mu.Unlock()
+	return ids, ts
+}
+
+// heads returns the last sequence number of each thread this daemon
+// numbered and still remembers.
+func (l *Log) heads() map[string]int64 {
+	ids, ts := l.known()
 	out := make(map[string]int64, len(ts))
 	for i, t := range ts {
 		t.mu.Lock()
@@ -675,6 +681,32 @@ func (l *Log) After(ctx context.Context, threadID string, afterSeq int64, limit 
 	}
 	slices.SortFunc(out, func(a, b *hub.Notification) int { return cmp.Compare(a.Seq, b.Seq) })
 	return out[:min(len(out), limit)], nil
+}
+
+// catchUpAll catches up every thread with a position here (a number
+// delivered or numbered) that listening reports followed: the store's
+// events past that position, another daemon's, are delivered, as a
+// notification of them would have had them delivered. It runs when the
+// LISTEN connection is made again, for the notifications sent while it
+// was down.
+func (l *Log) catchUpAll(ctx context.Context, listening func(threadID string) bool, deliver func(*hub.Notification)) {
+	ids, ts := l.known()
+	for i, t := range ts {
+		t.mu.Lock()
+		last := t.last
+		t.mu.Unlock()
+		if last == 0 || !store.ValidThreadID(ids[i]) || !listening(ids[i]) {
+			continue
+		}
+		stored, err := l.cfg.Store.LastEventSeq(ctx, ids[i])
+		if err != nil {
+			l.log.Error("event log: read the last sequence number after a reconnection", "thread", ids[i], "err", err)
+			continue
+		}
+		if stored > last {
+			l.catchUp(ctx, ids[i], last+1, stored, deliver)
+		}
+	}
 }
 
 // catchUp delivers a thread's stored events after the last one delivered

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/appserver/appserver/api"
@@ -172,13 +173,7 @@ func TestPruneByAge(t *testing.T) {
 // of a thread A runs, in order, once, with A's numbers.
 func TestCrossNodeFanOut(t *testing.T) {
 	url := pgtest.URL(t)
-	open := func() *postgres.Store {
-		s, err := postgres.Open(t.Context(), postgres.Config{URL: url, MaxConns: 4, Migrate: true})
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = s.Close() })
-		return s
-	}
-	pa, pb := open(), open()
+	pa, pb := openPG(t, url), openPG(t, url)
 	ga := store.NewGroupCommitter(pa, store.GroupCommitConfig{})
 	gb := store.NewGroupCommitter(pb, store.GroupCommitConfig{})
 	la := newLog(t, ga, eventlog.Config{StoreDeltas: true})
@@ -216,6 +211,74 @@ func TestCrossNodeFanOut(t *testing.T) {
 	}
 	require.NoError(t, ga.Close())
 	require.NoError(t, gb.Close())
+}
+
+// When daemon B's LISTEN connection drops, what daemon A commits
+// meanwhile reaches B's subscribers once the connection is back, without
+// waiting for the thread's next event.
+func TestRelayCatchesUpAfterAReconnection(t *testing.T) {
+	url := pgtest.URL(t)
+	pa, pb := openPG(t, url), openPG(t, url)
+	ga := store.NewGroupCommitter(pa, store.GroupCommitConfig{})
+	gb := store.NewGroupCommitter(pb, store.GroupCommitConfig{})
+	t.Cleanup(func() { _ = ga.Close(); _ = gb.Close() })
+	la := newLog(t, ga, eventlog.Config{StoreDeltas: true})
+	lb := newLog(t, gb, eventlog.Config{StoreDeltas: true})
+	ha := hub.New(hub.Config{Journal: la})
+	hb := hub.New(hub.Config{Journal: lb})
+	// B listens through a proxy that can cut its connection.
+	proxy := pgtest.NewProxy(t, url)
+	pool, err := pgxpool.New(t.Context(), proxy.URL())
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	notes, err := pgnotify.New(pgnotify.Config{Pool: pool, MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond})
+	require.NoError(t, err)
+	require.NoError(t, eventlog.NewListener(eventlog.ListenerConfig{Log: lb, Hub: hb, Notifier: notes, Channel: postgres.EventsChannel}))
+	require.NoError(t, notes.Start(t.Context()))
+	t.Cleanup(notes.Stop)
+	select {
+	case <-notes.Listening():
+	case <-time.After(10 * time.Second):
+		t.Fatal("B's notifier does not listen")
+	}
+
+	thread := uuid.NewString()
+	onB := subscribe(hb, thread)
+	publish(ha, thread, delta(0))
+	require.EqualValues(t, 1, onB.next(t).Seq)
+
+	proxy.Down()
+	for i := 1; i < 4; i++ {
+		publish(ha, thread, delta(i))
+	}
+	// Stored by A while B hears nothing.
+	require.Eventually(t, func() bool {
+		last, err := pa.LastEventSeq(t.Context(), thread)
+		return err == nil && last == 4
+	}, 10*time.Second, 5*time.Millisecond)
+	proxy.Up()
+	for i := 1; i < 4; i++ {
+		n := onB.next(t)
+		require.EqualValues(t, i+1, n.Seq, "in order, once")
+		require.Equal(t, string(delta(i).Delta), deltaText(t, n.Frame()))
+	}
+	// And the relay goes on as before.
+	publish(ha, thread, delta(4))
+	require.EqualValues(t, 5, onB.next(t).Seq)
+	select {
+	case extra := <-onB.notes:
+		t.Fatalf("an event delivered twice: %d", extra.Seq)
+	case <-time.After(100 * time.Millisecond):
+	}
+}
+
+// openPG opens a store of its own on the database at url.
+func openPG(t *testing.T, url string) *postgres.Store {
+	t.Helper()
+	s, err := postgres.Open(t.Context(), postgres.Config{URL: url, MaxConns: 4, Migrate: true})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	return s
 }
 
 // listen runs the cross-daemon listener of l and h on a notifier of its

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/appserver/appserver/internal/hub"
 	"github.com/appserver/appserver/internal/pgnotify"
@@ -26,9 +27,12 @@ type ListenerConfig struct {
 // NewListener subscribes the cross-daemon fan-out on Postgres to
 // cfg.Channel: for the threads with subscribers here, the hub gets the
 // events other daemons committed that it has not delivered yet, in
-// order. After a reconnection nothing is replayed: a notification missed
-// meanwhile is caught up by the thread's next one, which fetches from the
-// last sequence number delivered.
+// order. After a reconnection, the threads whose events this daemon
+// delivered or numbered (and still remembers) get what the store holds
+// past the last of them: what other daemons committed while no
+// connection listened. A thread that had no event here since its
+// subscribers came has no such position; what was missed of it comes
+// with its next notification, which fetches from where that one starts.
 func NewListener(cfg ListenerConfig) error {
 	if cfg.Log == nil || cfg.Hub == nil || cfg.Notifier == nil || cfg.Channel == "" {
 		return errors.New("eventlog: the listener needs Log, Hub, Notifier and Channel")
@@ -43,8 +47,16 @@ func NewListener(cfg ListenerConfig) error {
 			}
 			cfg.Log.catchUp(ctx, thread, first, last, cfg.Hub.Deliver)
 		},
+		Connected: func(ctx context.Context) {
+			ctx, cancel := context.WithTimeout(ctx, reconnectCatchUpTimeout)
+			defer cancel()
+			cfg.Log.catchUpAll(ctx, cfg.Hub.Listening, cfg.Hub.Deliver)
+		},
 	})
 }
+
+// reconnectCatchUpTimeout bounds the catch-up after a reconnection.
+const reconnectCatchUpTimeout = 30 * time.Second
 
 // parseNote reads a payload "<thread>:<first>:<last>".
 func parseNote(p string) (thread string, first, last int64, ok bool) {
