@@ -162,6 +162,8 @@ type Log struct {
 
 	mu      sync.Mutex
 	threads map[string]*thread
+	// catchingUp lets one catch-up after a reconnection run at a time.
+	catchingUp sync.Mutex
 
 	base service.Base
 }
@@ -683,6 +685,24 @@ func (l *Log) After(ctx context.Context, threadID string, afterSeq int64, limit 
 	return out[:min(len(out), limit)], nil
 }
 
+// reconnectCatchUpTimeout bounds the catch-up after a reconnection.
+const reconnectCatchUpTimeout = 30 * time.Second
+
+// catchUpAllLater runs catchUpAll on a goroutine of the Log's, one at a
+// time, within reconnectCatchUpTimeout: the LISTEN connection's handler
+// goes on with the notifications meanwhile (a thread's catch-ups, from
+// either, deliver in order under its lock), and so do the other
+// channels that connection serves.
+func (l *Log) catchUpAllLater(listening func(threadID string) bool, deliver func(*hub.Notification)) {
+	l.base.Go(func(ctx context.Context) {
+		l.catchingUp.Lock()
+		defer l.catchingUp.Unlock()
+		ctx, cancel := context.WithTimeout(ctx, reconnectCatchUpTimeout)
+		defer cancel()
+		l.catchUpAll(ctx, listening, deliver)
+	})
+}
+
 // catchUpAll catches up every thread with a position here (a number
 // delivered or numbered) that listening reports followed: the store's
 // events past that position, another daemon's, are delivered, as a
@@ -692,6 +712,10 @@ func (l *Log) After(ctx context.Context, threadID string, afterSeq int64, limit 
 func (l *Log) catchUpAll(ctx context.Context, listening func(threadID string) bool, deliver func(*hub.Notification)) {
 	ids, ts := l.known()
 	for i, t := range ts {
+		if ctx.Err() != nil {
+			l.log.Error("event log: catch-up after a reconnection stopped", "threads_left", len(ts)-i, "err", ctx.Err())
+			return
+		}
 		t.mu.Lock()
 		last := t.last
 		t.mu.Unlock()
@@ -706,6 +730,26 @@ func (l *Log) catchUpAll(ctx context.Context, listening func(threadID string) bo
 		if stored > last {
 			l.catchUp(ctx, ids[i], last+1, stored, deliver)
 		}
+	}
+}
+
+// passed moves the position kept of a thread nobody here follows past
+// the events another daemon committed up to last: a subscriber that
+// comes later starts from what it reads then, and a catch-up after a
+// reconnection must not hand it these. A thread without a position, or
+// not known here, is left so.
+func (l *Log) passed(threadID string, last int64) {
+	l.mu.Lock()
+	t := l.threads[threadID]
+	l.mu.Unlock()
+	if t == nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.last > 0 && last > t.last {
+		// Numbers past this daemon's: another daemon numbers the thread.
+		t.last, t.owned = last, false
 	}
 }
 

@@ -31,6 +31,7 @@ import (
 
 // client is a hub subscriber that records what it gets.
 type client struct {
+	id    hub.ConnID
 	notes chan *hub.Notification
 }
 
@@ -52,9 +53,9 @@ func (c *client) next(t *testing.T) *hub.Notification {
 // subscribe attaches a client to a thread of h, as the turns layer would.
 func subscribe(h *hub.Hub, thread string) *client {
 	c := newClient()
-	id := h.NewConnID()
-	h.Attach(id, c, hub.AttachOptions{})
-	h.Subscribe(thread, id)
+	c.id = h.NewConnID()
+	h.Attach(c.id, c, hub.AttachOptions{})
+	h.Subscribe(thread, c.id)
 	return c
 }
 
@@ -270,6 +271,25 @@ func TestRelayCatchesUpAfterAReconnection(t *testing.T) {
 		t.Fatalf("an event delivered twice: %d", extra.Seq)
 	case <-time.After(100 * time.Millisecond):
 	}
+
+	// B's subscriber leaves; A goes on; a new subscriber comes. Neither a
+	// reconnection nor A's next event hands it what A committed while
+	// nobody on B followed the thread.
+	require.True(t, hb.Unsubscribe(thread, onB.id))
+	for i := 5; i < 8; i++ {
+		publish(ha, thread, delta(i))
+	}
+	// B handles the notifications of a channel in order: once it relayed
+	// an event of another thread published after those, it went past them.
+	sentinel := uuid.NewString()
+	onS := subscribe(hb, sentinel)
+	publish(ha, sentinel, delta(0))
+	onS.next(t)
+	again := subscribe(hb, thread)
+	proxy.Down()
+	proxy.Up()
+	publish(ha, thread, delta(8))
+	require.EqualValues(t, 9, again.next(t).Seq, "nothing from before the subscription")
 }
 
 // openPG opens a store of its own on the database at url.

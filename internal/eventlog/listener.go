@@ -5,7 +5,6 @@ import (
 	"errors"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/appserver/appserver/internal/hub"
 	"github.com/appserver/appserver/internal/pgnotify"
@@ -40,23 +39,23 @@ func NewListener(cfg ListenerConfig) error {
 	return cfg.Notifier.Subscribe(cfg.Channel, pgnotify.Handler{
 		Notify: func(ctx context.Context, payload string) {
 			thread, first, last, ok := parseNote(payload)
-			if !ok || !cfg.Hub.Listening(thread) {
-				// Threads nobody here watches cost nothing but this
-				// look-up.
+			if !ok {
+				return
+			}
+			if !cfg.Hub.Listening(thread) {
+				// Threads nobody here watches cost nothing but these
+				// look-ups: a position kept of one moves past what
+				// nobody here was to get.
+				cfg.Log.passed(thread, last)
 				return
 			}
 			cfg.Log.catchUp(ctx, thread, first, last, cfg.Hub.Deliver)
 		},
-		Connected: func(ctx context.Context) {
-			ctx, cancel := context.WithTimeout(ctx, reconnectCatchUpTimeout)
-			defer cancel()
-			cfg.Log.catchUpAll(ctx, cfg.Hub.Listening, cfg.Hub.Deliver)
+		Connected: func(context.Context) {
+			cfg.Log.catchUpAllLater(cfg.Hub.Listening, cfg.Hub.Deliver)
 		},
 	})
 }
-
-// reconnectCatchUpTimeout bounds the catch-up after a reconnection.
-const reconnectCatchUpTimeout = 30 * time.Second
 
 // parseNote reads a payload "<thread>:<first>:<last>".
 func parseNote(p string) (thread string, first, last int64, ok bool) {

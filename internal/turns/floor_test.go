@@ -327,3 +327,26 @@ func TestSharedTurnEndReadsOnlyTheMark(t *testing.T) {
 	require.Greater(t, reads, 1, "after another daemon's turns the facts are read again")
 	require.Equal(t, elsewhere, notes.last().FirstUnread.TurnID)
 }
+
+// A turn another daemon left in progress, whose end that daemon stores
+// later (its retry of an end the store missed, with no lease), changes
+// the read state without a turn ending here: the facts read while it ran
+// are not kept.
+func TestSharedTurnEndKeepsNoFactsBesideARunningTurn(t *testing.T) {
+	st, _, client := storeAndModel(t, `{"steps":[{"text":"1"},{"text":"2"}]}`)
+	notes := &readStates{noteLog: &noteLog{ch: make(chan string, 1024)}}
+	counted := &readCount{Store: st}
+	cfg := toolFreeConfig(t, counted, sinkFor(notes), client)
+	cfg.Ownership = &leases{}
+	m := newManager(t, cfg)
+	ctx := context.Background()
+	id, turn := readStateTurns(t, m, counted, notes)
+	const late = "turn-late"
+	require.NoError(t, st.Write(ctx, &store.Batch{CreateTurns: []*store.Turn{{ThreadID: id, ID: late, Status: store.TurnInProgress}}}))
+
+	second, _ := turn()
+	require.Equal(t, second, notes.last().FirstUnread.TurnID, "the late turn has not ended")
+	require.NoError(t, st.Write(ctx, &store.Batch{UpdateTurns: []store.TurnPatch{{ThreadID: id, ID: late, Status: store.TurnCompleted}}}))
+	turn() // checks that the announced state is the store's
+	require.Equal(t, late, notes.last().FirstUnread.TurnID)
+}

@@ -36,6 +36,11 @@ type readFacts struct {
 	lastDoneID    string
 	lastDoneSeq   int64
 	firstUnreadID string
+	// running is set when the turns read held one in progress: its end,
+	// stored later (by another daemon's retry of an end the store missed),
+	// may change the facts without a turn ending here, so they are not
+	// kept.
+	running bool
 }
 
 // markOf returns how clients last marked the thread rec (zero when never).
@@ -64,10 +69,12 @@ func readFactsOf(ctx context.Context, st store.Store, rec store.Thread) (readFac
 		return readFacts{}, err
 	}
 	for _, tr := range last.Turns {
-		if tr.Status != store.TurnInProgress {
-			f.lastDoneID, f.lastDoneSeq = tr.ID, tr.Seq
-			break
+		if tr.Status == store.TurnInProgress {
+			f.running = true
+			continue
 		}
+		f.lastDoneID, f.lastDoneSeq = tr.ID, tr.Seq
+		break
 	}
 	if f.mark.Mark != markUnread && f.lastDoneSeq > f.mark.ThroughSeq {
 		next, err := st.ListTurns(ctx, store.TurnsQuery{ThreadID: rec.ID, Limit: 2, Cursor: store.TurnCursor(rec.ID, f.mark.ThroughSeq+1)})
@@ -75,10 +82,12 @@ func readFactsOf(ctx context.Context, st store.Store, rec store.Thread) (readFac
 			return readFacts{}, err
 		}
 		for _, tr := range next.Turns {
-			if tr.Status != store.TurnInProgress {
-				f.firstUnreadID = tr.ID
-				break
+			if tr.Status == store.TurnInProgress {
+				f.running = true
+				continue
 			}
+			f.firstUnreadID = tr.ID
+			break
 		}
 	}
 	return f, nil
@@ -181,7 +190,7 @@ func (t *thread) endReadState(ctx context.Context, turnID string, seq int64) (ap
 	if err != nil {
 		return api.ThreadReadState{}, err
 	}
-	if keep && f.lastDoneID == turnID {
+	if keep && f.lastDoneID == turnID && !f.running {
 		t.mu.Lock()
 		if t.readFactsGen == gen {
 			t.readFacts, t.readFactsKept = f, true

@@ -286,6 +286,8 @@ func TestRequestFacts(t *testing.T) {
 			false, facts{lastUserText: "go", lastCallOutput: "c1"}},
 		{"a tool output not last", `{"input":[{"type":"custom_tool_call_output","call_id":"c2","output":"ok"},
 			{"type":"message","role":"assistant","content":"fine"}]}`, false, facts{}},
+		{"a later duplicate of another type", `{"input":[{"role":"user","content":"a"},{"role":"user","role":5,"content":"b"}]}`,
+			false, facts{lastUserText: "a"}},
 		{"elements and fields of other types", `{"input":[7,"x",null,{"role":5,"type":[1],"content":"z"},
 			{"type":"tool_search_output","call_id":9}]}`, false, facts{}},
 		{"chat: a tool message then an image-only user message", `{"messages":[

@@ -324,6 +324,9 @@ func (f facts) matches(m *Match) bool {
 // 2 ms of CPU a request once a thread held a few hundred exchanges, on
 // the cores the daemon under test shares (BenchmarkShellTurns, bench
 // process profile). Fields of an unexpected JSON type read as absent.
+// Unlike the maps, keys match in any letter case ("Role" reads as
+// "role"), as encoding/json matches struct fields; the daemon's requests
+// spell them one way.
 type request struct {
 	Stream        any         `json:"stream"`
 	Model         any         `json:"model"`
@@ -378,9 +381,10 @@ func (s *lenientString) UnmarshalJSON(b []byte) error {
 		return nil
 	}
 	var v string
-	if json.Unmarshal(b, &v) == nil {
-		*s = lenientString(v)
+	if json.Unmarshal(b, &v) != nil {
+		v = "" // a later duplicate key of another type wins, as in a map
 	}
+	*s = lenientString(v)
 	return nil
 }
 
