@@ -26,12 +26,13 @@ type ListenerConfig struct {
 // NewListener subscribes the cross-daemon fan-out on Postgres to
 // cfg.Channel: for the threads with subscribers here, the hub gets the
 // events other daemons committed that it has not delivered yet, in
-// order. After a reconnection, the threads whose events this daemon
-// delivered or numbered (and still remembers) get what the store holds
-// past the last of them: what other daemons committed while no
-// connection listened. A thread that had no event here since its
-// subscribers came has no such position; what was missed of it comes
-// with its next notification, which fetches from where that one starts.
+// order; the position kept of a thread nobody here follows moves on with
+// its notifications. After a reconnection, the followed threads whose
+// events this daemon delivered or numbered (and still remembers) get
+// what the store holds past the last of them: what other daemons
+// committed while no connection listened. What was missed of a thread
+// without a position comes with its next notification, which fetches
+// from where that one starts.
 func NewListener(cfg ListenerConfig) error {
 	if cfg.Log == nil || cfg.Hub == nil || cfg.Notifier == nil || cfg.Channel == "" {
 		return errors.New("eventlog: the listener needs Log, Hub, Notifier and Channel")
