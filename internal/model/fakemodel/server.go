@@ -320,10 +320,10 @@ func (f facts) matches(m *Match) bool {
 // request is what the server reads of a request body. The fields it
 // does not look at stay undecoded, and so do the input items' contents
 // but for the user messages that decide a match: decoding a whole body
-// into maps, as this server did before, cost the bench process about
-// 2 ms of CPU a request once a thread held a few hundred exchanges, on
-// the cores the daemon under test shares (BenchmarkShellTurns, bench
-// process profile). Fields of an unexpected JSON type read as absent.
+// into maps, as this server did before, was 61 % of the bench
+// process's CPU in BenchmarkShellTurns/threads=1 (its profile): 1 to 2 ms
+// a request by the end of a 200-turn thread, on the cores the daemon
+// under test shares. Fields of an unexpected JSON type read as absent.
 // Unlike the maps, keys match in any letter case ("Role" reads as
 // "role"), as encoding/json matches struct fields; the daemon's requests
 // spell them one way.
