@@ -222,6 +222,16 @@ func Literal(b []byte, i int, lit string) (int, bool) {
 	return i + len(lit), true
 }
 
+// ObjectAt appends the members of the object starting at b[i] to dst and
+// returns its end (past its closing brace), for a caller walking a larger
+// document in one pass.
+func ObjectAt(b []byte, i int, dst []Member) (int, []Member, bool) {
+	if i >= len(b) || b[i] != '{' {
+		return i, dst, false
+	}
+	return composite(b, i, 1, dst, true)
+}
+
 // Array appends the elements of data to dst, in order, as Members with
 // no key. ok is false unless data is one valid JSON array, with only
 // whitespace around it.

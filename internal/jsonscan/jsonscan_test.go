@@ -154,3 +154,22 @@ func TestPick(t *testing.T) {
 		require.False(t, ok, s)
 	}
 }
+
+func TestObjectAt(t *testing.T) {
+	doc := []byte(`[1, {"a": [2], "b\u0041": "x"} , {"c":}]`)
+	end, members, ok := ObjectAt(doc, 4, nil)
+	require.True(t, ok)
+	require.Equal(t, `{"a": [2], "b\u0041": "x"}`, string(doc[4:end]))
+	require.Len(t, members, 2)
+	require.Equal(t, "a", string(members[0].Key))
+	require.Equal(t, "[2]", string(members[0].Value))
+	require.True(t, members[0].Plain)
+	require.False(t, members[1].Plain)
+
+	_, _, ok = ObjectAt(doc, 1, nil) // not an object
+	require.False(t, ok)
+	_, _, ok = ObjectAt(doc, strings.LastIndexByte(string(doc), '{'), nil) // not valid
+	require.False(t, ok)
+	_, _, ok = ObjectAt(doc, len(doc), nil)
+	require.False(t, ok)
+}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -316,4 +317,107 @@ func TestDecodeRequestRefusesNonObjects(t *testing.T) {
 		var req request
 		assert.Error(t, decodeRequest([]byte(body), &req), body)
 	}
+}
+
+// requestBodies are bodies of the shapes decodeRequest meets, for the
+// fast path to be held against encoding/json on.
+var requestBodies = []string{
+	`{}`, `{"input":null}`, `{"input":[]}`, `{"input":"hello"}`,
+	`{"stream":true,"model":"m","input":[{"type":"message","role":"user","content":[{"type":"input_text","text":"hi"}]}]}`,
+	`{"stream":true,"input":[{"role":"user","content":"a\"b\u00e9"},{"type":"function_call_output","call_id":"c\u0031","output":"ok"}]}`,
+	`{"Stream":true,"input":[]}`, `{"stream":true,"stream":false}`, `{"input":[{"ROLE":"user"}]}`,
+	`{"input":[7,"x",null,{"role":5,"type":[1],"content":"z"}]}`, `{"input":[{"role":null,"content":null}]}`,
+	`{"messages":[{"role":"tool","tool_call_id":"t1","content":"done"}],"stream_options":{"include_usage":true}}`,
+	`{"input":[{"role":"user","role":"assistant"}]}`, `{"input":[{"r\u006fle":"user"}]}`, `{"input":[{"role":"us\xffer"}]}`,
+	`{"input":[}`, `[]`, ` {"input" : [ {"type" : "message" , "role":"user","content":"x"} ] } `,
+}
+
+// TestScanRequestAgreesWithEncodingJSON holds decodeRequest's fast path
+// to the whole decode: wherever it answers, it answers the same.
+func TestScanRequestAgreesWithEncodingJSON(t *testing.T) {
+	answered := 0
+	for _, body := range requestBodies {
+		if checkScanAgrees(t, []byte(body)) {
+			answered++
+		}
+	}
+	assert.Equal(t, 7, answered, "the fast path answers the plain shapes")
+	assert.True(t, checkScanAgrees(t, longThreadRequest(50)), "the fast path answers a daemon's request")
+}
+
+func FuzzScanRequest(f *testing.F) {
+	for _, body := range requestBodies {
+		f.Add([]byte(body))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) { checkScanAgrees(t, body) })
+}
+
+// checkScanAgrees reports whether scanRequest answered for body, failing
+// t when its answer differs from encoding/json's.
+func checkScanAgrees(t *testing.T, body []byte) bool {
+	t.Helper()
+	var fast request
+	if !scanRequest(body, &fast) {
+		return false
+	}
+	var whole request
+	err := json.Unmarshal(body, &whole)
+	if !assert.NoError(t, err, "%s", body) {
+		return true
+	}
+	assert.Equal(t, whole, fast, "%s", body)
+	return true
+}
+
+// longThreadRequest is a Responses request as the daemon sends it on the
+// turn after turns of a shell exchange each: instructions, tool specs,
+// and four items a turn.
+func longThreadRequest(turns int) []byte {
+	type m = map[string]any
+	input := []any{}
+	for i := range turns {
+		id := fmt.Sprintf("call_%d", i)
+		input = append(input,
+			m{"type": "message", "role": "user", "content": []any{m{"type": "input_text", "text": "run echo hi please, turn " + id}}},
+			m{"type": "function_call", "name": "exec_command", "call_id": id, "arguments": `{"cmd":"echo hi","workdir":"/tmp/work","yield_time_ms":10000}`},
+			m{"type": "function_call_output", "call_id": id, "output": "Chunk ID: 1a2b3c\nWall time: 0.0012 seconds\nProcess exited with code 0\nOriginal token count: 1\nOutput:\nhi\n"},
+			m{"type": "message", "role": "assistant", "content": []any{m{"type": "output_text", "text": "It printed hi."}}})
+	}
+	input = append(input, m{"type": "message", "role": "user", "content": []any{m{"type": "input_text", "text": "last"}}})
+	tools := []any{}
+	for i := range 12 {
+		tools = append(tools, m{"type": "function", "name": fmt.Sprintf("tool_%d", i), "description": strings.Repeat("what the tool does. ", 20),
+			"parameters": m{"type": "object", "properties": m{"cmd": m{"type": "string", "description": "the command"}}, "required": []string{"cmd"}}})
+	}
+	body, err := json.Marshal(m{"model": "fake-model", "instructions": strings.Repeat("You are a coding agent. ", 400), "input": input,
+		"tools": tools, "tool_choice": "auto", "parallel_tool_calls": false, "store": false, "stream": true, "include": []string{}})
+	if err != nil {
+		panic(err)
+	}
+	return body
+}
+
+// BenchmarkDecodeRequest reads a request on a 200-turn thread, as the
+// fake model does before it answers: with the fast path, and whole
+// with encoding/json as it did before.
+func BenchmarkDecodeRequest(b *testing.B) {
+	body := longThreadRequest(200)
+	b.Run("scan", func(b *testing.B) {
+		b.SetBytes(int64(len(body)))
+		for b.Loop() {
+			var req request
+			if err := decodeRequest(body, &req); err != nil || len(req.Input) != 801 {
+				b.Fatal(err, len(req.Input))
+			}
+		}
+	})
+	b.Run("encoding-json", func(b *testing.B) {
+		b.SetBytes(int64(len(body)))
+		for b.Loop() {
+			var req request
+			if err := json.Unmarshal(body, &req); err != nil || len(req.Input) != 801 {
+				b.Fatal(err, len(req.Input))
+			}
+		}
+	})
 }

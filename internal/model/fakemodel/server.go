@@ -344,6 +344,10 @@ type request struct {
 // decoded again, item by item, so that each such value reads as absent
 // and the rest as written.
 func decodeRequest(body []byte, req *request) error {
+	if scanRequest(body, req) {
+		return nil
+	}
+	*req = request{}
 	err := json.Unmarshal(body, req)
 	var typeErr *json.UnmarshalTypeError
 	if err == nil || !errors.As(err, &typeErr) || typeErr.Field == "" {
