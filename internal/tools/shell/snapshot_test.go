@@ -141,6 +141,36 @@ func BenchmarkLoginShell(b *testing.B) {
 	}
 }
 
+// The login shell's options reach the command, whether the shell that
+// sources the snapshot starts with the same ones (it then sets none) or
+// with others.
+func TestSnapshotRestoresShellOptions(t *testing.T) {
+	bash, err := exec.LookPath("bash")
+	require.NoError(t, err)
+	script := `shopt -p extglob nullglob dotglob; shopt -q login_shell && echo login; true`
+	for _, tc := range []struct{ name, profile, want string }{
+		{"unchanged", "", "shopt -u extglob\nshopt -u nullglob\nshopt -u dotglob\n"},
+		{"set by the profile", "shopt -s extglob nullglob\n", "shopt -s extglob\nshopt -s nullglob\nshopt -u dotglob\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			home, env := snapshotHome(t)
+			require.NoError(t, os.WriteFile(filepath.Join(home, ".bash_profile"), []byte(tc.profile), 0o644))
+			s := newSnapshots(t, SnapshotsConfig{Shell: bash, Env: func() []string { return env }}).Get("p", SnapshotDirect)
+			argv := s.Wrap(context.Background(), []string{bash, "-lc", script})
+			require.Equal(t, "-c", argv[1])
+			require.Equal(t, tc.want, runArgv(t, argv, env))
+			snap, err := os.ReadFile(snapshotPath(t, argv))
+			require.NoError(t, err)
+			require.NotContains(t, string(snap), "login_shell")
+
+			// A shell that starts with other options is set to the login
+			// shell's.
+			other := []string{bash, "-O", "dotglob", "-O", "nullglob", "-c", argv[2]}
+			require.Equal(t, tc.want, runArgv(t, other, env))
+		})
+	}
+}
+
 // snapshotPath is the file a wrapped argv sources.
 func snapshotPath(t *testing.T, argv []string) string {
 	t.Helper()
