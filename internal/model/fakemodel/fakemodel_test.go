@@ -421,3 +421,26 @@ func BenchmarkDecodeRequest(b *testing.B) {
 		}
 	})
 }
+
+func TestReadBody(t *testing.T) {
+	const body = `{"input":"hi"}`
+	declared, err := http.NewRequest(http.MethodPost, "/v1/responses", strings.NewReader(body))
+	require.NoError(t, err)
+	require.EqualValues(t, len(body), declared.ContentLength)
+	got, err := readBody(declared)
+	require.NoError(t, err)
+	require.Equal(t, body, string(got))
+
+	undeclared, err := http.NewRequest(http.MethodPost, "/v1/responses", io.MultiReader(strings.NewReader(body)))
+	require.NoError(t, err)
+	require.EqualValues(t, 0, undeclared.ContentLength)
+	got, err = readBody(undeclared)
+	require.NoError(t, err)
+	require.Equal(t, body, string(got))
+
+	short, err := http.NewRequest(http.MethodPost, "/v1/responses", strings.NewReader(body))
+	require.NoError(t, err)
+	short.ContentLength = int64(len(body)) + 10
+	_, err = readBody(short)
+	require.ErrorIs(t, err, io.ErrUnexpectedEOF)
+}
