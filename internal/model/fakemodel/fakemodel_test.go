@@ -443,4 +443,14 @@ func TestReadBody(t *testing.T) {
 	short.ContentLength = int64(len(body)) + 10
 	_, err = readBody(short)
 	require.ErrorIs(t, err, io.ErrUnexpectedEOF)
+
+	// A length past maxPreallocated is not allocated up front: the body
+	// is read as it comes (here, a client-side request whose reader does
+	// not hold it to its length).
+	huge, err := http.NewRequest(http.MethodPost, "/v1/responses", strings.NewReader(body))
+	require.NoError(t, err)
+	huge.ContentLength = maxPreallocated + 1
+	got, err = readBody(huge)
+	require.NoError(t, err)
+	require.Equal(t, body, string(got))
 }

@@ -18,6 +18,10 @@ import (
 // maxBody bounds a request body.
 const maxBody = 64 << 20
 
+// maxPreallocated bounds the buffer readBody allocates on a request's
+// declared length, before its bytes arrive.
+const maxPreallocated = 4 << 20
+
 // Config configures a Server.
 type Config struct {
 	// Addr is the listen address; empty means 127.0.0.1:0.
@@ -257,13 +261,15 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // readBody reads a request body whole (at most maxBody bytes): into one
-// buffer of its declared length when it declares one, which the server's
-// reader fills straight from the connection. io.ReadAll, growing from 512
-// bytes, read a long thread's request through the server's 4 KB buffer
-// and copied it at each growth.
+// buffer of its declared length when it declares one up to
+// maxPreallocated, which the server's reader fills straight from the
+// connection. io.ReadAll, growing from 512 bytes, read a long thread's
+// request through the server's 4 KB buffer and copied it at each growth.
+// Past maxPreallocated the buffer grows with the bytes received, so that
+// a declared length alone holds no memory.
 func readBody(r *http.Request) ([]byte, error) {
 	body := io.LimitReader(r.Body, maxBody)
-	if n := r.ContentLength; n > 0 && n <= maxBody {
+	if n := r.ContentLength; n > 0 && n <= maxPreallocated {
 		buf := make([]byte, n)
 		if _, err := io.ReadFull(body, buf); err != nil {
 			return nil, err

@@ -147,10 +147,14 @@ func BenchmarkLoginShell(b *testing.B) {
 func TestSnapshotRestoresShellOptions(t *testing.T) {
 	bash, err := exec.LookPath("bash")
 	require.NoError(t, err)
-	script := `shopt -p extglob nullglob dotglob; shopt -q login_shell && echo login; true`
+	script := `shopt -p extglob nullglob dotglob; shopt -q login_shell && echo login; type islogin >/dev/null 2>&1 && islogin; true`
 	for _, tc := range []struct{ name, profile, want string }{
 		{"unchanged", "", "shopt -u extglob\nshopt -u nullglob\nshopt -u dotglob\n"},
 		{"set by the profile", "shopt -s extglob nullglob\n", "shopt -s extglob\nshopt -s nullglob\nshopt -u dotglob\n"},
+		// Neither a function named [ nor one that mentions login_shell
+		// changes what the snapshot sets.
+		{"functions of the profile's", "shopt -s nullglob\n[() { return 0; }\nislogin() { shopt -q login_shell && echo login || echo plain; }\n",
+			"shopt -u extglob\nshopt -s nullglob\nshopt -u dotglob\nplain\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			home, env := snapshotHome(t)
@@ -161,7 +165,8 @@ func TestSnapshotRestoresShellOptions(t *testing.T) {
 			require.Equal(t, tc.want, runArgv(t, argv, env))
 			snap, err := os.ReadFile(snapshotPath(t, argv))
 			require.NoError(t, err)
-			require.NotContains(t, string(snap), "login_shell")
+			require.NotContains(t, string(snap), "shopt -u login_shell")
+			require.NotContains(t, string(snap), "shopt -s login_shell")
 
 			// A shell that starts with other options is set to the login
 			// shell's.
