@@ -36,7 +36,7 @@ func value(b []byte, i, depth int) (int, bool) {
 		end, _, _, ok := String(b, i)
 		return end, ok
 	case c == '{' || c == '[':
-		end, _, ok := composite(b, i, depth, nil, false)
+		end, _, ok := composite(b, i, depth, nil, false, nil)
 		return end, ok
 	case c == '-' || c >= '0' && c <= '9':
 		return Number(b, i)
@@ -61,22 +61,36 @@ type Member struct {
 
 // Object appends the members of data to dst, in order. ok is false unless
 // data is one valid JSON object, with only whitespace around it.
-func Object(data []byte, dst []Member) ([]Member, bool) { return whole(data, '{', dst) }
+func Object(data []byte, dst []Member) ([]Member, bool) { return whole(data, '{', dst, nil) }
+
+// ValueFunc reads the value starting at b[i], of the member named key (as
+// written between its quotes; nil for an array's element), in place of
+// the scanner: it returns the value's end, or ok false to reject the
+// document. It must accept only valid JSON values; i may be len(b), in a
+// document cut short.
+type ValueFunc func(key, b []byte, i int) (end int, ok bool)
+
+// ObjectFunc is Object with each member's value read by read, for a
+// caller that decodes some values in the same pass.
+func ObjectFunc(data []byte, dst []Member, read ValueFunc) ([]Member, bool) {
+	return whole(data, '{', dst, read)
+}
 
 // whole appends the members or elements of data, one object or array
 // (opening with open) with only whitespace around it.
-func whole(data []byte, open byte, dst []Member) ([]Member, bool) {
+func whole(data []byte, open byte, dst []Member, read ValueFunc) ([]Member, bool) {
 	i := Space(data, 0)
 	if i >= len(data) || data[i] != open {
 		return dst, false
 	}
-	end, dst, ok := composite(data, i, 1, dst, true)
+	end, dst, ok := composite(data, i, 1, dst, true, read)
 	return dst, ok && Space(data, end) == len(data)
 }
 
 // composite returns the end of the object or array starting at b[i],
-// with its members appended to members when collect is set.
-func composite(b []byte, i, depth int, members []Member, collect bool) (int, []Member, bool) {
+// with its members appended to members when collect is set; read, when
+// not nil, reads its members' values.
+func composite(b []byte, i, depth int, members []Member, collect bool, read ValueFunc) (int, []Member, bool) {
 	if depth > MaxDepth {
 		return i, members, false
 	}
@@ -109,7 +123,12 @@ func composite(b []byte, i, depth int, members []Member, collect bool) (int, []M
 			i = Space(b, i+1)
 		}
 		start := i
-		if i, ok = value(b, i, depth+1); !ok {
+		if read != nil {
+			i, ok = read(key, b, i)
+		} else {
+			i, ok = value(b, i, depth+1)
+		}
+		if !ok {
 			return i, members, false
 		}
 		if collect {
@@ -229,13 +248,23 @@ func ObjectAt(b []byte, i int, dst []Member) (int, []Member, bool) {
 	if i >= len(b) || b[i] != '{' {
 		return i, dst, false
 	}
-	return composite(b, i, 1, dst, true)
+	return composite(b, i, 1, dst, true, nil)
+}
+
+// ArrayAt returns the end of the array starting at b[i], each of its
+// elements read by read.
+func ArrayAt(b []byte, i int, read ValueFunc) (int, bool) {
+	if i >= len(b) || b[i] != '[' {
+		return i, false
+	}
+	end, _, ok := composite(b, i, 1, nil, false, read)
+	return end, ok
 }
 
 // Array appends the elements of data to dst, in order, as Members with
 // no key. ok is false unless data is one valid JSON array, with only
 // whitespace around it.
-func Array(data []byte, dst []Member) ([]Member, bool) { return whole(data, '[', dst) }
+func Array(data []byte, dst []Member) ([]Member, bool) { return whole(data, '[', dst, nil) }
 
 // Pick puts the values of the members named in names into vals (nil when
 // absent), in the order of names. It reports false for any key that

@@ -173,3 +173,36 @@ func TestObjectAt(t *testing.T) {
 	_, _, ok = ObjectAt(doc, len(doc), nil)
 	require.False(t, ok)
 }
+
+func TestObjectFuncAndArrayAt(t *testing.T) {
+	doc := []byte(` {"a": [1, {"b": 2}], "c\u0041": "x"} `)
+	var keys []string
+	members, ok := ObjectFunc(doc, nil, func(key, b []byte, i int) (int, bool) {
+		keys = append(keys, string(key))
+		return Value(b, i)
+	})
+	require.True(t, ok)
+	want, _ := Object(doc, nil)
+	require.Equal(t, want, members)
+	require.Equal(t, []string{"a", `c\u0041`}, keys)
+
+	_, ok = ObjectFunc(doc, nil, func(key, b []byte, i int) (int, bool) { return i, string(key) != "a" })
+	require.False(t, ok, "a value read refuses the document")
+	_, ok = ObjectFunc([]byte(`{"a":`), nil, func(_, b []byte, i int) (int, bool) { return Value(b, i) })
+	require.False(t, ok)
+
+	arr := []byte(`[1, {"b": 2}] tail`)
+	n := 0
+	end, ok := ArrayAt(arr, 0, func(key, b []byte, i int) (int, bool) {
+		require.Nil(t, key)
+		n++
+		return Value(b, i)
+	})
+	require.True(t, ok)
+	require.Equal(t, 2, n)
+	require.Equal(t, "[1, {\"b\": 2}]", string(arr[:end]))
+	_, ok = ArrayAt(arr, 1, nil)
+	require.False(t, ok, "not an array")
+	_, ok = ArrayAt([]byte(`[1,]`), 0, func(_, b []byte, i int) (int, bool) { return Value(b, i) })
+	require.False(t, ok, "a trailing comma")
+}

@@ -329,7 +329,7 @@ var requestBodies = []string{
 	`{"input":[7,"x",null,{"role":5,"type":[1],"content":"z"}]}`, `{"input":[{"role":null,"content":null}]}`,
 	`{"messages":[{"role":"tool","tool_call_id":"t1","content":"done"}],"stream_options":{"include_usage":true}}`,
 	`{"input":[{"role":"user","role":"assistant"}]}`, `{"input":[{"r\u006fle":"user"}]}`, `{"input":[{"role":"us\xffer"}]}`,
-	`{"input":[}`, `[]`, ` {"input" : [ {"type" : "message" , "role":"user","content":"x"} ] } `,
+	`{"input":[}`, `{"input":`, `{"input":[{}`, `[]`, ` {"input" : [ {"type" : "message" , "role":"user","content":"x"} ] } `,
 }
 
 // TestScanRequestAgreesWithEncodingJSON holds decodeRequest's fast path

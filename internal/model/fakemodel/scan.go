@@ -27,55 +27,19 @@ var (
 // shell turn, on the cores the daemon under test shares, before the
 // fake model answers.
 func scanRequest(body []byte, req *request) bool {
-	i := jsonscan.Space(body, 0)
-	if i >= len(body) || body[i] != '{' {
-		return false
-	}
+	var lists [2][]inputItem // input, messages, when read as arrays
 	var buf [32]jsonscan.Member
-	members := buf[:0]
-	var lists [2][]inputItem // input, messages, when walked
-	i = jsonscan.Space(body, i+1)
-	for i < len(body) && body[i] != '}' {
-		keyStart := i
-		end, escaped, high, ok := jsonscan.String(body, i)
-		if !ok || body[i] != '"' {
-			return false
+	members, ok := jsonscan.ObjectFunc(body, buf[:0], func(key, b []byte, i int) (int, bool) {
+		switch string(key) {
+		case "input":
+			return scanItems(b, i, &lists[0])
+		case "messages":
+			return scanItems(b, i, &lists[1])
 		}
-		key := body[keyStart+1 : end-1]
-		i = jsonscan.Space(body, end)
-		if i >= len(body) || body[i] != ':' {
-			return false
-		}
-		i = jsonscan.Space(body, i+1)
-		valStart := i
-		switch k := string(key); {
-		case (k == "input" || k == "messages") && i < len(body) && body[i] == '[':
-			list := &lists[0]
-			if k == "messages" {
-				list = &lists[1]
-			}
-			*list, i, ok = scanItems(body, i)
-		default:
-			i, ok = jsonscan.Value(body, i)
-		}
-		if !ok {
-			return false
-		}
-		members = append(members, jsonscan.Member{Key: key, Value: body[valStart:i], Plain: !escaped && !high})
-		i = jsonscan.Space(body, i)
-		if i < len(body) && body[i] == ',' {
-			if i = jsonscan.Space(body, i+1); i < len(body) && body[i] == '}' {
-				return false // a trailing comma
-			}
-		} else if i >= len(body) || body[i] != '}' {
-			return false
-		}
-	}
-	if i >= len(body) || jsonscan.Space(body, i+1) != len(body) {
-		return false
-	}
+		return jsonscan.Value(b, i)
+	})
 	var vals [5][]byte
-	if !jsonscan.Pick(members, requestKeys, vals[:]) {
+	if !ok || !jsonscan.Pick(members, requestKeys, vals[:]) {
 		return false
 	}
 	for i, dst := range []*any{&req.Stream, &req.Model, &req.StreamOptions} {
@@ -95,43 +59,35 @@ func scanRequest(body []byte, req *request) bool {
 	return true
 }
 
-// scanItems reads the array of objects starting at b[i] and returns its
-// end.
-func scanItems(b []byte, i int) ([]inputItem, int, bool) {
-	out := []inputItem{} // an empty array decodes as empty, not nil
-	var buf [16]jsonscan.Member
-	if i = jsonscan.Space(b, i+1); i < len(b) && b[i] == ']' {
-		return out, i + 1, true
+// scanItems reads the value starting at b[i]: into out when it is an
+// array of objects, which it returns the end of. Another value is left
+// to the scanner, for Pick's caller to send to the whole decode.
+func scanItems(b []byte, i int, out *[]inputItem) (int, bool) {
+	if i >= len(b) || b[i] != '[' {
+		return jsonscan.Value(b, i)
 	}
-	for {
+	items := []inputItem{} // an empty array decodes as empty, not nil
+	var buf [16]jsonscan.Member
+	end, ok := jsonscan.ArrayAt(b, i, func(_, b []byte, i int) (int, bool) {
 		end, members, ok := jsonscan.ObjectAt(b, i, buf[:0])
 		var vals [5][]byte
 		if !ok || !jsonscan.Pick(members, itemKeys, vals[:]) {
-			return nil, i, false
+			return i, false
 		}
 		var item inputItem
 		for j, dst := range []*lenientString{&item.Type, &item.Role, &item.CallID, &item.ToolCallID} {
 			if vals[j] != nil {
 				s, ok := jsonscan.Text(vals[j])
 				if !ok {
-					return nil, i, false
+					return i, false
 				}
 				*dst = lenientString(s)
 			}
 		}
 		item.Content = vals[4]
-		out = append(out, item)
-		i = jsonscan.Space(b, end)
-		if i >= len(b) {
-			return nil, i, false
-		}
-		switch b[i] {
-		case ',':
-			i = jsonscan.Space(b, i+1)
-		case ']':
-			return out, i + 1, true
-		default:
-			return nil, i, false
-		}
-	}
+		items = append(items, item)
+		return end, true
+	})
+	*out = items
+	return end, ok
 }
