@@ -107,6 +107,7 @@ func benchEventLogCost(b *testing.B, threads, perRound, rounds int) {
 		}
 		return out
 	}
+	profs := [2]*profile{startProfileAs(b, sides[0].d, "log"), startProfileAs(b, sides[1].d, "nolog")}
 	start := total()
 	b.ResetTimer()
 	for range b.N {
@@ -118,6 +119,9 @@ func benchEventLogCost(b *testing.B, threads, perRound, rounds int) {
 	}
 	b.StopTimer()
 	end := total()
+	for _, p := range profs {
+		p.stop(b)
+	}
 	for i, s := range sides {
 		s.cpu = end[i] - start[i]
 	}
