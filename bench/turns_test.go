@@ -111,19 +111,23 @@ func BenchmarkShellTurns(b *testing.B) {
 	raiseNoFileLimit(b, 4096)
 	for _, tc := range []turnsCase{{threads: 1, total: 200}, {threads: 4, total: 100}} {
 		b.Run(fmt.Sprintf("threads=%d", tc.threads), func(b *testing.B) {
-			// One tool call and one answer per turn, the warm-up turns
-			// included; a call id is never reused, since it names the
-			// turn's item.
-			var script fakemodel.Script
-			for i := range tc.threads + tc.total*b.N {
-				id := fmt.Sprintf("call_sh_%d", i)
-				script.Steps = append(script.Steps,
-					fakemodel.Step{ToolCalls: []fakemodel.ToolCall{{CallID: id, Name: "exec_command", Arguments: json.RawMessage(`{"cmd":"echo hi"}`)}}},
-					fakemodel.Step{Match: &fakemodel.Match{CallOutput: id}, Text: "done"})
-			}
-			benchTurns(b, "embedded", tc, script)
+			benchTurns(b, "embedded", tc, shellScript(tc.threads+tc.total*b.N))
 		})
 	}
+}
+
+// shellScript is the fake model's script for turns shell turns: one
+// exec_command `echo hi` and one answer per turn. A call id is never
+// reused, since it names the turn's item.
+func shellScript(turns int) fakemodel.Script {
+	var script fakemodel.Script
+	for i := range turns {
+		id := fmt.Sprintf("call_sh_%d", i)
+		script.Steps = append(script.Steps,
+			fakemodel.Step{ToolCalls: []fakemodel.ToolCall{{CallID: id, Name: "exec_command", Arguments: json.RawMessage(`{"cmd":"echo hi"}`)}}},
+			fakemodel.Step{Match: &fakemodel.Match{CallOutput: id}, Text: "done"})
+	}
+	return script
 }
 
 // BenchmarkDynamicToolTurns is BenchmarkTurns (embedded store, one
