@@ -13,13 +13,16 @@ import (
 // reference (APPSERVER_BENCH_REFERENCE, the native codex binary) in the
 // same seconds: one turn on one, then one on the other, the order swapping
 // every pair, each daemon on its own connection, thread and fake model
-// (same script, same process), with a pause of sideBySideGap after every
-// turn. BenchmarkTurns and BenchmarkShellTurns run the two servers
+// (the same script; both fake models run in this test process), with a
+// pause of sideBySideGap after every turn, so that each server is idle at
+// least that long before each of its turns (before half of them, two
+// pauses and one turn of the other server). BenchmarkTurns and BenchmarkShellTurns run the two servers
 // minutes apart, and this 2-core machine changes speed by more than half
 // between minutes, which moved the ratio of the two p50s by as much as
 // the targets' margin; turn by turn, both servers see the same machine.
 // Every turn starts on an idle server, as an editor's turns do after its
 // user's pause (slower than back to back for this daemon: bench/README.md).
+// Reported ratios are of p50s, over the whole run and by quarter.
 //
 // Sub-benchmarks, one thread each (the thread grows over the run, as in
 // BenchmarkTurns): plain (300 turns each) and shell (200 turns each, the
@@ -60,7 +63,8 @@ func benchSideBySide(b *testing.B, turns int, script func(turns int) fakemodel.S
 	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
 	defer cancel()
 	var workers [2]*turnWorker
-	for i, d := range []*daemon{ours, ref} {
+	daemons := [2]*daemon{ours, ref}
+	for i, d := range daemons {
 		w, err := newTurnWorker(ctx, d.ws, b.TempDir())
 		if err != nil {
 			b.Fatalf("worker on %s: %v", sideName(i), err)
@@ -74,6 +78,7 @@ func benchSideBySide(b *testing.B, turns int, script func(turns int) fakemodel.S
 		}
 	}
 	var durs [2][]time.Duration
+	time.Sleep(sideBySideGap) // the reference's last warm-up turn, as between measured ones
 	b.ResetTimer()
 	for n := range turns * b.N {
 		for k := range 2 {
@@ -82,7 +87,7 @@ func benchSideBySide(b *testing.B, turns int, script func(turns int) fakemodel.S
 			i := (n + k) % 2
 			d, _, err := workers[i].turn(context.Background())
 			if err != nil {
-				b.Fatalf("turn %d on %s: %v", n, sideName(i), err)
+				b.Fatalf("turn %d on %s: %v\nstderr:\n%s", n, sideName(i), err, daemons[i].stderr)
 			}
 			durs[i] = append(durs[i], d)
 			time.Sleep(sideBySideGap)

@@ -116,7 +116,7 @@ func BenchmarkShellTurns(b *testing.B) {
 	}
 }
 
-// shellScript is the fake model's script for turns shell turns: one
+// shellScript is the fake model's script for that many shell turns: one
 // exec_command `echo hi` and one answer per turn. A call id is never
 // reused, since it names the turn's item.
 func shellScript(turns int) fakemodel.Script {
