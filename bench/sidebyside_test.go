@@ -48,7 +48,7 @@ func BenchmarkSideBySide(b *testing.B) {
 // sideBySideGap is the pause after every turn. The reference goes on
 // working for a while after it sent turn/completed; back to back, that
 // tail ran into this daemon's next turn (plain turn p50 6.2 ms against
-// 4.1–4.4 with the reference idle, bench/README.md); with the pause each
+// 3.6–4.4 with the reference idle, bench/README.md); with the pause each
 // turn starts on a machine the other server has left.
 const sideBySideGap = 50 * time.Millisecond
 

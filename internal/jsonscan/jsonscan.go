@@ -243,7 +243,8 @@ func Literal(b []byte, i int, lit string) (int, bool) {
 
 // ObjectAt appends the members of the object starting at b[i] to dst and
 // returns its end (past its closing brace), for a caller walking a larger
-// document in one pass.
+// document in one pass. Its nesting is counted from b[i]: called from a
+// ValueFunc, it allows MaxDepth levels below the caller's.
 func ObjectAt(b []byte, i int, dst []Member) (int, []Member, bool) {
 	if i >= len(b) || b[i] != '{' {
 		return i, dst, false
@@ -252,7 +253,7 @@ func ObjectAt(b []byte, i int, dst []Member) (int, []Member, bool) {
 }
 
 // ArrayAt returns the end of the array starting at b[i], each of its
-// elements read by read.
+// elements read by read (nesting counted from b[i], as for ObjectAt).
 func ArrayAt(b []byte, i int, read ValueFunc) (int, bool) {
 	if i >= len(b) || b[i] != '[' {
 		return i, false

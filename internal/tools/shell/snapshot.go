@@ -469,14 +469,14 @@ func writeState(b *strings.Builder, state string) {
 		head, opts = state[:i], state[i+1:]
 		enabled, opts, _ = strings.Cut(opts, "\n")
 	}
-	writeOptions := func(lines string) {
+	writeLines := func(lines string) {
 		for _, line := range strings.SplitAfter(lines, "\n") {
 			if !(strings.HasPrefix(line, "shopt ") && strings.Contains(line, "login_shell")) {
 				b.WriteString(line)
 			}
 		}
 	}
-	writeOptions(head) // all of it when there is no marker
+	writeLines(head) // all of it when there is no marker
 	if opts == "" {
 		return
 	}
@@ -488,7 +488,7 @@ func writeState(b *strings.Builder, state string) {
 	}
 	// $BASHOPTS lists the enabled options in one order whatever set them.
 	b.WriteString("\ncase $BASHOPTS in " + shQuote(strings.Join(want, ":")) + ") ;; *)\n")
-	writeOptions(opts)
+	writeLines(opts)
 	b.WriteString("\n;; esac\n")
 }
 
