@@ -6,3 +6,12 @@ import "context"
 func (s *Store) IndexBatch(ctx context.Context) (n int, more bool, err error) {
 	return s.indexBatch(ctx)
 }
+
+// WALWrites returns how many writes SQLite has asked of write-ahead logs
+// opened through the store's VFS, and how many the VFS made (walvfs.go).
+func WALWrites() (asked, made int64) {
+	return walWrites.asked.Load(), walWrites.made.Load()
+}
+
+// WALVFSName is the name of the store's VFS, for a test's own connection.
+const WALVFSName = walVFSName

@@ -111,9 +111,13 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if strings.Contains(cfg.Path, "?") {
 		sep = "&"
 	}
-	common := fmt.Sprintf("_pragma=busy_timeout(%d)&_pragma=foreign_keys(1)", cfg.BusyTimeout.Milliseconds())
+	if err := registerWALVFS(); err != nil {
+		return nil, apperr.Wrap(apperr.Unavailable, err, "sqlite: cannot open database")
+	}
+	common := fmt.Sprintf("vfs=%s&_pragma=busy_timeout(%d)&_pragma=foreign_keys(1)", walVFSName, cfg.BusyTimeout.Milliseconds())
 	// synchronous(FULL): an item acknowledged to a client must survive a
-	// power loss, and group commit keeps the fsyncs few. BEGIN IMMEDIATE
+	// power loss, and group commit keeps the fsyncs few; the WAL VFS
+	// (walvfs.go) relies on a sync at every commit. BEGIN IMMEDIATE
 	// takes the write lock up front, where busy_timeout can wait for it.
 	wdsn := cfg.Path + sep + common + "&_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_txlock=immediate"
 	rdsn := cfg.Path + sep + common + "&_pragma=query_only(1)"
@@ -130,6 +134,17 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if err := w.PingContext(ctx); err != nil {
 		_ = w.Close()
 		return nil, apperr.Wrap(apperr.Unavailable, err, "sqlite: cannot open database")
+	}
+	// The WAL VFS publishes a commit's frames when SQLite syncs the log:
+	// a path whose own parameters left the writer below FULL is refused.
+	var syncMode int
+	if err := w.QueryRowContext(ctx, "PRAGMA synchronous").Scan(&syncMode); err != nil {
+		_ = w.Close()
+		return nil, apperr.Wrap(apperr.Unavailable, err, "sqlite: cannot open database")
+	}
+	if syncMode < synchronousFull {
+		_ = w.Close()
+		return nil, apperr.New(apperr.Invalid, "sqlite: the database path's parameters set synchronous below FULL")
 	}
 	r, err := sql.Open("sqlite", rdsn)
 	if err != nil {
@@ -177,6 +192,9 @@ func (s *Store) Migrate(ctx context.Context) error {
 	}
 	return store.Migrate(ctx, s.w, store.DialectSQLite)
 }
+
+// synchronousFull is PRAGMA synchronous's value for FULL.
+const synchronousFull = 2
 
 // autoVacuumIncremental is PRAGMA auto_vacuum's value for INCREMENTAL.
 const autoVacuumIncremental = 2
