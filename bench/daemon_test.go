@@ -132,7 +132,12 @@ const listenPrefix = "appserver listening on "
 // cleanup.
 func startDaemon(tb testing.TB, extra ...string) *daemon {
 	tb.Helper()
-	bin := daemonBinary(tb)
+	return startDaemonBinary(tb, daemonBinary(tb), extra...)
+}
+
+// startDaemonBinary is startDaemon for the daemon binary bin.
+func startDaemonBinary(tb testing.TB, bin string, extra ...string) *daemon {
+	tb.Helper()
 	cmd := exec.Command(bin, append([]string{
 		"--listen", "ws://127.0.0.1:0",
 		"--data-dir", tb.TempDir(),

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"os"
 	"slices"
 	"testing"
 	"time"
@@ -38,11 +39,47 @@ func BenchmarkSideBySide(b *testing.B) {
 	if referenceBinary() == "" {
 		b.Skip("set APPSERVER_BENCH_REFERENCE to the reference's binary (bench/README.md)")
 	}
+	benchTurnByTurn(b, turnByTurnSides{
+		start:  [2]func(testing.TB, ...string) *daemon{startDaemon, startReference},
+		names:  [2]string{"this daemon", "the reference"},
+		prefix: [2]string{"", "ref-"},
+	})
+}
+
+// BenchmarkBuilds is BenchmarkSideBySide for two builds of this daemon,
+// APPSERVER_BENCH_BIN_A and APPSERVER_BENCH_BIN_B (prebuilt binaries): the
+// way to compare a change with main on this machine, whose speed moves by
+// more than most changes between one minute and the next. Metrics are
+// named a-… and b-…; ratio is a's p50 over b's.
+func BenchmarkBuilds(b *testing.B) {
+	binA, binB := os.Getenv("APPSERVER_BENCH_BIN_A"), os.Getenv("APPSERVER_BENCH_BIN_B")
+	if binA == "" || binB == "" {
+		b.Skip("set APPSERVER_BENCH_BIN_A and APPSERVER_BENCH_BIN_B to two daemon binaries (bench/README.md)")
+	}
+	build := func(bin string) func(testing.TB, ...string) *daemon {
+		return func(tb testing.TB, extra ...string) *daemon { return startDaemonBinary(tb, bin, extra...) }
+	}
+	benchTurnByTurn(b, turnByTurnSides{
+		start:  [2]func(testing.TB, ...string) *daemon{build(binA), build(binB)},
+		names:  [2]string{"build a", "build b"},
+		prefix: [2]string{"a-", "b-"},
+	})
+}
+
+// turnByTurnSides are the two servers a turn-by-turn benchmark alternates:
+// how to start each, its name in messages and its metrics' prefix.
+type turnByTurnSides struct {
+	start  [2]func(testing.TB, ...string) *daemon
+	names  [2]string
+	prefix [2]string
+}
+
+func benchTurnByTurn(b *testing.B, sides turnByTurnSides) {
 	raiseNoFileLimit(b, 4096)
 	b.Run("plain", func(b *testing.B) {
-		benchSideBySide(b, 300, func(int) fakemodel.Script { return fakemodel.Script{} })
+		benchSideBySide(b, sides, 300, func(int) fakemodel.Script { return fakemodel.Script{} })
 	})
-	b.Run("shell", func(b *testing.B) { benchSideBySide(b, 200, shellScript) })
+	b.Run("shell", func(b *testing.B) { benchSideBySide(b, sides, 200, shellScript) })
 }
 
 // sideBySideGap is the pause after every turn. The reference goes on
@@ -56,38 +93,39 @@ const sideBySideGap = 50 * time.Millisecond
 // measured ones.
 const sideBySideWarmUp = 10
 
-func benchSideBySide(b *testing.B, turns int, script func(turns int) fakemodel.Script) {
+func benchSideBySide(b *testing.B, sides turnByTurnSides, turns int, script func(turns int) fakemodel.Script) {
 	total := sideBySideWarmUp + turns*b.N
-	ours := startDaemon(b, fakeModelArgs(startFake(b, script(total)).URL())...)
-	ref := startReference(b, fakeModelArgs(startFake(b, script(total)).URL())...)
+	var daemons [2]*daemon
+	for i, start := range sides.start {
+		daemons[i] = start(b, fakeModelArgs(startFake(b, script(total)).URL())...)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
 	defer cancel()
 	var workers [2]*turnWorker
-	daemons := [2]*daemon{ours, ref}
 	for i, d := range daemons {
 		w, err := newTurnWorker(ctx, d.ws, b.TempDir())
 		if err != nil {
-			b.Fatalf("worker on %s: %v", sideName(i), err)
+			b.Fatalf("worker on %s: %v", sides.names[i], err)
 		}
 		b.Cleanup(func() { _ = w.ws.CloseNow() })
 		workers[i] = w
 		for range sideBySideWarmUp {
 			if _, _, err := w.turn(ctx); err != nil {
-				b.Fatalf("warm-up on %s: %v\nstderr:\n%s", sideName(i), err, d.stderr)
+				b.Fatalf("warm-up on %s: %v\nstderr:\n%s", sides.names[i], err, d.stderr)
 			}
 		}
 	}
 	var durs [2][]time.Duration
-	time.Sleep(sideBySideGap) // the reference's last warm-up turn, as between measured ones
+	time.Sleep(sideBySideGap) // after the second side's last warm-up turn, as between measured ones
 	b.ResetTimer()
 	for n := range turns * b.N {
 		for k := range 2 {
-			// Ours first in even pairs, the reference first in odd ones;
-			// turn bounds itself by turnTimeout.
+			// The first side first in even pairs, the second in odd
+			// ones; turn bounds itself by turnTimeout.
 			i := (n + k) % 2
 			d, _, err := workers[i].turn(context.Background())
 			if err != nil {
-				b.Fatalf("turn %d on %s: %v\nstderr:\n%s", n, sideName(i), err, daemons[i].stderr)
+				b.Fatalf("turn %d on %s: %v\nstderr:\n%s", n, sides.names[i], err, daemons[i].stderr)
 			}
 			durs[i] = append(durs[i], d)
 			time.Sleep(sideBySideGap)
@@ -106,7 +144,7 @@ func benchSideBySide(b *testing.B, turns int, script func(turns int) fakemodel.S
 	for q := range quarters {
 		quarters[q] = ratio(q*n/4, (q+1)*n/4)
 	}
-	for i, name := range []string{"", "ref-"} {
+	for i, name := range sides.prefix {
 		sorted := slices.Sorted(slices.Values(durs[i]))
 		b.ReportMetric(ms(percentile(sorted, 0.50)), name+"p50-ms")
 		b.ReportMetric(ms(percentile(sorted, 0.99)), name+"p99-ms")
@@ -115,11 +153,4 @@ func benchSideBySide(b *testing.B, turns int, script func(turns int) fakemodel.S
 	b.ReportMetric(slices.Max(quarters), "ratio-max-quarter")
 	b.ReportMetric(0, "ns/op")
 	b.Logf("%d turns on each server, alternating; p50 ratio by quarter of the run %.3f", n, quarters)
-}
-
-func sideName(i int) string {
-	if i == 0 {
-		return "this daemon"
-	}
-	return "the reference"
 }
