@@ -15,3 +15,7 @@ func WALWrites() (asked, made int64) {
 
 // WALVFSName is the name of the store's VFS, for a test's own connection.
 const WALVFSName = walVFSName
+
+// SetWALFlushFault makes every write-out of a log's gathered writes fail
+// while on: a failing disk, for the tests.
+func SetWALFlushFault(on bool) { walFlushFault.Store(on) }
