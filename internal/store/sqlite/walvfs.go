@@ -31,21 +31,26 @@ import (
 // of the log, so a commit's frames are in the file before it is published
 // and before the commit returns, and a crash loses only frames no commit
 // had synced, as it would without the buffer. It is also written out
-// before a read, truncation, size query, file control, memory map or close
-// of the log (so SQLite never reads its own log without the frames it
-// wrote) and at the barrier, a second guard. A write-out that fails at a
-// sync is dropped: the commit fails, and its frames must not reach the
-// file later, where recovery after a crash would find them; one that fails
-// elsewhere keeps the bytes for the next attempt. When the connection
-// releases the log's write lock (xShmLock on the database file), anything
-// still gathered belongs to a transaction that did not commit (pages it
-// spilled before rolling back): it is dropped, not written, so it can
-// never land on frames another writer commits next. In exclusive locking
-// mode SQLite keeps the index in its own memory and makes none of these
-// shared-memory calls; no other connection can read the file then, and
-// the sync still writes the buffer out. Only contiguous appends are
+// before a read, truncation, size query, file control or close of the log
+// (so SQLite never reads its own log without the frames it wrote), and at
+// every barrier (SQLite calls it around reads of the index's header too),
+// where under FULL it finds nothing. A write-out that fails at a sync is
+// dropped: the commit fails, and its frames must not reach the file
+// later, where recovery after a crash would find them; one that fails at
+// a read, truncation, size query or file control keeps the bytes for the
+// next attempt; at a close they go. When the connection releases the
+// log's write lock (xShmLock on the database file), anything still
+// gathered belongs to a transaction that did not commit (pages it spilled
+// before rolling back): it is dropped, not written, so it can never land
+// on frames another writer commits next. Only contiguous appends are
 // gathered; any other write first writes out what is gathered. Files
 // other than write-ahead logs are passed to the unix VFS as they are.
+//
+// The VFS is for the store's own connections, opened in Open: the writer
+// at synchronous=FULL, every connection in SQLite's normal locking mode.
+// A connection at NORMAL (no sync at a commit) or one that switches
+// locking_mode to EXCLUSIVE and back after its log is open (the release
+// of the write lock is then not seen) is outside what it is built for.
 const walVFSName = "appserver-walbuf"
 
 // walBufferLimit bounds the gathered bytes of one log: a larger run is
@@ -112,6 +117,9 @@ type wrappedFile struct {
 	off    int64
 	gather int64 // 1 for a log that gathers
 }
+
+// wrappedFile's size is a multiple of 8, or this does not compile.
+var _ [0]struct{} = [unsafe.Sizeof(wrappedFile{}) % 8]struct{}{}
 
 func wrapped(pFile uintptr) *wrappedFile {
 	return (*wrappedFile)(unsafe.Add(nil, pFile))
@@ -356,10 +364,11 @@ func walShmLock(tls *libc.TLS, pFile uintptr, offset, n, flags int32) int32 {
 }
 
 func walShmBarrier(tls *libc.TLS, pFile uintptr) {
-	// SQLite calls the barrier just before it publishes a new header of
-	// the WAL index. The writer syncs every commit and gathers only with
-	// powersafe overwrite, so the sync has already written the buffer
-	// out; this is a second guard, and a barrier cannot report a failure.
+	// SQLite calls the barrier before it publishes a new header of the
+	// WAL index (and around reads of it). The writer syncs every commit
+	// and gathers only with powersafe overwrite, so the sync has already
+	// written the buffer out; this is a second guard, and a barrier
+	// cannot report a failure.
 	if log := wrapped(pFile).peer; log != 0 {
 		_ = flush(tls, log, false)
 	}
