@@ -19,3 +19,9 @@ const WALVFSName = walVFSName
 // SetWALFlushFault makes every write-out of a log's gathered writes fail
 // while on: a failing disk, for the tests.
 func SetWALFlushFault(on bool) { walFlushFault.Store(on) }
+
+// WriterSynchronous returns PRAGMA synchronous on the writer connection.
+func (s *Store) WriterSynchronous(ctx context.Context) (mode int, err error) {
+	err = s.w.QueryRowContext(ctx, "PRAGMA synchronous").Scan(&mode)
+	return mode, err
+}

@@ -171,7 +171,7 @@ func walOpen(tls *libc.TLS, _ uintptr, zName, pFile uintptr, flags int32, pOutFl
 			// Gather only where SQLite syncs a commit's last frame
 			// whole: without powersafe overwrite (psow=0) it pads the
 			// commit and writes part of the padding after the sync.
-			if call[func(*libc.TLS, uintptr) int32](inner(db).FxDeviceCharacteristics)(tls, innerFile(db))&sqlite3.SQLITE_IOCAP_POWERSAFE_OVERWRITE != 0 {
+			if walDeviceCharacteristics(tls, db)&sqlite3.SQLITE_IOCAP_POWERSAFE_OVERWRITE != 0 {
 				f.gather = 1
 			}
 		}

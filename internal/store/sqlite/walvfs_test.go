@@ -14,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/appserver/appserver/internal/apperr"
 	"github.com/appserver/appserver/internal/store/sqlite"
 	"github.com/appserver/appserver/internal/store/storetest"
 )
@@ -36,6 +37,22 @@ func TestWALWritesGathered(t *testing.T) {
 	// the log's header, written when a checkpoint has restarted it).
 	require.GreaterOrEqual(t, asked, int64(turns*2*2*8))
 	require.LessOrEqual(t, made*8, asked)
+}
+
+// The VFS relies on a sync at every commit: a database path whose own
+// parameters leave the writer below FULL is refused, with a clear error.
+func TestWALRefusesWriterBelowFullSync(t *testing.T) {
+	for _, mode := range []string{"OFF", "NORMAL"} {
+		path := filepath.Join(t.TempDir(), "appserver.db") + "?_pragma=synchronous(" + mode + ")"
+		_, err := sqlite.Open(t.Context(), sqlite.Config{Path: path, Migrate: true})
+		require.Error(t, err, "path asking for %s", mode)
+		require.True(t, apperr.Is(err, apperr.Invalid), "%v", err)
+		require.Contains(t, err.Error(), "synchronous below FULL")
+	}
+	s := open(t, filepath.Join(t.TempDir(), "appserver.db")+"?_pragma=synchronous(EXTRA)", true)
+	got, err := s.WriterSynchronous(t.Context())
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, got, 2)
 }
 
 // Every commit is in the file when it returns: a connection through the
