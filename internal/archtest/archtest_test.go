@@ -81,7 +81,7 @@ var rules = []rule{
 		why:     "the generator writes api's tables from the schema and api.Unserved",
 	},
 	{
-		pkgs:    []string{"internal/apperr", "internal/jsonscan", "internal/lossy", "internal/gctune", "internal/reqlog", "internal/feedback", "internal/service", "migrations"},
+		pkgs:    []string{"internal/apperr", "internal/jsonscan", "internal/lossy", "internal/gctune", "internal/stackgrow", "internal/reqlog", "internal/feedback", "internal/service", "migrations"},
 		mustNot: []string{"..."},
 		why:     "foundations used across the layers depend on nothing of ours",
 	},

@@ -18,6 +18,7 @@ import (
 	"github.com/appserver/appserver/internal/jsonscan"
 	"github.com/appserver/appserver/internal/principal"
 	"github.com/appserver/appserver/internal/server/rpcws"
+	"github.com/appserver/appserver/internal/stackgrow"
 )
 
 // Method handles one JSON-RPC method. It returns the result to send, or an
@@ -304,6 +305,7 @@ func (s *Session) Handle(ctx context.Context, req *rpcws.Request) {
 	key := resourceKey(req)
 	prev, mine := s.enqueue(key)
 	go func() {
+		stackgrow.Grow()
 		// The request's place in the ingress is free once it is served,
 		// before its answer goes out: a client that got the answer may
 		// send the next request at once and find the place free.

@@ -14,6 +14,7 @@ import (
 	"github.com/appserver/appserver/internal/apperr"
 	"github.com/appserver/appserver/internal/principal"
 	"github.com/appserver/appserver/internal/reqlog"
+	"github.com/appserver/appserver/internal/stackgrow"
 	"github.com/appserver/appserver/internal/store"
 	"github.com/appserver/appserver/internal/turns/loop"
 )
@@ -228,6 +229,7 @@ func (m *Manager) startTurnWith(ctx context.Context, c Caller, p api.TurnStartPa
 			first, err = t.storeFirst(ctx, at, take, input, p.ClientUserMessageID, c.Principal.Roots(), func(item api.ThreadItem) {
 				fc, gone = loop.NewFirstCommit(), make(chan struct{})
 				go func() {
+					stackgrow.Grow()
 					obs := observe()
 					if !run.RunInputOverlapped(item, fc) {
 						m.cfg.Observer.TurnAbandoned(obs)
@@ -271,6 +273,7 @@ func (m *Manager) startTurnWith(ctx context.Context, c Caller, p api.TurnStartPa
 	}
 	return api.TurnStartResult{Turn: pendingTurn(at)}, func() {
 		go func() {
+			stackgrow.Grow()
 			defer ended()
 			observe()
 			if kind != nil {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/appserver/appserver/api"
 	"github.com/appserver/appserver/internal/apperr"
+	"github.com/appserver/appserver/internal/stackgrow"
 	"github.com/appserver/appserver/internal/store"
 )
 
@@ -300,6 +301,7 @@ func (m *Manager) kickQueue(threadID string) {
 		return
 	}
 	go func() {
+		stackgrow.Grow()
 		defer m.turns.Done()
 		_, after, err := m.startQueued(context.Background(), Caller{}, threadID, "", true)
 		switch {

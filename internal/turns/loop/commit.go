@@ -7,6 +7,7 @@ import (
 
 	"github.com/appserver/appserver/api"
 	"github.com/appserver/appserver/internal/model"
+	"github.com/appserver/appserver/internal/stackgrow"
 	"github.com/appserver/appserver/internal/store"
 	"github.com/appserver/appserver/internal/turns/transcript"
 )
@@ -151,7 +152,14 @@ type roundCommit struct {
 	running bool
 }
 
-func (c *roundCommit) start() { c.once.Do(func() { go c.run() }) }
+func (c *roundCommit) start() {
+	c.once.Do(func() {
+		go func() {
+			stackgrow.Grow()
+			c.run()
+		}()
+	})
+}
 
 // wait returns the commit's failure, which decides the turn: nothing the
 // commit carried has been announced.
