@@ -305,7 +305,6 @@ func (s *Session) Handle(ctx context.Context, req *rpcws.Request) {
 	key := resourceKey(req)
 	prev, mine := s.enqueue(key)
 	go func() {
-		stackgrow.Grow()
 		// The request's place in the ingress is free once it is served,
 		// before its answer goes out: a client that got the answer may
 		// send the next request at once and find the place free.
@@ -320,6 +319,9 @@ func (s *Session) Handle(ctx context.Context, req *rpcws.Request) {
 			}
 			s.srv.queued.Add(-1)
 		}
+		// Grown once it is to be served, not while it waits behind its
+		// key's previous request.
+		stackgrow.Grow()
 		s.srv.inFlight.Add(1)
 		defer s.srv.inFlight.Add(-1)
 		var once sync.Once

@@ -10,6 +10,8 @@ const Size = 16 << 10
 // Grow makes sure the calling goroutine's stack has about Size bytes. It
 // costs one stack growth on a shallow stack and the clearing of its frame;
 // on a goroutine whose stack is that large already, the clearing only.
+// Call it first thing on the goroutine: with more than about 5 KiB of the
+// stack in use, the growth doubles past Size.
 //
 //go:noinline
 func Grow() {
