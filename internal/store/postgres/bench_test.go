@@ -16,7 +16,7 @@ func BenchmarkSearch(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = s.Close() })
-	storetest.SearchBenchmark(b, s)
+	storetest.SearchBenchmark(b, s, nil)
 }
 
 // BenchmarkPlainTurnWrites writes plain turns as the daemon does, two

@@ -7,6 +7,12 @@ func (s *Store) IndexBatch(ctx context.Context) (n int, more bool, err error) {
 	return s.indexBatch(ctx)
 }
 
+// ExtractBatch runs one extraction batch of the message indexer
+// (extractBatch).
+func (s *Store) ExtractBatch(ctx context.Context) (n int, more bool, err error) {
+	return s.extractBatch(ctx)
+}
+
 // WALWrites returns how many writes SQLite has asked of write-ahead logs
 // opened through the store's VFS, and how many the VFS made (walvfs.go).
 func WALWrites() (asked, made int64) {

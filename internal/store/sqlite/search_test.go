@@ -64,10 +64,10 @@ func TestSearchIndex(t *testing.T) {
 	require.NoError(t, err, "the index matches its content table")
 }
 
-// Stored messages reach the search index after their commit, in batches
-// of the store's own; a search finds them before that, folded as the
-// index folds, and the index stays consistent through deletions, ids
-// reused, and the migration's way down and up.
+// Stored messages reach item_text and the search index after their
+// commit, in batches of the store's own; a search finds them before that,
+// folded as the index folds, and the index stays consistent through
+// deletions, ids reused, and the migrations' way down and up.
 func TestMessagesIndexedAfterTheirCommit(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "appserver.db")
 	s, err := sqlite.Open(t.Context(), sqlite.Config{Path: path, Migrate: true, IndexDelay: -1})
@@ -87,28 +87,28 @@ func TestMessagesIndexedAfterTheirCommit(t *testing.T) {
 		}
 		return ids
 	}
-	mark := func() (through, last int64) {
+	// The two marks and what is past them: the last item extracted and
+	// the last item; the last item_text row indexed and the last row.
+	type marks struct{ extracted, lastItem, indexed, lastText int64 }
+	mark := func() (m marks) {
 		t.Helper()
-		require.NoError(t, db.QueryRow(`SELECT through, (SELECT coalesce(max(id), 0) FROM item_text) FROM item_text_indexed`).Scan(&through, &last))
-		return through, last
+		require.NoError(t, db.QueryRow(`SELECT (SELECT through FROM item_text_extracted), (SELECT coalesce(max(rowid), 0) FROM items),
+			(SELECT through FROM item_text_indexed), (SELECT coalesce(max(id), 0) FROM item_text)`).Scan(&m.extracted, &m.lastItem, &m.indexed, &m.lastText))
+		return m
 	}
 	consistent := func() {
 		t.Helper()
 		_, err := db.Exec(`INSERT INTO item_text_fts (item_text_fts) VALUES ('integrity-check')`)
 		require.NoError(t, err, "the index is sound")
-		if through, last := mark(); through >= last {
+		if m := mark(); m.indexed >= m.lastText {
 			// With every row indexed, the index against its content.
 			_, err = db.Exec(`INSERT INTO item_text_fts (item_text_fts, rank) VALUES ('integrity-check', 1)`)
 			require.NoError(t, err, "the index matches its content table")
 		}
 	}
 	seq := map[string]int64{}
-	message := func(thread, typ, text string) {
+	item := func(thread, typ, payload string) {
 		t.Helper()
-		payload := fmt.Sprintf(`{"type":"agentMessage","text":%q}`, text)
-		if typ == "userMessage" {
-			payload = fmt.Sprintf(`{"type":"userMessage","content":[{"type":"text","text":%q}]}`, text)
-		}
 		var b store.Batch
 		if seq[thread] == 0 {
 			b.CreateThreads = []*store.Thread{{ID: thread, Cwd: "/", ModelProvider: "openai", Source: "cli"}}
@@ -118,49 +118,76 @@ func TestMessagesIndexedAfterTheirCommit(t *testing.T) {
 		b.AppendItems = []*store.Item{{ThreadID: thread, TurnID: "t", ItemID: fmt.Sprint("i", seq[thread]), Type: typ, Payload: json.RawMessage(payload)}}
 		require.NoError(t, s.Write(ctx, &b))
 	}
+	message := func(thread, typ, text string) {
+		t.Helper()
+		payload := fmt.Sprintf(`{"type":"agentMessage","text":%q}`, text)
+		if typ == "userMessage" {
+			payload = fmt.Sprintf(`{"type":"userMessage","content":[{"type":"text","text":%q}]}`, text)
+		}
+		item(thread, typ, payload)
+	}
 	const a, b, c = "0190a5b2-0000-7000-8000-00000000000a", "0190a5b2-0000-7000-8000-00000000000b", "0190a5b2-0000-7000-8000-00000000000c"
 
 	message(a, "agentMessage", "a Wombat burrow")
 	message(a, "userMessage", "Ärger im BÜRO")
-	through, last := mark()
-	require.Less(t, through, last, "not indexed by the commit")
-	require.Equal(t, []string{a}, search("wombat"), "found before it is indexed")
-	require.Equal(t, []string{a}, search("ärger im büro"), "folded beyond ASCII before it is indexed")
+	// Items that give no text: another kind, a user message whose
+	// content holds no text input or something else than objects.
+	item(a, "commandExecution", `{"type":"commandExecution","command":"wombat","aggregatedOutput":"wombat"}`)
+	item(a, "userMessage", `{"type":"userMessage","content":["a wombat string",{"type":"image","url":"x"},{"type":"text","text":7}]}`)
+	m := mark()
+	require.Less(t, m.extracted, m.lastItem, "not extracted by the commit")
+	require.Zero(t, m.lastText, "no text stored by the commit")
+	require.Equal(t, []string{a}, search("wombat"), "found before it is extracted")
+	require.Equal(t, []string{a}, search("ärger im büro"), "folded beyond ASCII before it is extracted")
+	require.Equal(t, []string{a}, search("IM"), "a short term, before it is extracted")
 	require.Empty(t, search("nowhere"))
+	require.Empty(t, search("string"), "a content element that is no object has no text")
 
 	n, err := s.IndexMessages(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 2, n)
-	through, last = mark()
-	require.Equal(t, last, through)
+	m = mark()
+	require.Equal(t, m.lastItem, m.extracted)
+	require.Equal(t, m.lastText, m.indexed)
 	require.Equal(t, []string{a}, search("wombat"), "found through the index")
 	require.Equal(t, []string{a}, search("ärger im büro"))
+	require.Equal(t, []string{a}, search("IM"))
+	require.Empty(t, search("string"))
 	consistent()
 
-	// A thread with indexed rows and rows past the mark goes whole.
+	// A thread with indexed rows and items past the mark goes whole.
 	message(a, "agentMessage", "another wombat")
 	message(b, "agentMessage", "the last row")
 	require.NoError(t, s.DeleteThread(ctx, a))
 	require.Empty(t, search("wombat"))
 	consistent()
-	n, err = s.IndexMessages(ctx)
+	_, err = s.IndexMessages(ctx)
 	require.NoError(t, err)
-	require.Equal(t, 1, n, "only the other thread's row is left to index")
+	m = mark()
+	require.Equal(t, m.lastItem, m.extracted)
+	require.GreaterOrEqual(t, m.indexed, m.lastText, "the other thread's row is indexed (its id may have been reused at or below the mark)")
+	require.Equal(t, []string{b}, search("last row"))
 	consistent()
 
-	// The greatest rows deleted, their ids come back at or below the
-	// mark: such a row is indexed by its own commit.
+	// The greatest items and rows deleted, their ids come back at or
+	// below the marks: such an item is extracted, and its row indexed, by
+	// its own commit.
 	require.NoError(t, s.DeleteThread(ctx, b))
 	message(c, "agentMessage", "a reused id")
-	through, last = mark()
-	require.LessOrEqual(t, last, through)
+	item(c, "userMessage", `{"type":"userMessage","content":["a bare string",{"type":"text","text":"tucked away"}]}`)
+	m = mark()
+	require.LessOrEqual(t, m.lastItem, m.extracted)
+	require.LessOrEqual(t, m.lastText, m.indexed)
 	require.Equal(t, []string{c}, search("reused"))
+	require.Equal(t, []string{c}, search("tucked"), "the trigger extracts a user message whose content holds something else than objects")
+	require.Empty(t, search("bare string"))
 	n, err = s.IndexMessages(ctx)
 	require.NoError(t, err)
 	require.Zero(t, n)
 	consistent()
 
-	// Down and up again with a row past the mark: the way down indexes it.
+	// Down and up again with an item past the mark: the way down
+	// extracts and indexes it.
 	message(c, "agentMessage", "a numbat den")
 	p := storetest.Migrations(t, db, "sqlite")
 	_, err = p.DownTo(ctx, 13)
@@ -172,8 +199,9 @@ func TestMessagesIndexedAfterTheirCommit(t *testing.T) {
 	require.Equal(t, 1, hits)
 	_, err = p.Up(ctx)
 	require.NoError(t, err)
-	through, last = mark()
-	require.Equal(t, last, through)
+	m = mark()
+	require.Equal(t, m.lastItem, m.extracted)
+	require.Equal(t, m.lastText, m.indexed)
 	require.Equal(t, []string{c}, search("numbat"))
 	consistent()
 }
@@ -198,13 +226,14 @@ func TestIndexerCatchesUp(t *testing.T) {
 		var through, last int64
 		err := db.QueryRow(`SELECT through, (SELECT max(id) FROM item_text) FROM item_text_indexed`).Scan(&through, &last)
 		return err == nil && through == last
-	}, 10*time.Second, 5*time.Millisecond)
+	}, 10*time.Second, 5*time.Millisecond, "extracted and indexed")
 }
 
-// An indexing batch ends before the first row that starts past 1 MiB of
-// text, whatever its row count: four messages of 400 KB go in batches of
-// three and one, and the batch that takes the last row says none is left
-// (a pass makes no empty transaction after it).
+// An extraction batch ends before the first message item that starts
+// past 1 MiB of message JSON, and an indexing batch before the first row
+// that starts past 1 MiB of text, whatever their counts: four messages of
+// 400 KB go in batches of three and one, and the batch that takes the
+// last one says none is left (a pass makes no empty transaction after it).
 func TestIndexBatchesBoundedByBytes(t *testing.T) {
 	s, err := sqlite.Open(t.Context(), sqlite.Config{Path: filepath.Join(t.TempDir(), "appserver.db"), Migrate: true, IndexDelay: -1})
 	require.NoError(t, err)
@@ -221,13 +250,20 @@ func TestIndexBatchesBoundedByBytes(t *testing.T) {
 		b.AppendItems = append(b.AppendItems, &store.Item{ThreadID: id, TurnID: "t", ItemID: fmt.Sprint("i", i), Type: "agentMessage", Payload: payload})
 	}
 	require.NoError(t, s.Write(t.Context(), b))
-	for _, want := range []struct {
+	batches := []struct {
 		n    int
 		more bool
-	}{{3, true}, {1, false}, {0, false}} {
+	}{{3, true}, {1, false}, {0, false}}
+	for _, want := range batches {
+		n, more, err := s.ExtractBatch(t.Context())
+		require.NoError(t, err)
+		require.Equal(t, want.n, n, "items extracted")
+		require.Equal(t, want.more, more)
+	}
+	for _, want := range batches {
 		n, more, err := s.IndexBatch(t.Context())
 		require.NoError(t, err)
-		require.Equal(t, want.n, n)
+		require.Equal(t, want.n, n, "rows indexed")
 		require.Equal(t, want.more, more)
 	}
 	page, err := s.ListThreads(t.Context(), store.ListThreadsQuery{SearchTerm: "wombat3"})

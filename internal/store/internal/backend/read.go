@@ -381,17 +381,38 @@ func messageText(d Dialect) func(term string, arg func(any) string) string {
 	}
 	return func(term string, arg func(any) string) string {
 		if utf8.RuneCountInString(term) < 3 {
-			return "EXISTS (SELECT 1 FROM item_text x WHERE x.thread_id = threads.id AND instr(lower(x.text), " + arg(term) + ") > 0)"
+			return "(EXISTS (SELECT 1 FROM item_text x WHERE x.thread_id = threads.id AND instr(lower(x.text), " + arg(term) + ") > 0)" +
+				" OR threads.id IN (" + unextractedMessages("lower", term, arg) + "))"
 		}
 		// A phrase of trigrams matches where they follow one another: the
 		// term as a substring. The rows the store has not indexed yet
-		// (those past item_text_indexed's mark, migration 00014) are
-		// scanned, folded as terms are, in the same statement.
+		// (those past item_text_indexed's mark, migration 00014) and the
+		// messages whose text it has not extracted yet (past
+		// item_text_extracted's, 00015) are scanned, folded as terms are,
+		// in the same statement.
 		return "threads.id IN (SELECT x.thread_id FROM item_text_fts f JOIN item_text x ON x.id = f.rowid" +
 			" WHERE item_text_fts MATCH " + arg(`"`+strings.ReplaceAll(term, `"`, `""`)+`"`) +
 			" UNION ALL SELECT x.thread_id FROM item_text x WHERE x.id > (SELECT through FROM item_text_indexed)" +
-			" AND instr(appserver_fold(x.text), " + arg(term) + ") > 0)"
+			" AND instr(appserver_fold(x.text), " + arg(term) + ") > 0" +
+			" UNION ALL " + unextractedMessages("appserver_fold", term, arg) + ")"
 	}
+}
+
+// unextractedMessages selects the threads of the embedded store's message
+// items past item_text_extracted's mark (migration 00015) whose text, as
+// the extraction takes it, folded with fold contains term (bound with
+// arg, once for each use). The CASEs keep the JSON functions off an
+// invalid payload.
+func unextractedMessages(fold, term string, arg func(any) string) string {
+	const past = "i.rowid > (SELECT through FROM item_text_extracted)"
+	return "SELECT i.thread_id FROM items i WHERE " + past + " AND i.type = 'agentMessage'" +
+		" AND instr(" + fold + "(CASE WHEN json_valid(i.payload) AND json_type(i.payload, '$.text') = 'text'" +
+		" THEN json_extract(i.payload, '$.text') END), " + arg(term) + ") > 0" +
+		" UNION ALL SELECT i.thread_id FROM items i, json_each(CASE WHEN i.type = 'userMessage' AND json_valid(i.payload)" +
+		" AND json_type(i.payload, '$.content') = 'array' THEN i.payload END, '$.content') c" +
+		" WHERE " + past + " AND i.type = 'userMessage'" +
+		" AND instr(" + fold + "(CASE WHEN c.type = 'object' AND json_type(c.value, '$.text') = 'text'" +
+		" THEN json_extract(c.value, '$.text') END), " + arg(term) + ") > 0"
 }
 
 // likeEscaper makes a term literal in a Postgres LIKE pattern, whose
