@@ -379,6 +379,8 @@ func (t *thread) reserveLocked(ctx context.Context, p api.TurnStartParams, root 
 	t.history.EnsureWire()
 	// The thread's history grows only when the turn ends.
 	run := loop.NewRun(m.loopDeps, turnThread{t: t, at: at}, t.id, at.Turn, t.history.Snapshot(), t.newTurnBudgetLocked())
+	run.UseRequestBuffers(t.reqInput, t.reqWire)
+	t.reqInput, t.reqWire = nil, nil
 	at.run = run
 	tc := ToolContext{
 		ThreadID: t.id, TurnID: at.ID, Cwd: settings.Cwd,

@@ -8,6 +8,7 @@ import (
 
 	"github.com/appserver/appserver/api"
 	"github.com/appserver/appserver/internal/apperr"
+	"github.com/appserver/appserver/internal/model"
 	"github.com/appserver/appserver/internal/policy"
 	"github.com/appserver/appserver/internal/store"
 	"github.com/appserver/appserver/internal/turns/transcript"
@@ -47,6 +48,11 @@ type thread struct {
 	history       transcript.History
 	historyLoaded bool
 	historyGen    uint64
+	// reqInput and reqWire are the request slices of the thread's last
+	// turn, for its next one (loop.Run.UseRequestBuffers); dropped with
+	// the history when it is trimmed.
+	reqInput []model.InputItem
+	reqWire  []json.RawMessage
 	// historyUnsaved is set while the last turn's end (its history
 	// included) has not reached the store; the history is then not
 	// trimmed, since reading it back would miss that turn.
@@ -273,6 +279,7 @@ func (t *thread) trim() {
 	}
 	t.history, t.historyLoaded, t.itemIDs = transcript.History{}, false, nil
 	t.allIDsInMemory = false
+	t.reqInput, t.reqWire = nil, nil
 }
 
 // ensureHistory reads the model history from the store unless it is in

@@ -170,6 +170,7 @@ func (t *thread) commitEnd(at *activeTurn, e *loop.End) {
 	t.meta.SubAgent = subagents.RecordEnd(t.meta.SubAgent, at.ID, status, turnErr, e.Final)
 	threadPatch := store.ThreadPatch{ID: t.id, UpdatedAt: &now, RecencyAt: &now, Meta: t.metaJSONLocked()}
 	rateLimitsSent := t.rateLimitsSent
+	t.reqInput, t.reqWire = e.RequestBuffers()
 	t.mu.Unlock()
 	persistCtx := context.WithoutCancel(at.Ctx)
 

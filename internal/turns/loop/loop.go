@@ -125,6 +125,13 @@ func (r *Run) SetTools(specs []registry.ConfiguredToolSpec, reg *registry.Regist
 	r.specs, r.registry = specs, reg
 }
 
+// UseRequestBuffers gives the turn the request slices the thread's last
+// turn built (End.RequestBuffers), to build its requests in; called
+// before the turn runs.
+func (r *Run) UseRequestBuffers(input []model.InputItem, wire []json.RawMessage) {
+	r.reqInput, r.reqWire = input[:0], wire[:0]
+}
+
 // SetObserved gives the turn the Observer's context of it (TurnStarted);
 // called before the turn runs.
 func (r *Run) SetObserved(ctx context.Context) { r.obs = ctx }

@@ -54,3 +54,41 @@ func TestHistoryEncodingsFollowTheHistory(t *testing.T) {
 	_, wire := r.requestInput()
 	require.Nil(t, wire)
 }
+
+// A turn builds its requests in the slices the thread's last turn handed
+// back, and its end hands them back empty, keeping no item alive.
+func TestRequestBuffersGoFromTurnToTurn(t *testing.T) {
+	var prior transcript.History
+	for range 20 {
+		prior.AddUnencoded(model.UserMessage("question"), model.AssistantMessage("answer"))
+	}
+	prior.EnsureWire()
+	first := &Run{at: &Turn{}, prior: prior.Snapshot()}
+	first.hist.Add(model.UserMessage("now"))
+	input, wire := first.requestInput()
+	require.Len(t, input, 41)
+	require.Len(t, wire, 41)
+
+	in, w := (&End{r: first}).RequestBuffers()
+	require.Empty(t, in)
+	require.Empty(t, w)
+	require.GreaterOrEqual(t, cap(in), 41)
+	for _, it := range in[:41] {
+		require.Zero(t, it, "no item kept alive")
+	}
+	for _, raw := range w[:41] {
+		require.Nil(t, raw)
+	}
+	again, _ := (&End{r: first}).RequestBuffers()
+	require.Nil(t, again, "handed back once")
+
+	second := &Run{at: &Turn{}, prior: prior.Snapshot()}
+	second.UseRequestBuffers(in, w)
+	second.hist.Add(model.UserMessage("next"))
+	input2, wire2 := second.requestInput()
+	require.Len(t, input2, 41)
+	require.Same(t, &in[:1][0], &input2[0], "built in the handed-over slice")
+	require.Same(t, &w[:1][0], &wire2[0])
+	require.Equal(t, "next", input2[40].Content[0].Text)
+	requireEncodingsMatch(t, second)
+}

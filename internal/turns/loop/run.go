@@ -30,8 +30,13 @@ type Run struct {
 	prior     transcript.History
 	specsJSON []json.RawMessage // the turn's tool specs, encoded once
 	// reqInput and reqWire are requestInput's slices, reused by every
-	// round (the model client does not keep a request after Stream);
-	// devWire is the developer message's upstream encoding.
+	// round (the model client does not keep a request after Stream) and,
+	// through the thread, by the thread's next turn (UseRequestBuffers,
+	// End.RequestBuffers): each holds the whole history, which grows with
+	// the thread, and building them afresh every turn was half of the
+	// bytes a plain turn allocated on a thread of a few hundred turns
+	// (BenchmarkEventLogCost's allocation profile, 2026-12-05); devWire
+	// is the developer message's upstream encoding.
 	reqInput []model.InputItem
 	reqWire  []json.RawMessage
 	devWire  json.RawMessage
@@ -785,6 +790,18 @@ func (r *Run) end(runErr error) *End {
 
 // Observed is the Observer's context of the turn, for its log lines.
 func (e *End) Observed() context.Context { return e.r.obs }
+
+// RequestBuffers hands the turn's request slices (empty, their elements
+// cleared, so that they keep no item alive) to the thread, for its next
+// turn's UseRequestBuffers; the run builds no request after its end.
+func (e *End) RequestBuffers() ([]model.InputItem, []json.RawMessage) {
+	r := e.r
+	in, wire := r.reqInput, r.reqWire
+	r.reqInput, r.reqWire = nil, nil
+	clear(in)
+	clear(wire)
+	return in[:0], wire[:0]
+}
 
 // Failed is the status and error of a turn whose end the store did not
 // take (err).
