@@ -69,7 +69,10 @@ type Client interface {
 	// Transient failures before the response starts streaming (429, 5xx,
 	// connection errors) are retried as configured. Any other failure is
 	// returned as an *Error (KindCanceled when ctx ends); an error returned
-	// by fn stops the stream and is returned unchanged.
+	// by fn stops the stream and is returned unchanged. Once it returns,
+	// it neither reads nor keeps req.Input, req.InputWire or what they
+	// hold: the caller builds its next request in the same slices, a
+	// turn's and then the thread's next turn's (loop.Run.requestInput).
 	Stream(ctx context.Context, req Request, fn func(Event) error) (Result, error)
 }
 

@@ -909,6 +909,7 @@ func (m *Manager) refresh(ctx context.Context, t *thread) error {
 	t.history, t.historyLoaded, t.itemIDs = transcript.History{}, false, nil
 	t.allIDsInMemory = false
 	t.historyGen++
+	t.reqInput, t.reqWire = nil, nil
 	return nil
 }
 

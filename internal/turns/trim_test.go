@@ -52,3 +52,30 @@ func TestIdleThreadTrimsHistory(t *testing.T) {
 	require.Equal(t, "msg_same", ids[0])
 	require.NotEqual(t, ids[0], ids[1], "a repeated upstream id is made unique against the store")
 }
+
+// A turn's end hands its request slices to the thread for the next turn,
+// empty; trimming the idle thread's history drops them too.
+func TestTurnsHandTheirRequestSlicesOn(t *testing.T) {
+	st, _, client := storeAndModel(t, `{"steps":[
+		{"match":{"user_text":"first question"},"text":"first answer"},
+		{"match":{"user_text":"second question"},"text":"second answer"}]}`)
+	notes := &noteLog{ch: make(chan string, 1024)}
+	m, err := turns.New(turns.Config{
+		Store: st, Sink: sinkFor(notes), Models: oneProvider{client}, TrimAfter: 300 * time.Millisecond,
+		Defaults: turns.Defaults{Model: "fake", ModelProvider: "fake", Cwd: t.TempDir()},
+	})
+	require.NoError(t, err)
+	t.Cleanup(m.Stop)
+	id := startThread(t, m)
+
+	say(t, m, notes, id, "first question")
+	n, c := turns.RequestBuffers(m, id)
+	require.Zero(t, n)
+	require.GreaterOrEqual(t, c, 1, "the first turn's request slices went to the thread")
+	say(t, m, notes, id, "second question")
+	n, c = turns.RequestBuffers(m, id)
+	require.Zero(t, n)
+	require.GreaterOrEqual(t, c, 3, "the second turn's request (question, answer, question) in them")
+	require.Eventually(t, func() bool { _, c := turns.RequestBuffers(m, id); return c == 0 && !turns.HistoryInMemory(m, id) },
+		10*time.Second, 5*time.Millisecond, "trimmed with the history")
+}

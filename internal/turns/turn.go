@@ -163,6 +163,9 @@ func (t *thread) commitEnd(at *activeTurn, e *loop.End) {
 	if turnErr != nil {
 		patch.Error, _ = json.Marshal(turnErr)
 	}
+	// The run builds no request any more: its slices go to the thread
+	// for the next turn, cleared here rather than under the locks.
+	reqInput, reqWire := e.RequestBuffers()
 	t.metaMu.Lock()
 	t.mu.Lock()
 	t.meta.LastTurnID = at.ID
@@ -170,7 +173,7 @@ func (t *thread) commitEnd(at *activeTurn, e *loop.End) {
 	t.meta.SubAgent = subagents.RecordEnd(t.meta.SubAgent, at.ID, status, turnErr, e.Final)
 	threadPatch := store.ThreadPatch{ID: t.id, UpdatedAt: &now, RecencyAt: &now, Meta: t.metaJSONLocked()}
 	rateLimitsSent := t.rateLimitsSent
-	t.reqInput, t.reqWire = e.RequestBuffers()
+	t.reqInput, t.reqWire = reqInput, reqWire
 	t.mu.Unlock()
 	persistCtx := context.WithoutCancel(at.Ctx)
 

@@ -793,11 +793,17 @@ func (e *End) Observed() context.Context { return e.r.obs }
 
 // RequestBuffers hands the turn's request slices (empty, their elements
 // cleared, so that they keep no item alive) to the thread, for its next
-// turn's UseRequestBuffers; the run builds no request after its end.
+// turn's UseRequestBuffers; the run builds no request after its end. It
+// hands back none when they hold more than four times what the turn's
+// last request took (a compaction shrank the history), and none a second
+// time.
 func (e *End) RequestBuffers() ([]model.InputItem, []json.RawMessage) {
 	r := e.r
 	in, wire := r.reqInput, r.reqWire
 	r.reqInput, r.reqWire = nil, nil
+	if cap(in) > 4*len(in) {
+		return nil, nil
+	}
 	clear(in)
 	clear(wire)
 	return in[:0], wire[:0]
