@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -493,7 +494,8 @@ type pipeTerminal struct {
 	in, typing *os.File // exec reads in; the test writes typing
 	out        *os.File // exec writes out
 	mu         sync.Mutex
-	written    bytes.Buffer
+	written    bytes.Buffer // what the copier read from out so far
+	sent       atomic.Int64 // bytes exec wrote to out
 	done       chan struct{}
 }
 
@@ -527,14 +529,28 @@ func newPipeTerminal(t *testing.T) *pipeTerminal {
 	return p
 }
 
-func (p *pipeTerminal) Read(b []byte) (int, error)        { return p.in.Read(b) }
-func (p *pipeTerminal) Write(b []byte) (int, error)       { return p.out.Write(b) }
+func (p *pipeTerminal) Read(b []byte) (int, error) { return p.in.Read(b) }
+func (p *pipeTerminal) Write(b []byte) (int, error) {
+	n, err := p.out.Write(b)
+	p.sent.Add(int64(n))
+	return n, err
+}
 func (p *pipeTerminal) SetReadDeadline(t time.Time) error { return p.in.SetReadDeadline(t) }
 func (p *pipeTerminal) typeIn(s string)                   { _, _ = p.typing.WriteString(s) }
+
+// shown returns what exec wrote to the terminal, once the copier has read
+// all of it from the pipe (it runs behind the writes).
 func (p *pipeTerminal) shown() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.written.String()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		p.mu.Lock()
+		got := p.written.String()
+		p.mu.Unlock()
+		if int64(len(got)) >= p.sent.Load() || time.Now().After(deadline) {
+			return got
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // --json prints the turn's events as JSONL: every line an object with a
