@@ -52,32 +52,9 @@ func TestGrowTakesTheStackToSizeAtOnce(t *testing.T) {
 	assert.Less(t, plain, uint64(n*Size/3), "stack of %d goroutines without it", n)
 }
 
-func TestGrowOnADeepStack(t *testing.T) {
-	// Called deep, on a stack grown past Size already, Grow needs only
-	// its frame to fit, and the goroutine goes on as before.
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		a := deep(64)
-		Grow()
-		assert.Equal(t, a, deep(64))
-	}()
-	<-done
-}
-
-//go:noinline
-func deep(n int) byte {
-	var buf [512]byte
-	buf[n%len(buf)] = byte(n)
-	if n == 0 {
-		return buf[0]
-	}
-	return deep(n-1) + buf[n%len(buf)]
-}
-
 // deepWork stands for what a request's goroutine does: calls 40 frames of
-// 256 bytes deep (about 10 KiB), returning, and again, so that an ungrown
-// stack grows three times, each time with more frames to walk.
+// 256 bytes deep (about 10 KiB), so that an ungrown stack grows three
+// times, each time with more frames to walk.
 //
 //go:noinline
 func deepWork(n int) byte {

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/appserver/appserver/api"
+	"github.com/appserver/appserver/internal/model/fakemodel"
 	"github.com/appserver/appserver/internal/turns"
 )
 
@@ -15,17 +16,9 @@ import (
 // reads it back from the store, so the model gets the same conversation,
 // and an upstream item id the provider repeats still gets a fresh id.
 func TestIdleThreadTrimsHistory(t *testing.T) {
-	st, fake, client := storeAndModel(t, `{"steps":[
+	m, notes, fake, id := trimmingThread(t, 10*time.Millisecond, `{"steps":[
 		{"match":{"user_text":"first question"},"text":"first answer","message_id":"msg_same"},
 		{"match":{"user_text":"second question"},"text":"second answer","message_id":"msg_same"}]}`)
-	notes := &noteLog{ch: make(chan string, 1024)}
-	m, err := turns.New(turns.Config{
-		Store: st, Sink: sinkFor(notes), Models: oneProvider{client}, TrimAfter: 10 * time.Millisecond,
-		Defaults: turns.Defaults{Model: "fake", ModelProvider: "fake", Cwd: t.TempDir()},
-	})
-	require.NoError(t, err)
-	t.Cleanup(m.Stop)
-	id := startThread(t, m)
 
 	say(t, m, notes, id, "first question")
 	require.Eventually(t, func() bool { return !turns.HistoryInMemory(m, id) }, 10*time.Second, 5*time.Millisecond,
@@ -56,17 +49,11 @@ func TestIdleThreadTrimsHistory(t *testing.T) {
 // A turn's end hands its request slices to the thread for the next turn,
 // empty; trimming the idle thread's history drops them too.
 func TestTurnsHandTheirRequestSlicesOn(t *testing.T) {
-	st, _, client := storeAndModel(t, `{"steps":[
+	// Trimmed well after the checks between the turns, even on a slow
+	// machine.
+	m, notes, _, id := trimmingThread(t, 3*time.Second, `{"steps":[
 		{"match":{"user_text":"first question"},"text":"first answer"},
 		{"match":{"user_text":"second question"},"text":"second answer"}]}`)
-	notes := &noteLog{ch: make(chan string, 1024)}
-	m, err := turns.New(turns.Config{
-		Store: st, Sink: sinkFor(notes), Models: oneProvider{client}, TrimAfter: 300 * time.Millisecond,
-		Defaults: turns.Defaults{Model: "fake", ModelProvider: "fake", Cwd: t.TempDir()},
-	})
-	require.NoError(t, err)
-	t.Cleanup(m.Stop)
-	id := startThread(t, m)
 
 	say(t, m, notes, id, "first question")
 	n, c := turns.RequestBuffers(m, id)
@@ -78,4 +65,19 @@ func TestTurnsHandTheirRequestSlicesOn(t *testing.T) {
 	require.GreaterOrEqual(t, c, 3, "the second turn's request (question, answer, question) in them")
 	require.Eventually(t, func() bool { _, c := turns.RequestBuffers(m, id); return c == 0 && !turns.HistoryInMemory(m, id) },
 		10*time.Second, 5*time.Millisecond, "trimmed with the history")
+}
+
+// trimmingThread starts a thread on a manager whose idle threads drop
+// their history after trimAfter, with the fake model running script.
+func trimmingThread(t *testing.T, trimAfter time.Duration, script string) (*turns.Manager, *noteLog, *fakemodel.Server, string) {
+	t.Helper()
+	st, fake, client := storeAndModel(t, script)
+	notes := &noteLog{ch: make(chan string, 1024)}
+	m, err := turns.New(turns.Config{
+		Store: st, Sink: sinkFor(notes), Models: oneProvider{client}, TrimAfter: trimAfter,
+		Defaults: turns.Defaults{Model: "fake", ModelProvider: "fake", Cwd: t.TempDir()},
+	})
+	require.NoError(t, err)
+	t.Cleanup(m.Stop)
+	return m, notes, fake, startThread(t, m)
 }

@@ -10,6 +10,7 @@ import (
 	"modernc.org/sqlite"
 
 	"github.com/appserver/appserver/internal/store"
+	"github.com/appserver/appserver/internal/store/internal/backend"
 )
 
 // The message index (migrations 00004, 00014 and 00015) is brought up to
@@ -140,8 +141,11 @@ func (s *Store) IndexMessages(ctx context.Context) (int, error) {
 	if err := s.usable(); err != nil {
 		return 0, err
 	}
-	if err := s.extractMessages(ctx); err != nil {
-		return 0, err
+	for more := true; more; {
+		var err error
+		if _, more, err = s.extractBatch(ctx); err != nil {
+			return 0, err
+		}
 	}
 	total := 0
 	for {
@@ -153,34 +157,12 @@ func (s *Store) IndexMessages(ctx context.Context) (int, error) {
 	}
 }
 
-// extractMessages runs extraction batches until none is left.
-func (s *Store) extractMessages(ctx context.Context) error {
-	for {
-		_, more, err := s.extractBatch(ctx)
-		if err != nil || !more {
-			return err
-		}
-	}
-}
-
 // extractText writes to item_text the text of the message items whose
 // rowid is past ?1 and at most ?2, as the trigger of migration 00015 does
 // for an item at or below the mark, in the items' order (as the trigger
-// wrote them). An invalid payload has no text (the CASEs keep the JSON
-// functions off it) rather than failing the batch.
-const extractText = `INSERT INTO item_text (thread_id, seq, text)
-SELECT thread_id, seq, text FROM (
-  SELECT i.rowid AS r, 0 AS k, i.thread_id, i.seq, json_extract(i.payload, '$.text') AS text
-  FROM items i
-  WHERE i.rowid > ?1 AND i.rowid <= ?2 AND i.type = 'agentMessage'
-    AND CASE WHEN json_valid(i.payload) THEN json_type(i.payload, '$.text') = 'text' END
-  UNION ALL
-  SELECT i.rowid, c.key, i.thread_id, i.seq, json_extract(c.value, '$.text')
-  FROM items i, json_each(CASE WHEN i.type = 'userMessage' AND json_valid(i.payload)
-    AND json_type(i.payload, '$.content') = 'array' THEN i.payload END, '$.content') c
-  WHERE i.rowid > ?1 AND i.rowid <= ?2 AND i.type = 'userMessage'
-    AND CASE WHEN c.type = 'object' THEN json_type(c.value, '$.text') = 'text' END
-) ORDER BY r, k`
+// wrote them).
+var extractText = "INSERT INTO item_text (thread_id, seq, text) SELECT thread_id, seq, text FROM (" +
+	backend.MessageTexts("?1", "?2") + ") ORDER BY r, k"
 
 // A batchStep is one of the indexer's two steps: the statements of a
 // batch that takes the rows (or items) past the step's mark and moves the

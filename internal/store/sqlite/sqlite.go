@@ -221,18 +221,6 @@ func (s *Store) incrementalVacuum(ctx context.Context) error {
 	start := time.Now()
 	if tables > 0 {
 		s.cfg.Logger.Info("sqlite: rewriting the database once for incremental auto-vacuum", "path", s.cfg.Path)
-		// VACUUM may renumber the items' rowids, on which the
-		// extraction's mark stands (migration 00015): nothing may be
-		// left past it.
-		var marked int
-		if err := s.w.QueryRowContext(ctx, "SELECT count(*) FROM sqlite_schema WHERE name = 'item_text_extracted'").Scan(&marked); err != nil {
-			return storageErr(err)
-		}
-		if marked > 0 {
-			if err := s.extractMessages(ctx); err != nil {
-				return err
-			}
-		}
 	}
 	if _, err := s.w.ExecContext(ctx, "VACUUM"); err != nil {
 		return apperr.Wrap(apperr.Unavailable, err, "sqlite: VACUUM for incremental auto-vacuum")

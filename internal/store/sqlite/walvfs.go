@@ -115,7 +115,7 @@ type wrappedFile struct {
 	mem    uintptr
 	n      int64
 	off    int64
-	gather int64 // 1 for a log that gathers
+	gather bool // a log that gathers
 }
 
 // wrappedFile's size is a multiple of 8, or this does not compile.
@@ -172,7 +172,7 @@ func walOpen(tls *libc.TLS, _ uintptr, zName, pFile uintptr, flags int32, pOutFl
 			// whole: without powersafe overwrite (psow=0) it pads the
 			// commit and writes part of the padding after the sync.
 			if walDeviceCharacteristics(tls, db)&sqlite3.SQLITE_IOCAP_POWERSAFE_OVERWRITE != 0 {
-				f.gather = 1
+				f.gather = true
 			}
 		}
 	}
@@ -242,7 +242,7 @@ func flush(tls *libc.TLS, pFile uintptr, drop bool) int32 {
 func walWrite(tls *libc.TLS, pFile, zBuf uintptr, iAmt int32, iOfst int64) int32 {
 	f := wrapped(pFile)
 	write := call[func(*libc.TLS, uintptr, uintptr, int32, int64) int32](inner(pFile).FxWrite)
-	if f.gather == 0 {
+	if !f.gather {
 		return write(tls, innerFile(pFile), zBuf, iAmt, iOfst)
 	}
 	walWrites.asked.Add(1)

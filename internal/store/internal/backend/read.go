@@ -400,19 +400,34 @@ func messageText(d Dialect) func(term string, arg func(any) string) string {
 
 // unextractedMessages selects the threads of the embedded store's message
 // items past item_text_extracted's mark (migration 00015) whose text, as
-// the extraction takes it, folded with fold contains term (bound with
-// arg, once for each use). The CASEs keep the JSON functions off an
-// invalid payload.
+// the extraction takes it (MessageTexts), folded with fold contains term
+// (bound with arg).
 func unextractedMessages(fold, term string, arg func(any) string) string {
-	const past = "i.rowid > (SELECT through FROM item_text_extracted)"
-	return "SELECT i.thread_id FROM items i WHERE " + past + " AND i.type = 'agentMessage'" +
-		" AND instr(" + fold + "(CASE WHEN json_valid(i.payload) AND json_type(i.payload, '$.text') = 'text'" +
-		" THEN json_extract(i.payload, '$.text') END), " + arg(term) + ") > 0" +
-		" UNION ALL SELECT i.thread_id FROM items i, json_each(CASE WHEN i.type = 'userMessage' AND json_valid(i.payload)" +
+	return "SELECT thread_id FROM (" + MessageTexts("(SELECT through FROM item_text_extracted)", "") +
+		") WHERE instr(" + fold + "(text), " + arg(term) + ") > 0"
+}
+
+// MessageTexts is the embedded store's query of the searchable text of
+// the message items whose rowid is past after and, unless upTo is "", at
+// most upTo (both SQL expressions): rows (r, k, thread_id, seq, text), r
+// the item's rowid and k the text's place in it, for an agent message its
+// text, for a user message each of its text inputs. The store extracts
+// them to item_text with it; a search scans the items not extracted yet
+// with it. The CASEs keep the JSON functions off an invalid payload and
+// off a content element that is no object.
+func MessageTexts(after, upTo string) string {
+	rows := "i.rowid > " + after
+	if upTo != "" {
+		rows += " AND i.rowid <= " + upTo
+	}
+	return "SELECT i.rowid AS r, 0 AS k, i.thread_id, i.seq, json_extract(i.payload, '$.text') AS text FROM items i" +
+		" WHERE " + rows + " AND i.type = 'agentMessage'" +
+		" AND CASE WHEN json_valid(i.payload) THEN json_type(i.payload, '$.text') = 'text' END" +
+		" UNION ALL SELECT i.rowid, c.key, i.thread_id, i.seq, json_extract(c.value, '$.text') FROM items i," +
+		" json_each(CASE WHEN i.type = 'userMessage' AND json_valid(i.payload)" +
 		" AND json_type(i.payload, '$.content') = 'array' THEN i.payload END, '$.content') c" +
-		" WHERE " + past + " AND i.type = 'userMessage'" +
-		" AND instr(" + fold + "(CASE WHEN c.type = 'object' AND json_type(c.value, '$.text') = 'text'" +
-		" THEN json_extract(c.value, '$.text') END), " + arg(term) + ") > 0"
+		" WHERE " + rows + " AND i.type = 'userMessage'" +
+		" AND CASE WHEN c.type = 'object' THEN json_type(c.value, '$.text') = 'text' END"
 }
 
 // likeEscaper makes a term literal in a Postgres LIKE pattern, whose
