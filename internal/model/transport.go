@@ -26,6 +26,11 @@ const (
 	retryAfterLimit = 2 * time.Minute
 	// maxErrorBody bounds how much of an error response body is read.
 	maxErrorBody = 64 << 10
+	// afterEndBytes and afterEndTimeout bound how much of a stream is
+	// read, and for how long, after the event that ended it (see
+	// finishStream).
+	afterEndBytes   = 64 << 10
+	afterEndTimeout = 500 * time.Millisecond
 )
 
 // errIdleTimeout is the cancel cause when a stream goes quiet for too long.
@@ -173,17 +178,29 @@ func (t *transport) post(ctx context.Context, body *requestBody) (*http.Response
 // response's rate limits, when its headers carry any, go to st and to the
 // client's observer (WithRateLimits), whatever its status.
 func (t *transport) attempt(ctx context.Context, body *requestBody, h sseHandler, st *runStats) error {
-	actx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-
+	// The request ends with ctx while the stream runs, but not after
+	// its end event: what follows is read in the background.
+	actx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	stopParent := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
 	raw, err := t.post(actx, body)
 	if err != nil {
+		stopParent()
+		cancel(nil)
 		if ctx.Err() != nil {
 			return canceled(ctx.Err())
 		}
 		return &Error{Kind: KindConnectionFailed, Message: connectionMessage(err), Err: err}
 	}
-	defer raw.Body.Close()
+	ended := false // the stream's end event was handled
+	defer func() {
+		stopParent()
+		if ended {
+			go finishStream(raw.Body, cancel)
+			return
+		}
+		_ = raw.Body.Close()
+		cancel(nil)
+	}()
 	if rl, ok := parseRateLimits(raw.Header, t.deps.now()); ok {
 		st.limits = &rl
 		if t.deps.rateLimits != nil {
@@ -209,6 +226,7 @@ func (t *transport) attempt(ctx context.Context, body *requestBody, h sseHandler
 		watchdog.Stop()
 		done, err := h.handle(data)
 		if err != nil || done {
+			ended = err == nil
 			return err
 		}
 		watchdog.Reset(idle)
@@ -223,6 +241,29 @@ func (t *transport) attempt(ctx context.Context, body *requestBody, h sseHandler
 	}
 	return h.end()
 }
+
+// finishStream reads what follows a stream's end event, at most
+// afterEndBytes for at most afterEndTimeout, then closes the body and
+// ends the request. net/http reuses a connection only once its response
+// body was read to the end over HTTP/1.1 (a local model server, most
+// proxies; HTTP/2 keeps the connection and resets the stream): a stream
+// whose end event and the end of its chunked body reached the client in
+// two reads (the server flushed between them) was closed with its
+// connection, and the next request dialled a new one (and, over https,
+// shook hands again). It runs on its own goroutine, so the turn does not
+// wait for the server's last bytes. TestConnectionReusedAfterTheEndEvent;
+// bench/README.md, "Model connections kept".
+func finishStream(body io.ReadCloser, cancel context.CancelCauseFunc) {
+	stop := time.AfterFunc(afterEndTimeout, func() { cancel(errAfterEnd) })
+	_, _ = io.CopyN(io.Discard, body, afterEndBytes)
+	stop.Stop()
+	_ = body.Close()
+	cancel(nil)
+}
+
+// errAfterEnd is the cancel cause of a stream that went on too long
+// after its end event.
+var errAfterEnd = errors.New("the stream went on after its end event")
 
 // callbackError carries an error returned by the caller's event function
 // through the transport untouched (and never retried).
