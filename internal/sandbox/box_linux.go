@@ -99,10 +99,117 @@ type box struct {
 
 	closing atomic.Bool // close was called
 
-	wmu  sync.Mutex // serialises messages to the launcher
-	mu   sync.Mutex // guards run
-	run  *boxRun
-	gone chan struct{} // closed when the launcher is gone
+	wmu   sync.Mutex // serialises messages to the launcher
+	mu    sync.Mutex // guards run and ahead
+	run   *boxRun
+	ahead *aheadShell   // the next command's shell, started ahead
+	gone  chan struct{} // closed when the launcher is gone
+}
+
+// aheadShell is a box's next command's shell, started as soon as the
+// last command of the box ended, from what that command was: its shell,
+// prelude (Request.Prelude), environment and directory. It has run the
+// prelude (sourced the login-shell snapshot) and waits for the rest of
+// its script. The next command takes it if it has the same four;
+// otherwise the launcher kills it, with anything it started, before it
+// starts the command as usual. What it saves the command is the shell's
+// start and the snapshot's sourcing (bench/README.md, "A shell started
+// ahead of its command"). Its standard input is /dev/null and its output
+// and error one pipe, which the daemon copies into the command's own
+// output; only commands with that stdio and no terminal take it.
+type aheadShell struct {
+	key    string   // aheadKey of the commands it can run
+	out    *os.File // read end of its standard output and error
+	script *os.File // write end of its descriptor 3, where the script goes
+}
+
+func (a *aheadShell) close() {
+	_ = a.out.Close()
+	_ = a.script.Close()
+}
+
+// aheadTail follows the prelude in a shell started ahead: it reads the
+// rest of the script from descriptor 3 and runs it, after closing
+// descriptor 3 for good (a redirection on eval would keep a copy of it at
+// descriptor 10 while the script runs). bash 5.2 reads `$(<file)` without
+// a subshell. eval parses and runs the text command by command, as -c
+// does, and numbers its lines on from the line it stands on, where the
+// script's own first line would be. What differs from `bash -c`
+// (docs/tools.md §4.10): a syntax error reads "eval: line N" where -c
+// says "-c: line N", and shows "exec 3<&-;" when it is on the first line;
+// bash runs the script's last command as a child rather than in its own
+// place, so a command killed by a signal is reported by bash ("Killed")
+// and its exit status is 128 plus the signal.
+const aheadTail = `eval "exec 3<&-;$(</dev/fd/3)"`
+
+// aheadUnsafeEnv reports whether env holds a variable that makes bash,
+// or the loader, run code of the environment's choosing when the shell
+// starts: a shell started ahead runs after its command has ended, so
+// none may. The shell tools pass the daemon's own environment for the
+// commands that use it (tools/orchestrate), which holds none of these
+// unless the daemon's user set them.
+func aheadUnsafeEnv(env []string) bool {
+	for _, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		switch {
+		case name == "BASH_ENV", name == "ENV", name == "SHELLOPTS", name == "BASHOPTS", name == "PS4",
+			name == "BASH_XTRACEFD", name == "PROMPT_COMMAND", name == "GLIBC_TUNABLES", name == "GCONV_PATH",
+			strings.HasPrefix(name, "BASH_FUNC_"), strings.HasPrefix(name, "LD_"):
+			return true
+		}
+	}
+	return false
+}
+
+// takeAhead returns the box's shell started ahead, if any, and forgets it.
+func (b *box) takeAhead() *aheadShell {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	a := b.ahead
+	b.ahead = nil
+	return a
+}
+
+// startAhead has the launcher start req's shell ahead of the box's next
+// command (one of key); the box is still reserved by the command that
+// just ended and was released.
+func (b *box) startAhead(key string, req startReq) {
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return
+	}
+	scriptR, scriptW, err := os.Pipe()
+	if err != nil {
+		_ = outR.Close()
+		_ = outW.Close()
+		return
+	}
+	null, err := os.Open(os.DevNull)
+	if err == nil {
+		err = b.send(msgAhead, req.encode(), []*os.File{null, outW, outW, scriptR})
+		_ = null.Close()
+	}
+	_ = outW.Close()
+	_ = scriptR.Close()
+	a := &aheadShell{key: key, out: outR, script: scriptW}
+	if err != nil {
+		a.close()
+		b.close()
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	select {
+	case <-b.gone:
+		// The reader has closed the box's shell ahead already.
+		a.close()
+		return
+	default:
+	}
+	if b.ahead != nil {
+		b.ahead.close()
+	}
+	b.ahead = a
 }
 
 // boxRun is what the launcher reports about the command it runs.
@@ -173,6 +280,38 @@ func (p *pool) release(b *box) {
 		b.close()
 	}
 	p.reapLocked()
+}
+
+// aheadDelay is how long after a command's end its box starts the next
+// command's shell: starting it at once took the CPU the rest of the
+// command's turn needed (the model's next request, the turn's commit) on
+// a busy machine, and the next command comes after a model's answer, much
+// later than this (bench/README.md, "A shell started ahead of its
+// command").
+const aheadDelay = 20 * time.Millisecond
+
+// startAheadLater has b start req's shell ahead of its next command
+// aheadDelay from now, if b is idle then: a command that took b meanwhile
+// is started as usual.
+func (p *pool) startAheadLater(b *box, key string, req startReq) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return
+	}
+	p.wg.Add(1)
+	time.AfterFunc(aheadDelay, func() {
+		defer p.wg.Done()
+		p.mu.Lock()
+		if p.closed || b.busy || b.retire || b.closing.Load() {
+			p.mu.Unlock()
+			return
+		}
+		b.busy = true
+		p.mu.Unlock()
+		b.startAhead(key, req)
+		p.release(b)
+	})
 }
 
 // releasing marks a box whose launcher is asked to clean up after its
@@ -388,7 +527,13 @@ func (b *box) read(p *pool) {
 	b.kill()
 	// Gone means gone: the box's processes have all exited.
 	b.waitLauncher()
+	b.mu.Lock()
 	close(b.gone)
+	if b.ahead != nil {
+		b.ahead.close()
+		b.ahead = nil
+	}
+	b.mu.Unlock()
 	_ = b.bwrap.Wait()
 	_ = b.launcher.Close()
 	if !b.closing.Load() {
@@ -643,6 +788,12 @@ type pooledRun struct {
 	run     *boxRun
 	started bool
 	waited  bool
+	// prelude is the request's Prelude; next is the shell to start ahead
+	// of the box's next command once this one ended, with its key
+	// (nextKey ""; none).
+	prelude int
+	next    startReq
+	nextKey string
 	status  syscall.WaitStatus
 	exited  bool
 	// killMu orders a cancellation's kill before the release, after
@@ -659,12 +810,12 @@ type pooledRun struct {
 
 // newPooledCmd wraps a command for box b. The embedded exec.Cmd only
 // holds the command's fields; it is never started.
-func newPooledCmd(ctx context.Context, p *pool, b *box, path string, argv, env []string) *Cmd {
+func newPooledCmd(ctx context.Context, p *pool, b *box, path string, argv, env []string, prelude int) *Cmd {
 	c := exec.CommandContext(ctx, path)
 	c.Args = append([]string(nil), argv...)
 	c.Env = env
 	c.Err = ErrStartDirectly
-	r := &pooledRun{pool: p, box: b, ctx: ctx}
+	r := &pooledRun{pool: p, box: b, ctx: ctx, prelude: prelude}
 	cmd := &Cmd{Cmd: c, pooled: r}
 	r.cleanup = runtime.AddCleanup(cmd, (*pooledRun).abandon, r)
 	return cmd
@@ -741,22 +892,36 @@ func (r *pooledRun) start(c *Cmd) error {
 	if req.env == nil {
 		req.env = os.Environ()
 	}
-	run := &boxRun{started: make(chan boxMsg, 1), exited: make(chan syscall.WaitStatus, 1)}
-	r.box.mu.Lock()
-	r.box.run = run
-	r.box.mu.Unlock()
-	r.run = run
-	if err := r.box.send(msgStart, req.encode(), stdio); err != nil {
-		r.box.close()
-		return fail(fmt.Errorf("sandbox: pooled sandbox: %w", err))
+	key := r.aheadKey(req)
+	if key != "" {
+		r.nextKey = key
+		r.next = startReq{path: req.path, argv: []string{req.argv[0], "-c", req.argv[2][:r.prelude] + aheadTail}, env: req.env, dir: req.dir}
 	}
 	var m boxMsg
-	select {
-	case m = <-run.started:
-	case <-r.box.gone:
-		return fail(errBoxGone)
+	defer func() { m.closeFDs() }()
+	if a := r.box.takeAhead(); a != nil {
+		rest, ok := "", false
+		if key != "" && a.key == key {
+			rest, ok = r.aheadRest(c, req)
+		}
+		if !ok {
+			a.close()
+		} else if m, err = r.runAhead(c, a, rest); err != nil {
+			return fail(err)
+		}
 	}
-	defer m.closeFDs()
+	if m.typ != msgStarted {
+		run := r.newRun()
+		if err := r.box.send(msgStart, req.encode(), stdio); err != nil {
+			r.box.close()
+			return fail(fmt.Errorf("sandbox: pooled sandbox: %w", err))
+		}
+		select {
+		case m = <-run.started:
+		case <-r.box.gone:
+			return fail(errBoxGone)
+		}
+	}
 	if m.typ == msgFailed {
 		f, err := decodeFailure(m.body)
 		if err != nil {
@@ -793,6 +958,132 @@ func (r *pooledRun) start(c *Cmd) error {
 		})
 	}
 	return nil
+}
+
+// newRun makes the box's run the command's, before a message that starts
+// it.
+func (r *pooledRun) newRun() *boxRun {
+	run := &boxRun{started: make(chan boxMsg, 1), exited: make(chan syscall.WaitStatus, 1)}
+	r.box.mu.Lock()
+	r.box.run = run
+	r.box.mu.Unlock()
+	r.run = run
+	return run
+}
+
+// runAhead starts c in the box's shell started ahead, a, handing it rest,
+// the script after the prelude, and copying its output into c's. It
+// returns the launcher's started message, or a zero message when the
+// shell ahead was gone (the command is then started as usual).
+func (r *pooledRun) runAhead(c *Cmd, a *aheadShell, rest string) (boxMsg, error) {
+	out, err := dupFile(c.Stdout.(*os.File))
+	if err != nil {
+		a.close() // and the command starts as usual
+		return boxMsg{}, nil
+	}
+	run := r.newRun()
+	if err := r.box.send(msgRun, nil, nil); err != nil {
+		a.close()
+		_ = out.Close()
+		r.box.close()
+		return boxMsg{}, fmt.Errorf("sandbox: pooled sandbox: %w", err)
+	}
+	var m boxMsg
+	select {
+	case m = <-run.started:
+	case <-r.box.gone:
+		a.close()
+		_ = out.Close()
+		return boxMsg{}, errBoxGone
+	}
+	if m.typ != msgStarted {
+		m.closeFDs()
+		a.close()
+		_ = out.Close()
+		return boxMsg{}, nil
+	}
+	r.copies.Add(1)
+	go func() {
+		defer r.copies.Done()
+		// A shell that died meanwhile reads nothing (EPIPE): its exit
+		// says the rest.
+		_, _ = io.WriteString(a.script, rest)
+		_ = a.script.Close()
+	}()
+	// The copy of the output ends when every process of the command is
+	// gone (the launcher kills them all when the leader exits) and it has
+	// written what they left, or when the command's output is closed:
+	// then closing the shell's pipe fails their next writes, as they
+	// would have failed on that output itself. Wait does not wait for
+	// it: a caller that stopped reading (its drain timed out) closes its
+	// end only after Wait.
+	go func() {
+		_, _ = io.Copy(out, a.out)
+		_ = a.out.Close()
+		_ = out.Close()
+	}()
+	return m, nil
+}
+
+// aheadKey returns what a shell started ahead must have been started
+// with to run c (req being c's start): c's path, shell, prelude,
+// environment and directory; "" when c's script has no prelude
+// (Request.Prelude). After c, the box starts the next command's shell
+// ahead with these.
+func (r *pooledRun) aheadKey(req startReq) string {
+	if r.prelude <= 0 || len(req.argv) != 3 || req.argv[1] != "-c" || r.prelude > len(req.argv[2]) ||
+		req.argv[2][r.prelude-1] != '\n' || aheadUnsafeEnv(req.env) {
+		return ""
+	}
+	var b strings.Builder
+	for _, s := range []string{req.path, req.argv[0], req.argv[2][:r.prelude], req.dir} {
+		b.WriteString(strconv.Quote(s))
+	}
+	for _, e := range req.env {
+		b.WriteString(strconv.Quote(e))
+	}
+	return b.String()
+}
+
+// aheadRest returns the rest of c's script after its prelude, for a shell
+// started ahead; ok is false when c cannot run in one. The rest must not
+// be empty, nor end with a newline, which `$(<…)` would drop, nor with a
+// backslash, which would then escape the end; c's standard input must be
+// nil (/dev/null) and its standard output and error one file, without a
+// terminal.
+func (r *pooledRun) aheadRest(c *Cmd, req startReq) (rest string, ok bool) {
+	rest = req.argv[2][r.prelude:]
+	if rest == "" || strings.HasSuffix(rest, "\n") || strings.HasSuffix(rest, "\\") {
+		return "", false
+	}
+	out, isFile := c.Stdout.(*os.File)
+	if !isFile || c.Stdin != nil || !interfaceEqual(c.Stderr, c.Stdout) || req.setctty {
+		return "", false
+	}
+	// A pipe, as the shell tools give: the shell's output is copied into
+	// it, and a reader that closes it early fails the copy, and with it
+	// the shell's next writes, as it would have failed them itself.
+	if fi, err := out.Stat(); err != nil || fi.Mode()&os.ModeNamedPipe == 0 {
+		return "", false
+	}
+	return rest, true
+}
+
+// dupFile returns a copy of f's descriptor as a new file.
+func dupFile(f *os.File) (*os.File, error) {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	var fd int
+	var derr error
+	if err := rc.Control(func(raw uintptr) { fd, derr = unix.FcntlInt(raw, unix.F_DUPFD_CLOEXEC, 0) }); err != nil {
+		return nil, err
+	}
+	if derr != nil {
+		return nil, derr
+	}
+	return os.NewFile(uintptr(fd), f.Name()), nil
 }
 
 // stdio returns the file for one of the command's standard streams
@@ -894,6 +1185,8 @@ func (r *pooledRun) wait(c *Cmd) error {
 	r.pool.releasing(r.box)
 	if err := r.box.send(msgRelease, nil, nil); err != nil {
 		r.box.close()
+	} else if r.nextKey != "" && !r.box.closing.Load() {
+		r.pool.startAheadLater(r.box, r.nextKey, r.next)
 	}
 	r.pool.release(r.box)
 	if !r.status.Exited() || r.status.ExitStatus() != 0 {

@@ -507,3 +507,86 @@ func TestLandlockOwnersDoNotShareALauncher(t *testing.T) {
 	require.Equal(t, "0\n", res.out)
 	require.True(t, testenv.Alive(testenv.Processes("sleep 4780.5")[0]))
 }
+
+// runToFile runs a built command with its output and error on one pipe,
+// as the shell tools run theirs, and returns what it wrote and its exit
+// code.
+func runToFile(t *testing.T, cmd *Cmd) result {
+	t.Helper()
+	pr, pw, err := os.Pipe()
+	require.NoError(t, err)
+	defer pr.Close()
+	cmd.Stdout, cmd.Stderr = pw, pw
+	err = cmd.Start()
+	_ = pw.Close()
+	require.NoError(t, err)
+	out, err := io.ReadAll(pr)
+	require.NoError(t, err)
+	_ = cmd.Wait()
+	ws, ok := cmd.WaitStatus()
+	require.True(t, ok)
+	return result{exit: ws.ExitStatus(), out: string(out)}
+}
+
+// TestPoolShellStartedAhead: the launcher's side of a shell started ahead
+// of the next command (aheadShell). What it started while it waited is
+// gone for a command that does not take it; one that ended on its own
+// leaves the next command to start as usual in the same sandbox.
+func TestPoolShellStartedAhead(t *testing.T) {
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		t.Skip("no bash")
+	}
+	sb := pooledSandbox(t, Options{})
+	r := pooledRequest(t, "thread-a")
+	withPrelude := func(prelude, script string) Request {
+		q := r
+		q.Argv, q.Prelude = []string{bash, "-c", prelude + script}, len(prelude)
+		return q
+	}
+
+	// The prelude leaves a sleep running: in the shell ahead, it runs
+	// until a command comes.
+	const sleeper = "sleep 4775.5 >/dev/null 2>&1 &\n"
+	first := build(t, context.Background(), sb, withPrelude(sleeper, "echo one"))
+	box := first.pooled.box
+	require.Equal(t, result{out: "one\n"}, runToFile(t, first))
+	require.Eventually(t, func() bool { return len(testenv.Processes("sleep 4775.5")) == 1 }, 10*time.Second, 5*time.Millisecond,
+		"no shell started ahead ran the prelude")
+	// A command without the prelude does not take that shell, and sees
+	// nothing of it.
+	next := func(q Request) *Cmd {
+		t.Helper()
+		cmd, err := sb.CommandFor(context.Background(), q)
+		require.NoError(t, err)
+		require.NotNil(t, cmd.pooled)
+		require.Same(t, box, cmd.pooled.box)
+		return cmd
+	}
+	cmd := next(pooledRequestIn(r, bash, "-c", `cat /proc/[0-9]*/cmdline | tr '\0' '\n' | grep -c '^sleep$'`))
+	require.Equal(t, result{exit: 1, out: "0\n"}, runToFile(t, cmd))
+	require.Empty(t, testenv.Processes("sleep 4775.5"), "what the shell ahead started outlived it")
+
+	// The age of the shell that runs a command, in ticks of 10 ms (its
+	// start in /proc against the uptime): "old" for a shell started more
+	// than 150 ms before, as one started ahead and then left for 200 ms.
+	const age = `read -r up _ < /proc/uptime; st=$(</proc/$$/stat); set -- ${st##*) }; ` +
+		`if (( ${up/./} - ${20} >= 15 )); then echo old; else echo new; fi`
+	require.Equal(t, result{out: "new\n"}, runToFile(t, next(withPrelude("true\n", age))))
+	time.Sleep(200 * time.Millisecond)
+	require.Equal(t, result{out: "old\n"}, runToFile(t, next(withPrelude("true\n", age))), "run by the shell started ahead")
+
+	// A shell ahead that exits before its command comes (its descriptor
+	// 3 is open only there): the command starts as usual.
+	const quitter = "[ -e /dev/fd/3 ] && exit 5\n"
+	require.Equal(t, result{out: "new\n"}, runToFile(t, next(withPrelude(quitter, age))))
+	time.Sleep(200 * time.Millisecond)
+	require.Equal(t, result{out: "new\n"}, runToFile(t, next(withPrelude(quitter, age))))
+	require.True(t, testenv.Alive(box.launcherPid))
+}
+
+// pooledRequestIn is r running argv.
+func pooledRequestIn(r Request, argv ...string) Request {
+	r.Argv = argv
+	return r
+}

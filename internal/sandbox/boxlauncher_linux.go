@@ -28,7 +28,9 @@ import (
 // the leader stays a zombie, so its pid and process-group id cannot be
 // reused while the daemon still sweeps them, until the daemon releases it.
 // It then reaps everything and reports the sandbox clean for the next
-// command.
+// command. Between commands it may hold the next command's shell, started
+// ahead (box_linux.go, aheadShell): the next command either takes it as
+// its leader or finds it killed, with all it started, before it starts.
 //
 // Commands cannot stop or kill it: the kernel drops SIGKILL and SIGSTOP
 // sent to a PID namespace's init from inside, and every other signal is
@@ -46,6 +48,7 @@ type boxLauncher struct {
 	fd     int
 	leader int  // pid of the running command's leader; 0 when none
 	exited bool // the leader exited and was reported
+	ahead  int  // pid of the shell started ahead of the next command; 0 when none
 }
 
 // runBox is the launcher's main loop; it returns the helper's exit code.
@@ -129,15 +132,33 @@ var errProtocol = errors.New("unexpected message from the daemon")
 func (l *boxLauncher) handle(m boxMsg) error {
 	defer m.closeFDs()
 	switch m.typ {
-	case msgStart:
-		if l.leader != 0 || len(m.fds) != 3 {
+	case msgStart, msgAhead:
+		fds := 3
+		if m.typ == msgAhead {
+			fds = 4
+		}
+		if l.leader != 0 || len(m.fds) != fds {
 			return errProtocol
 		}
 		req, err := decodeStart(m.body)
 		if err != nil {
 			return err
 		}
+		// A command that does not take the shell ahead finds nothing of
+		// it in the sandbox, and there is one such shell at most.
+		if err := l.dropAhead(); err != nil {
+			return err
+		}
+		if m.typ == msgAhead {
+			l.startAhead(req, m.fds)
+			return nil
+		}
 		return l.start(req, m.fds)
+	case msgRun:
+		if l.leader != 0 || len(m.fds) != 0 {
+			return errProtocol
+		}
+		return l.run()
 	case msgRelease:
 		if l.leader == 0 || !l.exited {
 			return errProtocol
@@ -146,7 +167,7 @@ func (l *boxLauncher) handle(m boxMsg) error {
 		if _, err := unix.Wait4(l.leader, &ws, 0, nil); err != nil {
 			return fmt.Errorf("reap the command: %w", err)
 		}
-		l.leader, l.exited = 0, false
+		l.leader, l.exited, l.ahead = 0, false, 0
 		if err := sweep(); err != nil {
 			return err
 		}
@@ -158,7 +179,41 @@ func (l *boxLauncher) handle(m boxMsg) error {
 // start starts req with fds as its standard input, output and error and
 // reports its pidfd (or why it could not start).
 func (l *boxLauncher) start(req startReq, fds []int) error {
-	files := make([]*os.File, 3)
+	p, err := spawn(req, fds)
+	if err != nil {
+		return sendRaw(l.fd, msgFailed, failureOf(err).encode(), nil)
+	}
+	l.leader = p.Pid
+	_ = p.Release()
+	return l.reportStarted()
+}
+
+// reportStarted reports the leader's pidfd: the daemon learns the pid as
+// it sees it from it; the zombie keeps the pidfd valid until the release.
+func (l *boxLauncher) reportStarted() error {
+	pidfd, err := unix.PidfdOpen(l.leader, 0)
+	if err != nil {
+		return fmt.Errorf("pidfd_open: %w", err)
+	}
+	err = sendRaw(l.fd, msgStarted, encodeUint(uint64(l.leader)), []int{pidfd})
+	_ = unix.Close(pidfd)
+	return err
+}
+
+// startAhead starts the shell of req ahead of its command, with fds as
+// its standard input, output and error and its descriptor 3. A shell that
+// cannot start is no error: the next command is started as usual.
+func (l *boxLauncher) startAhead(req startReq, fds []int) {
+	if p, err := spawn(req, fds); err == nil {
+		l.ahead = p.Pid
+		_ = p.Release()
+	}
+}
+
+// spawn starts req in a session of its own with fds as its first
+// descriptors, which it closes.
+func spawn(req startReq, fds []int) (*os.Process, error) {
+	files := make([]*os.File, len(fds))
 	for i, fd := range fds {
 		files[i] = os.NewFile(uintptr(fd), "stdio")
 	}
@@ -169,20 +224,38 @@ func (l *boxLauncher) start(req startReq, fds []int) error {
 		_ = f.Close()
 		fds[i] = -1
 	}
-	if err != nil {
-		return sendRaw(l.fd, msgFailed, failureOf(err).encode(), nil)
+	return p, err
+}
+
+// run makes the shell ahead the running command and reports its pidfd,
+// or reports failed when there is none alive.
+func (l *boxLauncher) run() error {
+	if l.ahead != 0 {
+		pid, _, err := waitidNoReap(l.ahead, true)
+		if err != nil {
+			return err
+		}
+		if pid == 0 {
+			l.leader, l.ahead = l.ahead, 0
+			return l.reportStarted()
+		}
+		// It exited on its own (a snapshot that exits): gone with
+		// whatever it started.
+		if err := l.dropAhead(); err != nil {
+			return err
+		}
 	}
-	l.leader = p.Pid
-	// The daemon learns the pid as it sees it from a pidfd; the zombie
-	// keeps the pidfd valid until the release.
-	pidfd, err := unix.PidfdOpen(p.Pid, 0)
-	_ = p.Release()
-	if err != nil {
-		return fmt.Errorf("pidfd_open: %w", err)
+	return sendRaw(l.fd, msgFailed, startFailure{text: "sandbox: no shell started ahead"}.encode(), nil)
+}
+
+// dropAhead kills the shell ahead, if any, and every process of the
+// sandbox with it (no command runs meanwhile), and reaps them all.
+func (l *boxLauncher) dropAhead() error {
+	if l.ahead == 0 {
+		return nil
 	}
-	err = sendRaw(l.fd, msgStarted, encodeUint(uint64(l.leader)), []int{pidfd})
-	_ = unix.Close(pidfd)
-	return err
+	l.ahead = 0
+	return sweep()
 }
 
 // childExited reports the leader's exit (killing the rest of the
@@ -207,7 +280,9 @@ func (l *boxLauncher) childExited() error {
 	// there, may hide others from the peek: they are reaped at release.
 	for {
 		pid, _, err := waitidNoReap(0, true)
-		if err != nil || pid == 0 || pid == l.leader {
+		if err != nil || pid == 0 || pid == l.leader || pid == l.ahead {
+			// The shell ahead stays a zombie until the next command
+			// asks for it: its pid cannot be reused meanwhile.
 			return nil
 		}
 		var ws unix.WaitStatus

@@ -31,6 +31,21 @@ import (
 //	                             ← clean (the leader reaped, the rest killed and reaped)
 //
 // and once, when the launcher is set up: ready (its own pidfd).
+//
+// A shell started ahead of its command (box_linux.go, aheadShell): after
+// a command's release, the daemon may send
+//
+//	ahead (stdin, stdout, stderr, script) →
+//
+// and the launcher starts that shell, which waits for the rest of its
+// script on the fourth descriptor (its descriptor 3). The next command
+// then either takes it:
+//
+//	run                           →
+//	                             ← started (pidfd) | failed (no live shell ahead)
+//
+// and goes on as a started command, or is started as usual, in which case
+// the launcher first kills the shell ahead and everything it started.
 const (
 	msgReady   byte = 'R'
 	msgStart   byte = 'S'
@@ -39,6 +54,8 @@ const (
 	msgExited  byte = 'x'
 	msgRelease byte = 'r'
 	msgClean   byte = 'c'
+	msgAhead   byte = 'a'
+	msgRun     byte = 'u'
 )
 
 // boxFD is the launcher's end of the socketpair.
@@ -50,7 +67,7 @@ const (
 	// a few MiB (the kernel's own limit on execve is about 2 MiB).
 	maxMsgBody = 8 << 20
 	// maxMsgFDs is the most descriptors a message carries.
-	maxMsgFDs = 3
+	maxMsgFDs = 4
 )
 
 // errMsgTooLarge is returned for a message beyond maxMsgBody.

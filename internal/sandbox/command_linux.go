@@ -154,10 +154,10 @@ func (ls *launchers) onPool(key string, setup launcherSetup) func(func() (int, e
 
 // restricted builds a command for a read-only or workspace-write policy.
 // path is argv[0] resolved on the command's PATH; env carries the network
-// marker already; owner is the request's pool key.
-func (s *Sandbox) restricted(ctx context.Context, p policy.SandboxPolicy, pcwd, cwd, path string, argv, env []string, owner string) (*Cmd, error) {
+// marker already; owner is the request's pool key, prelude its Prelude.
+func (s *Sandbox) restricted(ctx context.Context, p policy.SandboxPolicy, pcwd, cwd, path string, argv, env []string, owner string, prelude int) (*Cmd, error) {
 	if s.backend == BackendBwrap {
-		return s.bwrapCmd(ctx, p, pcwd, cwd, path, argv, env, owner)
+		return s.bwrapCmd(ctx, p, pcwd, cwd, path, argv, env, owner, prelude)
 	}
 	v := s.currentView()
 	rs := resolveRuleset(p, pcwd, envValue(env, "TMPDIR"), s.abi)
@@ -190,7 +190,7 @@ func (s *Sandbox) restricted(ctx context.Context, p policy.SandboxPolicy, pcwd, 
 // pool key, an idle pooled sandbox for the same view runs it instead
 // (box_linux.go); without one, a pooled sandbox is started in the
 // background for the next command.
-func (s *Sandbox) bwrapCmd(ctx context.Context, p policy.SandboxPolicy, pcwd, cwd, path string, argv, env []string, owner string) (*Cmd, error) {
+func (s *Sandbox) bwrapCmd(ctx context.Context, p policy.SandboxPolicy, pcwd, cwd, path string, argv, env []string, owner string, prelude int) (*Cmd, error) {
 	rest, loader := splitLoaderEnv(env)
 	spec := bwrapSpec{policy: p, policyCwd: pcwd, cwd: cwd, tmpdir: envValue(env, "TMPDIR"), mountProc: s.bwrapProc, view: s.currentView(), setenv: loader, argv: argv}
 	onNetns := false
@@ -203,7 +203,7 @@ func (s *Sandbox) bwrapCmd(ctx context.Context, p policy.SandboxPolicy, pcwd, cw
 	if owner != "" && s.pool.size > 0 && s.bwrapProc {
 		key := poolKey(owner, spec, onNetns)
 		if b := s.pool.take(key); b != nil {
-			return newPooledCmd(ctx, s.pool, b, path, argv, env), nil
+			return newPooledCmd(ctx, s.pool, b, path, argv, env, prelude), nil
 		}
 		boxSpec := spec
 		s.pool.warm(key, owner, func(p *pool) (*box, error) {

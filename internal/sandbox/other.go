@@ -45,7 +45,7 @@ func runInit() int { return 2 }
 
 func runBox() int { return 2 }
 
-func (s *Sandbox) restricted(context.Context, policy.SandboxPolicy, string, string, string, []string, []string, string) (*Cmd, error) {
+func (s *Sandbox) restricted(context.Context, policy.SandboxPolicy, string, string, string, []string, []string, string, int) (*Cmd, error) {
 	return nil, errUnsupported
 }
 

@@ -287,6 +287,19 @@ type Request struct {
 	// readers or writers (no Std*Pipe), and its exit error is an
 	// *ExitError.
 	Pool string
+	// Prelude, when above 0, says that Argv is bash's [bash, "-c",
+	// script] whose script begins with Prelude bytes that hold no part of
+	// the command (the daemon's sourcing of a login-shell snapshot,
+	// ending with a newline). A pooled sandbox then starts the shell of
+	// the Pool's next command ahead of it, with that prelude run, shortly
+	// after this command's end; if the next command comes with the same
+	// shell, prelude, environment and directory, its shell is already
+	// there and reads the rest of its script (box_linux.go, aheadShell).
+	// That shell starts with this command's Env after the command has
+	// ended, so set Prelude only for an Env that holds nothing the model
+	// or a client chose; an Env with variables that have bash or the
+	// loader run code at start-up gets no shell ahead anyway.
+	Prelude int
 }
 
 // ErrEmptyCommand is returned for an empty argv.
@@ -338,7 +351,7 @@ func (s *Sandbox) CommandFor(ctx context.Context, r Request) (*Cmd, error) {
 		if s.initErr != nil {
 			return nil, s.initErr
 		}
-		cmd, err = s.restricted(ctx, r.Policy, pcwd, r.Cwd, path, r.Argv, env, r.Pool)
+		cmd, err = s.restricted(ctx, r.Policy, pcwd, r.Cwd, path, r.Argv, env, r.Pool, r.Prelude)
 		if err != nil {
 			return nil, err
 		}

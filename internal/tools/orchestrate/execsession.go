@@ -131,8 +131,9 @@ func (tt *turnTools) execPrepare(ctx context.Context, inv registry.Invocation, a
 	req.Command = func(argv []string) (*sandbox.Cmd, error) {
 		// The session outlives this call: the Manager, not a context,
 		// ends the process.
-		argv = snap.Wrap(context.Background(), argv)
-		return sb.CommandFor(context.Background(), sandbox.Request{Policy: pol, PolicyCwd: turnCwd, Cwd: cwd, Argv: argv, Env: env, Pool: thread})
+		wrapped := snap.Wrap(context.Background(), argv)
+		return sb.CommandFor(context.Background(), sandbox.Request{Policy: pol, PolicyCwd: turnCwd, Cwd: cwd, Argv: wrapped, Env: env, Pool: thread,
+			Prelude: snap.Prelude(argv, wrapped)})
 	}
 	s.mu.Lock()
 	s.execItems[execKey(tt.tc.ThreadID, inv.CallID)] = ei

@@ -2,8 +2,10 @@ package orchestrate
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/appserver/appserver/api"
+	"github.com/appserver/appserver/internal/sandbox"
 	"github.com/appserver/appserver/internal/tools/execsession"
 	"github.com/appserver/appserver/internal/tools/shell"
 	"github.com/appserver/appserver/internal/turns"
@@ -86,4 +89,49 @@ func TestSnapshotsPerOriginatorAndKind(t *testing.T) {
 		require.NotContains(t, seen, p, "%s and %s share a snapshot", name, seen[p])
 		seen[p] = name
 	}
+}
+
+// A sandboxed exec_command that comes after another of the same thread
+// runs in the shell its pooled sandbox started ahead of it, which has
+// sourced the snapshot already (internal/sandbox, aheadShell): the shell
+// is older than the pause before the command.
+func TestExecCommandInShellStartedAhead(t *testing.T) {
+	sh := shell.DetectUserShell().Path
+	if filepath.Base(sh) != "bash" {
+		t.Skip("the user's shell is not bash")
+	}
+	t.Setenv("SHELL", sh)
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	require.NoError(t, os.WriteFile(filepath.Join(home, ".bash_profile"), []byte("export FROM_PROFILE=profile-value\n"), 0o644))
+	s := newService(t, Config{SandboxBackend: "bwrap"})
+	tu := newTurn(t, s, workspace(t), turnOpts{sandbox: api.SandboxPolicyWorkspaceWrite})
+	// The shell's age in ticks of 10 ms (its start in /proc against the
+	// uptime), and what the profile set.
+	const script = `read -r up _ < /proc/uptime; st=$(</proc/$$/stat); set -- ${st##*) }; echo "age=$(( ${up/./} - ${20} )) [$FROM_PROFILE]"`
+	age := func(out string) int {
+		t.Helper()
+		i := strings.Index(out, "age=")
+		require.GreaterOrEqual(t, i, 0, out)
+		var n int
+		var rest string
+		_, err := fmt.Sscanf(out[i:], "age=%d %s", &n, &rest)
+		require.NoError(t, err, out)
+		require.Equal(t, "[profile-value]", rest)
+		return n
+	}
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	launcher := exe + " " + sandbox.HelperCommand + " --box"
+	i := 0
+	call := func(cmd string) string {
+		i++
+		return tu.fn("call_a"+strconv.Itoa(i), "exec_command", map[string]any{"cmd": cmd, "yield_time_ms": 5000}).Text
+	}
+	require.Eventually(t, func() bool {
+		return strings.Contains(call(`cat /proc/1/cmdline | tr '\0' ' '`), launcher)
+	}, time.Minute, 10*time.Millisecond, "no pooled sandbox ran the thread's commands")
+	call("true")
+	time.Sleep(time.Second)
+	require.GreaterOrEqual(t, age(call(script)), 50, "the command ran in a shell started before the pause")
 }

@@ -71,6 +71,12 @@ type ExecRequest struct {
 	// (Snapshot.Wrap); approval and the command item still see Argv as
 	// the model wrote it.
 	Snapshot *Snapshot
+	// StartAhead lets the pooled sandbox of Pool start the next command's
+	// shell ahead of it, with this command's shell, snapshot, environment
+	// and directory, when Snapshot wraps Argv (sandbox.Request.Prelude).
+	// That shell starts after this command has ended: set it only when Env
+	// holds nothing a model or a client chose for this command.
+	StartAhead bool
 	// Cwd is the working directory (absolute).
 	Cwd string
 	// Env is the complete environment ("K=V").
@@ -203,7 +209,7 @@ func Exec(ctx context.Context, req ExecRequest) (ExecResult, error) {
 	if req.Timeout > 0 {
 		deadline = time.Now().Add(req.Timeout)
 	}
-	argv := req.Argv
+	argv, prelude := req.Argv, 0
 	if req.Snapshot.Serves(req.Policy) {
 		prepCtx := runCtx
 		if !deadline.IsZero() {
@@ -212,6 +218,9 @@ func Exec(ctx context.Context, req ExecRequest) (ExecResult, error) {
 			defer cancelPrep()
 		}
 		argv = req.Snapshot.Wrap(prepCtx, argv)
+		if req.StartAhead {
+			prelude = req.Snapshot.Prelude(req.Argv, argv)
+		}
 	}
 	// The pipes or the terminal come first, so that a built command is
 	// always started: a pooled sandbox's command holds the sandbox from
@@ -249,7 +258,7 @@ func Exec(ctx context.Context, req ExecRequest) (ExecResult, error) {
 		}
 	}
 	cmd, err := sb.CommandFor(runCtx, sandbox.Request{
-		Policy: req.Policy, PolicyCwd: req.PolicyCwd, Cwd: req.Cwd, Argv: argv, Env: req.Env, Pool: req.Pool,
+		Policy: req.Policy, PolicyCwd: req.PolicyCwd, Cwd: req.Cwd, Argv: argv, Env: req.Env, Pool: req.Pool, Prelude: prelude,
 	})
 	if err != nil {
 		closeAll(readers, children)

@@ -294,6 +294,19 @@ func (s *Snapshot) Wrap(ctx context.Context, argv []string) []string {
 	return []string{argv[0], "-c", ". " + shQuote(path) + "\n" + argv[2]}
 }
 
+// Prelude returns how many bytes of a script Wrap put before the
+// command's own when it turned argv into wrapped (the snapshot's
+// sourcing, ending with a newline), for sandbox.Request.Prelude; 0 when
+// it did not wrap argv, or when the shell is not bash, since a shell
+// started ahead reads the rest of its script with bash's `$(<file)`.
+func (s *Snapshot) Prelude(argv, wrapped []string) int {
+	if s == nil || len(argv) != 3 || len(wrapped) != 3 || argv[1] != "-lc" || wrapped[1] != "-c" ||
+		filepath.Base(wrapped[0]) != "bash" || !strings.HasSuffix(wrapped[2], argv[2]) {
+		return 0
+	}
+	return len(wrapped[2]) - len(argv[2])
+}
+
 // current returns the snapshot's path, taking it first when there is
 // none yet, a startup file changed since, or the file is not what the
 // daemon wrote.
