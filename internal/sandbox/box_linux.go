@@ -130,16 +130,17 @@ func (a *aheadShell) close() {
 
 // aheadTail follows the prelude in a shell started ahead: it reads the
 // rest of the script from descriptor 3 and runs it, after closing
-// descriptor 3 for good (a redirection on eval would keep a copy of it at
-// descriptor 10 while the script runs). bash 5.2 reads `$(<file)` without
-// a subshell. eval parses and runs the text command by command, as -c
-// does, and numbers its lines on from the line it stands on, where the
-// script's own first line would be. What differs from `bash -c`
-// (docs/tools.md §4.10): a syntax error reads "eval: line N" where -c
-// says "-c: line N", and shows "exec 3<&-;" when it is on the first line;
-// bash runs the script's last command as a child rather than in its own
-// place, so a command killed by a signal is reported by bash ("Killed")
-// and its exit status is 128 plus the signal.
+// descriptor 3 for good. (A redirection on eval, `3<&-`, would keep a
+// copy of it at descriptor 10 while the script runs, and a script that
+// then opens descriptor 10 itself fails to write to it.) bash 5.2 reads
+// `$(<file)` without a subshell. eval parses and runs the text command by
+// command, as -c does, and numbers its lines on from the line it stands
+// on, where the script's own first line would be. What differs from
+// `bash -c` (docs/tools.md §4.10): a syntax error reads "eval: line N"
+// where -c says "-c: line N", and shows "exec 3<&-;" when it is on the
+// script's first line; bash runs the script's last command as a child
+// rather than in its own place, so a command killed by a signal is
+// reported by bash ("Killed") and its exit status is 128 plus the signal.
 const aheadTail = `eval "exec 3<&-;$(</dev/fd/3)"`
 
 // aheadUnsafeEnv reports whether env holds a variable that makes bash,

@@ -97,13 +97,12 @@ func TestShellStartedAhead(t *testing.T) {
 	// shell started ahead.
 	const age = `read -r up _ < /proc/uptime; st=$(</proc/$$/stat); set -- ${st##*) }; ` +
 		`if (( ${up/./} - ${20} >= 50 )); then echo waited; else echo fresh; fi`
-	// The profile's state, the command's descriptors and the shell's own,
-	// its standard input, the line numbers of errors, and descriptor 10
-	// free for the script.
-	const script = `echo "$FROM_PROFILE"; greet you; ls /proc/self/fd | tr '\n' ' '; echo $(ls /proc/$$/fd); readlink /proc/self/fd/0; ` +
-		`nosuchcommand; exec 10>lock && echo fd10 >&10 && cat lock; ` + age + `; exit 7`
+	// The profile's state, the command's descriptors, its standard input,
+	// the line numbers of errors, and descriptor 10 free for the script.
+	const script = `echo "$FROM_PROFILE"; greet you; ls /proc/self/fd | tr '\n' ' '; readlink /proc/self/fd/0; ` +
+		`nosuchcommand; exec 10>lock && echo fd10 >&10 && (ls /proc/self/fd | tr '\n' ' ') && cat lock; ` + age + `; exit 7`
 	want := func(shell string) string {
-		return "7:it's set\nhello you\n0 1 2 3 0 1 2 3\n/dev/null\n" + bash + ": line 2: nosuchcommand: command not found\nfd10\n" + shell + "\n"
+		return "7:it's set\nhello you\n0 1 2 3 /dev/null\n" + bash + ": line 2: nosuchcommand: command not found\n0 1 10 2 3 fd10\n" + shell + "\n"
 	}
 	pause := func() { time.Sleep(1100 * time.Millisecond) }
 	run(req, "true")
