@@ -143,6 +143,9 @@ func (a *aheadShell) close() {
 // reported by bash ("Killed") and its exit status is 128 plus the signal.
 const aheadTail = `eval "exec 3<&-;$(</dev/fd/3)"`
 
+// maxArgStrlen is Linux's bound on one argument of execve, 32 pages.
+const maxArgStrlen = 32 * 4096
+
 // aheadUnsafeEnv reports whether env holds a variable that makes bash,
 // or the loader, run code of the environment's choosing when the shell
 // starts: a shell started ahead runs after its command has ended, so
@@ -293,7 +296,9 @@ const aheadDelay = 20 * time.Millisecond
 
 // startAheadLater has b start req's shell ahead of its next command
 // aheadDelay from now, if b is idle then: a command that took b meanwhile
-// is started as usual.
+// is started as usual. b is reserved while the message goes out; a
+// command of its key that comes in those microseconds finds no idle box
+// and runs in a sandbox of its own.
 func (p *pool) startAheadLater(b *box, key string, req startReq) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -1055,6 +1060,12 @@ func (r *pooledRun) aheadKey(req startReq) string {
 func (r *pooledRun) aheadRest(c *Cmd, req startReq) (rest string, ok bool) {
 	rest = req.argv[2][r.prelude:]
 	if rest == "" || strings.HasSuffix(rest, "\n") || strings.HasSuffix(rest, "\\") {
+		return "", false
+	}
+	// Nor one longer than the kernel takes as one argument (MAX_ARG_STRLEN),
+	// which `bash -c` fails with E2BIG: the command fails the same way
+	// whichever shell it finds.
+	if len(req.argv[2]) >= maxArgStrlen {
 		return "", false
 	}
 	out, isFile := c.Stdout.(*os.File)
