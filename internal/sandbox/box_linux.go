@@ -106,13 +106,13 @@ type box struct {
 	gone  chan struct{} // closed when the launcher is gone
 }
 
-// aheadShell is a box's next command's shell, started as soon as the
-// last command of the box ended, from what that command was: its shell,
-// prelude (Request.Prelude), environment and directory. It has run the
-// prelude (sourced the login-shell snapshot) and waits for the rest of
-// its script. The next command takes it if it has the same four;
-// otherwise the launcher kills it, with anything it started, before it
-// starts the command as usual. What it saves the command is the shell's
+// aheadShell is a box's next command's shell, started shortly after the
+// last command of the box ended (aheadDelay), from what that command
+// was: its shell, prelude (Request.Prelude), environment and directory.
+// It has run the prelude (sourced the login-shell snapshot) and waits
+// for the rest of its script. The next command takes it if it has the
+// same four; otherwise the launcher kills it, with anything it started,
+// before it starts the command as usual. What it saves the command is the shell's
 // start and the snapshot's sourcing (bench/README.md, "A shell started
 // ahead of its command"). Its standard input is /dev/null and its output
 // and error one pipe, which the daemon copies into the command's own
@@ -175,8 +175,8 @@ func (b *box) takeAhead() *aheadShell {
 }
 
 // startAhead has the launcher start req's shell ahead of the box's next
-// command (one of key); the box is still reserved by the command that
-// just ended and was released.
+// command (one of key); the caller has reserved the box, whose last
+// command was released (startAheadLater).
 func (b *box) startAhead(key string, req startReq) {
 	outR, outW, err := os.Pipe()
 	if err != nil {
