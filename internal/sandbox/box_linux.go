@@ -869,25 +869,6 @@ func (r *pooledRun) start(c *Cmd) error {
 	if len(c.ExtraFiles) > 0 {
 		return fail(errors.New("sandbox: a pooled command takes no extra files"))
 	}
-	var child []*os.File // the child's ends, ours to close after the start
-	defer func() {
-		for _, f := range child {
-			_ = f.Close()
-		}
-	}()
-	stdio := make([]*os.File, 3)
-	var err error
-	if stdio[0], child, err = r.stdio(c.Stdin, true, child); err != nil {
-		return fail(err)
-	}
-	if stdio[1], child, err = r.stdio(c.Stdout, false, child); err != nil {
-		return fail(err)
-	}
-	if c.Stderr != nil && interfaceEqual(c.Stderr, c.Stdout) {
-		stdio[2] = stdio[1]
-	} else if stdio[2], child, err = r.stdio(c.Stderr, false, child); err != nil {
-		return fail(err)
-	}
 	req := startReq{path: c.Path, argv: c.Args, env: c.Env, dir: c.Dir}
 	if a := c.SysProcAttr; a != nil && a.Setctty {
 		if a.Ctty != 0 {
@@ -905,6 +886,7 @@ func (r *pooledRun) start(c *Cmd) error {
 	}
 	var m boxMsg
 	defer func() { m.closeFDs() }()
+	var err error
 	if a := r.box.takeAhead(); a != nil {
 		rest, ok := "", false
 		if key != "" && a.key == key {
@@ -917,6 +899,25 @@ func (r *pooledRun) start(c *Cmd) error {
 		}
 	}
 	if m.typ != msgStarted {
+		// Started as usual, with its stdio handed to the launcher.
+		var child []*os.File // the child's ends, ours to close after the start
+		defer func() {
+			for _, f := range child {
+				_ = f.Close()
+			}
+		}()
+		stdio := make([]*os.File, 3)
+		if stdio[0], child, err = r.stdio(c.Stdin, true, child); err != nil {
+			return fail(err)
+		}
+		if stdio[1], child, err = r.stdio(c.Stdout, false, child); err != nil {
+			return fail(err)
+		}
+		if c.Stderr != nil && interfaceEqual(c.Stderr, c.Stdout) {
+			stdio[2] = stdio[1]
+		} else if stdio[2], child, err = r.stdio(c.Stderr, false, child); err != nil {
+			return fail(err)
+		}
 		run := r.newRun()
 		if err := r.box.send(msgStart, req.encode(), stdio); err != nil {
 			r.box.close()

@@ -563,7 +563,9 @@ func TestPoolShellStartedAhead(t *testing.T) {
 		require.Same(t, box, cmd.pooled.box)
 		return cmd
 	}
-	cmd := next(pooledRequestIn(r, bash, "-c", `cat /proc/[0-9]*/cmdline | tr '\0' '\n' | grep -c '^sleep$'`))
+	plain := r
+	plain.Argv = []string{bash, "-c", `cat /proc/[0-9]*/cmdline | tr '\0' '\n' | grep -c '^sleep$'`}
+	cmd := next(plain)
 	require.Equal(t, result{exit: 1, out: "0\n"}, runToFile(t, cmd))
 	require.Empty(t, testenv.Processes("sleep 4775.5"), "what the shell ahead started outlived it")
 
@@ -583,10 +585,4 @@ func TestPoolShellStartedAhead(t *testing.T) {
 	time.Sleep(200 * time.Millisecond)
 	require.Equal(t, result{out: "new\n"}, runToFile(t, next(withPrelude(quitter, age))))
 	require.True(t, testenv.Alive(box.launcherPid))
-}
-
-// pooledRequestIn is r running argv.
-func pooledRequestIn(r Request, argv ...string) Request {
-	r.Argv = argv
-	return r
 }
