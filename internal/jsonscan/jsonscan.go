@@ -2,6 +2,8 @@ package jsonscan
 
 import (
 	"bytes"
+	"encoding/binary"
+	"math/bits"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -152,8 +154,34 @@ func composite(b []byte, i, depth int, members []Member, collect bool, read Valu
 // String returns the end of the string starting at b[i] (past its closing
 // quote), whether it holds an escape and whether it holds a byte that is
 // not ASCII.
-func String(b []byte, i int) (end int, escaped, high, ok bool) {
+func String(b []byte, i int) (end int, escaped, high, ok bool) { return stringAt(b, i, true) }
+
+// stringAt is String, reading eight bytes at a time where it can when
+// words is set, one at a time otherwise (what the tests hold it to).
+func stringAt(b []byte, i int, words bool) (end int, escaped, high, ok bool) {
 	for i++; i < len(b); i++ {
+		// Eight bytes at a time past the ones that need no look: the
+		// strings of a model request (instructions, tool descriptions,
+		// the history's text) are most of its bytes. Once a byte past
+		// ASCII is seen, such bytes need no look either. BenchmarkString
+		// (4 KB of text, 2-core machine): 2.4–2.8 GB/s against 0.8–1.0
+		// GB/s for the byte-wise loop it replaced; BenchmarkDecodeRequest of
+		// internal/model/fakemodel, mostly short strings, 157–183
+		// against 193–225 µs.
+		hi := uint64(highBits)
+		if high {
+			hi = 0
+		}
+		for words && i+8 <= len(b) {
+			if s := special(binary.LittleEndian.Uint64(b[i:]), hi); s != 0 {
+				i += bits.TrailingZeros64(s) / 8 // the first hit is a true one
+				break
+			}
+			i += 8
+		}
+		if i >= len(b) {
+			break
+		}
 		switch c := b[i]; {
 		case c == '"':
 			return i + 1, escaped, high, true
@@ -185,6 +213,23 @@ func String(b []byte, i int) (end int, escaped, high, ok bool) {
 		}
 	}
 	return i, escaped, high, false
+}
+
+const (
+	lowBits  = 0x0101010101010101
+	highBits = 0x8080808080808080
+)
+
+// special is not zero when one of the eight bytes of x is a quote, a
+// backslash or a control character, or has a bit of hi (highBits, or 0
+// to let bytes past ASCII through). The classic word tests (Hacker's
+// Delight 6-1): a zero byte of x^c for a byte equal to c, and
+// (x - 0x20…) &^ x for a byte below 0x20. Only bytes past the first hit
+// (in little-endian order) may show as false hits.
+func special(x, hi uint64) uint64 {
+	quote := x ^ ('"' * lowBits)
+	backslash := x ^ ('\\' * lowBits)
+	return ((quote-lowBits)&^quote|(backslash-lowBits)&^backslash|(x-0x20*lowBits)&^x)&highBits | x&hi
 }
 
 func isHex(c byte) bool {

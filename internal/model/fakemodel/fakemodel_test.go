@@ -329,7 +329,12 @@ var requestBodies = []string{
 	`{"input":[7,"x",null,{"role":5,"type":[1],"content":"z"}]}`, `{"input":[{"role":null,"content":null}]}`,
 	`{"messages":[{"role":"tool","tool_call_id":"t1","content":"done"}],"stream_options":{"include_usage":true}}`,
 	`{"input":[{"role":"user","role":"assistant"}]}`, `{"input":[{"r\u006fle":"user"}]}`, `{"input":[{"role":"us\xffer"}]}`,
-	`{"input":[}`, `{"input":`, `{"input":[{}`, `[]`, ` {"input" : [ {"type" : "message" , "role":"user","content":"x"} ] } `,
+	`{"input":[}`, `{"input":`, `{"input":[{}`, `[]`,
+	// Items before the last user message are checked, not read: these
+	// two are answered, where a read of the first item would have
+	// sent them to the whole decode.
+	`{"input":[{"role":"user","role":"assistant"},{"role":"user","content":"x"}]}`,
+	`{"input":[{"ROLE":"user","content":"a"},{"type":"message","role":"user","content":"b"},{"type":"function_call_output","call_id":"c"}]}`, ` {"input" : [ {"type" : "message" , "role":"user","content":"x"} ] } `,
 }
 
 // TestScanRequestAgreesWithEncodingJSON holds decodeRequest's fast path
@@ -341,7 +346,7 @@ func TestScanRequestAgreesWithEncodingJSON(t *testing.T) {
 			answered++
 		}
 	}
-	assert.Equal(t, 7, answered, "the fast path answers the plain shapes")
+	assert.Equal(t, 9, answered, "the fast path answers the plain shapes")
 	assert.True(t, checkScanAgrees(t, longThreadRequest(50)), "the fast path answers a daemon's request")
 }
 
@@ -353,7 +358,9 @@ func FuzzScanRequest(f *testing.F) {
 }
 
 // checkScanAgrees reports whether scanRequest answered for body, failing
-// t when its answer differs from encoding/json's.
+// t when its answer differs from encoding/json's: the same fields and
+// facts, and as many input items (the fast path reads only those the
+// facts come from).
 func checkScanAgrees(t *testing.T, body []byte) bool {
 	t.Helper()
 	var fast request
@@ -365,6 +372,12 @@ func checkScanAgrees(t *testing.T, body []byte) bool {
 	if !assert.NoError(t, err, "%s", body) {
 		return true
 	}
+	for _, api := range []wireAPI{apiResponses, apiChat} {
+		assert.Equal(t, requestFacts(api, whole), requestFacts(api, fast), "%s", body)
+	}
+	assert.Len(t, fast.Input, len(whole.Input), "%s", body)
+	assert.Equal(t, whole.Input == nil, fast.Input == nil, "%s", body)
+	fast.Input, whole.Input = nil, nil
 	assert.Equal(t, whole, fast, "%s", body)
 	return true
 }

@@ -32,7 +32,7 @@ func scanRequest(body []byte, req *request) bool {
 	members, ok := jsonscan.ObjectFunc(body, buf[:0], func(key, b []byte, i int) (int, bool) {
 		switch string(key) {
 		case "input":
-			return scanItems(b, i, &lists[0])
+			return scanInput(b, i, &lists[0])
 		case "messages":
 			return scanItems(b, i, &lists[1])
 		}
@@ -69,25 +69,71 @@ func scanItems(b []byte, i int, out *[]inputItem) (int, bool) {
 	items := []inputItem{} // an empty array decodes as empty, not nil
 	var buf [16]jsonscan.Member
 	end, ok := jsonscan.ArrayAt(b, i, func(_, b []byte, i int) (int, bool) {
-		end, members, ok := jsonscan.ObjectAt(b, i, buf[:0])
-		var vals [5][]byte
-		if !ok || !jsonscan.Pick(members, itemKeys, vals[:]) {
-			return i, false
-		}
-		var item inputItem
-		for j, dst := range []*lenientString{&item.Type, &item.Role, &item.CallID, &item.ToolCallID} {
-			if vals[j] != nil {
-				s, ok := jsonscan.Text(vals[j])
-				if !ok {
-					return i, false
-				}
-				*dst = lenientString(s)
-			}
-		}
-		item.Content = vals[4]
+		item, end, ok := scanItem(b, i, buf[:0])
 		items = append(items, item)
-		return end, true
+		return end, ok
 	})
 	*out = items
 	return end, ok
+}
+
+// scanInput is scanItems for the Responses API's input, where matching
+// reads only the last item and the last user message: every item is
+// checked to be a valid object, but only those from the end back to the
+// last user message are read; the others stay zero in out, which
+// requestFacts then reads as it would the whole list. On a long thread
+// reading every item was most of the fake model's time before it
+// answered: BenchmarkDecodeRequest (801 items, 123 KB) 158–197 µs
+// against 330–390 µs reading them all.
+func scanInput(b []byte, i int, out *[]inputItem) (int, bool) {
+	if i >= len(b) || b[i] != '[' {
+		return jsonscan.Value(b, i)
+	}
+	var starts []int
+	end, ok := jsonscan.ArrayAt(b, i, func(_, b []byte, i int) (int, bool) {
+		if i >= len(b) || b[i] != '{' {
+			return i, false
+		}
+		starts = append(starts, i)
+		return jsonscan.Value(b, i)
+	})
+	if !ok {
+		return end, false
+	}
+	items := make([]inputItem, len(starts))
+	var buf [16]jsonscan.Member
+	for k := len(starts) - 1; k >= 0; k-- {
+		item, _, ok := scanItem(b, starts[k], buf[:0])
+		if !ok {
+			return end, false
+		}
+		items[k] = item
+		if item.isUserMessage() {
+			break
+		}
+	}
+	*out = items
+	return end, true
+}
+
+// scanItem reads the object starting at b[i] as an input item, and
+// returns its end.
+func scanItem(b []byte, i int, buf []jsonscan.Member) (inputItem, int, bool) {
+	var item inputItem
+	end, members, ok := jsonscan.ObjectAt(b, i, buf)
+	var vals [5][]byte
+	if !ok || !jsonscan.Pick(members, itemKeys, vals[:]) {
+		return item, i, false
+	}
+	for j, dst := range []*lenientString{&item.Type, &item.Role, &item.CallID, &item.ToolCallID} {
+		if vals[j] != nil {
+			s, ok := jsonscan.Text(vals[j])
+			if !ok {
+				return item, i, false
+			}
+			*dst = lenientString(s)
+		}
+	}
+	item.Content = vals[4]
+	return item, end, true
 }

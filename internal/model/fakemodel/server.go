@@ -399,6 +399,11 @@ type inputItem struct {
 	Content    json.RawMessage `json:"content"`
 }
 
+// isUserMessage reports whether the item is a message of the user.
+func (it inputItem) isUserMessage() bool {
+	return it.Role == "user" && (it.Type == "" || it.Type == "message")
+}
+
 // lenientString is a JSON string, or "" for a value of another type.
 type lenientString string
 
@@ -461,7 +466,7 @@ func requestFacts(api wireAPI, req request) facts {
 	input := req.Input
 	lastUser := -1
 	for i, item := range input {
-		if item.Role == "user" && (item.Type == "" || item.Type == "message") {
+		if item.isUserMessage() {
 			lastUser = i
 		}
 		if i == len(input)-1 && (item.Type == "function_call_output" || item.Type == "custom_tool_call_output" || item.Type == "tool_search_output") {
