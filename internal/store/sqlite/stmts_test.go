@@ -34,11 +34,12 @@ func TestWriterStatementsAreCached(t *testing.T) {
 	}
 	require.NoError(t, s.Write(ctx, round("1")))
 	cached := len(s.stmts.m)
-	// insert thread, insert turn, two seq bumps, insert item, two patches.
-	require.Equal(t, 7, cached)
+	// insert thread, insert turn, the turn counter's bump, insert item,
+	// the thread's patch with the item counter's bump, the turn's patch.
+	require.Equal(t, 6, cached)
 	turnPatch, _ := statements.TurnPatch(store.TurnPatch{Meta: []byte(`{}`)})
-	threadPatch, _ := statements.ThreadPatch(store.ThreadPatch{Meta: []byte(`{}`)})
-	for _, q := range []string{statements.InsertItem, statements.BumpItemSeq, turnPatch, threadPatch} {
+	threadUpdate, _ := statements.ThreadUpdate(th, &store.ThreadPatch{Meta: []byte(`{}`)}, 0, 1)
+	for _, q := range []string{statements.InsertItem, threadUpdate, turnPatch} {
 		require.NotNil(t, s.stmts.get(q), "%s", q)
 	}
 	require.NoError(t, s.Write(ctx, round("2")))

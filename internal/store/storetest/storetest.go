@@ -45,6 +45,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ListLimits", testListLimits},
 		{"BadCursor", testBadCursor},
 		{"Turns", testTurns},
+		{"ThreadsPatchedAndCounted", testThreadsPatchedAndCounted},
 		{"Items", testItems},
 		{"ConcurrentAppends", testConcurrentAppends},
 		{"BatchAtomic", testBatchAtomic},
@@ -2272,4 +2273,57 @@ func testBudgetSpend(t *testing.T, s store.Store) {
 	other, err = s.GetBudgetSpend(ctx, "", day)
 	require.NoError(t, err)
 	require.Zero(t, other, "another principal's spending is its own")
+}
+
+// testThreadsPatchedAndCounted writes, in one batch, turns and items of
+// three threads, two patches of one of them, a patch of another and none
+// of the third: each thread's new turns and items take the seqs after its
+// own, every patch applies, and a batch naming an unknown thread writes
+// nothing (a store may patch and count a thread in one statement).
+func testThreadsPatchedAndCounted(t *testing.T, s store.Store) {
+	a, aTurn := createThread(t, s)
+	b, bTurn := createThread(t, s)
+	c, _ := createThread(t, s)
+	write(t, s, &store.Batch{AppendItems: []*store.Item{newItem(a.ID, aTurn.ID), newItem(a.ID, aTurn.ID), newItem(b.ID, bTurn.ID)}})
+
+	a2, a3, c2 := newTurn(a.ID), newTurn(a.ID), newTurn(c.ID)
+	ai1, ai2, bi2 := newItem(a.ID, aTurn.ID), newItem(a.ID, aTurn.ID), newItem(b.ID, bTurn.ID)
+	write(t, s, &store.Batch{
+		CreateTurns: []*store.Turn{a2, c2, a3},
+		AppendItems: []*store.Item{ai1, bi2, ai2},
+		UpdateThreads: []store.ThreadPatch{
+			{ID: a.ID, Name: ptr("first")},
+			{ID: b.ID, Meta: json.RawMessage(`{"b":1}`)},
+			{ID: a.ID, Preview: ptr("second")},
+		},
+	})
+	require.Equal(t, []int64{2, 3, 2}, []int64{a2.Seq, a3.Seq, c2.Seq})
+	require.Equal(t, []int64{3, 4, 2}, []int64{ai1.Seq, ai2.Seq, bi2.Seq})
+	require.Equal(t, []int64{1, 2, 3, 4}, itemSeqs(listItems(t, s, store.ItemsQuery{ThreadID: a.ID})))
+	require.Equal(t, []int64{1, 2}, itemSeqs(listItems(t, s, store.ItemsQuery{ThreadID: b.ID})))
+	got, err := s.GetThread(t.Context(), a.ID)
+	require.NoError(t, err)
+	require.Equal(t, "first", *got.Name)
+	require.Equal(t, "second", got.Preview)
+	got, err = s.GetThread(t.Context(), b.ID)
+	require.NoError(t, err)
+	requireJSONEq(t, json.RawMessage(`{"b":1}`), got.Meta)
+
+	// The next ones follow on, patch or none.
+	a4, c3 := newTurn(a.ID), newTurn(c.ID)
+	write(t, s, &store.Batch{CreateTurns: []*store.Turn{a4, c3}, UpdateThreads: []store.ThreadPatch{{ID: c.ID}}})
+	require.Equal(t, []int64{4, 3}, []int64{a4.Seq, c3.Seq})
+
+	unknown := newID()
+	lost := newItem(a.ID, aTurn.ID)
+	err = s.Write(t.Context(), &store.Batch{
+		AppendItems:   []*store.Item{lost},
+		CreateTurns:   []*store.Turn{newTurn(unknown)},
+		UpdateThreads: []store.ThreadPatch{{ID: unknown, Name: ptr("x")}},
+	})
+	requireCode(t, err, apperr.NotFound)
+	require.Equal(t, []int64{1, 2, 3, 4}, itemSeqs(listItems(t, s, store.ItemsQuery{ThreadID: a.ID})), "nothing of the failed batch is stored")
+	next := newItem(a.ID, aTurn.ID)
+	write(t, s, &store.Batch{AppendItems: []*store.Item{next}})
+	require.Equal(t, int64(5), next.Seq, "the failed batch used no seq")
 }

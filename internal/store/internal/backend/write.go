@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/appserver/appserver/internal/apperr"
@@ -29,6 +30,22 @@ type Statements struct {
 	jsonArg       func([]byte) any
 	threadPatches patchSQL
 	turnPatches   patchSQL
+	// threadUpdates holds the texts of ThreadUpdate, built on first use:
+	// index mask<<2 | bumps, for a patch mask and which counters it bumps.
+	threadUpdates sync.Map
+}
+
+// threadPatchSets are the column groups of a thread patch, in the order
+// of the threadSet bits.
+var threadPatchSets = [][]string{
+	{"name", "name_fold"},
+	{"preview", "preview_fold"},
+	{"archived"},
+	{"model"},
+	{"updated_at"},
+	{"recency_at"},
+	{"meta"},
+	{"read_state"},
 }
 
 // NewStatements returns the write statements of dialect d; jsonArg binds a
@@ -48,19 +65,9 @@ func NewStatements(d Dialect, jsonArg func([]byte) any) *Statements {
 		BumpTurnSeq: seq("turn_seq"),
 		BumpItemSeq: seq("item_seq"),
 
-		d:       d,
-		jsonArg: jsonArg,
-		// In the order of the threadSet bits.
-		threadPatches: newPatchSQL(d, "threads", [][]string{
-			{"name", "name_fold"},
-			{"preview", "preview_fold"},
-			{"archived"},
-			{"model"},
-			{"updated_at"},
-			{"recency_at"},
-			{"meta"},
-			{"read_state"},
-		}, "archived = archived", "id"),
+		d:             d,
+		jsonArg:       jsonArg,
+		threadPatches: newPatchSQL(d, "threads", threadPatchSets, "archived = archived", "id"),
 		// In the order of the turnSet bits.
 		turnPatches: newPatchSQL(d, "turns", [][]string{
 			{"status"},
@@ -215,13 +222,7 @@ func newPatchSQL(d Dialect, table string, sets [][]string, noop string, key ...s
 			n++
 			return d.Param(n)
 		}
-		for i, cols := range sets {
-			if mask&(1<<i) != 0 {
-				for _, c := range cols {
-					set = append(set, c+" = "+param())
-				}
-			}
-		}
+		set = appendSetClauses(set, sets, mask, param)
 		if len(set) == 0 {
 			set = append(set, noop)
 		}
@@ -231,6 +232,20 @@ func newPatchSQL(d Dialect, table string, sets [][]string, noop string, key ...s
 		texts[mask] = "UPDATE " + table + " SET " + strings.Join(set, ", ") + " WHERE " + strings.Join(where, " AND ")
 	}
 	return texts
+}
+
+// appendSetClauses appends "column = parameter" for each column of the
+// groups of sets that mask selects (bit i for sets[i]), param numbering
+// them.
+func appendSetClauses(set []string, sets [][]string, mask int, param func() string) []string {
+	for i, cols := range sets {
+		if mask&(1<<i) != 0 {
+			for _, c := range cols {
+				set = append(set, c+" = "+param())
+			}
+		}
+	}
+	return set
 }
 
 // The optional fields of a thread patch, as bits of a threadPatches index.
@@ -248,8 +263,66 @@ const (
 // ThreadPatch returns the UPDATE that applies u and its arguments; it
 // touches no row when the thread is unknown.
 func (s *Statements) ThreadPatch(u store.ThreadPatch) (string, []any) {
+	mask, args := s.threadPatchArgs(u, 0)
+	return s.threadPatches[mask], append(args, u.ID)
+}
+
+// ThreadUpdate returns one UPDATE of thread id that applies u (when not
+// nil) and adds turns and items to the thread's turn and item counters,
+// returning both counters (turn_seq, item_seq) after it; none when the
+// thread is unknown. It does in one statement what ThreadPatch and the
+// two counters' bumps do in three, each rewriting the thread's row.
+func (s *Statements) ThreadUpdate(id string, u *store.ThreadPatch, turns, items int64) (string, []any) {
+	var mask int
+	var args []any
+	if u != nil {
+		mask, args = s.threadPatchArgs(*u, 2)
+	} else {
+		args = make([]any, 0, 3)
+	}
+	bumps := 0
+	if turns != 0 {
+		bumps |= 1
+		args = append(args, turns)
+	}
+	if items != 0 {
+		bumps |= 2
+		args = append(args, items)
+	}
+	key := mask<<2 | bumps
+	q, ok := s.threadUpdates.Load(key)
+	if !ok {
+		q, _ = s.threadUpdates.LoadOrStore(key, threadUpdateSQL(s.d, mask, bumps))
+	}
+	return q.(string), append(args, id)
+}
+
+// threadUpdateSQL is the text of ThreadUpdate for a patch mask and bumps
+// (1: the turn counter, 2: the item counter).
+func threadUpdateSQL(d Dialect, mask, bumps int) string {
+	var set []string
+	n := 0
+	param := func() string {
+		n++
+		return d.Param(n)
+	}
+	set = appendSetClauses(set, threadPatchSets, mask, param)
+	for i, c := range []string{"turn_seq", "item_seq"} {
+		if bumps&(1<<i) != 0 {
+			set = append(set, c+" = "+c+" + "+param())
+		}
+	}
+	if len(set) == 0 {
+		set = append(set, "archived = archived")
+	}
+	return "UPDATE threads SET " + strings.Join(set, ", ") + " WHERE id = " + param() + " RETURNING turn_seq, item_seq"
+}
+
+// threadPatchArgs returns the patch mask of u and the arguments of its
+// SET clause, with room for extra more.
+func (s *Statements) threadPatchArgs(u store.ThreadPatch, extra int) (int, []any) {
 	// Room for every field and the id, so that one allocation suffices.
-	args := make([]any, 0, 10)
+	args := make([]any, 0, 10+extra)
 	mask := 0
 	if u.Name != nil {
 		mask |= threadSetName
@@ -283,7 +356,7 @@ func (s *Statements) ThreadPatch(u store.ThreadPatch) (string, []any) {
 		mask |= threadSetReadState
 		args = append(args, s.json(NullableJSON(u.ReadState)))
 	}
-	return s.threadPatches[mask], append(args, u.ID)
+	return mask, args
 }
 
 // The optional fields of a turn patch, as bits of a turnPatches index.

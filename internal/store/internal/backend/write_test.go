@@ -166,3 +166,26 @@ func TestInsertStatements(t *testing.T) {
 		require.Equal(t, []any{"th", int64(4), "tu", "i", "x", `{}`, d.TimeArg(at)}, st.ItemArgs(it), d.Name)
 	}
 }
+
+// ThreadUpdate patches a thread and bumps its counters in one statement,
+// with its parameters in the order of its arguments in every dialect.
+func TestThreadUpdateSQL(t *testing.T) {
+	name := "Name"
+	for _, st := range statements {
+		d := st.Dialect()
+		q, args := st.ThreadUpdate("th", &store.ThreadPatch{ID: "th", Name: &name, Meta: json.RawMessage(`{"m":1}`)}, 2, 3)
+		require.Equal(t, "UPDATE threads SET name = "+d.Param(1)+", name_fold = "+d.Param(2)+", meta = "+d.Param(3)+
+			", turn_seq = turn_seq + "+d.Param(4)+", item_seq = item_seq + "+d.Param(5)+" WHERE id = "+d.Param(6)+
+			" RETURNING turn_seq, item_seq", q)
+		require.Len(t, args, 6)
+		require.Equal(t, []any{"Name", "name", int64(2), int64(3), "th"}, []any{args[0], args[1], args[3], args[4], args[5]})
+
+		q, args = st.ThreadUpdate("th", nil, 0, 4)
+		require.Equal(t, "UPDATE threads SET item_seq = item_seq + "+d.Param(1)+" WHERE id = "+d.Param(2)+" RETURNING turn_seq, item_seq", q)
+		require.Equal(t, []any{int64(4), "th"}, args)
+
+		q, args = st.ThreadUpdate("th", &store.ThreadPatch{ID: "th"}, 0, 0)
+		require.Equal(t, "UPDATE threads SET archived = archived WHERE id = "+d.Param(1)+" RETURNING turn_seq, item_seq", q)
+		require.Equal(t, []any{"th"}, args)
+	}
+}
