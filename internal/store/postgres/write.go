@@ -184,14 +184,31 @@ func threadSteps(p *backend.Plan, fences []store.Fence) []step {
 			}, nil),
 		})
 	}
+	if len(p.DropTurns) == 0 {
+		// One UPDATE a thread, its patch and its counters' bumps.
+		for _, tw := range p.ThreadWrites() {
+			sql, args := tw.SQL(statements)
+			if !tw.Bumps() {
+				steps = append(steps, patchStep(sql, args, tw.ID))
+				continue
+			}
+			steps = append(steps, step{sql: sql, args: args, read: func(br pgx.BatchResults) error {
+				var turnSeq, itemSeq int64
+				if err := br.QueryRow().Scan(&turnSeq, &itemSeq); err != nil {
+					if isNoRows(err) {
+						return backend.ThreadNotFound(tw.ID)
+					}
+					return storageErr(err)
+				}
+				tw.Assign(p, turnSeq, itemSeq)
+				return nil
+			}})
+		}
+		return steps
+	}
 	for _, u := range p.UpdateThreads {
 		sql, args := statements.ThreadPatch(u)
-		steps = append(steps, step{sql: sql, args: args, read: execStep(storageErr, func(n int64) error {
-			if n == 0 {
-				return backend.ThreadNotFound(u.ID)
-			}
-			return nil
-		})})
+		steps = append(steps, patchStep(sql, args, u.ID))
 	}
 	for _, d := range p.DropTurns {
 		for i, q := range dropTurns {
@@ -228,6 +245,16 @@ func threadSteps(p *backend.Plan, fences []store.Fence) []step {
 	seqSteps(p.TurnGroups, statements.BumpTurnSeq, func(i int, seq int64) { p.CreateTurns[i].Seq = seq })
 	seqSteps(p.ItemGroups, statements.BumpItemSeq, func(i int, seq int64) { p.AppendItems[i].Seq = seq })
 	return steps
+}
+
+// patchStep runs the patch sql of thread id.
+func patchStep(sql string, args []any, id string) step {
+	return step{sql: sql, args: args, read: execStep(storageErr, func(n int64) error {
+		if n == 0 {
+			return backend.ThreadNotFound(id)
+		}
+		return nil
+	})}
 }
 
 // eventSteps insert the events with one statement, whatever their number,

@@ -239,88 +239,29 @@ var dropTurns = backend.DropTurnsSQL(backend.SQLite)
 
 // updateThreads applies the plan's thread patches, drops its dropped
 // turns and bumps the turn and item counters of its threads, handing out
-// the seqs of the turns and items it creates. Without dropped turns
-// (whose reset of the counters comes between the patches and the bumps)
-// that is one UPDATE a thread, its patch and its bumps together, where it
-// was one for the patch and one for each counter, each rewriting the
-// thread's row: a plain turn's two commits made four such UPDATEs and now
-// make two. BenchmarkPlainTurnWrites/events=7 (this package, 3,000 turns,
-// alternating builds): see bench/README.md "One UPDATE of a thread a
-// commit".
+// the seqs of the turns and items it creates: one UPDATE a thread
+// (Plan.ThreadWrites) unless the plan drops turns.
 func updateThreads(w *txWriter, p *backend.Plan) error {
 	if len(p.DropTurns) > 0 {
 		return updateThreadsApart(w, p)
 	}
-	type bumps struct {
-		id           string
-		turns, items *backend.Group
-		patched      bool
-	}
-	var all []bumps
-	find := func(id string) int {
-		for k := range all {
-			if all[k].id == id {
-				return k
-			}
-		}
-		all = append(all, bumps{id: id})
-		return len(all) - 1
-	}
-	for g := range p.TurnGroups {
-		all[find(p.TurnGroups[g].ThreadID)].turns = &p.TurnGroups[g]
-	}
-	for g := range p.ItemGroups {
-		all[find(p.ItemGroups[g].ThreadID)].items = &p.ItemGroups[g]
-	}
-	update := func(b *bumps, u *store.ThreadPatch) error {
-		var turns, items int64
-		if b.turns != nil {
-			turns = int64(len(b.turns.Idx))
-		}
-		if b.items != nil {
-			items = int64(len(b.items.Idx))
-		}
-		q, args := statements.ThreadUpdate(b.id, u, turns, items)
-		var turnSeq, itemSeq int64
-		err := w.queryRow(q, args...).Scan(&turnSeq, &itemSeq)
-		if errors.Is(err, sql.ErrNoRows) {
-			return backend.ThreadNotFound(b.id)
-		}
-		if err != nil {
-			return storageErr(err)
-		}
-		if b.turns != nil {
-			for k, i := range b.turns.Idx {
-				p.CreateTurns[i].Seq = turnSeq - turns + 1 + int64(k)
-			}
-		}
-		if b.items != nil {
-			for k, i := range b.items.Idx {
-				p.AppendItems[i].Seq = itemSeq - items + 1 + int64(k)
-			}
-		}
-		return nil
-	}
-	for i := range p.UpdateThreads {
-		u := &p.UpdateThreads[i]
-		k := slices.IndexFunc(all, func(b bumps) bool { return b.id == u.ID && !b.patched })
-		if k < 0 {
-			if err := patchThread(w, *u); err != nil {
+	for _, tw := range p.ThreadWrites() {
+		q, args := tw.SQL(statements)
+		if !tw.Bumps() {
+			if err := patched(w, q, args, tw.ID); err != nil {
 				return err
 			}
 			continue
 		}
-		all[k].patched = true
-		if err := update(&all[k], u); err != nil {
-			return err
+		var turnSeq, itemSeq int64
+		err := w.queryRow(q, args...).Scan(&turnSeq, &itemSeq)
+		if errors.Is(err, sql.ErrNoRows) {
+			return backend.ThreadNotFound(tw.ID)
 		}
-	}
-	for k := range all {
-		if !all[k].patched {
-			if err := update(&all[k], nil); err != nil {
-				return err
-			}
+		if err != nil {
+			return storageErr(err)
 		}
+		tw.Assign(p, turnSeq, itemSeq)
 	}
 	return nil
 }
@@ -329,7 +270,8 @@ func updateThreads(w *txWriter, p *backend.Plan) error {
 // patches, the drops, then each counter's bump.
 func updateThreadsApart(w *txWriter, p *backend.Plan) error {
 	for _, u := range p.UpdateThreads {
-		if err := patchThread(w, u); err != nil {
+		q, args := statements.ThreadPatch(u)
+		if err := patched(w, q, args, u.ID); err != nil {
 			return err
 		}
 	}
@@ -352,15 +294,14 @@ func updateThreadsApart(w *txWriter, p *backend.Plan) error {
 	return assignSeqs(w, p.ItemGroups, statements.BumpItemSeq, func(i int, seq int64) { p.AppendItems[i].Seq = seq })
 }
 
-// patchThread applies u alone.
-func patchThread(w *txWriter, u store.ThreadPatch) error {
-	q, args := statements.ThreadPatch(u)
+// patched runs the patch q of thread id.
+func patched(w *txWriter, q string, args []any, id string) error {
 	found, err := execOne(w, q, args)
 	if err != nil {
 		return err
 	}
 	if !found {
-		return backend.ThreadNotFound(u.ID)
+		return backend.ThreadNotFound(id)
 	}
 	return nil
 }

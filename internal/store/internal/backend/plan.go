@@ -332,3 +332,86 @@ func Page[T any](rows []T, limit int, cursorOf func(T) Cursor) (page []T, next, 
 	}
 	return rows, next, back
 }
+
+// ThreadWrite is one statement of a plan's writes to a thread's row: its
+// patch, the bumps of its turn and item counters, or both.
+type ThreadWrite struct {
+	ID    string
+	Patch *store.ThreadPatch
+	// Turns and Items are the thread's new turns and items, when the plan
+	// makes some: the counters' bumps.
+	Turns, Items *Group
+}
+
+// Bumps reports whether w bumps a counter (then it is a ThreadUpdate,
+// which returns the counters; else a ThreadPatch).
+func (w *ThreadWrite) Bumps() bool { return w.Turns != nil || w.Items != nil }
+
+// SQL returns w's statement and arguments in st.
+func (w *ThreadWrite) SQL(st *Statements) (string, []any) {
+	if !w.Bumps() {
+		return st.ThreadPatch(*w.Patch)
+	}
+	turns, items := w.counts()
+	return st.ThreadUpdate(w.ID, w.Patch, turns, items)
+}
+
+func (w *ThreadWrite) counts() (turns, items int64) {
+	if w.Turns != nil {
+		turns = int64(len(w.Turns.Idx))
+	}
+	if w.Items != nil {
+		items = int64(len(w.Items.Idx))
+	}
+	return turns, items
+}
+
+// Assign hands out the seqs of w's turns and items in p from the counters
+// its ThreadUpdate returned.
+func (w *ThreadWrite) Assign(p *Plan, turnSeq, itemSeq int64) {
+	turns, items := w.counts()
+	if w.Turns != nil {
+		for k, i := range w.Turns.Idx {
+			p.CreateTurns[i].Seq = turnSeq - turns + 1 + int64(k)
+		}
+	}
+	if w.Items != nil {
+		for k, i := range w.Items.Idx {
+			p.AppendItems[i].Seq = itemSeq - items + 1 + int64(k)
+		}
+	}
+}
+
+// ThreadWrites returns the writes to p's threads' rows, in order: each
+// patch, the first patch of a thread carrying its counters' bumps, then
+// the bumps of the threads with no patch. One statement a thread where
+// there were one for the patch and one for each counter, each rewriting
+// the row: a plain turn's two commits made four and make two (see
+// bench/README.md "One UPDATE of a thread a commit"). It must not be used
+// for a plan that drops turns: their reset of the counters comes between
+// the patches and the bumps.
+func (p *Plan) ThreadWrites() []ThreadWrite {
+	writes := make([]ThreadWrite, 0, len(p.UpdateThreads)+len(p.TurnGroups)+len(p.ItemGroups))
+	for i := range p.UpdateThreads {
+		writes = append(writes, ThreadWrite{ID: p.UpdateThreads[i].ID, Patch: &p.UpdateThreads[i]})
+	}
+	// The write that carries thread id's bumps: its first patch, or a
+	// write of its own. (writes never grows past its capacity, so the
+	// pointer holds until the next call.)
+	carrier := func(id string) *ThreadWrite {
+		for k := range writes {
+			if writes[k].ID == id {
+				return &writes[k]
+			}
+		}
+		writes = append(writes, ThreadWrite{ID: id})
+		return &writes[len(writes)-1]
+	}
+	for g := range p.TurnGroups {
+		carrier(p.TurnGroups[g].ThreadID).Turns = &p.TurnGroups[g]
+	}
+	for g := range p.ItemGroups {
+		carrier(p.ItemGroups[g].ThreadID).Items = &p.ItemGroups[g]
+	}
+	return writes
+}
