@@ -63,3 +63,19 @@ func BenchmarkString(b *testing.B) {
 		})
 	}
 }
+
+// FuzzString holds the word-wise String to the byte-wise scan on any
+// input.
+func FuzzString(f *testing.F) {
+	for _, s := range []string{`"abcdefghijklmnop"`, "\"abcdefg\x80\xa0\xbf\xff\\\"x\"", "\"\x1f\x20\x7f\x21\"", `"\u00e9\\\/"`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if len(b) == 0 {
+			return
+		}
+		gotEnd, gotEsc, gotHigh, gotOK := String(b, 0)
+		end, esc, high, ok := stringByBytes(b, 0)
+		require.Equal(t, []any{end, esc, high, ok}, []any{gotEnd, gotEsc, gotHigh, gotOK}, "%q", b)
+	})
+}

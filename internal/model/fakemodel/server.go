@@ -351,11 +351,14 @@ func (f facts) matches(m *Match) bool {
 // "role"), as encoding/json matches struct fields; the daemon's requests
 // spell them one way.
 type request struct {
-	Stream        any         `json:"stream"`
-	Model         any         `json:"model"`
-	StreamOptions any         `json:"stream_options"`
-	Input         []inputItem `json:"input"`
-	Messages      []inputItem `json:"messages"`
+	Stream        any `json:"stream"`
+	Model         any `json:"model"`
+	StreamOptions any `json:"stream_options"`
+	// Input has every item of the request, but read by scanRequest only
+	// the items requestFacts looks at are filled in: those before the
+	// last user message are zero (scanInput).
+	Input    []inputItem `json:"input"`
+	Messages []inputItem `json:"messages"`
 	// InputText is input when it is a string.
 	InputText string `json:"-"`
 }

@@ -2309,10 +2309,18 @@ func testThreadsPatchedAndCounted(t *testing.T, s store.Store) {
 	require.NoError(t, err)
 	requireJSONEq(t, json.RawMessage(`{"b":1}`), got.Meta)
 
-	// The next ones follow on, patch or none.
+	// The next ones follow on, patch or none, beside a thread that is
+	// only patched.
 	a4, c3 := newTurn(a.ID), newTurn(c.ID)
-	write(t, s, &store.Batch{CreateTurns: []*store.Turn{a4, c3}, UpdateThreads: []store.ThreadPatch{{ID: c.ID}}})
+	write(t, s, &store.Batch{CreateTurns: []*store.Turn{a4, c3},
+		UpdateThreads: []store.ThreadPatch{{ID: c.ID}, {ID: b.ID, Name: ptr("only patched")}}})
 	require.Equal(t, []int64{4, 3}, []int64{a4.Seq, c3.Seq})
+	got, err = s.GetThread(t.Context(), b.ID)
+	require.NoError(t, err)
+	require.Equal(t, "only patched", *got.Name)
+	requireJSONEq(t, json.RawMessage(`{"b":1}`), got.Meta)
+	err = s.Write(t.Context(), &store.Batch{UpdateThreads: []store.ThreadPatch{{ID: newID(), Name: ptr("x")}}, CreateTurns: []*store.Turn{newTurn(a.ID)}})
+	requireCode(t, err, apperr.NotFound)
 
 	unknown := newID()
 	lost := newItem(a.ID, aTurn.ID)
@@ -2321,6 +2329,9 @@ func testThreadsPatchedAndCounted(t *testing.T, s store.Store) {
 		CreateTurns:   []*store.Turn{newTurn(unknown)},
 		UpdateThreads: []store.ThreadPatch{{ID: unknown, Name: ptr("x")}},
 	})
+	requireCode(t, err, apperr.NotFound)
+	// Counted but not patched: the bump alone finds no thread.
+	err = s.Write(t.Context(), &store.Batch{AppendItems: []*store.Item{newItem(a.ID, aTurn.ID)}, CreateTurns: []*store.Turn{newTurn(newID())}})
 	requireCode(t, err, apperr.NotFound)
 	require.Equal(t, []int64{1, 2, 3, 4}, itemSeqs(listItems(t, s, store.ItemsQuery{ThreadID: a.ID})), "nothing of the failed batch is stored")
 	next := newItem(a.ID, aTurn.ID)
