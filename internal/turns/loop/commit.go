@@ -3,6 +3,7 @@ package loop
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/appserver/appserver/api"
@@ -150,9 +151,20 @@ type roundCommit struct {
 	// running is set when the commit was started as it was pipelined (a
 	// turn's first, RunInputOverlapped): no request starts it.
 	running bool
+	// inline is set when the commit runs on the goroutine that starts it
+	// first, rather than on one of its own; a later start does nothing
+	// (a turn's first, RunInputOverlapped).
+	inline  bool
+	claimed atomic.Bool
 }
 
 func (c *roundCommit) start() {
+	if c.inline {
+		if c.claimed.CompareAndSwap(false, true) {
+			c.run()
+		}
+		return
+	}
 	c.once.Do(func() {
 		go func() {
 			stackgrow.Grow()

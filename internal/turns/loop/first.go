@@ -12,16 +12,25 @@ import (
 // the write runs (RunInputOverlapped), and announces nothing of the turn
 // until the write has succeeded and the answer has been handed over.
 type FirstCommit struct {
-	once     sync.Once
-	decided  chan struct{} // closed once err is set (Stored)
-	err      error
-	answered chan struct{} // closed by Answered
-	aonce    sync.Once
+	once    sync.Once
+	decided chan struct{} // closed once err is set (Stored)
+	err     error
+	aonce   sync.Once // Answered's
+	// ready is closed once the turn may go on: answered (Answered), or
+	// decided with a failure (one wake of the turn's goroutine, not two).
+	ready chan struct{}
+	rdone sync.Once
+
+	mu sync.Mutex // guards the two below
+	// then runs on Answered's goroutine once the answer went
+	// (whenAnswered); gone is set from then on.
+	then func()
+	gone bool
 }
 
 // NewFirstCommit returns a first commit neither decided nor answered.
 func NewFirstCommit() *FirstCommit {
-	return &FirstCommit{decided: make(chan struct{}), answered: make(chan struct{})}
+	return &FirstCommit{decided: make(chan struct{}), ready: make(chan struct{})}
 }
 
 // Stored reports the write's outcome, once; a failure leaves the turn
@@ -31,13 +40,40 @@ func (f *FirstCommit) Stored(err error) {
 	f.once.Do(func() {
 		f.err = err
 		close(f.decided)
+		if err != nil {
+			f.rdone.Do(func() { close(f.ready) })
+		}
 	})
 }
 
 // Answered tells the turn that turn/start has been answered: the turn's
 // announcements may follow. It must be called once the write succeeded
 // (the turn's After); the turn announces nothing before.
-func (f *FirstCommit) Answered() { f.aonce.Do(func() { close(f.answered) }) }
+func (f *FirstCommit) Answered() {
+	f.aonce.Do(func() {
+		f.rdone.Do(func() { close(f.ready) })
+		f.mu.Lock()
+		f.gone = true
+		then := f.then
+		f.mu.Unlock()
+		if then != nil {
+			then()
+		}
+	})
+}
+
+// whenAnswered has fn run by Answered, on its caller's goroutine, once
+// the answer went; or now, on this one, when it went already.
+func (f *FirstCommit) whenAnswered(fn func()) {
+	f.mu.Lock()
+	if !f.gone {
+		f.then = fn
+		f.mu.Unlock()
+		return
+	}
+	f.mu.Unlock()
+	fn()
+}
 
 // failed waits for the write's outcome and reports whether it failed.
 func (f *FirstCommit) failed() bool {
@@ -57,21 +93,28 @@ func (f *FirstCommit) failed() bool {
 // announced and written nothing and left Done open, when the write
 // failed; the table then abandons the turn.
 func (r *Run) RunInputOverlapped(first api.ThreadItem, fc *FirstCommit) bool {
-	c := &roundCommit{done: make(chan error, 1), what: "turn", running: true}
+	// The announcement runs on no goroutine of its own: on the one that
+	// hands the answer over, as soon as it has (the model may take
+	// seconds), or on the turn goroutine when that settles first, as it
+	// does when the model answers before the write is over. Then the turn
+	// goes on from its announcement without another goroutine waking it.
+	c := &roundCommit{done: make(chan error, 1), what: "turn", running: true, inline: true}
 	c.announce = func(Emit) { r.announceStart(first) }
 	c.run = func() {
+		// Answered comes after Stored, so that decided is closed once
+		// ready is.
+		<-fc.ready
 		if fc.failed() {
 			c.done <- fc.err
 			return
 		}
-		<-fc.answered
 		c.announce(r.t.Emit)
 		c.done <- nil
 	}
 	r.first = fc
 	r.commits.pipeline(c)
 	// Announced as soon as it may be, not when the turn next settles.
-	c.start()
+	fc.whenAnswered(c.start)
 	var err error
 	if r.budget != nil {
 		err = r.commits.settle()
