@@ -55,7 +55,7 @@ func (rc *roundCommitter) pipeline(c *roundCommit) { rc.pending = c }
 // back. Call stop once the request is over.
 func (rc *roundCommitter) startOnSend(req *model.Request) (stop func()) {
 	p := rc.pending
-	if p == nil || p.running {
+	if p == nil || p.running || p.inline {
 		return func() {}
 	}
 	req.Sent = p.start
@@ -132,8 +132,8 @@ func (r *Run) recordUsage(u model.Usage, withHistory bool) error {
 }
 
 // roundCommit is a commit prepared by recordUsageAsync: start runs it in
-// the background (once, from any goroutine), wait starts it if need be and
-// waits for it.
+// the background (once, from any goroutine), or, inline, on the goroutine
+// that calls it first; wait starts it if need be and waits for it.
 type roundCommit struct {
 	once sync.Once
 	run  func()
@@ -148,12 +148,14 @@ type roundCommit struct {
 	// what names the commit in its error: the turn's history, or the
 	// last response's token usage.
 	what string
-	// running is set when the commit was started as it was pipelined (a
-	// turn's first, RunInputOverlapped): no request starts it.
+	// running is set when the commit is started by something other than
+	// the next request (a turn's first, RunInputOverlapped: the answer to
+	// turn/start, or the turn's settle): no request starts it.
 	running bool
 	// inline is set when the commit runs on the goroutine that starts it
 	// first, rather than on one of its own; a later start does nothing
-	// (a turn's first, RunInputOverlapped).
+	// (a turn's first, RunInputOverlapped). An inline commit may block on
+	// what it waits for: no request or timer starts it.
 	inline  bool
 	claimed atomic.Bool
 }

@@ -1,6 +1,7 @@
 package loop
 
 import (
+	"fmt"
 	"sync"
 
 	"github.com/appserver/appserver/api"
@@ -48,7 +49,11 @@ func (f *FirstCommit) Stored(err error) {
 
 // Answered tells the turn that turn/start has been answered: the turn's
 // announcements may follow. It must be called once the write succeeded
-// (the turn's After); the turn announces nothing before.
+// (the turn's After); the turn announces nothing before. Unless the
+// turn's goroutine waits for it already, the turn's first announcement
+// (its status, turn/started, the user message) runs on the caller's
+// goroutine before Answered returns: the caller must hold no lock of the
+// thread.
 func (f *FirstCommit) Answered() {
 	f.aonce.Do(func() {
 		f.rdone.Do(func() { close(f.ready) })
@@ -95,12 +100,23 @@ func (f *FirstCommit) failed() bool {
 func (r *Run) RunInputOverlapped(first api.ThreadItem, fc *FirstCommit) bool {
 	// The announcement runs on no goroutine of its own: on the one that
 	// hands the answer over, as soon as it has (the model may take
-	// seconds), or on the turn goroutine when that settles first, as it
-	// does when the model answers before the write is over. Then the turn
-	// goes on from its announcement without another goroutine waking it.
+	// seconds), or on the turn goroutine when that settles before the
+	// answer is handed over (it does when the model answers before the
+	// write is over, and always for a turn whose budget is watched). Then
+	// the turn goes on from its announcement without another goroutine
+	// waking it.
 	c := &roundCommit{done: make(chan error, 1), what: "turn", running: true, inline: true}
 	c.announce = func(Emit) { r.announceStart(first) }
 	c.run = func() {
+		// A panic of the announcement, which may run on a goroutine that
+		// recovers (a tool's, an HTTP handler's), must not leave the
+		// turn waiting for it.
+		defer func() {
+			if p := recover(); p != nil {
+				c.done <- fmt.Errorf("announcing the turn: panic: %v", p)
+				panic(p)
+			}
+		}()
 		// Answered comes after Stored, so that decided is closed once
 		// ready is.
 		<-fc.ready
