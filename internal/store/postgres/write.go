@@ -184,32 +184,8 @@ func threadSteps(p *backend.Plan, fences []store.Fence) []step {
 			}, nil),
 		})
 	}
-	if len(p.DropTurns) == 0 {
-		// One UPDATE a thread, its patch and its counters' bumps.
-		for _, tw := range p.ThreadWrites() {
-			sql, args := tw.SQL(statements)
-			if !tw.Bumps() {
-				steps = append(steps, patchStep(sql, args, tw.ID))
-				continue
-			}
-			steps = append(steps, step{sql: sql, args: args, read: func(br pgx.BatchResults) error {
-				var turnSeq, itemSeq int64
-				if err := br.QueryRow().Scan(&turnSeq, &itemSeq); err != nil {
-					if isNoRows(err) {
-						return backend.ThreadNotFound(tw.ID)
-					}
-					return storageErr(err)
-				}
-				tw.Assign(p, turnSeq, itemSeq)
-				return nil
-			}})
-		}
-		return steps
-	}
-	for _, u := range p.UpdateThreads {
-		sql, args := statements.ThreadPatch(u)
-		steps = append(steps, patchStep(sql, args, u.ID))
-	}
+	before, after := p.ThreadWrites()
+	steps = appendThreadWrites(steps, p, before)
 	for _, d := range p.DropTurns {
 		for i, q := range dropTurns {
 			steps = append(steps, step{sql: q, args: backend.DropTurnsArgs(i, d), read: execStep(storageErr, func(n int64) error {
@@ -220,41 +196,36 @@ func threadSteps(p *backend.Plan, fences []store.Fence) []step {
 			})})
 		}
 	}
-	seqSteps := func(groups []backend.Group, bump string, assign func(i int, seq int64)) {
-		for _, g := range groups {
-			steps = append(steps, step{
-				sql:  bump,
-				args: []any{int64(len(g.Idx)), g.ThreadID},
-				read: func(br pgx.BatchResults) error {
-					var last int64
-					if err := br.QueryRow().Scan(&last); err != nil {
-						if isNoRows(err) {
-							return backend.ThreadNotFound(g.ThreadID)
-						}
-						return storageErr(err)
-					}
-					first := last - int64(len(g.Idx)) + 1
-					for k, i := range g.Idx {
-						assign(i, first+int64(k))
-					}
-					return nil
-				},
-			})
-		}
-	}
-	seqSteps(p.TurnGroups, statements.BumpTurnSeq, func(i int, seq int64) { p.CreateTurns[i].Seq = seq })
-	seqSteps(p.ItemGroups, statements.BumpItemSeq, func(i int, seq int64) { p.AppendItems[i].Seq = seq })
-	return steps
+	return appendThreadWrites(steps, p, after)
 }
 
-// patchStep runs the patch sql of thread id.
-func patchStep(sql string, args []any, id string) step {
-	return step{sql: sql, args: args, read: execStep(storageErr, func(n int64) error {
-		if n == 0 {
-			return backend.ThreadNotFound(id)
+// appendThreadWrites appends the steps of writes, in order (one UPDATE of a
+// thread's row each: Plan.ThreadWrites).
+func appendThreadWrites(steps []step, p *backend.Plan, writes []backend.ThreadWrite) []step {
+	for _, tw := range writes {
+		sql, args := tw.SQL(statements)
+		if !tw.Bumps() {
+			steps = append(steps, step{sql: sql, args: args, read: execStep(storageErr, func(n int64) error {
+				if n == 0 {
+					return backend.ThreadNotFound(tw.ID)
+				}
+				return nil
+			})})
+			continue
 		}
-		return nil
-	})}
+		steps = append(steps, step{sql: sql, args: args, read: func(br pgx.BatchResults) error {
+			var turnSeq, itemSeq int64
+			if err := br.QueryRow().Scan(&turnSeq, &itemSeq); err != nil {
+				if isNoRows(err) {
+					return backend.ThreadNotFound(tw.ID)
+				}
+				return storageErr(err)
+			}
+			tw.Assign(p, turnSeq, itemSeq)
+			return nil
+		}})
+	}
+	return steps
 }
 
 // eventSteps insert the events with one statement, whatever their number,

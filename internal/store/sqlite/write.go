@@ -240,40 +240,12 @@ var dropTurns = backend.DropTurnsSQL(backend.SQLite)
 // updateThreads applies the plan's thread patches, drops its dropped
 // turns and bumps the turn and item counters of its threads, handing out
 // the seqs of the turns and items it creates: one UPDATE a thread
-// (Plan.ThreadWrites) unless the plan drops turns.
+// (Plan.ThreadWrites) before the drops, and one after for the counters a
+// patch did not bump.
 func updateThreads(w *txWriter, p *backend.Plan) error {
-	if len(p.DropTurns) > 0 {
-		return updateThreadsApart(w, p)
-	}
-	for _, tw := range p.ThreadWrites() {
-		q, args := tw.SQL(statements)
-		if !tw.Bumps() {
-			if err := patched(w, q, args, tw.ID); err != nil {
-				return err
-			}
-			continue
-		}
-		var turnSeq, itemSeq int64
-		err := w.queryRow(q, args...).Scan(&turnSeq, &itemSeq)
-		if errors.Is(err, sql.ErrNoRows) {
-			return backend.ThreadNotFound(tw.ID)
-		}
-		if err != nil {
-			return storageErr(err)
-		}
-		tw.Assign(p, turnSeq, itemSeq)
-	}
-	return nil
-}
-
-// updateThreadsApart is updateThreads for a plan that drops turns: the
-// patches, the drops, then each counter's bump.
-func updateThreadsApart(w *txWriter, p *backend.Plan) error {
-	for _, u := range p.UpdateThreads {
-		q, args := statements.ThreadPatch(u)
-		if err := patched(w, q, args, u.ID); err != nil {
-			return err
-		}
+	before, after := p.ThreadWrites()
+	if err := threadWrites(w, p, before); err != nil {
+		return err
 	}
 	for _, d := range p.DropTurns {
 		for i, q := range dropTurns {
@@ -288,40 +260,32 @@ func updateThreadsApart(w *txWriter, p *backend.Plan) error {
 			}
 		}
 	}
-	if err := assignSeqs(w, p.TurnGroups, statements.BumpTurnSeq, func(i int, seq int64) { p.CreateTurns[i].Seq = seq }); err != nil {
-		return err
-	}
-	return assignSeqs(w, p.ItemGroups, statements.BumpItemSeq, func(i int, seq int64) { p.AppendItems[i].Seq = seq })
+	return threadWrites(w, p, after)
 }
 
-// patched runs the patch q of thread id.
-func patched(w *txWriter, q string, args []any, id string) error {
-	found, err := execOne(w, q, args)
-	if err != nil {
-		return err
-	}
-	if !found {
-		return backend.ThreadNotFound(id)
-	}
-	return nil
-}
-
-// assignSeqs bumps each group's counter once with bump and hands out the
-// range it reserved, in the group's order.
-func assignSeqs(w *txWriter, groups []backend.Group, bump string, assign func(i int, seq int64)) error {
-	for _, g := range groups {
-		var last int64
-		err := w.queryRow(bump, int64(len(g.Idx)), g.ThreadID).Scan(&last)
+// threadWrites runs writes in order.
+func threadWrites(w *txWriter, p *backend.Plan, writes []backend.ThreadWrite) error {
+	for _, tw := range writes {
+		q, args := tw.SQL(statements)
+		if !tw.Bumps() {
+			found, err := execOne(w, q, args)
+			if err != nil {
+				return err
+			}
+			if !found {
+				return backend.ThreadNotFound(tw.ID)
+			}
+			continue
+		}
+		var turnSeq, itemSeq int64
+		err := w.queryRow(q, args...).Scan(&turnSeq, &itemSeq)
 		if errors.Is(err, sql.ErrNoRows) {
-			return backend.ThreadNotFound(g.ThreadID)
+			return backend.ThreadNotFound(tw.ID)
 		}
 		if err != nil {
 			return storageErr(err)
 		}
-		first := last - int64(len(g.Idx)) + 1
-		for k, i := range g.Idx {
-			assign(i, first+int64(k))
-		}
+		tw.Assign(p, turnSeq, itemSeq)
 	}
 	return nil
 }

@@ -55,7 +55,7 @@ func (rc *roundCommitter) pipeline(c *roundCommit) { rc.pending = c }
 // back. Call stop once the request is over.
 func (rc *roundCommitter) startOnSend(req *model.Request) (stop func()) {
 	p := rc.pending
-	if p == nil || p.running || p.inline {
+	if p == nil || p.inline {
 		return func() {}
 	}
 	req.Sent = p.start
@@ -135,8 +135,7 @@ func (r *Run) recordUsage(u model.Usage, withHistory bool) error {
 // the background (once, from any goroutine), or, inline, on the goroutine
 // that calls it first; wait starts it if need be and waits for it.
 type roundCommit struct {
-	once sync.Once
-	run  func()
+	run func()
 	// announce tells the clients what the commit carried, once stored,
 	// through emit (the thread's Emit, or a turn end's list of the
 	// notifications that ride its commit).
@@ -148,31 +147,28 @@ type roundCommit struct {
 	// what names the commit in its error: the turn's history, or the
 	// last response's token usage.
 	what string
-	// running is set when the commit is started by something other than
-	// the next request (a turn's first, RunInputOverlapped: the answer to
-	// turn/start, or the turn's settle): no request starts it.
-	running bool
 	// inline is set when the commit runs on the goroutine that starts it
-	// first, rather than on one of its own; a later start does nothing
-	// (a turn's first, RunInputOverlapped). An inline commit may block on
-	// what it waits for: no request or timer starts it.
-	inline  bool
+	// first, rather than on one of its own (a turn's first,
+	// RunInputOverlapped: the answer to turn/start, or the turn's
+	// settle). An inline commit may block on what it waits for: no
+	// request or timer starts it.
+	inline bool
+	// claimed is set by the first start; a later one does nothing.
 	claimed atomic.Bool
 }
 
 func (c *roundCommit) start() {
-	if c.inline {
-		if c.claimed.CompareAndSwap(false, true) {
-			c.run()
-		}
+	if !c.claimed.CompareAndSwap(false, true) {
 		return
 	}
-	c.once.Do(func() {
-		go func() {
-			stackgrow.Grow()
-			c.run()
-		}()
-	})
+	if c.inline {
+		c.run()
+		return
+	}
+	go func() {
+		stackgrow.Grow()
+		c.run()
+	}()
 }
 
 // wait returns the commit's failure, which decides the turn: nothing the

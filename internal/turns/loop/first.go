@@ -105,7 +105,7 @@ func (r *Run) RunInputOverlapped(first api.ThreadItem, fc *FirstCommit) bool {
 	// write is over, and always for a turn whose budget is watched). Then
 	// the turn goes on from its announcement without another goroutine
 	// waking it.
-	c := &roundCommit{done: make(chan error, 1), what: "turn", running: true, inline: true}
+	c := &roundCommit{done: make(chan error, 1), what: "turn", inline: true}
 	c.announce = func(Emit) { r.announceStart(first) }
 	c.run = func() {
 		// A panic of the announcement, which may run on a goroutine that

@@ -382,26 +382,32 @@ func (w *ThreadWrite) Assign(p *Plan, turnSeq, itemSeq int64) {
 	}
 }
 
-// ThreadWrites returns the writes to p's threads' rows, in order: each
-// patch, the first patch of a thread carrying its counters' bumps, then
-// the bumps of the threads with no patch. One statement a thread where
-// there were one for the patch and one for each counter, each rewriting
-// the row: a plain turn's two commits made four and make two
-// (BenchmarkPlainTurnWrites/events=7 of internal/store/sqlite, 3,000
-// turns, builds alternating: 648–688 against 689–709 µs of CPU a turn;
-// bench/README.md "One UPDATE of a thread a commit"). It must not be used
-// for a plan that drops turns: their reset of the counters comes between
-// the patches and the bumps.
-func (p *Plan) ThreadWrites() []ThreadWrite {
+// ThreadWrites returns the writes to p's threads' rows in two parts, to
+// run in order with the plan's turn drops between them: before, its
+// patches; after, the bumps its patches do not carry. A thread's counters
+// are bumped together, by its first patch unless the plan drops turns
+// (whose reset of the counters must come between the patches and the
+// bumps). One statement a thread where there were one for the patch and
+// one for each counter, each rewriting the row: a plain turn's two
+// commits made four and make two (BenchmarkPlainTurnWrites/events=7 of
+// internal/store/sqlite, 3,000 turns, builds alternating: 648–688
+// against 689–709 µs of CPU a turn; bench/README.md "One UPDATE of a
+// thread a commit").
+func (p *Plan) ThreadWrites() (before, after []ThreadWrite) {
 	writes := make([]ThreadWrite, 0, len(p.UpdateThreads)+len(p.TurnGroups)+len(p.ItemGroups))
 	for i := range p.UpdateThreads {
 		writes = append(writes, ThreadWrite{ID: p.UpdateThreads[i].ID, Patch: &p.UpdateThreads[i]})
+	}
+	patches := len(writes)
+	from := 0
+	if len(p.DropTurns) > 0 {
+		from = patches
 	}
 	// The write that carries thread id's bumps: its first patch, or a
 	// write of its own. (writes never grows past its capacity, so the
 	// pointer holds until the next call.)
 	carrier := func(id string) *ThreadWrite {
-		for k := range writes {
+		for k := from; k < len(writes); k++ {
 			if writes[k].ID == id {
 				return &writes[k]
 			}
@@ -415,5 +421,5 @@ func (p *Plan) ThreadWrites() []ThreadWrite {
 	for g := range p.ItemGroups {
 		carrier(p.ItemGroups[g].ThreadID).Items = &p.ItemGroups[g]
 	}
-	return writes
+	return writes[:patches], writes[patches:]
 }

@@ -21,10 +21,6 @@ type Statements struct {
 	// InsertAudit takes the arguments of AuditArgs and returns the seq
 	// the store assigned.
 	InsertAudit string
-	// BumpTurnSeq and BumpItemSeq add their first argument to the counter
-	// of the thread whose id is the second, and return the counter's new
-	// value.
-	BumpTurnSeq, BumpItemSeq string
 
 	d             Dialect
 	jsonArg       func([]byte) any
@@ -51,10 +47,6 @@ var threadPatchSets = [][]string{
 // NewStatements returns the write statements of dialect d; jsonArg binds a
 // non-empty JSON value the way the backend's driver needs it.
 func NewStatements(d Dialect, jsonArg func([]byte) any) *Statements {
-	seq := func(column string) string {
-		return "UPDATE threads SET " + column + " = " + column + " + " + d.Param(1) +
-			" WHERE id = " + d.Param(2) + " RETURNING " + column
-	}
 	return &Statements{
 		InsertThread: insertSQL(d, "threads", "id", "name", "name_fold", "preview", "preview_fold", "cwd",
 			"model_provider", "model", "source", "forked_from_id", "archived", "created_at", "updated_at", "recency_at", "meta"),
@@ -62,8 +54,6 @@ func NewStatements(d Dialect, jsonArg func([]byte) any) *Statements {
 		InsertItem: insertSQL(d, "items", "thread_id", "seq", "turn_id", "item_id", "type", "payload", "created_at"),
 		InsertAudit: insertSQL(d, "audit_log", "at", "kind", "principal", "client", "node", "trace_id", "thread_id", "turn_id", "detail") +
 			" RETURNING seq",
-		BumpTurnSeq: seq("turn_seq"),
-		BumpItemSeq: seq("item_seq"),
 
 		d:             d,
 		jsonArg:       jsonArg,

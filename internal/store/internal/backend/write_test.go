@@ -151,8 +151,10 @@ func TestInsertStatements(t *testing.T) {
 			" forked_from_id, archived, created_at, updated_at, recency_at, meta) VALUES ("+p(15)+")", st.InsertThread)
 		require.Equal(t, "INSERT INTO turns (thread_id, id, seq, status, error, started_at, completed_at, meta) VALUES ("+p(8)+")", st.InsertTurn)
 		require.Equal(t, "INSERT INTO items (thread_id, seq, turn_id, item_id, type, payload, created_at) VALUES ("+p(7)+")", st.InsertItem)
-		require.Equal(t, "UPDATE threads SET turn_seq = turn_seq + "+d.Param(1)+" WHERE id = "+d.Param(2)+" RETURNING turn_seq", st.BumpTurnSeq)
-		require.Equal(t, "UPDATE threads SET item_seq = item_seq + "+d.Param(1)+" WHERE id = "+d.Param(2)+" RETURNING item_seq", st.BumpItemSeq)
+		bumpTurns, _ := st.ThreadUpdate("th", nil, 1, 0)
+		require.Equal(t, "UPDATE threads SET turn_seq = turn_seq + "+d.Param(1)+" WHERE id = "+d.Param(2)+" RETURNING turn_seq, item_seq", bumpTurns)
+		bumpItems, _ := st.ThreadUpdate("th", nil, 0, 1)
+		require.Equal(t, "UPDATE threads SET item_seq = item_seq + "+d.Param(1)+" WHERE id = "+d.Param(2)+" RETURNING turn_seq, item_seq", bumpItems)
 
 		th := &store.Thread{ID: "th", Name: &name, Preview: "PRE", Cwd: "/w", ModelProvider: "p", Model: &model, Source: "cli",
 			Archived: true, CreatedAt: at, UpdatedAt: at.Add(1), RecencyAt: at.Add(2)}
