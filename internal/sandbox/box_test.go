@@ -38,16 +38,19 @@ func pooledSandbox(t *testing.T, o Options) *Sandbox {
 }
 
 // boxDaemonEnv makes the test binary, re-executed by
-// TestPooledSandboxEndsWithTheDaemon, play a daemon with a pooled sandbox.
+// TestPooledSandboxEndsWithTheDaemon, play a daemon with a pooled sandbox;
+// its value is the workspace of the command it runs.
 const boxDaemonEnv = "APPSERVER_SANDBOX_TEST_BOX_DAEMON"
 
 // TestPooledSandboxEndsWithTheDaemon kills (SIGKILL) a daemon stand-in
 // whose pooled sandbox runs a command: bubblewrap, the launcher and the
 // command must all go.
 func TestPooledSandboxEndsWithTheDaemon(t *testing.T) {
-	if os.Getenv(boxDaemonEnv) != "" {
+	if dir := os.Getenv(boxDaemonEnv); dir != "" {
+		// The workspace is the parent's: a directory of this process's
+		// own would outlive it, as SIGKILL leaves no cleanup.
 		sb := pooledSandbox(t, Options{})
-		r := Request{Policy: workspacePolicy(false), Cwd: t.TempDir(), Argv: sh("sleep 4731.5"), Env: []string{"PATH=" + os.Getenv("PATH")}, Pool: "daemon"}
+		r := Request{Policy: workspacePolicy(false), Cwd: dir, Argv: sh("sleep 4731.5"), Env: []string{"PATH=" + os.Getenv("PATH")}, Pool: "daemon"}
 		cmd := build(t, context.Background(), sb, r)
 		require.NoError(t, cmd.Start())
 		b := cmd.pooled.box
@@ -56,7 +59,7 @@ func TestPooledSandboxEndsWithTheDaemon(t *testing.T) {
 		return
 	}
 	cmd := exec.Command(selfExe(t), "-test.run=^TestPooledSandboxEndsWithTheDaemon$", "-test.count=1")
-	cmd.Env = append(os.Environ(), boxDaemonEnv+"=1", "GORACE=atexit_sleep_ms=0")
+	cmd.Env = append(os.Environ(), boxDaemonEnv+"="+t.TempDir(), "GORACE=atexit_sleep_ms=0")
 	stdin, err := cmd.StdinPipe()
 	require.NoError(t, err)
 	defer stdin.Close()
