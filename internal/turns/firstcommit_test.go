@@ -2,7 +2,10 @@ package turns_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -178,4 +181,273 @@ func TestFirstCommitFailureLeavesNoTrace(t *testing.T) {
 	require.Equal(t, api.TurnCompleted, notes.lastEnded(t).Status)
 	lines := notes.snapshot()[before:]
 	require.Equal(t, 1, countOf(lines, "turn/started"), "%v", lines)
+}
+
+// readGate holds the write of the batch that creates a turn until the
+// turn's first model response has been read whole (read is closed), or
+// two seconds went by; fail makes that write fail instead of storing it.
+type readGate struct {
+	store.Store
+	read chan struct{}
+	fail error
+	// readFirst is set when the response was read whole before the
+	// write went on.
+	readFirst atomic.Bool
+}
+
+func (g *readGate) Write(ctx context.Context, b *store.Batch) error {
+	if len(b.CreateTurns) == 0 {
+		return g.Store.Write(ctx, b)
+	}
+	select {
+	case <-g.read:
+		g.readFirst.Store(true)
+	case <-time.After(2 * time.Second):
+	}
+	if g.fail != nil {
+		return g.fail
+	}
+	return g.Store.Write(ctx, b)
+}
+
+// readWhole closes read once a model request's response has been read
+// to its end: the stream's last event handled.
+type readWhole struct {
+	model.Client
+	read chan struct{}
+	once sync.Once
+}
+
+func (c *readWhole) Stream(ctx context.Context, req model.Request, fn func(model.Event) error) (model.Result, error) {
+	res, err := c.Client.Stream(ctx, req, fn)
+	c.once.Do(func() { close(c.read) })
+	return res, err
+}
+
+// A quick model's answer, which arrives while the turn and its user
+// message are still being written (here, held until it has been read),
+// is read meanwhile rather than after the write: the turn goroutine
+// handles the response whole and holds what it would announce. None of
+// it goes out before the turn's own announcement, which still waits for
+// the write and the answer to turn/start; then the held notifications
+// follow in order.
+func TestAnswerReadWhileFirstCommitSyncs(t *testing.T) {
+	st, _, client := storeAndModel(t, `{"steps":[{"text":"the answer","chunks":3}]}`)
+	notes := &noteLog{ch: make(chan string, 1024)}
+	started := &startedLog{noteLog: notes}
+	read := make(chan struct{})
+	gate := &readGate{Store: st, read: read}
+	m := toolFreeManager(t, gate, sinkFor(started), &readWhole{Client: client, read: read})
+	threadID, before, after, err := startHelloTurn(t, m, notes)
+	require.NoError(t, err)
+	after = sync.OnceFunc(after)
+	t.Cleanup(after)
+	require.True(t, gate.readFirst.Load(), "the response was read whole while the turn was being stored")
+	time.Sleep(50 * time.Millisecond)
+	require.Empty(t, notes.snapshot()[before:], "announced before the answer")
+
+	after()
+	notes.wait(t, "turn/completed")
+	lines := notes.snapshot()[before:]
+	require.Equal(t, []string{"thread/status/changed active[]", "turn/started", "item/started", "item/completed",
+		"item/started", "item/agentMessage/delta", "item/agentMessage/delta", "item/agentMessage/delta", "item/completed"}, lines[:9],
+		"the turn, its user message, then the response held meanwhile")
+	require.Equal(t, "turn/completed", lines[len(lines)-1])
+	require.Equal(t, api.TurnCompleted, notes.lastEnded(t).Status)
+	require.Equal(t, []string{`{"type":"userMessage"}`, `{"type":"agentMessage","text":""}`}, started.bodies(),
+		"item/started tells the item as it started, though the answer was read whole before it went out")
+	items, err := st.ListItems(context.Background(), store.ItemsQuery{ThreadID: threadID})
+	require.NoError(t, err)
+	require.Len(t, items.Items, 2, "the user message and the answer are stored")
+}
+
+// startedLog is a noteLog that also keeps, for each item/started, the
+// item's type and, for an agent message, its text, as encoded when sent.
+type startedLog struct {
+	*noteLog
+	mu  sync.Mutex
+	got []string
+}
+
+func (l *startedLog) Send(to []turns.ConnID, method string, params any) {
+	if method == "item/started" {
+		raw, err := json.Marshal(params.(api.ItemStartedNotification).Item)
+		var body struct {
+			Type string  `json:"type"`
+			Text *string `json:"text,omitempty"`
+		}
+		if err == nil {
+			err = json.Unmarshal(raw, &body)
+		}
+		if err != nil {
+			panic(err)
+		}
+		if body.Type != "agentMessage" {
+			body.Text = nil
+		}
+		b, _ := json.Marshal(body)
+		l.mu.Lock()
+		l.got = append(l.got, string(b))
+		l.mu.Unlock()
+	}
+	l.noteLog.Send(to, method, params)
+}
+
+func (l *startedLog) bodies() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.got)
+}
+
+// A turn whose first write fails after its whole answer was read
+// announces nothing, not even what it held, and stores nothing.
+func TestAnswerReadWhileFirstCommitFailsLeavesNoTrace(t *testing.T) {
+	st, _, client := storeAndModel(t, `{"steps":[{"text":"the answer","chunks":3},{"text":"again"}]}`)
+	notes := &noteLog{ch: make(chan string, 1024)}
+	read := make(chan struct{})
+	boom := errors.New("disk on fire")
+	gate := &readGate{Store: st, read: read, fail: boom}
+	m := toolFreeManager(t, gate, sinkFor(notes), &readWhole{Client: client, read: read})
+	threadID, before, after, err := startHelloTurn(t, m, notes)
+	require.ErrorIs(t, err, boom)
+	require.Nil(t, after)
+	require.True(t, gate.readFirst.Load(), "the response was read whole before the write failed")
+	require.Eventually(t, func() bool { _, running := m.Counts(); return running == 0 }, 5*time.Second, 5*time.Millisecond)
+	time.Sleep(50 * time.Millisecond)
+	require.Empty(t, notes.snapshot()[before:], "a turn that failed to start announced")
+	turnsOf, err := st.ListTurns(context.Background(), store.TurnsQuery{ThreadID: threadID})
+	require.NoError(t, err)
+	require.Empty(t, turnsOf.Turns, "nothing of the turn is stored")
+	items, err := st.ListItems(context.Background(), store.ItemsQuery{ThreadID: threadID})
+	require.NoError(t, err)
+	require.Empty(t, items.Items)
+}
+
+// stallAfterDelta closes read once the first text delta of a response
+// has been handled, then holds every later event of that response until
+// resume is closed: a model that pauses in the middle of its answer.
+type stallAfterDelta struct {
+	model.Client
+	read, resume chan struct{}
+	once         sync.Once
+}
+
+func (c *stallAfterDelta) Stream(ctx context.Context, req model.Request, fn func(model.Event) error) (model.Result, error) {
+	stalled := false
+	return c.Client.Stream(ctx, req, func(ev model.Event) error {
+		if stalled {
+			<-c.resume
+		}
+		err := fn(ev)
+		if _, ok := ev.(model.TextDelta); ok && !stalled {
+			stalled = true
+			c.once.Do(func() { close(c.read) })
+		}
+		return err
+	})
+}
+
+// What the turn goroutine held while the first write ran goes out right
+// after the turn's own announcement, not when the model next sends
+// something: a model that pauses after its first delta does not hold the
+// client's view of the answer back.
+func TestHeldAnswerGoesOutWithTheTurn(t *testing.T) {
+	st, _, client := storeAndModel(t, `{"steps":[{"text":"the answer","chunks":3}]}`)
+	notes := &noteLog{ch: make(chan string, 1024)}
+	read, resume := make(chan struct{}), make(chan struct{})
+	gate := &readGate{Store: st, read: read}
+	m := toolFreeManager(t, gate, sinkFor(notes), &stallAfterDelta{Client: client, read: read, resume: resume})
+	_, before, after, err := startHelloTurn(t, m, notes)
+	require.NoError(t, err)
+	resumed := sync.OnceFunc(func() { close(resume) })
+	t.Cleanup(resumed)
+	require.True(t, gate.readFirst.Load(), "the first delta was handled while the turn was being stored")
+	after()
+	want := []string{"thread/status/changed active[]", "turn/started", "item/started", "item/completed", "item/started", "item/agentMessage/delta"}
+	require.Eventually(t, func() bool { return len(notes.snapshot()[before:]) >= len(want) }, 5*time.Second, 5*time.Millisecond,
+		"the held answer waits for the model: %v", notes.snapshot()[before:])
+	require.Equal(t, want, notes.snapshot()[before:], "the turn, its user message, then the answer so far")
+
+	resumed()
+	notes.wait(t, "turn/completed")
+	lines := notes.snapshot()[before:]
+	require.Equal(t, 3, countOf(lines, "item/agentMessage/delta"), "%v", lines)
+	require.Equal(t, "turn/completed", lines[len(lines)-1])
+	require.Equal(t, api.TurnCompleted, notes.lastEnded(t).Status)
+}
+
+// orderGate holds the write of the batch that creates a turn until read
+// is closed, and a little longer; it records any other write of the
+// thread that comes before that one has been stored.
+type orderGate struct {
+	store.Store
+	read chan struct{}
+
+	mu     sync.Mutex
+	stored bool     // the turn's first write is stored
+	early  []string // what was written before it
+}
+
+func (g *orderGate) Write(ctx context.Context, b *store.Batch) error {
+	if len(b.CreateTurns) > 0 {
+		select {
+		case <-g.read:
+		case <-time.After(2 * time.Second):
+		}
+		time.Sleep(100 * time.Millisecond)
+		err := g.Store.Write(ctx, b)
+		g.mu.Lock()
+		g.stored = true
+		g.mu.Unlock()
+		return err
+	}
+	g.mu.Lock()
+	if !g.stored && (len(b.AppendItems) > 0 || len(b.UpdateTurns) > 0) {
+		g.early = append(g.early, fmt.Sprintf("%d items, %d turn patches", len(b.AppendItems), len(b.UpdateTurns)))
+	}
+	g.mu.Unlock()
+	return g.Store.Write(ctx, b)
+}
+
+// A response read while the first write runs stops being read where an
+// event would write: here the tool call that follows a message, whose
+// start stores the completed message. The message is stored, and
+// announced, after the turn's first write.
+func TestHeldAnswerWritesNothingBeforeTheTurn(t *testing.T) {
+	st, _, client := storeAndModel(t, `{"steps":[
+		{"text":"First, a plan.","chunks":2,"tool_calls":[{"call_id":"call_r","name":"update_plan","arguments":{"plan":[{"step":"R","status":"completed"}]}}]},
+		{"match":{"call_output":"call_r"},"text":"Done."}]}`)
+	notes := &noteLog{ch: make(chan string, 1024)}
+	read, resume := make(chan struct{}), make(chan struct{})
+	close(resume)
+	gate := &orderGate{Store: st, read: read}
+	m := toolFreeManager(t, gate, sinkFor(notes), &stallAfterDelta{Client: client, read: read, resume: resume})
+	threadID, before, after, err := startHelloTurn(t, m, notes)
+	require.NoError(t, err)
+	after()
+	notes.wait(t, "turn/completed")
+	require.Equal(t, api.TurnCompleted, notes.lastEnded(t).Status)
+	gate.mu.Lock()
+	require.Empty(t, gate.early, "written before the turn was stored")
+	gate.mu.Unlock()
+	lines := notes.snapshot()[before:]
+	require.Equal(t, []string{"thread/status/changed active[]", "turn/started", "item/started", "item/completed",
+		"item/started", "item/agentMessage/delta", "item/agentMessage/delta", "item/completed"}, lines[:8], "%v", lines)
+	items, err := st.ListItems(context.Background(), store.ItemsQuery{ThreadID: threadID})
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, len(items.Items), 3, "the user message, the first message, and what came after")
+}
+
+// startHelloTurn starts a thread on m, then a turn of it with the input
+// "hello"; before is how many notifications came before the turn.
+func startHelloTurn(t *testing.T, m *turns.Manager, notes *noteLog) (threadID string, before int, after turns.After, err error) {
+	t.Helper()
+	caller := turns.Caller{Conn: 1}
+	th, started, err := m.StartThread(context.Background(), caller, api.ThreadStartParams{})
+	require.NoError(t, err)
+	started()
+	before = len(notes.snapshot())
+	_, after, err = m.StartTurn(context.Background(), caller, api.TurnStartParams{ThreadID: th.Thread.ID,
+		Input: api.List[api.UserInput]{{Type: api.UserInputText, Text: "hello"}}})
+	return th.Thread.ID, before, after, err
 }

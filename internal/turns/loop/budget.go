@@ -79,7 +79,7 @@ func (r *Run) checkBudget() error {
 		return e
 	}
 	// Asking announces the waiting flag: the round's commit goes first.
-	if err := r.commits.settle(); err != nil {
+	if err := r.settle(); err != nil {
 		return err
 	}
 	if r.askToContinue(e) {

@@ -24,7 +24,9 @@ import (
 // turn's diff) itself, as soon as it has succeeded; a failed commit
 // announces none of it and fails the turn. Until then the turn
 // goroutine writes nothing and announces nothing: it settles first, and
-// reads meanwhile only stream events that need neither (quietEvent). Tool
+// reads meanwhile only stream events that need neither (quietEvent), and,
+// while a turn's first commit runs, events that only announce, whose
+// announcements wait for the turn's own (holdable). Tool
 // goroutines are not held by this rule: a tool's own items, deltas and
 // notifications (ToolSink), and the items of exec sessions that outlive
 // their round, go out when the tool makes them, a completed item once it is

@@ -54,7 +54,7 @@ func (r *Run) needsCompaction() bool { return r.t.NeedsCompaction() }
 // then holds the whole new history (history.replaces), stored with the
 // contextCompaction item before item/completed goes out.
 func (r *Run) compact() error {
-	if err := r.commits.settle(); err != nil {
+	if err := r.settle(); err != nil {
 		return err
 	}
 	t, at := r.t, r.at

@@ -80,6 +80,17 @@ func (f *FirstCommit) whenAnswered(fn func()) {
 	fn()
 }
 
+// goesOn reports whether the turn may go on from its first commit
+// (ready): the answer went, or the write failed.
+func (f *FirstCommit) goesOn() bool {
+	select {
+	case <-f.ready:
+		return true
+	default:
+		return false
+	}
+}
+
 // failed waits for the write's outcome and reports whether it failed.
 func (f *FirstCommit) failed() bool {
 	<-f.decided
@@ -125,6 +136,9 @@ func (r *Run) RunInputOverlapped(first api.ThreadItem, fc *FirstCommit) bool {
 			return
 		}
 		c.announce(r.t.Emit)
+		// What the turn goroutine read of the answer meanwhile
+		// (holdable) follows.
+		r.sendHeld()
 		c.done <- nil
 	}
 	r.first = fc
@@ -133,7 +147,7 @@ func (r *Run) RunInputOverlapped(first api.ThreadItem, fc *FirstCommit) bool {
 	fc.whenAnswered(c.start)
 	var err error
 	if r.budget != nil {
-		err = r.commits.settle()
+		err = r.settle()
 	}
 	if err == nil {
 		err = r.loop()

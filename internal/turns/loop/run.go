@@ -77,6 +77,15 @@ type Run struct {
 	// first is the first commit of a turn run by RunInputOverlapped, nil
 	// otherwise.
 	first *FirstCommit
+	// holding is set while the turn goroutine reads a response before
+	// its first commit has settled (holdable); turn goroutine only.
+	holding bool
+	holdMu  sync.Mutex // guards held and heldOut
+	// held are the announcements made while holding, which the turn's
+	// first announcement sends after its own (sendHeld) or a failed
+	// first commit drops (settle); heldOut is set once it has run.
+	held    []heldNote
+	heldOut bool
 
 	mu           sync.Mutex      // guards the fields below; tools run concurrently
 	diff         string          // the turn's aggregate diff (turn/diff/updated)
@@ -164,7 +173,7 @@ func (r *Run) loop() error {
 func (r *Run) drainSteers() error {
 	steers := r.at.takeSteers()
 	if len(steers) > 0 {
-		if err := r.commits.settle(); err != nil {
+		if err := r.settle(); err != nil {
 			return err
 		}
 	}
@@ -306,7 +315,7 @@ func (r *Run) modelRound() (calls []model.InputItem, usage model.Usage, err erro
 	var read []model.InputItem
 	var settleErr error
 	defer func() {
-		serr := r.commits.settle()
+		serr := r.settle()
 		if serr == nil {
 			serr = settleErr
 		}
@@ -318,7 +327,7 @@ func (r *Run) modelRound() (calls []model.InputItem, usage model.Usage, err erro
 			calls, usage, err = nil, model.Usage{}, serr
 		}
 	}()
-	t, at := r.t, r.at
+	at := r.at
 	at.applySettings()
 	client, err := r.d.Models.Client(at.Settings.Provider)
 	if err != nil {
@@ -390,8 +399,10 @@ func (r *Run) modelRound() (calls []model.InputItem, usage model.Usage, err erro
 		if firstEvent == 0 {
 			firstEvent = max(r.d.Now().Sub(sent), time.Nanosecond)
 		}
-		if r.commits.unsettled() && !quietEvent(ev) {
-			if err := r.commits.settle(); err != nil {
+		if r.commits.unsettled() && !r.quietEvent(ev) {
+			if r.holdable(ev) {
+				r.holding = true
+			} else if err := r.settle(); err != nil {
 				settleErr = err
 				return err
 			}
@@ -410,19 +421,19 @@ func (r *Run) modelRound() (calls []model.InputItem, usage model.Usage, err erro
 				if r.hidden(si) {
 					break
 				}
-				t.Emit("item/agentMessage/delta", api.ItemDeltaNotification{ThreadID: r.threadID, TurnID: at.ID, ItemID: si.item.Body.ItemID(), Delta: e.Delta})
+				r.emit("item/agentMessage/delta", api.ItemDeltaNotification{ThreadID: r.threadID, TurnID: at.ID, ItemID: si.item.Body.ItemID(), Delta: e.Delta})
 			}
 		case model.ReasoningSummaryPartAdded:
 			if si := open[e.ItemID]; si != nil {
-				t.Emit("item/reasoning/summaryPartAdded", api.ReasoningSummaryPartAddedNotification{ThreadID: r.threadID, TurnID: at.ID, ItemID: si.item.Body.ItemID(), SummaryIndex: int64(e.Index)})
+				r.emit("item/reasoning/summaryPartAdded", api.ReasoningSummaryPartAddedNotification{ThreadID: r.threadID, TurnID: at.ID, ItemID: si.item.Body.ItemID(), SummaryIndex: int64(e.Index)})
 			}
 		case model.ReasoningSummaryDelta:
 			if si := open[e.ItemID]; si != nil {
-				t.Emit("item/reasoning/summaryTextDelta", api.ReasoningSummaryTextDeltaNotification{ThreadID: r.threadID, TurnID: at.ID, ItemID: si.item.Body.ItemID(), Delta: e.Delta, SummaryIndex: int64(e.Index)})
+				r.emit("item/reasoning/summaryTextDelta", api.ReasoningSummaryTextDeltaNotification{ThreadID: r.threadID, TurnID: at.ID, ItemID: si.item.Body.ItemID(), Delta: e.Delta, SummaryIndex: int64(e.Index)})
 			}
 		case model.ReasoningTextDelta:
 			if si := open[e.ItemID]; si != nil {
-				t.Emit("item/reasoning/textDelta", api.ReasoningTextDeltaNotification{ThreadID: r.threadID, TurnID: at.ID, ItemID: si.item.Body.ItemID(), Delta: e.Delta, ContentIndex: int64(e.Index)})
+				r.emit("item/reasoning/textDelta", api.ReasoningTextDeltaNotification{ThreadID: r.threadID, TurnID: at.ID, ItemID: si.item.Body.ItemID(), Delta: e.Delta, ContentIndex: int64(e.Index)})
 			}
 		case model.OutputItemDone:
 			call, err := r.itemDone(open, e.Item)
@@ -435,6 +446,14 @@ func (r *Run) modelRound() (calls []model.InputItem, usage model.Usage, err erro
 		}
 		return nil
 	})
+	if r.holding {
+		// Before anything below writes: what was held has gone out, or
+		// the turn never was.
+		if serr := r.settle(); serr != nil {
+			settleErr = serr
+			return nil, model.Usage{}, serr
+		}
+	}
 	if err != nil || len(read) > 0 {
 		// A response that calls tools announces its completed items
 		// before the calls run; one that failed keeps them, stored.
@@ -458,15 +477,97 @@ func (r *Run) modelRound() (calls []model.InputItem, usage model.Usage, err erro
 	return read, res.Usage, nil
 }
 
+// holdable reports whether the turn goroutine may handle ev, which is not
+// quiet, before the pending commit has settled, holding what it announces
+// until then (emit). Only the turn's first commit (RunInputOverlapped) is
+// read past: a quick model's answer arrives while the write of the turn
+// and its user message syncs, and is read meanwhile, where it waited for
+// the sync before. A failed first commit leaves no trace of the turn, so
+// whatever the events changed in the run is dropped with it; after a
+// round's commit the turn goes on, and that commit's rule stands. The
+// event must write nothing: not the completed item still waiting
+// (r.streamed), nor a hidden item's history. The held announcements
+// follow the turn's own, on the goroutine that makes it (sendHeld).
+func (r *Run) holdable(ev model.Event) bool {
+	if !r.commits.pending.inline || r.first.goesOn() || r.reviewer {
+		return false
+	}
+	switch e := ev.(type) {
+	case model.TextDelta, model.ReasoningSummaryPartAdded, model.ReasoningSummaryDelta, model.ReasoningTextDelta:
+		return true
+	case model.OutputItemAdded:
+		return r.streamed == nil
+	case model.OutputItemDone:
+		switch e.Item.Type {
+		case model.ItemMessage, model.ItemReasoning, itemWebSearchCall:
+			return r.streamed == nil
+		}
+	}
+	return false
+}
+
+// heldNote is an announcement held until the first commit settles.
+type heldNote struct {
+	method string
+	params any
+}
+
+// emit announces a notification of the turn's response, or holds it
+// while the turn has not been announced (holdable).
+func (r *Run) emit(method string, params any) {
+	if r.holding {
+		r.holdMu.Lock()
+		if !r.heldOut {
+			r.held = append(r.held, heldNote{method, params})
+			r.holdMu.Unlock()
+			return
+		}
+		r.holdMu.Unlock()
+	}
+	r.t.Emit(method, params)
+}
+
+// sendHeld sends the announcements held so far, right after the turn's
+// first announcement, on the goroutine that made it; from then on the
+// turn goroutine announces as it reads.
+func (r *Run) sendHeld() {
+	r.holdMu.Lock()
+	defer r.holdMu.Unlock()
+	for _, h := range r.held {
+		r.t.Emit(h.method, h.params)
+	}
+	r.held, r.heldOut = nil, true
+}
+
+// settle waits for the pending commit (roundCommitter.settle) and ends
+// any holding: a failed first commit drops what was held, with the turn;
+// a stored one has had it sent with its announcement (sendHeld).
+func (r *Run) settle() error {
+	err := r.commits.settle()
+	if r.holding {
+		r.holding = false
+		if err == nil {
+			r.sendHeld()
+		} else {
+			r.holdMu.Lock()
+			r.held = nil
+			r.holdMu.Unlock()
+		}
+	}
+	return err
+}
+
 // quietEvent reports whether handling ev neither announces nor writes
 // anything, so that it need not wait for the previous round's commit
 // (roundCommitter): the start and end of a tool call, only added to the history
 // until the call runs, and the response's completion. A response that only
-// calls tools is thus read whole while that commit finishes.
-func quietEvent(ev model.Event) bool {
+// calls tools is thus read whole while that commit finishes. The start of
+// any item stores and announces the completed item still waiting
+// (flushStreamed), which only a response read while holding leaves.
+func (r *Run) quietEvent(ev model.Event) bool {
 	switch e := ev.(type) {
 	case model.OutputItemAdded:
-		return transcript.IsToolCall(e.Item)
+		return transcript.IsToolCall(e.Item) && r.streamed == nil
 	case model.OutputItemDone:
 		return transcript.IsToolCall(e.Item)
 	case model.Completed:
@@ -519,7 +620,30 @@ func (r *Run) itemAdded(open map[string]*streamItem, it model.InputItem) {
 	if r.hidden(si) {
 		return
 	}
-	r.t.Emit("item/started", api.ItemStartedNotification{Item: si.item, ThreadID: r.threadID, TurnID: r.at.ID, StartedAtMs: ms})
+	item := si.item
+	if r.holding {
+		// The body goes on changing (itemDone) before a held
+		// announcement is encoded: it gets the body as it starts.
+		item.Body = startedBody(body)
+	}
+	r.emit("item/started", api.ItemStartedNotification{Item: item, ThreadID: r.threadID, TurnID: r.at.ID, StartedAtMs: ms})
+}
+
+// startedBody copies the body itemAdded made, before anything of the
+// item is known but its id.
+func startedBody(b api.ThreadItemBody) api.ThreadItemBody {
+	switch b := b.(type) {
+	case *api.AgentMessageItem:
+		c := *b
+		return &c
+	case *api.ReasoningItem:
+		c := *b
+		return &c
+	case *api.WebSearchItem:
+		c := *b
+		return &c
+	}
+	return b
 }
 
 // itemDone completes a streamed item: it is added to the history; a
@@ -585,7 +709,7 @@ func (r *Run) flushStreamed() error {
 	if err := r.persistHistory(&d.note.Item); err != nil {
 		return err
 	}
-	r.t.Emit("item/completed", d.note)
+	r.emit("item/completed", d.note)
 	return nil
 }
 
@@ -747,7 +871,7 @@ type End struct {
 // input, and returns its end for the table to commit.
 func (r *Run) end(runErr error) *End {
 	t, at := r.t, r.at
-	if err := r.commits.settle(); err != nil && runErr == nil {
+	if err := r.settle(); err != nil && runErr == nil {
 		runErr = err
 	}
 	// Every tool round ends with a usage commit that takes the deferred
