@@ -193,10 +193,19 @@ type readGate struct {
 	// readFirst is set when the response was read whole before the
 	// write went on.
 	readFirst atomic.Bool
+
+	mu      sync.Mutex
+	refused bool     // the write that creates the turn failed (fail)
+	later   []string // the turns' and items' writes that came after it
 }
 
 func (g *readGate) Write(ctx context.Context, b *store.Batch) error {
 	if len(b.CreateTurns) == 0 {
+		g.mu.Lock()
+		if g.refused && (len(b.AppendItems) > 0 || len(b.UpdateTurns) > 0) {
+			g.later = append(g.later, fmt.Sprintf("%d items, %d turn patches", len(b.AppendItems), len(b.UpdateTurns)))
+		}
+		g.mu.Unlock()
 		return g.Store.Write(ctx, b)
 	}
 	select {
@@ -205,9 +214,20 @@ func (g *readGate) Write(ctx context.Context, b *store.Batch) error {
 	case <-time.After(2 * time.Second):
 	}
 	if g.fail != nil {
+		g.mu.Lock()
+		g.refused = true
+		g.mu.Unlock()
 		return g.fail
 	}
 	return g.Store.Write(ctx, b)
+}
+
+// writesAfterRefusal returns the writes of turns and items that came after
+// the turn's creation was refused.
+func (g *readGate) writesAfterRefusal() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return slices.Clone(g.later)
 }
 
 // readWhole closes read once a model request's response has been read
@@ -299,30 +319,6 @@ func (l *startedLog) bodies() []string {
 	return slices.Clone(l.got)
 }
 
-// A turn whose first write fails after its whole answer was read
-// announces nothing, not even what it held, and stores nothing.
-func TestAnswerReadWhileFirstCommitFailsLeavesNoTrace(t *testing.T) {
-	st, _, client := storeAndModel(t, `{"steps":[{"text":"the answer","chunks":3},{"text":"again"}]}`)
-	notes := &noteLog{ch: make(chan string, 1024)}
-	read := make(chan struct{})
-	boom := errors.New("disk on fire")
-	gate := &readGate{Store: st, read: read, fail: boom}
-	m := toolFreeManager(t, gate, sinkFor(notes), &readWhole{Client: client, read: read})
-	threadID, before, after, err := startHelloTurn(t, m, notes)
-	require.ErrorIs(t, err, boom)
-	require.Nil(t, after)
-	require.True(t, gate.readFirst.Load(), "the response was read whole before the write failed")
-	require.Eventually(t, func() bool { _, running := m.Counts(); return running == 0 }, 5*time.Second, 5*time.Millisecond)
-	time.Sleep(50 * time.Millisecond)
-	require.Empty(t, notes.snapshot()[before:], "a turn that failed to start announced")
-	turnsOf, err := st.ListTurns(context.Background(), store.TurnsQuery{ThreadID: threadID})
-	require.NoError(t, err)
-	require.Empty(t, turnsOf.Turns, "nothing of the turn is stored")
-	items, err := st.ListItems(context.Background(), store.ItemsQuery{ThreadID: threadID})
-	require.NoError(t, err)
-	require.Empty(t, items.Items)
-}
-
 // stallAfterDelta closes read once the first text delta of a response
 // has been handled, then holds every later event of that response until
 // resume is closed: a model that pauses in the middle of its answer.
@@ -359,6 +355,10 @@ func TestHeldAnswerGoesOutWithTheTurn(t *testing.T) {
 	m := toolFreeManager(t, gate, sinkFor(notes), &stallAfterDelta{Client: client, read: read, resume: resume})
 	_, before, after, err := startHelloTurn(t, m, notes)
 	require.NoError(t, err)
+	// Called once, here or, should the test stop before, ahead of the
+	// manager's Stop, which waits for the turn.
+	after = sync.OnceFunc(after)
+	t.Cleanup(after)
 	resumed := sync.OnceFunc(func() { close(resume) })
 	t.Cleanup(resumed)
 	require.True(t, gate.readFirst.Load(), "the first delta was handled while the turn was being stored")
@@ -450,4 +450,71 @@ func startHelloTurn(t *testing.T, m *turns.Manager, notes *noteLog) (threadID st
 	_, after, err = m.StartTurn(context.Background(), caller, api.TurnStartParams{ThreadID: th.Thread.ID,
 		Input: api.List[api.UserInput]{{Type: api.UserInputText, Text: "hello"}}})
 	return th.Thread.ID, before, after, err
+}
+
+// closeAtSecondItem closes read when the second item of a response
+// starts, before that start is handled: the first item is done by then,
+// and its completion waits to be stored.
+type closeAtSecondItem struct {
+	model.Client
+	read chan struct{}
+	once sync.Once
+}
+
+func (c *closeAtSecondItem) Stream(ctx context.Context, req model.Request, fn func(model.Event) error) (model.Result, error) {
+	started := 0
+	return c.Client.Stream(ctx, req, func(ev model.Event) error {
+		if _, ok := ev.(model.OutputItemAdded); ok {
+			if started++; started == 2 {
+				c.once.Do(func() { close(c.read) })
+			}
+		}
+		return fn(ev)
+	})
+}
+
+// A turn whose first write fails after some or all of its answer was
+// read meanwhile announces nothing, not even what it held, and writes
+// nothing more: not the whole answer read, nor a completed item waiting
+// to be stored when the next item starts (a message after reasoning, a
+// tool call after a message).
+func TestAnswerReadWhileFirstCommitFailsLeavesNoTrace(t *testing.T) {
+	for name, tc := range map[string]struct {
+		script string
+		client func(model.Client, chan struct{}) model.Client
+	}{
+		"whole answer": {`{"steps":[{"text":"the answer","chunks":3},{"text":"again"}]}`,
+			func(c model.Client, read chan struct{}) model.Client { return &readWhole{Client: c, read: read} }},
+		"reasoning then message": {`{"steps":[{"reasoning":{"summary":["a thought"]},"text":"the answer"},{"text":"again"}]}`,
+			func(c model.Client, read chan struct{}) model.Client {
+				return &closeAtSecondItem{Client: c, read: read}
+			}},
+		"message then tool call": {`{"steps":[{"text":"First, a plan.","tool_calls":[{"call_id":"call_r","name":"update_plan","arguments":{}}]},{"text":"again"}]}`,
+			func(c model.Client, read chan struct{}) model.Client {
+				return &closeAtSecondItem{Client: c, read: read}
+			}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			st, _, client := storeAndModel(t, tc.script)
+			notes := &noteLog{ch: make(chan string, 1024)}
+			read := make(chan struct{})
+			boom := errors.New("disk on fire")
+			gate := &readGate{Store: st, read: read, fail: boom}
+			m := toolFreeManager(t, gate, sinkFor(notes), tc.client(client, read))
+			threadID, before, after, err := startHelloTurn(t, m, notes)
+			require.ErrorIs(t, err, boom)
+			require.Nil(t, after)
+			require.True(t, gate.readFirst.Load(), "the answer was read before the write failed")
+			require.Eventually(t, func() bool { _, running := m.Counts(); return running == 0 }, 5*time.Second, 5*time.Millisecond)
+			time.Sleep(50 * time.Millisecond)
+			require.Empty(t, gate.writesAfterRefusal(), "the abandoned turn went on writing")
+			require.Empty(t, notes.snapshot()[before:], "a turn that failed to start announced")
+			turnsOf, err := st.ListTurns(context.Background(), store.TurnsQuery{ThreadID: threadID})
+			require.NoError(t, err)
+			require.Empty(t, turnsOf.Turns, "nothing of the turn is stored")
+			items, err := st.ListItems(context.Background(), store.ItemsQuery{ThreadID: threadID})
+			require.NoError(t, err)
+			require.Empty(t, items.Items)
+		})
+	}
 }

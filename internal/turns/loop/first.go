@@ -102,8 +102,9 @@ func (f *FirstCommit) failed() bool {
 // loop's pending commit (roundCommitter), which the first model request
 // overlaps. Its announce (the thread's status, turn/started, the user
 // message) goes out once the write has succeeded and the answer has been
-// handed over; the turn goroutine settles it before it announces or
-// writes anything itself, as it does a round's commit. A turn whose
+// handed over; the turn goroutine settles it before it writes anything
+// itself, and holds what it announces of an answer read meanwhile
+// (holdable), which follows the turn's own. A turn whose
 // budget is watched waits for it before its first round (a budget check
 // may ask the client), as RunInput does. It reports false, having
 // announced and written nothing and left Done open, when the write

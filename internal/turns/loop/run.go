@@ -454,7 +454,7 @@ func (r *Run) modelRound() (calls []model.InputItem, usage model.Usage, err erro
 			return nil, model.Usage{}, serr
 		}
 	}
-	if err != nil || len(read) > 0 {
+	if settleErr == nil && (err != nil || len(read) > 0) {
 		// A response that calls tools announces its completed items
 		// before the calls run; one that failed keeps them, stored.
 		if ferr := r.flushStreamed(); ferr != nil && err == nil {
@@ -486,10 +486,12 @@ func (r *Run) modelRound() (calls []model.InputItem, usage model.Usage, err erro
 // whatever the events changed in the run is dropped with it; after a
 // round's commit the turn goes on, and that commit's rule stands. The
 // event must write nothing: not the completed item still waiting
-// (r.streamed), nor a hidden item's history. The held announcements
-// follow the turn's own, on the goroutine that makes it (sendHeld).
+// (r.streamed), nor an item of a kind stored when done. (A review, whose
+// hidden messages write their history, has no first commit to read
+// past: it starts without input.) The held announcements follow the
+// turn's own, on the goroutine that makes it (sendHeld).
 func (r *Run) holdable(ev model.Event) bool {
-	if !r.commits.pending.inline || r.first.goesOn() || r.reviewer {
+	if !r.commits.pending.inline || r.first.goesOn() {
 		return false
 	}
 	switch e := ev.(type) {
@@ -540,8 +542,10 @@ func (r *Run) sendHeld() {
 }
 
 // settle waits for the pending commit (roundCommitter.settle) and ends
-// any holding: a failed first commit drops what was held, with the turn;
-// a stored one has had it sent with its announcement (sendHeld).
+// any holding, which only a response read while the first commit ran
+// starts (modelRound): a stored commit has had what was held sent with
+// its announcement (sendHeld); a failed one drops it with the turn, and
+// the completed item still waiting, which nothing may store now.
 func (r *Run) settle() error {
 	err := r.commits.settle()
 	if r.holding {
@@ -552,6 +556,7 @@ func (r *Run) settle() error {
 			r.holdMu.Lock()
 			r.held = nil
 			r.holdMu.Unlock()
+			r.streamed = nil
 		}
 	}
 	return err
