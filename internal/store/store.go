@@ -513,7 +513,9 @@ type Store interface {
 	// PruneEvents deletes up to limit events created before `before`, oldest
 	// first, and returns how many it deleted. A backend that stores a
 	// commit's events of a thread together (the embedded store) deletes
-	// them together: limit then bounds such groups, not events.
+	// them together: limit then bounds such groups, not events, and the
+	// count takes in the numbers such a group skips (deltas' numbers,
+	// never stored there).
 	PruneEvents(ctx context.Context, before time.Time, limit int) (int64, error)
 	// PruneThreadEvents deletes a thread's oldest events, up to limit of
 	// them (of groups, as PruneEvents), until the bytes of the events it

@@ -31,3 +31,6 @@ func (s *Store) WriterSynchronous(ctx context.Context) (mode int, err error) {
 	err = s.w.QueryRowContext(ctx, "PRAGMA synchronous").Scan(&mode)
 	return mode, err
 }
+
+// MaxEventRow is maxEventRow.
+const MaxEventRow = maxEventRow

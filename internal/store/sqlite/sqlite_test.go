@@ -169,8 +169,10 @@ func TestMigrateTurnsOnIncrementalVacuum(t *testing.T) {
 }
 
 // The events of one thread that one commit carries take one row of the
-// log (a plain turn's commit carries about seven): the store's cost of the
-// event log is per row. A frame that cannot share a row takes its own.
+// log (a plain turn's commit carries about seven), whatever numbers they
+// skip: the store's cost of the event log is per row. A frame that cannot
+// share a row takes its own, and so does one past more skipped numbers
+// than a row's bound.
 func TestEventsOfOneCommitShareARow(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "appserver.db")
 	s := open(t, path, true)
@@ -188,10 +190,23 @@ func TestEventsOfOneCommitShareARow(t *testing.T) {
 	require.NoError(t, s.Write(t.Context(), &store.Batch{AppendEvents: []*store.Event{
 		{ThreadID: thread, Seq: 8, Method: "m", Data: frame("m", 8)}, multiline, {ThreadID: thread, Seq: 10, Method: "m", Data: frame("m", 10)},
 	}}))
+	// Then a commit's events with numbers between them it does not carry
+	// (a turn's end: its answer's start, a delta only numbered, its
+	// completion, usage and end), and one far past them, whose skipped
+	// numbers would make the row longer than the bound.
+	var skipping []*store.Event
+	for _, seq := range []int64{11, 13, 14, 17, 17 + sqlite.MaxEventRow} {
+		skipping = append(skipping, &store.Event{ThreadID: thread, Seq: seq, Method: "item/completed", Data: frame("item/completed", seq)})
+	}
+	require.NoError(t, s.Write(t.Context(), &store.Batch{AppendEvents: skipping}))
 	got, err := s.ListEvents(t.Context(), thread, 0, 100)
 	require.NoError(t, err)
-	require.Len(t, got, 10)
+	require.Len(t, got, 15)
 	require.Equal(t, string(multiline.Data), string(got[8].Data))
+	for i, seq := range []int64{11, 13, 14, 17, 17 + sqlite.MaxEventRow} {
+		require.Equal(t, seq, got[10+i].Seq)
+		require.Equal(t, string(frame("item/completed", seq)), string(got[10+i].Data))
+	}
 	require.NoError(t, s.Close())
 
 	db, err := sql.Open("sqlite", path)
@@ -208,5 +223,5 @@ func TestEventsOfOneCommitShareARow(t *testing.T) {
 		stored = append(stored, r)
 	}
 	require.NoError(t, rows.Err())
-	require.Equal(t, []row{{1, 7}, {0, 8}, {0, 9}, {0, 10}}, stored)
+	require.Equal(t, []row{{1, 7}, {0, 8}, {0, 9}, {0, 10}, {11, 17}, {0, 17 + sqlite.MaxEventRow}}, stored)
 }

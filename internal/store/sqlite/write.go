@@ -168,8 +168,9 @@ const insertEventRow = `INSERT INTO events (thread_id, seq, first_seq, method, d
 	(SELECT 1 FROM events WHERE thread_id = ? AND seq >= ? AND COALESCE(first_seq, seq) <= ?)`
 
 // writeEvents stores a plan's events, each thread's consecutive ones (those
-// that may share a row, up to maxEventRow bytes of frames) in one row: a
-// plain turn's half dozen events cost one insert per commit, not one each.
+// that may share a row, up to maxEventRow bytes of frames, whatever
+// numbers the batch skips between them) in one row: a plain turn's
+// half dozen events cost one insert per commit, not one each.
 // It reorders evs, the plan's copy, by thread and Seq.
 func writeEvents(w *txWriter, evs []store.Event) error {
 	if len(evs) > 1 {
@@ -180,9 +181,14 @@ func writeEvents(w *txWriter, evs []store.Event) error {
 	for i := 0; i < len(evs); {
 		j, size := i+1, len(evs[i].Data)
 		if backend.JoinableEvent(&evs[i]) {
-			for j < len(evs) && evs[j].ThreadID == evs[i].ThreadID && evs[j].Seq == evs[j-1].Seq+1 &&
-				size+1+len(evs[j].Data) <= maxEventRow && backend.JoinableEvent(&evs[j]) {
-				size += 1 + len(evs[j].Data)
+			// Numbers the batch skips (deltas, which this store does not
+			// keep) do not split a row: a plain turn's end stores one.
+			for j < len(evs) && evs[j].ThreadID == evs[i].ThreadID && evs[j].Seq > evs[j-1].Seq && backend.JoinableEvent(&evs[j]) {
+				add := backend.EventJoinSize(&evs[j-1], &evs[j])
+				if size+add > maxEventRow {
+					break
+				}
+				size += add
 				j++
 			}
 		}
@@ -202,12 +208,8 @@ func insertEvents(w *txWriter, run []store.Event, size int) error {
 	var firstSeq any // NULL: a row of one event
 	if len(run) > 1 {
 		firstSeq = first.Seq
-		data = make([]byte, 0, size)
+		data = backend.AppendEventRun(make([]byte, 0, size), run)
 		for k := range run {
-			if k > 0 {
-				data = append(data, backend.EventSeparator)
-			}
-			data = append(data, run[k].Data...)
 			if run[k].CreatedAt.After(created) {
 				created = run[k].CreatedAt
 			}

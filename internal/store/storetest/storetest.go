@@ -65,6 +65,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Events", testEvents},
 		{"PruneThreadEvents", testPruneThreadEvents},
 		{"EventsOfOneCommit", testEventsOfOneCommit},
+		{"EventsSkippingNumbers", testEventsSkippingNumbers},
 		{"EventSeqReservations", testEventSeqReservations},
 		{"GroupCommitterCarriesEvents", testGroupCommitterCarriesEvents},
 		{"IdempotencyKeys", testIdempotencyKeys},
@@ -1866,6 +1867,59 @@ func testEventsOfOneCommit(t *testing.T, s store.Store) {
 			require.Len(t, after, 6, "the last two commits' events fit")
 		}
 	}
+}
+
+// testEventsSkippingNumbers: a commit's events of a thread that skip
+// numbers (those of deltas, which a store need not keep) read back with
+// their own numbers from any position, and count their frames' bytes
+// only when pruned by size.
+func testEventsSkippingNumbers(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	th, _ := createThread(t, s)
+	other, _ := createThread(t, s)
+	at := time.Now().UTC().Truncate(time.Microsecond)
+	var want []store.Event
+	var batch []*store.Event
+	for _, seq := range []int64{1, 2, 4, 7, 8} {
+		e := store.Event{ThreadID: th.ID, Seq: seq, Method: "item/completed", Data: eventFrame("item/completed", seq, 100+int(seq)), CreatedAt: at}
+		want = append(want, e)
+		batch = append(batch, &e, &store.Event{ThreadID: other.ID, Seq: seq, Method: "m", Data: eventFrame("m", seq, 100), CreatedAt: at})
+	}
+	write(t, s, &store.Batch{AppendEvents: batch})
+	for _, c := range []struct {
+		after int64
+		limit int
+		from  int
+		to    int
+	}{{0, 100, 0, 5}, {2, 100, 2, 5}, {3, 100, 2, 5}, {5, 100, 3, 5}, {8, 100, 5, 5}, {0, 2, 0, 2}, {2, 2, 2, 4}, {4, 1, 3, 4}} {
+		got, err := s.ListEvents(ctx, th.ID, c.after, c.limit)
+		require.NoError(t, err)
+		require.Len(t, got, c.to-c.from, "after %d, limit %d", c.after, c.limit)
+		for i, g := range got {
+			w := want[c.from+i]
+			require.Equal(t, w.Seq, g.Seq, "after %d, limit %d", c.after, c.limit)
+			require.Equal(t, w.Method, g.Method)
+			require.Equal(t, string(w.Data), string(g.Data), "event %d", w.Seq)
+		}
+	}
+	last, err := s.LastEventSeq(ctx, th.ID)
+	require.NoError(t, err)
+	require.EqualValues(t, 8, last)
+	var frames int64
+	for _, e := range want {
+		frames += int64(len(e.Data))
+	}
+	deleted, remaining, err := s.PruneThreadEvents(ctx, th.ID, 1<<20, 100)
+	require.NoError(t, err)
+	require.Zero(t, deleted)
+	require.Equal(t, frames, remaining, "the bytes of the frames, and nothing for the numbers skipped")
+	next := store.Event{ThreadID: th.ID, Seq: 10, Method: "turn/completed", Data: eventFrame("turn/completed", 10, 120), CreatedAt: at}
+	write(t, s, &store.Batch{AppendEvents: []*store.Event{&next}})
+	got, err := s.ListEvents(ctx, th.ID, 7, 100)
+	require.NoError(t, err)
+	require.Len(t, got, 2)
+	require.EqualValues(t, 8, got[0].Seq)
+	require.EqualValues(t, 10, got[1].Seq)
 }
 
 // testGroupCommitterCarriesEvents: queued events ride the next commit round

@@ -9,11 +9,17 @@ import (
 )
 
 // A row of the events table holds one event or, when its first_seq is set
-// (migration 00012), the events first_seq to seq of its thread, every
-// number present, that one commit stored together: their frames joined by
-// EventSeparator, the first event's method, the newest event's time. The
-// embedded store writes such rows (one per thread and commit instead of one
-// per event); Postgres writes one row per event. Both read them here.
+// (migration 00012), events first_seq to seq of its thread that one
+// commit stored together: their frames joined by EventSeparator, the first
+// event's method, the newest event's time. Numbers between first_seq and
+// seq that the row holds no event of (numbers handed out to deltas, which
+// the embedded store does not keep) are told where they fall by a line of
+// '0' bytes one shorter than their count, an empty line for one number
+// (migration 00016): a frame starts with '{'. A row's data is thus the
+// bytes of its frames and one more for each number past first_seq, which
+// PruneThreadEvents counts on. The embedded store writes such rows (one
+// per thread and commit instead of one per event); Postgres writes one
+// row per event. Both read them here.
 
 // EventSeparator joins the frames of a row that holds several events. The
 // frames are compact JSON, which has no raw newline byte; a frame that has
@@ -50,6 +56,34 @@ func JoinableEvent(ev *store.Event) bool {
 	return ok && string(m) == ev.Method && bytes.IndexByte(ev.Data, EventSeparator) < 0
 }
 
+// AppendEventRun appends to dst the data of a row holding run, events of
+// one thread in increasing Seq, each joinable (JoinableEvent): their
+// frames, with a line for the numbers skipped between two of them.
+func AppendEventRun(dst []byte, run []store.Event) []byte {
+	for k := range run {
+		if k > 0 {
+			dst = append(dst, EventSeparator)
+			if skipped := run[k].Seq - run[k-1].Seq - 1; skipped > 0 {
+				for range skipped - 1 {
+					dst = append(dst, skipByte)
+				}
+				dst = append(dst, EventSeparator)
+			}
+		}
+		dst = append(dst, run[k].Data...)
+	}
+	return dst
+}
+
+// skipByte fills the line that tells skipped numbers.
+const skipByte = '0'
+
+// EventJoinSize is what joining next after prev adds to a row's data
+// (AppendEventRun): its frame, and a byte for each number from prev's.
+func EventJoinSize(prev, next *store.Event) int {
+	return len(next.Data) + int(next.Seq-prev.Seq)
+}
+
 // splitEventRow appends to out the events of a row (thread, first..last,
 // method, data, created) with Seq greater than afterSeq. first is 0 for a
 // row of one event.
@@ -61,8 +95,19 @@ func splitEventRow(out []store.Event, thread string, first, last int64, method s
 		return out, apperr.New(apperr.Internal, "events %d to %d of thread %s: a row with its numbers reversed", first, last, thread)
 	}
 	seq := first
-	for {
+	for line := 0; ; line++ {
 		frame, rest, more := bytes.Cut(data, []byte{EventSeparator})
+		if len(frame) == 0 || frame[0] == skipByte {
+			// The numbers skipped before the next frame: one more than
+			// the line's bytes.
+			n := int64(len(frame)) + 1
+			if !more || line == 0 || n > last-seq || bytes.Count(frame, []byte{skipByte}) != len(frame) {
+				return out, apperr.New(apperr.Internal, "events %d to %d of thread %s: a bad line of skipped numbers after %d", first, last, thread, seq-1)
+			}
+			seq += n
+			data = rest
+			continue
+		}
 		if seq > afterSeq {
 			m, ok := method, seq == first
 			if !ok {

@@ -1,6 +1,8 @@
 package backend
 
 import (
+	"fmt"
+	"strconv"
 	"testing"
 	"time"
 
@@ -62,6 +64,56 @@ func TestSplitEventRow(t *testing.T) {
 		{4, 5, string(data)},               // more frames
 		{6, 4, string(data)},               // reversed
 		{1, 2, `{"method":"a"}` + "\nxyz"}, // a frame without a method
+	} {
+		_, err := splitEventRow(nil, "t", bad.first, bad.last, "a", []byte(bad.data), at, 0)
+		require.Equal(t, apperr.Internal, apperr.CodeOf(err), "%+v: %v", bad, err)
+	}
+}
+
+// A run whose numbers skip some is written with their counts among its
+// frames and read back with its own numbers, whatever position a read
+// starts after; a count that does not fit the row is refused.
+func TestEventRunSkipsNumbers(t *testing.T) {
+	at := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	ev := func(seq int64, method string) store.Event {
+		return store.Event{ThreadID: "t", Seq: seq, Method: method, Data: []byte(`{"method":"` + method + `","n":` + strconv.FormatInt(seq, 10) + `}`), CreatedAt: at}
+	}
+	for _, seqs := range [][]int64{{3, 4, 5}, {3, 5}, {3, 4, 6, 7, 20}, {1, 3, 100}} {
+		run := make([]store.Event, len(seqs))
+		for i, seq := range seqs {
+			run[i] = ev(seq, fmt.Sprintf("m%d", i))
+		}
+		data := AppendEventRun(nil, run)
+		size, frames := len(run[0].Data), len(run[0].Data)
+		for i := 1; i < len(run); i++ {
+			size += EventJoinSize(&run[i-1], &run[i])
+			frames += len(run[i].Data)
+		}
+		first, last := seqs[0], seqs[len(seqs)-1]
+		require.Len(t, data, size, "%s", data)
+		require.EqualValues(t, frames+int(last-first), len(data), "the frames' bytes and one a number past the first")
+		for after := first - 1; after <= last; after++ {
+			got, err := splitEventRow(nil, "t", first, last, run[0].Method, data, at, after)
+			require.NoError(t, err, "%v after %d: %s", seqs, after, data)
+			var want []store.Event
+			for _, e := range run {
+				if e.Seq > after {
+					want = append(want, e)
+				}
+			}
+			require.Equal(t, want, got, "%v after %d", seqs, after)
+		}
+	}
+	a, b := `{"method":"a"}`, `{"method":"b"}`
+	for _, bad := range []struct {
+		first, last int64
+		data        string
+	}{
+		{1, 5, a + "\n0\n" + b},     // the line falls short of the last number
+		{1, 3, a + "\n00\n" + b},    // it goes past it
+		{1, 3, a + "\n"},            // a line last
+		{1, 4, a + "\n0x\n" + b},    // not only the skip byte
+		{1, 3, "\n" + a + "\n" + b}, // a line first: the first frame's method is the row's
 	} {
 		_, err := splitEventRow(nil, "t", bad.first, bad.last, "a", []byte(bad.data), at, 0)
 		require.Equal(t, apperr.Internal, apperr.CodeOf(err), "%+v: %v", bad, err)

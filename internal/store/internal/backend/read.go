@@ -175,7 +175,9 @@ func (r *Reader) LastEventSeq(ctx context.Context, threadID string) (seq int64, 
 	return seq, nil
 }
 
-// eventsInRow is the number of events in a row of the log.
+// eventsInRow is the number of events in a row of the log, counting the
+// numbers it skips (eventrows.go) as events: the delta numbers between a
+// commit's events, which were handed out, not stored.
 const eventsInRow = "seq - COALESCE(first_seq, seq) + 1"
 
 // PruneEventsSQL deletes up to Param(2) rows of the log created before
