@@ -334,7 +334,11 @@ type Batch struct {
 	// refuse a fenced batch. Fences alone make no write.
 	Fences []Fence
 	// AppendEvents are written as they are; an event whose (thread, seq)
-	// is already stored is a Conflict.
+	// is already stored is a Conflict. So is, on the embedded store, which
+	// stores a commit's events of a thread together, one whose number
+	// falls among those of such a group: between two of its events (a
+	// number it skipped, which nothing writes later: deltas') or around
+	// them.
 	AppendEvents []*Event
 	// AppendAudit are audit log entries; the store assigns their Seq.
 	AppendAudit []*AuditEntry

@@ -1,9 +1,12 @@
 package sqlite_test
 
 import (
+	"cmp"
 	"database/sql"
+	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -224,4 +227,29 @@ func TestEventsOfOneCommitShareARow(t *testing.T) {
 	}
 	require.NoError(t, rows.Err())
 	require.Equal(t, []row{{1, 7}, {0, 8}, {0, 9}, {0, 10}, {11, 17}, {0, 17 + sqlite.MaxEventRow}}, stored)
+}
+
+// Events of a commit whose numbers lie further apart than a row may span
+// take rows of their own, however far apart.
+func TestEventsFarApartTakeRowsOfTheirOwn(t *testing.T) {
+	s := open(t, filepath.Join(t.TempDir(), "appserver.db"), true)
+	const thread = "0190a5b2-0000-7000-8000-0000000000e2"
+	var evs []*store.Event
+	for _, batch := range [][]int64{{1, 2 + sqlite.MaxEventRow}, {3, math.MaxInt64 - 10}} {
+		var b []*store.Event
+		for _, seq := range batch {
+			b = append(b, &store.Event{ThreadID: thread, Seq: seq, Method: "m",
+				Data: []byte(`{"method":"m","params":{"n":` + strconv.FormatInt(seq, 10) + `}}`)})
+		}
+		require.NoError(t, s.Write(t.Context(), &store.Batch{AppendEvents: b}))
+		evs = append(evs, b...)
+	}
+	got, err := s.ListEvents(t.Context(), thread, 0, 100)
+	require.NoError(t, err)
+	require.Len(t, got, 4)
+	slices.SortFunc(evs, func(a, b *store.Event) int { return cmp.Compare(a.Seq, b.Seq) })
+	for i, e := range evs {
+		require.Equal(t, e.Seq, got[i].Seq)
+		require.Equal(t, string(e.Data), string(got[i].Data))
+	}
 }

@@ -154,8 +154,9 @@ func writePlan(w *txWriter, p *backend.Plan) error {
 	return nil
 }
 
-// maxEventRow bounds the frames of a row of the log that holds several
-// events, so that pruning by size, which deletes rows whole, keeps a fine
+// maxEventRow bounds the data of a row of the log that holds several
+// events (their frames, the separators and the bytes of the numbers they
+// skip), so that pruning by size, which deletes rows whole, keeps a fine
 // grain.
 const maxEventRow = 64 << 10
 
@@ -184,6 +185,9 @@ func writeEvents(w *txWriter, evs []store.Event) error {
 			// Numbers the batch skips (deltas, which this store does not
 			// keep) do not split a row: a plain turn's end stores one.
 			for j < len(evs) && evs[j].ThreadID == evs[i].ThreadID && evs[j].Seq > evs[j-1].Seq && backend.JoinableEvent(&evs[j]) {
+				if evs[j].Seq-evs[j-1].Seq > maxEventRow {
+					break // and no size to overflow
+				}
 				add := backend.EventJoinSize(&evs[j-1], &evs[j])
 				if size+add > maxEventRow {
 					break
@@ -200,8 +204,8 @@ func writeEvents(w *txWriter, evs []store.Event) error {
 	return nil
 }
 
-// insertEvents writes run, consecutive events of one thread whose frames
-// add up to size bytes with their separators, as one row.
+// insertEvents writes run, events of one thread in increasing Seq whose
+// row data (backend.AppendEventRun) is size bytes, as one row.
 func insertEvents(w *txWriter, run []store.Event, size int) error {
 	first, last := &run[0], &run[len(run)-1]
 	data, created := first.Data, first.CreatedAt
@@ -227,9 +231,9 @@ func insertEvents(w *txWriter, run []store.Event, size int) error {
 	case n == 1:
 		return nil
 	case len(run) == 1:
-		return apperr.Wrap(apperr.Conflict, err, "event %d of thread %s already stored", first.Seq, first.ThreadID)
+		return apperr.Wrap(apperr.Conflict, err, "event %d of thread %s: its number is taken in the thread's log", first.Seq, first.ThreadID)
 	}
-	return apperr.Wrap(apperr.Conflict, err, "events %d to %d of thread %s: one is already stored", first.Seq, last.Seq, first.ThreadID)
+	return apperr.Wrap(apperr.Conflict, err, "events %d to %d of thread %s: a number among them is taken in the thread's log", first.Seq, last.Seq, first.ThreadID)
 }
 
 // statements are the write statements in SQLite's dialect. JSON binds as
