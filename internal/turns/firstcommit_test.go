@@ -184,26 +184,28 @@ func TestFirstCommitFailureLeavesNoTrace(t *testing.T) {
 }
 
 // readGate holds the write of the batch that creates a turn until the
-// turn's first model response has been read whole (read is closed), or
-// two seconds went by; fail makes that write fail instead of storing it.
+// turn's first model response has been read far enough (read is closed),
+// or two seconds went by, then linger longer; fail makes that write fail
+// instead of storing it. It records the writes of turns and items made
+// while that write is not stored: before it returned, or after it failed.
 type readGate struct {
 	store.Store
-	read chan struct{}
-	fail error
-	// readFirst is set when the response was read whole before the
-	// write went on.
+	read   chan struct{}
+	linger time.Duration
+	fail   error
+	// readFirst is set when read was closed before the write went on.
 	readFirst atomic.Bool
 
-	mu      sync.Mutex
-	refused bool     // the write that creates the turn failed (fail)
-	later   []string // the turns' and items' writes that came after it
+	mu        sync.Mutex
+	stored    bool     // the write that creates the turn is stored
+	outOfTurn []string // the writes made meanwhile
 }
 
 func (g *readGate) Write(ctx context.Context, b *store.Batch) error {
 	if len(b.CreateTurns) == 0 {
 		g.mu.Lock()
-		if g.refused && (len(b.AppendItems) > 0 || len(b.UpdateTurns) > 0) {
-			g.later = append(g.later, fmt.Sprintf("%d items, %d turn patches", len(b.AppendItems), len(b.UpdateTurns)))
+		if !g.stored && (len(b.AppendItems) > 0 || len(b.UpdateTurns) > 0) {
+			g.outOfTurn = append(g.outOfTurn, fmt.Sprintf("%d items, %d turn patches", len(b.AppendItems), len(b.UpdateTurns)))
 		}
 		g.mu.Unlock()
 		return g.Store.Write(ctx, b)
@@ -213,21 +215,23 @@ func (g *readGate) Write(ctx context.Context, b *store.Batch) error {
 		g.readFirst.Store(true)
 	case <-time.After(2 * time.Second):
 	}
+	time.Sleep(g.linger)
 	if g.fail != nil {
-		g.mu.Lock()
-		g.refused = true
-		g.mu.Unlock()
 		return g.fail
 	}
-	return g.Store.Write(ctx, b)
+	err := g.Store.Write(ctx, b)
+	g.mu.Lock()
+	g.stored = err == nil
+	g.mu.Unlock()
+	return err
 }
 
-// writesAfterRefusal returns the writes of turns and items that came after
-// the turn's creation was refused.
-func (g *readGate) writesAfterRefusal() []string {
+// writesOutOfTurn returns the writes of turns and items made while the
+// turn's creation was not stored.
+func (g *readGate) writesOutOfTurn() []string {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return slices.Clone(g.later)
+	return slices.Clone(g.outOfTurn)
 }
 
 // readWhole closes read once a model request's response has been read
@@ -376,39 +380,6 @@ func TestHeldAnswerGoesOutWithTheTurn(t *testing.T) {
 	require.Equal(t, api.TurnCompleted, notes.lastEnded(t).Status)
 }
 
-// orderGate holds the write of the batch that creates a turn until read
-// is closed, and a little longer; it records any other write of the
-// thread that comes before that one has been stored.
-type orderGate struct {
-	store.Store
-	read chan struct{}
-
-	mu     sync.Mutex
-	stored bool     // the turn's first write is stored
-	early  []string // what was written before it
-}
-
-func (g *orderGate) Write(ctx context.Context, b *store.Batch) error {
-	if len(b.CreateTurns) > 0 {
-		select {
-		case <-g.read:
-		case <-time.After(2 * time.Second):
-		}
-		time.Sleep(100 * time.Millisecond)
-		err := g.Store.Write(ctx, b)
-		g.mu.Lock()
-		g.stored = true
-		g.mu.Unlock()
-		return err
-	}
-	g.mu.Lock()
-	if !g.stored && (len(b.AppendItems) > 0 || len(b.UpdateTurns) > 0) {
-		g.early = append(g.early, fmt.Sprintf("%d items, %d turn patches", len(b.AppendItems), len(b.UpdateTurns)))
-	}
-	g.mu.Unlock()
-	return g.Store.Write(ctx, b)
-}
-
 // A response read while the first write runs stops being read where an
 // event would write: here the tool call that follows a message, whose
 // start stores the completed message. The message is stored, and
@@ -420,16 +391,15 @@ func TestHeldAnswerWritesNothingBeforeTheTurn(t *testing.T) {
 	notes := &noteLog{ch: make(chan string, 1024)}
 	read, resume := make(chan struct{}), make(chan struct{})
 	close(resume)
-	gate := &orderGate{Store: st, read: read}
+	// Long enough for the turn goroutine to reach the tool call.
+	gate := &readGate{Store: st, read: read, linger: 100 * time.Millisecond}
 	m := toolFreeManager(t, gate, sinkFor(notes), &stallAfterDelta{Client: client, read: read, resume: resume})
 	threadID, before, after, err := startHelloTurn(t, m, notes)
 	require.NoError(t, err)
 	after()
 	notes.wait(t, "turn/completed")
 	require.Equal(t, api.TurnCompleted, notes.lastEnded(t).Status)
-	gate.mu.Lock()
-	require.Empty(t, gate.early, "written before the turn was stored")
-	gate.mu.Unlock()
+	require.Empty(t, gate.writesOutOfTurn(), "written before the turn was stored")
 	lines := notes.snapshot()[before:]
 	require.Equal(t, []string{"thread/status/changed active[]", "turn/started", "item/started", "item/completed",
 		"item/started", "item/agentMessage/delta", "item/agentMessage/delta", "item/completed"}, lines[:8], "%v", lines)
@@ -507,7 +477,7 @@ func TestAnswerReadWhileFirstCommitFailsLeavesNoTrace(t *testing.T) {
 			require.True(t, gate.readFirst.Load(), "the answer was read before the write failed")
 			require.Eventually(t, func() bool { _, running := m.Counts(); return running == 0 }, 5*time.Second, 5*time.Millisecond)
 			time.Sleep(50 * time.Millisecond)
-			require.Empty(t, gate.writesAfterRefusal(), "the abandoned turn went on writing")
+			require.Empty(t, gate.writesOutOfTurn(), "the abandoned turn went on writing")
 			require.Empty(t, notes.snapshot()[before:], "a turn that failed to start announced")
 			turnsOf, err := st.ListTurns(context.Background(), store.TurnsQuery{ThreadID: threadID})
 			require.NoError(t, err)

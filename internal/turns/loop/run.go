@@ -544,15 +544,14 @@ func (r *Run) sendHeld() {
 // settle waits for the pending commit (roundCommitter.settle) and ends
 // any holding, which only a response read while the first commit ran
 // starts (modelRound): a stored commit has had what was held sent with
-// its announcement (sendHeld); a failed one drops it with the turn, and
-// the completed item still waiting, which nothing may store now.
+// its announcement (sendHeld, before it reports success); a failed one
+// drops it with the turn, and the completed item still waiting, which
+// nothing may store now.
 func (r *Run) settle() error {
 	err := r.commits.settle()
 	if r.holding {
 		r.holding = false
-		if err == nil {
-			r.sendHeld()
-		} else {
+		if err != nil {
 			r.holdMu.Lock()
 			r.held = nil
 			r.holdMu.Unlock()
