@@ -397,6 +397,10 @@ func TestMCPCancelDuringElicitation(t *testing.T) {
 		return &mcp.ElicitResult{Action: "cancel"}, nil
 	}
 	cs, sn := mcpConnect(t, d.MCPHTTP(""), elicit)
+	// Before the session's close (cleanups run last first): a failure
+	// must not leave the dialog open, or the close waits for it.
+	var dismiss sync.Once
+	t.Cleanup(func() { dismiss.Do(func() { close(dismissed) }) })
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 
@@ -412,11 +416,17 @@ func TestMCPCancelDuringElicitation(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("the host was never asked")
 	}
-	thread := sn.startedAfter(known)
-	require.NotEmpty(t, thread)
+	// The turn's events and the elicitation come on different streams
+	// over streamable HTTP: the dialog may open before the sniffer has
+	// read the turn's start.
+	var thread string
+	require.Eventually(t, func() bool {
+		thread = sn.startedAfter(known)
+		return thread != ""
+	}, 10*time.Second, 10*time.Millisecond)
 	callCancel()
 	require.Error(t, <-done)
-	close(dismissed)
+	dismiss.Do(func() { close(dismissed) })
 	require.Eventually(t, func() bool {
 		st, _ := apptest.ThreadTexts(t, d.RPC(t), thread)
 		return len(st) == 1 && st[0] == "interrupted"
