@@ -171,8 +171,14 @@ func (s *Server) attach(sess *Session) {
 	w := newWSSub(sess)
 	sess.sub.Store(w)
 	id := turns.ConnID(sess.id)
-	s.hub.Attach(id, w, hub.AttachOptions{OptOut: sess.optOut})
-	sess.OnClose(func() { s.hub.Detach(id) })
+	stream := sess.conn.Stream()
+	if c := s.hub.AttachFollower(id, w, hub.AttachOptions{OptOut: sess.optOut}, stream.Pull); c != nil {
+		stream.SetFeed(w.feed(c))
+	}
+	sess.OnClose(func() {
+		s.hub.Detach(id)
+		stream.SetFeed(nil) // the cursor holds on to the feed's blocks
+	})
 }
 
 // A thread/read, thread/resume or thread/fork with its turns is written

@@ -931,6 +931,39 @@ func TestBehaviourTwoClientsOneThread(t *testing.T) {
 	}
 }
 
+// A connection that does not follow a thread gets its status broadcasts
+// before anything it is sent after them: here the answer to a request
+// made once they were broadcast, which must not overtake them (the
+// daemon keeps such broadcasts apart from the connection's own frames
+// until it next writes; docs/protocol.md §2.5).
+func TestBehaviourDistantBroadcastsGoBeforeALaterAnswer(t *testing.T) {
+	fake := apptest.StartFake(t, `{"steps":[{"text":"One.","chunks":2},{"text":"Two.","chunks":2},{"text":"Three.","chunks":2}]}`)
+	d := apptest.Start(t, apptest.FakeArgs(fake, "responses")...)
+	a, c := d.RPC(t), d.RPC(t)
+	threadID := apptest.StartThread(t, a, nil)
+	c.Through(bhIsNote("thread/started"))
+	// Within the broadcasts' delay (20 ms at least) the answer would come
+	// first if it could overtake them; on a machine slow enough to take
+	// longer, the check passes either way. Three turns make that less
+	// likely.
+	for i := range 3 {
+		bhStartTurn(t, a, threadID, fmt.Sprint("work ", i))
+		a.Through(bhIsStatus(t, threadID, "idle")) // broadcast to c too by now
+		id := c.Request("thread/loaded/list", map[string]any{})
+		frames := c.Through(bhIsResponse(id))
+		var seen []string
+		for _, f := range frames {
+			if bhIsStatus(t, threadID, "active")(f) {
+				seen = append(seen, "active")
+			}
+			if bhIsStatus(t, threadID, "idle")(f) {
+				seen = append(seen, "idle")
+			}
+		}
+		require.Equal(t, []string{"active", "idle"}, seen, "turn %d: frames before the answer: %v", i, apptest.MethodsOf(frames))
+	}
+}
+
 // --- 9: reading threads and turns ---
 
 func TestBehaviourReadAndListTurns(t *testing.T) {
