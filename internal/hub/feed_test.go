@@ -174,3 +174,25 @@ func TestNoFeedWithoutDelay(t *testing.T) {
 	status(h, "th")
 	require.True(t, c.note(t).Distant)
 }
+
+// A broadcast about a thread that every follower hears (a crowd on one
+// thread) goes into no feed: nothing is published and the hub's timer is
+// not armed, so no follower is asked to look.
+func TestFeedSkipsWhatNoFollowerMisses(t *testing.T) {
+	var armed atomic.Int32
+	h := hub.New(hub.Config{FeedDelay: func(int) time.Duration {
+		armed.Add(1)
+		return time.Hour
+	}})
+	defer h.Close()
+	for range 3 {
+		id, _, _ := follow(h, newClient(), hub.AttachOptions{})
+		h.Subscribe("th", id)
+	}
+	status(h, "th")
+	require.Zero(t, armed.Load())
+	_, cur, _ := follow(h, newClient(), hub.AttachOptions{})
+	status(h, "th")
+	require.Equal(t, int32(1), armed.Load())
+	require.Len(t, drain(cur), 1)
+}

@@ -924,12 +924,17 @@ func (h *Hub) broadcastAbout(n *Notification, threadID string) {
 			}
 		}
 	} else {
+		nearFollowers := 0
 		for _, id := range near {
 			if f, ok := h.followers[id]; ok && f.cursor.opts.hears(n.Method) {
 				to = append(to, recipient{h.subs[id].sub, false})
+				nearFollowers++
 			}
 		}
-		if set.followers > 0 {
+		// Only when some follower is distant: a thread every follower
+		// hears (a crowd on one thread) costs its followers no look at
+		// the feed.
+		if set.followers > nearFollowers {
 			h.publishFeedLocked(newFar(), near)
 		}
 	}
