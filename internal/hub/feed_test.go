@@ -83,11 +83,17 @@ func TestFeedCarriesDistantBroadcasts(t *testing.T) {
 func TestFeedKeepsOrderAndSubscriptions(t *testing.T) {
 	h := hub.New(hub.Config{FeedDelay: func(int) time.Duration { return time.Hour }})
 	defer h.Close()
-	_, earlier, _ := follow(h, newClient(), hub.AttachOptions{})
+	// Clients that take more than their 16 notes' room would block the
+	// hub, should the broadcasts go through Notify after all.
+	roomy := func() *client {
+		c := newClient()
+		c.notes = make(chan *hub.Notification, 1000)
+		return c
+	}
+	_, earlier, _ := follow(h, roomy(), hub.AttachOptions{})
 	status(h, "before") // in the feed, for the earlier follower only
 	require.Len(t, drain(earlier), 1)
-	c := newClient()
-	c.notes = make(chan *hub.Notification, 1000)
+	c := roomy()
 	id, cur, _ := follow(h, c, hub.AttachOptions{})
 	status(h, "before-subscribers")
 	var want []string
@@ -148,19 +154,24 @@ func TestFeedDueWithinItsDelay(t *testing.T) {
 	start := time.Now()
 	status(h, "th")
 	status(h, "th")
-	require.Eventually(t, func() bool { return dueA.Load() == 1 && dueB.Load() == 1 }, 5*time.Second, time.Millisecond)
+	together := time.Since(start) < delay // not so on a machine that stalled
+	require.Eventually(t, func() bool { return dueA.Load() >= 1 && dueB.Load() >= 1 }, 5*time.Second, time.Millisecond)
 	require.GreaterOrEqual(t, time.Since(start), delay)
 	time.Sleep(60 * time.Millisecond)
-	require.Equal(t, int32(1), dueA.Load(), "one call for both broadcasts")
-	require.Equal(t, []int{3}, audiences)
-	require.Eventually(t, func() bool { return unlocked.Load()+locked.Load() == 1 }, 5*time.Second, time.Millisecond)
+	if together {
+		require.Equal(t, int32(1), dueA.Load(), "one call for both broadcasts")
+		require.Equal(t, []int{3}, audiences)
+	}
+	callsA := dueA.Load()
+	require.Eventually(t, func() bool { return unlocked.Load()+locked.Load() >= 1 }, 5*time.Second, time.Millisecond)
 	require.Zero(t, locked.Load(), "due was called with the hub's lock held")
 
+	callsB := dueB.Load()
 	h.Detach(idB)
 	status(h, "th")
-	require.Eventually(t, func() bool { return dueA.Load() == 2 }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return dueA.Load() == callsA+1 }, 5*time.Second, time.Millisecond)
 	time.Sleep(10 * time.Millisecond)
-	require.Equal(t, int32(1), dueB.Load())
+	require.Equal(t, callsB, dueB.Load())
 }
 
 // A hub without a FeedDelay keeps no feed: a follower is a subscriber

@@ -174,6 +174,7 @@ func (s *Server) attach(sess *Session) {
 	stream := sess.conn.Stream()
 	if c := s.hub.AttachFollower(id, w, hub.AttachOptions{OptOut: sess.optOut}, stream.Pull); c != nil {
 		stream.SetFeed(w.feed(c))
+		stream.Pull() // the hub may have asked before the feed was set
 	}
 	sess.OnClose(func() {
 		s.hub.Detach(id)

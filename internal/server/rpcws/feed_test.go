@@ -3,6 +3,7 @@ package rpcws
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -139,4 +140,33 @@ func TestFeedFillingTheQueueIsASlowConsumer(t *testing.T) {
 	require.Equal(t, websocket.StatusPolicyViolation, websocket.CloseStatus(err))
 	s.Pull()
 	require.Len(t, f.frames, 1, "a closed stream takes nothing")
+}
+
+// A flushing close takes from the feed only what the queue has room for:
+// the close keeps its own code, not a slow consumer's, and what was
+// queued before goes out.
+func TestFlushingCloseTakesWhatFits(t *testing.T) {
+	var slow atomic.Int32
+	s, client := pair(t, Options{OutboundQueue: 4, Hooks: Hooks{SlowConsumer: func() { slow.Add(1) }}})
+	holdWriter(t, s)
+	f := &feedOf{}
+	s.SetFeed(f.take)
+	err := s.Send(frame(0))
+	err2 := s.Send(frame(1))
+	for i := 2; i < 7; i++ {
+		f.put(frame(i))
+	}
+	s.CloseWith(websocket.StatusGoingAway, "bye")
+	releaseWriter(s) // before any check, so that a failure cannot hang the cleanup
+	require.NoError(t, err)
+	require.NoError(t, err2)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	got, cerr := readAll(ctx, client)
+	require.Equal(t, websocket.StatusGoingAway, websocket.CloseStatus(cerr))
+	require.Len(t, got, 4)
+	for i, g := range got {
+		require.JSONEq(t, string(frame(i)), g)
+	}
+	require.Zero(t, slow.Load())
 }

@@ -511,10 +511,22 @@ func (s *Stream) Pull() {
 func (s *Stream) pullLocked() bool {
 	ok := true
 	s.feed(func(frame []byte) bool {
-		ok = s.appendLocked(outFrame{data: frame, size: int64(len(frame))}, -1) == nil
+		ok = !s.closing && s.appendLocked(outFrame{data: frame, size: int64(len(frame))}, -1) == nil
 		return ok
 	})
 	return ok
+}
+
+// pullRoomLocked is pullLocked for a close that flushes: it takes the
+// feed's frames while the queue has room, and drops the rest, so that the
+// close keeps its own code rather than becoming a slow consumer's.
+func (s *Stream) pullRoomLocked() {
+	s.feed(func(frame []byte) bool {
+		if len(s.queue) >= s.opts.OutboundQueue || s.queuedBytes >= s.opts.OutboundBytes {
+			return false
+		}
+		return s.appendLocked(outFrame{data: frame, size: int64(len(frame))}, -1) == nil
+	})
 }
 
 // queueLocked queues f, or closes the stream as a slow consumer when the
@@ -621,8 +633,8 @@ func (s *Stream) closeLocked(code CloseCode, reason string, flush bool) {
 	if s.closing {
 		return
 	}
-	if flush && s.feed != nil && !s.pullLocked() {
-		return // the feed's frames overflowed the queue: closed already
+	if flush && s.feed != nil {
+		s.pullRoomLocked()
 	}
 	s.closing = true
 	if s.lazyTimer != nil {
