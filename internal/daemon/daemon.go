@@ -251,7 +251,6 @@ func NewCore(ctx context.Context, cfg *config.Config, doors Doors, configFile, v
 		UserInput:       hub.Timeouts{NoClient: cfg.ApprovalClientTimeout},
 		ToolCall:        hub.Timeouts{NoClient: cfg.DynamicToolReconnectTimeout},
 		Encode:          rpcws.EncodeNotification,
-		FeedDelay:       server.DistantDelay,
 		ToolMetrics:     c.Metrics.DynamicMetrics(),
 		ApprovalMetrics: tel,
 		Audit:           c.Audit,

@@ -139,10 +139,6 @@ type Config struct {
 	// Audit records every approval and elicitation request with its
 	// answer and who gave it; nil records nothing.
 	Audit *audit.Log
-	// FeedDelay, when set, keeps the distant feed (AttachFollower): the
-	// longest a broadcast to audience subscribers may wait in it before
-	// the hub asks its followers to take it. nil keeps no feed.
-	FeedDelay func(audience int) time.Duration
 	// Logger receives warnings; nil discards them.
 	Logger *slog.Logger
 	// Now is the clock; nil means time.Now.
@@ -297,9 +293,7 @@ type Hub struct {
 	// over every subscriber cost about 5 ms of daemon CPU a turn with
 	// 10,000 connections opted out of its three broadcasts
 	// (BenchmarkCrowd/optout, bench/README.md).
-	// Followers (feed.go) are counted in a method's hearers but not kept
-	// in its set: the feed and the thread's own list reach them.
-	hearers map[string]*hearerSet
+	hearers map[string]map[ConnID]Subscriber
 	// threads are the subscribers of each thread, oldest first (ids grow);
 	// joined are the threads each subscriber hears. The hub is their one
 	// owner: the turns layer subscribes its callers here and asks Watched.
@@ -325,16 +319,6 @@ type Hub struct {
 	// remote are the requests of other daemons' turns presented here (only
 	// with a Remote).
 	remote map[remoteKey]*Request
-	// followers take their distant broadcasts from the feed (feed.go),
-	// whose last block is feedTail; feedTimer asks them to, armed while
-	// feedArmed.
-	followers map[ConnID]follower
-	feedTail  *feedBlock
-	feedArmed bool
-	// feedTimer is set under mu and read by Close without it; closed
-	// stops it from being armed again.
-	feedTimer atomic.Pointer[time.Timer]
-	closed    atomic.Bool
 
 	// ctx ends at Close; wg counts the goroutines that talk to other
 	// daemons (watchers of published tool calls, held reports).
@@ -368,7 +352,7 @@ func New(cfg Config) *Hub {
 		log:        cfg.Logger,
 		now:        cfg.Now,
 		subs:       map[ConnID]attached{},
-		hearers:    map[string]*hearerSet{},
+		hearers:    map[string]map[ConnID]Subscriber{},
 		threads:    map[string][]ConnID{},
 		joined:     map[ConnID]map[string]struct{}{},
 		everyone:   map[ConnID]Subscriber{},
@@ -378,7 +362,6 @@ func New(cfg Config) *Hub {
 		tools:      map[*dynamic.Pending]*Request{},
 		waiting:    map[int64]*Request{},
 		remote:     map[remoteKey]*Request{},
-		followers:  map[ConnID]follower{},
 	}
 	h.ctx, h.cancel = context.WithCancel(context.Background())
 	h.broker = dynamic.NewBroker(dynamic.BrokerConfig{
@@ -417,10 +400,6 @@ func (h *Hub) Broker() *dynamic.Broker { return h.broker }
 
 // Close fails every pending dynamic tool call (daemon shutdown).
 func (h *Hub) Close() {
-	h.closed.Store(true)
-	if t := h.feedTimer.Load(); t != nil {
-		t.Stop()
-	}
 	h.cancel()
 	h.broker.Close()
 	h.wg.Wait()
@@ -439,32 +418,17 @@ func (h *Hub) NextRequestID() int64 { return h.nextReq.Add(1) - 1 }
 // threads it subscribes to, reach it from now on.
 func (h *Hub) Attach(id ConnID, sub Subscriber, opts AttachOptions) {
 	h.mu.Lock()
-	h.attachLocked(id, sub, opts, false)
-	h.mu.Unlock()
-}
-
-// hearerSet is the audience of a method's broadcasts: the subscribers
-// that hear it and are not followers, and how many followers do.
-type hearerSet struct {
-	direct    map[ConnID]Subscriber
-	followers int
-}
-
-func (h *Hub) attachLocked(id ConnID, sub Subscriber, opts AttachOptions, follows bool) {
 	if opts.AllThreads {
 		h.everyone[id] = sub
-		return
-	}
-	h.subs[id] = attached{sub, opts}
-	for method, set := range h.hearers {
-		if opts.hears(method) {
-			if follows {
-				set.followers++
-			} else {
-				set.direct[id] = sub
+	} else {
+		h.subs[id] = attached{sub, opts}
+		for method, set := range h.hearers {
+			if opts.hears(method) {
+				set[id] = sub
 			}
 		}
 	}
+	h.mu.Unlock()
 }
 
 // hears reports whether a subscriber attached with o gets the broadcasts
@@ -493,21 +457,11 @@ func (h *Hub) Follow(threadID string, sub Subscriber, opts AttachOptions) ConnID
 // other subscribers (approvals re-check at once).
 func (h *Hub) Detach(id ConnID) {
 	h.mu.Lock()
-	if a, ok := h.subs[id]; ok {
-		_, follows := h.followers[id]
-		for method, set := range h.hearers {
-			if a.opts.hears(method) {
-				if follows {
-					set.followers--
-				} else {
-					delete(set.direct, id)
-				}
-			}
-		}
-	}
 	delete(h.subs, id)
 	delete(h.everyone, id)
-	delete(h.followers, id)
+	for _, set := range h.hearers {
+		delete(set, id)
+	}
 	left := make([]string, 0, len(h.joined[id]))
 	for th := range h.joined[id] {
 		h.leaveLocked(th, id)
@@ -873,8 +827,7 @@ func (h *Hub) broadcast(n *Notification) { h.broadcastAbout(n, "") }
 
 // broadcastAbout sends n to every subscriber but the recorders. When n is
 // about a thread (threadID not ""), the subscribers that do not hear that
-// thread get a copy marked Distant, sharing n's frame: through the feed
-// for the followers (feed.go), through Notify for the others.
+// thread get a copy marked Distant, sharing n's frame.
 func (h *Hub) broadcastAbout(n *Notification, threadID string) {
 	n.Broadcast = true
 	type recipient struct {
@@ -884,64 +837,39 @@ func (h *Hub) broadcastAbout(n *Notification, threadID string) {
 	h.mu.Lock()
 	set := h.hearers[n.Method]
 	if set == nil {
-		set = &hearerSet{direct: make(map[ConnID]Subscriber, len(h.subs)-len(h.followers))}
+		set = make(map[ConnID]Subscriber, len(h.subs))
 		for id, a := range h.subs {
 			if a.opts.hears(n.Method) {
-				if _, follows := h.followers[id]; follows {
-					set.followers++
-				} else {
-					set.direct[id] = a.sub
-				}
+				set[id] = a.sub
 			}
 		}
 		h.hearers[n.Method] = set
 	}
-	n.Audience = len(set.direct) + set.followers
-	var far *Notification
-	newFar := func() *Notification {
-		if far == nil {
-			far = &Notification{Method: n.Method, Params: n.Params, EmittedAtMs: n.EmittedAtMs,
-				Owned: n.Owned, Owner: n.Owner, Broadcast: true, Distant: true, Audience: n.Audience, frame: n.frame}
-		}
-		return far
-	}
+	to := make([]recipient, 0, len(set))
+	distant := 0
 	// The thread's own subscribers (a sorted list, usually of one or two)
 	// rather than each recipient's joined set: with 400 connections, a
 	// lookup in 400 maps per broadcast was 5 % of the daemon's CPU
 	// (BenchmarkCrowdTurns/threads=400).
 	near := h.threads[threadID]
-	to := make([]recipient, 0, len(set.direct)+len(near))
-	for id, sub := range set.direct {
+	for id, sub := range set {
 		_, hears := slices.BinarySearch(near, id)
-		to = append(to, recipient{sub, threadID != "" && !hears})
-	}
-	// The followers that hear the thread get n itself; when n is about
-	// no thread, every follower does. The others take it from the feed.
-	if threadID == "" {
-		for id, f := range h.followers {
-			if f.cursor.opts.hears(n.Method) {
-				to = append(to, recipient{h.subs[id].sub, false})
-			}
+		far := threadID != "" && !hears
+		if far {
+			distant++
 		}
-	} else {
-		nearFollowers := 0
-		for _, id := range near {
-			if f, ok := h.followers[id]; ok && f.cursor.opts.hears(n.Method) {
-				to = append(to, recipient{h.subs[id].sub, false})
-				nearFollowers++
-			}
-		}
-		// Only when some follower is distant: a thread every follower
-		// hears (a crowd on one thread) costs its followers no look at
-		// the feed.
-		if set.followers > nearFollowers {
-			h.publishFeedLocked(newFar(), near)
-		}
+		to = append(to, recipient{sub, far})
 	}
 	h.mu.Unlock()
+	n.Audience = len(to)
+	var far *Notification
+	if distant > 0 {
+		far = &Notification{Method: n.Method, Params: n.Params, EmittedAtMs: n.EmittedAtMs,
+			Owned: n.Owned, Owner: n.Owner, Broadcast: true, Distant: true, Audience: n.Audience, frame: n.frame}
+	}
 	for _, r := range to {
 		if r.distant {
-			r.sub.Notify(newFar())
+			r.sub.Notify(far)
 		} else {
 			r.sub.Notify(n)
 		}

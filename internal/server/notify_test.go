@@ -24,7 +24,7 @@ func TestDistantDelayGrowsWithTheAudience(t *testing.T) {
 		4000:   time.Second,
 		10_000: time.Second,
 	} {
-		require.Equal(t, want, DistantDelay(audience), "audience %d", audience)
+		require.Equal(t, want, distantDelay(audience), "audience %d", audience)
 	}
 }
 

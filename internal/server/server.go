@@ -234,7 +234,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.Now = time.Now
 	}
 	if cfg.Hub == nil {
-		cfg.Hub = hub.New(hub.Config{Logger: cfg.Logger, Now: cfg.Now, Encode: rpcws.EncodeNotification, FeedDelay: DistantDelay})
+		cfg.Hub = hub.New(hub.Config{Logger: cfg.Logger, Now: cfg.Now, Encode: rpcws.EncodeNotification})
 	}
 	cfg.Info.setDefaults()
 	if cfg.Providers == nil {

@@ -136,7 +136,12 @@ func (s *Session) Notify(n *Notification) {
 	if _, out := s.optOut[n.Method]; out {
 		return
 	}
-	frame := s.frameOf(n)
+	frame := n.Frame()
+	if s.eventSeq {
+		// Clients that asked see each thread notification's sequence
+		// number, the position thread/resume's afterSeq takes.
+		frame = n.SeqFrame()
+	}
 	var err error
 	if hold := holdFor(n); hold > 0 {
 		err = s.conn.SendLazyWithin(frame, hold)
@@ -146,29 +151,6 @@ func (s *Session) Notify(n *Notification) {
 	if err == nil {
 		s.srv.metrics.notification(n.Method)
 	}
-}
-
-// take is Notify for a notification the stream takes from its feed: add
-// queues the frame, and reports whether the stream took it.
-func (s *Session) take(n *Notification, add func([]byte) bool) bool {
-	if _, out := s.optOut[n.Method]; out {
-		return true
-	}
-	if !add(s.frameOf(n)) {
-		return false
-	}
-	s.srv.metrics.notification(n.Method)
-	return true
-}
-
-// frameOf is the frame of n as this client gets it.
-func (s *Session) frameOf(n *Notification) []byte {
-	if s.eventSeq {
-		// Clients that asked see each thread notification's sequence
-		// number, the position thread/resume's afterSeq takes.
-		return n.SeqFrame()
-	}
-	return n.Frame()
 }
 
 // Distant broadcasts (thread/status/changed and the like, about a thread a
@@ -192,7 +174,7 @@ func holdFor(n *Notification) time.Duration {
 	case n.Distant:
 		// About a thread this client does not follow: a delay that grows
 		// with the audience.
-		return DistantDelay(n.Audience)
+		return distantDelay(n.Audience)
 	case n.Broadcast:
 		// Every connection gets it.
 		return rpcws.DefaultLazyDelay
@@ -227,10 +209,9 @@ func crowdedDelay(audience int) time.Duration {
 	return min(time.Duration(audience)*crowdedDelayPerConn, maxCrowdedDelay)
 }
 
-// DistantDelay is how long a distant broadcast to audience connections
-// may wait for a connection's next frame: the hub's FeedDelay, for the
-// sessions that take distant broadcasts from its feed.
-func DistantDelay(audience int) time.Duration {
+// distantDelay is how long a distant broadcast to audience connections
+// may wait for a connection's next frame.
+func distantDelay(audience int) time.Duration {
 	return min(max(time.Duration(audience)*distantDelayPerConn, rpcws.DefaultLazyDelay), maxDistantDelay)
 }
 

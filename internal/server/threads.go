@@ -171,15 +171,8 @@ func (s *Server) attach(sess *Session) {
 	w := newWSSub(sess)
 	sess.sub.Store(w)
 	id := turns.ConnID(sess.id)
-	stream := sess.conn.Stream()
-	if c := s.hub.AttachFollower(id, w, hub.AttachOptions{OptOut: sess.optOut}, stream.Pull); c != nil {
-		stream.SetFeed(w.feed(c))
-		stream.Pull() // the hub may have asked before the feed was set
-	}
-	sess.OnClose(func() {
-		s.hub.Detach(id)
-		stream.SetFeed(nil) // the cursor holds on to the feed's blocks
-	})
+	s.hub.Attach(id, w, hub.AttachOptions{OptOut: sess.optOut})
+	sess.OnClose(func() { s.hub.Detach(id) })
 }
 
 // A thread/read, thread/resume or thread/fork with its turns is written

@@ -104,22 +104,6 @@ func (w *wsSub) Notify(n *hub.Notification) {
 	w.sess.Notify(n)
 }
 
-// feed is the connection's reader of the hub's distant feed
-// (rpcws.Stream.SetFeed): the broadcasts about threads it does not hear,
-// filtered as Notify filters them. It runs under the stream's lock.
-func (w *wsSub) feed(c *hub.FeedCursor) func(add func([]byte) bool) {
-	return func(add func([]byte) bool) {
-		for n := c.Next(); n != nil; n = c.Next() {
-			if n.Owned && !w.sess.who.SeesOriginator(n.Owner) {
-				continue // about another principal's thread
-			}
-			if !w.sess.take(n, add) {
-				return
-			}
-		}
-	}
-}
-
 // hold starts holding the live notifications of a thread until replay.
 func (w *wsSub) hold(threadID string) {
 	w.mu.Lock()

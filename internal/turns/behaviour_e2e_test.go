@@ -933,9 +933,9 @@ func TestBehaviourTwoClientsOneThread(t *testing.T) {
 
 // A connection that does not follow a thread gets its status broadcasts
 // before anything it is sent after them: here the answer to a request
-// made once they were broadcast, which must not overtake them (the
-// daemon keeps such broadcasts apart from the connection's own frames
-// until it next writes; docs/protocol.md §2.5).
+// made once they were broadcast, which must not overtake them though the
+// broadcasts may wait for the connection's next frame (docs/protocol.md
+// §2.5).
 func TestBehaviourDistantBroadcastsGoBeforeALaterAnswer(t *testing.T) {
 	fake := apptest.StartFake(t, `{"steps":[{"text":"One.","chunks":2},{"text":"Two.","chunks":2},{"text":"Three.","chunks":2}]}`)
 	d := apptest.Start(t, apptest.FakeArgs(fake, "responses")...)

@@ -148,9 +148,6 @@ type Stream struct {
 	lazyDeadline time.Time
 	closeCode    CloseCode
 	closeText    string
-	// feed, when set (SetFeed), hands over frames kept for the stream
-	// elsewhere, which it queues before each frame of its own.
-	feed func(add func(frame []byte) bool)
 
 	// inWrite is set while a frame is being written. It is cleared as soon
 	// as the write returns, without waiting for mu, so that an abort racing
@@ -477,72 +474,10 @@ func (s *Stream) SendStreamed(f StreamedFrame) error {
 	return s.queueLocked(outFrame{streamed: f, size: f.Size()}, 0)
 }
 
-// SetFeed makes feed a source of the stream's frames: frames that wait
-// for the stream somewhere else (the hub's distant broadcasts), which
-// feed hands to add in order, each as if Send had queued it. The stream
-// calls feed under its lock, before it queues any frame of its own (so
-// that those frames keep their place before it) and at Pull; feed must
-// not block or call the stream, and stops when add returns false (the
-// stream closed as a slow consumer). nil removes it.
-func (s *Stream) SetFeed(feed func(add func(frame []byte) bool)) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.feed = feed
-}
-
-// Pull queues what the feed holds for the stream now, and starts writing
-// it.
-func (s *Stream) Pull() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.feed == nil || s.closing {
-		return
-	}
-	// Whatever the queue holds is due now: frames taken along by a lazy
-	// frame before wait no longer than the feed's own deadline.
-	if s.pullLocked() && len(s.queue) > 0 {
-		s.startWriterLocked()
-	}
-}
-
-// pullLocked queues the feed's frames; s.mu must be held and the stream
-// not closing. It reports false when the stream closed as a slow consumer
-// meanwhile.
-func (s *Stream) pullLocked() bool {
-	ok := true
-	s.feed(func(frame []byte) bool {
-		ok = !s.closing && s.appendLocked(outFrame{data: frame, size: int64(len(frame))}, -1) == nil
-		return ok
-	})
-	return ok
-}
-
-// pullRoomLocked is pullLocked for a close that flushes: it takes the
-// feed's frames while the queue has room, and drops the rest, so that the
-// close keeps its own code rather than becoming a slow consumer's.
-func (s *Stream) pullRoomLocked() {
-	s.feed(func(frame []byte) bool {
-		if len(s.queue) >= s.opts.OutboundQueue || s.queuedBytes >= s.opts.OutboundBytes {
-			return false
-		}
-		return s.appendLocked(outFrame{data: frame, size: int64(len(frame))}, -1) == nil
-	})
-}
-
 // queueLocked queues f, or closes the stream as a slow consumer when the
 // queue is full; s.mu must be held and the stream not closing. A lazy
-// frame (lazy > 0) starts no writer before lazy has passed. The feed's
-// frames go first.
+// frame (lazy > 0) starts no writer before lazy has passed.
 func (s *Stream) queueLocked(f outFrame, lazy time.Duration) error {
-	if s.feed != nil && !s.pullLocked() {
-		return ErrSlowConsumer
-	}
-	return s.appendLocked(f, lazy)
-}
-
-// appendLocked is queueLocked without the feed. A frame with lazy < 0
-// neither starts a writer nor arms the lazy timer: its caller sees to it.
-func (s *Stream) appendLocked(f outFrame, lazy time.Duration) error {
 	if len(s.queue) < s.opts.OutboundQueue && s.queuedBytes < s.opts.OutboundBytes {
 		if s.queue == nil {
 			// The box carries the array to the pool and back; it holds
@@ -552,11 +487,9 @@ func (s *Stream) appendLocked(f outFrame, lazy time.Duration) error {
 		}
 		s.queue = append(s.queue, f)
 		s.queuedBytes += f.size
-		switch {
-		case lazy < 0:
-		case lazy == 0 || s.writing:
+		if lazy <= 0 || s.writing {
 			s.startWriterLocked()
-		default:
+		} else {
 			s.armLazyLocked(lazy)
 		}
 		return nil
@@ -632,9 +565,6 @@ func (s *Stream) CloseWith(code CloseCode, reason string) {
 func (s *Stream) closeLocked(code CloseCode, reason string, flush bool) {
 	if s.closing {
 		return
-	}
-	if flush && s.feed != nil {
-		s.pullRoomLocked()
 	}
 	s.closing = true
 	if s.lazyTimer != nil {
